@@ -1,0 +1,36 @@
+# The Makefile is the contract: `make help` lists what it offers.
+SHELL := bash
+.DEFAULT_GOAL := help
+
+GO ?= go
+STATICCHECK_VERSION := v0.8.2
+TEST_FLAGS ?= -count=1 -timeout=30m
+KUBE_BIN := $(shell deploy/local/build-kube.sh --print-dir)
+export METALAMBDA_KUBE_BIN := $(KUBE_BIN)
+
+.PHONY: help
+help: ## List the targets.
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Compile every package.
+	$(GO) build ./...
+
+.PHONY: kube
+kube: ## Build the pinned control plane (etcd, kube-*) into the cache, unless already there.
+	@deploy/local/build-kube.sh >/dev/null
+
+.PHONY: test
+test: kube ## Unit and integration tests on a real control plane (the README's test command).
+	@hack/test.sh $(TEST_FLAGS) -tags integration ./...
+
+.PHONY: test-unit
+test-unit: ## Unit tests only: no control plane needed.
+	@hack/test.sh $(TEST_FLAGS) ./...
+
+.PHONY: lint
+lint: ## gofmt, go vet and staticcheck (config: staticcheck.conf).
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	  if [[ -n $$unformatted ]]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet -tags integration ./...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags integration ./...

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs the test suite in a private TMPDIR, then proves the tests cleaned up after
+# themselves: no process still refers to that directory and nothing is left in it.
+#
+#   hack/test.sh [go test flags and packages]
+set -uo pipefail
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/metalambda-test.XXXXXX")
+echo "test: go test $* (TMPDIR=$tmp)"
+TMPDIR=$tmp go test "$@"
+rc=$?
+
+leaked=()
+for cmdline in /proc/[0-9]*/cmdline; do
+  pid=${cmdline#/proc/}; pid=${pid%/cmdline}
+  [[ $pid == "$$" ]] && continue
+  if tr '\0' ' ' <"$cmdline" 2>/dev/null | grep -qF "$tmp"; then
+    leaked+=("$pid: $(tr '\0' ' ' <"$cmdline" | cut -c1-160)")
+  fi
+done
+if ((${#leaked[@]})); then
+  echo "test: FAIL: processes started by the tests are still running:" >&2
+  printf '  %s\n' "${leaked[@]}" >&2
+  rc=1
+fi
+left=$(find "$tmp" -mindepth 1 -maxdepth 1 2>/dev/null)
+if [[ -n $left ]]; then
+  echo "test: FAIL: the tests left files behind in $tmp:" >&2
+  echo "$left" | sed 's/^/  /' >&2
+  rc=1
+else
+  rmdir "$tmp"
+fi
+((rc == 0)) && echo "test: ok, no process or temporary directory left behind"
+exit "$rc"

@@ -1,0 +1,14 @@
+// Package kubetest is the integration-test harness: one real control plane per test
+// package (started from TestMain), a fresh namespace per test, and waits with a
+// deadline and a readable failure message.
+//
+//	var env *kubetest.Env
+//
+//	func TestMain(m *testing.M) { kubetest.Main(m, &env, localcluster.Options{}) }
+//
+//	func TestSomething(t *testing.T) {
+//		ns := env.Namespace(t)
+//		...
+//		kubetest.Eventually(t, 30*time.Second, "the ConfigMap is collected", func(ctx context.Context) (bool, error) { ... })
+//	}
+package kubetest

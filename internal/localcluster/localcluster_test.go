@@ -1,0 +1,124 @@
+package localcluster
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestValidateNamesTheProblem(t *testing.T) {
+	bin := t.TempDir()
+	for _, name := range []string{"etcd", "kube-apiserver"} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no bin dir", Options{Host: "127.0.0.1", Components: []Component{}}, "make kube"},
+		{"missing binary", Options{BinDir: bin, Host: "127.0.0.1", Components: []Component{Scheduler}, ServiceClusterIPRange: "10.0.0.0/24"}, "kube-scheduler is missing"},
+		{"not loopback", Options{BinDir: bin, Host: "10.1.2.3", Components: []Component{}, ServiceClusterIPRange: "10.0.0.0/24"}, "not a loopback address"},
+		{"bad range", Options{BinDir: bin, Host: "127.0.0.1", Components: []Component{}, ServiceClusterIPRange: "nope"}, "service cluster IP range"},
+		{"valid", Options{BinDir: bin, Host: "127.0.0.1", Components: []Component{}, ServiceClusterIPRange: "10.0.0.0/24"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.opts.Validate()
+			switch {
+			case tt.want == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Fatalf("Validate() = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestSecretsAreGeneratedOnceAndReused(t *testing.T) {
+	dir := t.TempDir()
+	first, err := ensureSecrets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := ensureSecrets(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.adminToken == "" || first.adminToken != second.adminToken {
+		t.Fatalf("admin token changed across restarts: %q then %q", first.adminToken, second.adminToken)
+	}
+	key, err := os.ReadFile(first.serviceAccountKey)
+	if err != nil || !strings.Contains(string(key), "RSA PRIVATE KEY") {
+		t.Fatalf("service-account key: %v %.40q", err, key)
+	}
+}
+
+// TestStopEndsTheWholeProcessGroup proves that a component's own children die with it.
+func TestStopEndsTheWholeProcessGroup(t *testing.T) {
+	dir := t.TempDir()
+	pidFile := filepath.Join(dir, "grandchild.pid")
+	p, err := startProcess("sh", "/bin/sh", dir, []string{"-c", "sleep 300 & echo $! > " + pidFile + "; wait"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var grandchild int
+	deadline := time.Now().Add(10 * time.Second)
+	for grandchild == 0 && time.Now().Before(deadline) {
+		data, _ := os.ReadFile(pidFile)
+		grandchild, _ = strconv.Atoi(strings.TrimSpace(string(data)))
+		time.Sleep(10 * time.Millisecond)
+	}
+	if grandchild == 0 {
+		t.Fatal("the shell never started its child")
+	}
+	if err := p.stop(5 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if done, _ := p.exited(); !done {
+		t.Fatal("process still running after stop")
+	}
+	// The grandchild is reparented to init, which reaps it; give it a moment.
+	for time.Now().Before(deadline) && syscall.Kill(grandchild, 0) == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := syscall.Kill(grandchild, 0); err == nil {
+		_ = syscall.Kill(grandchild, syscall.SIGKILL)
+		t.Fatalf("grandchild %d survived stop", grandchild)
+	}
+	if !strings.Contains(p.tail(5), "/bin/sh") {
+		t.Fatalf("log does not record the command line:\n%s", p.tail(5))
+	}
+}
+
+func TestStaleTempDirsOfDeadProcessesAreRemoved(t *testing.T) {
+	tmp := t.TempDir()
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(tmp, tempPrefix+"stale")
+	live := filepath.Join(tmp, tempPrefix+"live")
+	for dir, pid := range map[string]int{stale: dead.Process.Pid, live: os.Getpid()} {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "owner.pid"), []byte(strconv.Itoa(pid)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	removeStaleTempDirs(tmp)
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale dir of dead process %d still exists (%v)", dead.Process.Pid, err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("dir of a live process was removed: %v", err)
+	}
+}
