@@ -1,0 +1,141 @@
+package apply
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	utiljson "k8s.io/apimachinery/pkg/util/json"
+)
+
+// LastAppliedAnnotation holds, in three-way mode, the JSON of what the hook last
+// asked for, so a later merge knows which fields the hook has since dropped.
+const LastAppliedAnnotation = "metacontroller.k8s.io/last-applied-configuration"
+
+// ErrMalformed marks an object that cannot be handled as given: metadata that is
+// not an object, an unreadable last-applied annotation, a value that is not JSON.
+// It is terminal: retrying the same input fails the same way.
+var ErrMalformed = errors.New("malformed object")
+
+// isSystemMetadata names the metadata fields the API server owns.
+func isSystemMetadata(field string) bool {
+	switch field {
+	case "uid", "resourceVersion", "generation", "creationTimestamp", "deletionTimestamp",
+		"deletionGracePeriodSeconds", "managedFields", "selfLink":
+		return true
+	}
+	return false
+}
+
+// ForApply returns the body of a server-side apply for desired: a deep copy without
+// status, server-owned metadata, managedFields and the last-applied annotation
+// (dropping annotations, or metadata, when that stripping leaves them empty). desired is not
+// modified. Marshalled as JSON it is a valid application/apply-patch+yaml body.
+func ForApply(desired map[string]any) map[string]any {
+	out := DeepCopy(desired)
+	delete(out, "status")
+	md, ok := out["metadata"].(map[string]any)
+	if !ok {
+		return out
+	}
+	had := len(md)
+	for k := range md {
+		if isSystemMetadata(k) {
+			delete(md, k)
+		}
+	}
+	removeLastApplied(md)
+	if len(md) == 0 && had > 0 {
+		delete(out, "metadata")
+	}
+	return out
+}
+
+func removeLastApplied(md map[string]any) {
+	ann, ok := md["annotations"].(map[string]any)
+	if !ok {
+		return
+	}
+	if _, has := ann[LastAppliedAnnotation]; !has {
+		return
+	}
+	delete(ann, LastAppliedAnnotation)
+	if len(ann) == 0 {
+		delete(md, "annotations")
+	}
+}
+
+// SetLastApplied writes the last-applied annotation into obj (creating metadata and
+// annotations as needed): the JSON, with sorted keys, of obj without that
+// annotation, status and server-owned metadata. obj is modified in place.
+func SetLastApplied(obj map[string]any) error {
+	text, err := lastAppliedJSON(obj)
+	if err != nil {
+		return err
+	}
+	return setAnnotation(obj, LastAppliedAnnotation, text)
+}
+
+func lastAppliedJSON(obj map[string]any) (string, error) {
+	b, err := json.Marshal(ForApply(obj))
+	if err != nil {
+		return "", fmt.Errorf("%w: encode last-applied configuration: %w", ErrMalformed, err)
+	}
+	return string(b), nil
+}
+
+func setAnnotation(obj map[string]any, key, value string) error {
+	if obj == nil {
+		return fmt.Errorf("%w: nil object", ErrMalformed)
+	}
+	md, err := childObject(obj, "metadata")
+	if err != nil {
+		return err
+	}
+	ann, err := childObject(md, "annotations")
+	if err != nil {
+		return fmt.Errorf("metadata: %w", err)
+	}
+	ann[key] = value
+	return nil
+}
+
+// childObject returns m[key] as an object, creating it when missing or null.
+func childObject(m map[string]any, key string) (map[string]any, error) {
+	switch v := m[key].(type) {
+	case map[string]any:
+		if v != nil {
+			return v, nil
+		}
+	case nil:
+	default:
+		return nil, fmt.Errorf("%s: %w: a %T, not an object", key, ErrMalformed, v)
+	}
+	v := map[string]any{}
+	m[key] = v
+	return v, nil
+}
+
+// LastApplied reads the last-applied annotation of obj: nil when it is absent or
+// empty, an ErrMalformed error when it is not a JSON object. Numbers decode as
+// unstructured does: int64 when integral, float64 otherwise.
+func LastApplied(obj map[string]any) (map[string]any, error) {
+	md, _ := obj["metadata"].(map[string]any)
+	ann, _ := md["annotations"].(map[string]any)
+	raw := ann[LastAppliedAnnotation]
+	if raw == nil {
+		return nil, nil
+	}
+	text, ok := raw.(string)
+	if !ok {
+		return nil, fmt.Errorf("%w: annotation %s is a %T, not a string", ErrMalformed, LastAppliedAnnotation, raw)
+	}
+	if text == "" {
+		return nil, nil
+	}
+	var out map[string]any
+	if err := utiljson.Unmarshal([]byte(text), &out); err != nil {
+		return nil, fmt.Errorf("%w: annotation %s: %w", ErrMalformed, LastAppliedAnnotation, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,278 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
+	"github.com/metalambda/metalambda/internal/dynamic/discovery"
+	"github.com/metalambda/metalambda/internal/hook"
+)
+
+// Finalizer name prefixes, as upstream Metacontroller names them, so parents carry the
+// same finalizers whichever engine runs.
+const (
+	compositeFinalizerPrefix = "metacontroller.io/compositecontroller-"
+	decoratorFinalizerPrefix = "metacontroller.io/decoratorcontroller-"
+)
+
+// buildError is a reason (for the Ready condition) with a message.
+type buildError struct {
+	reason string
+	err    error
+}
+
+func (e *buildError) Error() string { return e.err.Error() }
+func (e *buildError) Unwrap() error { return e.err }
+
+func buildErr(reason string, format string, args ...any) error {
+	return &buildError{reason: reason, err: fmt.Errorf(format, args...)}
+}
+
+func reasonOf(err error) string {
+	var b *buildError
+	if errors.As(err, &b) {
+		return b.reason
+	}
+	return "Error"
+}
+
+// build turns a controller object into a hosted controller (not yet started), and
+// lists the fields it sets that this engine does not support.
+func (m *Manager) build(obj *unstructured.Unstructured) (*controller, []string, error) {
+	if obj.GetKind() == DecoratorKind {
+		var dc v1alpha1.DecoratorController
+		if err := convertJSON(obj.Object, &dc); err != nil {
+			return nil, nil, buildErr("InvalidSpec", "decode DecoratorController: %v", err)
+		}
+		return m.buildDecorator(obj, &dc)
+	}
+	var cc v1alpha1.CompositeController
+	if err := convertJSON(obj.Object, &cc); err != nil {
+		return nil, nil, buildErr("InvalidSpec", "decode CompositeController: %v", err)
+	}
+	return m.buildComposite(obj, &cc)
+}
+
+func (m *Manager) buildComposite(obj *unstructured.Unstructured, cc *v1alpha1.CompositeController) (c *controller, unsupported []string, err error) {
+	unsupported = compositeUnsupported(&cc.Spec)
+	spec := &cc.Spec
+	if spec.Hooks == nil || spec.Hooks.Sync == nil {
+		return nil, unsupported, buildErr("InvalidSpec", "spec.hooks.sync is required")
+	}
+	parentRes, err := m.resolve(spec.ParentResource.ResourceRule, "spec.parentResource")
+	if err != nil {
+		return nil, unsupported, err
+	}
+	if !parentRes.HasStatus {
+		return nil, unsupported, buildErr("ParentStatusSubresourceMissing",
+			"parent resource %s has no status subresource; add `subresources: {status: {}}` to its CRD version %s (without it, status writes would bump metadata.generation and loop)",
+			parentRes.Resource, parentRes.Version)
+	}
+	selects := func(*unstructured.Unstructured) bool { return true }
+	if ls := spec.ParentResource.LabelSelector; ls != nil {
+		sel, err := metav1.LabelSelectorAsSelector(ls)
+		if err != nil {
+			return nil, unsupported, buildErr("InvalidSpec", "spec.parentResource.labelSelector: %v", err)
+		}
+		selects = func(o *unstructured.Unstructured) bool { return sel.Matches(labels.Set(o.GetLabels())) }
+	}
+	c = m.newController(obj, CompositeKind, compositeFinalizerPrefix, spec.ResyncPeriodSeconds)
+	c.flavor = &composite{generateSelector: spec.GenerateSelector != nil && *spec.GenerateSelector}
+	if c.hooks, err = m.resolveHooks(spec.Hooks.Sync, spec.Hooks.Finalize, spec.Hooks.Customize); err != nil {
+		return nil, unsupported, err
+	}
+	for i, rule := range spec.ChildResources {
+		method := v1alpha1.ChildUpdateOnDelete
+		if rule.UpdateStrategy != nil && rule.UpdateStrategy.Method != "" {
+			method = rule.UpdateStrategy.Method
+		}
+		if err := m.addChild(c, rule.ResourceRule, method, fmt.Sprintf("spec.childResources[%d]", i)); err != nil {
+			c.shutdown()
+			return nil, unsupported, err
+		}
+	}
+	c.parents = []*parentType{{
+		res: parentRes, sub: m.env.informers.Subscribe(parentRes.GroupVersionResource), selects: selects,
+		ignoreStatusChanges: spec.ParentResource.IgnoreStatusChanges != nil && *spec.ParentResource.IgnoreStatusChanges,
+	}}
+	return c, unsupported, nil
+}
+
+func (m *Manager) buildDecorator(obj *unstructured.Unstructured, dc *v1alpha1.DecoratorController) (c *controller, unsupported []string, err error) {
+	unsupported = decoratorUnsupported(&dc.Spec)
+	spec := &dc.Spec
+	if spec.Hooks == nil || spec.Hooks.Sync == nil {
+		return nil, unsupported, buildErr("InvalidSpec", "spec.hooks.sync is required")
+	}
+	if len(spec.Resources) == 0 {
+		return nil, unsupported, buildErr("InvalidSpec", "spec.resources must name at least one resource")
+	}
+	c = m.newController(obj, DecoratorKind, decoratorFinalizerPrefix, spec.ResyncPeriodSeconds)
+	c.flavor = &decorator{}
+	if c.hooks, err = m.resolveHooks(spec.Hooks.Sync, spec.Hooks.Finalize, spec.Hooks.Customize); err != nil {
+		return nil, unsupported, err
+	}
+	for i, rule := range spec.Resources {
+		res, err := m.resolve(rule.ResourceRule, fmt.Sprintf("spec.resources[%d]", i))
+		if err != nil {
+			c.shutdown()
+			return nil, unsupported, err
+		}
+		selects, err := decoratorSelector(rule)
+		if err != nil {
+			c.shutdown()
+			return nil, unsupported, buildErr("InvalidSpec", "spec.resources[%d]: %v", i, err)
+		}
+		c.parents = append(c.parents, &parentType{
+			res: res, sub: m.env.informers.Subscribe(res.GroupVersionResource), selects: selects,
+			ignoreStatusChanges: rule.IgnoreStatusChanges != nil && *rule.IgnoreStatusChanges,
+		})
+	}
+	for i, rule := range spec.Attachments {
+		method := v1alpha1.ChildUpdateOnDelete
+		if rule.UpdateStrategy != nil && rule.UpdateStrategy.Method != "" {
+			method = rule.UpdateStrategy.Method
+		}
+		if err := m.addChild(c, rule.ResourceRule, method, fmt.Sprintf("spec.attachments[%d]", i)); err != nil {
+			c.shutdown()
+			return nil, unsupported, err
+		}
+	}
+	return c, unsupported, nil
+}
+
+func (m *Manager) newController(obj *unstructured.Unstructured, kind, finalizerPrefix string, resync *int32) *controller {
+	c := &controller{
+		kind: kind, name: obj.GetName(), object: obj.DeepCopy().Object,
+		finalizer: finalizerPrefix + obj.GetName(), env: m.env,
+	}
+	if resync != nil && *resync > 0 {
+		c.resync = time.Duration(*resync) * time.Second
+	}
+	c.related = newRelatedTracker(c)
+	return c
+}
+
+func (m *Manager) resolve(rule v1alpha1.ResourceRule, field string) (*discovery.Resource, error) {
+	if rule.APIVersion == "" || rule.Resource == "" {
+		return nil, buildErr("InvalidSpec", "%s needs apiVersion and resource", field)
+	}
+	res, err := m.env.discovery.Get(rule.APIVersion, rule.Resource)
+	if err != nil {
+		return nil, buildErr("ResourceNotFound", "%s: %v", field, err)
+	}
+	return res, nil
+}
+
+func (m *Manager) addChild(c *controller, rule v1alpha1.ResourceRule, method v1alpha1.ChildUpdateMethod, field string) error {
+	switch method {
+	case v1alpha1.ChildUpdateOnDelete, v1alpha1.ChildUpdateRecreate, v1alpha1.ChildUpdateInPlace,
+		v1alpha1.ChildUpdateRollingRecreate, v1alpha1.ChildUpdateRollingInPlace:
+	default:
+		return buildErr("InvalidSpec", "%s.updateStrategy.method %q is not one of OnDelete, Recreate, InPlace, RollingRecreate, RollingInPlace", field, method)
+	}
+	res, err := m.resolve(rule, field)
+	if err != nil {
+		return err
+	}
+	c.children = append(c.children, &childType{rule: rule, res: res, sub: m.env.informers.Subscribe(res.GroupVersionResource), method: method})
+	return nil
+}
+
+func (m *Manager) resolveHooks(sync, finalize, customize *v1alpha1.Hook) (hooks, error) {
+	var h hooks
+	for _, x := range []struct {
+		name string
+		spec *v1alpha1.Hook
+		dst  **hook.Endpoint
+	}{{"sync", sync, &h.sync}, {"finalize", finalize, &h.finalize}, {"customize", customize, &h.customize}} {
+		if x.spec == nil {
+			continue
+		}
+		ep, err := hook.ResolveEndpoint(x.spec, m.env.opts.ResolveService)
+		if err != nil {
+			return h, buildErr("InvalidHook", "spec.hooks.%s: %v", x.name, err)
+		}
+		*x.dst = &ep
+	}
+	return h, nil
+}
+
+// compositeUnsupported lists the fields a CompositeController sets that this engine
+// accepts but does not act on (or acts on differently), for the Supported condition.
+func compositeUnsupported(spec *v1alpha1.CompositeControllerSpec) []string {
+	var out []string
+	if spec.ParentResource.RevisionHistory != nil {
+		out = append(out, "spec.parentResource.revisionHistory is ignored (rolling updates are not supported yet)")
+	}
+	for i, ch := range spec.ChildResources {
+		if ch.UpdateStrategy == nil {
+			continue
+		}
+		switch ch.UpdateStrategy.Method {
+		case v1alpha1.ChildUpdateRollingRecreate:
+			out = append(out, fmt.Sprintf("spec.childResources[%d].updateStrategy.method RollingRecreate acts as Recreate (rolling updates are not supported yet)", i))
+		case v1alpha1.ChildUpdateRollingInPlace:
+			out = append(out, fmt.Sprintf("spec.childResources[%d].updateStrategy.method RollingInPlace acts as InPlace (rolling updates are not supported yet)", i))
+		}
+		if ch.UpdateStrategy.StatusChecks != nil {
+			out = append(out, fmt.Sprintf("spec.childResources[%d].updateStrategy.statusChecks is ignored", i))
+		}
+	}
+	if h := spec.Hooks; h != nil {
+		if h.PreUpdateChild != nil || h.PostUpdateChild != nil {
+			out = append(out, "spec.hooks.preUpdateChild and postUpdateChild are ignored (upstream never calls them either)")
+		}
+		out = append(out, webhookUnsupported("spec.hooks.sync", h.Sync)...)
+		out = append(out, webhookUnsupported("spec.hooks.finalize", h.Finalize)...)
+		out = append(out, webhookUnsupported("spec.hooks.customize", h.Customize)...)
+	}
+	if len(spec.EndpointConfigs) > 0 {
+		out = append(out, "spec.endpointConfigs is ignored (webhook TLS and auth are not supported yet)")
+	}
+	return out
+}
+
+func decoratorUnsupported(spec *v1alpha1.DecoratorControllerSpec) []string {
+	var out []string
+	for i, a := range spec.Attachments {
+		if a.UpdateStrategy != nil && (a.UpdateStrategy.Method == v1alpha1.ChildUpdateRollingRecreate || a.UpdateStrategy.Method == v1alpha1.ChildUpdateRollingInPlace) {
+			out = append(out, fmt.Sprintf("spec.attachments[%d].updateStrategy.method %s acts as its non-rolling form", i, a.UpdateStrategy.Method))
+		}
+	}
+	if h := spec.Hooks; h != nil {
+		out = append(out, webhookUnsupported("spec.hooks.sync", h.Sync)...)
+		out = append(out, webhookUnsupported("spec.hooks.finalize", h.Finalize)...)
+		out = append(out, webhookUnsupported("spec.hooks.customize", h.Customize)...)
+	}
+	if len(spec.EndpointConfigs) > 0 {
+		out = append(out, "spec.endpointConfigs is ignored (webhook TLS and auth are not supported yet)")
+	}
+	return out
+}
+
+func webhookUnsupported(field string, h *v1alpha1.Hook) []string {
+	if h == nil || h.Webhook == nil {
+		return nil
+	}
+	var out []string
+	w := h.Webhook
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{
+		{"etag", w.Etag != nil}, {"caBundle", w.CABundle != nil}, {"authorization", w.Authorization != nil},
+		{"basicAuth", w.BasicAuth != nil}, {"clientTLS", w.ClientTLS != nil},
+	} {
+		if f.set {
+			out = append(out, fmt.Sprintf("%s.webhook.%s is ignored (not supported yet)", field, f.name))
+		}
+	}
+	return out
+}

@@ -1,0 +1,269 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metalambda/metalambda/internal/dynamic/informer"
+	"github.com/metalambda/metalambda/internal/hook"
+)
+
+// ControllerUIDLabel is stamped on every child when generateSelector is set, and is
+// the selector the parent's children are found by.
+const ControllerUIDLabel = "controller-uid"
+
+// composite is the CompositeController flavor: children found by label selector and
+// ControllerRef, adopted and released; the hook's status goes to the parent's status
+// subresource.
+type composite struct {
+	generateSelector bool
+}
+
+// selector returns the parent's child selector.
+func (f *composite) selector(parent *unstructured.Unstructured) (labels.Selector, error) {
+	if f.generateSelector {
+		return labels.SelectorFromSet(labels.Set{ControllerUIDLabel: string(parent.GetUID())}), nil
+	}
+	raw, found, err := unstructured.NestedFieldNoCopy(parent.Object, "spec", "selector")
+	if err != nil || !found || raw == nil {
+		return nil, fmt.Errorf("%s has no spec.selector; set one, or set generateSelector on the CompositeController", describe(parent))
+	}
+	var sel metav1.LabelSelector
+	if err := convertJSON(raw, &sel); err != nil {
+		return nil, fmt.Errorf("%s: spec.selector: %w", describe(parent), err)
+	}
+	if len(sel.MatchLabels)+len(sel.MatchExpressions) == 0 {
+		return nil, fmt.Errorf("%s has an empty spec.selector, which would select every object", describe(parent))
+	}
+	return metav1.LabelSelectorAsSelector(&sel)
+}
+
+// observe claims the parent's children: owned children that match stay, owned
+// children that stopped matching are released, matching orphans are adopted.
+func (f *composite) observe(ctx context.Context, c *controller, p *parentType, parent *unstructured.Unstructured) ([][]*unstructured.Unstructured, error) {
+	sel, err := f.selector(parent)
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]*unstructured.Unstructured, len(c.children))
+	adopter := &adopter{c: c, p: p, parent: parent}
+	for i, ct := range c.children {
+		for _, obj := range candidates(ct, parent) {
+			claimed, err := adopter.claim(ctx, ct, obj, sel)
+			if err != nil {
+				return nil, err
+			}
+			if claimed != nil {
+				out[i] = append(out[i], claimed)
+			}
+		}
+	}
+	return out, nil
+}
+
+// candidates are the objects a parent controls plus the orphans it could adopt.
+func candidates(ct *childType, parent *unstructured.Unstructured) []*unstructured.Unstructured {
+	objs := ct.sub.Controlled(parent.GetUID())
+	if parent.GetNamespace() != "" {
+		return append(objs, ct.sub.ByIndex(informer.Orphans, parent.GetNamespace())...)
+	}
+	for _, o := range ct.sub.List("") {
+		if metav1.GetControllerOfNoCopy(o) == nil {
+			objs = append(objs, o)
+		}
+	}
+	return objs
+}
+
+// adopter applies ControllerRef semantics for one parent.
+type adopter struct {
+	c       *controller
+	p       *parentType
+	parent  *unstructured.Unstructured
+	checked bool // the parent was confirmed alive with an uncached read
+}
+
+func (a *adopter) claim(ctx context.Context, ct *childType, obj *unstructured.Unstructured, sel labels.Selector) (*unstructured.Unstructured, error) {
+	matches := sel.Matches(labelsOf(obj))
+	ref := metav1.GetControllerOfNoCopy(obj)
+	owned := ref != nil && ref.UID == a.parent.GetUID()
+	switch {
+	case owned && matches:
+		return obj, nil
+	case owned:
+		return nil, a.setOwner(ctx, ct, obj, false)
+	case ref != nil || !matches || obj.GetDeletionTimestamp() != nil || a.parent.GetDeletionTimestamp() != nil:
+		return nil, nil
+	}
+	if err := a.confirmParent(ctx); err != nil {
+		return nil, err
+	}
+	if err := a.setOwner(ctx, ct, obj, true); err != nil {
+		return nil, err
+	}
+	return obj, nil
+}
+
+// confirmParent re-reads the parent from the API server before the first adoption,
+// so that an orphan is never adopted by a parent that was just deleted.
+func (a *adopter) confirmParent(ctx context.Context) error {
+	if a.checked {
+		return nil
+	}
+	fresh, err := a.c.env.resource(a.p.res.GroupVersionResource, a.parent.GetNamespace()).Get(ctx, a.parent.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("confirm %s before adopting: %w", describe(a.parent), err)
+	}
+	if fresh.GetUID() != a.parent.GetUID() || fresh.GetDeletionTimestamp() != nil {
+		return errParentGone
+	}
+	a.checked = true
+	return nil
+}
+
+// setOwner adopts (adds the parent's controller reference) or releases (removes it),
+// guarded by the child's resourceVersion.
+func (a *adopter) setOwner(ctx context.Context, ct *childType, obj *unstructured.Unstructured, adopt bool) error {
+	var refs []metav1.OwnerReference
+	for _, r := range obj.GetOwnerReferences() {
+		if r.UID != a.parent.GetUID() {
+			refs = append(refs, r)
+		}
+	}
+	if adopt {
+		refs = append(refs, controllerRef(a.parent))
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"ownerReferences": refs,
+		"resourceVersion": obj.GetResourceVersion(),
+	}})
+	_, err := a.c.env.resource(ct.res.GroupVersionResource, obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: a.c.env.opts.FieldManager})
+	verb := map[bool]string{true: "adopt", false: "release"}[adopt]
+	return wrapWrite(verb, obj, err)
+}
+
+func controllerRef(parent *unstructured.Unstructured) metav1.OwnerReference {
+	yes := true
+	return metav1.OwnerReference{
+		APIVersion: parent.GetAPIVersion(), Kind: parent.GetKind(), Name: parent.GetName(), UID: parent.GetUID(),
+		Controller: &yes, BlockOwnerDeletion: &yes,
+	}
+}
+
+func (f *composite) call(ctx context.Context, c *controller, in *hookInput) (*outcome, error) {
+	req := &hook.CompositeRequest{
+		Controller: c.object,
+		Parent:     in.parent.Object,
+		Children:   c.childObjects(in.endpoint.Version, in.parentType.res.Namespaced, in.children),
+		Related:    in.related,
+		Finalizing: in.finalizing,
+	}
+	var resp hook.CompositeResponse
+	if err := c.env.hooks.Call(ctx, *in.endpoint, hook.CallInfo{Controller: c.name, Hook: hookName(in.finalizing, c.hooks.finalize != nil)}, req, &resp); err != nil {
+		return nil, throttled(err)
+	}
+	desired, err := c.decodeDesired(in.parent, resp.Children)
+	if err != nil {
+		return nil, err
+	}
+	if err := f.checkLabels(in.parent, desired); err != nil {
+		return nil, err
+	}
+	return &outcome{desired: desired, status: resp.Status, finalized: resp.Finalized, resyncAfter: seconds(resp.ResyncAfterSeconds)}, nil
+}
+
+// checkLabels refuses children the parent's selector would not find again.
+func (f *composite) checkLabels(parent *unstructured.Unstructured, desired []*unstructured.Unstructured) error {
+	if f.generateSelector {
+		return nil // the engine stamps the selector label itself
+	}
+	sel, err := f.selector(parent)
+	if err != nil {
+		return err
+	}
+	for _, d := range desired {
+		if !sel.Matches(labelsOf(d)) {
+			return invalidResponse("%s has labels %v that do not match the parent's selector %q", describe(d), d.GetLabels(), sel.String())
+		}
+	}
+	return nil
+}
+
+func (f *composite) prepareChild(c *controller, parent, child *unstructured.Unstructured) {
+	if f.generateSelector {
+		l := child.GetLabels()
+		if l == nil {
+			l = map[string]string{}
+		}
+		l[ControllerUIDLabel] = string(parent.GetUID())
+		child.SetLabels(l)
+	}
+	setControllerRef(child, parent)
+}
+
+// setControllerRef makes parent the child's controller, keeping other owners.
+func setControllerRef(child, parent *unstructured.Unstructured) {
+	refs := []metav1.OwnerReference{controllerRef(parent)}
+	for _, r := range child.GetOwnerReferences() {
+		if r.UID != parent.GetUID() && (r.Controller == nil || !*r.Controller) {
+			refs = append(refs, r)
+		}
+	}
+	child.SetOwnerReferences(refs)
+}
+
+// writeParent replaces the parent's status with the hook's, plus observedGeneration,
+// through the status subresource, unless it already holds exactly that.
+func (f *composite) writeParent(ctx context.Context, c *controller, p *parentType, parent *unstructured.Unstructured, out *outcome) error {
+	status := out.status
+	if status == nil {
+		status = map[string]any{}
+	}
+	status["observedGeneration"] = parent.GetGeneration()
+	return writeStatus(ctx, c.env, p.res.GroupVersionResource, parent, status)
+}
+
+func writeStatus(ctx context.Context, env *environment, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, status map[string]any) error {
+	current, _, _ := unstructured.NestedFieldNoCopy(parent.Object, "status")
+	if sameJSON(current, status) {
+		return nil
+	}
+	updated := parent.DeepCopy()
+	updated.Object["status"] = status
+	_, err := env.resource(gvr, parent.GetNamespace()).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: env.opts.FieldManager})
+	if err != nil {
+		return fmt.Errorf("update status of %s: %w", describe(parent), err)
+	}
+	return nil
+}
+
+func hookName(finalizing, hasFinalize bool) string {
+	if finalizing && hasFinalize {
+		return "finalize"
+	}
+	return "sync"
+}
+
+func seconds(s float64) time.Duration {
+	if s <= 0 {
+		return 0
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// throttled turns a 429 with Retry-After into a delayed retry.
+func throttled(err error) error {
+	if t, ok := asThrottled(err); ok {
+		return retryAfter(t, err)
+	}
+	return err
+}
+

@@ -1,0 +1,328 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
+	"github.com/metalambda/metalambda/internal/dynamic/discovery"
+	"github.com/metalambda/metalambda/internal/dynamic/informer"
+	"github.com/metalambda/metalambda/internal/hook"
+)
+
+// parentKey names one parent in a controller's queue.
+type parentKey struct {
+	parent    int // index into controller.parents
+	namespace string
+	name      string
+}
+
+func (k parentKey) String() string {
+	if k.namespace == "" {
+		return k.name
+	}
+	return k.namespace + "/" + k.name
+}
+
+// parentType is one resource whose objects a controller reconciles.
+type parentType struct {
+	res                 *discovery.Resource
+	sub                 *informer.Subscription
+	ignoreStatusChanges bool
+	// selects reports whether the controller handles obj (decorator selectors,
+	// composite labelSelector).
+	selects func(obj *unstructured.Unstructured) bool
+}
+
+// childType is one resource a controller manages for its parents.
+type childType struct {
+	rule   v1alpha1.ResourceRule
+	res    *discovery.Resource
+	sub    *informer.Subscription
+	method v1alpha1.ChildUpdateMethod
+}
+
+// hooks are a controller's resolved hook endpoints; nil means the hook is not set.
+type hooks struct {
+	sync, finalize, customize *hook.Endpoint
+}
+
+// controller is one hosted CompositeController or DecoratorController.
+type controller struct {
+	kind      string // "CompositeController" or "DecoratorController"
+	name      string
+	object    map[string]any // the controller object, sent to hooks
+	finalizer string
+	resync    time.Duration
+	parents   []*parentType
+	children  []*childType
+	hooks     hooks
+	flavor    flavor
+	related   *relatedTracker
+
+	env   *environment
+	queue workqueue.TypedRateLimitingInterface[parentKey]
+	stop  context.CancelFunc
+	done  sync.WaitGroup
+}
+
+// flavor is what differs between composite and decorator controllers.
+type flavor interface {
+	// observe returns the parent's current children, indexed like controller.children,
+	// adopting and releasing where the flavor does that.
+	observe(ctx context.Context, c *controller, p *parentType, parent *unstructured.Unstructured) ([][]*unstructured.Unstructured, error)
+	// call sends the sync or finalize hook request and validates the answer.
+	call(ctx context.Context, c *controller, in *hookInput) (*outcome, error)
+	// writeParent writes what the hook asked of the parent itself.
+	writeParent(ctx context.Context, c *controller, p *parentType, parent *unstructured.Unstructured, out *outcome) error
+	// prepareChild adds what the engine stamps on every desired child.
+	prepareChild(c *controller, parent *unstructured.Unstructured, child *unstructured.Unstructured)
+}
+
+// hookInput is what a sync or finalize hook is told.
+type hookInput struct {
+	parentType *parentType
+	parent     *unstructured.Unstructured
+	children   [][]*unstructured.Unstructured
+	related    hook.Objects
+	finalizing bool
+	endpoint   *hook.Endpoint
+}
+
+// outcome is a validated hook response.
+type outcome struct {
+	desired     []*unstructured.Unstructured
+	resyncAfter time.Duration
+	finalized   bool
+	status      map[string]any     // composite: new status; decorator: nil leaves it
+	labels      map[string]*string // decorator only
+	annotations map[string]*string // decorator only
+}
+
+// start subscribes to every informer, registers handlers and runs workers.
+func (c *controller) start(ctx context.Context) error {
+	ctx, c.stop = context.WithCancel(ctx)
+	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.DefaultTypedControllerRateLimiter[parentKey](),
+		workqueue.TypedRateLimitingQueueConfig[parentKey]{Name: c.kind + "-" + c.name},
+	)
+	for i, p := range c.parents {
+		if err := p.sub.AddHandler(c.parentHandler(i)); err != nil {
+			return err
+		}
+	}
+	for _, ct := range c.children {
+		if err := ct.sub.AddHandler(c.childHandler(ct)); err != nil {
+			return err
+		}
+	}
+	c.done.Add(1)
+	go func() {
+		defer c.done.Done()
+		c.run(ctx)
+	}()
+	return nil
+}
+
+func (c *controller) run(ctx context.Context) {
+	log := klog.FromContext(ctx).WithValues("controller", c.kind+"/"+c.name)
+	ctx = klog.NewContext(ctx, log)
+	if !c.waitForCaches(ctx) {
+		return
+	}
+	log.V(1).Info("Controller caches synced")
+	var workers sync.WaitGroup
+	for range c.env.opts.Workers {
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			for c.processNext(ctx) {
+			}
+		}()
+	}
+	if c.resync > 0 {
+		go wait.UntilWithContext(ctx, func(context.Context) { c.enqueueAll() }, c.resync)
+	}
+	<-ctx.Done()
+	c.queue.ShutDown()
+	workers.Wait()
+}
+
+func (c *controller) waitForCaches(ctx context.Context) bool {
+	for _, p := range c.parents {
+		if !p.sub.WaitForSync(ctx) {
+			return false
+		}
+	}
+	for _, ct := range c.children {
+		if !ct.sub.WaitForSync(ctx) {
+			return false
+		}
+	}
+	return true
+}
+
+// shutdown stops the workers and leaves every informer.
+func (c *controller) shutdown() {
+	if c.stop != nil {
+		c.stop()
+	}
+	c.done.Wait()
+	for _, p := range c.parents {
+		p.sub.Close()
+	}
+	for _, ct := range c.children {
+		ct.sub.Close()
+	}
+	if c.related != nil {
+		c.related.close()
+	}
+}
+
+func (c *controller) enqueueAll() {
+	for i, p := range c.parents {
+		for _, obj := range p.sub.List("") {
+			c.queue.Add(parentKey{parent: i, namespace: obj.GetNamespace(), name: obj.GetName()})
+		}
+	}
+}
+
+func (c *controller) processNext(ctx context.Context) bool {
+	key, quit := c.queue.Get()
+	if quit {
+		return false
+	}
+	defer c.queue.Done(key)
+	start := time.Now()
+	after, err := c.reconcile(ctx, key)
+	c.env.metrics.observeSync(c.name, start, err)
+	var delay *delayError
+	switch {
+	case errors.As(err, &delay):
+		c.queue.Forget(key)
+		c.queue.AddAfter(key, delay.after)
+	case err != nil:
+		klog.FromContext(ctx).V(1).Info("Sync failed; retrying with backoff", "parent", key.String(), "err", err.Error())
+		c.queue.AddRateLimited(key)
+	default:
+		c.queue.Forget(key)
+		if after > 0 {
+			c.queue.AddAfter(key, after)
+		}
+	}
+	return true
+}
+
+func (c *controller) parentHandler(i int) cache.ResourceEventHandler {
+	p := c.parents[i]
+	enqueue := func(obj any) {
+		if u := asObject(obj); u != nil {
+			c.queue.Add(parentKey{parent: i, namespace: u.GetNamespace(), name: u.GetName()})
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue,
+		UpdateFunc: func(oldObj, newObj any) {
+			if p.ignoreStatusChanges && onlyStatusChanged(asObject(oldObj), asObject(newObj)) {
+				return
+			}
+			enqueue(newObj)
+		},
+		DeleteFunc: func(obj any) {
+			if u := asObject(obj); u != nil && c.related != nil {
+				c.related.forget(parentKey{parent: i, namespace: u.GetNamespace(), name: u.GetName()})
+			}
+		},
+	}
+}
+
+// onlyStatusChanged is true for an update that changed neither generation, labels,
+// annotations, finalizers nor deletion. A cache replay (same resourceVersion) is not
+// a status change: it is a resync and goes through.
+func onlyStatusChanged(oldObj, newObj *unstructured.Unstructured) bool {
+	if oldObj == nil || newObj == nil || oldObj.GetResourceVersion() == newObj.GetResourceVersion() {
+		return false
+	}
+	return oldObj.GetGeneration() == newObj.GetGeneration() &&
+		equalStrings(oldObj.GetLabels(), newObj.GetLabels()) &&
+		equalStrings(oldObj.GetAnnotations(), newObj.GetAnnotations()) &&
+		fmt.Sprint(oldObj.GetFinalizers()) == fmt.Sprint(newObj.GetFinalizers()) &&
+		(oldObj.GetDeletionTimestamp() == nil) == (newObj.GetDeletionTimestamp() == nil)
+}
+
+func (c *controller) childHandler(ct *childType) cache.ResourceEventHandler {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj any) { c.enqueueOwner(asObject(obj)) },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, n := asObject(oldObj), asObject(newObj)
+			if o == nil || n == nil || o.GetResourceVersion() == n.GetResourceVersion() {
+				return // a cache replay; children never cause resyncs
+			}
+			oldRef, newRef := metav1.GetControllerOfNoCopy(o), metav1.GetControllerOfNoCopy(n)
+			if oldRef != nil && (newRef == nil || oldRef.UID != newRef.UID) {
+				c.enqueueOwner(o)
+			}
+			c.enqueueOwner(n)
+		},
+		DeleteFunc: func(obj any) { c.enqueueOwner(asObject(obj)) },
+	}
+}
+
+// enqueueOwner queues the parent that controls child, or, for an orphan, every parent
+// that might adopt it.
+func (c *controller) enqueueOwner(child *unstructured.Unstructured) {
+	if child == nil {
+		return
+	}
+	ref := metav1.GetControllerOfNoCopy(child)
+	if ref == nil {
+		c.enqueueAdopters(child)
+		return
+	}
+	for i, p := range c.parents {
+		if ref.Kind != p.res.Kind || groupOf(ref.APIVersion) != p.res.Group {
+			continue
+		}
+		ns := child.GetNamespace()
+		if !p.res.Namespaced {
+			ns = ""
+		}
+		c.queue.Add(parentKey{parent: i, namespace: ns, name: ref.Name})
+	}
+}
+
+// enqueueAdopters queues the composite parents whose selector matches an orphan.
+func (c *controller) enqueueAdopters(child *unstructured.Unstructured) {
+	comp, ok := c.flavor.(*composite)
+	if !ok {
+		return
+	}
+	p := c.parents[0]
+	ns := child.GetNamespace()
+	if !p.res.Namespaced {
+		ns = ""
+	}
+	for _, parent := range p.sub.List(ns) {
+		if sel, err := comp.selector(parent); err == nil && sel.Matches(labelsOf(child)) {
+			c.queue.Add(parentKey{namespace: parent.GetNamespace(), name: parent.GetName()})
+		}
+	}
+}
+
+func asObject(obj any) *unstructured.Unstructured {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	u, _ := obj.(*unstructured.Unstructured)
+	return u
+}

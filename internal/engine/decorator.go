@@ -1,0 +1,183 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
+	"github.com/metalambda/metalambda/internal/hook"
+)
+
+// DecoratorAnnotation marks attachments with the name of the DecoratorController that
+// manages them.
+const DecoratorAnnotation = "metacontroller.k8s.io/decorator-controller"
+
+// decorator is the DecoratorController flavor: targets chosen by label and annotation
+// selectors; attachments found by ControllerRef and annotation, never adopted; the hook
+// sets labels, annotations and status of the target, never its spec.
+type decorator struct{}
+
+// decoratorSelector builds the selects function of one resource rule.
+func decoratorSelector(rule v1alpha1.DecoratorControllerResourceRule) (func(*unstructured.Unstructured) bool, error) {
+	labelSel := labels.Everything()
+	if rule.LabelSelector != nil {
+		var err error
+		if labelSel, err = metav1.LabelSelectorAsSelector(rule.LabelSelector); err != nil {
+			return nil, fmt.Errorf("resources %s: labelSelector: %w", rule.Resource, err)
+		}
+	}
+	annotationSel, err := annotationSelector(rule.AnnotationSelector)
+	if err != nil {
+		return nil, fmt.Errorf("resources %s: annotationSelector: %w", rule.Resource, err)
+	}
+	return func(obj *unstructured.Unstructured) bool {
+		return labelSel.Matches(labels.Set(obj.GetLabels())) && annotationSel(obj.GetAnnotations())
+	}, nil
+}
+
+// annotationSelector returns whether an object's annotations satisfy sel. It has
+// label-selector semantics, but annotation values may hold anything, so it does not
+// go through label-value validation.
+func annotationSelector(sel *v1alpha1.AnnotationSelector) (func(map[string]string) bool, error) {
+	if sel == nil {
+		return func(map[string]string) bool { return true }, nil
+	}
+	for _, e := range sel.MatchExpressions {
+		switch e.Operator {
+		case metav1.LabelSelectorOpIn, metav1.LabelSelectorOpNotIn, metav1.LabelSelectorOpExists, metav1.LabelSelectorOpDoesNotExist:
+		default:
+			return nil, fmt.Errorf("unknown operator %q for key %q", e.Operator, e.Key)
+		}
+	}
+	return func(annotations map[string]string) bool {
+		for k, v := range sel.MatchAnnotations {
+			if got, ok := annotations[k]; !ok || got != v {
+				return false
+			}
+		}
+		for _, e := range sel.MatchExpressions {
+			if !matchExpression(e, annotations) {
+				return false
+			}
+		}
+		return true
+	}, nil
+}
+
+func matchExpression(e metav1.LabelSelectorRequirement, values map[string]string) bool {
+	v, has := values[e.Key]
+	switch e.Operator {
+	case metav1.LabelSelectorOpIn:
+		return has && slices.Contains(e.Values, v)
+	case metav1.LabelSelectorOpNotIn:
+		return !has || !slices.Contains(e.Values, v)
+	case metav1.LabelSelectorOpExists:
+		return has
+	default: // DoesNotExist
+		return !has
+	}
+}
+
+func (d *decorator) observe(_ context.Context, c *controller, _ *parentType, parent *unstructured.Unstructured) ([][]*unstructured.Unstructured, error) {
+	out := make([][]*unstructured.Unstructured, len(c.children))
+	for i, ct := range c.children {
+		for _, obj := range ct.sub.Controlled(parent.GetUID()) {
+			if obj.GetAnnotations()[DecoratorAnnotation] == c.name {
+				out[i] = append(out[i], obj)
+			}
+		}
+	}
+	return out, nil
+}
+
+func (d *decorator) call(ctx context.Context, c *controller, in *hookInput) (*outcome, error) {
+	req := &hook.DecoratorRequest{
+		Controller:  c.object,
+		Object:      in.parent.Object,
+		Attachments: c.childObjects(in.endpoint.Version, in.parentType.res.Namespaced, in.children),
+		Related:     in.related,
+		Finalizing:  in.finalizing,
+	}
+	var resp hook.DecoratorResponse
+	if err := c.env.hooks.Call(ctx, *in.endpoint, hook.CallInfo{Controller: c.name, Hook: hookName(in.finalizing, c.hooks.finalize != nil)}, req, &resp); err != nil {
+		return nil, throttled(err)
+	}
+	desired, err := c.decodeDesired(in.parent, resp.Attachments)
+	if err != nil {
+		return nil, err
+	}
+	return &outcome{
+		desired: desired, status: resp.Status, labels: resp.Labels, annotations: resp.Annotations,
+		finalized: resp.Finalized, resyncAfter: seconds(resp.ResyncAfterSeconds),
+	}, nil
+}
+
+func (d *decorator) prepareChild(c *controller, parent, child *unstructured.Unstructured) {
+	annotations := child.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[DecoratorAnnotation] = c.name
+	child.SetAnnotations(annotations)
+	setControllerRef(child, parent)
+}
+
+// writeParent writes the status (when the hook gave one) and then merges labels and
+// annotations, each only when something changes.
+func (d *decorator) writeParent(ctx context.Context, c *controller, p *parentType, parent *unstructured.Unstructured, out *outcome) error {
+	if out.status != nil {
+		if err := d.writeStatus(ctx, c, p, parent, out.status); err != nil {
+			return err
+		}
+	}
+	meta := map[string]any{}
+	if changes := mapChanges(parent.GetLabels(), out.labels); len(changes) > 0 {
+		meta["labels"] = changes
+	}
+	if changes := mapChanges(parent.GetAnnotations(), out.annotations); len(changes) > 0 {
+		meta["annotations"] = changes
+	}
+	if len(meta) == 0 {
+		return nil
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": meta})
+	_, err := c.env.resource(p.res.GroupVersionResource, parent.GetNamespace()).Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: c.env.opts.FieldManager})
+	return wrapWrite("update labels and annotations of", parent, err)
+}
+
+func (d *decorator) writeStatus(ctx context.Context, c *controller, p *parentType, parent *unstructured.Unstructured, status map[string]any) error {
+	if p.res.HasStatus {
+		return writeStatus(ctx, c.env, p.res.GroupVersionResource, parent, status)
+	}
+	current, _, _ := unstructured.NestedFieldNoCopy(parent.Object, "status")
+	if sameJSON(current, status) {
+		return nil
+	}
+	updated := parent.DeepCopy()
+	updated.Object["status"] = status
+	_, err := c.env.resource(p.res.GroupVersionResource, parent.GetNamespace()).Update(ctx, updated, metav1.UpdateOptions{FieldManager: c.env.opts.FieldManager})
+	return wrapWrite("update status of", parent, err)
+}
+
+// mapChanges returns the merge-patch entries that turn current into current+want,
+// where a nil value in want removes the key.
+func mapChanges(current map[string]string, want map[string]*string) map[string]any {
+	changes := map[string]any{}
+	for k, v := range want {
+		old, has := current[k]
+		switch {
+		case v == nil && has:
+			changes[k] = nil
+		case v != nil && (!has || old != *v):
+			changes[k] = *v
+		}
+	}
+	return changes
+}

@@ -1,0 +1,63 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
+	"github.com/metalambda/metalambda/internal/dynamic/discovery"
+	"github.com/metalambda/metalambda/internal/dynamic/informer"
+	"github.com/metalambda/metalambda/internal/hook"
+)
+
+// environment is what every hosted controller shares.
+type environment struct {
+	opts      Options
+	dynamic   dynamic.Interface
+	discovery *discovery.Map
+	informers *informer.Factory
+	hooks     *hook.Client
+	recorder  record.EventRecorder
+	metrics   *metrics
+}
+
+func (e *environment) resource(gvr schema.GroupVersionResource, namespace string) dynamic.ResourceInterface {
+	if namespace == "" {
+		return e.dynamic.Resource(gvr)
+	}
+	return e.dynamic.Resource(gvr).Namespace(namespace)
+}
+
+// hookVersion is the request format of a hook.
+type hookVersion = v1alpha1.HookVersion
+
+// convertJSON decodes a JSON-shaped value into out.
+func convertJSON(in, out any) error {
+	data, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, out)
+}
+
+// sameJSON compares two JSON-shaped values by their encoding, so that int64(3) from
+// the API server equals float64(3) from a hook. Map keys are sorted by the encoder.
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+func asThrottled(err error) (time.Duration, bool) {
+	var t *hook.ThrottledError
+	if errors.As(err, &t) {
+		return t.RetryAfter, true
+	}
+	return 0, false
+}

@@ -1,0 +1,325 @@
+//go:build integration
+
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/klog/v2"
+	"sigs.k8s.io/yaml"
+
+	"github.com/metalambda/metalambda/crds"
+	"github.com/metalambda/metalambda/internal/kubetest"
+	"github.com/metalambda/metalambda/internal/localcluster"
+)
+
+var env *kubetest.Env
+
+func TestMain(m *testing.M) { kubetest.Main(m, &env, localcluster.Options{}) }
+
+const testGroup = "test.metalambda.dev"
+
+var (
+	parentsGVR    = schema.GroupVersionResource{Group: testGroup, Version: "v1", Resource: "parents"}
+	nostatusGVR   = schema.GroupVersionResource{Group: testGroup, Version: "v1", Resource: "nostatuses"}
+	configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	servicesGVR   = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	ccGVR         = compositeGVR
+	dcGVR         = decoratorGVR
+)
+
+var installOnce sync.Once
+
+// setup installs the project's CRDs and the test parent CRDs once per package.
+func setup(t *testing.T) {
+	t.Helper()
+	installOnce.Do(func() {
+		all, err := crds.All()
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, testCRD("Parent", "parents", true, true), testCRD("Nostatus", "nostatuses", false, true))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := crds.Install(ctx, env.Extensions, all...); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func testCRD(kind, plural string, status, namespaced bool) *apiextensionsv1.CustomResourceDefinition {
+	preserve := true
+	scope := apiextensionsv1.NamespaceScoped
+	if !namespaced {
+		scope = apiextensionsv1.ClusterScoped
+	}
+	v := apiextensionsv1.CustomResourceDefinitionVersion{
+		Name: "v1", Served: true, Storage: true,
+		Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+			Type: "object",
+			Properties: map[string]apiextensionsv1.JSONSchemaProps{
+				"spec":   {Type: "object", XPreserveUnknownFields: &preserve},
+				"status": {Type: "object", XPreserveUnknownFields: &preserve},
+			},
+		}},
+	}
+	if status {
+		v.Subresources = &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}}
+	}
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + testGroup},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: testGroup, Scope: scope,
+			Names:    apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: kind, ListKind: kind + "List", Singular: strings.ToLower(kind)},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{v},
+		},
+	}
+}
+
+// engineUnderTest is a Manager serving only the controller objects labelled for one
+// test, so tests can run their own engines side by side.
+type engineUnderTest struct {
+	mgr      *Manager
+	registry *prometheus.Registry
+	label    string
+}
+
+const engineLabel = "metalambda.dev/test-engine"
+
+func startEngine(t *testing.T, ns string, tweak ...func(*Options)) *engineUnderTest {
+	t.Helper()
+	opts := Defaults()
+	opts.Workers = 2
+	opts.DiscoveryInterval = time.Second
+	opts.TargetSelector = labels.SelectorFromSet(labels.Set{engineLabel: ns})
+	for _, f := range tweak {
+		f(&opts)
+	}
+	reg := prometheus.NewRegistry()
+	mgr, err := New(env.Config, opts, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithValues("test", t.Name())))
+	done := make(chan error, 1)
+	go func() { done <- mgr.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("engine stopped with %v", err)
+		}
+	})
+	kubetest.Eventually(t, 30*time.Second, "the engine is ready", func(context.Context) (bool, error) { return mgr.Ready(), nil })
+	return &engineUnderTest{mgr: mgr, registry: reg, label: ns}
+}
+
+// writes sums the engine's API requests that change something.
+func (e *engineUnderTest) writes(t *testing.T) float64 {
+	t.Helper()
+	return e.requests(t, func(verb string) bool {
+		switch verb {
+		case "get", "list", "watch":
+			return false
+		}
+		return true
+	})
+}
+
+// gets sums the engine's uncached reads of single objects (discovery excluded).
+func (e *engineUnderTest) gets(t *testing.T) float64 {
+	return e.requests(t, func(verb string) bool { return verb == "get" })
+}
+
+func (e *engineUnderTest) requests(t *testing.T, count func(verb string) bool) float64 {
+	t.Helper()
+	families, err := e.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != "metalambda_engine_api_requests_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			resource := labelValue(m, "resource")
+			if count(labelValue(m, "verb")) && resource != "events" && resource != "discovery" {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
+func labelValue(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// hookServer is an in-process webhook whose behaviour each test sets.
+type hookServer struct {
+	*httptest.Server
+	mu       sync.Mutex
+	respond  func(req map[string]any) (int, any)
+	requests []map[string]any
+	calls    atomic.Int64
+}
+
+func newHookServer(t *testing.T, respond func(req map[string]any) (int, any)) *hookServer {
+	h := &hookServer{respond: respond}
+	h.Server = httptest.NewServer(http.HandlerFunc(h.serve))
+	t.Cleanup(h.Close)
+	return h
+}
+
+func (h *hookServer) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	var req map[string]any
+	if err := json.Unmarshal(body, &req); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	h.mu.Lock()
+	h.requests = append(h.requests, req)
+	respond := h.respond
+	h.mu.Unlock()
+	h.calls.Add(1)
+	code, resp := respond(req)
+	if raw, ok := resp.(string); ok {
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, raw)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+func (h *hookServer) set(respond func(req map[string]any) (int, any)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.respond = respond
+}
+
+func (h *hookServer) last() map[string]any {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.requests) == 0 {
+		return nil
+	}
+	return h.requests[len(h.requests)-1]
+}
+
+// create creates an object from YAML (with %s placeholders filled by args).
+func create(t *testing.T, gvr schema.GroupVersionResource, ns, manifest string, args ...any) *unstructured.Unstructured {
+	t.Helper()
+	obj := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(fmt.Sprintf(manifest, args...)), &obj.Object); err != nil {
+		t.Fatalf("bad test manifest: %v", err)
+	}
+	client := env.Dynamic.Resource(gvr)
+	var created *unstructured.Unstructured
+	var err error
+	if ns == "" {
+		created, err = client.Create(kubetest.Context(t), obj, metav1.CreateOptions{})
+	} else {
+		created, err = client.Namespace(ns).Create(kubetest.Context(t), obj, metav1.CreateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("create %s %s: %v", gvr.Resource, obj.GetName(), err)
+	}
+	if ns == "" {
+		t.Cleanup(func() { _ = client.Delete(context.Background(), obj.GetName(), metav1.DeleteOptions{}) })
+	}
+	return created
+}
+
+func get(ctx context.Context, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
+	if ns == "" {
+		return env.Dynamic.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+	}
+	return env.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func mustGet(t *testing.T, gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	obj, err := get(kubetest.Context(t), gvr, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return obj
+}
+
+// waitFor waits until the object exists and check passes on it.
+func waitFor(t *testing.T, what string, gvr schema.GroupVersionResource, ns, name string, check func(*unstructured.Unstructured) error) *unstructured.Unstructured {
+	t.Helper()
+	var obj *unstructured.Unstructured
+	kubetest.Eventually(t, 30*time.Second, what, func(ctx context.Context) (bool, error) {
+		var err error
+		if obj, err = get(ctx, gvr, ns, name); err != nil {
+			return false, err
+		}
+		if check == nil {
+			return true, nil
+		}
+		err = check(obj)
+		return err == nil, err
+	})
+	return obj
+}
+
+func waitGone(t *testing.T, what string, gvr schema.GroupVersionResource, ns, name string) {
+	t.Helper()
+	kubetest.Eventually(t, 60*time.Second, what, func(ctx context.Context) (bool, error) {
+		_, err := get(ctx, gvr, ns, name)
+		if err == nil {
+			return false, fmt.Errorf("%s %s still exists", gvr.Resource, name)
+		}
+		return strings.Contains(err.Error(), "not found"), err
+	})
+}
+
+// events returns the reasons and messages of events about an object.
+func events(t *testing.T, ns, name string) []corev1.Event {
+	t.Helper()
+	list, err := env.Kube.CoreV1().Events(ns).List(kubetest.Context(t), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func configMap(name string, data map[string]any, labels map[string]any) map[string]any {
+	meta := map[string]any{"name": name}
+	if labels != nil {
+		meta["labels"] = labels
+	}
+	return map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": data}
+}
+
+func field(obj map[string]any, path ...string) any {
+	v, _, _ := unstructured.NestedFieldNoCopy(obj, path...)
+	return v
+}

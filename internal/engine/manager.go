@@ -1,0 +1,346 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
+	"github.com/metalambda/metalambda/internal/dynamic/discovery"
+	"github.com/metalambda/metalambda/internal/dynamic/informer"
+	"github.com/metalambda/metalambda/internal/hook"
+)
+
+// Kinds of controller objects.
+const (
+	CompositeKind = "CompositeController"
+	DecoratorKind = "DecoratorController"
+)
+
+var (
+	compositeGVR = schema.GroupVersionResource{Group: v1alpha1.Group, Version: v1alpha1.Version, Resource: "compositecontrollers"}
+	decoratorGVR = schema.GroupVersionResource{Group: v1alpha1.Group, Version: v1alpha1.Version, Resource: "decoratorcontrollers"}
+)
+
+// controllerKey names a controller object in the manager's queue.
+type controllerKey struct{ kind, name string }
+
+// Manager hosts one controller per CompositeController and DecoratorController object,
+// rebuilding it when the object's spec changes.
+type Manager struct {
+	env         *environment
+	broadcaster record.EventBroadcaster
+	queue       workqueue.TypedRateLimitingInterface[controllerKey]
+	subs        map[string]*informer.Subscription // by kind
+	ready       atomic.Bool
+
+	mu     sync.Mutex
+	hosted map[controllerKey]*hosted
+}
+
+type hosted struct {
+	specHash   string
+	controller *controller
+}
+
+// New builds a manager. Every API request it makes is counted in reg.
+func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	m := newMetrics(reg)
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt, counter: m.apiRequests} })
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	env := &environment{
+		opts:      opts,
+		dynamic:   dyn,
+		discovery: discovery.NewMap(kube.Discovery()),
+		informers: informer.NewFactory(dyn, opts.CacheFlushInterval),
+		hooks:     &hook.Client{Metrics: hook.NewMetrics(reg)},
+		recorder:  broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "metalambda-engine"}),
+		metrics:   m,
+	}
+	mgr := &Manager{
+		env:         env,
+		broadcaster: broadcaster,
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[controllerKey](),
+			workqueue.TypedRateLimitingQueueConfig[controllerKey]{Name: "metalambda-engine"}),
+		subs:   map[string]*informer.Subscription{},
+		hosted: map[controllerKey]*hosted{},
+	}
+	if reg != nil {
+		reg.MustRegister(&queueCollector{m: mgr, desc: prometheus.NewDesc("metalambda_engine_queue_depth", "Parents waiting in each hosted controller's work queue.", []string{"controller"}, nil)})
+	}
+	return mgr, nil
+}
+
+// Ready reports whether the manager has synced its caches and serves controllers.
+func (m *Manager) Ready() bool { return m.ready.Load() }
+
+// Run serves until ctx ends, then stops every hosted controller.
+func (m *Manager) Run(ctx context.Context) error {
+	log := klog.FromContext(ctx)
+	defer m.broadcaster.Shutdown()
+	if err := m.waitForAPI(ctx); err != nil {
+		return err
+	}
+	go m.env.discovery.Run(ctx, m.env.opts.DiscoveryInterval)
+	for kind, gvr := range map[string]schema.GroupVersionResource{CompositeKind: compositeGVR, DecoratorKind: decoratorGVR} {
+		sub := m.env.informers.Subscribe(gvr)
+		defer sub.Close()
+		if err := sub.AddHandler(m.handler(kind)); err != nil {
+			return err
+		}
+		m.subs[kind] = sub
+	}
+	for _, sub := range m.subs {
+		if !sub.WaitForSync(ctx) {
+			return ctx.Err()
+		}
+	}
+	m.ready.Store(true)
+	log.Info("Engine ready", "workers", m.env.opts.Workers, "applyStrategy", m.env.opts.ApplyStrategy)
+	go func() {
+		<-ctx.Done()
+		m.queue.ShutDown()
+	}()
+	for m.processNext(ctx) {
+	}
+	m.stopAll()
+	return nil
+}
+
+// waitForAPI waits until discovery works and serves the metacontroller.k8s.io CRDs.
+func (m *Manager) waitForAPI(ctx context.Context) error {
+	log := klog.FromContext(ctx)
+	for attempt := 0; ; attempt++ {
+		err := m.env.discovery.Refresh()
+		if err == nil {
+			_, errC := m.env.discovery.Get(compositeGVR.GroupVersion().String(), compositeGVR.Resource)
+			_, errD := m.env.discovery.Get(decoratorGVR.GroupVersion().String(), decoratorGVR.Resource)
+			if err = errors.Join(errC, errD); err == nil {
+				return nil
+			}
+		}
+		if attempt%10 == 0 {
+			log.Info("Waiting for the API server and the metacontroller.k8s.io CRDs (install crds/)", "err", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func (m *Manager) handler(kind string) cache.ResourceEventHandler {
+	enqueue := func(obj any) {
+		if u := asObject(obj); u != nil {
+			m.queue.Add(controllerKey{kind: kind, name: u.GetName()})
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}
+}
+
+func (m *Manager) processNext(ctx context.Context) bool {
+	key, quit := m.queue.Get()
+	if quit {
+		return false
+	}
+	defer m.queue.Done(key)
+	if err := m.sync(ctx, key); err != nil {
+		klog.FromContext(ctx).Error(err, "Controller not running; retrying", "kind", key.kind, "name", key.name)
+		m.queue.AddRateLimited(key)
+		return true
+	}
+	m.queue.Forget(key)
+	return true
+}
+
+// sync makes the hosted controller of key match its object.
+func (m *Manager) sync(ctx context.Context, key controllerKey) error {
+	obj, ok := m.subs[key.kind].Get("", key.name)
+	if !ok || obj.GetDeletionTimestamp() != nil {
+		return m.remove(ctx, key, true)
+	}
+	if !m.env.opts.TargetSelector.Matches(labels.Set(obj.GetLabels())) {
+		return m.remove(ctx, key, false)
+	}
+	hash := specHash(obj)
+	m.mu.Lock()
+	current := m.hosted[key]
+	m.mu.Unlock()
+	if current != nil && current.specHash == hash {
+		return nil
+	}
+	if err := m.remove(ctx, key, false); err != nil {
+		return err
+	}
+	c, unsupported, err := m.build(obj)
+	if err != nil {
+		m.env.recorder.Event(obj, corev1.EventTypeWarning, "CreateError", err.Error())
+		return errors.Join(err, m.writeControllerStatus(ctx, obj, err, unsupported))
+	}
+	if err := c.start(ctx); err != nil {
+		c.shutdown()
+		return err
+	}
+	m.mu.Lock()
+	m.hosted[key] = &hosted{specHash: hash, controller: c}
+	m.mu.Unlock()
+	m.env.recorder.Event(obj, corev1.EventTypeNormal, "Started", fmt.Sprintf("%s %s started", key.kind, key.name))
+	klog.FromContext(ctx).Info("Controller started", "kind", key.kind, "name", key.name)
+	return m.writeControllerStatus(ctx, obj, nil, unsupported)
+}
+
+// remove stops the hosted controller of key. When the controller object is gone,
+// release also removes its finalizer from every parent, which would otherwise block
+// their deletion forever.
+func (m *Manager) remove(ctx context.Context, key controllerKey, release bool) error {
+	m.mu.Lock()
+	h := m.hosted[key]
+	m.mu.Unlock()
+	if h == nil {
+		return nil
+	}
+	h.controller.shutdown()
+	if release {
+		if err := h.controller.releaseFinalizers(ctx); err != nil {
+			return err
+		}
+	}
+	m.mu.Lock()
+	delete(m.hosted, key)
+	m.mu.Unlock()
+	klog.FromContext(ctx).Info("Controller stopped", "kind", key.kind, "name", key.name)
+	return nil
+}
+
+func (m *Manager) stopAll() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for key, h := range m.hosted {
+		h.controller.shutdown()
+		delete(m.hosted, key)
+	}
+}
+
+// releaseFinalizers removes the controller's finalizer from every parent, reading
+// them from the API server since the controller's caches are closed.
+func (c *controller) releaseFinalizers(ctx context.Context) error {
+	var errs []error
+	for _, p := range c.parents {
+		list, err := c.env.resource(p.res.GroupVersionResource, "").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for i := range list.Items {
+			parent := &list.Items[i]
+			if slices.Contains(parent.GetFinalizers(), c.finalizer) {
+				errs = append(errs, patchFinalizers(ctx, c.env, p.res.GroupVersionResource, parent, c.finalizer, false))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func specHash(obj *unstructured.Unstructured) string {
+	data, _ := json.Marshal(obj.Object["spec"])
+	sum := sha256.Sum256(data)
+	return fmt.Sprintf("%x", sum[:8])
+}
+
+// Condition types written on controller objects.
+const (
+	ConditionReady     = "Ready"
+	ConditionSupported = "Supported"
+)
+
+// writeControllerStatus records on the controller object whether it runs, and which
+// of its fields this engine does not support.
+func (m *Manager) writeControllerStatus(ctx context.Context, obj *unstructured.Unstructured, buildErr error, unsupported []string) error {
+	var status v1alpha1.ControllerStatus
+	if raw, ok := obj.Object["status"]; ok {
+		_ = convertJSON(raw, &status)
+	}
+	gen := obj.GetGeneration()
+	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Running", Message: "the controller is running", ObservedGeneration: gen}
+	if buildErr != nil {
+		ready = metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: reasonOf(buildErr), Message: buildErr.Error(), ObservedGeneration: gen}
+	}
+	supported := metav1.Condition{Type: ConditionSupported, Status: metav1.ConditionTrue, Reason: "AllFieldsSupported", Message: "every field set is supported", ObservedGeneration: gen}
+	if len(unsupported) > 0 {
+		supported = metav1.Condition{Type: ConditionSupported, Status: metav1.ConditionFalse, Reason: "UnsupportedFields", Message: strings.Join(unsupported, "; "), ObservedGeneration: gen}
+	}
+	meta.SetStatusCondition(&status.Conditions, ready)
+	meta.SetStatusCondition(&status.Conditions, supported)
+	status.ObservedGeneration = gen
+	newStatus, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
+	if err != nil {
+		return err
+	}
+	gvr := compositeGVR
+	if obj.GetKind() == DecoratorKind {
+		gvr = decoratorGVR
+	}
+	return writeStatus(ctx, m.env, gvr, obj, newStatus)
+}
+
+// queueCollector reports each hosted controller's queue length at scrape time.
+type queueCollector struct {
+	m    *Manager
+	desc *prometheus.Desc
+}
+
+func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- q.desc }
+
+func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	q.m.mu.Lock()
+	defer q.m.mu.Unlock()
+	for key, h := range q.m.hosted {
+		if h.controller.queue != nil {
+			ch <- prometheus.MustNewConstMetric(q.desc, prometheus.GaugeValue, float64(h.controller.queue.Len()), key.kind+"/"+key.name)
+		}
+	}
+}

@@ -1,0 +1,85 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/metalambda/metalambda/internal/hook"
+)
+
+// ApplyStrategy selects how children are written.
+type ApplyStrategy string
+
+// Apply strategies.
+const (
+	// ServerSideApply patches children with server-side apply under FieldManager.
+	ServerSideApply ApplyStrategy = "server-side-apply"
+	// ThreeWay merges observed, last-applied and desired like `kubectl apply` and
+	// stores the last-applied annotation (Metacontroller's "dynamic-apply").
+	ThreeWay ApplyStrategy = "three-way"
+)
+
+// ParseApplyStrategy accepts the strategy names, and upstream's "dynamic-apply" as an
+// alias of ThreeWay.
+func ParseApplyStrategy(s string) (ApplyStrategy, error) {
+	switch s {
+	case string(ServerSideApply):
+		return ServerSideApply, nil
+	case string(ThreeWay), "dynamic-apply":
+		return ThreeWay, nil
+	}
+	return "", fmt.Errorf("unknown apply strategy %q (want %s or %s)", s, ServerSideApply, ThreeWay)
+}
+
+// Options configure the engine; see cmd/engine for the flags that set them.
+type Options struct {
+	// Workers is the number of reconcile goroutines per hosted controller.
+	Workers int
+	// ApplyStrategy writes children; FieldManager names the engine in managedFields.
+	ApplyStrategy ApplyStrategy
+	FieldManager  string
+	// DiscoveryInterval is how often the resource map is refreshed.
+	DiscoveryInterval time.Duration
+	// CacheFlushInterval is the informers' resync period: the cache is replayed and every
+	// parent reconciled, without a relist.
+	CacheFlushInterval time.Duration
+	// TargetSelector limits which CompositeController and DecoratorController objects
+	// this engine serves.
+	TargetSelector labels.Selector
+	// ResolveService maps a hook's service reference to a base URL; the local platform
+	// uses it to reach services from outside the cluster. Nil means cluster DNS.
+	ResolveService hook.ServiceResolver
+}
+
+// Defaults are the option values the engine uses unless told otherwise.
+func Defaults() Options {
+	return Options{
+		Workers:            5,
+		ApplyStrategy:      ServerSideApply,
+		FieldManager:       "metalambda",
+		DiscoveryInterval:  30 * time.Second,
+		CacheFlushInterval: 30 * time.Minute,
+		TargetSelector:     labels.Everything(),
+	}
+}
+
+// Validate reports the first invalid option.
+func (o *Options) Validate() error {
+	switch {
+	case o.Workers < 1:
+		return fmt.Errorf("workers must be at least 1, got %d", o.Workers)
+	case o.ApplyStrategy != ServerSideApply && o.ApplyStrategy != ThreeWay:
+		return fmt.Errorf("unknown apply strategy %q", o.ApplyStrategy)
+	case o.FieldManager == "":
+		return fmt.Errorf("field manager must not be empty")
+	case o.DiscoveryInterval <= 0:
+		return fmt.Errorf("discovery interval must be positive, got %s", o.DiscoveryInterval)
+	case o.CacheFlushInterval < 0:
+		return fmt.Errorf("cache flush interval must not be negative, got %s", o.CacheFlushInterval)
+	case o.TargetSelector == nil:
+		return fmt.Errorf("target selector must not be nil (use labels.Everything())")
+	}
+	return nil
+}

@@ -1,0 +1,219 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/metalambda/metalambda/internal/hook"
+)
+
+// reconcile is the level-based sync of one parent. It returns how long to wait before
+// the next sync the hook asked for (resyncAfterSeconds).
+func (c *controller) reconcile(ctx context.Context, key parentKey) (time.Duration, error) {
+	p := c.parents[key.parent]
+	parent, ok := p.sub.Get(key.namespace, key.name)
+	if !ok {
+		return 0, nil // deleted; its children go with the garbage collector
+	}
+	log := klog.FromContext(ctx).WithValues("parent", key.String())
+	ctx = klog.NewContext(ctx, log)
+
+	finalizing := parent.GetDeletionTimestamp() != nil || !p.selects(parent)
+	if finalizing && !slices.Contains(parent.GetFinalizers(), c.finalizer) {
+		return 0, nil // not ours, or being deleted with nothing for us to do
+	}
+	parent, err := c.ensureFinalizer(ctx, p, parent, finalizing)
+	if err != nil || parent == nil {
+		return 0, err
+	}
+	if hasGCFinalizer(parent) {
+		return 0, nil // the garbage collector is deleting the children
+	}
+
+	children, err := c.flavor.observe(ctx, c, p, parent)
+	if err != nil {
+		return 0, err
+	}
+	related, err := c.related.objects(ctx, key, parent)
+	if err != nil {
+		return 0, err
+	}
+	endpoint := c.hooks.sync
+	if finalizing && c.hooks.finalize != nil {
+		endpoint = c.hooks.finalize
+	}
+	out, err := c.flavor.call(ctx, c, &hookInput{parentType: p, parent: parent, children: children, related: related, finalizing: finalizing, endpoint: endpoint})
+	if err != nil {
+		c.env.warn(parent, "SyncError", err)
+		return 0, err
+	}
+	if err := c.applyChildren(ctx, parent, children, out.desired); err != nil {
+		c.env.warn(parent, "SyncError", err)
+		return 0, err
+	}
+	if err := c.flavor.writeParent(ctx, c, p, parent, out); err != nil {
+		return 0, err
+	}
+	if finalizing && out.finalized {
+		return 0, c.setFinalizer(ctx, p, parent, false)
+	}
+	return out.resyncAfter, nil
+}
+
+// ensureFinalizer adds the controller's finalizer while a finalize hook exists, and
+// removes it when the hook was taken away. It returns the parent to go on with, or
+// nil when there is nothing more to do.
+func (c *controller) ensureFinalizer(ctx context.Context, p *parentType, parent *unstructured.Unstructured, finalizing bool) (*unstructured.Unstructured, error) {
+	has := slices.Contains(parent.GetFinalizers(), c.finalizer)
+	switch {
+	case c.hooks.finalize == nil && has:
+		if err := c.setFinalizer(ctx, p, parent, false); err != nil {
+			return nil, err
+		}
+		if finalizing {
+			return nil, nil
+		}
+	case c.hooks.finalize != nil && !has && !finalizing:
+		if err := c.setFinalizer(ctx, p, parent, true); err != nil {
+			return nil, err
+		}
+	}
+	return parent, nil
+}
+
+// setFinalizer adds or removes the controller's finalizer with a merge patch guarded
+// by the observed resourceVersion.
+func (c *controller) setFinalizer(ctx context.Context, p *parentType, parent *unstructured.Unstructured, add bool) error {
+	return patchFinalizers(ctx, c.env, p.res.GroupVersionResource, parent, c.finalizer, add)
+}
+
+func patchFinalizers(ctx context.Context, env *environment, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, finalizer string, add bool) error {
+	finalizers := slices.DeleteFunc(slices.Clone(obj.GetFinalizers()), func(f string) bool { return f == finalizer })
+	if add {
+		finalizers = append(finalizers, finalizer)
+	}
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+		"finalizers":      finalizers,
+		"resourceVersion": obj.GetResourceVersion(),
+	}})
+	_, err := env.resource(gvr, obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: env.opts.FieldManager})
+	if err != nil {
+		return fmt.Errorf("update finalizers of %s: %w", describe(obj), err)
+	}
+	return nil
+}
+
+func hasGCFinalizer(obj *unstructured.Unstructured) bool {
+	for _, f := range obj.GetFinalizers() {
+		if f == metav1.FinalizerOrphanDependents || f == metav1.FinalizerDeleteDependents {
+			return true
+		}
+	}
+	return false
+}
+
+// objectsFor builds a hook object map of one child type.
+func (c *controller) objectsFor(version hookVersion, parentNamespaced bool, objs []*unstructured.Unstructured) hook.ObjectMap {
+	m := make(hook.ObjectMap, len(objs))
+	for _, o := range objs {
+		m[hook.Key(version, parentNamespaced, o)] = o.Object
+	}
+	return m
+}
+
+// childObjects groups observed children by type for a hook request; every declared
+// type appears, empty or not.
+func (c *controller) childObjects(version hookVersion, parentNamespaced bool, children [][]*unstructured.Unstructured) hook.Objects {
+	out := make(hook.Objects, len(c.children))
+	for i, ct := range c.children {
+		out[hook.TypeKey(ct.res.Kind, ct.rule.APIVersion)] = c.objectsFor(version, parentNamespaced, children[i])
+	}
+	return out
+}
+
+// decodeDesired turns the hook's children into objects, checking each against the
+// declared child types.
+func (c *controller) decodeDesired(parent *unstructured.Unstructured, raw []hook.Object) ([]*unstructured.Unstructured, error) {
+	out := make([]*unstructured.Unstructured, 0, len(raw))
+	seen := map[string]bool{}
+	for i, obj := range raw {
+		if obj == nil {
+			return nil, invalidResponse("children[%d] is null", i)
+		}
+		u := &unstructured.Unstructured{Object: obj}
+		ct := c.childTypeOf(u)
+		switch {
+		case u.GetAPIVersion() == "" || u.GetKind() == "":
+			return nil, invalidResponse("children[%d] has no apiVersion or kind", i)
+		case u.GetName() == "":
+			return nil, invalidResponse("children[%d] (%s) has no metadata.name", i, u.GetKind())
+		case ct == nil:
+			return nil, invalidResponse("children[%d] is a %s %s, which is not a declared child resource", i, u.GetAPIVersion(), u.GetKind())
+		}
+		if ct.res.Namespaced && u.GetNamespace() == "" {
+			u.SetNamespace(parent.GetNamespace())
+		}
+		if parent.GetNamespace() != "" && ct.res.Namespaced && u.GetNamespace() != parent.GetNamespace() {
+			return nil, invalidResponse("children[%d] (%s %s) is in namespace %q; children of a namespaced parent must be in its namespace %q", i, u.GetKind(), u.GetName(), u.GetNamespace(), parent.GetNamespace())
+		}
+		if !ct.res.Namespaced {
+			u.SetNamespace("")
+		}
+		id := ct.res.Resource + "/" + u.GetNamespace() + "/" + u.GetName()
+		if seen[id] {
+			return nil, invalidResponse("children[%d] (%s %s) is listed twice", i, u.GetKind(), u.GetName())
+		}
+		seen[id] = true
+		out = append(out, u)
+	}
+	return out, nil
+}
+
+func (c *controller) childTypeOf(obj *unstructured.Unstructured) *childType {
+	for _, ct := range c.children {
+		if ct.rule.APIVersion == obj.GetAPIVersion() && ct.res.Kind == obj.GetKind() {
+			return ct
+		}
+	}
+	return nil
+}
+
+func equalStrings(a, b map[string]string) bool { return maps.Equal(a, b) }
+
+func labelsOf(obj *unstructured.Unstructured) labels.Set { return labels.Set(obj.GetLabels()) }
+
+func groupOf(apiVersion string) string {
+	group, _, found := strings.Cut(apiVersion, "/")
+	if !found {
+		return ""
+	}
+	return group
+}
+
+func describe(obj *unstructured.Unstructured) string {
+	if obj.GetNamespace() == "" {
+		return obj.GetKind() + " " + obj.GetName()
+	}
+	return obj.GetKind() + " " + obj.GetNamespace() + "/" + obj.GetName()
+}
+
+// warn records a Warning event on obj.
+func (e *environment) warn(obj *unstructured.Unstructured, reason string, err error) {
+	e.recorder.Event(obj, corev1.EventTypeWarning, reason, err.Error())
+}
+
+var errParentGone = errors.New("parent no longer exists")

@@ -1,0 +1,264 @@
+package hook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	kjson "sigs.k8s.io/json"
+)
+
+// Hook names for CallInfo.Hook.
+const (
+	HookSync      = "sync"
+	HookFinalize  = "finalize"
+	HookCustomize = "customize"
+)
+
+// DefaultMaxResponseBytes is the largest response body a Client reads by default.
+const DefaultMaxResponseBytes int64 = 64 << 20
+
+// maxDrainBytes is how much of an unread body is discarded so that the connection can
+// be reused; larger leftovers close the connection instead.
+const maxDrainBytes = 256 << 10
+
+// Doer sends one HTTP request. *http.Client is a Doer.
+type Doer interface {
+	Do(*http.Request) (*http.Response, error)
+}
+
+// CallInfo names a call for metrics.
+type CallInfo struct {
+	Controller string
+	// Hook is HookSync, HookFinalize or HookCustomize.
+	Hook string
+}
+
+// Client calls webhooks. The zero value is ready to use.
+type Client struct {
+	// HTTP sends the requests; nil means a shared client with keep-alives and no
+	// client-level timeout (each call's context carries its endpoint's timeout).
+	HTTP Doer
+	// Metrics records the calls; nil records nothing.
+	Metrics *Metrics
+	// MaxResponseBytes caps the response body; zero or less means
+	// DefaultMaxResponseBytes.
+	MaxResponseBytes int64
+}
+
+// sharedHTTP is the Doer of clients that do not set one. It holds idle connections
+// only, no configuration that changes.
+var sharedHTTP = &http.Client{Transport: newTransport()}
+
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          1000,
+		MaxIdleConnsPerHost:   100,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+}
+
+// errDeadline is the cancellation cause of a call that ran out of its endpoint's time.
+var errDeadline = errors.New("hook deadline")
+
+// Call POSTs request as JSON to ep and decodes a 200 answer into response (a pointer;
+// nil discards the body), strictly when ep.Strict is set. It gives up after ep.Timeout
+// (DefaultTimeout when not positive) or when ctx ends.
+//
+// Errors name the URL and are one of: *ThrottledError (429 with Retry-After),
+// *StatusError (any other non-200), ErrTimeout, ErrBadResponse (undecodable or
+// oversized body), or the wrapped transport or context error.
+func (c *Client) Call(ctx context.Context, ep Endpoint, info CallInfo, request, response any) error {
+	payload, err := json.Marshal(request)
+	if err != nil {
+		return fmt.Errorf("POST %s: encode request: %w", ep.URL, err)
+	}
+	done := c.Metrics.start(info)
+	code, err := c.post(ctx, ep, payload, response)
+	done(code)
+	return err
+}
+
+// post sends payload and handles the answer; code is the metrics label of the result.
+func (c *Client) post(ctx context.Context, ep Endpoint, payload []byte, response any) (code string, err error) {
+	ctx, cancel := context.WithTimeoutCause(ctx, ep.timeout(), errDeadline)
+	defer cancel()
+	req, err := newRequest(ctx, ep.URL, payload)
+	if err != nil {
+		return CodeError, fmt.Errorf("POST %s: %w", ep.URL, err)
+	}
+	resp, err := c.doer().Do(req)
+	if err != nil {
+		return transportFailure(ctx, ep, err)
+	}
+	defer drainAndClose(resp.Body)
+	return c.receive(ctx, ep, resp, response)
+}
+
+// receive checks the status and decodes the body of resp into response.
+func (c *Client) receive(ctx context.Context, ep Endpoint, resp *http.Response, response any) (code string, err error) {
+	code = strconv.Itoa(resp.StatusCode)
+	if resp.StatusCode != http.StatusOK {
+		return code, statusFailure(ep.URL, resp)
+	}
+	limit := c.maxResponseBytes()
+	body, err := readBody(resp, limit)
+	switch {
+	case errors.Is(err, errTooLarge):
+		return code, fmt.Errorf("POST %s: %w: body is larger than %d bytes", ep.URL, ErrBadResponse, limit)
+	case err != nil:
+		return transportFailure(ctx, ep, err)
+	}
+	return code, decode(ep, body, response)
+}
+
+func (c *Client) doer() Doer {
+	if c.HTTP == nil {
+		return sharedHTTP
+	}
+	return c.HTTP
+}
+
+func (c *Client) maxResponseBytes() int64 {
+	if c.MaxResponseBytes <= 0 {
+		return DefaultMaxResponseBytes
+	}
+	return c.MaxResponseBytes
+}
+
+func (ep Endpoint) timeout() time.Duration {
+	if ep.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return ep.Timeout
+}
+
+func newRequest(ctx context.Context, u string, payload []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(payload))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	req.Header.Set("User-Agent", "metalambda")
+	return req, nil
+}
+
+// transportFailure classifies an error of sending or reading: ErrTimeout when the
+// endpoint's time ran out, else the error itself.
+func transportFailure(ctx context.Context, ep Endpoint, err error) (string, error) {
+	if errors.Is(context.Cause(ctx), errDeadline) {
+		return CodeTimeout, fmt.Errorf("POST %s: %w after %s", ep.URL, ErrTimeout, ep.timeout())
+	}
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err // its message repeats the method and URL
+	}
+	return CodeError, fmt.Errorf("POST %s: %w", ep.URL, err)
+}
+
+// statusFailure is the error of a non-200 answer.
+func statusFailure(u string, resp *http.Response) error {
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, MaxErrorBodyBytes))
+	if resp.StatusCode == http.StatusTooManyRequests {
+		if after, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+			return &ThrottledError{URL: u, RetryAfter: after}
+		}
+	}
+	return &StatusError{URL: u, Code: resp.StatusCode, Body: string(body)}
+}
+
+// parseRetryAfter reads a Retry-After value: delay seconds or an HTTP date. A date in
+// the past gives zero.
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		maxSecs := int64(math.MaxInt64 / time.Second)
+		return time.Duration(min(secs, maxSecs)) * time.Second, secs >= 0
+	}
+	when, err := http.ParseTime(v)
+	if err != nil {
+		return 0, false
+	}
+	return max(when.Sub(now), 0), true
+}
+
+var errTooLarge = errors.New("response body too large")
+
+// readBody reads the body of resp, failing with errTooLarge past limit bytes.
+func readBody(resp *http.Response, limit int64) ([]byte, error) {
+	if resp.ContentLength > limit {
+		return nil, errTooLarge
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	if err != nil {
+		return nil, err
+	}
+	var more [1]byte
+	if n, _ := io.ReadFull(resp.Body, more[:]); n > 0 {
+		return nil, errTooLarge
+	}
+	return data, nil
+}
+
+func drainAndClose(body io.ReadCloser) {
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, maxDrainBytes))
+	_ = body.Close()
+}
+
+// decode unmarshals body into response, strictly when ep says so. Both modes match
+// JSON keys case-sensitively and decode whole numbers as int64, like Kubernetes.
+func decode(ep Endpoint, body []byte, response any) error {
+	if response == nil {
+		return nil
+	}
+	if err := unmarshal(body, response, ep.Strict); err != nil {
+		return fmt.Errorf("POST %s: %w: %w", ep.URL, ErrBadResponse, err)
+	}
+	return nil
+}
+
+func unmarshal(data []byte, v any, strict bool) error {
+	if !strict {
+		return kjson.UnmarshalCaseSensitivePreserveInts(data, v)
+	}
+	strictErrs, err := kjson.UnmarshalStrict(data, v)
+	if err != nil {
+		return err
+	}
+	if len(strictErrs) > 0 {
+		return fieldErrors(strictErrs)
+	}
+	return nil
+}
+
+// fieldErrors are the complaints of strict decoding, on one line.
+type fieldErrors []error
+
+func (e fieldErrors) Error() string {
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (e fieldErrors) Unwrap() []error { return e }

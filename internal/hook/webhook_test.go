@@ -1,0 +1,388 @@
+package hook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	kjson "sigs.k8s.io/json"
+)
+
+// serve starts a test server for handler and returns a loose endpoint for it.
+func serve(t *testing.T, handler http.HandlerFunc) Endpoint {
+	t.Helper()
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	return Endpoint{URL: srv.URL + "/sync", Timeout: 10 * time.Second}
+}
+
+// answer returns a handler that replies with code, headers and body.
+func answer(code int, body string, headers ...string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		for i := 0; i+1 < len(headers); i += 2 {
+			w.Header().Set(headers[i], headers[i+1])
+		}
+		w.WriteHeader(code)
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+// mustNameURL fails unless err's message contains the endpoint URL.
+func mustNameURL(t *testing.T, err error, ep Endpoint) {
+	t.Helper()
+	if err == nil || !strings.Contains(err.Error(), ep.URL) {
+		t.Errorf("error %q does not name %s", err, ep.URL)
+	}
+}
+
+func TestCallRoundTrip(t *testing.T) {
+	req := CompositeRequest{
+		Controller: Object{"metadata": map[string]any{"name": "ctl"}},
+		Parent:     Object{"apiVersion": "example.com/v1", "kind": "Thing", "spec": map[string]any{"replicas": int64(3)}},
+		Children:   Objects{TypeKey("ConfigMap", "v1"): ObjectMap{"a": Object{"kind": "ConfigMap"}}},
+		Related:    Objects{},
+	}
+	ep := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" ||
+			r.Header.Get("Accept") != "application/json" {
+			http.Error(w, "want POST with JSON headers", http.StatusBadRequest)
+			return
+		}
+		var got CompositeRequest
+		body, _ := io.ReadAll(r.Body)
+		if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &got); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		if diff := cmp.Diff(req, got); diff != "" {
+			http.Error(w, "request (-sent +received):\n"+diff, http.StatusBadRequest)
+			return
+		}
+		_, _ = io.WriteString(w, `{"status":{"ready":true},"children":[{"kind":"ConfigMap","data":{"n":"1"},"spec":{"replicas":3}}],"resyncAfterSeconds":1.5}`)
+	})
+
+	var got CompositeResponse
+	if err := new(Client).Call(context.Background(), ep, CallInfo{"ctl", HookSync}, req, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := CompositeResponse{
+		Status:             map[string]any{"ready": true},
+		Children:           []Object{{"kind": "ConfigMap", "data": map[string]any{"n": "1"}, "spec": map[string]any{"replicas": int64(3)}}},
+		ResyncAfterSeconds: 1.5,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("response (-want +got):\n%s", diff)
+	}
+}
+
+func TestCallDecoding(t *testing.T) {
+	tests := []struct {
+		name    string
+		strict  bool
+		body    string
+		want    CompositeResponse
+		wantErr string // substring of an ErrBadResponse
+	}{{
+		name:   "strict accepts a clean body",
+		strict: true,
+		body:   `{"finalized":true}`,
+		want:   CompositeResponse{Finalized: true},
+	}, {
+		name:    "strict rejects an unknown field",
+		strict:  true,
+		body:    `{"finalized":true,"extra":1}`,
+		wantErr: `unknown field "extra"`,
+	}, {
+		name:    "strict rejects a duplicate field",
+		strict:  true,
+		body:    `{"finalized":true,"finalized":false}`,
+		wantErr: `duplicate field "finalized"`,
+	}, {
+		name:    "strict is case-sensitive",
+		strict:  true,
+		body:    `{"Finalized":true}`,
+		wantErr: `unknown field "Finalized"`,
+	}, {
+		name: "loose ignores an unknown field",
+		body: `{"finalized":true,"extra":1}`,
+		want: CompositeResponse{Finalized: true},
+	}, {
+		name: "loose takes the last duplicate",
+		body: `{"finalized":false,"finalized":true}`,
+		want: CompositeResponse{Finalized: true},
+	}, {
+		name:    "loose rejects a wrong type",
+		body:    `{"finalized":"yes"}`,
+		wantErr: "cannot unmarshal string",
+	}, {
+		name:    "not JSON",
+		body:    `<html>oops</html>`,
+		wantErr: "invalid character",
+	}, {
+		name:    "empty body",
+		strict:  true,
+		body:    ``,
+		wantErr: "unexpected end of JSON input",
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ep := serve(t, answer(http.StatusOK, tt.body))
+			ep.Strict = tt.strict
+			var got CompositeResponse
+			err := new(Client).Call(context.Background(), ep, CallInfo{}, CompositeRequest{}, &got)
+			if tt.wantErr != "" {
+				if !errors.Is(err, ErrBadResponse) || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want ErrBadResponse containing %q", err, tt.wantErr)
+				}
+				mustNameURL(t, err, ep)
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("response (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCallStatusErrors(t *testing.T) {
+	long := strings.Repeat("x", 3000)
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		want    error
+	}{{
+		name:    "500 keeps the body",
+		handler: answer(http.StatusInternalServerError, "boom"),
+		want:    &StatusError{Code: 500, Body: "boom"},
+	}, {
+		name:    "body cut at 1 KiB",
+		handler: answer(http.StatusBadGateway, long),
+		want:    &StatusError{Code: 502, Body: long[:MaxErrorBodyBytes]},
+	}, {
+		name:    "201 is not success",
+		handler: answer(http.StatusCreated, "{}"),
+		want:    &StatusError{Code: 201, Body: "{}"},
+	}, {
+		name:    "429 with Retry-After seconds",
+		handler: answer(http.StatusTooManyRequests, "slow down", "Retry-After", "7"),
+		want:    &ThrottledError{RetryAfter: 7 * time.Second},
+	}, {
+		name:    "429 without Retry-After",
+		handler: answer(http.StatusTooManyRequests, "slow down"),
+		want:    &StatusError{Code: 429, Body: "slow down"},
+	}, {
+		name:    "429 with a bad Retry-After",
+		handler: answer(http.StatusTooManyRequests, "", "Retry-After", "soon"),
+		want:    &StatusError{Code: 429},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ep := serve(t, tt.handler)
+			err := new(Client).Call(context.Background(), ep, CallInfo{}, CompositeRequest{}, &CompositeResponse{})
+			mustNameURL(t, err, ep)
+			setURL(tt.want, ep.URL)
+			if diff := cmp.Diff(tt.want, err); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// setURL fills the URL of an expected StatusError or ThrottledError.
+func setURL(err error, u string) {
+	switch e := err.(type) {
+	case *StatusError:
+		e.URL = u
+	case *ThrottledError:
+		e.URL = u
+	}
+}
+
+func TestCallThrottledUntilDate(t *testing.T) {
+	when := time.Now().Add(2 * time.Minute).UTC().Format(http.TimeFormat)
+	ep := serve(t, answer(http.StatusTooManyRequests, "", "Retry-After", when))
+	err := new(Client).Call(context.Background(), ep, CallInfo{}, nil, nil)
+	var throttled *ThrottledError
+	if !errors.As(err, &throttled) {
+		t.Fatalf("error = %v, want a ThrottledError", err)
+	}
+	// The date has one-second precision and the machine may be slow: be generous.
+	if throttled.RetryAfter < time.Minute || throttled.RetryAfter > 2*time.Minute {
+		t.Errorf("RetryAfter = %s, want about 2m", throttled.RetryAfter)
+	}
+}
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		value  string
+		want   time.Duration
+		wantOK bool
+	}{
+		{"7", 7 * time.Second, true},
+		{" 0 ", 0, true},
+		{"-1", 0, false},
+		{"", 0, false},
+		{"soon", 0, false},
+		{"1.5", 0, false},
+		{"Sun, 01 Jun 2025 12:00:30 GMT", 30 * time.Second, true},
+		{"Sunday, 01-Jun-25 12:01:00 GMT", time.Minute, true},
+		{"Sun, 01 Jun 2025 11:00:00 GMT", 0, true},
+		{"99999999999999999999", 0, false},
+		{"9999999999999", time.Duration(1<<63 - 1).Truncate(time.Second), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			got, ok := parseRetryAfter(tt.value, now)
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("parseRetryAfter(%q) = %s, %v; want %s, %v", tt.value, got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}
+
+// blocking returns a handler that waits until the client gives up or the test ends.
+func blocking(t *testing.T) http.HandlerFunc {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}
+}
+
+func TestCallTimeout(t *testing.T) {
+	ep := serve(t, blocking(t))
+	ep.Timeout = 100 * time.Millisecond
+	began := time.Now()
+	err := new(Client).Call(context.Background(), ep, CallInfo{}, CompositeRequest{}, &CompositeResponse{})
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("error = %v, want ErrTimeout", err)
+	}
+	if !strings.Contains(err.Error(), "hook timed out after 100ms") {
+		t.Errorf("error %q does not say the timeout", err)
+	}
+	mustNameURL(t, err, ep)
+	if elapsed := time.Since(began); elapsed > 5*time.Second {
+		t.Errorf("call took %s, want about 100ms", elapsed)
+	}
+}
+
+func TestCallTimeoutWhileReadingBody(t *testing.T) {
+	ep := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, `{"finalized":`)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	ep.Timeout = 100 * time.Millisecond
+	err := new(Client).Call(context.Background(), ep, CallInfo{}, nil, &CompositeResponse{})
+	if !errors.Is(err, ErrTimeout) {
+		t.Fatalf("error = %v, want ErrTimeout", err)
+	}
+}
+
+func TestCallCanceledIsNotTimeout(t *testing.T) {
+	ep := serve(t, blocking(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := new(Client).Call(ctx, ep, CallInfo{}, nil, nil)
+	if errors.Is(err, ErrTimeout) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("error = %v, want context.Canceled and not ErrTimeout", err)
+	}
+	mustNameURL(t, err, ep)
+}
+
+func TestCallTransportError(t *testing.T) {
+	srv := httptest.NewServer(answer(http.StatusOK, "{}"))
+	ep := Endpoint{URL: srv.URL + "/sync", Timeout: 10 * time.Second}
+	srv.Close()
+	err := new(Client).Call(context.Background(), ep, CallInfo{}, nil, nil)
+	if err == nil || errors.Is(err, ErrTimeout) || errors.Is(err, ErrBadResponse) {
+		t.Fatalf("error = %v, want a transport error", err)
+	}
+	mustNameURL(t, err, ep)
+	if strings.Count(err.Error(), ep.URL) != 1 {
+		t.Errorf("error %q names the URL more than once", err)
+	}
+}
+
+func TestCallOversizeBody(t *testing.T) {
+	big := `{"status":{"pad":"` + strings.Repeat("x", 2000) + `"}}`
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+	}{{
+		name:    "with Content-Length",
+		handler: answer(http.StatusOK, big),
+	}, {
+		name: "streamed",
+		handler: func(w http.ResponseWriter, r *http.Request) {
+			for i := 0; i < len(big); i += 100 {
+				_, _ = io.WriteString(w, big[i:min(i+100, len(big))])
+				w.(http.Flusher).Flush()
+			}
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ep := serve(t, tt.handler)
+			c := &Client{MaxResponseBytes: 1024}
+			err := c.Call(context.Background(), ep, CallInfo{}, nil, &CompositeResponse{})
+			if !errors.Is(err, ErrBadResponse) || !strings.Contains(err.Error(), "larger than 1024 bytes") {
+				t.Fatalf("error = %v, want ErrBadResponse about the size", err)
+			}
+			mustNameURL(t, err, ep)
+		})
+	}
+}
+
+func TestCallBodyAtLimit(t *testing.T) {
+	body := `{"finalized":true}`
+	ep := serve(t, answer(http.StatusOK, body))
+	c := &Client{MaxResponseBytes: int64(len(body))}
+	var got CompositeResponse
+	if err := c.Call(context.Background(), ep, CallInfo{}, nil, &got); err != nil || !got.Finalized {
+		t.Fatalf("Call = %v, finalized %v; want nil, true", err, got.Finalized)
+	}
+}
+
+func TestCallEncodeError(t *testing.T) {
+	ep := Endpoint{URL: "http://unused.invalid/sync"}
+	err := new(Client).Call(context.Background(), ep, CallInfo{}, map[string]any{"f": func() {}}, nil)
+	if err == nil || !strings.Contains(err.Error(), "encode request") {
+		t.Fatalf("error = %v, want an encode error", err)
+	}
+	mustNameURL(t, err, ep)
+}
+
+// doerFunc adapts a function to Doer.
+type doerFunc func(*http.Request) (*http.Response, error)
+
+func (f doerFunc) Do(r *http.Request) (*http.Response, error) { return f(r) }
+
+func TestCallUsesDoer(t *testing.T) {
+	var sawDeadline bool
+	c := &Client{HTTP: doerFunc(func(r *http.Request) (*http.Response, error) {
+		_, sawDeadline = r.Context().Deadline()
+		return nil, fmt.Errorf("no network here")
+	})}
+	err := c.Call(context.Background(), Endpoint{URL: "http://x/sync"}, CallInfo{}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "POST http://x/sync: no network here") {
+		t.Fatalf("error = %v, want the Doer's error", err)
+	}
+	if !sawDeadline {
+		t.Error("request context has no deadline; want the default timeout")
+	}
+}
