@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +23,19 @@ const (
 	compositeFinalizerPrefix = "metacontroller.io/compositecontroller-"
 	decoratorFinalizerPrefix = "metacontroller.io/decoratorcontroller-"
 )
+
+// finalizerName is upstream's finalizer name when it fits the 63-character limit of a
+// finalizer's name part, and otherwise a truncated name with a hash, so that long
+// controller names still work (upstream fails on them).
+func finalizerName(prefix, controller string) string {
+	domain, name, _ := strings.Cut(prefix+controller, "/")
+	const max = 63
+	if len(name) <= max {
+		return domain + "/" + name
+	}
+	sum := sha256.Sum256([]byte(name))
+	return domain + "/" + strings.TrimRight(name[:max-9], "-.") + "-" + hex.EncodeToString(sum[:4])
+}
 
 // buildError is a reason (for the Ready condition) with a message.
 type buildError struct {
@@ -150,7 +166,7 @@ func (m *Manager) buildDecorator(obj *unstructured.Unstructured, dc *v1alpha1.De
 func (m *Manager) newController(obj *unstructured.Unstructured, kind, finalizerPrefix string, resync *int32) *controller {
 	c := &controller{
 		kind: kind, name: obj.GetName(), object: obj.DeepCopy().Object,
-		finalizer: finalizerPrefix + obj.GetName(), env: m.env,
+		finalizer: finalizerName(finalizerPrefix, obj.GetName()), env: m.env,
 	}
 	if resync != nil && *resync > 0 {
 		c.resync = time.Duration(*resync) * time.Second

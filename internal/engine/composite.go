@@ -266,4 +266,3 @@ func throttled(err error) error {
 	}
 	return err
 }
-

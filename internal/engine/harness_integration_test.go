@@ -5,10 +5,12 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,7 +35,16 @@ import (
 
 var env *kubetest.Env
 
-func TestMain(m *testing.M) { kubetest.Main(m, &env, localcluster.Options{}) }
+// TestMain runs the package on one control plane. ENGINE_TEST_V=<n> raises the engine's
+// log verbosity (klog -v) when debugging a test.
+func TestMain(m *testing.M) {
+	if v := os.Getenv("ENGINE_TEST_V"); v != "" {
+		fs := flag.NewFlagSet("klog", flag.ExitOnError)
+		klog.InitFlags(fs)
+		_ = fs.Set("v", v)
+	}
+	kubetest.Main(m, &env, localcluster.Options{})
+}
 
 const testGroup = "test.metalambda.dev"
 

@@ -76,7 +76,9 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 	}
 	m := newMetrics(reg)
 	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &countingTransport{next: rt, counter: m.apiRequests} })
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return &countingTransport{next: rt, counter: m.apiRequests}
+	})
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -99,7 +101,9 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 	mgr := &Manager{
 		env:         env,
 		broadcaster: broadcaster,
-		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[controllerKey](),
+		// A controller that cannot start usually waits for a person (a missing CRD or
+		// status subresource): retry from one second up to five minutes.
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[controllerKey](time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[controllerKey]{Name: "metalambda-engine"}),
 		subs:   map[string]*informer.Subscription{},
 		hosted: map[controllerKey]*hosted{},
@@ -278,7 +282,8 @@ func (c *controller) releaseFinalizers(ctx context.Context) error {
 		for i := range list.Items {
 			parent := &list.Items[i]
 			if slices.Contains(parent.GetFinalizers(), c.finalizer) {
-				errs = append(errs, patchFinalizers(ctx, c.env, p.res.GroupVersionResource, parent, c.finalizer, false))
+				_, err := patchFinalizers(ctx, c.env, p.res.GroupVersionResource, parent, c.finalizer, false)
+				errs = append(errs, err)
 			}
 		}
 	}

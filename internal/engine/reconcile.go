@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -22,16 +23,26 @@ import (
 )
 
 // reconcile is the level-based sync of one parent. It returns how long to wait before
-// the next sync the hook asked for (resyncAfterSeconds).
+// the next sync the hook asked for (resyncAfterSeconds). A failure becomes a Warning
+// event on the parent.
 func (c *controller) reconcile(ctx context.Context, key parentKey) (time.Duration, error) {
 	p := c.parents[key.parent]
 	parent, ok := p.sub.Get(key.namespace, key.name)
 	if !ok {
 		return 0, nil // deleted; its children go with the garbage collector
 	}
-	log := klog.FromContext(ctx).WithValues("parent", key.String())
-	ctx = klog.NewContext(ctx, log)
+	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("parent", key.String()))
+	after, err := c.sync(ctx, key, p, parent)
+	var delay *delayError
+	if err != nil && !errors.As(err, &delay) && !errors.Is(err, errParentGone) && !apierrors.IsConflict(err) {
+		c.env.warn(parent, "SyncError", err)
+	}
+	return after, err
+}
 
+// sync runs the phases: ensureFinalizer, observe children, loadRelated, callHook,
+// applyChildren, writeParent, and finally removes the finalizer once finalized.
+func (c *controller) sync(ctx context.Context, key parentKey, p *parentType, parent *unstructured.Unstructured) (time.Duration, error) {
 	finalizing := parent.GetDeletionTimestamp() != nil || !p.selects(parent)
 	if finalizing && !slices.Contains(parent.GetFinalizers(), c.finalizer) {
 		return 0, nil // not ours, or being deleted with nothing for us to do
@@ -43,7 +54,6 @@ func (c *controller) reconcile(ctx context.Context, key parentKey) (time.Duratio
 	if hasGCFinalizer(parent) {
 		return 0, nil // the garbage collector is deleting the children
 	}
-
 	children, err := c.flavor.observe(ctx, c, p, parent)
 	if err != nil {
 		return 0, err
@@ -58,18 +68,17 @@ func (c *controller) reconcile(ctx context.Context, key parentKey) (time.Duratio
 	}
 	out, err := c.flavor.call(ctx, c, &hookInput{parentType: p, parent: parent, children: children, related: related, finalizing: finalizing, endpoint: endpoint})
 	if err != nil {
-		c.env.warn(parent, "SyncError", err)
 		return 0, err
 	}
 	if err := c.applyChildren(ctx, parent, children, out.desired); err != nil {
-		c.env.warn(parent, "SyncError", err)
 		return 0, err
 	}
 	if err := c.flavor.writeParent(ctx, c, p, parent, out); err != nil {
 		return 0, err
 	}
 	if finalizing && out.finalized {
-		return 0, c.setFinalizer(ctx, p, parent, false)
+		_, err := c.setFinalizer(ctx, p, parent, false)
+		return 0, err
 	}
 	return out.resyncAfter, nil
 }
@@ -81,27 +90,24 @@ func (c *controller) ensureFinalizer(ctx context.Context, p *parentType, parent 
 	has := slices.Contains(parent.GetFinalizers(), c.finalizer)
 	switch {
 	case c.hooks.finalize == nil && has:
-		if err := c.setFinalizer(ctx, p, parent, false); err != nil {
+		updated, err := c.setFinalizer(ctx, p, parent, false)
+		if err != nil || finalizing {
 			return nil, err
 		}
-		if finalizing {
-			return nil, nil
-		}
+		return updated, nil
 	case c.hooks.finalize != nil && !has && !finalizing:
-		if err := c.setFinalizer(ctx, p, parent, true); err != nil {
-			return nil, err
-		}
+		return c.setFinalizer(ctx, p, parent, true)
 	}
 	return parent, nil
 }
 
 // setFinalizer adds or removes the controller's finalizer with a merge patch guarded
-// by the observed resourceVersion.
-func (c *controller) setFinalizer(ctx context.Context, p *parentType, parent *unstructured.Unstructured, add bool) error {
+// by the observed resourceVersion, and returns the updated parent.
+func (c *controller) setFinalizer(ctx context.Context, p *parentType, parent *unstructured.Unstructured, add bool) (*unstructured.Unstructured, error) {
 	return patchFinalizers(ctx, c.env, p.res.GroupVersionResource, parent, c.finalizer, add)
 }
 
-func patchFinalizers(ctx context.Context, env *environment, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, finalizer string, add bool) error {
+func patchFinalizers(ctx context.Context, env *environment, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, finalizer string, add bool) (*unstructured.Unstructured, error) {
 	finalizers := slices.DeleteFunc(slices.Clone(obj.GetFinalizers()), func(f string) bool { return f == finalizer })
 	if add {
 		finalizers = append(finalizers, finalizer)
@@ -110,11 +116,11 @@ func patchFinalizers(ctx context.Context, env *environment, gvr schema.GroupVers
 		"finalizers":      finalizers,
 		"resourceVersion": obj.GetResourceVersion(),
 	}})
-	_, err := env.resource(gvr, obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: env.opts.FieldManager})
+	updated, err := env.resource(gvr, obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: env.opts.FieldManager})
 	if err != nil {
-		return fmt.Errorf("update finalizers of %s: %w", describe(obj), err)
+		return nil, fmt.Errorf("update finalizers of %s: %w", describe(obj), err)
 	}
-	return nil
+	return updated, nil
 }
 
 func hasGCFinalizer(obj *unstructured.Unstructured) bool {

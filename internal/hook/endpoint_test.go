@@ -12,8 +12,6 @@ import (
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 )
 
-func ptr[T any](v T) *T { return &v }
-
 // webhookHook builds a Hook around a Webhook changed by the options.
 func webhookHook(opts ...func(*v1alpha1.Hook)) *v1alpha1.Hook {
 	h := &v1alpha1.Hook{Webhook: &v1alpha1.Webhook{}}

@@ -191,8 +191,11 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
 		maxSecs := int64(math.MaxInt64 / time.Second)
-		return time.Duration(min(secs, maxSecs)) * time.Second, secs >= 0
+		return time.Duration(min(secs, maxSecs)) * time.Second, true
 	}
 	when, err := http.ParseTime(v)
 	if err != nil {

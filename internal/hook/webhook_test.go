@@ -251,20 +251,28 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 }
 
-// blocking returns a handler that waits until the client gives up or the test ends.
-func blocking(t *testing.T) http.HandlerFunc {
+// serveStuck starts a server that writes prefix and then hangs until the client gives
+// up or the test ends.
+func serveStuck(t *testing.T, prefix string) Endpoint {
+	t.Helper()
 	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	return func(w http.ResponseWriter, r *http.Request) {
+	ep := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // lets the server notice the client leaving
+		if prefix != "" {
+			_, _ = io.WriteString(w, prefix)
+			w.(http.Flusher).Flush()
+		}
 		select {
 		case <-r.Context().Done():
 		case <-release:
 		}
-	}
+	})
+	t.Cleanup(func() { close(release) }) // runs before the server's Close
+	return ep
 }
 
 func TestCallTimeout(t *testing.T) {
-	ep := serve(t, blocking(t))
+	ep := serveStuck(t, "")
 	ep.Timeout = 100 * time.Millisecond
 	began := time.Now()
 	err := new(Client).Call(context.Background(), ep, CallInfo{}, CompositeRequest{}, &CompositeResponse{})
@@ -281,11 +289,7 @@ func TestCallTimeout(t *testing.T) {
 }
 
 func TestCallTimeoutWhileReadingBody(t *testing.T) {
-	ep := serve(t, func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.WriteString(w, `{"finalized":`)
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-	})
+	ep := serveStuck(t, `{"finalized":`)
 	ep.Timeout = 100 * time.Millisecond
 	err := new(Client).Call(context.Background(), ep, CallInfo{}, nil, &CompositeResponse{})
 	if !errors.Is(err, ErrTimeout) {
@@ -294,7 +298,7 @@ func TestCallTimeoutWhileReadingBody(t *testing.T) {
 }
 
 func TestCallCanceledIsNotTimeout(t *testing.T) {
-	ep := serve(t, blocking(t))
+	ep := serveStuck(t, "")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	err := new(Client).Call(ctx, ep, CallInfo{}, nil, nil)
