@@ -82,9 +82,18 @@ func (c *controller) converge(ctx context.Context, ct *childType, parent, observ
 	}
 }
 
-// inSync decides, without an API call, whether observed already holds desired.
+// inSync decides, without an API call, whether observed already holds desired: every
+// field the hook asks for holds, and nothing the hook set before was dropped (the
+// desired hash under server-side apply, the last-applied annotation under three-way).
 func (c *controller) inSync(desired, observed *unstructured.Unstructured) bool {
-	return apply.InSync(desired.Object, observed.Object)
+	if !apply.InSync(desired.Object, observed.Object) {
+		return false
+	}
+	if c.env.opts.ApplyStrategy != ThreeWay {
+		return true // the desired hash is an annotation of desired, compared above
+	}
+	last, err := apply.LastApplied(observed.Object)
+	return err == nil && last != nil && len(apply.Removed(last, desired.Object, observed.Object)) == 0
 }
 
 // stamp records what the hook asked for on the desired object itself: the desired

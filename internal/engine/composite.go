@@ -262,7 +262,7 @@ func seconds(s float64) time.Duration {
 // throttled turns a 429 with Retry-After into a delayed retry.
 func throttled(err error) error {
 	if t, ok := asThrottled(err); ok {
-		return retryAfter(t, err)
+		return &delayError{after: t, throttled: true, err: err}
 	}
 	return err
 }

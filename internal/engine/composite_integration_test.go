@@ -25,7 +25,7 @@ metadata:
 spec:
   generateSelector: true
   resyncPeriodSeconds: %[3]d
-  parentResource: {apiVersion: test.metalambda.dev/v1, resource: parents}
+  parentResource: {apiVersion: test.metalambda.dev/v1, resource: parents, labelSelector: {matchLabels: {metalambda.dev/test-engine: %[1]s}}}
   childResources:
   - {apiVersion: v1, resource: configmaps, updateStrategy: {method: %[4]s}}
   - {apiVersion: v1, resource: services, updateStrategy: {method: InPlace}}

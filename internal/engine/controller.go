@@ -72,6 +72,9 @@ type controller struct {
 
 	env   *environment
 	queue workqueue.TypedRateLimitingInterface[parentKey]
+	// notBefore holds, per parent, the time before which a throttled hook asked not to
+	// be called again (Retry-After); events in between wait for it.
+	notBefore sync.Map // parentKey -> time.Time
 	stop  context.CancelFunc
 	done  sync.WaitGroup
 }
@@ -203,6 +206,13 @@ func (c *controller) processNext(ctx context.Context) bool {
 		return false
 	}
 	defer c.queue.Done(key)
+	if until, ok := c.notBefore.Load(key); ok {
+		if wait := time.Until(until.(time.Time)); wait > 0 {
+			c.queue.AddAfter(key, wait)
+			return true
+		}
+		c.notBefore.Delete(key)
+	}
 	start := time.Now()
 	after, err := c.reconcile(ctx, key)
 	c.env.metrics.observeSync(c.name, start, err)
@@ -210,6 +220,9 @@ func (c *controller) processNext(ctx context.Context) bool {
 	switch {
 	case errors.As(err, &delay):
 		c.queue.Forget(key)
+		if delay.throttled {
+			c.notBefore.Store(key, time.Now().Add(delay.after))
+		}
 		c.queue.AddAfter(key, delay.after)
 	case err != nil:
 		klog.FromContext(ctx).V(1).Info("Sync failed; retrying with backoff", "parent", key.String(), "err", err.Error())

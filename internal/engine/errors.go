@@ -9,8 +9,9 @@ import (
 // delayError asks for a retry after a set delay instead of the backoff: a throttled
 // hook (429 with Retry-After) or a related-resource cache that is still filling.
 type delayError struct {
-	after time.Duration
-	err   error
+	after     time.Duration
+	throttled bool // the hook asked for the delay; no call may come sooner
+	err       error
 }
 
 func (e *delayError) Error() string { return fmt.Sprintf("%v (retry in %s)", e.err, e.after) }

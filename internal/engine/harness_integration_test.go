@@ -218,6 +218,11 @@ func (h *hookServer) serve(w http.ResponseWriter, r *http.Request) {
 	h.mu.Unlock()
 	h.calls.Add(1)
 	code, resp := respond(req)
+	if after, ok := resp.(retryAfterHeader); ok {
+		w.Header().Set("Retry-After", string(after))
+		w.WriteHeader(code)
+		return
+	}
 	if raw, ok := resp.(string); ok {
 		w.WriteHeader(code)
 		_, _ = io.WriteString(w, raw)
@@ -227,6 +232,9 @@ func (h *hookServer) serve(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(resp)
 }
+
+// retryAfterHeader, returned by a test hook, answers with this Retry-After header.
+type retryAfterHeader string
 
 func (h *hookServer) set(respond func(req map[string]any) (int, any)) {
 	h.mu.Lock()
@@ -249,6 +257,16 @@ func create(t *testing.T, gvr schema.GroupVersionResource, ns, manifest string, 
 	obj := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte(fmt.Sprintf(manifest, args...)), &obj.Object); err != nil {
 		t.Fatalf("bad test manifest: %v", err)
+	}
+	if gvr.Group == testGroup {
+		// Test parents carry their test's label: every test's controller selects
+		// only its own parents, though parents of all tests share one CRD.
+		l := obj.GetLabels()
+		if l == nil {
+			l = map[string]string{}
+		}
+		l[engineLabel] = ns
+		obj.SetLabels(l)
 	}
 	client := env.Dynamic.Resource(gvr)
 	var created *unstructured.Unstructured

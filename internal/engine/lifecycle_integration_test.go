@@ -24,7 +24,7 @@ metadata:
   name: %[1]s
   labels: {metalambda.dev/test-engine: %[1]s}
 spec:
-  parentResource: {apiVersion: test.metalambda.dev/v1, resource: parents}
+  parentResource: {apiVersion: test.metalambda.dev/v1, resource: parents, labelSelector: {matchLabels: {metalambda.dev/test-engine: %[1]s}}}
   childResources:
   - {apiVersion: v1, resource: configmaps}
   hooks:
@@ -85,7 +85,7 @@ metadata:
   labels: {metalambda.dev/test-engine: %[1]s}
 spec:
   generateSelector: true
-  parentResource: {apiVersion: test.metalambda.dev/v1, resource: parents}
+  parentResource: {apiVersion: test.metalambda.dev/v1, resource: parents, labelSelector: {matchLabels: {metalambda.dev/test-engine: %[1]s}}}
   childResources:
   - {apiVersion: v1, resource: configmaps}
   hooks:
@@ -179,7 +179,7 @@ apiVersion: metacontroller.k8s.io/v1alpha1
 kind: CompositeController
 metadata: {name: %[1]s, labels: {metalambda.dev/test-engine: %[1]s}}
 spec:
-  parentResource: {apiVersion: test.metalambda.dev/v1, resource: nostatuses}
+  parentResource: {apiVersion: test.metalambda.dev/v1, resource: nostatuses, labelSelector: {matchLabels: {metalambda.dev/test-engine: %[1]s}}}
   hooks: {sync: {webhook: {url: "%[2]s"}}}
 `, ns, hook.URL)
 	create(t, nostatusGVR, ns, "{apiVersion: test.metalambda.dev/v1, kind: Nostatus, metadata: {name: nostatus}, spec: {}}")
@@ -206,7 +206,7 @@ kind: CompositeController
 metadata: {name: %[1]s, labels: {metalambda.dev/test-engine: %[1]s}}
 spec:
   generateSelector: true
-  parentResource: {apiVersion: test.metalambda.dev/v1, resource: parents, revisionHistory: {fieldPaths: [spec]}}
+  parentResource: {apiVersion: test.metalambda.dev/v1, resource: parents, labelSelector: {matchLabels: {metalambda.dev/test-engine: %[1]s}}, revisionHistory: {fieldPaths: [spec]}}
   childResources:
   - {apiVersion: v1, resource: configmaps, updateStrategy: {method: RollingRecreate}}
   hooks: {sync: {webhook: {url: "%[2]s", etag: {enabled: true}}}}
@@ -237,7 +237,7 @@ apiVersion: metacontroller.k8s.io/v1alpha1
 kind: CompositeController
 metadata: {name: %[1]s, labels: {metalambda.dev/test-engine: %[1]s}}
 spec:
-  parentResource: {apiVersion: test.metalambda.dev/v1, resource: %[3]s}
+  parentResource: {apiVersion: test.metalambda.dev/v1, resource: %[3]s, labelSelector: {matchLabels: {metalambda.dev/test-engine: %[1]s}}}
   hooks: {sync: {webhook: {url: "%[2]s"}}}
 `, ns, hook.URL, plural)
 	waitFor(t, "the controller reports the unknown resource", ccGVR, "", ns, func(o *unstructured.Unstructured) error {
@@ -256,7 +256,7 @@ spec:
 	gvr := parentsGVR
 	gvr.Resource = plural
 	kubetest.Eventually(t, 30*time.Second, "a parent of the new CRD can be created", func(ctx context.Context) (bool, error) {
-		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "test.metalambda.dev/v1", "kind": crd.Spec.Names.Kind, "metadata": map[string]any{"name": "x"}, "spec": map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"a": "b"}}}}}
+		obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "test.metalambda.dev/v1", "kind": crd.Spec.Names.Kind, "metadata": map[string]any{"name": "x", "labels": map[string]any{engineLabel: ns}}, "spec": map[string]any{"selector": map[string]any{"matchLabels": map[string]any{"a": "b"}}}}}
 		_, err := env.Dynamic.Resource(gvr).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
 		return err == nil, err
 	})

@@ -1,0 +1,180 @@
+//go:build integration
+
+package engine
+
+import (
+	"fmt"
+	"net/http"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metalambda/metalambda/internal/kubetest"
+)
+
+const decoratorManifest = `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: DecoratorController
+metadata:
+  name: %[1]s
+  labels: {metalambda.dev/test-engine: %[1]s}
+spec:
+  resources:
+  - apiVersion: test.metalambda.dev/v1
+    resource: parents
+    labelSelector: {matchLabels: {decorate: "yes", metalambda.dev/test-engine: %[1]s}}
+    annotationSelector: {matchExpressions: [{key: example.com/team, operator: Exists}]}
+  attachments:
+  - {apiVersion: v1, resource: configmaps, updateStrategy: {method: InPlace}}
+  hooks:
+    sync: {version: v2, webhook: {url: "%[2]s/sync"}}
+`
+
+func TestDecoratorLabelsAnnotationsStatusAndAttachments(t *testing.T) {
+	setup(t)
+	ns := env.Namespace(t)
+	startEngine(t, ns)
+	hook := newHookServer(t, func(req map[string]any) (int, any) {
+		obj := req["object"].(map[string]any)
+		name := field(obj, "metadata", "name").(string)
+		return 200, map[string]any{
+			"labels":      map[string]any{"decorated": "true", "remove-me": nil},
+			"annotations": map[string]any{"example.com/note": "hello"},
+			"status":      map[string]any{"attachments": len(req["attachments"].(map[string]any)["ConfigMap.v1"].(map[string]any))},
+			"attachments": []any{configMap(name+"-extra", map[string]any{"k": "v"}, nil)},
+		}
+	})
+	create(t, dcGVR, "", decoratorManifest, ns, hook.URL)
+	const target = `
+apiVersion: test.metalambda.dev/v1
+kind: Parent
+metadata:
+  name: %s
+  labels: {decorate: "yes", remove-me: "x"}
+  annotations: %s
+spec: {}
+`
+	selected := create(t, parentsGVR, ns, target, "selected", `{example.com/team: a}`)
+	create(t, parentsGVR, ns, target, "no-annotation", `{}`)
+
+	waitFor(t, "the target is decorated", parentsGVR, ns, "selected", func(o *unstructured.Unstructured) error {
+		l, a := o.GetLabels(), o.GetAnnotations()
+		switch {
+		case l["decorated"] != "true":
+			return fmt.Errorf("labels = %v", l)
+		case l["remove-me"] != "":
+			return fmt.Errorf("label remove-me was not removed: %v", l)
+		case a["example.com/note"] != "hello":
+			return fmt.Errorf("annotations = %v", a)
+		case field(o.Object, "status", "attachments") != int64(1):
+			return fmt.Errorf("status = %v", o.Object["status"])
+		}
+		return nil
+	})
+	cm := waitFor(t, "the attachment exists", configMapsGVR, ns, "selected-extra", nil)
+	if ref := metav1.GetControllerOf(cm); ref == nil || ref.UID != selected.GetUID() {
+		t.Errorf("attachment controller = %v, want the target", ref)
+	}
+	if got := cm.GetAnnotations()[DecoratorAnnotation]; got != ns {
+		t.Errorf("attachment annotation %s = %q, want %q", DecoratorAnnotation, got, ns)
+	}
+	// v2 keys attachments by namespace/name.
+	att := hook.last()["attachments"].(map[string]any)["ConfigMap.v1"].(map[string]any)
+	if _, ok := att[ns+"/selected-extra"]; !ok {
+		t.Errorf("v2 attachments keys = %v, want namespace/name", keys(att))
+	}
+	// The target without the annotation is left alone.
+	time.Sleep(500 * time.Millisecond)
+	if l := mustGet(t, parentsGVR, ns, "no-annotation").GetLabels(); l["decorated"] != "" {
+		t.Errorf("a target outside the annotation selector was decorated: %v", l)
+	}
+	if _, err := get(kubetest.Context(t), configMapsGVR, ns, "no-annotation-extra"); err == nil {
+		t.Error("a target outside the selector got an attachment")
+	}
+}
+
+const relatedManifest = `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata:
+  name: %[1]s
+  labels: {metalambda.dev/test-engine: %[1]s}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: test.metalambda.dev/v1, resource: parents, labelSelector: {matchLabels: {metalambda.dev/test-engine: %[1]s}}}
+  hooks:
+    sync: {webhook: {url: "%[2]s/sync"}}
+    customize: {webhook: {url: "%[2]s/customize"}}
+`
+
+func TestCustomizeHookRelatedResources(t *testing.T) {
+	setup(t)
+	ns := env.Namespace(t)
+	startEngine(t, ns)
+	hook := newHookServer(t, func(req map[string]any) (int, any) {
+		if _, isSync := req["children"]; !isSync {
+			return 200, map[string]any{"relatedResources": []any{map[string]any{
+				"apiVersion": "v1", "resource": "configmaps",
+				"labelSelector": map[string]any{"matchLabels": map[string]any{"feeds": "p"}},
+			}}}
+		}
+		related := req["related"].(map[string]any)["ConfigMap.v1"].(map[string]any)
+		return 200, map[string]any{"status": map[string]any{"related": keys(related)}}
+	})
+	create(t, ccGVR, "", relatedManifest, ns, hook.URL)
+	create(t, configMapsGVR, ns, "{apiVersion: v1, kind: ConfigMap, metadata: {name: a, labels: {feeds: p}}}")
+	create(t, configMapsGVR, ns, "{apiVersion: v1, kind: ConfigMap, metadata: {name: unrelated}}")
+	create(t, parentsGVR, ns, parentManifest, "p", 0)
+	waitFor(t, "the sync hook sees the related ConfigMap", parentsGVR, ns, "p", relatedStatus("a"))
+	create(t, configMapsGVR, ns, "{apiVersion: v1, kind: ConfigMap, metadata: {name: b, labels: {feeds: p}}}")
+	waitFor(t, "a new related ConfigMap triggers a sync", parentsGVR, ns, "p", relatedStatus("a", "b"))
+}
+
+func relatedStatus(names ...string) func(*unstructured.Unstructured) error {
+	return func(o *unstructured.Unstructured) error {
+		if got := fmt.Sprint(field(o.Object, "status", "related")); got != fmt.Sprint(names) {
+			return fmt.Errorf("status.related = %s, want %v", got, names)
+		}
+		return nil
+	}
+}
+
+func TestThrottledHookIsRetriedAfterRetryAfter(t *testing.T) {
+	setup(t)
+	ns := env.Namespace(t)
+	startEngine(t, ns)
+	var mu sync.Mutex
+	var throttledAt, retriedAt time.Time
+	hook := newHookServer(t, func(req map[string]any) (int, any) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch {
+		case throttledAt.IsZero():
+			throttledAt = time.Now()
+			return http.StatusTooManyRequests, retryAfterHeader("2")
+		case retriedAt.IsZero():
+			retriedAt = time.Now()
+		}
+		if _, isSync := req["children"]; !isSync {
+			return 200, map[string]any{}
+		}
+		return 200, map[string]any{"status": map[string]any{"ok": true}}
+	})
+	create(t, ccGVR, "", relatedManifest, ns, hook.URL)
+	create(t, parentsGVR, ns, parentManifest, "p", 0)
+	waitFor(t, "the sync succeeds after the throttle", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+		if field(o.Object, "status", "ok") != true {
+			return fmt.Errorf("status = %v", o.Object["status"])
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	// A lower bound only: the retry must not come before the 2 s the hook asked for.
+	if waited := retriedAt.Sub(throttledAt); waited < 1900*time.Millisecond {
+		t.Fatalf("retried after %s, before the Retry-After of 2s", waited)
+	}
+}
