@@ -75,8 +75,8 @@ type controller struct {
 	// notBefore holds, per parent, the time before which a throttled hook asked not to
 	// be called again (Retry-After); events in between wait for it.
 	notBefore sync.Map // parentKey -> time.Time
-	stop  context.CancelFunc
-	done  sync.WaitGroup
+	stop      context.CancelFunc
+	done      sync.WaitGroup
 }
 
 // flavor is what differs between composite and decorator controllers.

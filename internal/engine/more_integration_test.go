@@ -1,0 +1,177 @@
+//go:build integration
+
+package engine
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
+	"github.com/metalambda/metalambda/internal/apply"
+	"github.com/metalambda/metalambda/internal/kubetest"
+)
+
+// TestThreeWayApply runs the engine in the kubectl-apply-like mode: children carry the
+// last-applied annotation, a field the hook drops is removed, a field someone else set
+// is kept, and a steady state costs no writes.
+func TestThreeWayApply(t *testing.T) {
+	setup(t)
+	ns := env.Namespace(t)
+	eng := startEngine(t, ns, func(o *Options) { o.ApplyStrategy = ThreeWay })
+	data := map[string]any{"a": "1", "b": "2"}
+	hook := newHookServer(t, nil)
+	hook.set(func(req map[string]any) (int, any) {
+		hook.mu.Lock()
+		d := map[string]any{}
+		for k, v := range data {
+			d[k] = v
+		}
+		hook.mu.Unlock()
+		return 200, map[string]any{"children": []any{configMap("p-0", d, nil)}}
+	})
+	create(t, ccGVR, "", compositeManifest, ns, hook.URL, 1, "InPlace")
+	create(t, parentsGVR, ns, parentManifest, "p", 0)
+	cm := waitFor(t, "the child exists with the last-applied annotation", configMapsGVR, ns, "p-0", func(o *unstructured.Unstructured) error {
+		if o.GetAnnotations()[apply.LastAppliedAnnotation] == "" {
+			return fmt.Errorf("annotations = %v", o.GetAnnotations())
+		}
+		return nil
+	})
+	// Someone else adds a key; the hook drops "b".
+	patch := []byte(`{"data":{"other":"kept"}}`)
+	if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Patch(kubetest.Context(t), "p-0", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	hook.mu.Lock()
+	delete(data, "b")
+	hook.mu.Unlock()
+	waitFor(t, "b is removed and other is kept", configMapsGVR, ns, "p-0", func(o *unstructured.Unstructured) error {
+		d := o.Object["data"].(map[string]any)
+		if _, has := d["b"]; has || d["other"] != "kept" || d["a"] != "1" {
+			return fmt.Errorf("data = %v", d)
+		}
+		return nil
+	})
+	if got := mustGet(t, configMapsGVR, ns, "p-0"); got.GetUID() != cm.GetUID() {
+		t.Fatal("InPlace recreated the child")
+	}
+	time.Sleep(1500 * time.Millisecond)
+	writes, calls := eng.writes(t), hook.calls.Load()
+	kubetest.Eventually(t, 30*time.Second, "two more resyncs", func(context.Context) (bool, error) { return hook.calls.Load() >= calls+2, nil })
+	if w := eng.writes(t) - writes; w != 0 {
+		t.Errorf("three-way steady state cost %v writes", w)
+	}
+}
+
+// TestIgnoreStatusChanges: a status-only change of the parent does not call the hook.
+func TestIgnoreStatusChanges(t *testing.T) {
+	setup(t)
+	ns := env.Namespace(t)
+	startEngine(t, ns)
+	hook := newHookServer(t, func(map[string]any) (int, any) { return 200, map[string]any{"status": map[string]any{"by": "hook"}} })
+	create(t, ccGVR, "", `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: %[1]s, labels: {metalambda.dev/test-engine: %[1]s}}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: test.metalambda.dev/v1, resource: parents, ignoreStatusChanges: true, labelSelector: {matchLabels: {metalambda.dev/test-engine: %[1]s}}}
+  hooks: {sync: {webhook: {url: "%[2]s"}}}
+`, ns, hook.URL)
+	create(t, parentsGVR, ns, parentManifest, "p", 0)
+	p := waitFor(t, "the first sync", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+		if field(o.Object, "status", "by") != "hook" {
+			return fmt.Errorf("status = %v", o.Object["status"])
+		}
+		return nil
+	})
+	time.Sleep(500 * time.Millisecond)
+	calls := hook.calls.Load()
+	p.Object["status"] = map[string]any{"by": "someone else"}
+	if _, err := env.Dynamic.Resource(parentsGVR).Namespace(ns).UpdateStatus(kubetest.Context(t), p, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if n := hook.calls.Load(); n != calls {
+		t.Fatalf("a status-only change called the hook %d times", n-calls)
+	}
+	patchSpec(t, ns, "p", map[string]any{"size": 0, "changed": true})
+	kubetest.Eventually(t, 30*time.Second, "a spec change calls the hook", func(context.Context) (bool, error) { return hook.calls.Load() > calls, nil })
+}
+
+// TestInformersAreSharedAndReleased: two controllers with the same child type share one
+// informer, and deleting both releases every informer they opened.
+func TestInformersAreSharedAndReleased(t *testing.T) {
+	setup(t)
+	ns := env.Namespace(t)
+	eng := startEngine(t, ns)
+	base := eng.mgr.env.informers.Active() // CompositeController and DecoratorController
+	hook := newHookServer(t, keepObserved)
+	for _, suffix := range []string{"a", "b"} {
+		create(t, ccGVR, "", `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: %[1]s-%[3]s, labels: {metalambda.dev/test-engine: %[1]s}}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: test.metalambda.dev/v1, resource: parents, labelSelector: {matchLabels: {metalambda.dev/test-engine: %[1]s}}}
+  childResources: [{apiVersion: v1, resource: configmaps}, {apiVersion: v1, resource: secrets}]
+  hooks: {sync: {webhook: {url: "%[2]s"}}}
+`, ns, hook.URL, suffix)
+	}
+	kubetest.Eventually(t, 30*time.Second, "both controllers run", func(context.Context) (bool, error) {
+		eng.mgr.mu.Lock()
+		defer eng.mgr.mu.Unlock()
+		return len(eng.mgr.hosted) == 2, nil
+	})
+	if got := eng.mgr.env.informers.Active() - base; got != 3 {
+		t.Errorf("two controllers on parents, configmaps and secrets opened %d informers, want 3 shared ones", got)
+	}
+	for _, suffix := range []string{"a", "b"} {
+		if err := env.Dynamic.Resource(ccGVR).Delete(kubetest.Context(t), ns+"-"+suffix, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubetest.Eventually(t, 30*time.Second, "deleting both controllers closes their informers", func(context.Context) (bool, error) {
+		n := eng.mgr.env.informers.Active() - base
+		return n == 0, fmt.Errorf("%d informers still open", n)
+	})
+}
+
+// TestServiceWebhookThroughResolver: a hook given as a Service (the upstream seed
+// manifest's form) is reached through the engine's service resolver.
+func TestServiceWebhookThroughResolver(t *testing.T) {
+	setup(t)
+	ns := env.Namespace(t)
+	hook := newHookServer(t, func(map[string]any) (int, any) { return 200, map[string]any{"status": map[string]any{"via": "service"}} })
+	startEngine(t, ns, func(o *Options) {
+		o.ResolveService = func(ref v1alpha1.ServiceReference) (string, bool) {
+			if ref.Name == "hooks" && ref.Namespace == "hook-system" {
+				return hook.URL, true
+			}
+			return "", false
+		}
+	})
+	create(t, ccGVR, "", `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: %[1]s, labels: {metalambda.dev/test-engine: %[1]s}}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: test.metalambda.dev/v1, resource: parents, labelSelector: {matchLabels: {metalambda.dev/test-engine: %[1]s}}}
+  hooks: {sync: {webhook: {service: {name: hooks, namespace: hook-system, port: 8080}, path: /sync}}}
+`, ns)
+	create(t, parentsGVR, ns, parentManifest, "p", 0)
+	waitFor(t, "the hook is reached through the service", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+		if field(o.Object, "status", "via") != "service" {
+			return fmt.Errorf("status = %v", o.Object["status"])
+		}
+		return nil
+	})
+}
