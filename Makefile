@@ -13,8 +13,9 @@ help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Compile every package.
+build: ## Compile every package and put the commands in bin/.
 	$(GO) build ./...
+	$(GO) build -o bin/ ./cmd/...
 
 .PHONY: kube
 kube: ## Build the pinned control plane (etcd, kube-*) into the cache, unless already there.
@@ -27,6 +28,13 @@ test: kube ## Unit and integration tests on a real control plane (the README's t
 .PHONY: test-unit
 test-unit: ## Unit tests only: no control plane needed.
 	@hack/test.sh $(TEST_FLAGS) ./...
+
+BENCH_SIZES ?= 100,1000
+
+.PHONY: bench
+bench: build kube ## Benchmarks: engine convergence, resync cost and memory on a real control plane; Go micro-benchmarks.
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+	$(GO) run ./hack/bench-engine -engine bin/engine -n $(BENCH_SIZES)
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck (config: staticcheck.conf).
