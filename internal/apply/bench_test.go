@@ -9,6 +9,7 @@ func BenchmarkInSync(b *testing.B) {
 	}{
 		{"service", serviceFromHook, serviceFromServer},
 		{"pod-3-containers", podFromHook, podFromServer},
+		{"pod-with-admission-items", podWithVolumesFromHook, podWithVolumesFromServer},
 	}
 	for _, bm := range benchmarks {
 		desired, observed := fromHook(b, bm.desired), fromServer(b, bm.observed)

@@ -8,16 +8,16 @@ import (
 
 // InSync reports whether observed already holds everything desired asks for, so
 // that no write is needed. It is exactly len(Diff(desired, observed)) == 0, but
-// stops at the first difference and allocates nothing on the way.
+// stops at the first difference and renders no paths.
 func InSync(desired, observed map[string]any) bool {
-	var buf [16]seg
-	w := differ{collector: collector{stopEarly: true, stack: buf[:0]}}
+	w := differ{collector: collector{stopEarly: true, stack: make([]seg, 0, 16)}}
 	w.object(desired, observed)
 	return !w.found
 }
 
-// Diff lists, in key order, the paths (like spec.ports[0].port) where observed does
-// not hold what desired asks for. desired is read as a subset of observed:
+// Diff lists, in key order (list items in desired order), the paths (like
+// spec.ports[0].port) where observed does not hold what desired asks for. desired
+// is read as a subset of observed:
 //
 //   - fields only observed has (server defaults, other writers' fields) are ignored,
 //     and so are desired's status, its server-owned metadata (uid, resourceVersion,
@@ -32,14 +32,28 @@ func InSync(desired, observed map[string]any) bool {
 //     field, because the server drops empty omitempty fields; label and annotation
 //     values and the entries of a top-level data, binaryData or stringData map are
 //     kept by the server, so there an empty string must be present;
-//   - lists must have the same length (the path of the list is reported when they
-//     do not), and are then compared item by item in order with the same rules;
+//   - a list of objects that all hold a list-map key, unique among them (the first
+//     of containerPort, port, mountPath, name, uid, ip, path; a containerPort or
+//     port is paired with protocol, "TCP" when missing, when a desired item has a
+//     protocol), is matched by key: every desired item must be held, by the same
+//     rules, by an observed item with its key, in any order. Observed items desired
+//     does not name are ignored, as the server and admission plugins add some (the
+//     service-account token volume and its mount, for one). A missing item is
+//     reported by its key (spec.volumes[name=config]), a difference inside an item
+//     at the item's observed index (spec.containers[1].image). An empty desired
+//     list is matched so when the observed items have such a key;
+//   - metadata.finalizers and tolerations are sets: every desired item must be
+//     held by some observed item, in any order, and the list is reported when one
+//     is not;
+//   - any other list (args, command, ...) must have the same length (the path of
+//     the list is reported when it does not), and is then compared item by item in
+//     order with the same rules;
 //   - a v1 Secret's stringData, which the server folds into data and never returns,
 //     is compared as base64 in data (reported under data) unless observed has a
 //     stringData of its own.
 //
-// Diff cannot see a field the hook stopped setting, because desired no longer
-// names it: see Removed and RemovedManaged.
+// Diff cannot see a field or a list item the hook stopped setting, because desired
+// no longer names it: see Removed and RemovedManaged.
 func Diff(desired, observed map[string]any) []string {
 	var w differ
 	w.object(desired, observed)
@@ -96,21 +110,149 @@ func (w *differ) field(k string, d any, om map[string]any) {
 	w.pop()
 }
 
-// listValue requires the same length, then compares item by item in order.
+// listValue compares a list the way listMode says: as a list-map matched by key,
+// as a set, or item by item in order.
 func (w *differ) listValue(d []any, o any) {
 	ol, ok := o.([]any)
-	if (!ok && o != nil) || len(ol) != len(d) {
+	if !ok && o != nil {
+		w.report()
+		return
+	}
+	switch mode, key := w.listMode(d, ol); mode {
+	case byKey:
+		w.keyedList(key, d, ol)
+	case asSet:
+		w.setList(d, ol)
+	default:
+		w.indexedList(d, ol)
+	}
+}
+
+// listMode is how a desired list is compared with the observed one.
+type listMode uint8
+
+const (
+	byIndex listMode = iota // same length, item by item in order
+	byKey                   // a list-map: each desired item held by the observed item with its key
+	asSet                   // each desired item held by any observed item
+)
+
+// listMode chooses how the desired list d at the current path is compared with
+// the observed list o. A list whose items are all objects with a list-map key
+// (see detectListMapKey), unique among them, is a list-map; so is an empty desired
+// list when the observed items have such a key. Otherwise metadata.finalizers and
+// tolerations are sets, and any other list (args, command, ...) is compared by
+// index, as its order matters.
+func (c *collector) listMode(d, o []any) (listMode, listKey) {
+	if len(d) > 0 {
+		if key, ok := detectListMapKey(d); ok {
+			return byKey, key
+		}
+	}
+	if c.setLike() {
+		return asSet, listKey{}
+	}
+	if len(d) == 0 && len(o) > 0 {
+		if key, ok := detectListMapKey(o); ok {
+			return byKey, key
+		}
+	}
+	return byIndex, listKey{}
+}
+
+// setLike reports whether the list at the current path is a set whose items the
+// server or admission plugins add to: metadata.finalizers (pvc-protection,
+// foregroundDeletion) and tolerations (not-ready, unreachable).
+func (c *collector) setLike() bool {
+	switch c.key(0) {
+	case "finalizers":
+		return c.key(1) == "metadata"
+	case "tolerations":
+		return true
+	}
+	return false
+}
+
+// indexedList requires the same length, then compares item by item in order.
+func (w *differ) indexedList(d, o []any) {
+	if len(o) != len(d) {
 		w.report()
 		return
 	}
 	for i, item := range d {
 		w.pushIndex(i)
-		w.value(item, ol[i])
+		w.value(item, o[i])
 		w.pop()
 		if w.done() {
 			return
 		}
 	}
+}
+
+// keyedList requires every desired item of a list-map to be held by an observed
+// item with the same key, whatever the order; observed items desired does not name
+// are ignored. A missing item is reported by its key, a difference inside an item
+// at the item's observed index.
+func (w *differ) keyedList(key listKey, d, o []any) {
+	var byID map[string][]int
+	if len(o) > smallList && len(d) > 1 {
+		byID = key.positions(o)
+	}
+	var buf [4]int
+	for _, item := range d {
+		dm := item.(map[string]any)
+		matches := key.matches(dm, o, byID, buf[:0])
+		switch {
+		case len(matches) == 0:
+			w.reportItem(key, dm)
+		case len(matches) == 1 || !w.anyHolds(dm, o, matches):
+			// With several observed items of that key (the server let a
+			// duplicate in), the differences are those of the first.
+			w.pushIndex(matches[0])
+			w.value(dm, o[matches[0]])
+			w.pop()
+		}
+		if w.done() {
+			return
+		}
+	}
+}
+
+func (w *differ) anyHolds(d any, o []any, indexes []int) bool {
+	for _, i := range indexes {
+		if w.itemHolds(i, d, o[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// setList requires every desired item to be held by some observed item, whatever
+// the order; the list is reported (once) when one is not.
+func (w *differ) setList(d, o []any) {
+	for _, item := range d {
+		if !w.heldByAny(item, o) {
+			w.report()
+			return
+		}
+	}
+}
+
+func (c *collector) heldByAny(d any, o []any) bool {
+	for i, item := range o {
+		if c.itemHolds(i, d, item) {
+			return true
+		}
+	}
+	return false
+}
+
+// itemHolds reports whether o, as item i of the list at the current path, holds d
+// by the rules of Diff.
+func (c *collector) itemHolds(i int, d, o any) bool {
+	p := differ{collector: collector{stopEarly: true, stack: append(c.stack, seg{index: i})}}
+	p.value(d, o)
+	return !p.found
 }
 
 // scalarMatches compares a desired scalar with the observed value at the current

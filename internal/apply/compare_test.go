@@ -2,6 +2,9 @@ package apply
 
 import (
 	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -44,15 +47,76 @@ func TestInSyncRealObjects(t *testing.T) {
 		observed: fromServer(t, podFromServer),
 		want:     []string{"spec.containers[0].image"},
 	}, {
-		name:     "removed container",
+		name:     "container removed by the hook: extra observed items are left to Removed",
 		desired:  edit(t, fromHook(t, podFromHook), func(v any) any { return v.([]any)[:2] }, "spec", "containers"),
 		observed: fromServer(t, podFromServer),
-		want:     []string{"spec.containers"},
 	}, {
-		name:     "removed service port",
+		name:     "service port removed by the hook: extra observed items are left to Removed",
 		desired:  edit(t, fromHook(t, serviceFromHook), func(v any) any { return v.([]any)[1:] }, "spec", "ports"),
 		observed: fromServer(t, serviceFromServer),
-		want:     []string{"spec.ports"},
+	}, {
+		name:     "pod with the service-account volume and mount and the default tolerations appended",
+		desired:  fromHook(t, podWithVolumesFromHook),
+		observed: fromServer(t, podWithVolumesFromServer),
+	}, {
+		name:     "pvc with the pvc-protection finalizer added",
+		desired:  fromHook(t, pvcFromHook),
+		observed: fromServer(t, pvcFromServer),
+	}, {
+		name:     "list-map items in another order",
+		desired:  fromHook(t, podWithVolumesFromHook),
+		observed: edit(t, fromServer(t, podWithVolumesFromServer), reverse, "spec", "volumes"),
+	}, {
+		name:     "tolerations and finalizers in another order",
+		desired:  set(t, fromHook(t, podWithVolumesFromHook), []any{"a", "b"}, "metadata", "finalizers"),
+		observed: set(t, edit(t, fromServer(t, podWithVolumesFromServer), reverse, "spec", "tolerations"), []any{"c", "b", "a"}, "metadata", "finalizers"),
+	}, {
+		name:     "changed volume, at its observed index",
+		desired:  set(t, fromHook(t, podWithVolumesFromHook), "other-config", "spec", "volumes", 0, "configMap", "name"),
+		observed: edit(t, fromServer(t, podWithVolumesFromServer), reverse, "spec", "volumes"),
+		want:     []string{"spec.volumes[2].configMap.name"},
+	}, {
+		name:     "changed volume mount",
+		desired:  set(t, fromHook(t, podWithVolumesFromHook), true, "spec", "containers", 0, "volumeMounts", 1, "readOnly"),
+		observed: fromServer(t, podWithVolumesFromServer),
+		want:     []string{"spec.containers[0].volumeMounts[1].readOnly"},
+	}, {
+		name: "items missing from observed are named by their key",
+		desired: edit(t, edit(t, fromHook(t, podWithVolumesFromHook),
+			appendItem(map[string]any{"name": "data", "emptyDir": map[string]any{}}), "spec", "volumes"),
+			appendItem(map[string]any{"name": "data", "mountPath": "/data"}), "spec", "containers", 0, "volumeMounts"),
+		observed: fromServer(t, podWithVolumesFromServer),
+		want:     []string{"spec.containers[0].volumeMounts[mountPath=/data]", "spec.volumes[name=data]"},
+	}, {
+		name:     "container missing from observed",
+		desired:  edit(t, fromHook(t, podWithVolumesFromHook), appendItem(map[string]any{"name": "proxy", "image": "p"}), "spec", "containers"),
+		observed: fromServer(t, podWithVolumesFromServer),
+		want:     []string{"spec.containers[name=proxy]"},
+	}, {
+		name:     "list-map missing from observed",
+		desired:  fromHook(t, podWithVolumesFromHook),
+		observed: remove(t, fromServer(t, podWithVolumesFromServer), "spec", "volumes"),
+		want:     []string{"spec.volumes[name=config]", "spec.volumes[name=cache]"}, // in desired order
+	}, {
+		name:     "changed toleration",
+		desired:  set(t, fromHook(t, podWithVolumesFromHook), "api", "spec", "tolerations", 0, "value"),
+		observed: fromServer(t, podWithVolumesFromServer),
+		want:     []string{"spec.tolerations"},
+	}, {
+		name:     "finalizer missing from observed",
+		desired:  set(t, fromHook(t, pvcFromHook), []any{"example.com/backup", "example.com/audit"}, "metadata", "finalizers"),
+		observed: fromServer(t, pvcFromServer),
+		want:     []string{"metadata.finalizers"},
+	}, {
+		name:     "args in another order differ: their order matters",
+		desired:  fromHook(t, podWithVolumesFromHook),
+		observed: edit(t, fromServer(t, podWithVolumesFromServer), reverse, "spec", "containers", 0, "args"),
+		want:     []string{"spec.containers[0].args[0]", "spec.containers[0].args[1]"},
+	}, {
+		name:     "an extra arg differs",
+		desired:  fromHook(t, podWithVolumesFromHook),
+		observed: edit(t, fromServer(t, podWithVolumesFromServer), appendItem("--debug"), "spec", "containers", 0, "args"),
+		want:     []string{"spec.containers[0].args"},
 	}, {
 		name:     "added label",
 		desired:  set(t, fromHook(t, serviceFromHook), "frontend", "metadata", "labels", "tier"),
@@ -64,10 +128,15 @@ func TestInSyncRealObjects(t *testing.T) {
 		observed: fromServer(t, serviceFromServer),
 		want:     []string{"metadata.labels.canary"},
 	}, {
-		name:     "changed port",
+		name:     "changed port: the port is the key, so that item is missing",
 		desired:  set(t, fromHook(t, serviceFromHook), 8080.0, "spec", "ports", 0, "port"),
 		observed: fromServer(t, serviceFromServer),
-		want:     []string{"spec.ports[0].port"},
+		want:     []string{"spec.ports[port=8080]"},
+	}, {
+		name:     "changed port name",
+		desired:  set(t, fromHook(t, serviceFromHook), "web", "spec", "ports", 0, "name"),
+		observed: fromServer(t, serviceFromServer),
+		want:     []string{"spec.ports[0].name"},
 	}, {
 		name:     "annotation removed from the live object",
 		desired:  fromHook(t, serviceFromHook),
@@ -150,6 +219,9 @@ func TestDiffRules(t *testing.T) {
 		{"memory 1Gi and bytes", "memory", "1Gi", "1073741824", false},
 		{"memory bytes and 1Gi", "memory", "1073741824", "1Gi", false},
 		{"different quantities", "memory", "1Gi", "1G", true},
+		{"exponent quantities", "memory", "1e3", "1k", false},
+		{"huge exponents compare as text, without parsing for seconds", "value", "1e40000000", "1e+40000000", true},
+		{"long numeric text compares as text", "value", "1" + strings.Repeat("0", 70), "1" + strings.Repeat("0", 70), false},
 		{"cpu number and quantity string", "cpu", 2.0, "2", false},
 		{"cpu quantity string and number", "cpu", "2", int64(2), false},
 		{"cpu fraction and millis", "cpu", 0.25, "250m", false},
@@ -184,6 +256,31 @@ func TestDiffRules(t *testing.T) {
 		{"list longer than observed", "args", []any{"a", "b"}, []any{"a"}, true},
 		{"subset inside list items", "ports", []any{map[string]any{"port": 80.0}},
 			[]any{map[string]any{"port": int64(80), "protocol": "TCP"}}, false},
+		{"list-map with extra observed items, in another order", "ports", []any{map[string]any{"port": 80.0}},
+			[]any{map[string]any{"port": int64(443)}, map[string]any{"port": int64(80), "protocol": "TCP"}}, false},
+		{"empty list against list-map items", "volumes", []any{},
+			[]any{map[string]any{"name": "kube-api-access-x", "projected": map[string]any{}}}, false},
+		{"a port without protocol matches the observed port", "ports", []any{map[string]any{"port": 53.0}},
+			[]any{map[string]any{"port": int64(53), "protocol": "UDP"}}, false},
+		{"several observed items with the key: any may hold the desired one", "ports",
+			[]any{map[string]any{"port": 53.0, "name": "dns"}},
+			[]any{map[string]any{"port": int64(53), "protocol": "UDP", "name": "dns-udp"},
+				map[string]any{"port": int64(53), "protocol": "TCP", "name": "dns"}}, false},
+		{"key values compare as numbers", "ports", []any{map[string]any{"containerPort": json.Number("8080")}},
+			[]any{map[string]any{"containerPort": int64(8080)}}, false},
+		{"objects without a key compare by index", "rules", []any{map[string]any{"host": "a"}},
+			[]any{map[string]any{"host": "b"}, map[string]any{"host": "a"}}, true},
+		{"objects with a duplicate key compare by index", "env",
+			[]any{map[string]any{"name": "A", "value": "1"}, map[string]any{"name": "A", "value": "2"}},
+			[]any{map[string]any{"name": "A", "value": "1"}, map[string]any{"name": "A", "value": "2"}, map[string]any{"name": "B"}}, true},
+		{"tolerations are a set", "tolerations", []any{map[string]any{"key": "a", "operator": "Exists"}},
+			[]any{map[string]any{"key": "b", "operator": "Exists"}, map[string]any{"key": "a", "operator": "Exists", "effect": "NoExecute"}}, false},
+		{"empty tolerations against tolerations", "tolerations", []any{},
+			[]any{map[string]any{"key": "b", "operator": "Exists"}}, false},
+		{"a toleration no observed one holds", "tolerations", []any{map[string]any{"key": "a", "value": "x"}},
+			[]any{map[string]any{"key": "a", "value": "y"}}, true},
+		{"scalar lists other than finalizers are ordered", "args", []any{"a", "b"}, []any{"a", "b", "c"}, true},
+		{"finalizers outside metadata are an ordered list", "finalizers", []any{"a"}, []any{"b", "a"}, true},
 		{"non-JSON types compare deeply", "x", []string{"a"}, []string{"a"}, false},
 		{"invalid json.Number compares as text", "x", json.Number("1e999"), json.Number("1e999"), false},
 	}
@@ -250,6 +347,36 @@ func TestDiffPlaces(t *testing.T) {
 		observed: `{"spec": {"args": ["b", "a", "c"]}}`,
 		want:     []string{"spec.args[0]", "spec.args[1]"},
 	}, {
+		name:     "finalizers are a set",
+		desired:  `{"metadata": {"finalizers": ["a", "b"]}}`,
+		observed: `{"metadata": {"finalizers": ["b", "x", "a"]}}`,
+	}, {
+		name:     "a set is reported once",
+		desired:  `{"metadata": {"finalizers": ["a", "b", "c"]}}`,
+		observed: `{"metadata": {"finalizers": ["b"]}}`,
+		want:     []string{"metadata.finalizers"},
+	}, {
+		name:     "missing items are named by their key, quoted when needed",
+		desired:  `{"spec": {"items": [{"name": "a"}, {"name": ""}, {"name": "a b"}, {"name": "80"}, {"name": 80}, {"name": "x=y,z"}]}}`,
+		observed: `{"spec": {"items": [{"name": "a"}]}}`,
+		want:     []string{`spec.items[name=""]`, `spec.items[name="a b"]`, `spec.items[name="80"]`, `spec.items[name=80]`, `spec.items[name="x=y,z"]`},
+	}, {
+		name:     "a port is named with its protocol when a desired port has one",
+		desired:  `{"spec": {"ports": [{"port": 53, "protocol": "UDP"}, {"port": 53}, {"port": 54}]}}`,
+		observed: `{"spec": {"ports": [{"port": 53, "protocol": "TCP"}]}}`,
+		want:     []string{"spec.ports[port=53,protocol=UDP]", "spec.ports[port=54,protocol=TCP]"},
+	}, {
+		name:     "several observed items with the key, none holding the desired one: the first is compared",
+		desired:  `{"spec": {"ports": [{"port": 53, "name": "dns"}]}}`,
+		observed: `{"spec": {"ports": [{"port": 99}, {"port": 53, "name": "a"}, {"port": 53, "name": "b"}]}}`,
+		want:     []string{"spec.ports[1].name"},
+	}, {
+		name:    "a long list-map, with a changed, a duplicated and a missing item",
+		desired: `{"spec": {"env": [` + envItems(1, 20, "v") + `]}}`,
+		observed: `{"spec": {"env": [` + envItems(0, 6, "v") + `, {"name": "E7", "value": "other"}, ` +
+			envItems(8, 19, "v") + `, {"name": "E4", "value": "other"}]}}`,
+		want: []string{"spec.env[7].value", "spec.env[name=E20]"},
+	}, {
 		name:     "quoted top-level key",
 		desired:  `{"a.b": 1}`,
 		observed: `{}`,
@@ -279,6 +406,15 @@ func TestDiffPlaces(t *testing.T) {
 	}
 }
 
+// envItems renders env items E<from>..E<to> with the given value.
+func envItems(from, to int, value string) string {
+	var items []string
+	for i := from; i <= to; i++ {
+		items = append(items, fmt.Sprintf(`{"name": "E%d", "value": %q}`, i, value))
+	}
+	return strings.Join(items, ", ")
+}
+
 func TestDiffDoesNotModifyArguments(t *testing.T) {
 	desired := fromHook(t, `{"apiVersion": "v1", "kind": "Secret", "stringData": {"a": "b"}, "data": {"c": "ZA=="}}`)
 	observed := fromServer(t, `{"apiVersion": "v1", "kind": "Secret", "data": {"a": "Yg=="}}`)
@@ -290,5 +426,60 @@ func TestDiffDoesNotModifyArguments(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantObserved, observed); diff != "" {
 		t.Errorf("observed modified (-before +after):\n%s", diff)
+	}
+}
+
+func TestNumberEqual(t *testing.T) {
+	tests := []struct {
+		a, b any
+		want bool
+	}{
+		{int64(3), 3.0, true},
+		{float32(0.5), 0.5, true},
+		{math.NaN(), math.NaN(), true},
+		{math.NaN(), 0.0, false},
+		{math.Inf(1), math.Inf(1), true},
+		{math.Inf(1), int64(math.MaxInt64), false},
+		{0.0, math.Copysign(0, -1), true},
+		{float64(1 << 63), int64(math.MinInt64), false},
+		{float64(-1 << 63), int64(math.MinInt64), true},
+		{json.Number("18446744073709551615"), uint64(math.MaxUint64), true},
+		{json.Number("18446744073709551615"), float64(1 << 64), false},
+		{json.Number("1e2"), int64(100), true},
+		{3.5, int64(3), false},
+	}
+	for _, tc := range tests {
+		a, okA := toNumber(tc.a)
+		b, okB := toNumber(tc.b)
+		if !okA || !okB {
+			t.Fatalf("toNumber(%#v), toNumber(%#v): not numbers", tc.a, tc.b)
+		}
+		if got := a.equal(b); got != tc.want {
+			t.Errorf("equal(%#v, %#v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+		if got := b.equal(a); got != tc.want {
+			t.Errorf("equal(%#v, %#v) = %v, want %v", tc.b, tc.a, got, tc.want)
+		}
+	}
+}
+
+func TestScalarID(t *testing.T) {
+	tests := []struct {
+		v    any
+		want string
+	}{
+		{int64(80), "n:80"},
+		{80.0, "n:80"},
+		{json.Number("80"), "n:80"},
+		{float64(1 << 63), "n:9223372036854775808"},
+		{uint64(1 << 63), "n:9223372036854775808"},
+		{0.5, "n:0.5"},
+		{"80", "s:80"},
+		{true, "bool:true"},
+	}
+	for _, tc := range tests {
+		if got := scalarID(tc.v); got != tc.want {
+			t.Errorf("scalarID(%#v) = %q, want %q", tc.v, got, tc.want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 
 	utiljson "k8s.io/apimachinery/pkg/util/json"
@@ -73,6 +74,18 @@ func set(t testing.TB, obj map[string]any, value any, path ...any) map[string]an
 func remove(t testing.TB, obj map[string]any, path ...any) map[string]any {
 	t.Helper()
 	return edit(t, obj, func(any) any { return nil }, path...)
+}
+
+// reverse and appendItem are edits of lists: reverse returns a reversed copy,
+// appendItem a copy with item appended.
+func reverse(v any) any {
+	out := slices.Clone(v.([]any))
+	slices.Reverse(out)
+	return out
+}
+
+func appendItem(item any) func(any) any {
+	return func(v any) any { return append(slices.Clone(v.([]any)), item) }
 }
 
 // A Service as a hook writes it.
@@ -232,4 +245,91 @@ const deploymentFromServer = `{
     }
   },
   "status": {"observedGeneration": 4, "replicas": 3, "readyReplicas": 3}
+}`
+
+// A Pod with a configMap and an emptyDir volume, mounted in its one container,
+// and a toleration, as a hook writes it.
+const podWithVolumesFromHook = `{
+  "apiVersion": "v1",
+  "kind": "Pod",
+  "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"}},
+  "spec": {
+    "containers": [
+      {"name": "web", "image": "example.com/web:2.0", "args": ["--config=/etc/web/config.yaml", "--verbose"],
+       "ports": [{"name": "http", "containerPort": 8080}],
+       "volumeMounts": [{"name": "config", "mountPath": "/etc/web", "readOnly": true},
+                        {"name": "cache", "mountPath": "/var/cache/web"}]}
+    ],
+    "volumes": [
+      {"name": "config", "configMap": {"name": "web-config"}},
+      {"name": "cache", "emptyDir": {}}
+    ],
+    "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "web", "effect": "NoSchedule"}]
+  }
+}`
+
+// The same Pod as the API server returns it: the ServiceAccount admission plugin
+// appended the kube-api-access projected volume and its mount, the
+// DefaultTolerationSeconds plugin the not-ready and unreachable tolerations.
+const podWithVolumesFromServer = `{
+  "apiVersion": "v1",
+  "kind": "Pod",
+  "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"},
+    "uid": "1f2e3d4c-5b6a-4978-8695-a4b3c2d1e0f9", "resourceVersion": "80211", "creationTimestamp": "2025-06-01T10:00:05Z"},
+  "spec": {
+    "containers": [
+      {"name": "web", "image": "example.com/web:2.0", "args": ["--config=/etc/web/config.yaml", "--verbose"],
+       "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}],
+       "resources": {},
+       "volumeMounts": [{"name": "config", "mountPath": "/etc/web", "readOnly": true},
+                        {"name": "cache", "mountPath": "/var/cache/web"},
+                        {"name": "kube-api-access-7xk2p", "mountPath": "/var/run/secrets/kubernetes.io/serviceaccount", "readOnly": true}],
+       "imagePullPolicy": "IfNotPresent", "terminationMessagePath": "/dev/termination-log",
+       "terminationMessagePolicy": "File"}
+    ],
+    "volumes": [
+      {"name": "config", "configMap": {"name": "web-config", "defaultMode": 420}},
+      {"name": "cache", "emptyDir": {}},
+      {"name": "kube-api-access-7xk2p", "projected": {"defaultMode": 420, "sources": [
+        {"serviceAccountToken": {"expirationSeconds": 3607, "path": "token"}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+        {"downwardAPI": {"items": [{"path": "namespace", "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}}]}}]}}
+    ],
+    "tolerations": [
+      {"key": "dedicated", "operator": "Equal", "value": "web", "effect": "NoSchedule"},
+      {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300},
+      {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 300}
+    ],
+    "restartPolicy": "Always",
+    "dnsPolicy": "ClusterFirst",
+    "serviceAccountName": "default",
+    "serviceAccount": "default",
+    "securityContext": {},
+    "schedulerName": "default-scheduler",
+    "terminationGracePeriodSeconds": 30,
+    "enableServiceLinks": true,
+    "preemptionPolicy": "PreemptLowerPriority",
+    "priority": 0
+  },
+  "status": {"phase": "Pending", "qosClass": "BestEffort"}
+}`
+
+// A PersistentVolumeClaim with a finalizer of the hook's, as the hook writes it and
+// as the server returns it (with the pvc-protection finalizer added first).
+const pvcFromHook = `{
+  "apiVersion": "v1",
+  "kind": "PersistentVolumeClaim",
+  "metadata": {"name": "data", "namespace": "shop", "finalizers": ["example.com/backup"]},
+  "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+}`
+
+const pvcFromServer = `{
+  "apiVersion": "v1",
+  "kind": "PersistentVolumeClaim",
+  "metadata": {"name": "data", "namespace": "shop", "uid": "7d6c5b4a-3928-4716-9504-a3b2c1d0e9f8",
+    "resourceVersion": "80342", "creationTimestamp": "2025-06-01T10:00:05Z",
+    "finalizers": ["kubernetes.io/pvc-protection", "example.com/backup"]},
+  "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}},
+    "storageClassName": "standard", "volumeMode": "Filesystem"},
+  "status": {"phase": "Pending"}
 }`

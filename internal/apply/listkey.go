@@ -1,6 +1,12 @@
 package apply
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+)
 
 // listKey is the field that identifies the items of a list-map, paired with
 // protocol for ports.
@@ -8,6 +14,10 @@ type listKey struct {
 	field    string
 	protocol bool
 }
+
+// smallList is the length up to which a list is searched pair by pair rather than
+// through a map of item ids, which costs allocations.
+const smallList = 16
 
 // detectListMapKey returns the first conventional key every item of every list
 // holds, unique within each list; ok is false when the lists are not list-maps.
@@ -35,18 +45,39 @@ func anyItemHas(lists [][]any, field string) bool {
 
 func (k listKey) fits(lists [][]any) bool {
 	for _, list := range lists {
-		seen := make(map[string]bool, len(list))
-		for _, item := range list {
-			m, ok := item.(map[string]any)
-			if !ok {
-				return false
-			}
-			id, ok := k.id(m)
-			if !ok || seen[id] {
-				return false
-			}
-			seen[id] = true
+		if !k.fitsList(list) {
+			return false
 		}
+	}
+	return true
+}
+
+func (k listKey) fitsList(list []any) bool {
+	if len(list) <= smallList {
+		for i, item := range list {
+			m, ok := item.(map[string]any)
+			if !ok || m[k.field] == nil {
+				return false
+			}
+			for _, prev := range list[:i] {
+				if k.same(prev.(map[string]any), m) {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	seen := make(map[string]bool, len(list))
+	for _, item := range list {
+		m, ok := item.(map[string]any)
+		if !ok {
+			return false
+		}
+		id, ok := k.id(m)
+		if !ok || seen[id] {
+			return false
+		}
+		seen[id] = true
 	}
 	return true
 }
@@ -59,24 +90,131 @@ func (k listKey) id(item map[string]any) (id string, ok bool) {
 	}
 	id = scalarID(v)
 	if k.protocol {
-		p := item["protocol"]
-		if p == nil {
-			p = "TCP"
-		}
-		id += "\x00" + scalarID(p)
+		id += "\x00" + scalarID(protocolOf(item))
 	}
 	return id, true
 }
 
-// index maps the id of each item to the item; the list must fit the key.
+// same reports whether two items holding the key field have the same id, without
+// building the ids.
+func (k listKey) same(a, b map[string]any) bool {
+	return sameKeyValue(a[k.field], b[k.field]) && (!k.protocol || sameKeyValue(protocolOf(a), protocolOf(b)))
+}
+
+// protocolOf is the protocol of a port, "TCP" (the server default) when missing.
+func protocolOf(item map[string]any) any {
+	if p := item["protocol"]; p != nil {
+		return p
+	}
+	return "TCP"
+}
+
+// sameKeyValue is scalarID(x) == scalarID(y), mostly without rendering the ids.
+func sameKeyValue(x, y any) bool {
+	xs, xString := x.(string)
+	ys, yString := y.(string)
+	if xString || yString {
+		return xString && yString && xs == ys
+	}
+	xn, xNumber := toNumber(x)
+	yn, yNumber := toNumber(y)
+	if xNumber || yNumber {
+		return xNumber && yNumber && xn.equal(yn)
+	}
+	return scalarID(x) == scalarID(y)
+}
+
+// index maps the id of each item to the item. Items without the key field are
+// left out, and the first of several items with one id is kept.
 func (k listKey) index(list []any) map[string]map[string]any {
 	out := make(map[string]map[string]any, len(list))
 	for _, item := range list {
-		m := item.(map[string]any)
-		id, _ := k.id(m)
-		out[id] = m
+		m, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		if id, ok := k.id(m); ok {
+			if _, dup := out[id]; !dup {
+				out[id] = m
+			}
+		}
 	}
 	return out
+}
+
+// positions maps the id of each item of a list to the indexes of the items with
+// that id; items without the key field are left out.
+func (k listKey) positions(list []any) map[string][]int {
+	out := make(map[string][]int, len(list))
+	for i, item := range list {
+		m, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		if id, ok := k.id(m); ok {
+			out[id] = append(out[id], i)
+		}
+	}
+	return out
+}
+
+// matches appends to buf the indexes of the items of list with the key of item:
+// found in byID (see positions) when it is not nil, else by scanning list.
+func (k listKey) matches(item map[string]any, list []any, byID map[string][]int, buf []int) []int {
+	if byID != nil {
+		id, _ := k.id(item)
+		return append(buf, byID[id]...)
+	}
+	for i, x := range list {
+		if m, ok := x.(map[string]any); ok && m[k.field] != nil && k.same(item, m) {
+			buf = append(buf, i)
+		}
+	}
+	return buf
+}
+
+// selector renders the key of item for a path: name=web, mountPath=/etc/config,
+// containerPort=53,protocol=UDP. Strings that could be read as something else
+// are quoted: name="", port="80".
+func (k listKey) selector(item map[string]any) string {
+	s := k.field + "=" + keyText(item[k.field])
+	if k.protocol {
+		s += ",protocol=" + keyText(protocolOf(item))
+	}
+	return s
+}
+
+func keyText(v any) string {
+	if s, ok := v.(string); ok {
+		if plainKeyText(s) {
+			return s
+		}
+		return strconv.Quote(s)
+	}
+	if n, ok := toNumber(v); ok {
+		return n.String()
+	}
+	if b, err := json.Marshal(v); err == nil {
+		return string(b)
+	}
+	return fmt.Sprint(v)
+}
+
+// plainKeyText reports whether s can stand unquoted in a selector: not empty, not
+// a number, bool or null, and free of spaces, controls and selector punctuation.
+func plainKeyText(s string) bool {
+	if s == "" || s == "true" || s == "false" || s == "null" {
+		return false
+	}
+	if _, isNumber := parseNumber(s); isNumber {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsSpace(r) || !unicode.IsPrint(r) || strings.ContainsRune(`[]=,"\`, r) {
+			return false
+		}
+	}
+	return true
 }
 
 // scalarID renders a key value so that equal numbers of different Go types agree

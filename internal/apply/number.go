@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math"
 	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 )
@@ -137,28 +138,51 @@ func (a number) quantity() (resource.Quantity, bool) {
 	if a.kind == kindFloat && a.f != math.Trunc(a.f) {
 		text = strconv.FormatFloat(a.f, 'f', -1, 64)
 	}
-	q, err := resource.ParseQuantity(text)
-	return q, err == nil
+	return parseQuantity(text)
 }
 
 // quantitiesEqual reports whether both strings parse as quantities of one value,
 // as "500m" and "0.5", or "1Gi" and "1073741824".
 func quantitiesEqual(a, b string) bool {
-	qa, err := resource.ParseQuantity(a)
-	if err != nil {
+	qa, ok := parseQuantity(a)
+	if !ok {
 		return false
 	}
-	qb, err := resource.ParseQuantity(b)
-	return err == nil && qa.Cmp(qb) == 0
+	qb, ok := parseQuantity(b)
+	return ok && qa.Cmp(qb) == 0
 }
 
 // quantityEqualsNumber reports whether s parses as a quantity of the value n, as
 // cpu "2" and 2.
 func quantityEqualsNumber(s string, n number) bool {
-	qs, err := resource.ParseQuantity(s)
-	if err != nil {
+	qs, ok := parseQuantity(s)
+	if !ok {
 		return false
 	}
 	qn, ok := n.quantity()
 	return ok && qs.Cmp(qn) == 0
+}
+
+// maxQuantityLen bounds the text given to resource.ParseQuantity, whose time grows
+// with the size of the value: "1e40000000" takes seconds. The API server accepts
+// nothing near these sizes as a quantity, so such text is compared as a string.
+const maxQuantityLen = 64
+
+func parseQuantity(s string) (resource.Quantity, bool) {
+	if len(s) > maxQuantityLen || hugeExponent(s) {
+		return resource.Quantity{}, false
+	}
+	q, err := resource.ParseQuantity(s)
+	return q, err == nil
+}
+
+// hugeExponent reports whether s ends in a decimal exponent of more than three
+// digits, like "1e4000".
+func hugeExponent(s string) bool {
+	i := strings.LastIndexAny(s, "eE")
+	if i < 0 {
+		return false
+	}
+	digits := strings.TrimLeft(s[i+1:], "+-")
+	return len(digits) > 3
 }

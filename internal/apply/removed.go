@@ -12,8 +12,10 @@ import (
 // setting: present in lastApplied (see LastApplied), absent from desired, and still
 // present in observed. Diff cannot see these, as desired no longer names them, so
 // an object is in sync only when both Diff and Removed are empty. Lists are matched
-// as ThreeWayMerge matches them (by key for list-maps, by position otherwise), and
-// an item the hook dropped from a list-map is reported at its observed index.
+// as ThreeWayMerge matches them when it merges them by key, otherwise as Diff
+// compares them: by key, as sets (metadata.finalizers, tolerations, matched by
+// value), or by position. An item the hook dropped from a list-map or a set is
+// reported at its observed index.
 // Status, server-owned metadata and the last-applied annotation are ignored.
 func Removed(lastApplied, desired, observed map[string]any) []string {
 	var w remover
@@ -35,6 +37,9 @@ func (w *remover) mapValue(l, d, o map[string]any) {
 			w.report()
 		}
 		w.pop()
+		if w.done() {
+			return
+		}
 	}
 }
 
@@ -55,26 +60,42 @@ func (w *remover) value(l, d, o any) {
 	}
 }
 
+// listValue matches the items as ThreeWayMerge does when it merges the lists by
+// key, otherwise as Diff compares them (see listMode).
 func (w *remover) listValue(l, d, o []any) {
 	if key, ok := detectListMapKey(o, l, d); ok {
 		w.listMap(key, l, d, o)
 		return
 	}
-	if len(d) != len(o) {
-		return // Diff reports the list already
-	}
-	for i := range min(len(l), len(d)) {
-		w.pushIndex(i)
-		w.value(l[i], d[i], o[i])
-		w.pop()
+	switch mode, key := w.listMode(d, o); mode {
+	case byKey:
+		w.listMap(key, l, d, o)
+	case asSet:
+		w.setItems(l, d, o)
+	default:
+		if len(d) != len(o) {
+			return // Diff reports the list already
+		}
+		for i := range min(len(l), len(d)) {
+			w.pushIndex(i)
+			w.value(l[i], d[i], o[i])
+			w.pop()
+		}
 	}
 }
 
+// listMap matches items by key; items without the key field are not matched.
 func (w *remover) listMap(key listKey, l, d, o []any) {
 	last, wanted := key.index(l), key.index(d)
 	for i, item := range o {
-		om := item.(map[string]any)
-		id, _ := key.id(om)
+		om, ok := item.(map[string]any)
+		if !ok {
+			continue
+		}
+		id, ok := key.id(om)
+		if !ok {
+			continue
+		}
 		lm, ours := last[id]
 		if !ours {
 			continue
@@ -87,6 +108,41 @@ func (w *remover) listMap(key listKey, l, d, o []any) {
 		}
 		w.pop()
 	}
+}
+
+// setItems matches the items of a set (metadata.finalizers, tolerations) by value.
+// An observed item is the hook's when it holds (by the rules of Diff) an item of
+// lastApplied, and that item is still wanted when the observed item also holds an
+// item of desired that keeps every field of it. When one is not, the observed item
+// is reported if it holds no desired item, and the fields lost are otherwise.
+func (w *remover) setItems(l, d, o []any) {
+	for i, oi := range o {
+		lost := slices.IndexFunc(l, func(li any) bool { return w.itemHolds(i, li, oi) && !w.kept(i, li, d, oi) })
+		if lost < 0 {
+			continue
+		}
+		k := slices.IndexFunc(d, func(dk any) bool { return w.itemHolds(i, dk, oi) })
+		w.pushIndex(i)
+		if k < 0 {
+			w.report()
+		} else {
+			w.value(l[lost], d[k], oi)
+		}
+		w.pop()
+	}
+}
+
+// kept reports whether observed item i, oi, holds an item of d that keeps every
+// field of the lastApplied item li.
+func (w *remover) kept(i int, li any, d []any, oi any) bool {
+	return slices.ContainsFunc(d, func(dk any) bool {
+		if !w.itemHolds(i, dk, oi) {
+			return false
+		}
+		p := remover{collector{stopEarly: true, stack: append(w.stack, seg{index: i})}}
+		p.value(li, dk, oi)
+		return !p.found
+	})
 }
 
 // RemovedManaged lists, in server-side apply mode, the paths of fields that manager

@@ -41,10 +41,68 @@ func TestRemoved(t *testing.T) {
 		want:        []string{"spec.ports[0]"},
 	}, {
 		name:        "a field dropped inside a plain list item, by position",
+		lastApplied: `{"spec": {"rules": [{"host": "a", "path": "/x"}, {"host": "b"}]}}`,
+		desired:     `{"spec": {"rules": [{"host": "a"}, {"host": "b"}]}}`,
+		observed:    `{"spec": {"rules": [{"host": "a", "path": "/x"}, {"host": "b"}]}}`,
+		want:        []string{"spec.rules[0].path"},
+	}, {
+		name:        "pod steady state, with the items admission added",
+		lastApplied: podWithVolumesFromHook,
+		desired:     podWithVolumesFromHook,
+		observed:    podWithVolumesFromServer,
+	}, {
+		name:        "a volume and its mount dropped by the hook, at their observed indexes",
+		lastApplied: podWithVolumesFromHook,
+		desired: `{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "shop", "labels": {"app": "web"}},
+		  "spec": {
+		  "containers": [{"name": "web", "image": "example.com/web:2.0", "args": ["--config=/etc/web/config.yaml", "--verbose"],
+		    "ports": [{"name": "http", "containerPort": 8080}],
+		    "volumeMounts": [{"name": "config", "mountPath": "/etc/web", "readOnly": true}]}],
+		  "volumes": [{"name": "config", "configMap": {"name": "web-config"}}],
+		  "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "web", "effect": "NoSchedule"}]}}`,
+		observed: podWithVolumesFromServer,
+		want:     []string{"spec.containers[0].volumeMounts[1]", "spec.volumes[1]"},
+	}, {
+		name:        "a list-map item dropped, matched by the desired key when observed items lack it",
+		lastApplied: `{"spec": {"items": [{"name": "a"}, {"name": "b"}]}}`,
+		desired:     `{"spec": {"items": [{"name": "a"}]}}`,
+		observed:    `{"spec": {"items": [{"other": 1}, {"name": "a"}, {"name": "b", "x": 1}]}}`,
+		want:        []string{"spec.items[2]"},
+	}, {
+		name:        "all items of a list-map dropped",
+		lastApplied: `{"spec": {"volumes": [{"name": "a"}]}}`,
+		desired:     `{"spec": {"volumes": []}}`,
+		observed:    `{"spec": {"volumes": [{"name": "a"}, {"name": "kube-api-access-x"}]}}`,
+		want:        []string{"spec.volumes[0]"},
+	}, {
+		name:        "a toleration dropped by the hook, at its observed index",
+		lastApplied: `{"spec": {"tolerations": [{"key": "a", "operator": "Exists"}, {"key": "b", "operator": "Exists"}]}}`,
+		desired:     `{"spec": {"tolerations": [{"key": "a", "operator": "Exists"}]}}`,
+		observed:    `{"spec": {"tolerations": [{"key": "n", "operator": "Exists"}, {"key": "b", "operator": "Exists"}, {"key": "a", "operator": "Exists"}]}}`,
+		want:        []string{"spec.tolerations[1]"},
+	}, {
+		name:        "a field dropped inside a toleration",
 		lastApplied: `{"spec": {"tolerations": [{"key": "a", "effect": "NoSchedule"}]}}`,
 		desired:     `{"spec": {"tolerations": [{"key": "a"}]}}`,
-		observed:    `{"spec": {"tolerations": [{"key": "a", "effect": "NoSchedule"}]}}`,
-		want:        []string{"spec.tolerations[0].effect"},
+		observed:    `{"spec": {"tolerations": [{"key": "n"}, {"key": "a", "effect": "NoSchedule"}]}}`,
+		want:        []string{"spec.tolerations[1].effect"},
+	}, {
+		name:        "one of two similar tolerations dropped",
+		lastApplied: `{"spec": {"tolerations": [{"key": "a"}, {"key": "a", "effect": "NoSchedule"}]}}`,
+		desired:     `{"spec": {"tolerations": [{"key": "a"}]}}`,
+		observed:    `{"spec": {"tolerations": [{"key": "a"}, {"key": "a", "effect": "NoSchedule"}]}}`,
+		want:        []string{"spec.tolerations[1].effect"},
+	}, {
+		name:        "tolerations kept, one observed item holding two",
+		lastApplied: `{"spec": {"tolerations": [{"key": "a", "effect": "E"}, {"key": "a", "value": "v"}]}}`,
+		desired:     `{"spec": {"tolerations": [{"key": "a", "effect": "E"}, {"key": "a", "value": "v"}]}}`,
+		observed:    `{"spec": {"tolerations": [{"key": "a", "effect": "E", "value": "v"}]}}`,
+	}, {
+		name:        "a finalizer dropped by the hook, at its observed index",
+		lastApplied: `{"metadata": {"finalizers": ["example.com/a", "example.com/b"]}}`,
+		desired:     `{"metadata": {"finalizers": ["example.com/a"]}}`,
+		observed:    `{"metadata": {"finalizers": ["kubernetes.io/pvc-protection", "example.com/b", "example.com/a"]}}`,
+		want:        []string{"metadata.finalizers[1]"},
 	}, {
 		name:        "status, server metadata and the annotation are not the hook's",
 		lastApplied: `{"status": {"x": 1}, "metadata": {"uid": "u", "annotations": {"` + LastAppliedAnnotation + `": "{}"}}}`,
@@ -59,6 +117,13 @@ func TestRemoved(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a container dropped by the hook", func(t *testing.T) {
+		desired := edit(t, fromHook(t, podFromHook), func(v any) any { return v.([]any)[:2] }, "spec", "containers")
+		got := Removed(fromHook(t, podFromHook), desired, fromServer(t, podFromServer))
+		if diff := cmp.Diff([]string{"spec.containers[2]"}, got); diff != "" {
+			t.Errorf("Removed() mismatch (-want +got):\n%s", diff)
+		}
+	})
 	if got := Removed(nil, nil, nil); got != nil {
 		t.Errorf("Removed(nil, nil, nil) = %v, want nil", got)
 	}
@@ -149,8 +214,8 @@ func TestRemovedManaged(t *testing.T) {
 		observed: managed(t, `{"f:metadata": {"f:finalizers": {".": {}, "v:\"a\"": {}, "v:\"b\"": {}}}, "f:spec": {"f:args": {"i:0": {}, "i:1": {}}}}`),
 		want:     nil, // observed has neither the finalizers nor the args
 	}, {
-		name:    "unreadable entries are skipped",
-		desired: fromHook(t, `{}`),
+		name:     "unreadable entries are skipped",
+		desired:  fromHook(t, `{}`),
 		observed: managed(t, `{"f:metadata": {"f:ownerReferences": {"k:{oops": {}, "v:nope": {}, "i:x": {}, "z:what": {}}}}`),
 	}}
 	for _, tc := range tests {
@@ -174,5 +239,28 @@ func TestRemovedManagedSetsAndIndexes(t *testing.T) {
 	want := []string{"metadata.finalizers[0]", "spec.args[1]"}
 	if diff := cmp.Diff(want, RemovedManaged(desired, observed, "m")); diff != "" {
 		t.Errorf("RemovedManaged() mismatch (-want +got):\n%s", diff)
+	}
+}
+
+func TestSameValue(t *testing.T) {
+	tests := []struct {
+		a, b any
+		want bool
+	}{
+		{int64(1), 1.0, true},
+		{int64(1), "1", false},
+		{"a", "a", true},
+		{map[string]any{"port": int64(80), "protocol": "TCP"}, map[string]any{"port": 80.0, "protocol": "TCP"}, true},
+		{map[string]any{"port": int64(80)}, map[string]any{"port": 80.0, "protocol": "TCP"}, false},
+		{map[string]any{"port": int64(80)}, map[string]any{"name": 80.0}, false},
+		{map[string]any{"a": "b"}, "a", false},
+		{[]any{int64(1), "x"}, []any{1.0, "x"}, true},
+		{[]any{int64(1)}, []any{1.0, "x"}, false},
+		{nil, nil, true},
+	}
+	for _, tc := range tests {
+		if got := sameValue(tc.a, tc.b); got != tc.want {
+			t.Errorf("sameValue(%#v, %#v) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
 	}
 }
