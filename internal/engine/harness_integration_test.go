@@ -53,6 +53,7 @@ var (
 	nostatusGVR   = schema.GroupVersionResource{Group: testGroup, Version: "v1", Resource: "nostatuses"}
 	configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	servicesGVR   = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	podsGVR       = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	ccGVR         = compositeGVR
 	dcGVR         = decoratorGVR
 )

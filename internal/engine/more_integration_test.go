@@ -149,7 +149,9 @@ spec:
 func TestServiceWebhookThroughResolver(t *testing.T) {
 	setup(t)
 	ns := env.Namespace(t)
-	hook := newHookServer(t, func(map[string]any) (int, any) { return 200, map[string]any{"status": map[string]any{"via": "service"}} })
+	hook := newHookServer(t, func(map[string]any) (int, any) {
+		return 200, map[string]any{"status": map[string]any{"via": "service"}}
+	})
 	startEngine(t, ns, func(o *Options) {
 		o.ResolveService = func(ref v1alpha1.ServiceReference) (string, bool) {
 			if ref.Name == "hooks" && ref.Namespace == "hook-system" {
@@ -174,4 +176,66 @@ spec:
 		}
 		return nil
 	})
+}
+
+// TestPodChildrenAreNotRecreatedInSteadyState: Pods get fields from admission (the
+// service-account token volume and mount, tolerations, defaults); with method
+// Recreate, a naive comparison would delete and recreate them on every sync.
+func TestPodChildrenAreNotRecreatedInSteadyState(t *testing.T) {
+	setup(t)
+	ns := env.Namespace(t)
+	kubetest.Eventually(t, 30*time.Second, "the default ServiceAccount exists", func(ctx context.Context) (bool, error) {
+		_, err := env.Kube.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, err
+	})
+	eng := startEngine(t, ns)
+	hook := newHookServer(t, func(req map[string]any) (int, any) {
+		name := field(req["parent"].(map[string]any), "metadata", "name").(string)
+		return 200, map[string]any{"children": []any{
+			configMap(name+"-code", map[string]any{"main.py": "print('hi')"}, nil),
+			map[string]any{
+				"apiVersion": "v1", "kind": "Pod",
+				"metadata": map[string]any{"name": name + "-pod", "labels": map[string]any{"app": name}},
+				"spec": map[string]any{
+					"containers": []any{map[string]any{
+						"name": "main", "image": "python:3.11",
+						"command":      []any{"python3", "/code/main.py"},
+						"resources":    map[string]any{"requests": map[string]any{"cpu": "0.1", "memory": "64Mi"}},
+						"volumeMounts": []any{map[string]any{"name": "code", "mountPath": "/code"}},
+					}},
+					"volumes": []any{map[string]any{"name": "code", "configMap": map[string]any{"name": name + "-code"}}},
+				},
+			},
+		}}
+	})
+	create(t, ccGVR, "", `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: %[1]s, labels: {metalambda.dev/test-engine: %[1]s}}
+spec:
+  generateSelector: true
+  resyncPeriodSeconds: 1
+  parentResource: {apiVersion: test.metalambda.dev/v1, resource: parents, labelSelector: {matchLabels: {metalambda.dev/test-engine: %[1]s}}}
+  childResources:
+  - {apiVersion: v1, resource: configmaps, updateStrategy: {method: Recreate}}
+  - {apiVersion: v1, resource: pods, updateStrategy: {method: Recreate}}
+  hooks: {sync: {webhook: {url: "%[2]s"}}}
+`, ns, hook.URL)
+	create(t, parentsGVR, ns, parentManifest, "p", 0)
+	pod := waitFor(t, "the Pod exists with the token volume admission added", podsGVR, ns, "p-pod", func(o *unstructured.Unstructured) error {
+		vols, _, _ := unstructured.NestedSlice(o.Object, "spec", "volumes")
+		if len(vols) < 2 {
+			return fmt.Errorf("volumes = %v", vols)
+		}
+		return nil
+	})
+	time.Sleep(1500 * time.Millisecond)
+	writes, calls := eng.writes(t), hook.calls.Load()
+	kubetest.Eventually(t, 30*time.Second, "three more resyncs", func(context.Context) (bool, error) { return hook.calls.Load() >= calls+3, nil })
+	if w := eng.writes(t) - writes; w != 0 {
+		t.Errorf("steady state with a Pod child cost %v writes", w)
+	}
+	if now := mustGet(t, podsGVR, ns, "p-pod"); now.GetUID() != pod.GetUID() {
+		t.Fatal("the Pod was recreated in steady state")
+	}
 }
