@@ -35,6 +35,7 @@ BENCH_SIZES ?= 100,1000
 bench: build kube ## Benchmarks: engine convergence, resync cost and memory on a real control plane; Go micro-benchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 	$(GO) run ./hack/bench-engine -engine bin/engine -n $(BENCH_SIZES)
+	$(GO) run ./hack/bench-engine -engine bin/engine -n 1000 -engine-args "--client-go-qps=400 --client-go-burst=800 --workers=10"
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck (config: staticcheck.conf).

@@ -46,8 +46,9 @@ func main() {
 	engineBin := flag.String("engine", "bin/engine", "engine binary to measure")
 	sizes := flag.String("n", "100,1000", "comma-separated parent counts")
 	resync := flag.Int("resync-seconds", 20, "resyncPeriodSeconds of the benchmark controller")
+	engineArgs := flag.String("engine-args", "", "extra engine flags, space-separated (e.g. \"--client-go-qps=400 --workers=10\")")
 	flag.Parse()
-	if err := run(*engineBin, *sizes, *resync); err != nil {
+	if err := run(*engineBin, *sizes, *resync, strings.Fields(*engineArgs)); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-engine:", err)
 		os.Exit(1)
 	}
@@ -61,19 +62,20 @@ type result struct {
 	rssMiB                     float64
 }
 
-func run(engineBin string, sizes string, resync int) error {
+func run(engineBin string, sizes string, resync int, extra []string) error {
 	var results []result
 	for _, s := range strings.Split(sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
 		if err != nil {
 			return fmt.Errorf("bad -n %q", s)
 		}
-		r, err := measure(engineBin, n, resync)
+		r, err := measure(engineBin, n, resync, extra)
 		if err != nil {
 			return fmt.Errorf("N=%d: %w", n, err)
 		}
 		results = append(results, r)
 	}
+	fmt.Printf("engine %s %s\n", engineBin, strings.Join(extra, " "))
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "parents\tchildren\tconverge (s)\tresync hook calls\tresync writes\tresync uncached GETs\tresync LISTs\tengine peak RSS (MiB)\t")
 	for _, r := range results {
@@ -82,7 +84,7 @@ func run(engineBin string, sizes string, resync int) error {
 	return w.Flush()
 }
 
-func measure(engineBin string, n, resync int) (result, error) {
+func measure(engineBin string, n, resync int, extra []string) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	cluster, err := localcluster.Start(ctx, localcluster.Options{EtcdNoFsync: true, Components: []localcluster.Component{localcluster.ControllerManager}})
@@ -121,7 +123,8 @@ func measure(engineBin string, n, resync int) (result, error) {
 	if err != nil {
 		return result{}, err
 	}
-	engine := exec.Command(engineBin, "--kubeconfig", cluster.KubeconfigPath, "--metrics-address", metricsAddr, "--health-probe-bind-address", "0")
+	args := append([]string{"--kubeconfig", cluster.KubeconfigPath, "--metrics-address", metricsAddr, "--health-probe-bind-address", "0"}, extra...)
+	engine := exec.Command(engineBin, args...)
 	logFile, err := os.Create(filepath.Join(cluster.DataDir, "logs", "engine.log"))
 	if err != nil {
 		return result{}, err
