@@ -55,11 +55,11 @@ func main() {
 }
 
 type result struct {
-	n                          int
-	converge                   time.Duration
-	resyncCalls                int64
-	writes, gets, lists, other float64
-	rssMiB                     float64
+	n                   int
+	converge            time.Duration
+	resyncCalls         int64
+	writes, gets, lists float64
+	rssMiB              float64
 }
 
 func run(engineBin string, sizes string, resync int, extra []string) error {
@@ -71,7 +71,7 @@ func run(engineBin string, sizes string, resync int, extra []string) error {
 		}
 		r, err := measure(engineBin, n, resync, extra)
 		if err != nil {
-			return fmt.Errorf("N=%d: %w", n, err)
+			return fmt.Errorf("with %d parents: %w", n, err)
 		}
 		results = append(results, r)
 	}

@@ -171,6 +171,9 @@ func (c *controller) decodeDesired(parent *unstructured.Unstructured, raw []hook
 			return nil, invalidResponse("children[%d] is a %s %s, which is not a declared child resource", i, u.GetAPIVersion(), u.GetKind())
 		}
 		if ct.res.Namespaced && u.GetNamespace() == "" {
+			if parent.GetNamespace() == "" {
+				return nil, invalidResponse("children[%d] (%s %s) needs metadata.namespace: the parent is cluster-scoped", i, u.GetKind(), u.GetName())
+			}
 			u.SetNamespace(parent.GetNamespace())
 		}
 		if parent.GetNamespace() != "" && ct.res.Namespaced && u.GetNamespace() != parent.GetNamespace() {
