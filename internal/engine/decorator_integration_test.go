@@ -5,12 +5,14 @@ package engine
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/metalambda/metalambda/internal/kubetest"
 )
@@ -177,4 +179,64 @@ func TestThrottledHookIsRetriedAfterRetryAfter(t *testing.T) {
 	if waited := retriedAt.Sub(throttledAt); waited < 1900*time.Millisecond {
 		t.Fatalf("retried after %s, before the Retry-After of 2s", waited)
 	}
+}
+
+// TestDecoratorFinalizesTargetsThatStopMatching: a target that leaves the selector is
+// finalized (the hook can clean up) and its finalizer removed; the target stays.
+func TestDecoratorFinalizesTargetsThatStopMatching(t *testing.T) {
+	setup(t)
+	ns := env.Namespace(t)
+	startEngine(t, ns)
+	var finalizing atomicBool
+	hook := newHookServer(t, func(req map[string]any) (int, any) {
+		if req["finalizing"] == true {
+			finalizing.set()
+			return 200, map[string]any{"finalized": true}
+		}
+		return 200, map[string]any{"labels": map[string]any{"seen": "yes"}}
+	})
+	create(t, dcGVR, "", `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: DecoratorController
+metadata: {name: %[1]s, labels: {metalambda.dev/test-engine: %[1]s}}
+spec:
+  resources:
+  - {apiVersion: test.metalambda.dev/v1, resource: parents, labelSelector: {matchLabels: {decorate: "yes", metalambda.dev/test-engine: %[1]s}}}
+  hooks:
+    sync: {webhook: {url: "%[2]s/sync"}}
+    finalize: {webhook: {url: "%[2]s/finalize"}}
+`, ns, hook.URL)
+	create(t, parentsGVR, ns, "{apiVersion: test.metalambda.dev/v1, kind: Parent, metadata: {name: t, labels: {decorate: \"yes\"}}, spec: {}}")
+	finalizer := finalizerName(decoratorFinalizerPrefix, ns)
+	waitFor(t, "the target is decorated and carries the finalizer", parentsGVR, ns, "t", func(o *unstructured.Unstructured) error {
+		if o.GetLabels()["seen"] != "yes" || !slices.Contains(o.GetFinalizers(), finalizer) {
+			return fmt.Errorf("labels %v, finalizers %v", o.GetLabels(), o.GetFinalizers())
+		}
+		return nil
+	})
+	patch := []byte(`{"metadata":{"labels":{"decorate":"no"}}}`)
+	if _, err := env.Dynamic.Resource(parentsGVR).Namespace(ns).Patch(kubetest.Context(t), "t", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the finalizer is removed once the target stops matching", parentsGVR, ns, "t", func(o *unstructured.Unstructured) error {
+		if slices.Contains(o.GetFinalizers(), finalizer) {
+			return fmt.Errorf("finalizers %v", o.GetFinalizers())
+		}
+		return nil
+	})
+	if !finalizing.get() {
+		t.Error("the finalize hook was not called for a target that stopped matching")
+	}
+}
+
+type atomicBool struct {
+	mu sync.Mutex
+	v  bool
+}
+
+func (b *atomicBool) set() { b.mu.Lock(); b.v = true; b.mu.Unlock() }
+func (b *atomicBool) get() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.v
 }
