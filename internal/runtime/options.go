@@ -1,0 +1,60 @@
+package runtime
+
+import (
+	goruntime "runtime"
+	"time"
+)
+
+// Defaults of Options.
+const (
+	DefaultPythonBinary      = "python3"
+	DefaultPythonMemoryLimit = 256 << 20
+	DefaultPythonPoolSize    = 2
+	DefaultTimeout           = 10 * time.Second
+)
+
+// Options configures the runtimes. The zero value is usable: every zero field takes
+// its documented default.
+type Options struct {
+	// PythonBinary is the CPython 3 interpreter (default "python3", looked up in PATH).
+	PythonBinary string
+	// PythonMemoryLimit is each Python worker's address-space limit in bytes
+	// (RLIMIT_AS; default 256 MiB; negative means no limit).
+	PythonMemoryLimit int64
+	// PythonPoolSize is the number of warm workers per Python function (default 2).
+	PythonPoolSize int
+	// JavaScriptPoolSize is the number of goja VMs per JavaScript function
+	// (default 2*GOMAXPROCS).
+	JavaScriptPoolSize int
+	// DefaultTimeout bounds an invocation whose Function.Timeout is zero (default 10s).
+	DefaultTimeout time.Duration
+	// Builtins are the Go functions the builtin runtime can run.
+	Builtins Builtins
+}
+
+func (o Options) withDefaults() Options {
+	if o.PythonBinary == "" {
+		o.PythonBinary = DefaultPythonBinary
+	}
+	if o.PythonMemoryLimit == 0 {
+		o.PythonMemoryLimit = DefaultPythonMemoryLimit
+	}
+	if o.PythonPoolSize <= 0 {
+		o.PythonPoolSize = DefaultPythonPoolSize
+	}
+	if o.JavaScriptPoolSize <= 0 {
+		o.JavaScriptPoolSize = 2 * goruntime.GOMAXPROCS(0)
+	}
+	if o.DefaultTimeout <= 0 {
+		o.DefaultTimeout = DefaultTimeout
+	}
+	return o
+}
+
+// timeout is fn's invocation time limit.
+func (o Options) timeout(fn Function) time.Duration {
+	if fn.Timeout > 0 {
+		return fn.Timeout
+	}
+	return o.DefaultTimeout
+}

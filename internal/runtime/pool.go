@@ -1,0 +1,178 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"sync"
+)
+
+// ErrClosed is returned by Invoke after Close.
+var ErrClosed = errors.New("function is closed")
+
+// pool holds up to size items (goja VMs, Python workers) of one compiled function,
+// created lazily. An item is either idle or lent to one caller.
+type pool[T comparable] struct {
+	create  func() (T, error)
+	destroy func(T) // must be idempotent and safe while the item is in use
+	slots   chan struct{}
+	stats   *poolSet
+
+	mu     sync.Mutex
+	idle   []T
+	busy   map[T]struct{}
+	closed bool
+}
+
+func newPool[T comparable](size int, stats *poolSet, create func() (T, error), destroy func(T)) *pool[T] {
+	p := &pool[T]{
+		create:  create,
+		destroy: destroy,
+		slots:   make(chan struct{}, size),
+		stats:   stats,
+		busy:    map[T]struct{}{},
+	}
+	stats.add(p)
+	return p
+}
+
+// get lends an idle item, creating one if none is idle and the pool is not full; it
+// waits for a free slot until ctx is done.
+func (p *pool[T]) get(ctx context.Context) (T, error) {
+	var zero T
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+	item, err := p.takeIdleOrCreate()
+	if err != nil {
+		<-p.slots
+		return zero, err
+	}
+	return item, nil
+}
+
+func (p *pool[T]) takeIdleOrCreate() (T, error) {
+	var zero T
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return zero, ErrClosed
+	}
+	if n := len(p.idle); n > 0 {
+		item := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		p.busy[item] = struct{}{}
+		p.mu.Unlock()
+		return item, nil
+	}
+	p.mu.Unlock()
+	item, err := p.create()
+	if err != nil {
+		return zero, err
+	}
+	return item, p.markBusy(item)
+}
+
+// markBusy records a new item, destroying it if the pool closed meanwhile.
+func (p *pool[T]) markBusy(item T) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		p.destroy(item)
+		return ErrClosed
+	}
+	p.busy[item] = struct{}{}
+	return nil
+}
+
+// put returns a lent item; an unhealthy one is destroyed and its slot freed for a
+// fresh item.
+func (p *pool[T]) put(item T, healthy bool) {
+	defer func() { <-p.slots }()
+	p.mu.Lock()
+	delete(p.busy, item)
+	if healthy && !p.closed {
+		p.idle = append(p.idle, item)
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	p.destroy(item)
+}
+
+// close destroys every item, idle or lent; get fails from then on.
+func (p *pool[T]) close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	items := append([]T(nil), p.idle...)
+	for item := range p.busy {
+		items = append(items, item)
+	}
+	p.idle = nil
+	p.mu.Unlock()
+	p.stats.remove(p)
+	destroyAll(items, p.destroy)
+}
+
+func destroyAll[T any](items []T, destroy func(T)) {
+	var wg sync.WaitGroup
+	for _, item := range items {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			destroy(item)
+		}()
+	}
+	wg.Wait()
+}
+
+func (p *pool[T]) counts() PoolStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return PoolStats{Idle: len(p.idle), Busy: len(p.busy)}
+}
+
+// counter is anything that reports pool counts.
+type counter interface {
+	counts() PoolStats
+}
+
+// poolSet is the live pools of one runtime, for Stats.
+type poolSet struct {
+	mu    sync.Mutex
+	pools map[counter]struct{}
+}
+
+func newPoolSet() *poolSet {
+	return &poolSet{pools: map[counter]struct{}{}}
+}
+
+func (s *poolSet) add(c counter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pools[c] = struct{}{}
+}
+
+func (s *poolSet) remove(c counter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pools, c)
+}
+
+// Stats sums the counts of the live pools.
+func (s *poolSet) Stats() PoolStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var total PoolStats
+	for c := range s.pools {
+		n := c.counts()
+		total.Idle += n.Idle
+		total.Busy += n.Busy
+	}
+	return total
+}

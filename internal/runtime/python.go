@@ -1,0 +1,453 @@
+package runtime
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// DefaultPythonHandler is the function a Python source defines when
+// Function.Handler is empty.
+const DefaultPythonHandler = "sync"
+
+// PythonWorkerMarker is an argument of every Python worker's command line, so
+// that its processes can be recognised (ps, /proc).
+const PythonWorkerMarker = "metalambda-python-worker"
+
+// pythonStartAllowance is added to the function's timeout to bound a worker's
+// start (interpreter start-up and loading the source).
+const pythonStartAllowance = 10 * time.Second
+
+// pythonKillWait bounds how long killing a worker waits for it to be reaped.
+const pythonKillWait = 5 * time.Second
+
+// pythonBaseEnv is the environment of every worker, before Function.Env.
+var pythonBaseEnv = map[string]string{
+	"PATH": "/usr/local/bin:/usr/bin:/bin",
+	"LANG": "C.UTF-8",
+}
+
+//go:embed python_worker.py
+var pythonWorkerScript string
+
+// python runs functions in warm CPython worker processes, each in its own process
+// group and private temporary directory, with a clean environment and an
+// address-space limit. The isolation is that of a process: a function can still
+// read the file system and reach the network as the gateway's user.
+type python struct {
+	opts  Options
+	pools *poolSet
+
+	mu          sync.Mutex
+	interpreter string // resolved Options.PythonBinary, once known
+}
+
+// NewPython returns the Python runtime. A source defines
+//
+//	def sync(request): return response
+//
+// (the handler named by Function.Handler, default "sync") taking and returning
+// dicts. What it prints, on stdout or stderr, is the call's logs.
+func NewPython(opts Options) Runtime {
+	return &python{opts: opts.withDefaults(), pools: newPoolSet()}
+}
+
+// Stats counts the workers of all open Python functions.
+func (p *python) Stats() PoolStats {
+	return p.pools.Stats()
+}
+
+// Compile starts a first worker, which compiles and loads the source: a syntax
+// error, a top-level exception or a missing handler is a *CompileError.
+func (p *python) Compile(fn Function) (Compiled, error) {
+	env, err := pythonEnv(fn)
+	if err != nil {
+		return nil, err
+	}
+	interpreter, err := p.resolveInterpreter()
+	if err != nil {
+		return nil, fmt.Errorf("function %s: %w", fn.Name, err)
+	}
+	f := &pyFunction{fn: fn, interpreter: interpreter, memoryLimit: max(p.opts.PythonMemoryLimit, 0), env: env, timeout: p.opts.timeout(fn)}
+	if f.fn.Handler == "" {
+		f.fn.Handler = DefaultPythonHandler
+	}
+	f.pool = newPool(p.opts.PythonPoolSize, p.pools, f.startWorker, (*pyWorker).kill)
+	w, err := f.pool.get(context.Background())
+	if err != nil {
+		f.pool.close()
+		return nil, err
+	}
+	f.pool.put(w, true)
+	return f, nil
+}
+
+// resolveInterpreter asks Options.PythonBinary for its sys.executable, so that
+// workers bypass wrapper scripts (pyenv or asdf shims add to the environment). A
+// failure is not remembered: the next Compile tries again.
+func (p *python) resolveInterpreter() (string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.interpreter != "" {
+		return p.interpreter, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pythonStartAllowance)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, p.opts.PythonBinary, "-I", "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		return "", fmt.Errorf("running %s: %w", p.opts.PythonBinary, err)
+	}
+	p.interpreter = strings.TrimSpace(string(out))
+	if p.interpreter == "" {
+		p.interpreter = p.opts.PythonBinary
+	}
+	return p.interpreter, nil
+}
+
+// pythonEnv is the base environment overlaid with fn.Env, as KEY=value sorted.
+func pythonEnv(fn Function) ([]string, error) {
+	merged := map[string]string{}
+	for k, v := range pythonBaseEnv {
+		merged[k] = v
+	}
+	for k, v := range fn.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.Contains(v, "\x00") {
+			return nil, &CompileError{Function: fn.Name, Message: fmt.Sprintf("invalid environment variable %q", k)}
+		}
+		merged[k] = v
+	}
+	env := make([]string, 0, len(merged))
+	for k, v := range merged {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return env, nil
+}
+
+// pyFunction is a compiled Python function and its pool of workers.
+type pyFunction struct {
+	fn          Function
+	interpreter string
+	memoryLimit int64
+	env         []string
+	timeout     time.Duration
+	pool        *pool[*pyWorker]
+}
+
+// Invoke runs the function in a pooled worker. A worker that times out, crashes or
+// runs out of memory is killed; the pool starts a fresh one on demand.
+func (f *pyFunction) Invoke(ctx context.Context, request json.RawMessage) (Result, error) {
+	req, err := compactRequest(f.fn.Name, request)
+	if err != nil {
+		return Result{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	w, err := f.acquire(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	if ctx.Err() != nil {
+		f.pool.put(w, true)
+		return Result{}, doneError(ctx, f.fn.Name, f.timeout)
+	}
+	reply, err := w.call(ctx, f.fn.Name, req, f.timeout)
+	f.pool.put(w, err == nil && !reply.Fatal)
+	if err != nil {
+		return Result{}, err
+	}
+	return reply.result(f.fn.Name)
+}
+
+// acquire gets a live worker, replacing one that died while idle.
+func (f *pyFunction) acquire(ctx context.Context) (*pyWorker, error) {
+	for {
+		w, err := f.pool.get(ctx)
+		if err != nil && ctx.Err() != nil {
+			return nil, doneError(ctx, f.fn.Name, f.timeout)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("function %s: %w", f.fn.Name, err)
+		}
+		if !w.dead() {
+			return w, nil
+		}
+		f.pool.put(w, false)
+	}
+}
+
+// Close kills the function's workers, busy ones included.
+func (f *pyFunction) Close() {
+	f.pool.close()
+}
+
+// pyWorker is one python process serving one function, one call at a time.
+type pyWorker struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	frames chan []byte   // replies; closed when the worker's stdout ends
+	killed chan struct{} // closed by kill
+	exited chan struct{} // closed once the process is reaped and its directory removed
+	stderr *tailBuffer
+	dir    string
+	once   sync.Once
+}
+
+func (f *pyFunction) startWorker() (*pyWorker, error) {
+	dir, err := os.MkdirTemp("", "metalambda-python-")
+	if err != nil {
+		return nil, fmt.Errorf("function %s: worker directory: %w", f.fn.Name, err)
+	}
+	w := &pyWorker{
+		frames: make(chan []byte, 1),
+		killed: make(chan struct{}),
+		exited: make(chan struct{}),
+		stderr: &tailBuffer{},
+		dir:    dir,
+	}
+	if err := w.start(f); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := w.load(f); err != nil {
+		w.kill()
+		return nil, err
+	}
+	return w, nil
+}
+
+func (w *pyWorker) start(f *pyFunction) error {
+	w.cmd = exec.Command(f.interpreter, "-I", "-c", pythonWorkerScript,
+		PythonWorkerMarker, "gateway="+strconv.Itoa(os.Getpid()), "function="+f.fn.Name)
+	w.cmd.Dir = w.dir
+	w.cmd.Env = f.env
+	w.cmd.Stderr = w.stderr
+	w.cmd.WaitDelay = time.Second
+	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdin, err := w.cmd.StdinPipe()
+	if err != nil {
+		return fmt.Errorf("function %s: %w", f.fn.Name, err)
+	}
+	stdout, err := w.cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("function %s: %w", f.fn.Name, err)
+	}
+	if err := w.cmd.Start(); err != nil {
+		return fmt.Errorf("function %s: starting %s: %w", f.fn.Name, f.interpreter, err)
+	}
+	w.stdin = stdin
+	go w.readFrames(stdout)
+	return nil
+}
+
+// readFrames forwards the worker's replies until its stdout ends, then reaps it.
+func (w *pyWorker) readFrames(stdout io.Reader) {
+	defer close(w.exited)
+	defer func() { _ = os.RemoveAll(w.dir) }()
+	defer func() { _ = w.cmd.Wait() }()
+	defer close(w.frames)
+	r := bufio.NewReaderSize(stdout, 64<<10)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			return
+		}
+		select {
+		case w.frames <- line:
+		case <-w.killed:
+			return
+		}
+	}
+}
+
+// pyInit is the first frame a worker reads.
+type pyInit struct {
+	Source      string `json:"source"`
+	Handler     string `json:"handler"`
+	Filename    string `json:"filename"`
+	MemoryLimit int64  `json:"memory_limit"`
+}
+
+// load sends the source and waits for the worker to have loaded it.
+func (w *pyWorker) load(f *pyFunction) error {
+	frame, err := json.Marshal(pyInit{Source: f.fn.Source, Handler: f.fn.Handler, Filename: f.fn.Name, MemoryLimit: f.memoryLimit})
+	if err != nil {
+		return fmt.Errorf("function %s: %w", f.fn.Name, err)
+	}
+	limit := f.timeout + pythonStartAllowance
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	reply, err := w.exchange(ctx, f.fn.Name, append(frame, '\n'), limit)
+	var ie *InvokeError
+	if errors.As(err, &ie) {
+		return &CompileError{Function: f.fn.Name, Message: "loading the source: " + ie.Message}
+	}
+	if err != nil {
+		return err
+	}
+	if !reply.OK {
+		return reply.compileError(f.fn.Name)
+	}
+	return nil
+}
+
+// call sends one request and waits for its reply.
+func (w *pyWorker) call(ctx context.Context, name string, request []byte, limit time.Duration) (pyReply, error) {
+	frame := make([]byte, 0, len(request)+13)
+	frame = append(frame, `{"request":`...)
+	frame = append(frame, request...)
+	frame = append(frame, "}\n"...)
+	return w.exchange(ctx, name, frame, limit)
+}
+
+// exchange writes a frame and reads the reply; at the context's end it kills the
+// worker.
+func (w *pyWorker) exchange(ctx context.Context, name string, frame []byte, limit time.Duration) (pyReply, error) {
+	if _, err := w.stdin.Write(frame); err != nil {
+		return pyReply{}, w.crashError(name)
+	}
+	select {
+	case line, ok := <-w.frames:
+		if !ok {
+			return pyReply{}, w.crashError(name)
+		}
+		var reply pyReply
+		if err := json.Unmarshal(line, &reply); err != nil {
+			w.kill()
+			return pyReply{}, crash(name, fmt.Sprintf("worker protocol error: %v", err))
+		}
+		return reply, nil
+	case <-ctx.Done():
+		w.kill()
+		return pyReply{}, doneError(ctx, name, limit)
+	}
+}
+
+// crashError describes a worker that exited: its status and last stderr output.
+func (w *pyWorker) crashError(name string) error {
+	select {
+	case <-w.exited:
+	case <-time.After(pythonKillWait):
+	}
+	state := "still running"
+	if w.cmd.ProcessState != nil {
+		state = w.cmd.ProcessState.String()
+	}
+	msg := "worker exited (" + state + ")"
+	if tail := strings.TrimSpace(w.stderr.String()); tail != "" {
+		msg += ": " + tail
+	}
+	w.kill()
+	return crash(name, msg)
+}
+
+// dead reports whether the worker has exited.
+func (w *pyWorker) dead() bool {
+	select {
+	case <-w.frames:
+		return true
+	case <-w.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill kills the worker's process group and waits for it to be reaped; it is
+// idempotent.
+func (w *pyWorker) kill() {
+	w.once.Do(func() {
+		close(w.killed)
+		_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
+		_ = w.stdin.Close()
+	})
+	select {
+	case <-w.exited:
+	case <-time.After(pythonKillWait):
+	}
+}
+
+// pyReply is a worker's answer to the source or to a request.
+type pyReply struct {
+	OK       bool            `json:"ok"`
+	Response json.RawMessage `json:"response"`
+	Logs     string          `json:"logs"`
+	Fatal    bool            `json:"fatal"`
+	Error    *pyError        `json:"error"`
+}
+
+type pyError struct {
+	Type      string `json:"type"`
+	Message   string `json:"message"`
+	Traceback string `json:"traceback"`
+	Line      int    `json:"line"`
+	Column    int    `json:"column"`
+}
+
+func (e *pyError) String() string {
+	if e == nil {
+		return "unknown error"
+	}
+	s := e.Type
+	if e.Message != "" {
+		s += ": " + e.Message
+	}
+	if e.Traceback != "" {
+		s += "\n" + strings.TrimRight(e.Traceback, "\n")
+	}
+	return s
+}
+
+func (r pyReply) compileError(name string) *CompileError {
+	if r.Error == nil {
+		return &CompileError{Function: name, Message: "the worker did not load the source"}
+	}
+	return &CompileError{Function: name, Line: r.Error.Line, Column: r.Error.Column, Message: r.Error.String()}
+}
+
+func (r pyReply) result(name string) (Result, error) {
+	if r.OK {
+		response, err := objectResponse(name, r.Response)
+		return Result{Response: response, Logs: r.Logs}, err
+	}
+	if r.Error != nil && r.Error.Type == "BadReturn" {
+		return Result{Logs: r.Logs}, badReturn(name, "%s", r.Error.Message)
+	}
+	return Result{Logs: r.Logs}, exception(name, r.Error.String())
+}
+
+// tailBuffer keeps the last bytes written to it (a worker's stderr).
+type tailBuffer struct {
+	mu  sync.Mutex
+	buf []byte
+}
+
+const tailBytes = 4 << 10
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) > tailBytes {
+		t.buf = append([]byte(nil), t.buf[len(t.buf)-tailBytes:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.buf)
+}

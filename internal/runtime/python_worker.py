@@ -1,0 +1,154 @@
+# Metalambda Python worker: loads one function and serves its calls.
+#
+# Protocol, one JSON object per line on private copies of stdin/stdout (fds 0 and 1
+# are then pointed at /dev/null and stderr, so stray output cannot corrupt it):
+#   <- {"source": ..., "handler": ..., "filename": ..., "memory_limit": bytes}
+#   -> {"ok": true} or {"ok": false, "error": {...}}
+#   <- {"request": {...}}
+#   -> {"ok": true, "response": {...}, "logs": "..."}
+#   -> {"ok": false, "error": {"type", "message", "traceback"}, "logs": "...", "fatal": bool}
+# argv[1:] is a marker the gateway uses to recognise its workers.
+import io
+import json
+import os
+import sys
+import traceback
+
+MAX_LOGS = 64 * 1024
+
+
+def open_protocol():
+    proto_in = os.fdopen(os.dup(0), "rb")
+    proto_out = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    os.close(devnull)
+    return proto_in, proto_out
+
+
+def send(out, msg):
+    out.write(json.dumps(msg).encode() + b"\n")
+    out.flush()
+
+
+def limit_memory(limit):
+    if limit and limit > 0:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def error_of(exc):
+    # The first frame is the worker's own (call or load): leave it out.
+    frames = exc.__traceback__.tb_next if exc.__traceback__ else None
+    tb = traceback.format_exception(type(exc), exc, frames)
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "traceback": "".join(tb),
+    }
+
+
+def load(init):
+    filename = init.get("filename") or "<function>"
+    try:
+        code = compile(init["source"], filename, "exec")
+    except SyntaxError as exc:
+        return None, {
+            "type": type(exc).__name__,
+            "message": exc.msg or str(exc),
+            "line": exc.lineno or 0,
+            "column": exc.offset or 0,
+        }
+    namespace = {"__name__": "function", "__file__": filename}
+    try:
+        exec(code, namespace)
+    except BaseException as exc:  # a top-level failure is a load error
+        err = error_of(exc)
+        err["line"] = top_level_line(exc, filename)
+        return None, err
+    handler = namespace.get(init["handler"])
+    if not callable(handler):
+        return None, {
+            "type": "NameError",
+            "message": "no handler: define def %s(request)" % init["handler"],
+        }
+    return handler, None
+
+
+def top_level_line(exc, filename):
+    line = 0
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename == filename:
+            line = frame.lineno or 0
+    return line
+
+
+class Capture(io.StringIO):
+    def write(self, s):
+        if self.tell() < MAX_LOGS:
+            return super().write(s[: MAX_LOGS - self.tell()])
+        return len(s)
+
+
+def call(handler, request):
+    logs = Capture()
+    saved = sys.stdout, sys.stderr
+    sys.stdout = sys.stderr = logs
+    try:
+        response = handler(request)
+        if not isinstance(response, dict):
+            return fail("BadReturn", "returned %s, want a dict" % type(response).__name__, logs)
+        try:
+            encoded = json.dumps(response, allow_nan=False)
+        except (TypeError, ValueError, RecursionError) as exc:
+            return fail("BadReturn", "the response cannot be serialized: %s" % exc, logs)
+        return '{"ok": true, "logs": %s, "response": %s}' % (json.dumps(logs.getvalue()), encoded)
+    except MemoryError as exc:
+        return failure(exc, logs, fatal=True)
+    except Exception as exc:
+        return failure(exc, logs, fatal=False)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def fail(kind, message, logs):
+    msg = {"ok": False, "error": {"type": kind, "message": message}, "logs": logs.getvalue()}
+    return json.dumps(msg)
+
+
+def failure(exc, logs, fatal):
+    err = error_of(exc)
+    msg = {"ok": False, "error": err, "logs": logs.getvalue(), "fatal": fatal}
+    return json.dumps(msg)
+
+
+def serve(proto_in, proto_out, handler):
+    while True:
+        line = proto_in.readline()
+        if not line:
+            return
+        request = json.loads(line)["request"]
+        reply = call(handler, request)
+        proto_out.write(reply.encode() + b"\n")
+        proto_out.flush()
+
+
+def main():
+    proto_in, proto_out = open_protocol()
+    line = proto_in.readline()
+    if not line:
+        return
+    init = json.loads(line)
+    limit_memory(init.get("memory_limit"))
+    handler, err = load(init)
+    if err is not None:
+        send(proto_out, {"ok": False, "error": err})
+        return
+    send(proto_out, {"ok": True})
+    serve(proto_in, proto_out, handler)
+
+
+if __name__ == "__main__":
+    main()

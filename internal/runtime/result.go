@@ -1,0 +1,99 @@
+package runtime
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+)
+
+// Reasons of an InvokeError.
+const (
+	ReasonException = "exception"
+	ReasonTimeout   = "timeout"
+	ReasonBadReturn = "bad-return"
+	ReasonCrash     = "crash"
+)
+
+// ErrInvalidRequest is returned by Invoke for a request that is not JSON.
+var ErrInvalidRequest = errors.New("invalid request JSON")
+
+// MaxLogBytes bounds Result.Logs; what a function prints beyond it is dropped.
+const MaxLogBytes = 64 << 10
+
+const truncatedMark = "\n[logs truncated]\n"
+
+// logBuffer collects a call's logs up to MaxLogBytes; it is safe for concurrent use.
+type logBuffer struct {
+	mu        sync.Mutex
+	buf       bytes.Buffer
+	truncated bool
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	room := MaxLogBytes - l.buf.Len()
+	if len(p) > room {
+		l.buf.Write(p[:max(room, 0)])
+		l.truncated = true
+		return len(p), nil
+	}
+	l.buf.Write(p)
+	return len(p), nil
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.truncated {
+		return l.buf.String() + truncatedMark
+	}
+	return l.buf.String()
+}
+
+// objectResponse checks that raw is one JSON object and returns it compacted.
+func objectResponse(name string, raw []byte) (json.RawMessage, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || trimmed[0] != '{' || !json.Valid(trimmed) {
+		return nil, badReturn(name, "the response is not a JSON object: %.200s", trimmed)
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, trimmed); err != nil {
+		return nil, badReturn(name, "the response is not valid JSON: %v", err)
+	}
+	return out.Bytes(), nil
+}
+
+func badReturn(name, format string, args ...any) *InvokeError {
+	return &InvokeError{Function: name, Reason: ReasonBadReturn, Message: fmt.Sprintf(format, args...)}
+}
+
+func exception(name, message string) *InvokeError {
+	return &InvokeError{Function: name, Reason: ReasonException, Message: message}
+}
+
+func crash(name, message string) *InvokeError {
+	return &InvokeError{Function: name, Reason: ReasonCrash, Message: message}
+}
+
+// doneError is the error of a call whose context ended: an InvokeError "timeout"
+// when the deadline passed, the context's error otherwise (the caller gave up).
+func doneError(ctx context.Context, name string, timeout fmt.Stringer) error {
+	err := ctx.Err()
+	if errors.Is(err, context.DeadlineExceeded) {
+		return &InvokeError{Function: name, Reason: ReasonTimeout, Message: fmt.Sprintf("did not return within %s", timeout)}
+	}
+	return fmt.Errorf("function %s: %w", name, err)
+}
+
+// compactRequest checks that request is JSON and returns it on one line.
+func compactRequest(name string, request json.RawMessage) ([]byte, error) {
+	var out bytes.Buffer
+	if err := json.Compact(&out, request); err != nil {
+		return nil, fmt.Errorf("function %s: %w: %v", name, ErrInvalidRequest, err)
+	}
+	return out.Bytes(), nil
+}
