@@ -1,0 +1,137 @@
+// Command gateway serves hook functions (Function objects, metalambda.dev/v1alpha1) as
+// Metacontroller hooks, with a REST API to manage them.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/metalambda/metalambda/internal/gateway"
+)
+
+type options struct {
+	kubeconfig    string
+	listen        string
+	hookTokenFile string
+	qps           float64
+	burst         int
+	gateway       gateway.Options
+}
+
+func defaultOptions() *options {
+	return &options{listen: "127.0.0.1:8081", qps: 50, burst: 100}
+}
+
+func (o *options) bindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to a kubeconfig; empty means in-cluster configuration or $KUBECONFIG.")
+	fs.StringVar(&o.listen, "listen", o.listen, "Address to serve the API and the hooks on.")
+	fs.StringVar(&o.gateway.PublicURL, "public-url", o.gateway.PublicURL, "Base URL engines call hooks at (default http://<listen>).")
+	fs.StringVar(&o.hookTokenFile, "hook-token-file", o.hookTokenFile, "File holding a bearer token that calls to /hooks must present; empty leaves hooks open.")
+	fs.Float64Var(&o.qps, "client-go-qps", o.qps, "Queries per second to the Kubernetes API.")
+	fs.IntVar(&o.burst, "client-go-burst", o.burst, "Burst of queries to the Kubernetes API.")
+	fs.StringVar(&o.gateway.Runtime.PythonBinary, "python", "python3", "CPython 3 interpreter for python functions.")
+	fs.Int64Var(&o.gateway.Runtime.PythonMemoryLimit, "python-memory-limit", 256<<20, "Address-space limit of each Python worker, in bytes.")
+	fs.IntVar(&o.gateway.Runtime.PythonPoolSize, "python-workers", 2, "Warm Python workers per function.")
+	fs.IntVar(&o.gateway.History, "history", 50, "Invocations kept per function.")
+}
+
+func (o *options) validate() error {
+	if _, _, err := net.SplitHostPort(o.listen); err != nil {
+		return fmt.Errorf("--listen %q: %w", o.listen, err)
+	}
+	if o.gateway.PublicURL == "" {
+		o.gateway.PublicURL = "http://" + o.listen
+	}
+	if o.hookTokenFile != "" {
+		data, err := os.ReadFile(o.hookTokenFile)
+		if err != nil {
+			return fmt.Errorf("--hook-token-file: %w", err)
+		}
+		if o.gateway.HookToken = strings.TrimSpace(string(data)); o.gateway.HookToken == "" {
+			return fmt.Errorf("--hook-token-file %s is empty", o.hookTokenFile)
+		}
+	}
+	return o.gateway.Validate()
+}
+
+func main() {
+	klog.InitFlags(nil)
+	opts := defaultOptions()
+	opts.bindFlags(flag.CommandLine)
+	flag.Parse()
+	if err := opts.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "gateway:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, opts, nil); err != nil {
+		klog.ErrorS(err, "Gateway failed")
+		os.Exit(1)
+	}
+}
+
+// run serves until ctx ends. ready, when not nil, receives the listening address.
+func run(ctx context.Context, o *options, ready chan<- string) error {
+	cfg, err := restConfig(o.kubeconfig)
+	if err != nil {
+		return err
+	}
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	gw, err := gateway.New(cfg, o.gateway, reg)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", o.listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.listen, err)
+	}
+	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "")
+	srv := &http.Server{Handler: gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})), ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		gw.Run(ctx)
+	}()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if ready != nil {
+		ready <- l.Addr().String()
+	}
+	err = srv.Serve(l)
+	<-done
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
+}

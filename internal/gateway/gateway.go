@@ -1,0 +1,105 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/metalambda/metalambda/internal/runtime"
+)
+
+// Options configure a gateway; cmd/gateway sets them from flags.
+type Options struct {
+	// PublicURL is the base URL engines reach the gateway at; status.url of every
+	// Function is PublicURL/hooks/<namespace>/<name>.
+	PublicURL string
+	// HookToken, when set, must be presented as a bearer token on /hooks.
+	HookToken string
+	// MaxBodyBytes bounds request bodies; larger ones answer 413. Default 4 MiB.
+	MaxBodyBytes int64
+	// History is how many invocations are kept per function. Default 50.
+	History int
+	// AuthCacheTTL is how long an authentication and authorization answer is reused.
+	// Default 10s.
+	AuthCacheTTL time.Duration
+	// Runtime configures the runtimes.
+	Runtime runtime.Options
+}
+
+func (o *Options) setDefaults() {
+	if o.MaxBodyBytes <= 0 {
+		o.MaxBodyBytes = 4 << 20
+	}
+	if o.History <= 0 {
+		o.History = 50
+	}
+	if o.AuthCacheTTL <= 0 {
+		o.AuthCacheTTL = 10 * time.Second
+	}
+	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
+}
+
+// Validate reports the first invalid option.
+func (o *Options) Validate() error {
+	if o.PublicURL == "" || !(strings.HasPrefix(o.PublicURL, "http://") || strings.HasPrefix(o.PublicURL, "https://")) {
+		return errors.New("public URL must be an http:// or https:// URL (the address engines call hooks at)")
+	}
+	return nil
+}
+
+// Gateway serves functions and the API that manages them.
+type Gateway struct {
+	opts     Options
+	dyn      dynamic.Interface
+	registry *runtime.Registry
+	store    *store
+	auth     *authorizer
+	metrics  *metrics
+	running  atomic.Bool
+}
+
+// New builds a gateway for the cluster cfg reaches.
+func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, error) {
+	opts.setDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	registry := runtime.NewRegistry(opts.Runtime)
+	return &Gateway{
+		opts:     opts,
+		dyn:      dyn,
+		registry: registry,
+		store:    newStore(dyn, registry, opts.PublicURL, opts.History),
+		auth:     newAuthorizer(kube, opts.AuthCacheTTL),
+		metrics:  newMetrics(reg, registry.Stats),
+	}, nil
+}
+
+// Run watches Function objects until ctx ends.
+func (g *Gateway) Run(ctx context.Context) {
+	g.running.Store(true)
+	defer g.running.Store(false)
+	g.store.run(ctx)
+}
+
+// Ready reports whether every Function has been loaded once.
+func (g *Gateway) Ready() bool { return g.running.Load() && g.store.synced() }
+
+// Handler is the gateway's HTTP API; metrics is served at /metrics.
+func (g *Gateway) Handler(metrics http.Handler) http.Handler { return g.routes(metrics) }

@@ -1,0 +1,308 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/dynamic"
+
+	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
+)
+
+// functionRequest is the body of POST and PUT: a Function object (metadata.name and
+// spec), or the same fields flat: {"name", "runtime", "source", "handler",
+// "timeoutSeconds", "env"}.
+type functionRequest struct {
+	Metadata *struct {
+		Name   string            `json:"name"`
+		Labels map[string]string `json:"labels,omitempty"`
+	} `json:"metadata"`
+	Spec *fnv1.FunctionSpec `json:"spec"`
+	Name string             `json:"name"`
+	fnv1.FunctionSpec
+}
+
+func (req *functionRequest) name() string {
+	if req.Metadata != nil && req.Metadata.Name != "" {
+		return req.Metadata.Name
+	}
+	return req.Name
+}
+
+func (req *functionRequest) spec() fnv1.FunctionSpec {
+	if req.Spec != nil {
+		return *req.Spec
+	}
+	return req.FunctionSpec
+}
+
+func (g *Gateway) functions(namespace string) dynamic.ResourceInterface {
+	return g.dyn.Resource(FunctionsGVR).Namespace(namespace)
+}
+
+func (g *Gateway) listFunctions(w http.ResponseWriter, r *http.Request) {
+	list, err := g.functions(chi.URLParam(r, "namespace")).List(r.Context(), metav1.ListOptions{})
+	if err != nil {
+		writeError(w, fromAPI(err))
+		return
+	}
+	items := make([]map[string]any, 0, len(list.Items))
+	for _, item := range list.Items {
+		items = append(items, item.Object)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+}
+
+func (g *Gateway) getFunction(w http.ResponseWriter, r *http.Request) {
+	obj, err := g.functions(chi.URLParam(r, "namespace")).Get(r.Context(), chi.URLParam(r, "name"), metav1.GetOptions{})
+	if err != nil {
+		writeError(w, fromAPI(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, obj.Object)
+}
+
+func (g *Gateway) createFunction(w http.ResponseWriter, r *http.Request) {
+	ns := chi.URLParam(r, "namespace")
+	req, err := readFunction(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	obj, err := g.validate(ns, req.name(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	created, err := g.functions(ns).Create(r.Context(), obj, metav1.CreateOptions{FieldManager: fieldManager})
+	if err != nil {
+		writeError(w, fromAPI(err))
+		return
+	}
+	writeJSON(w, http.StatusCreated, created.Object)
+}
+
+// putFunction creates or replaces a function's spec, as faas-cli users expect.
+func (g *Gateway) putFunction(w http.ResponseWriter, r *http.Request) {
+	ns, name := chi.URLParam(r, "namespace"), chi.URLParam(r, "name")
+	req, err := readFunction(r)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if n := req.name(); n != "" && n != name {
+		writeError(w, errorf(http.StatusUnprocessableEntity, "invalid_name", fmt.Sprintf("the body names %q but the URL names %q", n, name)))
+		return
+	}
+	obj, err := g.validate(ns, name, req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	current, err := g.functions(ns).Get(r.Context(), name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		if aerr := g.auth.authorize(r.Context(), r, "create", ns); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		created, err := g.functions(ns).Create(r.Context(), obj, metav1.CreateOptions{FieldManager: fieldManager})
+		if err != nil {
+			writeError(w, fromAPI(err))
+			return
+		}
+		writeJSON(w, http.StatusCreated, created.Object)
+		return
+	}
+	if err != nil {
+		writeError(w, fromAPI(err))
+		return
+	}
+	current.Object["spec"] = obj.Object["spec"]
+	updated, err := g.functions(ns).Update(r.Context(), current, metav1.UpdateOptions{FieldManager: fieldManager})
+	if err != nil {
+		writeError(w, fromAPI(err))
+		return
+	}
+	writeJSON(w, http.StatusOK, updated.Object)
+}
+
+func (g *Gateway) deleteFunction(w http.ResponseWriter, r *http.Request) {
+	if err := g.functions(chi.URLParam(r, "namespace")).Delete(r.Context(), chi.URLParam(r, "name"), metav1.DeleteOptions{}); err != nil {
+		writeError(w, fromAPI(err))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// validate checks a function before anything is stored: its name, runtime, source
+// size, timeout, and that the source compiles.
+func (g *Gateway) validate(namespace, name string, req *functionRequest) (*unstructured.Unstructured, error) {
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return nil, errorf(http.StatusUnprocessableEntity, "invalid_name", fmt.Sprintf("function name %q: %s", name, msgs[0]))
+	}
+	spec := req.spec()
+	if _, err := g.registry.Get(spec.Runtime); err != nil {
+		return nil, errorf(http.StatusUnprocessableEntity, "invalid_runtime", err.Error())
+	}
+	switch {
+	case spec.Source == "":
+		return nil, errorf(http.StatusUnprocessableEntity, "invalid_source", "source must not be empty")
+	case len(spec.Source) > fnv1.MaxSource:
+		return nil, errorf(http.StatusRequestEntityTooLarge, "source_too_large", fmt.Sprintf("source is %d bytes; the limit is %d", len(spec.Source), fnv1.MaxSource))
+	case spec.TimeoutSeconds < 0 || spec.TimeoutSeconds > 300:
+		return nil, errorf(http.StatusUnprocessableEntity, "invalid_timeout", fmt.Sprintf("timeoutSeconds %d is not between 1 and 300", spec.TimeoutSeconds))
+	}
+	compiled, err := g.registry.Compile(toRuntime(namespace, name, &spec))
+	if err != nil {
+		return nil, compileError(err)
+	}
+	compiled.Close()
+	obj := &unstructured.Unstructured{}
+	if err := convert(fnv1.Function{
+		TypeMeta:   metav1.TypeMeta{APIVersion: fnv1.Group + "/" + fnv1.Version, Kind: fnv1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: req.labels()},
+		Spec:       spec,
+	}, &obj.Object); err != nil {
+		return nil, err
+	}
+	delete(obj.Object, "status")
+	unstructured.RemoveNestedField(obj.Object, "metadata", "creationTimestamp")
+	return obj, nil
+}
+
+func (req *functionRequest) labels() map[string]string {
+	if req.Metadata == nil {
+		return nil
+	}
+	return req.Metadata.Labels
+}
+
+func readFunction(r *http.Request) (*functionRequest, error) {
+	var req functionRequest
+	body, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, errorf(http.StatusBadRequest, "bad_request", "the body is not a Function in JSON: "+err.Error())
+	}
+	return &req, nil
+}
+
+// readBody reads a request body, answering 413 past the limit.
+func readBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(r.Body)
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the request body is over the limit of %d bytes", tooBig.Limit))
+	}
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, "bad_request", "read the body: "+err.Error())
+	}
+	return body, nil
+}
+
+// fromAPI maps a Kubernetes API error to the gateway's error shape.
+func fromAPI(err error) error {
+	switch {
+	case apierrors.IsNotFound(err):
+		return errorf(http.StatusNotFound, "not_found", err.Error())
+	case apierrors.IsAlreadyExists(err):
+		return errorf(http.StatusConflict, "already_exists", err.Error())
+	case apierrors.IsConflict(err):
+		return errorf(http.StatusConflict, "conflict", err.Error())
+	case apierrors.IsInvalid(err):
+		return errorf(http.StatusUnprocessableEntity, "invalid", err.Error())
+	case apierrors.IsForbidden(err):
+		return errorf(http.StatusForbidden, "forbidden", err.Error())
+	}
+	return err
+}
+
+// hook serves engines: Metacontroller hook JSON in, hook JSON out.
+func (g *Gateway) hook(w http.ResponseWriter, r *http.Request) {
+	if g.opts.HookToken != "" {
+		if token, ok := bearer(r); !ok || token != g.opts.HookToken {
+			writeError(w, errorf(http.StatusUnauthorized, "unauthorized", "this gateway's hooks need its hook token as a bearer token"))
+			return
+		}
+	}
+	inv, err := g.call(r, "hook")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(inv.Response)
+}
+
+// invoke is a test call from the management API: the response and the logs.
+func (g *Gateway) invoke(w http.ResponseWriter, r *http.Request) {
+	inv, err := g.call(r, "invoke")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"response": inv.Response, "logs": inv.Logs, "durationMs": inv.DurationMS})
+}
+
+func (g *Gateway) invocations(w http.ResponseWriter, r *http.Request) {
+	e, err := g.loaded(r.Context(), chi.URLParam(r, "namespace"), chi.URLParam(r, "name"))
+	if e == nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"items": e.history.list()})
+}
+
+// call runs the function named in the URL with the request body, and records it.
+func (g *Gateway) call(r *http.Request, source string) (*Invocation, error) {
+	ns, name := chi.URLParam(r, "namespace"), chi.URLParam(r, "name")
+	e, err := g.loaded(r.Context(), ns, name)
+	if err != nil {
+		return nil, err
+	}
+	if e.compileErr != nil {
+		return nil, errorf(http.StatusServiceUnavailable, "not_ready", e.compileErr.Error())
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid(body) {
+		return nil, errorf(http.StatusBadRequest, "bad_request", "the request body is not JSON")
+	}
+	start := time.Now()
+	res, callErr := e.compiled.Invoke(r.Context(), body)
+	inv := &Invocation{Time: start, DurationMS: float64(time.Since(start).Microseconds()) / 1000, Source: source, Status: http.StatusOK, Request: body, Response: res.Response, Logs: res.Logs}
+	if callErr != nil {
+		inv.Status, inv.Error, inv.Response = http.StatusInternalServerError, callErr.Error(), nil
+	}
+	e.history.add(*inv)
+	g.metrics.observe(name+"."+ns, inv.Status, time.Since(start))
+	if callErr != nil {
+		return nil, &apiError{Status: http.StatusInternalServerError, Code: "function_failed", Message: callErr.Error(), Logs: res.Logs}
+	}
+	return inv, nil
+}
+
+// loaded returns the function's loaded entry, or why there is none.
+func (g *Gateway) loaded(ctx context.Context, ns, name string) (*entry, error) {
+	if e := g.store.get(ns, name); e != nil {
+		return e, nil
+	}
+	if _, err := g.functions(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+		return nil, errorf(http.StatusServiceUnavailable, "not_ready", fmt.Sprintf("function %s/%s is not loaded yet; retry in a moment", ns, name))
+	}
+	return nil, errorf(http.StatusNotFound, "not_found", fmt.Sprintf("no function %s/%s", ns, name))
+}

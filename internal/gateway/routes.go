@@ -1,0 +1,64 @@
+package gateway
+
+import (
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+)
+
+// routes is the gateway's whole route table; openapi.go describes the same routes.
+func (g *Gateway) routes(metrics http.Handler) http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer, g.limitBody)
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Get("/readyz", g.readyz)
+	r.Handle("/metrics", metrics)
+	r.Get("/openapi.json", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, openAPI()) })
+	r.Post("/hooks/{namespace}/{name}", g.hook)
+	r.Route("/v1/namespaces/{namespace}/functions", func(r chi.Router) {
+		r.Get("/", g.authorized("list", g.listFunctions))
+		r.Post("/", g.authorized("create", g.createFunction))
+		r.Get("/{name}", g.authorized("get", g.getFunction))
+		r.Put("/{name}", g.authorized("update", g.putFunction))
+		r.Delete("/{name}", g.authorized("delete", g.deleteFunction))
+		r.Post("/{name}/invoke", g.authorized("get", g.invoke))
+		r.Get("/{name}/invocations", g.authorized("get", g.invocations))
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errorf(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errorf(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
+	})
+	return r
+}
+
+// limitBody answers 413 to bodies over the limit (see readBody).
+func (g *Gateway) limitBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		r.Body = http.MaxBytesReader(w, r.Body, g.opts.MaxBodyBytes)
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authorized wraps a management handler with TokenReview and SubjectAccessReview.
+func (g *Gateway) authorized(verb string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := g.auth.authorize(r.Context(), r, verb, chi.URLParam(r, "namespace")); err != nil {
+			writeError(w, err)
+			return
+		}
+		h(w, r)
+	}
+}
+
+func (g *Gateway) readyz(w http.ResponseWriter, _ *http.Request) {
+	if !g.Ready() {
+		writeError(w, errorf(http.StatusServiceUnavailable, "not_ready", "functions not loaded yet"))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}

@@ -1,0 +1,263 @@
+package gateway
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+
+	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
+	"github.com/metalambda/metalambda/internal/runtime"
+)
+
+// FunctionsGVR is the resource the gateway watches.
+var FunctionsGVR = schema.GroupVersionResource{Group: fnv1.Group, Version: fnv1.Version, Resource: fnv1.Resource}
+
+// entry is one loaded function.
+type entry struct {
+	key        string // namespace/name
+	generation int64
+	hash       string
+	compiled   runtime.Compiled // nil when compileErr is set
+	compileErr error
+	history    *history
+}
+
+// store keeps every Function compiled and ready, following the cluster.
+type store struct {
+	dyn       dynamic.Interface
+	compiler  compiler
+	publicURL string
+	history   int
+	informer  cache.SharedIndexInformer
+	queue     workqueue.TypedRateLimitingInterface[string]
+
+	mu      sync.RWMutex
+	entries map[string]*entry
+}
+
+// compiler turns a Function into something callable; *runtime.Registry is one.
+type compiler interface {
+	Compile(fn runtime.Function) (runtime.Compiled, error)
+}
+
+func newStore(dyn dynamic.Interface, c compiler, publicURL string, history int) *store {
+	s := &store{
+		dyn: dyn, compiler: c, publicURL: publicURL, history: history,
+		entries: map[string]*entry{},
+		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "functions"}),
+	}
+	s.informer = dynamicinformer.NewFilteredDynamicInformer(dyn, FunctionsGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			s.queue.Add(key)
+		}
+	}
+	_, _ = s.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: enqueue, UpdateFunc: func(_, obj any) { enqueue(obj) }, DeleteFunc: enqueue,
+	})
+	return s
+}
+
+// run loads functions until ctx ends, then closes every compiled function.
+func (s *store) run(ctx context.Context) {
+	go s.informer.RunWithContext(ctx)
+	go func() {
+		<-ctx.Done()
+		s.queue.ShutDown()
+	}()
+	if cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
+		for s.processNext(ctx) {
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key, e := range s.entries {
+		if e.compiled != nil {
+			e.compiled.Close()
+		}
+		delete(s.entries, key)
+	}
+}
+
+func (s *store) synced() bool { return s.informer.HasSynced() }
+
+func (s *store) processNext(ctx context.Context) bool {
+	key, quit := s.queue.Get()
+	if quit {
+		return false
+	}
+	defer s.queue.Done(key)
+	if err := s.sync(ctx, key); err != nil {
+		klog.FromContext(ctx).V(1).Info("Function sync failed; retrying", "function", key, "err", err.Error())
+		s.queue.AddRateLimited(key)
+		return true
+	}
+	s.queue.Forget(key)
+	return true
+}
+
+// sync (re)loads one function and reports the result in its status.
+func (s *store) sync(ctx context.Context, key string) error {
+	obj, exists, err := s.informer.GetIndexer().GetByKey(key)
+	if err != nil {
+		return err
+	}
+	if !exists {
+		s.remove(key)
+		return nil
+	}
+	u := obj.(*unstructured.Unstructured)
+	fn, err := decodeFunction(u)
+	if err != nil {
+		return s.writeStatus(ctx, u, "", err)
+	}
+	e := s.load(key, u.GetGeneration(), fn)
+	return s.writeStatus(ctx, u, sourceHash(fn.Source), e.compileErr)
+}
+
+// load compiles fn unless the loaded entry already runs exactly this code.
+func (s *store) load(key string, generation int64, fn runtime.Function) *entry {
+	hash := functionHash(fn)
+	s.mu.RLock()
+	old := s.entries[key]
+	s.mu.RUnlock()
+	if old != nil && old.hash == hash {
+		return old
+	}
+	e := &entry{key: key, generation: generation, hash: hash, history: newHistory(s.history)}
+	if old != nil {
+		e.history = old.history
+	}
+	e.compiled, e.compileErr = s.compiler.Compile(fn)
+	s.mu.Lock()
+	s.entries[key] = e
+	s.mu.Unlock()
+	if old != nil && old.compiled != nil {
+		retire(old.compiled, fn.Timeout)
+	}
+	return e
+}
+
+// retire closes a replaced function once calls already running on it had time to end.
+func retire(c runtime.Compiled, timeout time.Duration) {
+	time.AfterFunc(timeout+time.Second, c.Close)
+}
+
+func (s *store) remove(key string) {
+	s.mu.Lock()
+	e := s.entries[key]
+	delete(s.entries, key)
+	s.mu.Unlock()
+	if e != nil && e.compiled != nil {
+		retire(e.compiled, 10*time.Second)
+	}
+}
+
+func (s *store) get(namespace, name string) *entry {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.entries[namespace+"/"+name]
+}
+
+// hookURL is where engines call the function.
+func (s *store) hookURL(namespace, name string) string {
+	return fmt.Sprintf("%s/hooks/%s/%s", s.publicURL, namespace, name)
+}
+
+// writeStatus records url, sourceHash and the Ready condition, unless they already
+// hold.
+func (s *store) writeStatus(ctx context.Context, u *unstructured.Unstructured, hash string, loadErr error) error {
+	var status fnv1.FunctionStatus
+	if raw, ok := u.Object["status"]; ok {
+		_ = convert(raw, &status)
+	}
+	want := status
+	want.ObservedGeneration = u.GetGeneration()
+	want.URL = s.hookURL(u.GetNamespace(), u.GetName())
+	want.SourceHash = hash
+	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Compiled", Message: "the function is served at " + want.URL, ObservedGeneration: u.GetGeneration()}
+	if loadErr != nil {
+		ready = metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "CompileError", Message: loadErr.Error(), ObservedGeneration: u.GetGeneration()}
+		if errors.Is(loadErr, runtime.ErrUnknownRuntime) {
+			ready.Reason = "InvalidSpec"
+		}
+	}
+	want.Conditions = append([]metav1.Condition(nil), status.Conditions...)
+	meta.SetStatusCondition(&want.Conditions, ready)
+	if sameJSON(status, want) {
+		return nil
+	}
+	newStatus, err := apiruntime.DefaultUnstructuredConverter.ToUnstructured(&want)
+	if err != nil {
+		return err
+	}
+	updated := u.DeepCopy()
+	updated.Object["status"] = newStatus
+	_, err = s.dyn.Resource(FunctionsGVR).Namespace(u.GetNamespace()).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: fieldManager})
+	return err
+}
+
+const fieldManager = "metalambda-gateway"
+
+// decodeFunction reads a Function object into what a runtime compiles.
+func decodeFunction(u *unstructured.Unstructured) (runtime.Function, error) {
+	var f fnv1.Function
+	if err := convert(u.Object, &f); err != nil {
+		return runtime.Function{}, fmt.Errorf("decode Function: %w", err)
+	}
+	return toRuntime(u.GetNamespace(), u.GetName(), &f.Spec), nil
+}
+
+func toRuntime(namespace, name string, spec *fnv1.FunctionSpec) runtime.Function {
+	timeout := 10 * time.Second
+	if spec.TimeoutSeconds > 0 {
+		timeout = time.Duration(spec.TimeoutSeconds) * time.Second
+	}
+	return runtime.Function{
+		Name: namespace + "/" + name, Runtime: spec.Runtime, Source: spec.Source,
+		Handler: spec.Handler, Timeout: timeout, Env: spec.Env,
+	}
+}
+
+// functionHash identifies what a function runs.
+func functionHash(fn runtime.Function) string {
+	data, _ := json.Marshal([]any{fn.Runtime, fn.Source, fn.Handler, fn.Timeout.String(), fn.Env})
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// sourceHash is the sha256 of a function's source, as status.sourceHash reports it.
+func sourceHash(source string) string {
+	sum := sha256.Sum256([]byte(source))
+	return hex.EncodeToString(sum[:])
+}
+
+func convert(in, out any) error {
+	data, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, out)
+}
+
+func sameJSON(a, b any) bool {
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	return errA == nil && errB == nil && string(ja) == string(jb)
+}
