@@ -1,0 +1,153 @@
+//go:build integration
+
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/metalambda/metalambda/crds"
+	"github.com/metalambda/metalambda/internal/engine"
+	"github.com/metalambda/metalambda/internal/kubetest"
+)
+
+// TestCompositeControllerConvergesWithAGatewayFunction registers a function with the
+// API, points a CompositeController's sync hook at its URL, and watches the engine
+// converge the children.
+func TestCompositeControllerConvergesWithAGatewayFunction(t *testing.T) {
+	g := startGateway(t)
+	ns := env.Namespace(t)
+	ctx := kubetest.Context(t)
+	preserve := true
+	crd := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "greetings.gateway.test.metalambda.dev"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "gateway.test.metalambda.dev", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "greetings", Kind: "Greeting", ListKind: "GreetingList", Singular: "greeting"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
+					"spec": {Type: "object", XPreserveUnknownFields: &preserve}, "status": {Type: "object", XPreserveUnknownFields: &preserve},
+				}}},
+			}},
+		},
+	}
+	if err := crds.Install(ctx, env.Extensions, crd); err != nil {
+		t.Fatal(err)
+	}
+
+	source := `function sync(request) {
+  var p = request.parent;
+  var children = [];
+  for (var i = 0; i < p.spec.count; i++) {
+    children.push({apiVersion: "v1", kind: "ConfigMap", metadata: {name: p.metadata.name + "-" + i}, data: {greeting: "hello " + p.spec.who}});
+  }
+  return {status: {configMaps: Object.keys(request.children["ConfigMap.v1"]).length}, children: children};
+}`
+	r := g.do(t, "POST", "/v1/namespaces/"+ns+"/functions", g.token, map[string]any{"name": "greeter", "runtime": "javascript", "source": source})
+	if r.status != http.StatusCreated {
+		t.Fatalf("register = %d %s", r.status, r.raw)
+	}
+	fn := waitFunction(t, ns, "greeter", func(o *unstructured.Unstructured) error { return readyIs(o, "True", "Compiled") })
+	hookURL, _, _ := unstructured.NestedString(fn.Object, "status", "url")
+
+	mgr, err := engine.New(env.Config, func() engine.Options {
+		o := engine.Defaults()
+		o.TargetSelector = labels.SelectorFromSet(labels.Set{"test": ns})
+		return o
+	}(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	engineCtx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Run(engineCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+
+	cc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
+		"metadata": map[string]any{"name": ns, "labels": map[string]any{"test": ns}},
+		"spec": map[string]any{
+			"generateSelector": true,
+			"parentResource":   map[string]any{"apiVersion": "gateway.test.metalambda.dev/v1", "resource": "greetings"},
+			"childResources":   []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": "InPlace"}}},
+			"hooks":            map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": hookURL}}},
+		},
+	}}
+	ccGVR := schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"}
+	if _, err := env.Dynamic.Resource(ccGVR).Create(ctx, cc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Dynamic.Resource(ccGVR).Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	greetings := schema.GroupVersionResource{Group: "gateway.test.metalambda.dev", Version: "v1", Resource: "greetings"}
+	parent := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "gateway.test.metalambda.dev/v1", "kind": "Greeting",
+		"metadata": map[string]any{"name": "g"}, "spec": map[string]any{"count": int64(2), "who": "world"},
+	}}
+	if _, err := env.Dynamic.Resource(greetings).Namespace(ns).Create(ctx, parent, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Eventually(t, 30*time.Second, "the engine converges the children the gateway function returns", func(ctx context.Context) (bool, error) {
+		for _, name := range []string{"g-0", "g-1"} {
+			cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if cm.Data["greeting"] != "hello world" {
+				return false, fmt.Errorf("%s data = %v", name, cm.Data)
+			}
+		}
+		p, err := env.Dynamic.Resource(greetings).Namespace(ns).Get(ctx, "g", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		n, _, _ := unstructured.NestedInt64(p.Object, "status", "configMaps")
+		return n == 2, fmt.Errorf("status = %v", p.Object["status"])
+	})
+}
+
+func TestHookToken(t *testing.T) {
+	g := startGateway(t)
+	ns := env.Namespace(t)
+	createFunction(t, ns, "echo", "javascript", fmt.Sprintf(echoJS, "t"), 0)
+	g.waitHook(t, ns, "echo", "p-t")
+	// A second gateway on the same cluster with a hook token serves the same function.
+	srv := httptest.NewUnstartedServer(nil)
+	reg := prometheus.NewRegistry()
+	gw, err := New(env.Config, Options{PublicURL: "http://" + srv.Listener.Addr().String(), HookToken: "s3cret"}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Config.Handler = gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv.Start()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); gw.Run(ctx) }()
+	t.Cleanup(func() { srv.Close(); cancel(); <-done })
+	second := &testGateway{gw: gw, url: srv.URL}
+	kubetest.Eventually(t, 30*time.Second, "the second replica loads the function", func(context.Context) (bool, error) {
+		return gw.store.get(ns, "echo") != nil, nil
+	})
+	if r := second.do(t, "POST", "/hooks/"+ns+"/echo", "", hookRequest("p")); r.status != http.StatusUnauthorized {
+		t.Errorf("hook without token = %d, want 401", r.status)
+	}
+	if r := second.do(t, "POST", "/hooks/"+ns+"/echo", "wrong", hookRequest("p")); r.status != http.StatusUnauthorized {
+		t.Errorf("hook with a wrong token = %d, want 401", r.status)
+	}
+	if r := second.do(t, "POST", "/hooks/"+ns+"/echo", "s3cret", hookRequest("p")); r.status != 200 || childName(r) != "p-t" {
+		t.Errorf("hook with the token = %d %s", r.status, r.raw)
+	}
+}

@@ -1,0 +1,75 @@
+package gateway
+
+import (
+	"net/http"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestOpenAPIDescribesEveryRoute keeps /openapi.json and the route table in step.
+func TestOpenAPIDescribesEveryRoute(t *testing.T) {
+	g := &Gateway{opts: Options{MaxBodyBytes: 1 << 20}}
+	router := g.routes(http.NotFoundHandler()).(chi.Routes)
+	var routes []string
+	err := chi.Walk(router, func(method, route string, _ http.Handler, _ ...func(http.Handler) http.Handler) error {
+		if route == "/metrics" && method != http.MethodGet {
+			return nil // Handle registers every method; the document names GET
+		}
+		routes = append(routes, strings.ToLower(method)+" "+strings.TrimSuffix(route, "/"))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var documented []string
+	for path, ops := range openAPI()["paths"].(map[string]any) {
+		for method := range ops.(map[string]any) {
+			documented = append(documented, method+" "+path)
+		}
+	}
+	sort.Strings(routes)
+	sort.Strings(documented)
+	if diff := cmp.Diff(documented, routes); diff != "" {
+		t.Errorf("routes and /openapi.json differ (-documented +served):\n%s", diff)
+	}
+}
+
+func TestHistoryKeepsTheNewestFirst(t *testing.T) {
+	h := newHistory(3)
+	for i := range 5 {
+		h.add(Invocation{Status: 200 + i})
+	}
+	var got []int
+	for _, inv := range h.list() {
+		got = append(got, inv.Status)
+	}
+	if diff := cmp.Diff([]int{204, 203, 202}, got); diff != "" {
+		t.Errorf("history (-want +got):\n%s", diff)
+	}
+	big := make([]byte, maxRecordedBody+1)
+	for i := range big {
+		big[i] = 'a'
+	}
+	h.add(Invocation{Request: append(append([]byte(`"`), big...), '"')})
+	if req := string(h.list()[0].Request); !strings.Contains(req, "truncated") {
+		t.Errorf("a big request was kept whole (%d bytes)", len(req))
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	for _, url := range []string{"", "127.0.0.1:8081", "ftp://x"} {
+		o := Options{PublicURL: url}
+		if err := o.Validate(); err == nil {
+			t.Errorf("public URL %q accepted", url)
+		}
+	}
+	o := Options{PublicURL: "http://127.0.0.1:8081/"}
+	o.setDefaults()
+	if err := o.Validate(); err != nil || o.PublicURL != "http://127.0.0.1:8081" {
+		t.Errorf("valid URL: %v, %q", err, o.PublicURL)
+	}
+}
