@@ -32,8 +32,9 @@ test-unit: ## Unit tests only: no control plane needed.
 BENCH_SIZES ?= 100,1000
 
 .PHONY: bench
-bench: build kube ## Benchmarks: engine convergence, resync cost and memory on a real control plane; Go micro-benchmarks.
+bench: build kube ## Benchmarks: engine convergence, resync cost and memory; gateway hook throughput; Go micro-benchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+	$(GO) run ./hack/bench-gateway -duration 5s -clients 16
 	$(GO) run ./hack/bench-engine -engine bin/engine -n $(BENCH_SIZES)
 	$(GO) run ./hack/bench-engine -engine bin/engine -n 1000 -engine-args "--client-go-qps=400 --client-go-burst=800 --workers=10"
 
