@@ -18,11 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/internal/engine"
+	"github.com/metalambda/metalambda/internal/kubeclient"
 )
 
 // options are the engine's command-line settings.
@@ -96,11 +95,10 @@ func main() {
 }
 
 func run(ctx context.Context, o *options) error {
-	cfg, err := restConfig(o.kubeconfig)
+	cfg, err := kubeclient.Config(o.kubeconfig, o.qps, o.burst)
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	klog.InfoS("Starting engine", "apiServer", cfg.Host, "workers", o.engine.Workers, "applyStrategy", o.engine.ApplyStrategy,
 		"qps", o.qps, "burst", o.burst, "discoveryInterval", o.engine.DiscoveryInterval, "cacheFlushInterval", o.engine.CacheFlushInterval,
 		"targetLabelSelector", o.engine.TargetSelector.String())
@@ -156,12 +154,4 @@ func serve(ctx context.Context, addr string, h http.Handler) error {
 	}()
 	klog.InfoS("Serving", "address", l.Addr().String())
 	return nil
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 }

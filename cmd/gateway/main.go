@@ -18,11 +18,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/internal/gateway"
+	"github.com/metalambda/metalambda/internal/kubeclient"
 )
 
 type options struct {
@@ -89,11 +88,10 @@ func main() {
 
 // run serves until ctx ends. ready, when not nil, receives the listening address.
 func run(ctx context.Context, o *options, ready chan<- string) error {
-	cfg, err := restConfig(o.kubeconfig)
+	cfg, err := kubeclient.Config(o.kubeconfig, o.qps, o.burst)
 	if err != nil {
 		return err
 	}
-	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	gw, err := gateway.New(cfg, o.gateway, reg)
@@ -126,12 +124,4 @@ func run(ctx context.Context, o *options, ready chan<- string) error {
 		return nil
 	}
 	return err
-}
-
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	if kubeconfig != "" {
-		return clientcmd.BuildConfigFromFlags("", kubeconfig)
-	}
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 }
