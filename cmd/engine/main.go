@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/klog/v2"
 
+	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/kubeclient"
 )
@@ -33,7 +35,10 @@ type options struct {
 	healthProbeAddress  string
 	applyStrategy       string
 	targetLabelSelector string
-	engine              engine.Options
+	// services maps "name.namespace" to a base URL, for hooks given as a Service that
+	// this engine cannot reach through cluster DNS (the local platform).
+	services map[string]string
+	engine   engine.Options
 }
 
 func defaultOptions() *options {
@@ -43,6 +48,7 @@ func defaultOptions() *options {
 		metricsAddress:     ":9999",
 		healthProbeAddress: ":8081",
 		applyStrategy:      string(engine.ServerSideApply),
+		services:           map[string]string{},
 		engine:             engine.Defaults(),
 	}
 }
@@ -59,6 +65,14 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.applyStrategy, "apply-strategy", o.applyStrategy, "How children are written: server-side-apply or three-way (alias dynamic-apply).")
 	fs.StringVar(&o.engine.FieldManager, "field-manager", o.engine.FieldManager, "Field manager name for server-side apply and writes.")
 	fs.StringVar(&o.targetLabelSelector, "target-label-selector", o.targetLabelSelector, "Only serve CompositeController and DecoratorController objects whose labels match.")
+	fs.Func("resolve-service", "name.namespace=URL: call hooks given as that Service at URL instead of http://name.namespace:port (repeatable; for engines outside the cluster).", func(v string) error {
+		svc, url, ok := strings.Cut(v, "=")
+		if !ok || !strings.Contains(svc, ".") || !(strings.HasPrefix(url, "http://") || strings.HasPrefix(url, "https://")) {
+			return fmt.Errorf("want name.namespace=http://host:port, got %q", v)
+		}
+		o.services[svc] = strings.TrimRight(url, "/")
+		return nil
+	})
 }
 
 func (o *options) validate() error {
@@ -70,6 +84,13 @@ func (o *options) validate() error {
 	o.engine.TargetSelector, err = labels.Parse(o.targetLabelSelector)
 	if err != nil {
 		return fmt.Errorf("--target-label-selector: %w", err)
+	}
+	if len(o.services) > 0 {
+		services := o.services
+		o.engine.ResolveService = func(ref v1alpha1.ServiceReference) (string, bool) {
+			url, ok := services[ref.Name+"."+ref.Namespace]
+			return url, ok
+		}
 	}
 	if o.qps <= 0 || o.burst <= 0 {
 		return fmt.Errorf("--client-go-qps and --client-go-burst must be positive")

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"flag"
+	"io"
 	"strings"
 	"testing"
+
+	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 )
 
 func TestInvalidFlagsAreRefused(t *testing.T) {
@@ -20,5 +24,28 @@ func TestInvalidFlagsAreRefused(t *testing.T) {
 		if err := o.validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("validate() = %v, want an error about %q", err, tt.want)
 		}
+	}
+}
+
+func TestResolveServiceFlag(t *testing.T) {
+	o := defaultOptions()
+	fs := flag.NewFlagSet("engine", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.bindFlags(fs)
+	if err := fs.Parse([]string{"--resolve-service", "metalambda-gateway.metalambda-system=http://127.0.0.1:8081/"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	url, ok := o.engine.ResolveService(v1alpha1.ServiceReference{Name: "metalambda-gateway", Namespace: "metalambda-system"})
+	if !ok || url != "http://127.0.0.1:8081" {
+		t.Errorf("resolved %q, %v", url, ok)
+	}
+	if _, ok := o.engine.ResolveService(v1alpha1.ServiceReference{Name: "other", Namespace: "x"}); ok {
+		t.Error("an unmapped service was resolved")
+	}
+	if err := fs.Parse([]string{"--resolve-service", "nonsense"}); err == nil {
+		t.Error("a malformed mapping was accepted")
 	}
 }
