@@ -9,6 +9,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -19,6 +20,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"text/tabwriter"
@@ -79,8 +82,15 @@ var request = []byte(`{"controller":{},"parent":{"apiVersion":"example.com/v1","
 func main() {
 	duration := flag.Duration("duration", 5*time.Second, "load per target")
 	clients := flag.Int("clients", 16, "concurrent clients")
+	loader := flag.String("loader", "auto", "load generator: go (in process), wrk, or auto (wrk when installed)")
 	flag.Parse()
-	if err := run(*duration, *clients); err != nil {
+	if *loader == "auto" {
+		*loader = "go"
+		if _, err := exec.LookPath("wrk"); err == nil {
+			*loader = "wrk"
+		}
+	}
+	if err := run(*duration, *clients, *loader); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-gateway:", err)
 		os.Exit(1)
 	}
@@ -94,7 +104,7 @@ type result struct {
 	p50, p99, max time.Duration
 }
 
-func run(duration time.Duration, clients int) error {
+func run(duration time.Duration, clients int, loader string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	cluster, err := localcluster.Start(ctx, localcluster.Options{EtcdNoFsync: true, Components: []localcluster.Component{}})
@@ -138,13 +148,27 @@ func run(duration time.Duration, clients int) error {
 	}
 	defer stopSeed()
 
+	measure := func(name, url string) (result, error) {
+		if loader == "wrk" {
+			return loadWrk(name, url, duration, clients, cluster.DataDir)
+		}
+		return load(name, url, duration, clients), nil
+	}
 	var results []result
 	for _, f := range functions {
-		results = append(results, load("gateway "+f.name, base+"/hooks/default/"+f.name, duration, clients))
+		r, err := measure("gateway "+f.name, base+"/hooks/default/"+f.name)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
 	}
-	results = append(results, load("seed-style python http.server", seedURL, duration, clients))
+	r, err := measure("seed-style python http.server", seedURL)
+	if err != nil {
+		return err
+	}
+	results = append(results, r)
 	seed := results[len(results)-1].rps
-	fmt.Printf("trivial sync hook (echo one ConfigMap), %d concurrent clients, %s per target\n", clients, duration)
+	fmt.Printf("trivial sync hook (echo one ConfigMap), %d concurrent clients, %s per target, load from %s\n", clients, duration, loader)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "target\trequests\terrors\treq/s\tp50 (ms)\tp99 (ms)\tmax (ms)\tvs seed\t")
 	for _, r := range results {
@@ -249,3 +273,61 @@ func load(name, url string, d time.Duration, clients int) result {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// loadWrk measures with wrk, which costs the machine far less CPU per request than an
+// in-process Go client, so the server under test gets more of the two cores.
+func loadWrk(name, url string, d time.Duration, clients int, dir string) (result, error) {
+	script := filepath.Join(dir, "post.lua")
+	body, _ := json.Marshal(string(request))
+	lua := fmt.Sprintf("wrk.method = \"POST\"\nwrk.body = %s\nwrk.headers[\"Content-Type\"] = \"application/json\"\n", body)
+	if err := os.WriteFile(script, []byte(lua), 0o600); err != nil {
+		return result{}, err
+	}
+	out, err := exec.Command("wrk", "-t", "2", "-c", fmt.Sprint(clients), "-d", fmt.Sprintf("%ds", int(d.Seconds())), "--latency", "-s", script, url).CombinedOutput()
+	if err != nil {
+		return result{}, fmt.Errorf("wrk: %v: %s", err, out)
+	}
+	return parseWrk(name, string(out), d)
+}
+
+// parseWrk reads wrk's summary: the request count, non-2xx responses and errors, and
+// the 50% and 99% latencies of its --latency distribution.
+func parseWrk(name, out string, d time.Duration) (result, error) {
+	r := result{name: name}
+	for line := range strings.Lines(out) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 2 && f[0] == "50%":
+			r.p50 = wrkDuration(f[1])
+		case len(f) >= 2 && f[0] == "99%":
+			r.p99 = wrkDuration(f[1])
+		case len(f) >= 4 && f[0] == "Latency" && !strings.Contains(line, "Distribution"):
+			r.max = wrkDuration(f[3])
+		case len(f) >= 2 && f[1] == "requests":
+			r.requests, _ = strconv.Atoi(f[0])
+		case strings.HasPrefix(strings.TrimSpace(line), "Non-2xx"):
+			n, _ := strconv.Atoi(f[len(f)-1])
+			r.errors += n
+		case strings.HasPrefix(strings.TrimSpace(line), "Socket errors"):
+			for _, part := range strings.Split(strings.TrimPrefix(strings.TrimSpace(line), "Socket errors: "), ",") {
+				if kv := strings.Fields(part); len(kv) == 2 {
+					n, _ := strconv.Atoi(kv[1])
+					r.errors += n
+				}
+			}
+		}
+	}
+	if r.requests == 0 {
+		return r, fmt.Errorf("wrk output not understood:\n%s", out)
+	}
+	r.rps = float64(r.requests) / d.Seconds()
+	return r, nil
+}
+
+func wrkDuration(s string) time.Duration {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0
+	}
+	return d
+}
