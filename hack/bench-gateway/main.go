@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -83,7 +84,17 @@ func main() {
 	duration := flag.Duration("duration", 5*time.Second, "load per target")
 	clients := flag.Int("clients", 16, "concurrent clients")
 	loader := flag.String("loader", "auto", "load generator: go (in process), wrk, or auto (wrk when installed)")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench-gateway:", err)
+			os.Exit(1)
+		}
+		_ = pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	if *loader == "auto" {
 		*loader = "go"
 		if _, err := exec.LookPath("wrk"); err == nil {
@@ -92,6 +103,7 @@ func main() {
 	}
 	if err := run(*duration, *clients, *loader); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-gateway:", err)
+		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
