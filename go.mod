@@ -14,6 +14,7 @@ require (
 	k8s.io/apimachinery v0.34.3
 	k8s.io/client-go v0.34.3
 	k8s.io/klog/v2 v2.140.0
+	knative.dev/pkg v0.0.0-20230612155445-74c4be5e935e
 	sigs.k8s.io/json v0.0.0-20241014173422-cfa47c3a1cc8
 	sigs.k8s.io/yaml v1.6.0
 )

@@ -1,0 +1,44 @@
+package functions
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/metalambda/metalambda/functions/immortalcontainer"
+	"github.com/metalambda/metalambda/functions/pythonlambda"
+	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/runtime"
+)
+
+// CompositeSync is a CompositeController sync hook written as a pure Go function.
+type CompositeSync func(req *hook.CompositeRequest) (*hook.CompositeResponse, error)
+
+// Builtins returns the builtin functions, by the name a Function's source gives:
+// "pythonlambda" and "immortalcontainer".
+func Builtins() runtime.Builtins {
+	return runtime.Builtins{
+		"pythonlambda":      Composite("pythonlambda", pythonlambda.Sync),
+		"immortalcontainer": Composite("immortalcontainer", immortalcontainer.Sync),
+	}
+}
+
+// Composite adapts sync to a builtin function: it decodes the CompositeRequest,
+// calls sync and encodes its response. Errors name the function.
+func Composite(name string, sync CompositeSync) runtime.BuiltinFunc {
+	return func(_ context.Context, request json.RawMessage) (json.RawMessage, error) {
+		var req hook.CompositeRequest
+		if err := json.Unmarshal(request, &req); err != nil {
+			return nil, fmt.Errorf("%s: decode the CompositeRequest: %w", name, err)
+		}
+		resp, err := sync(&req)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		body, err := json.Marshal(resp)
+		if err != nil {
+			return nil, fmt.Errorf("%s: encode the CompositeResponse: %w", name, err)
+		}
+		return body, nil
+	}
+}
