@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/klog/v2"
 
+	"github.com/metalambda/metalambda/functions"
 	"github.com/metalambda/metalambda/internal/gateway"
 	"github.com/metalambda/metalambda/internal/kubeclient"
 )
@@ -88,6 +89,7 @@ func main() {
 
 // run serves until ctx ends. ready, when not nil, receives the listening address.
 func run(ctx context.Context, o *options, ready chan<- string) error {
+	o.gateway.Runtime.Builtins = functions.Builtins()
 	cfg, err := kubeclient.Config(o.kubeconfig, o.qps, o.burst)
 	if err != nil {
 		return err
