@@ -1,0 +1,18 @@
+// Package ingress is the local platform's ingress router. It watches Ingresses
+// (networking.k8s.io/v1), Services and EndpointSlices (discovery.k8s.io/v1), keeps an
+// immutable routing table rebuilt on every change, and proxies each HTTP request, by
+// host and path, to a ready endpoint of the matching backend, round-robin.
+//
+// Matching follows the Ingress API: a rule's host is exact ("foo.example.com"), a
+// one-label wildcard ("*.example.com") or absent (any host); paths are Exact or Prefix
+// (element-wise on "/"), ImplementationSpecific meaning Prefix. For a request the
+// router takes the most specific host that has a matching path (exact, then wildcard,
+// then rules without a host), and within it the longest path, Exact before Prefix at
+// equal length, the oldest Ingress (creationTimestamp, then namespace/name) on ties.
+// A request no rule matches goes to a spec.defaultBackend: that of an Ingress with a
+// rule for the request's host if there is one, else of any Ingress, oldest first.
+//
+// Errors are plain text: 404 when no Ingress serves the request, 503 when the matched
+// backend has no such Service, no such port or no ready endpoints, 502 when the
+// chosen endpoint cannot be reached.
+package ingress

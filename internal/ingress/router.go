@@ -1,0 +1,114 @@
+package ingress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httputil"
+	"sync/atomic"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+)
+
+// Router routes HTTP requests to the endpoints of the Services that Ingresses name.
+type Router struct {
+	opts    Options
+	client  kubernetes.Interface
+	table   atomic.Pointer[table] // nil until the caches have synced
+	running atomic.Bool
+	proxy   *httputil.ReverseProxy
+	metrics *metrics
+}
+
+// New builds a router; Run makes it follow the cluster.
+func New(client kubernetes.Interface, opts Options) *Router {
+	opts.setDefaults()
+	return &Router{opts: opts, client: client, proxy: newProxy(opts), metrics: newMetrics(opts.Registerer)}
+}
+
+// Run watches Ingresses, Services and EndpointSlices in every namespace and rebuilds the
+// routing table after changes, until ctx ends. It returns nil when ctx ends, and an
+// error only if the router cannot start.
+func (r *Router) Run(ctx context.Context) error {
+	if !r.running.CompareAndSwap(false, true) {
+		return errors.New("ingress router: Run is already running")
+	}
+	defer r.running.Store(false)
+	w, err := newWatcher(r.client)
+	if err != nil {
+		return fmt.Errorf("ingress router: watch: %w", err)
+	}
+	defer w.stop()
+	defer r.table.Store(nil)
+	if !w.start(ctx) {
+		return nil
+	}
+	r.rebuild(ctx, w)
+	klog.FromContext(ctx).Info("Ingress router synced", "class", r.opts.ClassName)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.changed:
+			r.rebuild(ctx, w)
+		}
+	}
+}
+
+// rebuild replaces the routing table with one built from the caches.
+func (r *Router) rebuild(ctx context.Context, w *watcher) {
+	world, err := w.list()
+	if err != nil { // listers read the local caches and do not fail; keep the old table if one does
+		klog.FromContext(ctx).Error(err, "Cannot list from the caches; keeping the routing table")
+		return
+	}
+	r.table.Store(buildTable(world, r.opts.ClassName, r.table.Load()))
+}
+
+// Ready reports whether the router has synced its caches and built a routing table.
+func (r *Router) Ready() bool { return r.table.Load() != nil }
+
+// ServeHTTP routes one request; see the package documentation for the rules.
+func (r *Router) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	rec := &statusRecorder{ResponseWriter: w}
+	host := r.serve(rec, req)
+	r.metrics.observe(host, rec.status())
+}
+
+// serve answers req and returns the host label of the route that served it.
+func (r *Router) serve(w http.ResponseWriter, req *http.Request) string {
+	t := r.table.Load()
+	if t == nil {
+		http.Error(w, "the ingress router has not synced with the cluster yet", http.StatusServiceUnavailable)
+		return ""
+	}
+	host, path := requestHost(req.Host), req.URL.Path
+	if path == "" {
+		path = "/"
+	}
+	rt, ok := t.match(host, path)
+	if !ok {
+		http.Error(w, fmt.Sprintf("no Ingress serves host %q path %q", host, path), http.StatusNotFound)
+		return ""
+	}
+	label := hostLabel(rt.host)
+	be := rt.backend
+	if len(be.endpoints) == 0 {
+		http.Error(w, fmt.Sprintf("backend %s of Ingress %s is unavailable: %s", be.name, rt.ingress.key, be.unavailable), http.StatusServiceUnavailable)
+		return label
+	}
+	tgt := &target{backend: be.name, endpoint: be.pick()}
+	r.proxy.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), targetKey{}, tgt)))
+	return label
+}
+
+// hostLabel is the metrics label of a rule host; "*" for rules without host and for
+// default backends.
+func hostLabel(ruleHost string) string {
+	if ruleHost == "" {
+		return "*"
+	}
+	return ruleHost
+}
