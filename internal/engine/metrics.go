@@ -45,6 +45,12 @@ func (m *metrics) observeSync(controller string, start time.Time, err error) {
 	m.syncDuration.WithLabelValues(controller).Observe(time.Since(start).Seconds())
 }
 
+// forget drops a removed controller's series.
+func (m *metrics) forget(controller string) {
+	m.syncs.DeletePartialMatch(prometheus.Labels{"controller": controller})
+	m.syncDuration.DeletePartialMatch(prometheus.Labels{"controller": controller})
+}
+
 // countingTransport counts every API request by verb, resource and status code.
 type countingTransport struct {
 	next    http.RoundTripper
