@@ -17,6 +17,16 @@ build: ## Compile every package and put the commands in bin/.
 	$(GO) build ./...
 	$(GO) build -o bin/ ./cmd/...
 
+UP_FLAGS ?=
+
+.PHONY: up
+up: build kube ## Run the whole platform on this machine (Ctrl-C or `bin/metalambda down` stops it).
+	bin/metalambda up $(UP_FLAGS)
+
+.PHONY: down
+down: ## Stop a platform started with `make up`.
+	bin/metalambda down
+
 .PHONY: kube
 kube: ## Build the pinned control plane (etcd, kube-*) into the cache, unless already there.
 	@deploy/local/build-kube.sh >/dev/null

@@ -3,3 +3,10 @@
 // The package's tests apply the very manifests shipped here to a real control plane
 // with the engine and the gateway running.
 package operators
+
+import "embed"
+
+// Manifests holds every operator's operator.yaml, for the local platform to install.
+//
+//go:embed */operator.yaml
+var Manifests embed.FS

@@ -1,0 +1,171 @@
+// Command metalambda is the user's CLI: `metalambda up` runs the whole platform on
+// this machine, `metalambda down` stops it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/metalambda/metalambda/internal/localcluster"
+	"github.com/metalambda/metalambda/internal/platform"
+)
+
+const usage = `metalambda: run Metalambda on this machine
+
+  metalambda up     start the control plane, engine, gateway, ingress and local node;
+                    Ctrl-C (or metalambda down) stops them, the data stays
+  metalambda down   stop a running platform (--purge also deletes its data)
+
+Run "metalambda <command> -h" for the flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	var err error
+	switch os.Args[1] {
+	case "up":
+		err = up(os.Args[2:])
+	case "down":
+		err = down(os.Args[2:])
+	case "-h", "--help", "help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "metalambda: unknown command %q\n\n%s", os.Args[1], usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "metalambda:", err)
+		os.Exit(1)
+	}
+}
+
+func up(args []string) error {
+	fs := flag.NewFlagSet("up", flag.ExitOnError)
+	var o platform.Options
+	fs.StringVar(&o.DataDir, "data-dir", ".metalambda", "where the cluster's state, the kubeconfig and logs live")
+	fs.StringVar(&o.IngressAddress, "ingress", "127.0.0.1:8080", "address of the local ingress")
+	fs.StringVar(&o.GatewayAddress, "gateway", "127.0.0.1:8081", "address of the gateway API and hooks")
+	purge := fs.Bool("purge", false, "start from an empty data directory")
+	klog.InitFlags(fs)
+	_ = fs.Set("logtostderr", "false")
+	_ = fs.Parse(args)
+	if pid, running := runningPID(o.DataDir); running {
+		return fmt.Errorf("a platform already runs from %s (pid %d): `metalambda down` stops it", o.DataDir, pid)
+	}
+	if *purge {
+		if err := os.RemoveAll(o.DataDir); err != nil {
+			return err
+		}
+	}
+	bin, err := kubeBinaries()
+	if err != nil {
+		return err
+	}
+	o.BinDir = bin
+	if err := platform.WritePID(o.DataDir); err != nil {
+		return err
+	}
+	defer os.Remove(platform.PIDFile(o.DataDir))
+	if err := redirectLogs(o.DataDir); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	p, err := platform.Start(ctx, o, os.Stdout)
+	if err != nil {
+		return err
+	}
+	p.Status(os.Stdout)
+	<-ctx.Done()
+	fmt.Println("metalambda: stopping")
+	p.Stop()
+	fmt.Println("metalambda: stopped; the data stays in", o.DataDir)
+	return nil
+}
+
+// kubeBinaries finds the pinned control plane: $METALAMBDA_KUBE_BIN, or the build
+// script of this checkout, which builds it once (about 10 minutes) and then answers at
+// once.
+func kubeBinaries() (string, error) {
+	if dir := os.Getenv(localcluster.BinDirEnv); dir != "" {
+		return dir, nil
+	}
+	script := "deploy/local/build-kube.sh"
+	if _, err := os.Stat(script); err != nil {
+		return "", fmt.Errorf("no control-plane binaries: set $%s, or run from the repository root so %s can build them", localcluster.BinDirEnv, script)
+	}
+	cmd := exec.Command("bash", script)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("build the control plane: %w", err)
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// redirectLogs sends the platform's own logs to a file, so the terminal shows the
+// status table.
+func redirectLogs(dataDir string) error {
+	f, err := os.OpenFile(dataDir+"/metalambda.log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	klog.SetOutput(f)
+	return nil
+}
+
+func down(args []string) error {
+	fs := flag.NewFlagSet("down", flag.ExitOnError)
+	dataDir := fs.String("data-dir", ".metalambda", "the data directory of the platform to stop")
+	purge := fs.Bool("purge", false, "also delete the data directory")
+	_ = fs.Parse(args)
+	if pid, running := runningPID(*dataDir); running {
+		if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+			return fmt.Errorf("stop pid %d: %w", pid, err)
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for syscall.Kill(pid, 0) == nil {
+			if time.Now().After(deadline) {
+				return fmt.Errorf("pid %d did not stop within 2 minutes", pid)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		fmt.Println("metalambda: stopped")
+	} else {
+		fmt.Println("metalambda: not running")
+	}
+	if *purge {
+		fmt.Println("metalambda: removing", *dataDir)
+		return os.RemoveAll(*dataDir)
+	}
+	return nil
+}
+
+// runningPID reads the pid file and reports whether that process is alive.
+func runningPID(dataDir string) (int, bool) {
+	data, err := os.ReadFile(platform.PIDFile(dataDir))
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil {
+		return 0, false
+	}
+	err = syscall.Kill(pid, 0)
+	return pid, err == nil || errors.Is(err, syscall.EPERM)
+}

@@ -1,0 +1,310 @@
+// Package platform runs the whole of Metalambda on one machine: a real control plane
+// (internal/localcluster), the engine, the gateway, the local ingress router and,
+// when enabled, the local node; it installs the CRDs and the bundled operators. It is
+// what `metalambda up` runs.
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/metalambda/metalambda/crds"
+	"github.com/metalambda/metalambda/functions"
+	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
+	"github.com/metalambda/metalambda/internal/engine"
+	"github.com/metalambda/metalambda/internal/gateway"
+	"github.com/metalambda/metalambda/internal/ingress"
+	"github.com/metalambda/metalambda/internal/localcluster"
+	"github.com/metalambda/metalambda/internal/manifest"
+	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/operators"
+)
+
+// GatewayService is the Service the bundled operators call their hooks through; the
+// platform's engine reaches it at the gateway's local address.
+const (
+	GatewayService   = "metalambda-gateway"
+	GatewayNamespace = "metalambda-system"
+)
+
+// Options configure the platform.
+type Options struct {
+	// DataDir holds the cluster's state, the kubeconfig and logs. Default ".metalambda".
+	DataDir string
+	// BinDir holds the control-plane binaries (see `make kube`).
+	BinDir string
+	// IngressAddress serves Ingress hosts. Default 127.0.0.1:8080.
+	IngressAddress string
+	// GatewayAddress serves the gateway API and hooks. Default 127.0.0.1:8081.
+	GatewayAddress string
+	// Node, when set, builds the local node that runs pods as processes (it needs root
+	// and the CNI plugins). Without it pods stay Pending.
+	Node func(kube kubernetes.Interface, dataDir string) (NodeRunner, error)
+}
+
+// NodeRunner is a local node: it runs until ctx ends and says when it is Ready.
+type NodeRunner interface {
+	Run(ctx context.Context) error
+	Ready() bool
+}
+
+func (o *Options) setDefaults() {
+	if o.DataDir == "" {
+		o.DataDir = ".metalambda"
+	}
+	if o.IngressAddress == "" {
+		o.IngressAddress = "127.0.0.1:8080"
+	}
+	if o.GatewayAddress == "" {
+		o.GatewayAddress = "127.0.0.1:8081"
+	}
+}
+
+// Check reports what would stop the platform from starting, in words a person can act
+// on: ports taken, missing binaries, missing root or CNI plugins for the node.
+func (o *Options) Check() error {
+	o.setDefaults()
+	var errs []error
+	for _, a := range []struct{ what, addr string }{{"ingress", o.IngressAddress}, {"gateway", o.GatewayAddress}} {
+		l, err := net.Listen("tcp", a.addr)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("the %s address %s is not free (%v): stop what uses it or pass another address", a.what, a.addr, err))
+			continue
+		}
+		l.Close()
+	}
+	if o.BinDir == "" {
+		errs = append(errs, errors.New("no control-plane binaries: run `make kube` (it prints their directory)"))
+	}
+	if o.Node != nil && os.Geteuid() != 0 {
+		errs = append(errs, errors.New("the local node needs root (network namespaces, a bridge, mounts): run as root, or without --node"))
+	}
+	return errors.Join(errs...)
+}
+
+// Platform is a running platform.
+type Platform struct {
+	opts       Options
+	cluster    *localcluster.Cluster
+	Kubeconfig string
+	stops      []func()
+}
+
+// Start brings everything up and returns once it serves. Stop ends it.
+func Start(ctx context.Context, opts Options, log io.Writer) (p *Platform, err error) {
+	if err := opts.Check(); err != nil {
+		return nil, err
+	}
+	p = &Platform{opts: opts}
+	defer func() {
+		if err != nil {
+			p.Stop()
+		}
+	}()
+	step := func(format string, args ...any) { fmt.Fprintf(log, "metalambda: "+format+"\n", args...) }
+	step("starting the control plane in %s", opts.DataDir)
+	p.cluster, err = localcluster.Start(ctx, localcluster.Options{BinDir: opts.BinDir, DataDir: filepath.Join(opts.DataDir, "cluster")})
+	if err != nil {
+		return nil, err
+	}
+	p.stops = append(p.stops, func() { _ = p.cluster.Stop() })
+	p.Kubeconfig = filepath.Join(opts.DataDir, "kubeconfig")
+	if err := copyFile(p.cluster.KubeconfigPath, p.Kubeconfig); err != nil {
+		return nil, err
+	}
+	step("installing the CRDs and the bundled operators")
+	if err := p.install(ctx); err != nil {
+		return nil, err
+	}
+	if err := p.startComponents(log); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Platform) install(ctx context.Context) error {
+	ext, err := apiextensionsclient.NewForConfig(p.cluster.Config)
+	if err != nil {
+		return err
+	}
+	all, err := crds.All()
+	if err != nil {
+		return err
+	}
+	if err := crds.Install(ctx, ext, all...); err != nil {
+		return err
+	}
+	applier, err := manifest.NewApplier(p.cluster.Config, "metalambda")
+	if err != nil {
+		return err
+	}
+	return fs.WalkDir(operators.Manifests, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := operators.Manifests.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if _, err := applier.Apply(ctx, data); err != nil {
+			return fmt.Errorf("operators/%s: %w", path, err)
+		}
+		return nil
+	})
+}
+
+// startComponents runs the gateway, the engine, the ingress router and the node, each
+// until Stop.
+func (p *Platform) startComponents(log io.Writer) error {
+	cfg := p.cluster.Config
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	gatewayURL := "http://" + p.opts.GatewayAddress
+	reg := prometheus.NewRegistry()
+	gw, err := gateway.New(cfg, gateway.Options{PublicURL: gatewayURL, Runtime: runtime.Options{Builtins: functions.Builtins()}}, reg)
+	if err != nil {
+		return err
+	}
+	if err := p.serve(p.opts.GatewayAddress, gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))); err != nil {
+		return err
+	}
+	p.run(func(ctx context.Context) error { gw.Run(ctx); return nil })
+
+	engineOpts := engine.Defaults()
+	engineOpts.ResolveService = func(ref v1alpha1.ServiceReference) (string, bool) {
+		return gatewayURL, ref.Name == GatewayService && ref.Namespace == GatewayNamespace
+	}
+	mgr, err := engine.New(cfg, engineOpts, prometheus.NewRegistry())
+	if err != nil {
+		return err
+	}
+	p.run(mgr.Run)
+
+	router := ingress.New(kube, ingress.Options{})
+	if err := p.serve(p.opts.IngressAddress, router); err != nil {
+		return err
+	}
+	p.run(router.Run)
+
+	if p.opts.Node != nil {
+		n, err := p.opts.Node(kube, p.opts.DataDir)
+		if err != nil {
+			return fmt.Errorf("local node: %w", err)
+		}
+		p.run(n.Run)
+		return waitUntil(2*time.Minute, "the local node is Ready", n.Ready)
+	}
+	fmt.Fprintln(log, "metalambda: running without the local node: pods stay Pending (pass --node, as root)")
+	return waitUntil(time.Minute, "the gateway and the engine are ready", func() bool { return gw.Ready() && mgr.Ready() && router.Ready() })
+}
+
+// run starts a component; Stop cancels it and waits for it to return.
+func (p *Platform) run(f func(context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = f(ctx)
+	}()
+	p.stops = append(p.stops, func() { cancel(); wg.Wait() })
+}
+
+func (p *Platform) serve(addr string, h http.Handler) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	p.stops = append(p.stops, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	})
+	return nil
+}
+
+// Stop ends every component, newest first; the data directory stays.
+func (p *Platform) Stop() {
+	for i := len(p.stops) - 1; i >= 0; i-- {
+		p.stops[i]()
+	}
+	p.stops = nil
+}
+
+// Status is what `metalambda up` prints once the platform serves.
+func (p *Platform) Status(w io.Writer) {
+	fmt.Fprintf(w, `
+Metalambda is up.
+
+  API server   %s
+  gateway      http://%s
+  ingress      http://%s
+  data         %s
+  local node   %s
+
+Next:
+  export KUBECONFIG=%s
+  kubectl apply -f operators/pythonlambda/sample.yaml
+  curl --resolve example.com:%s:%s 'http://example.com:%s/?name=Martin'
+`, p.cluster.Config.Host, p.opts.GatewayAddress, p.opts.IngressAddress, p.opts.DataDir, onOff(p.opts.Node != nil),
+		p.Kubeconfig, port(p.opts.IngressAddress), host(p.opts.IngressAddress), port(p.opts.IngressAddress))
+}
+
+func onOff(b bool) string {
+	if b {
+		return "running"
+	}
+	return "off (pods stay Pending)"
+}
+
+func host(addr string) string { h, _, _ := net.SplitHostPort(addr); return h }
+func port(addr string) string { _, p, _ := net.SplitHostPort(addr); return p }
+
+func waitUntil(timeout time.Duration, what string, ok func() bool) error {
+	deadline := time.Now().Add(timeout)
+	for !ok() {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s waiting until %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return nil
+}
+
+func copyFile(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(to, data, 0o600)
+}
+
+// PIDFile is where a running `metalambda up` records its process id.
+func PIDFile(dataDir string) string { return filepath.Join(dataDir, "up.pid") }
+
+// WritePID records the running process.
+func WritePID(dataDir string) error {
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(PIDFile(dataDir), []byte(strconv.Itoa(os.Getpid())), 0o600)
+}
