@@ -49,6 +49,7 @@ type store struct {
 
 	mu      sync.RWMutex
 	entries map[string]*entry
+	retired []runtime.Compiled // replaced or deleted, closed after a grace period or at the end
 }
 
 // compiler turns a Function into something callable; *runtime.Registry is one.
@@ -93,6 +94,10 @@ func (s *store) run(ctx context.Context) {
 		}
 		delete(s.entries, key)
 	}
+	for _, c := range s.retired {
+		c.Close() // idempotent; leaves no worker process behind
+	}
+	s.retired = nil
 }
 
 func (s *store) synced() bool { return s.informer.HasSynced() }
@@ -149,14 +154,28 @@ func (s *store) load(key string, generation int64, fn runtime.Function) *entry {
 	s.entries[key] = e
 	s.mu.Unlock()
 	if old != nil && old.compiled != nil {
-		retire(old.compiled, fn.Timeout)
+		s.retire(old.compiled, fn.Timeout)
 	}
 	return e
 }
 
-// retire closes a replaced function once calls already running on it had time to end.
-func retire(c runtime.Compiled, timeout time.Duration) {
-	time.AfterFunc(timeout+time.Second, c.Close)
+// retire closes a replaced function once calls already running on it had time to end,
+// or when the store stops, whichever comes first.
+func (s *store) retire(c runtime.Compiled, timeout time.Duration) {
+	s.mu.Lock()
+	s.retired = append(s.retired, c)
+	s.mu.Unlock()
+	time.AfterFunc(timeout+time.Second, func() {
+		c.Close()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for i, r := range s.retired {
+			if r == c {
+				s.retired = append(s.retired[:i], s.retired[i+1:]...)
+				break
+			}
+		}
+	})
 }
 
 func (s *store) remove(key string) {
@@ -165,7 +184,7 @@ func (s *store) remove(key string) {
 	delete(s.entries, key)
 	s.mu.Unlock()
 	if e != nil && e.compiled != nil {
-		retire(e.compiled, 10*time.Second)
+		s.retire(e.compiled, 10*time.Second)
 	}
 }
 
