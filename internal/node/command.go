@@ -1,0 +1,61 @@
+package node
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// bindMount makes a host directory visible at a path inside a container's private
+// mount namespace.
+type bindMount struct {
+	source, target string
+	readOnly       bool
+}
+
+// containerMounts resolves a container's volumeMounts against the pod's materialised
+// volume directories, parents before children.
+func containerMounts(c *corev1.Container, volumeDirs map[string]string) ([]bindMount, error) {
+	var out []bindMount
+	for _, m := range c.VolumeMounts {
+		dir, ok := volumeDirs[m.Name]
+		if !ok {
+			return nil, fmt.Errorf("volumeMount %s: no such volume", m.Name)
+		}
+		if m.SubPath != "" {
+			dir = dir + "/" + m.SubPath
+		}
+		out = append(out, bindMount{source: dir, target: m.MountPath, readOnly: m.ReadOnly})
+	}
+	slices.SortStableFunc(out, func(a, b bindMount) int {
+		return cmp.Compare(strings.Count(a.target, "/"), strings.Count(b.target, "/"))
+	})
+	return out, nil
+}
+
+// wrapCommand returns the host command line that runs argv inside the network
+// namespace netns, in a private mount namespace with the mounts made, from workDir.
+func wrapCommand(netns string, mounts []bindMount, workDir string, argv []string) []string {
+	var script []string
+	for _, m := range mounts {
+		script = append(script, "mount --bind "+shellQuote(m.source)+" "+shellQuote(m.target))
+		if m.readOnly {
+			script = append(script, "mount -o remount,bind,ro "+shellQuote(m.target))
+		}
+	}
+	if workDir != "" {
+		script = append(script, "cd "+shellQuote(workDir))
+	}
+	script = append(script, `exec "$@"`)
+	out := []string{"ip", "netns", "exec", netns, "unshare", "--mount", "--propagation", "private",
+		"sh", "-ec", strings.Join(script, "\n"), "sh"}
+	return append(out, argv...)
+}
+
+// shellQuote quotes s for sh.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,267 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// container runs one container of a pod as a host process group, restarting it by
+// the pod's restartPolicy with exponential back-off.
+type container struct {
+	w       *podWorker
+	spec    *corev1.Container
+	kind    runtimeKind
+	mounts  []bindMount
+	logPath string
+
+	mu       sync.Mutex
+	state    corev1.ContainerState
+	last     corev1.ContainerState
+	restarts int32
+	ready    bool
+	started  bool
+	pid      int
+	gen      int // increments at every start, so probes notice restarts
+	exited   chan struct{}
+	stopping bool
+	stopCh   chan struct{}
+	done     chan struct{}
+}
+
+func newContainer(w *podWorker, spec *corev1.Container) *container {
+	return &container{
+		w: w, spec: spec, kind: mapImage(spec.Image),
+		logPath: filepath.Join(w.dir, "logs", spec.Name+".log"),
+		state:   corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
+		stopCh:  make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+}
+
+// run starts the process and restarts it until the pod stops or the policy says no.
+func (c *container) run(ctx context.Context) {
+	defer close(c.done)
+	go c.probeLoop(ctx, c.spec.ReadinessProbe, c.setReady)
+	go c.probeLoop(ctx, c.spec.LivenessProbe, c.liveness)
+	opts := c.w.n.opts
+	backoff := opts.BackoffInitial
+	for first := true; ; first = false {
+		if !first {
+			c.mu.Lock()
+			c.restarts++
+			c.mu.Unlock()
+		}
+		started := time.Now()
+		exit := c.runOnce(ctx)
+		c.w.notify()
+		if c.isStopping() || !shouldRestart(c.w.current().Spec.RestartPolicy, exit) {
+			return
+		}
+		if time.Since(started) > 10*time.Minute {
+			backoff = opts.BackoffInitial
+		}
+		c.setBackOff(backoff)
+		select {
+		case <-c.stopCh:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, opts.BackoffMax)
+	}
+}
+
+func shouldRestart(policy corev1.RestartPolicy, exitCode int) bool {
+	switch policy {
+	case corev1.RestartPolicyNever:
+		return false
+	case corev1.RestartPolicyOnFailure:
+		return exitCode != 0
+	}
+	return true
+}
+
+// runOnce runs the process to its end and records how it ended; it returns the exit
+// code (-1 if it could not start).
+func (c *container) runOnce(ctx context.Context) int {
+	cmd, logFile, err := c.command(ctx)
+	if err == nil {
+		err = c.start(cmd)
+		logFile.Close()
+	}
+	if err != nil {
+		c.mu.Lock()
+		c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "RunContainerError", Message: err.Error()}}
+		c.mu.Unlock()
+		return -1
+	}
+	if c.kind == runtimePlaceholder && cmd.Process != nil && c.observe().restarts == 0 {
+		c.w.n.event(ctx, c.w.current(), corev1.EventTypeNormal, "Started", "Started placeholder for container "+c.spec.Name)
+	}
+	c.w.notify()
+	err = cmd.Wait()
+	code := cmd.ProcessState.ExitCode()
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		code = 128 + int(ws.Signal())
+	}
+	_ = err // the exit status is in ProcessState
+	c.exitedWith(code)
+	return code
+}
+
+// command builds the host process for the container.
+func (c *container) command(ctx context.Context) (*exec.Cmd, *os.File, error) {
+	pod := c.w.podWithIP()
+	env, err := containerEnv(ctx, c.w.n, pod, c.spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, nil, err
+	}
+	args := wrapCommand(c.w.netns, c.mounts, c.spec.WorkingDir, argv(c.spec, c.w.n.opts.Python))
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = env
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd, logFile, nil
+}
+
+func (c *container) start(cmd *exec.Cmd) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopping {
+		return errors.New("pod is stopping")
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	c.w.n.recordStarted(cmd.Process.Pid)
+	c.pid, c.started, c.ready = cmd.Process.Pid, true, false
+	c.gen++
+	c.exited = make(chan struct{})
+	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: *ptrTime(time.Now())}}
+	return nil
+}
+
+func (c *container) exitedWith(code int) {
+	logTail := ""
+	if b, err := readTail(c.logPath, 4096); err == nil {
+		logTail = tail(string(b), 10)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	reason := "Completed"
+	if code != 0 {
+		reason = "Error"
+	}
+	term := &corev1.ContainerStateTerminated{
+		ExitCode: int32(code), Reason: reason, Message: logTail,
+		FinishedAt: *ptrTime(time.Now()), ContainerID: c.containerID(),
+	}
+	if c.state.Running != nil {
+		term.StartedAt = c.state.Running.StartedAt
+	}
+	c.state = corev1.ContainerState{Terminated: term}
+	c.ready, c.pid = false, 0
+	close(c.exited)
+}
+
+func (c *container) setBackOff(d time.Duration) {
+	c.mu.Lock()
+	c.last = c.state
+	c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
+		Reason:  "CrashLoopBackOff",
+		Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s", d, c.spec.Name, c.w.current().Name),
+	}}
+	c.mu.Unlock()
+	c.w.notify()
+}
+
+func (c *container) containerID() string {
+	return fmt.Sprintf("metalambda-local://%s-%s-%d", c.w.netns, c.spec.Name, c.gen)
+}
+
+func (c *container) isStopping() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopping
+}
+
+// terminate stops the container for good: SIGTERM to its process group, SIGKILL
+// after the grace period.
+func (c *container) terminate(grace time.Duration) {
+	c.mu.Lock()
+	if !c.stopping {
+		c.stopping = true
+		close(c.stopCh)
+	}
+	pid, exited := c.pid, c.exited
+	c.mu.Unlock()
+	if pid != 0 {
+		_ = syscall.Kill(-pid, syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(grace):
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
+	}
+	<-c.done
+}
+
+// kill ends the current process (a failed liveness probe); run restarts it.
+func (c *container) kill() {
+	c.mu.Lock()
+	pid := c.pid
+	c.mu.Unlock()
+	if pid != 0 {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	}
+}
+
+func (c *container) observe() containerObs {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	o := containerObs{
+		name: c.spec.Name, image: c.spec.Image, imageID: "metalambda-local://" + c.spec.Image,
+		state: *c.state.DeepCopy(), last: *c.last.DeepCopy(), restarts: c.restarts,
+		started: c.state.Running != nil,
+	}
+	if c.kind == runtimePlaceholder {
+		o.imageID = "metalambda-local://placeholder"
+	}
+	if c.started {
+		o.containerID = c.containerID()
+	}
+	o.ready = c.state.Running != nil && (c.spec.ReadinessProbe == nil || c.ready)
+	return o
+}
+
+// readTail reads up to n bytes from the end of a file.
+func readTail(path string, n int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if info.Size() > n {
+		if _, err := f.Seek(-n, io.SeekEnd); err != nil {
+			return nil, err
+		}
+	}
+	return io.ReadAll(f)
+}

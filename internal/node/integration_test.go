@@ -1,0 +1,425 @@
+//go:build integration
+
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/metalambda/metalambda/internal/kubetest"
+	"github.com/metalambda/metalambda/internal/localcluster"
+)
+
+var env *kubetest.Env
+
+// testBridge and testCIDR keep the tests off the default bridge and subnet.
+const (
+	testBridge = "mltest0"
+	testCIDR   = "10.244.213.0/24"
+)
+
+func TestMain(m *testing.M) {
+	if err := machineReady(); err != nil {
+		fmt.Fprintf(os.Stderr, "node integration tests cannot run: %v\n", err)
+		os.Exit(1)
+	}
+	kubetest.Main(m, &env, localcluster.Options{})
+}
+
+// nodeConfig gives the node its own client with a kubelet-like rate limit, so the
+// tests' client does not share its budget.
+func nodeConfig() *rest.Config {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 50, 100
+	return cfg
+}
+
+func machineReady() error {
+	if os.Geteuid() != 0 {
+		return errors.New("they need root (network namespaces, bridge, mounts)")
+	}
+	for _, p := range requiredPlugins {
+		if _, err := os.Stat(filepath.Join("/usr/lib/cni", p)); err != nil {
+			return fmt.Errorf("CNI plugin /usr/lib/cni/%s is missing: run `%s`", p, CNIInstallHint)
+		}
+	}
+	return nil
+}
+
+// TestLocalNode starts one node for all its subtests; its cleanup stops the node and
+// checks that no process, network namespace, bridge or veth remains.
+func TestLocalNode(t *testing.T) {
+	before := netnsList(t)
+	kube, err := kubernetes.NewForConfig(nodeConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := New(kube, Options{
+		Name: "local-test", PodCIDR: testCIDR, Bridge: testBridge, StateDir: t.TempDir(),
+		BackoffInitial: time.Second, BackoffMax: 4 * time.Second, HeartbeatInterval: 2 * time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("Run did not return within a minute of cancel")
+		}
+		assertNoLeftovers(t, n, before)
+	})
+
+	t.Run("NodeReadyAndSchedules", func(t *testing.T) { testNodeReady(t, n) })
+	t.Run("Group", func(t *testing.T) {
+		t.Run("PythonServer", func(t *testing.T) { t.Parallel(); testPythonServer(t, n) })
+		t.Run("Placeholder", func(t *testing.T) { t.Parallel(); testPlaceholder(t, n) })
+		t.Run("CrashLoop", func(t *testing.T) { t.Parallel(); testCrashLoop(t, n) })
+		t.Run("Delete", func(t *testing.T) { t.Parallel(); testDelete(t, n) })
+	})
+}
+
+func testNodeReady(t *testing.T, n *Node) {
+	kubetest.Eventually(t, 30*time.Second, "the node is Ready", func(ctx context.Context) (bool, error) {
+		node, err := env.Kube.CoreV1().Nodes().Get(ctx, "local-test", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if node.Labels["kubernetes.io/hostname"] != "local-test" || node.Status.Allocatable.Cpu().IsZero() {
+			return false, fmt.Errorf("labels %v, allocatable %v", node.Labels, node.Status.Allocatable)
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && n.Ready() {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("conditions %v", node.Status.Conditions)
+	})
+	lease, err := env.Kube.CoordinationV1().Leases("kube-node-lease").Get(kubetest.Context(t), "local-test", metav1.GetOptions{})
+	if err != nil || lease.Spec.RenewTime == nil {
+		t.Fatalf("lease: %v %v", lease, err)
+	}
+	first := lease.Spec.RenewTime.Time
+	kubetest.Eventually(t, 10*time.Second, "the lease is renewed", func(ctx context.Context) (bool, error) {
+		l, err := env.Kube.CoordinationV1().Leases("kube-node-lease").Get(ctx, "local-test", metav1.GetOptions{})
+		return err == nil && l.Spec.RenewTime.After(first), err
+	})
+	ns := env.Namespace(t)
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "scheduled"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	})
+	waitPod(t, ns, "scheduled", "the scheduler binds the pod to the node and it runs", func(p *corev1.Pod) error {
+		if p.Spec.NodeName != "local-test" || p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("node %q phase %s", p.Spec.NodeName, p.Status.Phase)
+		}
+		return nil
+	})
+}
+
+const serverScript = `
+import http.server, os
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("hello from %s at %s greeting=%s\n" % (os.environ["POD_NAME"], os.environ["POD_IP"], os.environ["GREETING"])).encode()
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(body)
+http.server.HTTPServer(("", 8080), H).serve_forever()
+`
+
+func testPythonServer(t *testing.T, n *Node) {
+	ns := env.Namespace(t)
+	ctx := kubetest.Context(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "app"}, Data: map[string]string{"main.py": serverScript, "greeting": "hi"}}
+	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "web"},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}}},
+	}
+	if _, err := env.Kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Labels: map[string]string{"app": "web"}},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "server", Image: "python:3.11",
+				Command: []string{"python3", "/srv/app/main.py"},
+				Env: []corev1.EnvVar{
+					{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+					{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+					{Name: "GREETING", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "app"}, Key: "greeting"}}},
+				},
+				VolumeMounts: []corev1.VolumeMount{{Name: "app", MountPath: "/srv/app"}},
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromInt32(8080)}},
+					PeriodSeconds: 1,
+				},
+			}},
+			Volumes: []corev1.Volume{{Name: "app", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "app"}}}}},
+		},
+	})
+	pod := waitPod(t, ns, "web", "the python pod is Ready with a pod IP", func(p *corev1.Pod) error {
+		if p.Status.PodIP == "" || !podReady(p) {
+			return fmt.Errorf("podIP %q ready %v conditions %v statuses %v", p.Status.PodIP, podReady(p), p.Status.Conditions, p.Status.ContainerStatuses)
+		}
+		return nil
+	})
+	if !strings.HasPrefix(pod.Status.PodIP, "10.244.213.") || pod.Status.HostIP != "10.244.213.1" {
+		t.Fatalf("pod IP %s, host IP %s: want addresses in %s", pod.Status.PodIP, pod.Status.HostIP, testCIDR)
+	}
+	resp, err := http.Get("http://" + pod.Status.PodIP + ":8080/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	want := fmt.Sprintf("hello from web at %s greeting=hi\n", pod.Status.PodIP)
+	if string(body) != want {
+		t.Fatalf("GET / = %q, want %q", body, want)
+	}
+	if _, err := os.Stat("/srv/app/main.py"); err == nil {
+		t.Error("the configMap volume leaked into the host's mount namespace at /srv/app")
+	}
+	kubetest.Eventually(t, 30*time.Second, "the Service's EndpointSlice has the pod IP, ready", func(ctx context.Context) (bool, error) {
+		slices, err := env.Kube.DiscoveryV1().EndpointSlices(ns).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=web"})
+		if err != nil {
+			return false, err
+		}
+		for _, s := range slices.Items {
+			for _, e := range s.Endpoints {
+				if len(e.Addresses) > 0 && e.Addresses[0] == pod.Status.PodIP && e.Conditions.Ready != nil && *e.Conditions.Ready {
+					return true, nil
+				}
+			}
+		}
+		return false, fmt.Errorf("slices: %v", endpointsOf(slices.Items))
+	})
+}
+
+func endpointsOf(slices []discoveryv1.EndpointSlice) [][]string {
+	var out [][]string
+	for _, s := range slices {
+		for _, e := range s.Endpoints {
+			out = append(out, e.Addresses)
+		}
+	}
+	return out
+}
+
+func testPlaceholder(t *testing.T, n *Node) {
+	ns := env.Namespace(t)
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "nginx"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "nginx", Image: "nginx:latest"}}},
+	})
+	want := "image nginx:latest is not run by the local node; a placeholder process stands in"
+	waitPod(t, ns, "nginx", "the nginx pod runs a placeholder and says so", func(p *corev1.Pod) error {
+		if p.Status.Phase != corev1.PodRunning || !podReady(p) || !strings.Contains(p.Status.Message, want) {
+			return fmt.Errorf("phase %s message %q", p.Status.Phase, p.Status.Message)
+		}
+		return nil
+	})
+	kubetest.Eventually(t, 10*time.Second, "an event says the image is not run", func(ctx context.Context) (bool, error) {
+		evs, err := env.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "PlaceholderImage" && e.Message == want && e.InvolvedObject.Name == "nginx" {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("%d events, none about the placeholder", len(evs.Items))
+	})
+}
+
+func testCrashLoop(t *testing.T, n *Node) {
+	ns := env.Namespace(t)
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "crash"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "crash", Image: "python:3.11",
+			Command: []string{"python3", "-c", "import sys; print('going down'); sys.exit(3)"},
+		}}},
+	})
+	waitPod(t, ns, "crash", "the crashing container restarts and backs off", func(p *corev1.Pod) error {
+		if len(p.Status.ContainerStatuses) != 1 {
+			return errors.New("no container status")
+		}
+		cs := p.Status.ContainerStatuses[0]
+		last := cs.LastTerminationState.Terminated
+		if cs.RestartCount < 2 || cs.State.Waiting == nil || cs.State.Waiting.Reason != "CrashLoopBackOff" ||
+			last == nil || last.ExitCode != 3 || !strings.Contains(last.Message, "going down") {
+			return fmt.Errorf("status %+v", cs)
+		}
+		return nil
+	})
+}
+
+func testDelete(t *testing.T, n *Node) {
+	ns := env.Namespace(t)
+	ctx := kubetest.Context(t)
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "doomed"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "sleeper", Image: "python:3.11",
+			Command: []string{"python3", "-c", "import time; time.sleep(3600)"},
+		}}},
+	})
+	pod := waitPod(t, ns, "doomed", "the pod runs", func(p *corev1.Pod) error {
+		if p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		return nil
+	})
+	w := workerOf(n, pod)
+	if w == nil {
+		t.Fatal("no worker for the pod")
+	}
+	pids := containerPIDs(w)
+	ipFile := filepath.Join(n.opts.StateDir, "cni", "networks", cniNetwork, pod.Status.PodIP)
+	if _, err := os.Stat(ipFile); err != nil {
+		t.Fatalf("the pod's address is not allocated: %v", err)
+	}
+	if err := env.Kube.CoreV1().Pods(ns).Delete(ctx, "doomed", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Eventually(t, 30*time.Second, "the Pod object goes away", func(ctx context.Context) (bool, error) {
+		_, err := env.Kube.CoreV1().Pods(ns).Get(ctx, "doomed", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), err
+	})
+	for _, pid := range pids {
+		if alive(pid) {
+			t.Errorf("process %d survived the pod", pid)
+		}
+	}
+	if _, err := os.Stat(netnsPath(w.netns)); err == nil {
+		t.Errorf("network namespace %s survived the pod", w.netns)
+	}
+	if _, err := os.Stat(ipFile); err == nil {
+		t.Errorf("address %s is still allocated", pod.Status.PodIP)
+	}
+	if _, err := os.Stat(w.dir); err == nil {
+		t.Errorf("pod directory %s survived the pod", w.dir)
+	}
+}
+
+func createPod(t *testing.T, ns string, pod *corev1.Pod) {
+	t.Helper()
+	zero := int64(5)
+	pod.Spec.TerminationGracePeriodSeconds = &zero
+	if _, err := env.Kube.CoreV1().Pods(ns).Create(kubetest.Context(t), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitPod(t *testing.T, ns, name, what string, check func(*corev1.Pod) error) *corev1.Pod {
+	t.Helper()
+	var got *corev1.Pod
+	kubetest.Eventually(t, 60*time.Second, what, func(ctx context.Context) (bool, error) {
+		p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if err := check(p); err != nil {
+			return false, err
+		}
+		got = p
+		return true, nil
+	})
+	return got
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func workerOf(n *Node, pod *corev1.Pod) *podWorker {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.workers[pod.UID]
+}
+
+func containerPIDs(w *podWorker) []int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []int
+	for _, c := range w.containers {
+		c.mu.Lock()
+		out = append(out, c.pid)
+		c.mu.Unlock()
+	}
+	return out
+}
+
+func alive(pid int) bool {
+	return pid > 0 && syscall.Kill(pid, 0) == nil
+}
+
+func netnsList(t *testing.T) string {
+	out, err := exec.Command("ip", "netns", "list").CombinedOutput()
+	if err != nil {
+		t.Fatalf("ip netns list: %v: %s", err, out)
+	}
+	return string(out)
+}
+
+func assertNoLeftovers(t *testing.T, n *Node, netnsBefore string) {
+	for _, pid := range n.StartedPIDs() {
+		if alive(pid) {
+			t.Errorf("process %d started by the node is still running", pid)
+		}
+	}
+	if after := netnsList(t); after != netnsBefore {
+		t.Errorf("network namespaces changed:\nbefore:\n%s\nafter:\n%s", netnsBefore, after)
+	}
+	out, _ := exec.Command("ip", "-o", "link", "show").CombinedOutput()
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.Contains(line, testBridge) {
+			t.Errorf("link left behind: %s", line)
+		}
+	}
+	if _, err := os.Stat("/srv/app"); err == nil {
+		t.Error("mount point /srv/app created by the node was not removed")
+	}
+	if entries, _ := os.ReadDir(filepath.Join(n.opts.StateDir, "pods")); len(entries) > 0 {
+		t.Errorf("pod directories left behind: %v", entries)
+	}
+}

@@ -1,0 +1,272 @@
+package node
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// fakeRefs serves ConfigMaps, Secrets and tokens from maps.
+type fakeRefs struct {
+	cms     map[string]*corev1.ConfigMap
+	secrets map[string]*corev1.Secret
+}
+
+func (f fakeRefs) configMap(_ context.Context, _, name string) (*corev1.ConfigMap, error) {
+	if cm, ok := f.cms[name]; ok {
+		return cm, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "configmaps"}, name)
+}
+
+func (f fakeRefs) secret(_ context.Context, _, name string) (*corev1.Secret, error) {
+	if s, ok := f.secrets[name]; ok {
+		return s, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
+}
+
+func (fakeRefs) token(context.Context, *corev1.Pod, string, *int64) (string, error) {
+	return "tok", nil
+}
+
+var refs = fakeRefs{
+	cms:     map[string]*corev1.ConfigMap{"app": {Data: map[string]string{"main.py": "print(1)", "greeting": "hi"}}},
+	secrets: map[string]*corev1.Secret{"creds": {Data: map[string][]byte{"password": []byte("s3cret")}}},
+}
+
+func testPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "ns", UID: "u-1", Labels: map[string]string{"app": "web"}},
+		Spec:       corev1.PodSpec{NodeName: "local"},
+		Status:     corev1.PodStatus{PodIP: "10.244.0.7"},
+	}
+}
+
+func TestMapImageAndArgv(t *testing.T) {
+	const py = "/opt/py/bin/python3.11"
+	cases := []struct {
+		name string
+		c    corev1.Container
+		want []string
+	}{
+		{"python default command", corev1.Container{Image: "python:3.11"}, []string{py}},
+		{"python args", corev1.Container{Image: "docker.io/library/python:3.11-slim", Args: []string{"-m", "http.server"}}, []string{py, "-m", "http.server"}},
+		{"python command", corev1.Container{Image: "python", Command: []string{"python", "app.py"}, Args: []string{"-v"}}, []string{py, "app.py", "-v"}},
+		{"shell in python image", corev1.Container{Image: "python:3.12", Command: []string{"sh", "-c", "echo hi"}}, []string{"sh", "-c", "echo hi"}},
+		{"unmapped image", corev1.Container{Image: "nginx:latest", Command: []string{"nginx"}}, []string{"sleep", "infinity"}},
+		{"registry port is not a tag", corev1.Container{Image: "localhost:5000/python"}, []string{py}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, argv(&tc.c, py)); diff != "" {
+				t.Errorf("argv (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if got := placeholderMessage("nginx:latest"); got != "image nginx:latest is not run by the local node; a placeholder process stands in" {
+		t.Errorf("placeholder message %q", got)
+	}
+}
+
+func TestContainerEnv(t *testing.T) {
+	optional := true
+	c := &corev1.Container{
+		EnvFrom: []corev1.EnvFromSource{{Prefix: "CM_", ConfigMapRef: &corev1.ConfigMapEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}}}},
+		Env: []corev1.EnvVar{
+			{Name: "PLAIN", Value: "v"},
+			{Name: "REF", Value: "$(PLAIN)-$(NOPE)-$$(PLAIN)"},
+			{Name: "IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}},
+			{Name: "NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}},
+			{Name: "NS", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.namespace"}}},
+			{Name: "NODE", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}},
+			{Name: "LABEL", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels['app']"}}},
+			{Name: "GREETING", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}, Key: "greeting"}}},
+			{Name: "PASSWORD", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "creds"}, Key: "password"}}},
+			{Name: "MISSING", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}, Key: "k", Optional: &optional}}},
+		},
+	}
+	got, err := containerEnv(context.Background(), refs, testPod(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"PATH=" + basePath, "HOSTNAME=web", "HOME=/root", "CM_greeting=hi", "CM_main.py=print(1)",
+		"PLAIN=v", "REF=v-$(NOPE)-$(PLAIN)", "IP=10.244.0.7", "NAME=web", "NS=ns", "NODE=local", "LABEL=web",
+		"GREETING=hi", "PASSWORD=s3cret", "MISSING="}
+	if diff := cmp.Diff(want, got, sortedPrefix(5)); diff != "" {
+		t.Errorf("env (-want +got):\n%s", diff)
+	}
+	c.Env = []corev1.EnvVar{{Name: "X", ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: "absent"}, Key: "k"}}}}
+	c.EnvFrom = nil
+	if _, err := containerEnv(context.Background(), refs, testPod(), c); !apierrors.IsNotFound(err) {
+		t.Errorf("a missing required ConfigMap: err = %v, want not found", err)
+	}
+}
+
+// sortedPrefix compares env lists with the envFrom part (map order) sorted.
+func sortedPrefix(n int) cmp.Option {
+	return cmp.Transformer("sortEnvFrom", func(in []string) []string {
+		out := append([]string(nil), in...)
+		if len(out) >= n {
+			slices.Sort(out[3:n])
+		}
+		return out
+	})
+}
+
+func TestMaterializeVolumes(t *testing.T) {
+	dir := t.TempDir()
+	mode := int32(0o400)
+	pod := testPod()
+	pod.Spec.Volumes = []corev1.Volume{
+		{Name: "app", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "app"}}}},
+		{Name: "creds", VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: "creds", DefaultMode: &mode,
+			Items: []corev1.KeyToPath{{Key: "password", Path: "db/pass"}}}}},
+		{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "info", VolumeSource: corev1.VolumeSource{DownwardAPI: &corev1.DownwardAPIVolumeSource{Items: []corev1.DownwardAPIVolumeFile{
+			{Path: "name", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}},
+			{Path: "labels", FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.labels"}},
+		}}}},
+		{Name: "token", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
+		}}}},
+	}
+	dirs, err := materializeVolumes(context.Background(), refs, pod, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	_ = filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			b, _ := os.ReadFile(p)
+			rel, _ := filepath.Rel(dir, p)
+			files[rel] = string(b)
+		}
+		return nil
+	})
+	want := map[string]string{
+		"app/main.py": "print(1)", "app/greeting": "hi", "creds/db/pass": "s3cret",
+		"info/name": "web", "info/labels": `app="web"`, "token/token": "tok",
+	}
+	if diff := cmp.Diff(want, files); diff != "" {
+		t.Errorf("files (-want +got):\n%s", diff)
+	}
+	if info, err := os.Stat(filepath.Join(dir, "creds/db/pass")); err != nil || info.Mode().Perm() != 0o400 {
+		t.Errorf("secret file mode: %v %v", info.Mode(), err)
+	}
+	if dirs["scratch"] != filepath.Join(dir, "scratch") {
+		t.Errorf("emptyDir at %q", dirs["scratch"])
+	}
+	pod.Spec.Volumes = []corev1.Volume{{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
+	if _, err := materializeVolumes(context.Background(), refs, pod, dir); err == nil {
+		t.Error("a hostPath volume was accepted")
+	}
+}
+
+func TestWrapCommand(t *testing.T) {
+	c := &corev1.Container{VolumeMounts: []corev1.VolumeMount{
+		{Name: "b", MountPath: "/srv/app/sub", ReadOnly: true}, {Name: "a", MountPath: "/srv/app"},
+	}}
+	mounts, err := containerMounts(c, map[string]string{"a": "/state/a", "b": "/state/b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := wrapCommand("ml-1", mounts, "/srv/app", []string{"python3", "it's.py"})
+	want := []string{"ip", "netns", "exec", "ml-1", "unshare", "--mount", "--propagation", "private", "sh", "-ec",
+		"mount --bind '/state/a' '/srv/app'\nmount --bind '/state/b' '/srv/app/sub'\nmount -o remount,bind,ro '/srv/app/sub'\ncd '/srv/app'\nexec \"$@\"",
+		"sh", "python3", "it's.py"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("command (-want +got):\n%s", diff)
+	}
+}
+
+func TestBuildStatus(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	t1 := t0.Add(time.Minute)
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(t0)}}
+	crashed := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3}}
+	backoff := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
+	creating := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+	cases := []struct {
+		name      string
+		obs       podObs
+		wantPhase corev1.PodPhase
+		wantReady bool
+	}{
+		{"no sandbox", podObs{containers: []containerObs{{name: "c", state: creating}}}, corev1.PodPending, false},
+		{"creating", podObs{sandboxReady: true, containers: []containerObs{{name: "c", state: creating}}}, corev1.PodPending, false},
+		{"running, not ready", podObs{sandboxReady: true, containers: []containerObs{{name: "c", state: running}}}, corev1.PodRunning, false},
+		{"running, ready", podObs{sandboxReady: true, containers: []containerObs{{name: "c", state: running, ready: true}}}, corev1.PodRunning, true},
+		{"crash loop", podObs{sandboxReady: true, containers: []containerObs{{name: "c", state: backoff, last: crashed, restarts: 2}}}, corev1.PodRunning, false},
+		{"failed", podObs{sandboxReady: true, containers: []containerObs{{name: "c", state: crashed}}}, corev1.PodFailed, false},
+		{"succeeded", podObs{sandboxReady: true, containers: []containerObs{{name: "c", state: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}}}}, corev1.PodSucceeded, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.obs.podIP, tc.obs.hostIP, tc.obs.startTime = "10.244.0.7", "10.244.0.1", t0
+			old := corev1.PodStatus{QOSClass: corev1.PodQOSBestEffort, Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}}
+			s := buildStatus(old, tc.obs, t0)
+			if s.Phase != tc.wantPhase || s.PodIP != "10.244.0.7" || s.HostIP != "10.244.0.1" || s.QOSClass != corev1.PodQOSBestEffort || !s.StartTime.Time.Equal(t0) {
+				t.Errorf("status %+v", s)
+			}
+			if got := condition(s, corev1.PodReady); got != tc.wantReady {
+				t.Errorf("Ready = %v, want %v", got, tc.wantReady)
+			}
+			if condition(s, corev1.PodScheduled) != true {
+				t.Error("PodScheduled was lost")
+			}
+			again := buildStatus(s, tc.obs, t1)
+			if diff := cmp.Diff(s, again); diff != "" {
+				t.Errorf("an unchanged observation changed the status (-first +second):\n%s", diff)
+			}
+		})
+	}
+}
+
+func condition(s corev1.PodStatus, t corev1.PodConditionType) bool {
+	for _, c := range s.Conditions {
+		if c.Type == t {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func TestGatewayAndNodeStatus(t *testing.T) {
+	gw, subnet := gateway("10.244.0.0/24")
+	if gw.String() != "10.244.0.1" || subnet.String() != "10.244.0.0/24" {
+		t.Errorf("gateway %s subnet %s", gw, subnet)
+	}
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	s := nodeStatus(corev1.NodeStatus{}, nil, "10.244.0.1", "n", corev1.ConditionTrue, "KubeletReady", "", t0)
+	s2 := nodeStatus(s, nil, "10.244.0.1", "n", corev1.ConditionTrue, "KubeletReady", "", t0.Add(time.Minute))
+	c := s2.Conditions[0]
+	if !c.LastTransitionTime.Time.Equal(t0) || !c.LastHeartbeatTime.Time.Equal(t0.Add(time.Minute)) {
+		t.Errorf("Ready condition times: %+v", c)
+	}
+	if s2.Addresses[0] != (corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: "10.244.0.1"}) {
+		t.Errorf("addresses %v", s2.Addresses)
+	}
+}
+
+func TestValidateNamesTheFix(t *testing.T) {
+	o := Options{CNIBinDir: t.TempDir()}
+	o.setDefaults()
+	err := o.Validate()
+	if err == nil {
+		t.Fatal("Validate accepted a CNI directory without plugins")
+	}
+	if os.Geteuid() == 0 && !strings.Contains(err.Error(), CNIInstallHint) {
+		t.Errorf("error %q does not say how to install the plugins", err)
+	}
+}

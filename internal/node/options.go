@@ -1,0 +1,136 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// CNIInstallHint says how to get the CNI plugins the node needs.
+const CNIInstallHint = "apt-get install -y containernetworking-plugins"
+
+// Options configure a local node. Zero fields take the documented defaults.
+type Options struct {
+	// Name is the Node's name. Default "metalambda-local".
+	Name string
+	// PodCIDR is the subnet pods get their addresses from; its first address is the
+	// bridge's (and the Node's InternalIP). Default 10.244.0.0/24.
+	PodCIDR string
+	// Bridge is the Linux bridge the pods attach to. Default "mlbr0".
+	Bridge string
+	// CNIBinDir holds the CNI plugins (bridge, host-local). Default /usr/lib/cni.
+	CNIBinDir string
+	// StateDir holds pod directories (volumes, logs) and CNI state. Default
+	// /var/lib/metalambda/node.
+	StateDir string
+	// Python is the host interpreter that python images and commands run. Default: the
+	// real path of the python3 found on PATH.
+	Python string
+	// BackoffInitial and BackoffMax bound the restart back-off of crashing containers.
+	// Defaults 10s and 5m, as a kubelet.
+	BackoffInitial time.Duration
+	BackoffMax     time.Duration
+	// HeartbeatInterval is how often the Node status and Lease are renewed. Default 10s.
+	HeartbeatInterval time.Duration
+}
+
+// requiredPlugins are the CNI plugins the node runs.
+var requiredPlugins = []string{"bridge", "host-local"}
+
+func (o *Options) setDefaults() {
+	def := func(s *string, v string) {
+		if *s == "" {
+			*s = v
+		}
+	}
+	def(&o.Name, "metalambda-local")
+	def(&o.PodCIDR, "10.244.0.0/24")
+	def(&o.Bridge, "mlbr0")
+	def(&o.CNIBinDir, "/usr/lib/cni")
+	def(&o.StateDir, "/var/lib/metalambda/node")
+	if o.BackoffInitial == 0 {
+		o.BackoffInitial = 10 * time.Second
+	}
+	if o.BackoffMax == 0 {
+		o.BackoffMax = 5 * time.Minute
+	}
+	if o.HeartbeatInterval == 0 {
+		o.HeartbeatInterval = 10 * time.Second
+	}
+}
+
+// Validate reports the first problem with the options or the machine, in words a
+// person can act on. It resolves Python to a real interpreter path.
+func (o *Options) Validate() error {
+	if os.Geteuid() != 0 {
+		return errors.New("the local node needs root (network namespaces, bridge, mounts): run it as root")
+	}
+	for _, p := range requiredPlugins {
+		path := filepath.Join(o.CNIBinDir, p)
+		if _, err := os.Stat(path); err != nil {
+			return fmt.Errorf("CNI plugin %s is missing: install the CNI plugins with `%s` (or set CNIBinDir)", path, CNIInstallHint)
+		}
+	}
+	for _, tool := range []string{"ip", "unshare", "mount", "sh"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s is not on PATH (apt-get install -y iproute2 util-linux)", tool)
+		}
+	}
+	ip, subnet, err := net.ParseCIDR(o.PodCIDR)
+	if err != nil || ip.To4() == nil {
+		return fmt.Errorf("pod CIDR %q is not an IPv4 subnet", o.PodCIDR)
+	}
+	if ones, _ := subnet.Mask.Size(); ones > 29 {
+		return fmt.Errorf("pod CIDR %q is too small", o.PodCIDR)
+	}
+	if o.Bridge == "" || len(o.Bridge) > 15 || strings.ContainsAny(o.Bridge, "/ ") {
+		return fmt.Errorf("bridge name %q is not a valid interface name (1-15 characters)", o.Bridge)
+	}
+	if !filepath.IsAbs(o.StateDir) {
+		return fmt.Errorf("state directory %q must be an absolute path", o.StateDir)
+	}
+	if o.BackoffInitial < 0 || o.BackoffMax < o.BackoffInitial {
+		return errors.New("restart back-off: need 0 <= BackoffInitial <= BackoffMax")
+	}
+	python, err := resolvePython(o.Python)
+	if err != nil {
+		return err
+	}
+	o.Python = python
+	return nil
+}
+
+// resolvePython returns the real interpreter behind name (a shim such as pyenv's is
+// resolved by asking the interpreter itself).
+func resolvePython(name string) (string, error) {
+	if name == "" {
+		name = "python3"
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("no host python3 (%s) for python images: install python3 or set Options.Python", name)
+	}
+	out, err := exec.Command(path, "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		return "", fmt.Errorf("run %s: %w", path, err)
+	}
+	real := strings.TrimSpace(string(out))
+	if real == "" {
+		return path, nil
+	}
+	return real, nil
+}
+
+// gateway returns the bridge's address (the subnet's first host) with its prefix.
+func gateway(podCIDR string) (net.IP, *net.IPNet) {
+	_, subnet, _ := net.ParseCIDR(podCIDR)
+	gw := make(net.IP, 4)
+	copy(gw, subnet.IP.To4())
+	gw[3]++
+	return gw, subnet
+}

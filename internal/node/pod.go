@@ -1,0 +1,370 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+)
+
+// podWorker runs one pod: its network namespace, volumes, containers and status.
+type podWorker struct {
+	n     *Node
+	netns string
+	dir   string
+
+	mu          sync.Mutex
+	pod         *corev1.Pod
+	podIP       string
+	startTime   time.Time
+	sandbox     bool
+	setupErr    string
+	volumeDirs  map[string]string
+	mountDirs   []string
+	containers  []*container
+	lastWritten *corev1.PodStatus
+	tornDown    bool
+
+	kick     chan struct{}
+	stopCh   chan struct{}
+	stopOnce sync.Once
+}
+
+func newPodWorker(n *Node, pod *corev1.Pod) *podWorker {
+	uid := strings.ReplaceAll(string(pod.UID), "-", "")
+	if len(uid) > 12 {
+		uid = uid[:12]
+	}
+	return &podWorker{
+		n: n, pod: pod, netns: "ml-" + uid,
+		dir:    filepath.Join(n.opts.StateDir, "pods", string(pod.UID)),
+		kick:   make(chan struct{}, 1),
+		stopCh: make(chan struct{}),
+	}
+}
+
+// update hands the worker the pod's latest state.
+func (w *podWorker) update(pod *corev1.Pod) {
+	w.mu.Lock()
+	w.pod = pod
+	w.mu.Unlock()
+	w.notify()
+}
+
+func (w *podWorker) notify() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// stop ends the worker without deleting the Pod object (node shutdown, pod gone).
+func (w *podWorker) stop() { w.stopOnce.Do(func() { close(w.stopCh) }) }
+
+func (w *podWorker) current() *corev1.Pod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.pod
+}
+
+func (w *podWorker) log(ctx context.Context) klog.Logger {
+	p := w.current()
+	return klog.FromContext(ctx).WithValues("pod", klog.KObj(p))
+}
+
+// run is the pod's life: set up, run containers and report status until the pod is
+// deleted or the worker stopped, then tear everything down.
+func (w *podWorker) run(ctx context.Context) {
+	defer w.teardown(ctx)
+	if !w.setupUntilDone(ctx) {
+		w.finish(ctx)
+		return
+	}
+	for _, c := range w.containers {
+		go c.run(ctx)
+	}
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		w.syncStatus(ctx)
+		if w.current().DeletionTimestamp != nil {
+			w.finish(ctx)
+			return
+		}
+		select {
+		case <-w.stopCh:
+			w.stopContainers(10 * time.Second)
+			return
+		case <-w.kick:
+		case <-tick.C:
+		}
+	}
+}
+
+// setupUntilDone retries the pod's setup until it works; false if the pod was
+// deleted or the worker stopped first.
+func (w *podWorker) setupUntilDone(ctx context.Context) bool {
+	for {
+		if w.current().DeletionTimestamp != nil {
+			return false
+		}
+		err := w.setup(ctx)
+		if err == nil {
+			return true
+		}
+		w.log(ctx).Error(err, "Pod setup failed; retrying")
+		w.mu.Lock()
+		w.setupErr = err.Error()
+		w.mu.Unlock()
+		w.syncStatus(ctx)
+		select {
+		case <-w.stopCh:
+			return false
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// setup creates the network namespace, attaches it, materialises volumes and
+// prepares the containers.
+func (w *podWorker) setup(ctx context.Context) error {
+	pod := w.current()
+	w.mu.Lock()
+	if w.startTime.IsZero() {
+		w.startTime = time.Now()
+	}
+	w.mu.Unlock()
+	if w.podIP == "" {
+		ip, err := w.n.net.attach(ctx, w.netns, string(pod.UID))
+		if err != nil {
+			return err
+		}
+		w.mu.Lock()
+		w.podIP = ip
+		w.mu.Unlock()
+	}
+	dirs, err := materializeVolumes(ctx, w.n, pod, filepath.Join(w.dir, "volumes"))
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(w.dir, "logs"), 0o755); err != nil {
+		return err
+	}
+	var containers []*container
+	var mountDirs []string
+	for i := range pod.Spec.Containers {
+		c := newContainer(w, &pod.Spec.Containers[i])
+		mounts, err := containerMounts(c.spec, dirs)
+		if err != nil {
+			return err
+		}
+		for _, m := range mounts {
+			used, err := w.n.acquireMountDir(m.target)
+			if err != nil {
+				w.n.releaseMountDirs(mountDirs)
+				return fmt.Errorf("mount point %s: %w", m.target, err)
+			}
+			mountDirs = append(mountDirs, used...)
+		}
+		c.mounts = mounts
+		containers = append(containers, c)
+	}
+	w.mu.Lock()
+	w.volumeDirs, w.mountDirs, w.containers, w.sandbox, w.setupErr = dirs, mountDirs, containers, true, ""
+	w.mu.Unlock()
+	for _, c := range containers {
+		if c.kind == runtimePlaceholder {
+			w.n.event(ctx, pod, corev1.EventTypeWarning, "PlaceholderImage", placeholderMessage(c.spec.Image))
+		}
+	}
+	return nil
+}
+
+// finish stops the containers of a deleted pod within its grace period and deletes
+// the Pod object.
+func (w *podWorker) finish(ctx context.Context) {
+	pod := w.current()
+	w.stopContainers(gracePeriod(pod))
+	w.teardown(ctx)
+	zero := int64(0)
+	err := w.n.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &zero, Preconditions: metav1.NewUIDPreconditions(string(pod.UID)),
+	})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		w.log(ctx).Error(err, "Cannot delete the pod")
+	}
+}
+
+func gracePeriod(pod *corev1.Pod) time.Duration {
+	switch {
+	case pod.DeletionGracePeriodSeconds != nil:
+		return time.Duration(*pod.DeletionGracePeriodSeconds) * time.Second
+	case pod.Spec.TerminationGracePeriodSeconds != nil:
+		return time.Duration(*pod.Spec.TerminationGracePeriodSeconds) * time.Second
+	}
+	return 30 * time.Second
+}
+
+func (w *podWorker) stopContainers(grace time.Duration) {
+	w.mu.Lock()
+	cs := w.containers
+	w.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, c := range cs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c.terminate(grace)
+		}()
+	}
+	wg.Wait()
+}
+
+// teardown releases the pod's address and network namespace and removes its
+// directories. It is idempotent.
+func (w *podWorker) teardown(ctx context.Context) {
+	w.mu.Lock()
+	done := w.tornDown
+	w.tornDown = true
+	dirs := w.mountDirs
+	w.mountDirs = nil
+	w.mu.Unlock()
+	if done {
+		return
+	}
+	w.n.releaseMountDirs(dirs)
+	if err := w.n.net.detach(ctx, w.netns, string(w.current().UID)); err != nil {
+		w.log(ctx).Error(err, "Cannot release the pod network")
+	}
+	if err := os.RemoveAll(w.dir); err != nil {
+		w.log(ctx).Error(err, "Cannot remove the pod directory")
+	}
+}
+
+// syncStatus writes the pod status if it changed.
+func (w *podWorker) syncStatus(ctx context.Context) {
+	pod := w.current()
+	if pod.DeletionTimestamp != nil {
+		return
+	}
+	status := buildStatus(pod.Status, w.observe(), time.Now())
+	w.mu.Lock()
+	unchanged := equality.Semantic.DeepEqual(status, pod.Status) ||
+		(w.lastWritten != nil && equality.Semantic.DeepEqual(status, *w.lastWritten))
+	w.mu.Unlock()
+	if unchanged {
+		return
+	}
+	pods := w.n.kube.CoreV1().Pods(pod.Namespace)
+	update := pod.DeepCopy()
+	update.Status = status
+	_, err := pods.UpdateStatus(ctx, update, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		if fresh, gerr := pods.Get(ctx, pod.Name, metav1.GetOptions{}); gerr == nil && fresh.UID == pod.UID {
+			fresh.Status = buildStatus(fresh.Status, w.observe(), time.Now())
+			_, err = pods.UpdateStatus(ctx, fresh, metav1.UpdateOptions{})
+		}
+	}
+	if err != nil {
+		if !apierrors.IsNotFound(err) {
+			w.log(ctx).V(1).Info("Cannot write pod status", "err", err)
+		}
+		return
+	}
+	w.mu.Lock()
+	w.lastWritten = &status
+	w.mu.Unlock()
+}
+
+// observe collects what the status reports.
+func (w *podWorker) observe() podObs {
+	w.mu.Lock()
+	o := podObs{podIP: w.podIP, hostIP: w.n.net.gw.String(), startTime: w.startTime, sandboxReady: w.sandbox, message: w.setupErr}
+	cs := w.containers
+	w.mu.Unlock()
+	var msgs []string
+	if o.message != "" {
+		msgs = append(msgs, o.message)
+	}
+	for _, c := range cs {
+		o.containers = append(o.containers, c.observe())
+		if c.kind == runtimePlaceholder {
+			msgs = append(msgs, fmt.Sprintf("container %s: %s", c.spec.Name, placeholderMessage(c.spec.Image)))
+		}
+	}
+	o.message = strings.Join(msgs, "; ")
+	if len(cs) == 0 {
+		for _, c := range w.current().Spec.Containers {
+			o.containers = append(o.containers, containerObs{name: c.Name, image: c.Image,
+				state: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}})
+		}
+	}
+	return o
+}
+
+// podWithIP is the pod as env and probes see it: with the addresses the node gave it.
+func (w *podWorker) podWithIP() *corev1.Pod {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	p := w.pod.DeepCopy()
+	p.Status.PodIP = w.podIP
+	p.Status.PodIPs = []corev1.PodIP{{IP: w.podIP}}
+	p.Status.HostIP = w.n.net.gw.String()
+	return p
+}
+
+// event records an Event about a pod.
+func (n *Node) event(ctx context.Context, pod *corev1.Pod, typ, reason, message string) {
+	now := metav1.Now()
+	ev := &corev1.Event{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: pod.Name + ".", Namespace: pod.Namespace},
+		InvolvedObject: corev1.ObjectReference{
+			Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID,
+		},
+		Reason: reason, Message: message, Type: typ, Count: 1,
+		FirstTimestamp: now, LastTimestamp: now,
+		Source: corev1.EventSource{Component: "kubelet", Host: n.opts.Name},
+	}
+	if _, err := n.kube.CoreV1().Events(pod.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		klog.FromContext(ctx).V(1).Info("Cannot record event", "reason", reason, "err", err)
+	}
+}
+
+// configMap and secret read referenced objects for env and volumes.
+func (n *Node) configMap(ctx context.Context, ns, name string) (*corev1.ConfigMap, error) {
+	return n.kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (n *Node) secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
+	return n.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// token requests a service account token for a pod (projected volumes).
+func (n *Node) token(ctx context.Context, pod *corev1.Pod, audience string, expiration *int64) (string, error) {
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		ExpirationSeconds: expiration,
+		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
+	}}
+	if audience != "" {
+		req.Spec.Audiences = []string{audience}
+	}
+	out, err := n.kube.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	if err != nil {
+		return "", err
+	}
+	return out.Status.Token, nil
+}

@@ -1,0 +1,198 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// probeLoop runs a probe every period while the container runs and reports each
+// verdict (after successThreshold successes or failureThreshold failures in a row)
+// for the container start (generation) it was made against.
+func (c *container) probeLoop(ctx context.Context, p *corev1.Probe, verdict func(gen int, ok bool)) {
+	if p == nil {
+		return
+	}
+	period := seconds(p.PeriodSeconds, 10)
+	failureThreshold, successThreshold := orDefault(p.FailureThreshold, 3), orDefault(p.SuccessThreshold, 1)
+	tick := time.NewTicker(min(period, time.Second))
+	defer tick.Stop()
+	var gen, successes, failures int
+	var next time.Time
+	for {
+		select {
+		case <-c.stopCh:
+			return
+		case <-tick.C:
+		}
+		c.mu.Lock()
+		running, cur, startedAt := c.state.Running != nil, c.gen, c.state.Running
+		c.mu.Unlock()
+		if !running {
+			continue
+		}
+		if cur != gen {
+			gen, successes, failures = cur, 0, 0
+			next = startedAt.StartedAt.Add(seconds(p.InitialDelaySeconds, 0))
+		}
+		if time.Now().Before(next) {
+			continue
+		}
+		next = time.Now().Add(period)
+		if err := c.probe(ctx, p); err != nil {
+			successes, failures = 0, failures+1
+			if failures >= failureThreshold {
+				verdict(gen, false)
+			}
+			continue
+		}
+		successes, failures = successes+1, 0
+		if successes >= successThreshold {
+			verdict(gen, true)
+		}
+	}
+}
+
+func seconds(s int32, def int) time.Duration {
+	if s <= 0 {
+		return time.Duration(def) * time.Second
+	}
+	return time.Duration(s) * time.Second
+}
+
+func orDefault(v int32, def int) int {
+	if v <= 0 {
+		return def
+	}
+	return int(v)
+}
+
+func (c *container) setReady(gen int, ok bool) {
+	c.mu.Lock()
+	changed := c.gen == gen && c.ready != ok
+	if c.gen == gen {
+		c.ready = ok
+	}
+	c.mu.Unlock()
+	if changed {
+		c.w.notify()
+	}
+}
+
+func (c *container) liveness(gen int, ok bool) {
+	c.mu.Lock()
+	same := c.gen == gen
+	c.mu.Unlock()
+	if !ok && same {
+		c.kill()
+	}
+}
+
+// probe runs one check of a probe against the container.
+func (c *container) probe(ctx context.Context, p *corev1.Probe) error {
+	ctx, cancel := context.WithTimeout(ctx, seconds(p.TimeoutSeconds, 1))
+	defer cancel()
+	pod := c.w.podWithIP()
+	switch {
+	case p.HTTPGet != nil:
+		return c.probeHTTP(ctx, pod, p.HTTPGet)
+	case p.TCPSocket != nil:
+		port, err := c.resolvePort(p.TCPSocket.Port)
+		if err != nil {
+			return err
+		}
+		host := p.TCPSocket.Host
+		if host == "" {
+			host = pod.Status.PodIP
+		}
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", net.JoinHostPort(host, strconv.Itoa(port)))
+		if err != nil {
+			return err
+		}
+		return conn.Close()
+	case p.Exec != nil:
+		return c.probeExec(ctx, pod, p.Exec.Command)
+	}
+	return fmt.Errorf("unsupported probe handler")
+}
+
+func (c *container) probeHTTP(ctx context.Context, pod *corev1.Pod, g *corev1.HTTPGetAction) error {
+	port, err := c.resolvePort(g.Port)
+	if err != nil {
+		return err
+	}
+	host := g.Host
+	if host == "" {
+		host = pod.Status.PodIP
+	}
+	scheme := "http"
+	if g.Scheme == corev1.URISchemeHTTPS {
+		scheme = "https"
+	}
+	url := fmt.Sprintf("%s://%s%s", scheme, net.JoinHostPort(host, strconv.Itoa(port)), g.Path)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	for _, h := range g.HTTPHeaders {
+		req.Header.Add(h.Name, h.Value)
+	}
+	resp, err := probeClient.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
+		return fmt.Errorf("HTTP probe got %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// probeClient does not follow redirects to other hosts' (a 3xx is a success) and
+// skips TLS verification, as a kubelet does.
+var probeClient = &http.Client{
+	CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true},
+}
+
+func (c *container) probeExec(ctx context.Context, pod *corev1.Pod, command []string) error {
+	env, err := containerEnv(ctx, c.w.n, pod, c.spec)
+	if err != nil {
+		return err
+	}
+	cmdline := command
+	if len(cmdline) > 0 && isPythonCommand(cmdline[0]) {
+		cmdline = append([]string{c.w.n.opts.Python}, cmdline[1:]...)
+	}
+	args := wrapCommand(c.w.netns, c.mounts, c.spec.WorkingDir, cmdline)
+	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
+	cmd.Env = env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("exec probe: %w: %s", err, tail(string(out), 3))
+	}
+	return nil
+}
+
+// resolvePort turns a probe's port (a number or a container port's name) into a number.
+func (c *container) resolvePort(p intstr.IntOrString) (int, error) {
+	if p.Type == intstr.Int {
+		return p.IntValue(), nil
+	}
+	for _, cp := range c.spec.Ports {
+		if cp.Name == p.StrVal {
+			return int(cp.ContainerPort), nil
+		}
+	}
+	return 0, fmt.Errorf("no container port named %q", p.StrVal)
+}
