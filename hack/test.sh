@@ -6,6 +6,8 @@
 set -uo pipefail
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/metalambda-test.XXXXXX")
+netns_before=$(ip netns list 2>/dev/null | sort)
+bridges_before=$(ip -o link show type bridge 2>/dev/null | awk -F': ' '{print $2}' | sort)
 echo "test: go test $* (TMPDIR=$tmp)"
 TMPDIR=$tmp go test "$@"
 rc=$?
@@ -23,6 +25,13 @@ if ((${#leaked[@]})); then
   printf '  %s\n' "${leaked[@]}" >&2
   rc=1
 fi
+netns_new=$(comm -13 <(echo "$netns_before") <(ip netns list 2>/dev/null | sort))
+bridges_new=$(comm -13 <(echo "$bridges_before") <(ip -o link show type bridge 2>/dev/null | awk -F': ' '{print $2}' | sort))
+if [[ -n $netns_new || -n $bridges_new ]]; then
+  echo "test: FAIL: the tests left network namespaces or bridges behind:" >&2
+  echo "$netns_new $bridges_new" | sed 's/^/  /' >&2
+  rc=1
+fi
 left=$(find "$tmp" -mindepth 1 -maxdepth 1 2>/dev/null)
 if [[ -n $left ]]; then
   echo "test: FAIL: the tests left files behind in $tmp:" >&2
@@ -31,5 +40,5 @@ if [[ -n $left ]]; then
 else
   rmdir "$tmp"
 fi
-((rc == 0)) && echo "test: ok, no process or temporary directory left behind"
+((rc == 0)) && echo "test: ok, no process, temporary file, network namespace or bridge left behind"
 exit "$rc"
