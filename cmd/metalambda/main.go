@@ -10,14 +10,17 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/internal/localcluster"
+	"github.com/metalambda/metalambda/internal/node"
 	"github.com/metalambda/metalambda/internal/platform"
 )
 
@@ -60,6 +63,10 @@ func up(args []string) error {
 	fs.StringVar(&o.DataDir, "data-dir", ".metalambda", "where the cluster's state, the kubeconfig and logs live")
 	fs.StringVar(&o.IngressAddress, "ingress", "127.0.0.1:8080", "address of the local ingress")
 	fs.StringVar(&o.GatewayAddress, "gateway", "127.0.0.1:8081", "address of the gateway API and hooks")
+	withNode := fs.Bool("node", os.Geteuid() == 0, "run the local node, so pods run as processes (needs root and the CNI plugins)")
+	var nodeOpts node.Options
+	fs.StringVar(&nodeOpts.PodCIDR, "pod-cidr", "10.244.0.0/24", "the local node's pod subnet")
+	fs.StringVar(&nodeOpts.Bridge, "bridge", "mlbr0", "the local node's bridge")
 	purge := fs.Bool("purge", false, "start from an empty data directory")
 	klog.InitFlags(fs)
 	_ = fs.Set("logtostderr", "false")
@@ -77,6 +84,9 @@ func up(args []string) error {
 		return err
 	}
 	o.BinDir = bin
+	if *withNode {
+		o.Node = localNode(nodeOpts)
+	}
 	if err := platform.WritePID(o.DataDir); err != nil {
 		return err
 	}
@@ -96,6 +106,18 @@ func up(args []string) error {
 	p.Stop()
 	fmt.Println("metalambda: stopped; the data stays in", o.DataDir)
 	return nil
+}
+
+// localNode builds the local node with its state under the platform's data directory.
+func localNode(opts node.Options) func(kubernetes.Interface, string) (platform.NodeRunner, error) {
+	return func(kube kubernetes.Interface, dataDir string) (platform.NodeRunner, error) {
+		dir, err := filepath.Abs(filepath.Join(dataDir, "node"))
+		if err != nil {
+			return nil, err
+		}
+		opts.StateDir = dir
+		return node.New(kube, opts)
+	}
 }
 
 // kubeBinaries finds the pinned control plane: $METALAMBDA_KUBE_BIN, or the build
