@@ -1,0 +1,172 @@
+// Command bench-platform measures the local platform as a newcomer meets it: seconds
+// from applying the PythonLambda sample to the first right answer at the ingress host,
+// and from deleting one of its pods to that pod serving again. It runs the platform
+// with the local node (root and the CNI plugins needed) in a temporary data directory.
+//
+//	go run ./hack/bench-platform -runs 5
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"text/tabwriter"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/metalambda/metalambda/internal/localcluster"
+	"github.com/metalambda/metalambda/internal/manifest"
+	"github.com/metalambda/metalambda/internal/node"
+	"github.com/metalambda/metalambda/internal/platform"
+)
+
+const want = "Hello Martin! Your name in reverse is nitraM"
+
+func main() {
+	runs := flag.Int("runs", 5, "how many times to apply and delete the sample")
+	flag.Parse()
+	if err := run(*runs); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-platform:", err)
+		os.Exit(1)
+	}
+}
+
+func run(runs int) error {
+	dir, err := os.MkdirTemp("", "metalambda-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ingress, gateway := freeAddr(), freeAddr()
+	opts := platform.Options{
+		DataDir: filepath.Join(dir, "data"), BinDir: os.Getenv(localcluster.BinDirEnv),
+		IngressAddress: ingress, GatewayAddress: gateway,
+		Node: func(kube kubernetes.Interface, d string) (platform.NodeRunner, error) {
+			return node.New(kube, node.Options{Bridge: "mlbench0", PodCIDR: "10.244.216.0/24", StateDir: filepath.Join(d, "node")})
+		},
+	}
+	ctx := context.Background()
+	p, err := platform.Start(ctx, opts, io.Discard)
+	if err != nil {
+		return err
+	}
+	defer p.Stop()
+	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	applier, err := manifest.NewApplier(cfg, "bench")
+	if err != nil {
+		return err
+	}
+	sample, err := os.ReadFile("operators/pythonlambda/sample.yaml")
+	if err != nil {
+		return err
+	}
+	var firstAnswer, recovery []time.Duration
+	for range runs {
+		start := time.Now()
+		if _, err := applier.Apply(ctx, sample); err != nil {
+			return err
+		}
+		if err := waitAnswer(ingress, 2*time.Minute); err != nil {
+			return err
+		}
+		firstAnswer = append(firstAnswer, time.Since(start))
+
+		pods, err := kube.CoreV1().Pods("python-lambda-operator").List(ctx, metav1.ListOptions{})
+		if err != nil || len(pods.Items) == 0 {
+			return fmt.Errorf("no pods: %v", err)
+		}
+		victim := pods.Items[0]
+		start = time.Now()
+		if err := kube.CoreV1().Pods(victim.Namespace).Delete(ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
+			return err
+		}
+		if err := waitReady(ctx, kube, victim.Namespace, victim.Name, string(victim.UID)); err != nil {
+			return err
+		}
+		recovery = append(recovery, time.Since(start))
+
+		if err := kube.CoreV1().Namespaces().Delete(ctx, "python-lambda-operator", metav1.DeleteOptions{}); err != nil {
+			return err
+		}
+		if err := waitGone(ctx, kube); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("local platform, PythonLambda sample (2 replicas), %d runs\n", runs)
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "measure\tmedian (s)\tmin (s)\tmax (s)\t")
+	for _, m := range []struct {
+		name string
+		d    []time.Duration
+	}{{"kubectl apply -> first right answer at the ingress", firstAnswer}, {"pod deleted -> replacement Ready", recovery}} {
+		slices.Sort(m.d)
+		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.2f\t\n", m.name, m.d[len(m.d)/2].Seconds(), m.d[0].Seconds(), m.d[len(m.d)-1].Seconds())
+	}
+	return w.Flush()
+}
+
+func waitAnswer(ingress string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+ingress+"/?name=Martin", nil)
+		req.Host = "example.com"
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == 200 && string(body) == want {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("no right answer within %s", timeout)
+}
+
+func waitReady(ctx context.Context, kube kubernetes.Interface, ns, name, oldUID string) error {
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		pod, err := kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err == nil && string(pod.UID) != oldUID {
+			for _, c := range pod.Status.Conditions {
+				if c.Type == "Ready" && c.Status == "True" {
+					return nil
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("pod %s/%s not back within 2 minutes", ns, name)
+}
+
+func waitGone(ctx context.Context, kube kubernetes.Interface) error {
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		if _, err := kube.CoreV1().Namespaces().Get(ctx, "python-lambda-operator", metav1.GetOptions{}); err != nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	return fmt.Errorf("namespace python-lambda-operator not deleted within 3 minutes")
+}
+
+func freeAddr() string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
