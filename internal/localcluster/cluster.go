@@ -178,6 +178,9 @@ func (c *Cluster) apiserverArgs(s *secrets) []string {
 		"--service-account-signing-key-file=" + s.serviceAccountKey,
 		"--service-cluster-ip-range=" + o.ServiceClusterIPRange,
 		"--allow-privileged=true",
+		// Reach nodes (`kubectl logs`) at the address they serve on: the local node's
+		// bridge address, which its hostname may not resolve to.
+		"--kubelet-preferred-address-types=InternalIP,Hostname",
 		// The apiserver would publish its loopback address as the endpoint of the
 		// "kubernetes" Service, which Endpoints validation refuses in a loop.
 		"--endpoint-reconciler-type=none",

@@ -286,6 +286,16 @@ func testCrashLoop(t *testing.T, n *Node) {
 		}
 		return nil
 	})
+	// kubectl logs: the API server proxies to the node's container-log endpoint.
+	logs, err := env.Kube.CoreV1().Pods(ns).GetLogs("crash", &corev1.PodLogOptions{Container: "crash"}).Do(kubetest.Context(t)).Raw()
+	if err != nil || !strings.Contains(string(logs), "going down") {
+		t.Errorf("pod logs = %q, %v; want the container's output", logs, err)
+	}
+	tail := int64(1)
+	logs, err = env.Kube.CoreV1().Pods(ns).GetLogs("crash", &corev1.PodLogOptions{Container: "crash", TailLines: &tail}).Do(kubetest.Context(t)).Raw()
+	if err != nil || strings.Count(string(logs), "\n") != 1 {
+		t.Errorf("tailLines=1 logs = %q, %v; want one line", logs, err)
+	}
 }
 
 func testDelete(t *testing.T, n *Node) {

@@ -73,6 +73,11 @@ func (n *Node) Run(ctx context.Context) error {
 	if err := n.net.ensureBridge(ctx); err != nil {
 		return fmt.Errorf("create bridge %s: %w", n.opts.Bridge, err)
 	}
+	stopLogs, err := n.serveLogs(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopLogs()
 	if err := n.register(ctx); err != nil {
 		return err
 	}

@@ -37,6 +37,9 @@ type Options struct {
 	BackoffMax     time.Duration
 	// HeartbeatInterval is how often the Node status and Lease are renewed. Default 10s.
 	HeartbeatInterval time.Duration
+	// KubeletPort serves the container-log endpoint (`kubectl logs`) on the node's
+	// address. Default 10250.
+	KubeletPort int
 }
 
 // requiredPlugins are the CNI plugins the node runs.
@@ -61,6 +64,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.HeartbeatInterval == 0 {
 		o.HeartbeatInterval = 10 * time.Second
+	}
+	if o.KubeletPort == 0 {
+		o.KubeletPort = 10250
 	}
 }
 

@@ -90,6 +90,7 @@ func (n *Node) writeNodeStatus(ctx context.Context, ready corev1.ConditionStatus
 	}
 	node = node.DeepCopy()
 	node.Status = nodeStatus(node.Status, n.hostResources(), n.net.gw.String(), n.opts.Name, ready, reason, message, time.Now())
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(n.opts.KubeletPort)
 	_, err = nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{})
 	return err
 }
