@@ -1,21 +1,15 @@
 package immortalcontainer
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/metalambda/metalambda/functions/internal/golden"
 	"github.com/metalambda/metalambda/internal/hook"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 type parentOpt func(hook.Object)
 
@@ -87,12 +81,12 @@ func TestSync(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := golden(t, tt.name+".request.json", tt.req)
+			req := golden.Request(t, tt.name+".request.json", tt.req)
 			resp, err := Sync(req)
 			if err != nil {
 				t.Fatalf("Sync: %v", err)
 			}
-			compareGolden(t, tt.name+".response.json", resp)
+			golden.Compare(t, tt.name+".response.json", resp)
 			got := struct{ Pod, CurrentPod string }{resp.Children[0]["metadata"].(map[string]any)["name"].(string), resp.Status["currentPod"].(string)}
 			want := struct{ Pod, CurrentPod string }{tt.wantPod, tt.wantCurrentPod}
 			if diff := cmp.Diff(want, got); diff != "" || len(resp.Children) != 1 {
@@ -126,44 +120,5 @@ func TestSyncInvalidParent(t *testing.T) {
 				t.Fatalf("Sync = %v, %v; want an ErrInvalidParent containing %q", resp, err, tt.want)
 			}
 		})
-	}
-}
-
-// golden compares req, as JSON, with the file (rewriting it under -update) and
-// returns the request decoded from the file, as the engine's JSON would be.
-func golden(t *testing.T, file string, req *hook.CompositeRequest) *hook.CompositeRequest {
-	t.Helper()
-	compareGolden(t, file, req)
-	body, err := os.ReadFile(filepath.Join("testdata", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out hook.CompositeRequest
-	if err := json.Unmarshal(body, &out); err != nil {
-		t.Fatal(err)
-	}
-	return &out
-}
-
-func compareGolden(t *testing.T, file string, v any) {
-	t.Helper()
-	got, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = append(got, '\n')
-	path := filepath.Join("testdata", file)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to write it)", err)
-	}
-	if !bytes.Equal(want, got) {
-		t.Errorf("%s differs (-want +got; run go test -update to accept):\n%s", path, cmp.Diff(string(want), string(got)))
 	}
 }

@@ -1,12 +1,7 @@
 package pythonlambda
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
-	"flag"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/metalambda/metalambda/functions/internal/golden"
 	"github.com/metalambda/metalambda/internal/hook"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // summary is what each case asserts beyond its golden response.
 type summary struct {
@@ -161,12 +155,12 @@ func TestSync(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := golden(t, tt.name+".request.json", tt.req(t))
+			req := golden.Request(t, tt.name+".request.json", tt.req(t))
 			resp, err := syncAt(req, now)
 			if err != nil {
 				t.Fatalf("Sync: %v", err)
 			}
-			compareGolden(t, tt.name+".response.json", resp)
+			golden.Compare(t, tt.name+".response.json", resp)
 			if diff := cmp.Diff(tt.want, summarize(t, resp, tt.want.Message)); diff != "" {
 				t.Errorf("response (-want +got):\n%s", diff)
 			}
@@ -202,45 +196,6 @@ func summarize(t *testing.T, resp *hook.CompositeResponse, part string) summary 
 		s.Message = msg
 	}
 	return s
-}
-
-// golden compares req, as JSON, with the file (rewriting it under -update) and
-// returns the request decoded from the file, as the engine's JSON would be.
-func golden(t *testing.T, file string, req *hook.CompositeRequest) *hook.CompositeRequest {
-	t.Helper()
-	compareGolden(t, file, req)
-	body, err := os.ReadFile(filepath.Join("testdata", file))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out hook.CompositeRequest
-	if err := json.Unmarshal(body, &out); err != nil {
-		t.Fatal(err)
-	}
-	return &out
-}
-
-func compareGolden(t *testing.T, file string, v any) {
-	t.Helper()
-	got, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got = append(got, '\n')
-	path := filepath.Join("testdata", file)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to write it)", err)
-	}
-	if !bytes.Equal(want, got) {
-		t.Errorf("%s differs (-want +got; run go test -update to accept):\n%s", path, cmp.Diff(string(want), string(got)))
-	}
 }
 
 func TestSyncInvalidParent(t *testing.T) {
