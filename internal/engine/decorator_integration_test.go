@@ -240,3 +240,52 @@ func (b *atomicBool) get() bool {
 	defer b.mu.Unlock()
 	return b.v
 }
+
+// TestCustomizeNamespaceSelector: a v2 customize hook selects related objects in every
+// namespace whose labels match, and a namespace that gains the label adds its objects.
+func TestCustomizeNamespaceSelector(t *testing.T) {
+	setup(t)
+	ns := env.Namespace(t)
+	startEngine(t, ns)
+	team := "team-" + ns[len(ns)-6:]
+	hook := newHookServer(t, func(req map[string]any) (int, any) {
+		if _, isSync := req["children"]; !isSync {
+			return 200, map[string]any{"relatedResources": []any{map[string]any{
+				"apiVersion": "v1", "resource": "configmaps",
+				"namespaceSelector": map[string]any{"matchLabels": map[string]any{"team": team}},
+				"labelSelector":     map[string]any{"matchLabels": map[string]any{"shared": "yes"}},
+			}}}
+		}
+		related := req["related"].(map[string]any)["ConfigMap.v1"].(map[string]any)
+		return 200, map[string]any{"status": map[string]any{"related": keys(related)}}
+	})
+	create(t, ccGVR, "", `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: %[1]s, labels: {metalambda.dev/test-engine: %[1]s}}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: test.metalambda.dev/v1, resource: parents, labelSelector: {matchLabels: {metalambda.dev/test-engine: %[1]s}}}
+  hooks:
+    sync: {version: v2, webhook: {url: "%[2]s/sync"}}
+    customize: {version: v2, webhook: {url: "%[2]s/customize"}}
+`, ns, hook.URL)
+	other1, other2 := env.Namespace(t), env.Namespace(t)
+	ctx := kubetest.Context(t)
+	labelNamespace := func(name string) {
+		patch := []byte(fmt.Sprintf(`{"metadata":{"labels":{"team":%q}}}`, team))
+		if _, err := env.Kube.CoreV1().Namespaces().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	labelNamespace(other1)
+	for _, n := range []string{other1, other2} {
+		create(t, configMapsGVR, n, "{apiVersion: v1, kind: ConfigMap, metadata: {name: shared, labels: {shared: 'yes'}}}")
+	}
+	create(t, parentsGVR, ns, parentManifest, "p", 0)
+	waitFor(t, "only the labelled namespace's ConfigMap is related", parentsGVR, ns, "p", relatedStatus(other1+"/shared"))
+	labelNamespace(other2)
+	want := []string{other1 + "/shared", other2 + "/shared"}
+	slices.Sort(want)
+	waitFor(t, "labelling a namespace adds its ConfigMap", parentsGVR, ns, "p", relatedStatus(want...))
+}

@@ -45,6 +45,10 @@ type resolvedRule struct {
 	selector labels.Selector
 	// namespace to look in; "" means every namespace.
 	namespace string
+	// namespaces, when set, selects the namespaces (by their labels) to look in;
+	// nsSub is the shared Namespace informer it reads them from.
+	namespaces labels.Selector
+	nsSub      *informer.Subscription
 }
 
 func newRelatedTracker(c *controller) *relatedTracker {
@@ -65,7 +69,7 @@ func (r *relatedTracker) objects(ctx context.Context, key parentKey, parent *uns
 	parentNamespaced := parent.GetNamespace() != ""
 	for _, rr := range entry.rules {
 		sub := r.subscribe(rr.res)
-		if !sub.HasSynced() {
+		if !sub.HasSynced() || (rr.nsSub != nil && !rr.nsSub.HasSynced()) {
 			return nil, retryAfter(500*time.Millisecond, fmt.Errorf("related %s: %w", rr.res.Resource, errNotSynced))
 		}
 		typeKey := hook.TypeKey(rr.res.Kind, rr.rule.APIVersion)
@@ -84,6 +88,12 @@ func (r *relatedTracker) objects(ctx context.Context, key parentKey, parent *uns
 func (rr *resolvedRule) selects(obj *unstructured.Unstructured) bool {
 	if rr.namespace != "" && obj.GetNamespace() != rr.namespace {
 		return false
+	}
+	if rr.namespaces != nil {
+		ns, ok := rr.nsSub.Get("", obj.GetNamespace())
+		if !ok || !rr.namespaces.Matches(labels.Set(ns.GetLabels())) {
+			return false
+		}
 	}
 	if len(rr.rule.Names) > 0 && !slices.Contains(rr.rule.Names, obj.GetName()) {
 		return false
@@ -127,8 +137,8 @@ func (r *relatedTracker) resolve(rule v1alpha1.RelatedResourceRule, parent *unst
 	if len(rule.Names) > 0 && rule.LabelSelector != nil {
 		return resolvedRule{}, fmt.Errorf("names and labelSelector cannot be combined")
 	}
-	if rule.NamespaceSelector != nil {
-		return resolvedRule{}, fmt.Errorf("namespaceSelector is not supported yet")
+	if rule.NamespaceSelector != nil && rule.Namespace != "" {
+		return resolvedRule{}, fmt.Errorf("namespace and namespaceSelector cannot be combined")
 	}
 	sel := labels.Everything()
 	if rule.LabelSelector != nil {
@@ -137,6 +147,12 @@ func (r *relatedTracker) resolve(rule v1alpha1.RelatedResourceRule, parent *unst
 		}
 	}
 	rr := resolvedRule{rule: rule, res: res, selector: sel}
+	if rule.NamespaceSelector != nil {
+		if err := r.selectNamespaces(&rr, parent); err != nil {
+			return resolvedRule{}, err
+		}
+		return rr, nil
+	}
 	if res.Namespaced {
 		rr.namespace = rule.Namespace
 		v1 := r.c.hooks.sync.Version != v1alpha1.HookVersionV2
@@ -148,6 +164,28 @@ func (r *relatedTracker) resolve(rule v1alpha1.RelatedResourceRule, parent *unst
 		}
 	}
 	return rr, nil
+}
+
+// selectNamespaces makes rr look in the namespaces whose labels match the rule's
+// namespaceSelector. Only v2 hooks, or cluster-scoped parents, may look beyond the
+// parent's namespace, as upstream rules it.
+func (r *relatedTracker) selectNamespaces(rr *resolvedRule, parent *unstructured.Unstructured) error {
+	if !rr.res.Namespaced {
+		return fmt.Errorf("namespaceSelector needs a namespaced resource, %s is cluster-scoped", rr.res.Resource)
+	}
+	if parent.GetNamespace() != "" && r.c.hooks.sync.Version != v1alpha1.HookVersionV2 {
+		return fmt.Errorf("namespaceSelector: a v1 hook of a namespaced parent sees only its own namespace (use hook version v2)")
+	}
+	sel, err := metav1.LabelSelectorAsSelector(rr.rule.NamespaceSelector)
+	if err != nil {
+		return fmt.Errorf("namespaceSelector: %w", err)
+	}
+	nsRes, err := r.c.env.discovery.Get("v1", "namespaces")
+	if err != nil {
+		return err
+	}
+	rr.namespaces, rr.nsSub = sel, r.subscribe(nsRes)
+	return nil
 }
 
 // subscribe joins the informer of a related resource once per controller and queues
@@ -183,7 +221,13 @@ func (r *relatedTracker) enqueueRelating(gvr schema.GroupVersionResource, obj *u
 	defer r.mu.Unlock()
 	for key, e := range r.entries {
 		for i := range e.rules {
-			if e.rules[i].res.GroupVersionResource == gvr && e.rules[i].selects(obj) {
+			rr := &e.rules[i]
+			// A namespace's labels changing may change what a namespaceSelector selects.
+			if rr.nsSub != nil && gvr.Group == "" && gvr.Resource == "namespaces" {
+				r.c.queue.Add(key)
+				break
+			}
+			if rr.res.GroupVersionResource == gvr && rr.selects(obj) {
 				r.c.queue.Add(key)
 				break
 			}
