@@ -1,11 +1,13 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,10 +29,21 @@ type jsonnetRuntime struct {
 //
 //	function(request) { local parent = request.parent, children: [...], status: {...} }
 //
-// called with the request as the top-level argument "request"; std.trace output is
-// the call's logs and std.extVar reads Function.Env. Imports are refused. go-jsonnet cannot be interrupted: at the timeout the call
-// returns, but its evaluation goroutine runs on until it ends by itself (Stats
-// counts it as busy meanwhile).
+// called with the request as the argument "request"; std.trace output is the call's
+// logs and std.extVar reads Function.Env. Imports are refused.
+//
+// go-jsonnet builds its standard library for every evaluation, which costs more than
+// a small hook itself. So a function is served by resident evaluators: long-running
+// evaluations (see residentSource) that take requests from a channel through a
+// native function and hand each response back through another, so that std and the
+// function's top-level locals are built once per evaluator rather than once per
+// call. Jsonnet has no side effects, so a call cannot see what an earlier one did;
+// only a std.trace in a top-level local shows once per evaluator instead of once
+// per call.
+//
+// go-jsonnet cannot be interrupted: at the timeout the call returns, a fresh
+// evaluator takes the stuck one's place, and the stuck one ends when its evaluation
+// does (Stats counts it as busy meanwhile).
 func NewJsonnet(opts Options) Runtime {
 	return &jsonnetRuntime{opts: opts.withDefaults(), running: &runningCount{}}
 }
@@ -46,7 +59,12 @@ func (j *jsonnetRuntime) Compile(fn Function) (Compiled, error) {
 	if err != nil {
 		return nil, jsonnetCompileError(fn.Name, err)
 	}
-	return &jsonnetFunction{fn: fn, node: node, timeout: j.opts.timeout(fn), running: j.running}, nil
+	return &jsonnetFunction{
+		fn: fn, node: node, timeout: j.opts.timeout(fn), running: j.running,
+		evaluators: j.opts.JsonnetEvaluators,
+		jobs:       make(chan *jsonnetJob),
+		closed:     make(chan struct{}),
+	}, nil
 }
 
 // located is go-jsonnet's static error.
@@ -65,61 +83,197 @@ func jsonnetCompileError(name string, err error) *CompileError {
 	return ce
 }
 
-// jsonnetFunction is a parsed Jsonnet function.
+// residentFile names the resident program in stack traces, which leave it out.
+const residentFile = "<metalambda-resident>"
+
+// residentCalls is how many calls one resident evaluation serves before it ends and
+// a new one starts (its std.range is that long).
+const residentCalls = 1000
+
+// residentSource serves residentCalls calls of the function f, given as a top-level
+// argument. next blocks until a call arrives; reply takes the call's number first
+// (native arguments are evaluated in order), so next has run, and the trace output
+// goes to the right call, even when f never reads its request.
+var residentSource = fmt.Sprintf(`function(f)
+  std.foldl(function(served, i)
+    local call = std.native("metalambda.next")(i);
+    served + std.native("metalambda.reply")(call.n, if std.isFunction(f) then f(request=call.request) else f),
+    std.range(1, %d), 0)`, residentCalls)
+
+var residentProgram = func() ast.Node {
+	node, err := jsonnet.SnippetToAST(residentFile, residentSource)
+	if err != nil {
+		panic(err)
+	}
+	return node
+}()
+
+// jsonnetFunction is a parsed Jsonnet function and its resident evaluators.
 type jsonnetFunction struct {
-	fn      Function
-	node    ast.Node
-	timeout time.Duration
-	running *runningCount
+	fn         Function
+	node       ast.Node
+	timeout    time.Duration
+	running    *runningCount
+	evaluators int
+
+	start     sync.Once
+	jobs      chan *jsonnetJob
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+// Job states: a job is answered or abandoned, whichever comes first.
+const (
+	jobPending int32 = iota
+	jobAnswered
+	jobAbandoned
+)
+
+// jsonnetJob is one call, handed to whichever evaluator takes it.
+type jsonnetJob struct {
+	request any
+	logs    *logBuffer
+	done    chan jsonnetOutcome // buffered: the answer never blocks the evaluator
+	state   atomic.Int32
 }
 
 type jsonnetOutcome struct {
-	output string
+	output []byte
 	err    error
 }
 
-// Invoke evaluates the function in a fresh VM, in a goroutine abandoned at the
-// timeout.
+// Invoke hands the request to a resident evaluator and waits for its answer until
+// the timeout.
 func (f *jsonnetFunction) Invoke(ctx context.Context, request json.RawMessage) (Result, error) {
-	req, err := compactRequest(f.fn.Name, request)
-	if err != nil {
-		return Result{}, err
+	var decoded any
+	if err := json.Unmarshal(request, &decoded); err != nil {
+		return Result{}, fmt.Errorf("function %s: %w: %v", f.fn.Name, ErrInvalidRequest, err)
 	}
+	f.start.Do(func() {
+		for range f.evaluators {
+			f.spawn()
+		}
+	})
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	logs := &logBuffer{}
-	done := make(chan jsonnetOutcome, 1)
-	f.running.n.Add(1)
-	go func() {
-		defer f.running.n.Add(-1)
-		output, err := f.evaluate(req, logs)
-		done <- jsonnetOutcome{output: output, err: err}
-	}()
+	job := &jsonnetJob{request: decoded, logs: &logBuffer{}, done: make(chan jsonnetOutcome, 1)}
 	select {
-	case out := <-done:
-		return f.result(out, logs)
+	case f.jobs <- job:
 	case <-ctx.Done():
-		return Result{Logs: logs.String()}, doneError(ctx, f.fn.Name, f.timeout)
+		return Result{}, doneError(ctx, f.fn.Name, f.timeout)
+	case <-f.closed:
+		return Result{}, fmt.Errorf("function %s: %w", f.fn.Name, ErrClosed)
 	}
-}
-
-func (f *jsonnetFunction) evaluate(request []byte, logs *logBuffer) (string, error) {
-	vm := jsonnet.MakeVM()
-	vm.Importer(noImporter{})
-	vm.SetTraceOut(logs)
-	vm.TLACode("request", string(request))
-	for k, v := range f.fn.Env {
-		vm.ExtVar(k, v)
+	select {
+	case out := <-job.done:
+		return f.result(out, job.logs)
+	case <-ctx.Done():
+		if !job.state.CompareAndSwap(jobPending, jobAbandoned) {
+			return f.result(<-job.done, job.logs) // answered at the last moment
+		}
+		f.spawn() // the stuck evaluator retires once its evaluation ends
+		return Result{Logs: job.logs.String()}, doneError(ctx, f.fn.Name, f.timeout)
 	}
-	return vm.Evaluate(f.node)
 }
 
 func (f *jsonnetFunction) result(out jsonnetOutcome, logs *logBuffer) (Result, error) {
 	if out.err != nil {
 		return Result{Logs: logs.String()}, exception(f.fn.Name, jsonnetErrorMessage(out.err))
 	}
-	response, err := objectResponse(f.fn.Name, []byte(out.output))
-	return Result{Response: response, Logs: logs.String()}, err
+	if len(out.output) == 0 || out.output[0] != '{' {
+		return Result{Logs: logs.String()}, badReturn(f.fn.Name, "the response is not a JSON object: %.200s", out.output)
+	}
+	return Result{Response: out.output, Logs: logs.String()}, nil
+}
+
+// Close ends the evaluators: idle ones at once, busy ones after their call.
+func (f *jsonnetFunction) Close() {
+	f.closeOnce.Do(func() { close(f.closed) })
+}
+
+func (f *jsonnetFunction) spawn() {
+	e := &jsonnetEvaluator{f: f}
+	go e.run()
+}
+
+// errRetired ends a resident evaluation whose evaluator is closed or replaced.
+var errRetired = errors.New("evaluator retired")
+
+// jsonnetEvaluator runs resident evaluations one after another. Its fields belong
+// to its goroutine: go-jsonnet calls next, reply and Write from the evaluation.
+type jsonnetEvaluator struct {
+	f       *jsonnetFunction
+	current *jsonnetJob
+	retired bool
+}
+
+func (e *jsonnetEvaluator) run() {
+	for !e.retired {
+		vm := jsonnet.MakeVM()
+		vm.Importer(noImporter{})
+		vm.SetTraceOut(e)
+		for k, v := range e.f.fn.Env {
+			vm.ExtVar(k, v)
+		}
+		vm.NativeFunction(&jsonnet.NativeFunction{Name: "metalambda.next", Params: ast.Identifiers{"i"}, Func: e.next})
+		vm.NativeFunction(&jsonnet.NativeFunction{Name: "metalambda.reply", Params: ast.Identifiers{"n", "response"}, Func: e.reply})
+		vm.TLANode("f", e.f.node)
+		_, err := vm.Evaluate(residentProgram)
+		if job := e.current; job != nil {
+			// The function failed: the evaluation ends with the call's error.
+			e.finish(job, jsonnetOutcome{err: err})
+		}
+	}
+}
+
+// next waits for a call and returns {n, request}.
+func (e *jsonnetEvaluator) next([]any) (any, error) {
+	select {
+	case job := <-e.f.jobs:
+		e.current = job
+		e.f.running.n.Add(1)
+		return map[string]any{"n": 0.0, "request": job.request}, nil
+	case <-e.f.closed:
+		e.retired = true
+		return nil, errRetired
+	}
+}
+
+// reply answers the current call with the function's response.
+func (e *jsonnetEvaluator) reply(args []any) (any, error) {
+	job := e.current
+	if job == nil {
+		return nil, errors.New("reply without a call")
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(args[1])
+	e.finish(job, jsonnetOutcome{output: bytes.TrimSuffix(out.Bytes(), []byte("\n")), err: err})
+	if e.retired {
+		return nil, errRetired
+	}
+	return 1.0, nil
+}
+
+// finish answers job unless its caller gave up, in which case a replacement
+// evaluator already runs and this one retires.
+func (e *jsonnetEvaluator) finish(job *jsonnetJob, out jsonnetOutcome) {
+	e.current = nil
+	e.f.running.n.Add(-1)
+	if job.state.CompareAndSwap(jobPending, jobAnswered) {
+		job.done <- out
+		return
+	}
+	e.retired = true
+}
+
+// Write receives std.trace output for the current call.
+func (e *jsonnetEvaluator) Write(p []byte) (int, error) {
+	if e.current != nil {
+		return e.current.logs.Write(p)
+	}
+	return len(p), nil
 }
 
 // maxStackFrames bounds the stack trace in an error message.
@@ -133,19 +287,21 @@ func jsonnetErrorMessage(err error) string {
 	}
 	var b strings.Builder
 	b.WriteString(rt.Msg)
-	for i, frame := range rt.StackTrace {
+	frames := make([]jsonnet.TraceFrame, 0, len(rt.StackTrace))
+	for _, frame := range rt.StackTrace {
+		if frame.Loc.FileName != residentFile {
+			frames = append(frames, frame)
+		}
+	}
+	for i, frame := range frames {
 		if i == maxStackFrames {
-			fmt.Fprintf(&b, "\n\t... %d more frames", len(rt.StackTrace)-i)
+			fmt.Fprintf(&b, "\n\t... %d more frames", len(frames)-i)
 			break
 		}
-		where := frame.Loc
-		fmt.Fprintf(&b, "\n\t%s %s", where.String(), frame.Name)
+		fmt.Fprintf(&b, "\n\t%s %s", frame.Loc.String(), frame.Name)
 	}
 	return b.String()
 }
-
-// Close does nothing: a Jsonnet function holds no resources.
-func (f *jsonnetFunction) Close() {}
 
 // noImporter refuses every import.
 type noImporter struct{}

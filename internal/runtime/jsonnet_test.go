@@ -1,8 +1,17 @@
 package runtime
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	goruntime "runtime"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 const jsonnetEcho = `
@@ -82,6 +91,94 @@ func TestJsonnetTimeout(t *testing.T) {
 	_, err := invoke(t, c, echoRequest("bad"))
 	assertInvokeError(t, err, ReasonTimeout, "300ms")
 	assertEcho(t, c, "after")
+}
+
+// Resident evaluators serve calls from many goroutines, each answer and each
+// call's trace output going to its own caller, across evaluations (more calls than
+// one resident evaluation serves).
+func TestJsonnetConcurrentCallsKeepTheirLogs(t *testing.T) {
+	c := mustCompile(t, NewJsonnet(Options{JsonnetEvaluators: 3}), jsonnetFn("echo", jsonnetEcho))
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range residentCalls/2 + 10 {
+				name := fmt.Sprintf("p-%d-%d", g, i)
+				res, err := c.Invoke(context.Background(), echoRequest(name))
+				var got any
+				switch {
+				case err != nil:
+				case json.Unmarshal(res.Response, &got) != nil || !cmp.Equal(wantEcho(name), got):
+					err = fmt.Errorf("call %s: response %s", name, res.Response)
+				case res.Logs != "TRACE: test/echo:3 sync "+name+"\n":
+					err = fmt.Errorf("call %s: logs %q", name, res.Logs)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// A function that never reads its request still answers each call, and its trace
+// output belongs to that call.
+func TestJsonnetFunctionIgnoringItsRequest(t *testing.T) {
+	c := mustCompile(t, NewJsonnet(Options{JsonnetEvaluators: 1}), jsonnetFn("const", `function(request) std.trace("called", {a: 1})`))
+	for range 3 {
+		res, err := invoke(t, c, echoRequest("x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(res.Response) != `{"a":1}` || res.Logs != "TRACE: test/const:1 called\n" {
+			t.Fatalf("response %s, logs %q", res.Response, res.Logs)
+		}
+	}
+}
+
+// A failing call ends its evaluation; the next call gets a fresh one, and the error
+// names the function's own frames, not the evaluator's.
+func TestJsonnetErrorThenRecovery(t *testing.T) {
+	source := "function(request)\n  if request.parent.metadata.name == 'bad' then error 'bad parent'\n  else {ok: request.parent.metadata.name}"
+	c := mustCompile(t, NewJsonnet(Options{JsonnetEvaluators: 1}), jsonnetFn("flaky", source))
+	_, err := invoke(t, c, echoRequest("bad"))
+	assertInvokeError(t, err, ReasonException, "bad parent")
+	if strings.Contains(err.Error(), residentFile) || !strings.Contains(err.Error(), "test/flaky:2") {
+		t.Errorf("error %q: want the function's frame test/flaky:2 and no %s frame", err, residentFile)
+	}
+	res, err := invoke(t, c, echoRequest("good"))
+	if err != nil || string(res.Response) != `{"ok":"good"}` {
+		t.Fatalf("after a failure: %s, %v", res.Response, err)
+	}
+}
+
+// Close ends the evaluators; later calls fail with ErrClosed.
+func TestJsonnetClose(t *testing.T) {
+	before := goruntime.NumGoroutine()
+	c, err := NewJsonnet(Options{JsonnetEvaluators: 4}).Compile(jsonnetFn("echo", jsonnetEcho))
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertEcho(t, c, "x")
+	c.Close()
+	if _, err := c.Invoke(context.Background(), echoRequest("y")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v, want ErrClosed", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for goruntime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := goruntime.NumGoroutine(); n > before {
+		t.Fatalf("%d goroutines after Close, %d before", n, before)
+	}
 }
 
 func BenchmarkJsonnetEcho(b *testing.B) {

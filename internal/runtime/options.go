@@ -26,6 +26,9 @@ type Options struct {
 	// JavaScriptPoolSize is the number of goja VMs per JavaScript function
 	// (default 2*GOMAXPROCS).
 	JavaScriptPoolSize int
+	// JsonnetEvaluators is the number of resident evaluators per Jsonnet function,
+	// started at its first call (default GOMAXPROCS).
+	JsonnetEvaluators int
 	// DefaultTimeout bounds an invocation whose Function.Timeout is zero (default 10s).
 	DefaultTimeout time.Duration
 	// Builtins are the Go functions the builtin runtime can run.
@@ -44,6 +47,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.JavaScriptPoolSize <= 0 {
 		o.JavaScriptPoolSize = 2 * goruntime.GOMAXPROCS(0)
+	}
+	if o.JsonnetEvaluators <= 0 {
+		o.JsonnetEvaluators = goruntime.GOMAXPROCS(0)
 	}
 	if o.DefaultTimeout <= 0 {
 		o.DefaultTimeout = DefaultTimeout
