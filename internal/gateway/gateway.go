@@ -81,13 +81,14 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 		return nil, err
 	}
 	registry := runtime.NewRegistry(opts.Runtime)
+	m := newMetrics(reg, registry.Stats)
 	return &Gateway{
 		opts:     opts,
 		dyn:      dyn,
 		registry: registry,
-		store:    newStore(dyn, registry, opts.PublicURL, opts.History),
+		store:    newStore(dyn, registry, opts.PublicURL, opts.History, m),
 		auth:     newAuthorizer(kube, opts.AuthCacheTTL),
-		metrics:  newMetrics(reg, registry.Stats),
+		metrics:  m,
 	}, nil
 }
 

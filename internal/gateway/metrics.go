@@ -32,9 +32,26 @@ func newMetrics(reg prometheus.Registerer, stats func() map[string]runtime.PoolS
 	return m
 }
 
-func (m *metrics) observe(function string, code int, d time.Duration) {
-	m.invocations.WithLabelValues(function, strconv.Itoa(code)).Inc()
-	m.seconds.WithLabelValues(function).Observe(d.Seconds())
+// functionMetrics are one function's series, looked up once when it is loaded.
+type functionMetrics struct {
+	m        *metrics
+	name     string // function_name: "name.namespace", as OpenFaaS names it
+	ok       prometheus.Counter
+	duration prometheus.Observer
+}
+
+func (m *metrics) forFunction(namespace, name string) *functionMetrics {
+	fn := name + "." + namespace
+	return &functionMetrics{m: m, name: fn, ok: m.invocations.WithLabelValues(fn, "200"), duration: m.seconds.WithLabelValues(fn)}
+}
+
+func (f *functionMetrics) observe(code int, d time.Duration) {
+	if code == 200 {
+		f.ok.Inc()
+	} else {
+		f.m.invocations.WithLabelValues(f.name, strconv.Itoa(code)).Inc()
+	}
+	f.duration.Observe(d.Seconds())
 }
 
 type poolCollector struct {

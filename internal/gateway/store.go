@@ -36,6 +36,7 @@ type entry struct {
 	compiled   runtime.Compiled // nil when compileErr is set
 	compileErr error
 	history    *history
+	metrics    *functionMetrics
 }
 
 // store keeps every Function compiled and ready, following the cluster.
@@ -44,6 +45,7 @@ type store struct {
 	compiler  compiler
 	publicURL string
 	history   int
+	metrics   *metrics
 	informer  cache.SharedIndexInformer
 	queue     workqueue.TypedRateLimitingInterface[string]
 
@@ -57,9 +59,9 @@ type compiler interface {
 	Compile(fn runtime.Function) (runtime.Compiled, error)
 }
 
-func newStore(dyn dynamic.Interface, c compiler, publicURL string, history int) *store {
+func newStore(dyn dynamic.Interface, c compiler, publicURL string, history int, m *metrics) *store {
 	s := &store{
-		dyn: dyn, compiler: c, publicURL: publicURL, history: history,
+		dyn: dyn, compiler: c, publicURL: publicURL, history: history, metrics: m,
 		entries: map[string]*entry{},
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "functions"}),
 	}
@@ -145,9 +147,12 @@ func (s *store) load(key string, generation int64, fn runtime.Function) *entry {
 	if old != nil && old.hash == hash {
 		return old
 	}
-	e := &entry{key: key, generation: generation, hash: hash, history: newHistory(s.history)}
+	e := &entry{key: key, generation: generation, hash: hash}
 	if old != nil {
-		e.history = old.history
+		e.history, e.metrics = old.history, old.metrics
+	} else {
+		namespace, name, _ := cache.SplitMetaNamespaceKey(key)
+		e.history, e.metrics = newHistory(s.history), s.metrics.forFunction(namespace, name)
 	}
 	e.compiled, e.compileErr = s.compiler.Compile(fn)
 	s.mu.Lock()

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/dop251/goja"
@@ -107,10 +106,6 @@ type jsFunction struct {
 
 // Invoke runs the function in a pooled VM. A VM whose call timed out is discarded.
 func (f *jsFunction) Invoke(ctx context.Context, request json.RawMessage) (Result, error) {
-	req, err := compactRequest(f.fn.Name, request)
-	if err != nil {
-		return Result{}, err
-	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
 	vm, err := f.pool.get(ctx)
@@ -119,7 +114,7 @@ func (f *jsFunction) Invoke(ctx context.Context, request json.RawMessage) (Resul
 	}
 	logs := &logBuffer{}
 	vm.logs = logs
-	response, interrupted, err := vm.invoke(ctx, f.fn.Name, req)
+	response, interrupted, err := vm.invoke(ctx, f.fn.Name, request)
 	vm.logs = nil
 	f.pool.put(vm, !interrupted)
 	if interrupted {
@@ -298,22 +293,17 @@ func (vm *jsVM) findEntry(fn Function) error {
 // guard runs f, interrupting the VM when ctx ends; interrupted reports whether it
 // was, in which case the VM may hold half-updated state and should be dropped.
 func (vm *jsVM) guard(ctx context.Context, f func() error) (interrupted bool, err error) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		select {
-		case <-ctx.Done():
-			vm.rt.Interrupt(errInterrupted)
-			interrupted = true
-		case <-done:
-		}
-	}()
+	sent := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		vm.rt.Interrupt(errInterrupted)
+		close(sent)
+	})
 	err = f()
-	close(done)
-	wg.Wait()
-	return interrupted, err
+	if !stop() {
+		<-sent // the VM is dropped; let the interrupt land before it is
+		return true, err
+	}
+	return false, err
 }
 
 // invoke calls the entry with the request and returns the response JSON.
@@ -388,10 +378,16 @@ func (vm *jsVM) toJSON(name string, v goja.Value) (json.RawMessage, error) {
 	if err != nil {
 		return nil, badReturn(name, "the response cannot be serialized: %v", err)
 	}
+	out := s.String()
+	// JSON.stringify writes valid, compact JSON; only a toJSON method can make it
+	// something other than an object.
 	if goja.IsUndefined(s) {
 		return nil, badReturn(name, "returned %s, want an object", describe(v))
 	}
-	return objectResponse(name, []byte(s.String()))
+	if len(out) == 0 || out[0] != '{' {
+		return nil, badReturn(name, "the response is not a JSON object: %.200s", out)
+	}
+	return json.RawMessage(out), nil
 }
 
 // settle unwraps a settled promise; the job queue has run when the call returned.

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/json"
@@ -149,7 +150,7 @@ type pyFunction struct {
 // Invoke runs the function in a pooled worker. A worker that times out, crashes or
 // runs out of memory is killed; the pool starts a fresh one on demand.
 func (f *pyFunction) Invoke(ctx context.Context, request json.RawMessage) (Result, error) {
-	req, err := compactRequest(f.fn.Name, request)
+	frame, err := requestFrame(f.fn.Name, request)
 	if err != nil {
 		return Result{}, err
 	}
@@ -163,7 +164,7 @@ func (f *pyFunction) Invoke(ctx context.Context, request json.RawMessage) (Resul
 		f.pool.put(w, true)
 		return Result{}, doneError(ctx, f.fn.Name, f.timeout)
 	}
-	reply, err := w.call(ctx, f.fn.Name, req, f.timeout)
+	reply, err := w.exchange(ctx, f.fn.Name, frame, f.timeout)
 	f.pool.put(w, err == nil && !reply.Fatal)
 	if err != nil {
 		return Result{}, err
@@ -303,13 +304,17 @@ func (w *pyWorker) load(f *pyFunction) error {
 	return nil
 }
 
-// call sends one request and waits for its reply.
-func (w *pyWorker) call(ctx context.Context, name string, request []byte, limit time.Duration) (pyReply, error) {
-	frame := make([]byte, 0, len(request)+13)
-	frame = append(frame, `{"request":`...)
-	frame = append(frame, request...)
-	frame = append(frame, "}\n"...)
-	return w.exchange(ctx, name, frame, limit)
+// requestFrame is {"request": request} on one line: the request compacted, which
+// also checks that it is JSON.
+func requestFrame(name string, request json.RawMessage) ([]byte, error) {
+	var frame bytes.Buffer
+	frame.Grow(len(request) + 13)
+	frame.WriteString(`{"request":`)
+	if err := json.Compact(&frame, request); err != nil {
+		return nil, fmt.Errorf("function %s: %w: %v", name, ErrInvalidRequest, err)
+	}
+	frame.WriteString("}\n")
+	return frame.Bytes(), nil
 }
 
 // exchange writes a frame and reads the reply; at the context's end it kills the
@@ -419,8 +424,12 @@ func (r pyReply) compileError(name string) *CompileError {
 
 func (r pyReply) result(name string) (Result, error) {
 	if r.OK {
-		response, err := objectResponse(name, r.Response)
-		return Result{Response: response, Logs: r.Logs}, err
+		// The worker wrote the response with json.dumps, compact, and Unmarshal has
+		// checked the whole reply: only its type is left to check.
+		if len(r.Response) == 0 || r.Response[0] != '{' {
+			return Result{Logs: r.Logs}, badReturn(name, "the response is not a JSON object: %.200s", r.Response)
+		}
+		return Result{Response: r.Response, Logs: r.Logs}, nil
 	}
 	if r.Error != nil && r.Error.Type == "BadReturn" {
 		return Result{Logs: r.Logs}, badReturn(name, "%s", r.Error.Message)

@@ -5,7 +5,7 @@
 #   <- {"source": ..., "handler": ..., "filename": ..., "memory_limit": bytes}
 #   -> {"ok": true} or {"ok": false, "error": {...}}
 #   <- {"request": {...}}
-#   -> {"ok": true, "response": {...}, "logs": "..."}
+#   -> {"ok": true, "logs": "...", "response": {...}}  (response compact, as JSON.stringify writes it)
 #   -> {"ok": false, "error": {"type", "message", "traceback"}, "logs": "...", "fatal": bool}
 # argv[1:] is a marker the gateway uses to recognise its workers.
 import io
@@ -101,7 +101,7 @@ def call(handler, request):
         if not isinstance(response, dict):
             return fail("BadReturn", "returned %s, want a dict" % type(response).__name__, logs)
         try:
-            encoded = json.dumps(response, allow_nan=False)
+            encoded = json.dumps(response, allow_nan=False, separators=(",", ":"))
         except (TypeError, ValueError, RecursionError) as exc:
             return fail("BadReturn", "the response cannot be serialized: %s" % exc, logs)
         return '{"ok": true, "logs": %s, "response": %s}' % (json.dumps(logs.getvalue()), encoded)
