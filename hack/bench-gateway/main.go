@@ -38,6 +38,7 @@ import (
 	"github.com/metalambda/metalambda/internal/gateway"
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/localcluster"
+	"github.com/metalambda/metalambda/internal/runtime"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 )
 
@@ -51,6 +52,26 @@ var functions = []struct{ name, runtime, source string }{
 	{"jsonnet", "jsonnet", `function(request) {
   children: [{apiVersion: "v1", kind: "ConfigMap", metadata: {name: request.parent.metadata.name}, data: {hello: "world"}}],
 }`},
+	{"builtin", "builtin", "echo"},
+}
+
+// echo is the same hook as a Go builtin: the gateway's own cost per call, with the
+// least a runtime can add.
+func echo(_ context.Context, request json.RawMessage) (json.RawMessage, error) {
+	var req struct {
+		Parent struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		} `json:"parent"`
+	}
+	if err := json.Unmarshal(request, &req); err != nil {
+		return nil, err
+	}
+	return json.Marshal(map[string]any{"children": []any{map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": req.Parent.Metadata.Name}, "data": map[string]any{"hello": "world"},
+	}}})
 }
 
 // seedServer is a hook written the way Metacontroller's examples write them.
@@ -85,6 +106,8 @@ func main() {
 	clients := flag.Int("clients", 16, "concurrent clients")
 	loader := flag.String("loader", "auto", "load generator: go (in process), wrk, or auto (wrk when installed)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.IntVar(&pythonWorkers, "python-workers", 0, "warm Python workers per function (0: the gateway's default)")
+	only := flag.String("targets", "", "comma-separated targets to measure (javascript,python,jsonnet,builtin,seed); default all")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -101,12 +124,25 @@ func main() {
 			*loader = "wrk"
 		}
 	}
+	if *only != "" {
+		selected = map[string]bool{}
+		for _, t := range strings.Split(*only, ",") {
+			selected[strings.TrimSpace(t)] = true
+		}
+	}
 	if err := run(*duration, *clients, *loader); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-gateway:", err)
 		pprof.StopCPUProfile()
 		os.Exit(1)
 	}
 }
+
+var pythonWorkers int
+
+// selected names the targets to measure; nil means all.
+var selected map[string]bool
+
+func want(target string) bool { return selected == nil || selected[target] }
 
 type result struct {
 	name          string
@@ -168,18 +204,24 @@ func run(duration time.Duration, clients int, loader string) error {
 	}
 	var results []result
 	for _, f := range functions {
+		if !want(f.name) {
+			continue
+		}
 		r, err := measure("gateway "+f.name, base+"/hooks/default/"+f.name)
 		if err != nil {
 			return err
 		}
 		results = append(results, r)
 	}
-	r, err := measure("seed-style python http.server", seedURL)
-	if err != nil {
-		return err
+	seed := 0.0
+	if want("seed") {
+		r, err := measure("seed-style python http.server", seedURL)
+		if err != nil {
+			return err
+		}
+		results = append(results, r)
+		seed = r.rps
 	}
-	results = append(results, r)
-	seed := results[len(results)-1].rps
 	fmt.Printf("trivial sync hook (echo one ConfigMap), %d concurrent clients, %s per target, load from %s\n", clients, duration, loader)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "target\trequests\terrors\treq/s\tp50 (ms)\tp99 (ms)\tmax (ms)\tvs seed\t")
@@ -196,7 +238,7 @@ func startGateway(cluster *localcluster.Cluster) (string, func(), error) {
 	}
 	base := "http://" + l.Addr().String()
 	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(cluster.Config, gateway.Options{PublicURL: base}, reg)
+	gw, err := gateway.New(cluster.Config, gateway.Options{PublicURL: base, Runtime: runtime.Options{PythonPoolSize: pythonWorkers, Builtins: runtime.Builtins{"echo": echo}}}, reg)
 	if err != nil {
 		return "", nil, err
 	}
