@@ -29,13 +29,14 @@ type options struct {
 	kubeconfig    string
 	listen        string
 	hookTokenFile string
+	gcPercent     int
 	qps           float64
 	burst         int
 	gateway       gateway.Options
 }
 
 func defaultOptions() *options {
-	return &options{listen: "127.0.0.1:8081", qps: 50, burst: 100}
+	return &options{listen: "127.0.0.1:8081", qps: 50, burst: 100, gcPercent: gateway.DefaultGCPercent}
 }
 
 func (o *options) bindFlags(fs *flag.FlagSet) {
@@ -49,6 +50,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&o.gateway.Runtime.PythonMemoryLimit, "python-memory-limit", 256<<20, "Address-space limit of each Python worker, in bytes.")
 	fs.IntVar(&o.gateway.Runtime.PythonPoolSize, "python-workers", 2, "Warm Python workers per function.")
 	fs.IntVar(&o.gateway.History, "history", 50, "Invocations kept per function.")
+	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage-collection target (as GOGC); the GOGC environment variable, when set, wins.")
 }
 
 func (o *options) validate() error {
@@ -104,7 +106,7 @@ func run(ctx context.Context, o *options, ready chan<- string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
 	}
-	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "")
+	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "gcPercent", gateway.SetGCPercent(o.gcPercent), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "")
 	srv := &http.Server{Handler: gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})), ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {

@@ -2,12 +2,17 @@
 // hook (echo a ConfigMap per request) in each runtime, requests per second and p50/p99
 // latency through /hooks/... with concurrent clients, side by side with a seed-style
 // standalone Python http.server hook, the way Metacontroller hooks are usually written.
+// Two reference rows bound what a runtime can reach: the same hook as a Go builtin
+// (the gateway's own cost) and net/http answering a constant (the machine's limit
+// with this load generator). CPU per request is counted for the server's processes
+// and for wrk, so that the table shows where the time goes.
 //
-//	go run ./hack/bench-gateway -duration 5s -clients 16
+//	go run ./hack/bench-gateway -duration 5s -clients 16 -rounds 3
 package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"flag"
@@ -106,8 +111,10 @@ func main() {
 	clients := flag.Int("clients", 16, "concurrent clients")
 	loader := flag.String("loader", "auto", "load generator: go (in process), wrk, or auto (wrk when installed)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	gcPercent := flag.Int("gc-percent", gateway.DefaultGCPercent, "garbage-collection target of the in-process gateway, as cmd/gateway sets it (GOGC wins)")
+	flag.IntVar(&rounds, "rounds", 3, "rounds over all targets; the table shows each target's median")
 	flag.IntVar(&pythonWorkers, "python-workers", 0, "warm Python workers per function (0: the gateway's default)")
-	only := flag.String("targets", "", "comma-separated targets to measure (javascript,python,jsonnet,builtin,seed); default all")
+	only := flag.String("targets", "", "comma-separated targets to measure (javascript,python,jsonnet,builtin,seed,ceiling); default all")
 	flag.Parse()
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
@@ -130,6 +137,7 @@ func main() {
 			selected[strings.TrimSpace(t)] = true
 		}
 	}
+	gateway.SetGCPercent(*gcPercent)
 	if err := run(*duration, *clients, *loader); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-gateway:", err)
 		pprof.StopCPUProfile()
@@ -137,7 +145,11 @@ func main() {
 	}
 }
 
-var pythonWorkers int
+var (
+	pythonWorkers int
+	rounds        int
+	seedPID       int
+)
 
 // selected names the targets to measure; nil means all.
 var selected map[string]bool
@@ -150,6 +162,9 @@ type result struct {
 	errors        int
 	rps           float64
 	p50, p99, max time.Duration
+	// serverCPU and loaderCPU are CPU time per request of the server's processes
+	// and of the load generator (wrk only).
+	serverCPU, loaderCPU time.Duration
 }
 
 func run(duration time.Duration, clients int, loader string) error {
@@ -196,40 +211,150 @@ func run(duration time.Duration, clients int, loader string) error {
 	}
 	defer stopSeed()
 
-	measure := func(name, url string) (result, error) {
-		if loader == "wrk" {
-			return loadWrk(name, url, duration, clients, cluster.DataDir)
-		}
-		return load(name, url, duration, clients), nil
+	ceilingURL, stopCeiling, err := startCeiling()
+	if err != nil {
+		return err
 	}
-	var results []result
+	defer stopCeiling()
+
+	// Targets, in the order of the table. server lists the processes whose CPU time
+	// a request costs besides the load generator: this process (which hosts the
+	// gateway) and its Python workers, or the seed server.
+	self := os.Getpid()
+	gatewayProcs := func() []int { return append([]int{self}, pythonWorkerPIDs(self)...) }
+	type target struct {
+		key, name, url string
+		server         func() []int
+	}
+	var targets []target
 	for _, f := range functions {
-		if !want(f.name) {
-			continue
+		targets = append(targets, target{f.name, "gateway " + f.name, base + "/hooks/default/" + f.name, gatewayProcs})
+	}
+	targets = append(targets,
+		target{"seed", seedName, seedURL, func() []int { return []int{seedPID} }},
+		target{"ceiling", "net/http, constant answer", ceilingURL, func() []int { return []int{self} }})
+
+	measure := func(t target) (result, error) {
+		procs := t.server()
+		before := cpuTicks(procs)
+		var r result
+		var err error
+		if loader == "wrk" {
+			r, err = loadWrk(t.name, t.url, duration, clients, cluster.DataDir)
+		} else {
+			r = load(t.name, t.url, duration, clients)
 		}
-		r, err := measure("gateway "+f.name, base+"/hooks/default/"+f.name)
-		if err != nil {
-			return err
+		if err == nil && r.requests > 0 {
+			r.serverCPU = ticksToDuration(cpuTicks(procs)-before) / time.Duration(r.requests)
+			r.loaderCPU /= time.Duration(r.requests)
 		}
-		results = append(results, r)
+		return r, err
+	}
+	// Rounds interleave the targets, so that a noisy moment on a shared machine
+	// falls on all of them; the table shows each target's median round.
+	byTarget := map[string][]result{}
+	for round := range rounds {
+		for _, t := range targets {
+			if !want(t.key) {
+				continue
+			}
+			r, err := measure(t)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "round %d/%d  %-32s %8.0f req/s\n", round+1, rounds, t.name, r.rps)
+			byTarget[t.key] = append(byTarget[t.key], r)
+		}
 	}
 	seed := 0.0
-	if want("seed") {
-		r, err := measure("seed-style python http.server", seedURL)
-		if err != nil {
-			return err
-		}
-		results = append(results, r)
-		seed = r.rps
+	if rs := byTarget["seed"]; len(rs) > 0 {
+		seed = median(rs).rps
 	}
-	fmt.Printf("trivial sync hook (echo one ConfigMap), %d concurrent clients, %s per target, load from %s\n", clients, duration, loader)
+	fmt.Printf("trivial sync hook (echo one ConfigMap), %d concurrent clients, %s per target and round, median of %d rounds, load from %s\n", clients, duration, rounds, loader)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "target\trequests\terrors\treq/s\tp50 (ms)\tp99 (ms)\tmax (ms)\tvs seed\t")
-	for _, r := range results {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%.0f\t%.2f\t%.2f\t%.1f\t%.1fx\t\n", r.name, r.requests, r.errors, r.rps, ms(r.p50), ms(r.p99), ms(r.max), r.rps/seed)
+	fmt.Fprintln(w, "target\treq/s\tp50 (ms)\tp99 (ms)\tmax (ms)\terrors\tvs seed\tserver CPU/req (µs)\tload CPU/req (µs)\t")
+	for _, t := range targets {
+		rs := byTarget[t.key]
+		if len(rs) == 0 {
+			continue
+		}
+		r := median(rs)
+		vs := "-"
+		if seed > 0 {
+			vs = fmt.Sprintf("%.1fx", r.rps/seed)
+		}
+		fmt.Fprintf(w, "%s\t%.0f\t%.2f\t%.2f\t%.1f\t%d\t%s\t%.0f\t%s\t\n", r.name, r.rps, ms(r.p50), ms(r.p99), ms(r.max), r.errors, vs, us(r.serverCPU), loaderCPU(r, loader))
 	}
 	return w.Flush()
 }
+
+const seedName = "seed-style python http.server"
+
+// median is the round with the median throughput (the lower middle one).
+func median(rs []result) result {
+	sorted := slices.Clone(rs)
+	slices.SortFunc(sorted, func(a, b result) int { return cmp.Compare(a.rps, b.rps) })
+	return sorted[(len(sorted)-1)/2]
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
+
+func loaderCPU(r result, loader string) string {
+	if loader != "wrk" {
+		return "in server" // the Go loader shares this process with the gateway
+	}
+	return fmt.Sprintf("%.0f", us(r.loaderCPU))
+}
+
+// startCeiling serves a constant hook response with nothing but net/http: the most
+// any hook server can do on this machine with this load generator.
+func startCeiling() (string, func(), error) {
+	answer := []byte(`{"children":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"bench"},"data":{"hello":"world"}}]}`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer)
+	}))
+	return srv.URL, srv.Close, nil
+}
+
+// pythonWorkerPIDs are the gateway's Python worker processes.
+func pythonWorkerPIDs(gateway int) []int {
+	marker := "gateway=" + strconv.Itoa(gateway)
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var pids []int
+	for _, path := range cmdlines {
+		raw, err := os.ReadFile(path)
+		if err != nil || !strings.Contains(string(raw), runtime.PythonWorkerMarker) || !strings.Contains(string(raw), marker) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// cpuTicks is the user and system CPU time of pids, in clock ticks (/proc/PID/stat).
+func cpuTicks(pids []int) int64 {
+	var total int64
+	for _, pid := range pids {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name, which is in parentheses and may hold spaces.
+		f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+		if len(f) > 12 {
+			utime, _ := strconv.ParseInt(f[11], 10, 64)
+			stime, _ := strconv.ParseInt(f[12], 10, 64)
+			total += utime + stime
+		}
+	}
+	return total
+}
+
+// ticksToDuration converts clock ticks; Linux reports them at USER_HZ, 100 per second.
+func ticksToDuration(ticks int64) time.Duration { return time.Duration(ticks) * 10 * time.Millisecond }
 
 func startGateway(cluster *localcluster.Cluster) (string, func(), error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -266,6 +391,7 @@ func startSeed(dir string) (string, func(), error) {
 	if err := cmd.Start(); err != nil {
 		return "", nil, err
 	}
+	seedPID = cmd.Process.Pid
 	url := fmt.Sprintf("http://127.0.0.1:%d/sync", port)
 	stop := func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
 	if err := kubetest.Wait(context.Background(), 10*time.Second, func(context.Context) (bool, error) { return post(url) == nil, nil }); err != nil {
@@ -337,11 +463,16 @@ func loadWrk(name, url string, d time.Duration, clients int, dir string) (result
 	if err := os.WriteFile(script, []byte(lua), 0o600); err != nil {
 		return result{}, err
 	}
-	out, err := exec.Command("wrk", "-t", "2", "-c", fmt.Sprint(clients), "-d", fmt.Sprintf("%ds", int(d.Seconds())), "--latency", "-s", script, url).CombinedOutput()
+	cmd := exec.Command("wrk", "-t", "2", "-c", fmt.Sprint(clients), "-d", fmt.Sprintf("%ds", int(d.Seconds())), "--latency", "-s", script, url)
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return result{}, fmt.Errorf("wrk: %v: %s", err, out)
 	}
-	return parseWrk(name, string(out), d)
+	r, err := parseWrk(name, string(out), d)
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.loaderCPU = time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
+	}
+	return r, err
 }
 
 // parseWrk reads wrk's summary: the request count, non-2xx responses and errors, and

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
+	"runtime/debug"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -104,3 +107,20 @@ func (g *Gateway) Ready() bool { return g.running.Load() && g.store.synced() }
 
 // Handler is the gateway's HTTP API; metrics is served at /metrics.
 func (g *Gateway) Handler(metrics http.Handler) http.Handler { return g.routes(metrics) }
+
+// DefaultGCPercent is the garbage-collection target the gateway command sets unless
+// GOGC is in the environment. Hook calls allocate much short-lived memory over a
+// small live heap; at Go's default of 100 the collector runs so often that it costs
+// a fifth of a JavaScript call (make bench: 113 → 86 µs of CPU per call at 400),
+// for a heap that stays a few tens of MiB.
+const DefaultGCPercent = 400
+
+// SetGCPercent sets the garbage-collection target to percent unless GOGC is set,
+// and returns the target in effect ("GOGC" when the environment decides).
+func SetGCPercent(percent int) string {
+	if env, ok := os.LookupEnv("GOGC"); ok {
+		return "GOGC=" + env
+	}
+	debug.SetGCPercent(percent)
+	return strconv.Itoa(percent)
+}
