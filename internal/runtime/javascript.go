@@ -176,7 +176,6 @@ type jsVM struct {
 	// entry is the handler; contextStyle means it takes a fission context.
 	entry        goja.Callable
 	contextStyle bool
-	parse        goja.Callable
 	stringify    goja.Callable
 }
 
@@ -186,13 +185,11 @@ func (vm *jsVM) interrupt() {
 }
 
 func (vm *jsVM) installGlobals(env map[string]string) error {
-	jsonObj := vm.rt.Get("JSON").ToObject(vm.rt)
-	parse, ok1 := goja.AssertFunction(jsonObj.Get("parse"))
-	stringify, ok2 := goja.AssertFunction(jsonObj.Get("stringify"))
-	if !ok1 || !ok2 {
-		return errors.New("goja has no JSON.parse or JSON.stringify")
+	stringify, ok := goja.AssertFunction(vm.rt.Get("JSON").ToObject(vm.rt).Get("stringify"))
+	if !ok {
+		return errors.New("goja has no JSON.stringify")
 	}
-	vm.parse, vm.stringify = parse, stringify
+	vm.stringify = stringify
 	module := vm.rt.NewObject()
 	exports := vm.rt.NewObject()
 	return errors.Join(
@@ -317,7 +314,7 @@ func (vm *jsVM) invoke(ctx context.Context, name string, request []byte) (respon
 }
 
 func (vm *jsVM) call(name string, request []byte) (json.RawMessage, error) {
-	arg, err := vm.parse(goja.Undefined(), vm.rt.ToValue(string(request)))
+	arg, err := vm.fromJSON(request)
 	if err != nil {
 		return nil, fmt.Errorf("function %s: %w: %v", name, ErrInvalidRequest, err)
 	}
