@@ -48,7 +48,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.burst, "client-go-burst", o.burst, "Burst of queries to the Kubernetes API.")
 	fs.StringVar(&o.gateway.Runtime.PythonBinary, "python", "python3", "CPython 3 interpreter for python functions.")
 	fs.Int64Var(&o.gateway.Runtime.PythonMemoryLimit, "python-memory-limit", 256<<20, "Address-space limit of each Python worker, in bytes.")
-	fs.IntVar(&o.gateway.Runtime.PythonPoolSize, "python-workers", 2, "Warm Python workers per function.")
+	fs.IntVar(&o.gateway.Runtime.PythonPoolSize, "python-workers", 0, "Most Python worker processes per function, started on demand (0: 2×GOMAXPROCS, between 2 and 8).")
 	fs.IntVar(&o.gateway.History, "history", 50, "Invocations kept per function.")
 	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage-collection target (as GOGC); the GOGC environment variable, when set, wins.")
 }

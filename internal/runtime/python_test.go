@@ -181,8 +181,9 @@ def sync(request):
 	}
 }
 
+// 16 concurrent callers share at most PythonPoolSize workers.
 func TestPythonConcurrency(t *testing.T) {
-	rt := NewPython(Options{})
+	rt := NewPython(Options{PythonPoolSize: 2})
 	c := mustCompile(t, rt, pyFn("concurrent", pyEcho))
 	hammer(t, c, 16, 20)
 	if stats := rt.(StatsReporter).Stats(); stats != (PoolStats{Idle: 2}) {
