@@ -43,7 +43,9 @@ type jsonnetRuntime struct {
 //
 // go-jsonnet cannot be interrupted: at the timeout the call returns, a fresh
 // evaluator takes the stuck one's place, and the stuck one ends when its evaluation
-// does (Stats counts it as busy meanwhile).
+// does (Stats counts it as busy meanwhile). So that a function whose calls run
+// long cannot take every CPU, while as many of its evaluations as it has evaluators
+// are still running past their timeout, its calls fail at once.
 func NewJsonnet(opts Options) Runtime {
 	return &jsonnetRuntime{opts: opts.withDefaults(), running: &runningCount{}}
 }
@@ -117,6 +119,7 @@ type jsonnetFunction struct {
 	evaluators int
 
 	start     sync.Once
+	stuck     atomic.Int32 // abandoned evaluations still running
 	jobs      chan *jsonnetJob
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -149,6 +152,10 @@ func (f *jsonnetFunction) Invoke(ctx context.Context, request json.RawMessage) (
 	if err := json.Unmarshal(request, &decoded); err != nil {
 		return Result{}, fmt.Errorf("function %s: %w: %v", f.fn.Name, ErrInvalidRequest, err)
 	}
+	if n := int(f.stuck.Load()); n >= f.evaluators {
+		return Result{}, &InvokeError{Function: f.fn.Name, Reason: ReasonTimeout, Message: fmt.Sprintf(
+			"%d earlier calls are still running past their timeout of %s (a Jsonnet evaluation cannot be interrupted); calls fail until one ends", n, f.timeout)}
+	}
 	f.start.Do(func() {
 		for range f.evaluators {
 			f.spawn()
@@ -171,6 +178,7 @@ func (f *jsonnetFunction) Invoke(ctx context.Context, request json.RawMessage) (
 		if !job.state.CompareAndSwap(jobPending, jobAbandoned) {
 			return f.result(<-job.done, job.logs) // answered at the last moment
 		}
+		f.stuck.Add(1)
 		f.spawn() // the stuck evaluator retires once its evaluation ends
 		return Result{Logs: job.logs.String()}, doneError(ctx, f.fn.Name, f.timeout)
 	}
@@ -265,6 +273,7 @@ func (e *jsonnetEvaluator) finish(job *jsonnetJob, out jsonnetOutcome) {
 		job.done <- out
 		return
 	}
+	e.f.stuck.Add(-1)
 	e.retired = true
 }
 

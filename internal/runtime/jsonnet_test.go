@@ -181,6 +181,35 @@ func TestJsonnetClose(t *testing.T) {
 	}
 }
 
+// While as many calls as the function has evaluators run on past their timeout,
+// further calls fail at once instead of taking another CPU; then calls work again.
+func TestJsonnetStuckEvaluationsFailFast(t *testing.T) {
+	source := `function(request)
+  local spin(n) = std.foldl(function(acc, i) acc + std.foldl(function(a, j) a + j, std.range(1, n), 0), std.range(1, n), 0);
+  if request.parent.metadata.name == "slow" then {x: spin(800)} else {ok: request.parent.metadata.name}`
+	fn := jsonnetFn("stuck", source)
+	fn.Timeout = 50 * time.Millisecond
+	c := mustCompile(t, NewJsonnet(Options{JsonnetEvaluators: 1}), fn)
+	_, err := invoke(t, c, echoRequest("slow"))
+	assertInvokeError(t, err, ReasonTimeout, "50ms")
+	_, err = invoke(t, c, echoRequest("quick"))
+	assertInvokeError(t, err, ReasonTimeout, "still running past their timeout")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := invoke(t, c, echoRequest("quick"))
+		if err == nil {
+			if string(res.Response) != `{"ok":"quick"}` {
+				t.Fatalf("response %s", res.Response)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("calls still fail 30s after the stuck one: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func BenchmarkJsonnetEcho(b *testing.B) {
 	c := mustCompile(b, NewJsonnet(Options{}), jsonnetFn("bench", jsonnetEcho))
 	benchEcho(b, c)
