@@ -88,12 +88,3 @@ func doneError(ctx context.Context, name string, timeout fmt.Stringer) error {
 	}
 	return fmt.Errorf("function %s: %w", name, err)
 }
-
-// compactRequest checks that request is JSON and returns it on one line.
-func compactRequest(name string, request json.RawMessage) ([]byte, error) {
-	var out bytes.Buffer
-	if err := json.Compact(&out, request); err != nil {
-		return nil, fmt.Errorf("function %s: %w: %v", name, ErrInvalidRequest, err)
-	}
-	return out.Bytes(), nil
-}
