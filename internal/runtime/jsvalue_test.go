@@ -74,9 +74,17 @@ func TestFromJSONHugeNumberIsInfinity(t *testing.T) {
 
 func TestFromJSONRefusesWhatJSONParseRefuses(t *testing.T) {
 	vm := &jsVM{rt: goja.New()}
-	for _, doc := range []string{``, `{`, `{"a"}`, `{"a":1,}`, `[1,]`, `{a:1}`, `'x'`, `01`, `NaN`, `{} {}`, `[1] x`, `"\x"`, strings.Repeat("[", 2000) + strings.Repeat("]", 2000)} {
-		if _, err := vm.fromJSON([]byte(doc)); err == nil {
-			t.Errorf("fromJSON(%.40q) succeeded, want an error", doc)
+	parse, _ := goja.AssertFunction(vm.rt.Get("JSON").ToObject(vm.rt).Get("parse"))
+	for _, doc := range []string{``, `{`, `{"a"}`, `{"a":1,}`, `[1,]`, `{a:1}`, `'x'`, `01`, `NaN`, `{} {}`, `[1] x`, `"\x"`} {
+		if _, err := parse(goja.Undefined(), vm.rt.ToValue(doc)); err == nil {
+			t.Errorf("JSON.parse(%q) succeeded: not a refusal case", doc)
 		}
+		if _, err := vm.fromJSON([]byte(doc)); err == nil {
+			t.Errorf("fromJSON(%q) succeeded, want an error", doc)
+		}
+	}
+	// Beyond JSON.parse: nesting is bounded, as a guard for the recursion.
+	if _, err := vm.fromJSON([]byte(strings.Repeat("[", 2000) + strings.Repeat("]", 2000))); err == nil {
+		t.Error("fromJSON of 2000 nested arrays succeeded, want an error")
 	}
 }
