@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -60,22 +63,22 @@ func reasonOf(err error) string {
 
 // build turns a controller object into a hosted controller (not yet started), and
 // lists the fields it sets that this engine does not support.
-func (m *Manager) build(obj *unstructured.Unstructured) (*controller, []string, error) {
+func (m *Manager) build(ctx context.Context, obj *unstructured.Unstructured) (*controller, []string, error) {
 	if obj.GetKind() == DecoratorKind {
 		var dc v1alpha1.DecoratorController
 		if err := convertJSON(obj.Object, &dc); err != nil {
 			return nil, nil, buildErr("InvalidSpec", "decode DecoratorController: %v", err)
 		}
-		return m.buildDecorator(obj, &dc)
+		return m.buildDecorator(ctx, obj, &dc)
 	}
 	var cc v1alpha1.CompositeController
 	if err := convertJSON(obj.Object, &cc); err != nil {
 		return nil, nil, buildErr("InvalidSpec", "decode CompositeController: %v", err)
 	}
-	return m.buildComposite(obj, &cc)
+	return m.buildComposite(ctx, obj, &cc)
 }
 
-func (m *Manager) buildComposite(obj *unstructured.Unstructured, cc *v1alpha1.CompositeController) (c *controller, unsupported []string, err error) {
+func (m *Manager) buildComposite(ctx context.Context, obj *unstructured.Unstructured, cc *v1alpha1.CompositeController) (c *controller, unsupported []string, err error) {
 	unsupported = compositeUnsupported(&cc.Spec)
 	spec := &cc.Spec
 	if spec.Hooks == nil || spec.Hooks.Sync == nil {
@@ -100,7 +103,7 @@ func (m *Manager) buildComposite(obj *unstructured.Unstructured, cc *v1alpha1.Co
 	}
 	c = m.newController(obj, CompositeKind, compositeFinalizerPrefix, spec.ResyncPeriodSeconds)
 	c.flavor = &composite{generateSelector: spec.GenerateSelector != nil && *spec.GenerateSelector}
-	if c.hooks, err = m.resolveHooks(spec.Hooks.Sync, spec.Hooks.Finalize, spec.Hooks.Customize); err != nil {
+	if c.hooks, err = m.resolveHooks(ctx, spec.Hooks.Sync, spec.Hooks.Finalize, spec.Hooks.Customize, spec.EndpointConfigs); err != nil {
 		return nil, unsupported, err
 	}
 	for i, rule := range spec.ChildResources {
@@ -120,7 +123,7 @@ func (m *Manager) buildComposite(obj *unstructured.Unstructured, cc *v1alpha1.Co
 	return c, unsupported, nil
 }
 
-func (m *Manager) buildDecorator(obj *unstructured.Unstructured, dc *v1alpha1.DecoratorController) (c *controller, unsupported []string, err error) {
+func (m *Manager) buildDecorator(ctx context.Context, obj *unstructured.Unstructured, dc *v1alpha1.DecoratorController) (c *controller, unsupported []string, err error) {
 	unsupported = decoratorUnsupported(&dc.Spec)
 	spec := &dc.Spec
 	if spec.Hooks == nil || spec.Hooks.Sync == nil {
@@ -131,7 +134,7 @@ func (m *Manager) buildDecorator(obj *unstructured.Unstructured, dc *v1alpha1.De
 	}
 	c = m.newController(obj, DecoratorKind, decoratorFinalizerPrefix, spec.ResyncPeriodSeconds)
 	c.flavor = &decorator{}
-	if c.hooks, err = m.resolveHooks(spec.Hooks.Sync, spec.Hooks.Finalize, spec.Hooks.Customize); err != nil {
+	if c.hooks, err = m.resolveHooks(ctx, spec.Hooks.Sync, spec.Hooks.Finalize, spec.Hooks.Customize, spec.EndpointConfigs); err != nil {
 		return nil, unsupported, err
 	}
 	for i, rule := range spec.Resources {
@@ -201,7 +204,7 @@ func (m *Manager) addChild(c *controller, rule v1alpha1.ResourceRule, method v1a
 	return nil
 }
 
-func (m *Manager) resolveHooks(sync, finalize, customize *v1alpha1.Hook) (hooks, error) {
+func (m *Manager) resolveHooks(ctx context.Context, sync, finalize, customize *v1alpha1.Hook, endpoints []v1alpha1.EndpointConfig) (hooks, error) {
 	var h hooks
 	for _, x := range []struct {
 		name string
@@ -215,9 +218,52 @@ func (m *Manager) resolveHooks(sync, finalize, customize *v1alpha1.Hook) (hooks,
 		if err != nil {
 			return h, buildErr("InvalidHook", "spec.hooks.%s: %v", x.name, err)
 		}
+		security, err := hook.ReadSecurity(ctx, securitySettings(x.spec.Webhook, ep.URL, endpoints), m.credentials())
+		switch {
+		case errors.Is(err, hook.ErrInvalidHook):
+			return h, buildErr("InvalidHook", "spec.hooks.%s: %v", x.name, err)
+		case err != nil:
+			return h, buildErr("HookCredentialsUnavailable", "spec.hooks.%s: %v", x.name, err)
+		}
+		security.Apply(&ep)
 		*x.dst = &ep
 	}
 	return h, nil
+}
+
+// securitySettings is the webhook itself when it sets any TLS or auth field;
+// otherwise the first endpointConfigs entry whose host is the URL's, as a webhook
+// (per-hook settings replace an entry whole, as in Metacontroller: no merging).
+func securitySettings(w *v1alpha1.Webhook, rawURL string, endpoints []v1alpha1.EndpointConfig) *v1alpha1.Webhook {
+	if w == nil || w.CABundle != nil || w.ClientTLS != nil || w.Authorization != nil || w.BasicAuth != nil {
+		return w
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return w
+	}
+	for _, e := range endpoints {
+		if sameHost(e.Host, u) {
+			return &v1alpha1.Webhook{CABundle: e.CABundle, ClientTLS: e.ClientTLS, Authorization: e.Authorization, BasicAuth: e.BasicAuth}
+		}
+	}
+	return w
+}
+
+// sameHost compares an endpointConfigs host ("name" or "name:port") with a URL's,
+// ignoring case and treating a scheme's default port as the same as none.
+func sameHost(host string, u *url.URL) bool {
+	withDefault := func(h, scheme string) string {
+		h = strings.ToLower(h)
+		if _, _, err := net.SplitHostPort(h); err == nil {
+			return h
+		}
+		if scheme == "https" {
+			return net.JoinHostPort(h, "443")
+		}
+		return net.JoinHostPort(h, "80")
+	}
+	return host != "" && withDefault(host, u.Scheme) == withDefault(u.Host, u.Scheme)
 }
 
 // compositeUnsupported lists the fields a CompositeController sets that this engine
@@ -249,9 +295,6 @@ func compositeUnsupported(spec *v1alpha1.CompositeControllerSpec) []string {
 		out = append(out, webhookUnsupported("spec.hooks.finalize", h.Finalize)...)
 		out = append(out, webhookUnsupported("spec.hooks.customize", h.Customize)...)
 	}
-	if len(spec.EndpointConfigs) > 0 {
-		out = append(out, "spec.endpointConfigs is ignored (webhook TLS and auth are not supported yet)")
-	}
 	return out
 }
 
@@ -267,9 +310,6 @@ func decoratorUnsupported(spec *v1alpha1.DecoratorControllerSpec) []string {
 		out = append(out, webhookUnsupported("spec.hooks.finalize", h.Finalize)...)
 		out = append(out, webhookUnsupported("spec.hooks.customize", h.Customize)...)
 	}
-	if len(spec.EndpointConfigs) > 0 {
-		out = append(out, "spec.endpointConfigs is ignored (webhook TLS and auth are not supported yet)")
-	}
 	return out
 }
 
@@ -283,8 +323,7 @@ func webhookUnsupported(field string, h *v1alpha1.Hook) []string {
 		name string
 		set  bool
 	}{
-		{"etag", w.Etag != nil}, {"caBundle", w.CABundle != nil}, {"authorization", w.Authorization != nil},
-		{"basicAuth", w.BasicAuth != nil}, {"clientTLS", w.ClientTLS != nil},
+		{"etag", w.Etag != nil},
 	} {
 		if f.set {
 			out = append(out, fmt.Sprintf("%s.webhook.%s is ignored (not supported yet)", field, f.name))

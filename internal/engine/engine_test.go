@@ -160,16 +160,53 @@ func TestUnsupportedFieldsAreListed(t *testing.T) {
 			{UpdateStrategy: &v1alpha1.CompositeControllerChildUpdateStrategy{Method: v1alpha1.ChildUpdateRollingInPlace}},
 			{UpdateStrategy: &v1alpha1.CompositeControllerChildUpdateStrategy{Method: v1alpha1.ChildUpdateInPlace}},
 		},
-		Hooks:           &v1alpha1.CompositeControllerHooks{Sync: &v1alpha1.Hook{Webhook: &v1alpha1.Webhook{Etag: &v1alpha1.WebhookEtagConfig{Enabled: &yes}}}},
+		Hooks: &v1alpha1.CompositeControllerHooks{Sync: &v1alpha1.Hook{Webhook: &v1alpha1.Webhook{
+			Etag:          &v1alpha1.WebhookEtagConfig{Enabled: &yes},
+			Authorization: &v1alpha1.WebhookAuthorization{SecretRef: &v1alpha1.KeyReference{Name: "s", Namespace: "n", Key: "k"}},
+		}}},
 		EndpointConfigs: []v1alpha1.EndpointConfig{{Host: "x"}},
 	}
 	got := strings.Join(compositeUnsupported(spec), "\n")
-	for _, want := range []string{"revisionHistory", "childResources[0].updateStrategy.method RollingInPlace acts as InPlace", "hooks.sync.webhook.etag", "endpointConfigs"} {
+	for _, want := range []string{"revisionHistory", "childResources[0].updateStrategy.method RollingInPlace acts as InPlace", "hooks.sync.webhook.etag"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("unsupported list lacks %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "childResources[1]") {
-		t.Errorf("a supported method was listed:\n%s", got)
+	for _, supported := range []string{"childResources[1]", "authorization", "endpointConfigs"} {
+		if strings.Contains(got, supported) {
+			t.Errorf("supported %s was listed:\n%s", supported, got)
+		}
+	}
+}
+
+// endpointConfigs apply by host (case and default ports aside) to webhooks that set
+// no TLS or auth field of their own; a webhook's own settings replace an entry whole.
+func TestSecuritySettings(t *testing.T) {
+	token := &v1alpha1.WebhookAuthorization{SecretRef: &v1alpha1.KeyReference{Name: "entry", Namespace: "n", Key: "k"}}
+	own := &v1alpha1.BasicAuth{SecretRef: &v1alpha1.KeyReference{Name: "own", Namespace: "n"}}
+	endpoints := []v1alpha1.EndpointConfig{{Host: "other.example"}, {Host: "Hooks.Example:443", Authorization: token}}
+	tests := []struct {
+		url     string
+		webhook v1alpha1.Webhook
+		want    any
+	}{
+		{"https://hooks.example/sync", v1alpha1.Webhook{}, token},
+		{"https://hooks.example:443/sync", v1alpha1.Webhook{}, token},
+		{"http://hooks.example/sync", v1alpha1.Webhook{}, nil}, // port 80, not 443
+		{"https://elsewhere.example/sync", v1alpha1.Webhook{}, nil},
+		{"https://hooks.example/sync", v1alpha1.Webhook{BasicAuth: own}, own},
+	}
+	for _, tt := range tests {
+		got := securitySettings(&tt.webhook, tt.url, endpoints)
+		var auth any
+		switch {
+		case got.Authorization != nil:
+			auth = got.Authorization
+		case got.BasicAuth != nil:
+			auth = got.BasicAuth
+		}
+		if auth != tt.want {
+			t.Errorf("%s with %+v: settings %+v, want auth %v", tt.url, tt.webhook, got, tt.want)
+		}
 	}
 }

@@ -49,13 +49,12 @@ func TestMain(m *testing.M) {
 const testGroup = "test.metalambda.dev"
 
 var (
-	parentsGVR    = schema.GroupVersionResource{Group: testGroup, Version: "v1", Resource: "parents"}
-	nostatusGVR   = schema.GroupVersionResource{Group: testGroup, Version: "v1", Resource: "nostatuses"}
-	configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	servicesGVR   = schema.GroupVersionResource{Version: "v1", Resource: "services"}
-	podsGVR       = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	ccGVR         = compositeGVR
-	dcGVR         = decoratorGVR
+	parentsGVR  = schema.GroupVersionResource{Group: testGroup, Version: "v1", Resource: "parents"}
+	nostatusGVR = schema.GroupVersionResource{Group: testGroup, Version: "v1", Resource: "nostatuses"}
+	servicesGVR = schema.GroupVersionResource{Version: "v1", Resource: "services"}
+	podsGVR     = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	ccGVR       = compositeGVR
+	dcGVR       = decoratorGVR
 )
 
 var installOnce sync.Once

@@ -220,7 +220,7 @@ func (m *Manager) sync(ctx context.Context, key controllerKey) error {
 	if err := m.remove(ctx, key, false); err != nil {
 		return err
 	}
-	c, unsupported, err := m.build(obj)
+	c, unsupported, err := m.build(ctx, obj)
 	if err != nil {
 		m.env.recorder.Event(obj, corev1.EventTypeWarning, "CreateError", err.Error())
 		return errors.Join(err, m.writeControllerStatus(ctx, obj, err, unsupported))

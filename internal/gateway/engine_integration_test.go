@@ -12,6 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -27,7 +28,17 @@ import (
 // API, points a CompositeController's sync hook at its URL, and watches the engine
 // converge the children.
 func TestCompositeControllerConvergesWithAGatewayFunction(t *testing.T) {
-	g := startGateway(t)
+	convergeThroughGateway(t, "")
+}
+
+// The same through a gateway whose hooks need a token: the controller presents it
+// with webhook.authorization, read from a Secret.
+func TestCompositeControllerPresentsTheGatewayHookToken(t *testing.T) {
+	convergeThroughGateway(t, "gateway-s3cret")
+}
+
+func convergeThroughGateway(t *testing.T, hookToken string) {
+	g := startGateway(t, func(o *Options) { o.HookToken = hookToken })
 	ns := env.Namespace(t)
 	ctx := kubetest.Context(t)
 	preserve := true
@@ -77,6 +88,17 @@ func TestCompositeControllerConvergesWithAGatewayFunction(t *testing.T) {
 	go func() { done <- mgr.Run(engineCtx) }()
 	t.Cleanup(func() { stop(); <-done })
 
+	webhook := map[string]any{"url": hookURL}
+	if hookToken != "" {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook-token"}, StringData: map[string]string{"token": hookToken + "\n"}}
+		if _, err := env.Kube.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		webhook["authorization"] = map[string]any{"secretRef": map[string]any{"name": "hook-token", "namespace": ns, "key": "token"}}
+		if r := g.do(t, "POST", "/hooks/"+ns+"/greeter", "", map[string]any{}); r.status != http.StatusUnauthorized {
+			t.Fatalf("the hook without its token answered %d, want 401", r.status)
+		}
+	}
 	cc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
 		"metadata": map[string]any{"name": ns, "labels": map[string]any{"test": ns}},
@@ -84,7 +106,7 @@ func TestCompositeControllerConvergesWithAGatewayFunction(t *testing.T) {
 			"generateSelector": true,
 			"parentResource":   map[string]any{"apiVersion": "gateway.test.metalambda.dev/v1", "resource": "greetings"},
 			"childResources":   []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": "InPlace"}}},
-			"hooks":            map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": hookURL}}},
+			"hooks":            map[string]any{"sync": map[string]any{"webhook": webhook}},
 		},
 	}}
 	ccGVR := schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"}

@@ -42,7 +42,7 @@ type testGateway struct {
 }
 
 // startGateway runs a gateway for one test on an httptest server.
-func startGateway(t *testing.T) *testGateway {
+func startGateway(t *testing.T, tweak ...func(*Options)) *testGateway {
 	t.Helper()
 	installOnce.Do(func() {
 		all, err := crds.All()
@@ -56,7 +56,11 @@ func startGateway(t *testing.T) *testGateway {
 	srv := httptest.NewUnstartedServer(nil)
 	url := "http://" + srv.Listener.Addr().String()
 	reg := prometheus.NewRegistry()
-	gw, err := New(env.Config, Options{PublicURL: url, MaxBodyBytes: 1 << 20}, reg)
+	opts := Options{PublicURL: url, MaxBodyBytes: 1 << 20}
+	for _, f := range tweak {
+		f(&opts)
+	}
+	gw, err := New(env.Config, opts, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

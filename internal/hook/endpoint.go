@@ -25,6 +25,12 @@ type Endpoint struct {
 	// Strict rejects responses with unknown or duplicate fields.
 	Strict  bool
 	Version v1alpha1.HookVersion
+	// Authorization is the Authorization header of every call, "" for none (see
+	// ReadSecurity).
+	Authorization string
+	// HTTP sends this endpoint's calls when it needs TLS settings of its own (a CA
+	// bundle, a client certificate); nil means the Client's.
+	HTTP Doer
 }
 
 // ServiceResolver maps a webhook's service reference to a base URL

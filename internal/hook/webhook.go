@@ -102,7 +102,14 @@ func (c *Client) post(ctx context.Context, ep Endpoint, payload []byte, response
 	if err != nil {
 		return CodeError, fmt.Errorf("POST %s: %w", ep.URL, err)
 	}
-	resp, err := c.doer().Do(req)
+	if ep.Authorization != "" {
+		req.Header.Set("Authorization", ep.Authorization)
+	}
+	doer := c.doer()
+	if ep.HTTP != nil {
+		doer = ep.HTTP
+	}
+	resp, err := doer.Do(req)
 	if err != nil {
 		return transportFailure(ctx, ep, err)
 	}
