@@ -101,6 +101,7 @@ func TestLocalNode(t *testing.T) {
 		t.Run("Placeholder", func(t *testing.T) { t.Parallel(); testPlaceholder(t, n) })
 		t.Run("CrashLoop", func(t *testing.T) { t.Parallel(); testCrashLoop(t, n) })
 		t.Run("Delete", func(t *testing.T) { t.Parallel(); testDelete(t, n) })
+		t.Run("Probes", func(t *testing.T) { t.Parallel(); testProbes(t, n) })
 	})
 }
 
@@ -296,6 +297,76 @@ func testCrashLoop(t *testing.T, n *Node) {
 	if err != nil || strings.Count(string(logs), "\n") != 1 {
 		t.Errorf("tailLines=1 logs = %q, %v; want one line", logs, err)
 	}
+}
+
+// statusServer answers GET /live with 500 and anything else with 200, on argv[1].
+const statusServer = `
+import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(500 if self.path == "/live" else 200)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+http.server.HTTPServer(("", int(sys.argv[1])), H).serve_forever()
+`
+
+// testProbes covers the probe kinds besides httpGet readiness: a tcpSocket readiness
+// probe on a named port, an exec readiness probe run in the pod's network namespace,
+// and an httpGet liveness probe whose failure restarts its container.
+func testProbes(t *testing.T, n *Node) {
+	ns := env.Namespace(t)
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "ready"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{
+			{
+				Name: "tcp", Image: "python:3.11", Command: []string{"python3", "-c", statusServer, "8080"},
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8080}},
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString("http")}},
+					PeriodSeconds: 1,
+				},
+			},
+			{
+				Name: "exec", Image: "python:3.11", Command: []string{"python3", "-c", "import time; time.sleep(3600)"},
+				ReadinessProbe: &corev1.Probe{
+					ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{
+						"python3", "-c", "import socket; socket.create_connection(('127.0.0.1', 8080), timeout=1).close()"}}},
+					PeriodSeconds: 1,
+				},
+			},
+		}},
+	})
+	waitPod(t, ns, "ready", "both readiness probes pass and the pod is Ready", func(p *corev1.Pod) error {
+		ready := 0
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Ready {
+				ready++
+			}
+		}
+		if ready != 2 || !podReady(p) {
+			return fmt.Errorf("statuses %+v", p.Status.ContainerStatuses)
+		}
+		return nil
+	})
+
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "unlive"},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "server", Image: "python:3.11", Command: []string{"python3", "-c", statusServer, "8081"},
+			LivenessProbe: &corev1.Probe{
+				ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/live", Port: intstr.FromInt32(8081)}},
+				PeriodSeconds:    1,
+				FailureThreshold: 2,
+			},
+		}}},
+	})
+	waitPod(t, ns, "unlive", "the failing liveness probe restarts the container", func(p *corev1.Pod) error {
+		if len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].RestartCount < 1 {
+			return fmt.Errorf("statuses %+v", p.Status.ContainerStatuses)
+		}
+		return nil
+	})
 }
 
 func testDelete(t *testing.T, n *Node) {
