@@ -85,6 +85,15 @@ func up(args []string) error {
 	}
 	o.BinDir = bin
 	if *withNode {
+		// Name what the node lacks (root, a CNI plugin, a tool) before a control
+		// plane starts, not after.
+		check := nodeOpts
+		if check.StateDir, err = filepath.Abs(filepath.Join(o.DataDir, "node")); err != nil {
+			return err
+		}
+		if err := check.Check(); err != nil {
+			return fmt.Errorf("the local node cannot run: %w (or start without it: --node=false)", err)
+		}
 		o.Node = localNode(nodeOpts)
 	}
 	if err := platform.WritePID(o.DataDir); err != nil {

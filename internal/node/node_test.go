@@ -260,9 +260,8 @@ func TestGatewayAndNodeStatus(t *testing.T) {
 }
 
 func TestValidateNamesTheFix(t *testing.T) {
-	o := Options{CNIBinDir: t.TempDir()}
-	o.setDefaults()
-	err := o.Validate()
+	o := Options{CNIBinDir: t.TempDir(), StateDir: t.TempDir()}
+	err := o.Check()
 	if err == nil {
 		t.Fatal("Validate accepted a CNI directory without plugins")
 	}

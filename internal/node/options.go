@@ -70,6 +70,14 @@ func (o *Options) setDefaults() {
 	}
 }
 
+// Check reports what would keep a node with these options from starting on this
+// machine (the checks New makes), without changing o: callers run it before starting
+// anything else, so that a missing CNI plugin is named before a control plane starts.
+func (o Options) Check() error {
+	o.setDefaults()
+	return o.Validate()
+}
+
 // Validate reports the first problem with the options or the machine, in words a
 // person can act on. It resolves Python to a real interpreter path.
 func (o *Options) Validate() error {
