@@ -120,6 +120,7 @@ type jsonnetFunction struct {
 
 	start     sync.Once
 	stuck     atomic.Int32 // abandoned evaluations still running
+	alive     atomic.Int32 // evaluator goroutines
 	jobs      chan *jsonnetJob
 	closed    chan struct{}
 	closeOnce sync.Once
@@ -201,7 +202,11 @@ func (f *jsonnetFunction) Close() {
 
 func (f *jsonnetFunction) spawn() {
 	e := &jsonnetEvaluator{f: f}
-	go e.run()
+	f.alive.Add(1)
+	go func() {
+		defer f.alive.Add(-1)
+		e.run()
+	}()
 }
 
 // errRetired ends a resident evaluation whose evaluator is closed or replaced.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	goruntime "runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -162,22 +161,25 @@ func TestJsonnetErrorThenRecovery(t *testing.T) {
 
 // Close ends the evaluators; later calls fail with ErrClosed.
 func TestJsonnetClose(t *testing.T) {
-	before := goruntime.NumGoroutine()
 	c, err := NewJsonnet(Options{JsonnetEvaluators: 4}).Compile(jsonnetFn("echo", jsonnetEcho))
 	if err != nil {
 		t.Fatal(err)
 	}
 	assertEcho(t, c, "x")
+	f := c.(*jsonnetFunction)
+	if n := f.alive.Load(); n != 4 {
+		t.Fatalf("%d evaluators after the first call, want 4", n)
+	}
 	c.Close()
 	if _, err := c.Invoke(context.Background(), echoRequest("y")); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v, want ErrClosed", err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for goruntime.NumGoroutine() > before && time.Now().Before(deadline) {
+	deadline := time.Now().Add(10 * time.Second)
+	for f.alive.Load() > 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := goruntime.NumGoroutine(); n > before {
-		t.Fatalf("%d goroutines after Close, %d before", n, before)
+	if n := f.alive.Load(); n != 0 {
+		t.Fatalf("%d evaluators still run 10s after Close", n)
 	}
 }
 
