@@ -39,6 +39,9 @@ type Node struct {
 	closed bool
 	// started lists every process the node started (tests check none survives).
 	started []int
+	// namespaces lists the network namespace of every pod the node ran (tests
+	// check none survives).
+	namespaces []string
 }
 
 // New checks the options and the machine and returns a node; Run starts it.
@@ -160,6 +163,7 @@ func (n *Node) podChanged(ctx context.Context, obj any) {
 	}
 	w := newPodWorker(n, pod)
 	n.workers[pod.UID] = w
+	n.namespaces = append(n.namespaces, w.netns)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -234,6 +238,14 @@ func (n *Node) recordStarted(pid int) {
 	n.mu.Lock()
 	n.started = append(n.started, pid)
 	n.mu.Unlock()
+}
+
+// PodNetworkNamespaces lists the network namespace names of every pod the node has
+// run, removed or not.
+func (n *Node) PodNetworkNamespaces() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.namespaces)
 }
 
 // StartedPIDs lists every process the node has started.
