@@ -221,7 +221,7 @@ func run(duration time.Duration, clients int, loader string) error {
 	// a request costs besides the load generator: this process (which hosts the
 	// gateway) and its Python workers, or the seed server.
 	self := os.Getpid()
-	gatewayProcs := func() []int { return append([]int{self}, pythonWorkerPIDs(self)...) }
+	gatewayProcs := func() []int { return append([]int{self}, runtime.PythonWorkerPIDs(self, "")...) }
 	type target struct {
 		key, name, url string
 		server         func() []int
@@ -316,22 +316,6 @@ func startCeiling() (string, func(), error) {
 		_, _ = w.Write(answer)
 	}))
 	return srv.URL, srv.Close, nil
-}
-
-// pythonWorkerPIDs are the gateway's Python worker processes.
-func pythonWorkerPIDs(gateway int) []int {
-	marker := "gateway=" + strconv.Itoa(gateway)
-	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	var pids []int
-	for _, path := range cmdlines {
-		raw, err := os.ReadFile(path)
-		if err != nil || !strings.Contains(string(raw), runtime.PythonWorkerMarker) || !strings.Contains(string(raw), marker) {
-			continue
-		}
-		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
-		pids = append(pids, pid)
-	}
-	return pids
 }
 
 // cpuTicks is the user and system CPU time of pids, in clock ticks (/proc/PID/stat).

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -27,37 +25,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// workerProcesses returns the pids of this process's Python workers whose command
-// line contains contains.
-func workerProcesses(contains string) []int {
-	gateway := "gateway=" + strconv.Itoa(os.Getpid())
-	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	var pids []int
-	for _, path := range cmdlines {
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(raw), "\x00")
-		if !hasArgs(args, PythonWorkerMarker, gateway) || !strings.Contains(string(raw), contains) {
-			continue
-		}
-		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
-		pids = append(pids, pid)
-	}
-	return pids
-}
-
-func hasArgs(args []string, want ...string) bool {
-	found := 0
-	for _, arg := range args {
-		for _, w := range want {
-			if arg == w {
-				found++
-			}
-		}
-	}
-	return found == len(want)
+// workerProcesses returns the pids of this process's Python workers of function
+// (all of them when function is empty).
+func workerProcesses(function string) []int {
+	return PythonWorkerPIDs(os.Getpid(), function)
 }
 
 // echoRequest is a sync request for a parent called name.

@@ -375,16 +375,11 @@ func (vm *jsVM) toJSON(name string, v goja.Value) (json.RawMessage, error) {
 	if err != nil {
 		return nil, badReturn(name, "the response cannot be serialized: %v", err)
 	}
-	out := s.String()
-	// JSON.stringify writes valid, compact JSON; only a toJSON method can make it
-	// something other than an object.
 	if goja.IsUndefined(s) {
 		return nil, badReturn(name, "returned %s, want an object", describe(v))
 	}
-	if len(out) == 0 || out[0] != '{' {
-		return nil, badReturn(name, "the response is not a JSON object: %.200s", out)
-	}
-	return json.RawMessage(out), nil
+	// Only a toJSON method can make JSON.stringify of an object something else.
+	return compactObject(name, []byte(s.String()))
 }
 
 // settle unwraps a settled promise; the job queue has run when the call returned.

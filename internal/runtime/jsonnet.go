@@ -189,10 +189,8 @@ func (f *jsonnetFunction) result(out jsonnetOutcome, logs *logBuffer) (Result, e
 	if out.err != nil {
 		return Result{Logs: logs.String()}, exception(f.fn.Name, jsonnetErrorMessage(out.err))
 	}
-	if len(out.output) == 0 || out.output[0] != '{' {
-		return Result{Logs: logs.String()}, badReturn(f.fn.Name, "the response is not a JSON object: %.200s", out.output)
-	}
-	return Result{Response: out.output, Logs: logs.String()}, nil
+	response, err := compactObject(f.fn.Name, out.output)
+	return Result{Response: response, Logs: logs.String()}, err
 }
 
 // Close ends the evaluators: idle ones at once, busy ones after their call.

@@ -11,6 +11,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +28,39 @@ const DefaultPythonHandler = "sync"
 // PythonWorkerMarker is an argument of every Python worker's command line, so
 // that its processes can be recognised (ps, /proc).
 const PythonWorkerMarker = "metalambda-python-worker"
+
+// PythonWorkerPIDs returns the pids of the Python workers that the process gateway
+// started for function ("namespace/name"; empty means every function), found by
+// their command lines in /proc.
+func PythonWorkerPIDs(gateway int, function string) []int {
+	want := []string{PythonWorkerMarker, "gateway=" + strconv.Itoa(gateway)}
+	if function != "" {
+		want = append(want, "function="+function)
+	}
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var pids []int
+	for _, path := range cmdlines {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(raw), "\x00")
+		if containsAll(args, want) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func containsAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}
 
 // pythonStartAllowance is added to the function's timeout to bound a worker's
 // start (interpreter start-up and loading the source).
@@ -425,11 +460,9 @@ func (r pyReply) compileError(name string) *CompileError {
 func (r pyReply) result(name string) (Result, error) {
 	if r.OK {
 		// The worker wrote the response with json.dumps, compact, and Unmarshal has
-		// checked the whole reply: only its type is left to check.
-		if len(r.Response) == 0 || r.Response[0] != '{' {
-			return Result{Logs: r.Logs}, badReturn(name, "the response is not a JSON object: %.200s", r.Response)
-		}
-		return Result{Response: r.Response, Logs: r.Logs}, nil
+		// checked the whole reply.
+		response, err := compactObject(name, r.Response)
+		return Result{Response: response, Logs: r.Logs}, err
 	}
 	if r.Error != nil && r.Error.Type == "BadReturn" {
 		return Result{Logs: r.Logs}, badReturn(name, "%s", r.Error.Message)

@@ -204,11 +204,11 @@ func TestPythonCloseKillsWorkers(t *testing.T) {
 	for rt.(StatsReporter).Stats().Busy == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := len(workerProcesses("function=" + fn.Name)); n == 0 {
+	if n := len(workerProcesses(fn.Name)); n == 0 {
 		t.Fatal("no worker process found before Close")
 	}
 	c.Close()
-	if left := workerProcesses("function=" + fn.Name); len(left) > 0 {
+	if left := workerProcesses(fn.Name); len(left) > 0 {
 		t.Errorf("worker processes %v left after Close", left)
 	}
 	if stats := rt.(StatsReporter).Stats(); stats != (PoolStats{}) {

@@ -67,6 +67,15 @@ func objectResponse(name string, raw []byte) (json.RawMessage, error) {
 	return out.Bytes(), nil
 }
 
+// compactObject accepts raw, JSON a runtime wrote itself (valid and compact), when
+// it is an object: only its type is left to check.
+func compactObject(name string, raw []byte) (json.RawMessage, error) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, badReturn(name, "the response is not a JSON object: %.200s", raw)
+	}
+	return raw, nil
+}
+
 func badReturn(name, format string, args ...any) *InvokeError {
 	return &InvokeError{Function: name, Reason: ReasonBadReturn, Message: fmt.Sprintf(format, args...)}
 }
