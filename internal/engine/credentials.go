@@ -2,10 +2,10 @@ package engine
 
 import (
 	"context"
-	"encoding/base64"
-	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/metalambda/metalambda/internal/hook"
@@ -24,32 +24,25 @@ type credentials struct{ env *environment }
 func (m *Manager) credentials() hook.Credentials { return credentials{env: m.env} }
 
 func (c credentials) Secret(ctx context.Context, namespace, name string) (map[string][]byte, error) {
-	obj, err := c.env.resource(secretsGVR, namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
+	var s corev1.Secret
+	if err := c.get(ctx, secretsGVR, namespace, name, &s); err != nil {
 		return nil, err
 	}
-	raw, _ := obj.Object["data"].(map[string]any)
-	data := make(map[string][]byte, len(raw))
-	for k, v := range raw {
-		s, _ := v.(string)
-		b, err := base64.StdEncoding.DecodeString(s)
-		if err != nil {
-			return nil, fmt.Errorf("key %q is not base64: %v", k, err)
-		}
-		data[k] = b
-	}
-	return data, nil
+	return s.Data, nil
 }
 
 func (c credentials) ConfigMap(ctx context.Context, namespace, name string) (map[string]string, error) {
-	obj, err := c.env.resource(configMapsGVR, namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
+	var cm corev1.ConfigMap
+	if err := c.get(ctx, configMapsGVR, namespace, name, &cm); err != nil {
 		return nil, err
 	}
-	raw, _ := obj.Object["data"].(map[string]any)
-	data := make(map[string]string, len(raw))
-	for k, v := range raw {
-		data[k], _ = v.(string)
+	return cm.Data, nil
+}
+
+func (c credentials) get(ctx context.Context, gvr schema.GroupVersionResource, namespace, name string, into any) error {
+	obj, err := c.env.resource(gvr, namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return err
 	}
-	return data, nil
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, into)
 }

@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,6 +10,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"k8s.io/utils/ptr"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 )
@@ -131,11 +134,11 @@ func basic(ctx context.Context, b *v1alpha1.BasicAuth, creds Credentials) (strin
 	if err != nil {
 		return "", err
 	}
-	username, err := textKey("basicAuth", "Secret", ref, orDefault(b.UsernameKey, DefaultUsernameKey), data)
+	username, err := textKey("basicAuth", "Secret", ref, cmp.Or(ptr.Deref(b.UsernameKey, ""), DefaultUsernameKey), data)
 	if err != nil {
 		return "", err
 	}
-	password, err := textKey("basicAuth", "Secret", ref, orDefault(b.PasswordKey, DefaultPasswordKey), data)
+	password, err := textKey("basicAuth", "Secret", ref, cmp.Or(ptr.Deref(b.PasswordKey, ""), DefaultPasswordKey), data)
 	if err != nil {
 		return "", err
 	}
@@ -164,7 +167,7 @@ func caBundle(ctx context.Context, c *v1alpha1.CABundle, creds Credentials) (*x5
 		if err != nil {
 			return nil, err
 		}
-		key := keyOrDefault(c.SecretRef.Key, DefaultCABundleKey)
+		key := cmp.Or(c.SecretRef.Key, DefaultCABundleKey)
 		if pem = data[key]; len(pem) == 0 {
 			return nil, missingKey("caBundle", "Secret", c.SecretRef, key)
 		}
@@ -178,7 +181,7 @@ func caBundle(ctx context.Context, c *v1alpha1.CABundle, creds Credentials) (*x5
 		if err != nil {
 			return nil, fmt.Errorf("%w: webhook caBundle: ConfigMap %s/%s: %v", ErrCredentials, ref.Namespace, ref.Name, err)
 		}
-		key := keyOrDefault(ref.Key, DefaultCABundleKey)
+		key := cmp.Or(ref.Key, DefaultCABundleKey)
 		if pem = []byte(data[key]); len(pem) == 0 {
 			return nil, missingKey("caBundle", "ConfigMap", ref, key)
 		}
@@ -200,7 +203,7 @@ func clientCertificate(ctx context.Context, c *v1alpha1.ClientTLS, creds Credent
 	if err != nil {
 		return tls.Certificate{}, err
 	}
-	certKey, keyKey := orDefault(c.CertKey, DefaultCertKey), orDefault(c.PrivateKeyKey, DefaultPrivateKeyKey)
+	certKey, keyKey := cmp.Or(ptr.Deref(c.CertKey, ""), DefaultCertKey), cmp.Or(ptr.Deref(c.PrivateKeyKey, ""), DefaultPrivateKeyKey)
 	for _, k := range []string{certKey, keyKey} {
 		if len(data[k]) == 0 {
 			return tls.Certificate{}, missingKey("clientTLS", "Secret", ref, k)
@@ -239,18 +242,4 @@ func textKey(field, kind string, ref *v1alpha1.KeyReference, key string, data ma
 
 func missingKey(field, kind string, ref *v1alpha1.KeyReference, key string) error {
 	return fmt.Errorf("%w: webhook %s: %s %s/%s has no key %q (or it is empty)", ErrCredentials, field, kind, ref.Namespace, ref.Name, key)
-}
-
-func orDefault(s *string, def string) string {
-	if s == nil || *s == "" {
-		return def
-	}
-	return *s
-}
-
-func keyOrDefault(key, def string) string {
-	if key == "" {
-		return def
-	}
-	return key
 }

@@ -18,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/utils/ptr"
+
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 )
 
@@ -44,8 +46,6 @@ func (f fakeCredentials) ConfigMap(_ context.Context, namespace, name string) (m
 func ref(name, key string) *v1alpha1.KeyReference {
 	return &v1alpha1.KeyReference{Namespace: "ns", Name: name, Key: key}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // headerEcho answers {"authorization": <the header>} to every call.
 func headerEcho() *httptest.Server {
@@ -84,9 +84,9 @@ func TestAuthorizationHeaders(t *testing.T) {
 	}{
 		{"none", v1alpha1.Webhook{}, ""},
 		{"bearer by default, trailing newline dropped", v1alpha1.Webhook{Authorization: &v1alpha1.WebhookAuthorization{SecretRef: ref("token", "token")}}, "Bearer s3cret"},
-		{"another type", v1alpha1.Webhook{Authorization: &v1alpha1.WebhookAuthorization{Type: ptr("Token"), SecretRef: ref("token", "token")}}, "Token s3cret"},
+		{"another type", v1alpha1.Webhook{Authorization: &v1alpha1.WebhookAuthorization{Type: ptr.To("Token"), SecretRef: ref("token", "token")}}, "Token s3cret"},
 		{"basic, default keys", v1alpha1.Webhook{BasicAuth: &v1alpha1.BasicAuth{SecretRef: ref("basic", "")}}, "Basic YW5uOnB3"},
-		{"basic, own keys", v1alpha1.Webhook{BasicAuth: &v1alpha1.BasicAuth{SecretRef: ref("basic", ""), UsernameKey: ptr("user"), PasswordKey: ptr("pass")}}, "Basic Ym9iOng="},
+		{"basic, own keys", v1alpha1.Webhook{BasicAuth: &v1alpha1.BasicAuth{SecretRef: ref("basic", ""), UsernameKey: ptr.To("user"), PasswordKey: ptr.To("pass")}}, "Basic Ym9iOng="},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,14 +110,14 @@ func TestSecurityErrors(t *testing.T) {
 		class    error
 		contains string
 	}{
-		{"basic as authorization type", authz(v1alpha1.WebhookAuthorization{Type: ptr("basic"), SecretRef: ref("token", "token")}), ErrInvalidHook, "use basicAuth"},
+		{"basic as authorization type", authz(v1alpha1.WebhookAuthorization{Type: ptr.To("basic"), SecretRef: ref("token", "token")}), ErrInvalidHook, "use basicAuth"},
 		{"no key", authz(v1alpha1.WebhookAuthorization{SecretRef: ref("token", "")}), ErrInvalidHook, "name, namespace and key"},
 		{"both kinds of auth", v1alpha1.Webhook{Authorization: &v1alpha1.WebhookAuthorization{SecretRef: ref("token", "token")}, BasicAuth: &v1alpha1.BasicAuth{SecretRef: ref("token", "")}}, ErrInvalidHook, "both authorization and basicAuth"},
 		{"missing secret", authz(v1alpha1.WebhookAuthorization{SecretRef: ref("nope", "token")}), ErrCredentials, "Secret ns/nope"},
 		{"missing key", authz(v1alpha1.WebhookAuthorization{SecretRef: ref("empty", "token")}), ErrCredentials, `ns/empty has no key "token"`},
 		{"line break", authz(v1alpha1.WebhookAuthorization{SecretRef: ref("token", "token")}), ErrCredentials, "line break"},
 		{"basic without password", v1alpha1.Webhook{BasicAuth: &v1alpha1.BasicAuth{SecretRef: ref("empty", "")}}, ErrCredentials, `no key "username"`},
-		{"two CA sources", v1alpha1.Webhook{CABundle: &v1alpha1.CABundle{Inline: ptr("x"), ConfigMapRef: ref("ca", "")}}, ErrInvalidHook, "exactly one"},
+		{"two CA sources", v1alpha1.Webhook{CABundle: &v1alpha1.CABundle{Inline: ptr.To("x"), ConfigMapRef: ref("ca", "")}}, ErrInvalidHook, "exactly one"},
 		{"CA not PEM", v1alpha1.Webhook{CABundle: &v1alpha1.CABundle{ConfigMapRef: ref("ca", "")}}, ErrCredentials, `ConfigMap ns/ca key "ca.crt" holds no PEM certificate`},
 		{"client TLS missing key", v1alpha1.Webhook{ClientTLS: &v1alpha1.ClientTLS{SecretRef: ref("empty", "")}}, ErrCredentials, `no key "tls.crt"`},
 	}
