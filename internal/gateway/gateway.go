@@ -65,7 +65,6 @@ type Gateway struct {
 	registry *runtime.Registry
 	store    *store
 	auth     *authorizer
-	metrics  *metrics
 	running  atomic.Bool
 }
 
@@ -84,14 +83,12 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 		return nil, err
 	}
 	registry := runtime.NewRegistry(opts.Runtime)
-	m := newMetrics(reg, registry.Stats)
 	return &Gateway{
 		opts:     opts,
 		dyn:      dyn,
 		registry: registry,
-		store:    newStore(dyn, registry, opts.PublicURL, opts.History, m),
+		store:    newStore(dyn, registry, opts.PublicURL, opts.History, newMetrics(reg, registry.Stats)),
 		auth:     newAuthorizer(kube, opts.AuthCacheTTL),
-		metrics:  m,
 	}, nil
 }
 
