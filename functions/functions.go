@@ -7,12 +7,12 @@ import (
 
 	"github.com/metalambda/metalambda/functions/immortalcontainer"
 	"github.com/metalambda/metalambda/functions/pythonlambda"
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/hookapi"
 	"github.com/metalambda/metalambda/internal/runtime"
 )
 
 // CompositeSync is a CompositeController sync hook written as a pure Go function.
-type CompositeSync func(req *hook.CompositeRequest) (*hook.CompositeResponse, error)
+type CompositeSync func(req *hookapi.CompositeRequest) (*hookapi.CompositeResponse, error)
 
 // Builtins returns the builtin functions, by the name a Function's source gives:
 // "pythonlambda" and "immortalcontainer".
@@ -27,7 +27,7 @@ func Builtins() runtime.Builtins {
 // calls sync and encodes its response. Errors name the function.
 func Composite(name string, sync CompositeSync) runtime.BuiltinFunc {
 	return func(_ context.Context, request json.RawMessage) (json.RawMessage, error) {
-		var req hook.CompositeRequest
+		var req hookapi.CompositeRequest
 		if err := json.Unmarshal(request, &req); err != nil {
 			return nil, fmt.Errorf("%s: decode the CompositeRequest: %w", name, err)
 		}

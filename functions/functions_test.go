@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/metalambda/metalambda/functions/pythonlambda"
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
 func TestBuiltinsNames(t *testing.T) {
@@ -73,8 +73,8 @@ func TestBuiltinsErrors(t *testing.T) {
 
 // TestComposite checks the adapter alone, with a sync function that echoes.
 func TestComposite(t *testing.T) {
-	echo := Composite("echo", func(req *hook.CompositeRequest) (*hook.CompositeResponse, error) {
-		return &hook.CompositeResponse{Status: req.Parent["spec"].(map[string]any), Finalized: req.Finalizing}, nil
+	echo := Composite("echo", func(req *hookapi.CompositeRequest) (*hookapi.CompositeResponse, error) {
+		return &hookapi.CompositeResponse{Status: req.Parent["spec"].(map[string]any), Finalized: req.Finalizing}, nil
 	})
 	got, err := echo(context.Background(), json.RawMessage(`{"parent": {"spec": {"a": 1}}, "finalizing": true}`))
 	if err != nil {

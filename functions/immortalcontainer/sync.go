@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"knative.dev/pkg/kmeta"
 
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
 // ErrInvalidParent is wrapped by Sync's error when the parent is not a valid
@@ -31,7 +31,7 @@ const (
 	InstanceLabel = "app.kubernetes.io/instance"
 )
 
-var podKey = hook.TypeKey("Pod", "v1")
+var podKey = hookapi.TypeKey("Pod", "v1")
 
 // parent is the ImmortalContainer as the hook reads it.
 type parent struct {
@@ -45,7 +45,7 @@ type parent struct {
 // spec.image with restartPolicy OnFailure, and status.currentPod. A deleted pod is
 // not observed, so it is desired again and the engine recreates it. An invalid
 // parent is an error wrapping ErrInvalidParent.
-func Sync(req *hook.CompositeRequest) (*hook.CompositeResponse, error) {
+func Sync(req *hookapi.CompositeRequest) (*hookapi.CompositeResponse, error) {
 	p, err := parseParent(req.Parent)
 	if err != nil {
 		return nil, err
@@ -55,14 +55,14 @@ func Sync(req *hook.CompositeRequest) (*hook.CompositeResponse, error) {
 		return nil, fmt.Errorf("build the pod of %s/%s: %w", p.Metadata.Namespace, p.Metadata.Name, err)
 	}
 	delete(child, "status")
-	return &hook.CompositeResponse{
+	return &hookapi.CompositeResponse{
 		Status:    map[string]any{"currentPod": currentPod(req.Children[podKey])},
-		Children:  []hook.Object{child},
+		Children:  []hookapi.Object{child},
 		Finalized: req.Finalizing,
 	}, nil
 }
 
-func parseParent(obj hook.Object) (*parent, error) {
+func parseParent(obj hookapi.Object) (*parent, error) {
 	body, err := json.Marshal(obj)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidParent, err)
@@ -102,7 +102,7 @@ func pod(p *parent) *corev1.Pod {
 }
 
 // currentPod is the name of the only observed pod, "" when there are none or more.
-func currentPod(pods hook.ObjectMap) string {
+func currentPod(pods hookapi.ObjectMap) string {
 	if len(pods) != 1 {
 		return ""
 	}

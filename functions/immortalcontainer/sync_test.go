@@ -8,14 +8,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/metalambda/metalambda/functions/internal/golden"
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
-type parentOpt func(hook.Object)
+type parentOpt func(hookapi.Object)
 
 // immortal is the article's example as the API server stores it, changed by opts.
-func immortal(opts ...parentOpt) hook.Object {
-	obj := hook.Object{
+func immortal(opts ...parentOpt) hookapi.Object {
+	obj := hookapi.Object{
 		"apiVersion": "example.com/v1alpha1",
 		"kind":       "ImmortalContainer",
 		"metadata": map[string]any{
@@ -31,16 +31,16 @@ func immortal(opts ...parentOpt) hook.Object {
 }
 
 func withImage(image any) parentOpt {
-	return func(obj hook.Object) { obj["spec"] = map[string]any{"image": image} }
+	return func(obj hookapi.Object) { obj["spec"] = map[string]any{"image": image} }
 }
 
 func withName(name string) parentOpt {
-	return func(obj hook.Object) { obj["metadata"].(map[string]any)["name"] = name }
+	return func(obj hookapi.Object) { obj["metadata"].(map[string]any)["name"] = name }
 }
 
 // observedPod is a running child pod as the engine observes it.
-func observedPod(name string) hook.Object {
-	return hook.Object{
+func observedPod(name string) hookapi.Object {
+	return hookapi.Object{
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{
 			"name": name, "namespace": "default", "uid": "uid-" + name,
@@ -54,30 +54,30 @@ func observedPod(name string) hook.Object {
 	}
 }
 
-func pods(keys ...string) hook.Objects {
-	m := hook.ObjectMap{}
+func pods(keys ...string) hookapi.Objects {
+	m := hookapi.ObjectMap{}
 	for _, key := range keys {
 		m[key] = observedPod(key[strings.LastIndex(key, "/")+1:])
 	}
-	return hook.Objects{podKey: m}
+	return hookapi.Objects{podKey: m}
 }
 
 func TestSync(t *testing.T) {
 	const podName = "example-immortal-container-immortalpod"
 	tests := []struct {
 		name           string
-		req            *hook.CompositeRequest
+		req            *hookapi.CompositeRequest
 		wantPod        string
 		wantCurrentPod string
 	}{
-		{"no-pod", &hook.CompositeRequest{Parent: immortal(), Children: pods()}, podName, ""},
-		{"one-pod", &hook.CompositeRequest{Parent: immortal(), Children: pods(podName)}, podName, podName},
-		{"one-pod-hook-v2", &hook.CompositeRequest{Parent: immortal(), Children: pods("default/" + podName)}, podName, podName},
-		{"two-pods", &hook.CompositeRequest{Parent: immortal(), Children: pods(podName, "example-immortal-container-other")}, podName, ""},
-		{"image-change", &hook.CompositeRequest{Parent: immortal(withImage("nginx:1.27")), Children: pods(podName)}, podName, podName},
-		{"long-name", &hook.CompositeRequest{Parent: immortal(withName("an-immortal-container-with-a-name-longer-than-fits-in-a-label"))},
+		{"no-pod", &hookapi.CompositeRequest{Parent: immortal(), Children: pods()}, podName, ""},
+		{"one-pod", &hookapi.CompositeRequest{Parent: immortal(), Children: pods(podName)}, podName, podName},
+		{"one-pod-hook-v2", &hookapi.CompositeRequest{Parent: immortal(), Children: pods("default/" + podName)}, podName, podName},
+		{"two-pods", &hookapi.CompositeRequest{Parent: immortal(), Children: pods(podName, "example-immortal-container-other")}, podName, ""},
+		{"image-change", &hookapi.CompositeRequest{Parent: immortal(withImage("nginx:1.27")), Children: pods(podName)}, podName, podName},
+		{"long-name", &hookapi.CompositeRequest{Parent: immortal(withName("an-immortal-container-with-a-name-longer-than-fits-in-a-label"))},
 			"an-immortal-contain6d0187203a8f11e656d39ad2efe89fc8-immortalpod", ""},
-		{"finalizing", &hook.CompositeRequest{Parent: immortal(), Children: pods(podName), Finalizing: true}, podName, podName},
+		{"finalizing", &hookapi.CompositeRequest{Parent: immortal(), Children: pods(podName), Finalizing: true}, podName, podName},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -105,8 +105,8 @@ func TestSyncInvalidParent(t *testing.T) {
 		opt  parentOpt
 		want string
 	}{
-		{"no image", func(obj hook.Object) { obj["spec"] = map[string]any{} }, "spec.image is empty"},
-		{"no spec", func(obj hook.Object) { delete(obj, "spec") }, "spec.image is empty"},
+		{"no image", func(obj hookapi.Object) { obj["spec"] = map[string]any{} }, "spec.image is empty"},
+		{"no spec", func(obj hookapi.Object) { delete(obj, "spec") }, "spec.image is empty"},
 		{"empty image", withImage(""), "spec.image is empty"},
 		{"blank image", withImage("  "), "spec.image is empty"},
 		{"image with spaces", withImage(" nginx"), "surrounding spaces"},
@@ -115,7 +115,7 @@ func TestSyncInvalidParent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, err := Sync(&hook.CompositeRequest{Parent: immortal(tt.opt)})
+			resp, err := Sync(&hookapi.CompositeRequest{Parent: immortal(tt.opt)})
 			if !errors.Is(err, ErrInvalidParent) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Sync = %v, %v; want an ErrInvalidParent containing %q", resp, err, tt.want)
 			}

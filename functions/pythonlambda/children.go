@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
 // script is the Python HTTP server the pods run.
@@ -35,12 +35,12 @@ const (
 
 // children builds the desired children: the ConfigMap, the Service, the Ingress,
 // then the pods in index order.
-func children(l *lambda, n names, hash string) ([]hook.Object, error) {
+func children(l *lambda, n names, hash string) ([]hookapi.Object, error) {
 	objs := []runtime.Object{configMap(l, n), service(l, n), ingress(l, n)}
 	for _, name := range n.Pods {
 		objs = append(objs, pod(l, n, name, hash))
 	}
-	out := make([]hook.Object, 0, len(objs))
+	out := make([]hookapi.Object, 0, len(objs))
 	for _, obj := range objs {
 		m, err := toObject(obj)
 		if err != nil {
@@ -180,7 +180,7 @@ func specHash(spec corev1.PodSpec, files map[string]string) string {
 }
 
 // toObject turns a typed object into the hook's map form, without a status.
-func toObject(obj runtime.Object) (hook.Object, error) {
+func toObject(obj runtime.Object) (hookapi.Object, error) {
 	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return nil, err

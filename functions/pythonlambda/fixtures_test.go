@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
 // The clock of the tests: now, and the time of an earlier transition.
@@ -23,12 +23,12 @@ reverse_name = name[::-1]
 output = "Hello %s! Your name in reverse is %s" % (name, reverse_name)
 `
 
-type parentOpt func(obj hook.Object)
+type parentOpt func(obj hookapi.Object)
 
 // parent is the issue's example (replicas 2, host example.com) as the API server
 // stores it, changed by opts.
-func parent(opts ...parentOpt) hook.Object {
-	obj := hook.Object{
+func parent(opts ...parentOpt) hookapi.Object {
+	obj := hookapi.Object{
 		"apiVersion": "example.com/v1",
 		"kind":       "PythonLambda",
 		"metadata": map[string]any{
@@ -45,25 +45,25 @@ func parent(opts ...parentOpt) hook.Object {
 }
 
 func withSpec(key string, value any) parentOpt {
-	return func(obj hook.Object) { obj["spec"].(map[string]any)[key] = value }
+	return func(obj hookapi.Object) { obj["spec"].(map[string]any)[key] = value }
 }
 
 func withoutSpec(key string) parentOpt {
-	return func(obj hook.Object) { delete(obj["spec"].(map[string]any), key) }
+	return func(obj hookapi.Object) { delete(obj["spec"].(map[string]any), key) }
 }
 
 func withName(name string) parentOpt {
-	return func(obj hook.Object) { obj["metadata"].(map[string]any)["name"] = name }
+	return func(obj hookapi.Object) { obj["metadata"].(map[string]any)["name"] = name }
 }
 
 func withGeneration(g int) parentOpt {
-	return func(obj hook.Object) { obj["metadata"].(map[string]any)["generation"] = g }
+	return func(obj hookapi.Object) { obj["metadata"].(map[string]any)["generation"] = g }
 }
 
 // withReady gives the parent a status with a Ready condition of that status since
 // the earlier time.
 func withReady(status metav1.ConditionStatus, reason string) parentOpt {
-	return func(obj hook.Object) {
+	return func(obj hookapi.Object) {
 		obj["status"] = map[string]any{"conditions": []any{map[string]any{
 			"type": conditionReady, "status": string(status), "reason": reason, "message": "before",
 			"lastTransitionTime": earlier, "observedGeneration": 1,
@@ -77,13 +77,13 @@ type podStatus func(name string) *corev1.PodStatus
 // observedOf is what the engine would observe after applying the children Sync
 // answers for p: each child with server fields, pods with the status st gives them
 // (none when st or its answer is nil). v2 keys objects "namespace/name".
-func observedOf(t *testing.T, p hook.Object, v2 bool, st podStatus) hook.Objects {
+func observedOf(t *testing.T, p hookapi.Object, v2 bool, st podStatus) hookapi.Objects {
 	t.Helper()
-	resp, err := syncAt(&hook.CompositeRequest{Parent: p}, now)
+	resp, err := syncAt(&hookapi.CompositeRequest{Parent: p}, now)
 	if err != nil {
 		t.Fatalf("sync the parent the children come from: %v", err)
 	}
-	out := hook.Objects{configMapKey: {}, serviceKey: {}, ingressKey: {}, podKey: {}}
+	out := hookapi.Objects{configMapKey: {}, serviceKey: {}, ingressKey: {}, podKey: {}}
 	for _, child := range resp.Children {
 		obj := observe1(t, child)
 		meta := obj["metadata"].(map[string]any)
@@ -97,13 +97,13 @@ func observedOf(t *testing.T, p hook.Object, v2 bool, st podStatus) hook.Objects
 		if v2 {
 			key = meta["namespace"].(string) + "/" + name
 		}
-		out[hook.TypeKey(kind, obj["apiVersion"].(string))][key] = obj
+		out[hookapi.TypeKey(kind, obj["apiVersion"].(string))][key] = obj
 	}
 	return out
 }
 
 // observe1 adds what the API server adds to a created child.
-func observe1(t *testing.T, child hook.Object) hook.Object {
+func observe1(t *testing.T, child hookapi.Object) hookapi.Object {
 	obj := toMap(t, child)
 	meta := obj["metadata"].(map[string]any)
 	meta["uid"] = "uid-" + meta["name"].(string)

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
 // DefaultImage is the image of spec.image when it is empty.
@@ -57,7 +57,7 @@ func (l *lambda) replicas() int32 {
 }
 
 // parseParent reads and validates the parent.
-func parseParent(parent hook.Object) (*lambda, error) {
+func parseParent(parent hookapi.Object) (*lambda, error) {
 	var obj struct {
 		Metadata metav1.ObjectMeta `json:"metadata"`
 		Spec     spec              `json:"spec"`
@@ -166,7 +166,7 @@ func resourceName(name string) bool {
 
 // readyCondition is the parent's status Ready condition; a status it cannot read
 // counts as none.
-func readyCondition(parent hook.Object) *metav1.Condition {
+func readyCondition(parent hookapi.Object) *metav1.Condition {
 	var obj struct {
 		Status struct {
 			Conditions []metav1.Condition `json:"conditions"`

@@ -8,15 +8,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
 // Keys of the observed children in the request.
 var (
-	configMapKey = hook.TypeKey("ConfigMap", "v1")
-	serviceKey   = hook.TypeKey("Service", "v1")
-	ingressKey   = hook.TypeKey("Ingress", "networking.k8s.io/v1")
-	podKey       = hook.TypeKey("Pod", "v1")
+	configMapKey = hookapi.TypeKey("ConfigMap", "v1")
+	serviceKey   = hookapi.TypeKey("Service", "v1")
+	ingressKey   = hookapi.TypeKey("Ingress", "networking.k8s.io/v1")
+	podKey       = hookapi.TypeKey("Pod", "v1")
 )
 
 // conditionReady is the type of the parent's only condition.
@@ -82,7 +82,7 @@ type observed struct {
 	pods                            map[string]*corev1.Pod
 }
 
-func observe(children hook.Objects) (*observed, error) {
+func observe(children hookapi.Objects) (*observed, error) {
 	pods, err := decodePods(children[podKey])
 	if err != nil {
 		return nil, err
@@ -97,7 +97,7 @@ func observe(children hook.Objects) (*observed, error) {
 
 // namesOf lists objects by metadata.name: the request's keys hold the namespace too
 // under hook v2.
-func namesOf(objs hook.ObjectMap) map[string]bool {
+func namesOf(objs hookapi.ObjectMap) map[string]bool {
 	out := map[string]bool{}
 	for _, obj := range objs {
 		if meta, ok := obj["metadata"].(map[string]any); ok {
@@ -109,7 +109,7 @@ func namesOf(objs hook.ObjectMap) map[string]bool {
 	return out
 }
 
-func decodePods(objs hook.ObjectMap) (map[string]*corev1.Pod, error) {
+func decodePods(objs hookapi.ObjectMap) (map[string]*corev1.Pod, error) {
 	out := map[string]*corev1.Pod{}
 	for key, obj := range objs {
 		var p corev1.Pod

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
 // Sync is the PythonLambda sync hook: it answers the desired children (a ConfigMap,
@@ -14,13 +14,13 @@ import (
 //
 // A finalize call (req.Finalizing) answers the same, finalized: the children go with
 // the parent by garbage collection.
-func Sync(req *hook.CompositeRequest) (*hook.CompositeResponse, error) {
+func Sync(req *hookapi.CompositeRequest) (*hookapi.CompositeResponse, error) {
 	return syncAt(req, time.Now())
 }
 
 // syncAt is Sync with the clock read: now is the Ready condition's
 // lastTransitionTime when its status changes.
-func syncAt(req *hook.CompositeRequest, now time.Time) (*hook.CompositeResponse, error) {
+func syncAt(req *hookapi.CompositeRequest, now time.Time) (*hookapi.CompositeResponse, error) {
 	l, err := parseParent(req.Parent)
 	if err != nil {
 		return nil, err
@@ -39,5 +39,5 @@ func syncAt(req *hook.CompositeRequest, now time.Time) (*hook.CompositeResponse,
 	if err := roundTrip(makeStatus(l, n, hash, obs, now), &st); err != nil {
 		return nil, err
 	}
-	return &hook.CompositeResponse{Status: st, Children: desired, Finalized: req.Finalizing}, nil
+	return &hookapi.CompositeResponse{Status: st, Children: desired, Finalized: req.Finalizing}, nil
 }

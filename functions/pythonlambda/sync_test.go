@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/metalambda/metalambda/functions/internal/golden"
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
 // summary is what each case asserts beyond its golden response.
@@ -31,34 +31,34 @@ func TestSync(t *testing.T) {
 	newCode := withSpec("code", `output = "v2"`)
 	tests := []struct {
 		name string
-		req  func(t *testing.T) *hook.CompositeRequest
+		req  func(t *testing.T) *hookapi.CompositeRequest
 		want summary
 	}{{
 		name: "fresh",
-		req: func(t *testing.T) *hook.CompositeRequest {
-			return &hook.CompositeRequest{Parent: parent(), Children: hook.Objects{configMapKey: {}, serviceKey: {}, ingressKey: {}, podKey: {}}}
+		req: func(t *testing.T) *hookapi.CompositeRequest {
+			return &hookapi.CompositeRequest{Parent: parent(), Children: hookapi.Objects{configMapKey: {}, serviceKey: {}, ingressKey: {}, podKey: {}}}
 		},
 		want: summary{Children: demoChildren(demoPods), Ready: "False", Reason: ReasonCreating,
 			Message:    "waiting for ConfigMap demo-python-lambda-code, Service demo-python-lambda-svc, Ingress demo-python-lambda-ingress, Pod demo-python-lambda-0, Pod demo-python-lambda-1 to be created",
 			Transition: now.Format(time.RFC3339)},
 	}, {
 		name: "steady",
-		req: func(t *testing.T) *hook.CompositeRequest {
-			return &hook.CompositeRequest{Parent: parent(withReady(metav1.ConditionTrue, ReasonAllPodsReady)), Children: observedOf(t, parent(), false, allReady)}
+		req: func(t *testing.T) *hookapi.CompositeRequest {
+			return &hookapi.CompositeRequest{Parent: parent(withReady(metav1.ConditionTrue, ReasonAllPodsReady)), Children: observedOf(t, parent(), false, allReady)}
 		},
 		want: summary{Children: demoChildren(demoPods), ReadyReplicas: 2, Pods: 2, Ready: "True", Reason: ReasonAllPodsReady,
 			Message: "2 of 2 pods are ready", Transition: earlier},
 	}, {
 		name: "steady-hook-v2",
-		req: func(t *testing.T) *hook.CompositeRequest {
-			return &hook.CompositeRequest{Parent: parent(), Children: observedOf(t, parent(), true, allReady)}
+		req: func(t *testing.T) *hookapi.CompositeRequest {
+			return &hookapi.CompositeRequest{Parent: parent(), Children: observedOf(t, parent(), true, allReady)}
 		},
 		want: summary{Children: demoChildren(demoPods), ReadyReplicas: 2, Pods: 2, Ready: "True", Reason: ReasonAllPodsReady,
 			Message: "2 of 2 pods are ready", Transition: now.Format(time.RFC3339)},
 	}, {
 		name: "code-change",
-		req: func(t *testing.T) *hook.CompositeRequest {
-			return &hook.CompositeRequest{
+		req: func(t *testing.T) *hookapi.CompositeRequest {
+			return &hookapi.CompositeRequest{
 				Parent:   parent(newCode, withGeneration(2), withReady(metav1.ConditionTrue, ReasonAllPodsReady)),
 				Children: observedOf(t, parent(), false, allReady),
 			}
@@ -67,8 +67,8 @@ func TestSync(t *testing.T) {
 			Message: "replacing 2 of 2 pods", Transition: now.Format(time.RFC3339)},
 	}, {
 		name: "scale-down",
-		req: func(t *testing.T) *hook.CompositeRequest {
-			return &hook.CompositeRequest{
+		req: func(t *testing.T) *hookapi.CompositeRequest {
+			return &hookapi.CompositeRequest{
 				Parent:   parent(withSpec("replicas", 1), withReady(metav1.ConditionTrue, ReasonAllPodsReady)),
 				Children: observedOf(t, parent(), false, allReady),
 			}
@@ -77,16 +77,16 @@ func TestSync(t *testing.T) {
 			Message: "1 of 1 pods are ready", Transition: earlier},
 	}, {
 		name: "scale-to-zero",
-		req: func(t *testing.T) *hook.CompositeRequest {
-			return &hook.CompositeRequest{Parent: parent(withSpec("replicas", 0)), Children: observedOf(t, parent(), false, allReady)}
+		req: func(t *testing.T) *hookapi.CompositeRequest {
+			return &hookapi.CompositeRequest{Parent: parent(withSpec("replicas", 0)), Children: observedOf(t, parent(), false, allReady)}
 		},
 		want: summary{Children: demoChildren(""), Pods: 2, Ready: "True", Reason: ReasonScaledToZero,
 			Message: "spec.replicas is 0", Transition: now.Format(time.RFC3339)},
 	}, {
 		name: "crashing-pod",
-		req: func(t *testing.T) *hook.CompositeRequest {
+		req: func(t *testing.T) *hookapi.CompositeRequest {
 			crash := crashLoop("Traceback (most recent call last):\n  File \"/lambda/script.py\", line 1\nMemoryError")
-			return &hook.CompositeRequest{
+			return &hookapi.CompositeRequest{
 				Parent:   parent(withReady(metav1.ConditionTrue, ReasonAllPodsReady)),
 				Children: observedOf(t, parent(), false, only("demo-python-lambda-1", crash)),
 			}
@@ -96,48 +96,48 @@ func TestSync(t *testing.T) {
 			Transition: now.Format(time.RFC3339)},
 	}, {
 		name: "syntax-error-not-ready",
-		req: func(t *testing.T) *hook.CompositeRequest {
+		req: func(t *testing.T) *hookapi.CompositeRequest {
 			p := parent(withSpec("code", "output = (\n"), withReady(metav1.ConditionFalse, ReasonPodsStarting))
-			return &hook.CompositeRequest{Parent: p, Children: observedOf(t, p, false, func(string) *podStatusT { return runningNotReady() })}
+			return &hookapi.CompositeRequest{Parent: p, Children: observedOf(t, p, false, func(string) *podStatusT { return runningNotReady() })}
 		},
 		want: summary{Children: demoChildren(demoPods), Pods: 2, Ready: "False", Reason: ReasonPodsNotReady,
 			Message: "2 of 2 pods run but are not ready: GET /healthz fails, as it does while spec.code has a syntax error (the pod's log shows it): demo-python-lambda-0; demo-python-lambda-1", Transition: earlier},
 	}, {
 		name: "pods-starting",
-		req: func(t *testing.T) *hook.CompositeRequest {
-			return &hook.CompositeRequest{Parent: parent(), Children: observedOf(t, parent(), false, func(string) *podStatusT { return pending("ContainerCreating") })}
+		req: func(t *testing.T) *hookapi.CompositeRequest {
+			return &hookapi.CompositeRequest{Parent: parent(), Children: observedOf(t, parent(), false, func(string) *podStatusT { return pending("ContainerCreating") })}
 		},
 		want: summary{Children: demoChildren(demoPods), Pods: 2, Ready: "False", Reason: ReasonPodsStarting,
 			Message: "2 of 2 pods are starting: demo-python-lambda-0 (ContainerCreating); demo-python-lambda-1 (ContainerCreating)", Transition: now.Format(time.RFC3339)},
 	}, {
 		name: "image-pull-failed",
-		req: func(t *testing.T) *hook.CompositeRequest {
-			return &hook.CompositeRequest{Parent: parent(), Children: observedOf(t, parent(), false, only("demo-python-lambda-0", pending("ImagePullBackOff")))}
+		req: func(t *testing.T) *hookapi.CompositeRequest {
+			return &hookapi.CompositeRequest{Parent: parent(), Children: observedOf(t, parent(), false, only("demo-python-lambda-0", pending("ImagePullBackOff")))}
 		},
 		want: summary{Children: demoChildren(demoPods), ReadyReplicas: 1, Pods: 2, Ready: "False", Reason: ReasonImagePullFailed,
 			Message: "container lambda cannot pull image python:3.11-slim: ImagePullBackOff", Transition: now.Format(time.RFC3339)},
 	}, {
 		name: "unschedulable",
-		req: func(t *testing.T) *hook.CompositeRequest {
-			return &hook.CompositeRequest{Parent: parent(), Children: observedOf(t, parent(), false, only("demo-python-lambda-1", unschedulable()))}
+		req: func(t *testing.T) *hookapi.CompositeRequest {
+			return &hookapi.CompositeRequest{Parent: parent(), Children: observedOf(t, parent(), false, only("demo-python-lambda-1", unschedulable()))}
 		},
 		want: summary{Children: demoChildren(demoPods), ReadyReplicas: 1, Pods: 2, Ready: "False", Reason: ReasonPodUnschedulable,
 			Message: "Insufficient memory", Transition: now.Format(time.RFC3339)},
 	}, {
 		name: "options",
-		req: func(t *testing.T) *hook.CompositeRequest {
+		req: func(t *testing.T) *hookapi.CompositeRequest {
 			p := parent(withoutSpec("replicas"), withoutSpec("host"), withSpec("image", "python:3.12-alpine"),
 				withSpec("env", []any{map[string]any{"name": "GREETING", "value": "Hi"}, map[string]any{"name": "PYTHONUNBUFFERED", "value": "0"}}),
 				withSpec("resources", map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "64Mi"}, "limits": map[string]any{"memory": "128Mi"}}),
 				withSpec("ingressClassName", "nginx"))
-			return &hook.CompositeRequest{Parent: p}
+			return &hookapi.CompositeRequest{Parent: p}
 		},
 		want: summary{Children: demoChildren("Pod/demo-python-lambda-0"), Ready: "False", Reason: ReasonCreating, Transition: now.Format(time.RFC3339)},
 	}, {
 		name: "dotted-long-name",
-		req: func(t *testing.T) *hook.CompositeRequest {
+		req: func(t *testing.T) *hookapi.CompositeRequest {
 			name := "lambda.v2.with-a-rather-long-name-that-does-not-fit-in-a-label-at-all"
-			return &hook.CompositeRequest{Parent: parent(withName(name), withSpec("replicas", 1))}
+			return &hookapi.CompositeRequest{Parent: parent(withName(name), withSpec("replicas", 1))}
 		},
 		want: summary{Children: []string{
 			"ConfigMap/lambda.v2.with-a-rather-lo07a52daea8c38f82826b34b18e31c14b-code",
@@ -147,8 +147,8 @@ func TestSync(t *testing.T) {
 		}, Ready: "False", Reason: ReasonCreating, Transition: now.Format(time.RFC3339)},
 	}, {
 		name: "finalizing",
-		req: func(t *testing.T) *hook.CompositeRequest {
-			return &hook.CompositeRequest{Parent: parent(), Children: observedOf(t, parent(), false, allReady), Finalizing: true}
+		req: func(t *testing.T) *hookapi.CompositeRequest {
+			return &hookapi.CompositeRequest{Parent: parent(), Children: observedOf(t, parent(), false, allReady), Finalizing: true}
 		},
 		want: summary{Children: demoChildren(demoPods), ReadyReplicas: 2, Pods: 2, Ready: "True", Reason: ReasonAllPodsReady,
 			Message: "2 of 2 pods are ready", Transition: now.Format(time.RFC3339)},
@@ -180,7 +180,7 @@ func demoChildren(pods string) []string {
 
 // summarize reads the summary of resp; Message is kept when the condition's message
 // contains part.
-func summarize(t *testing.T, resp *hook.CompositeResponse, part string) summary {
+func summarize(t *testing.T, resp *hookapi.CompositeResponse, part string) summary {
 	t.Helper()
 	var s summary
 	for _, c := range resp.Children {
@@ -223,7 +223,7 @@ func TestSyncInvalidParent(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, err := Sync(&hook.CompositeRequest{Parent: parent(tt.opt)})
+			resp, err := Sync(&hookapi.CompositeRequest{Parent: parent(tt.opt)})
 			if !errors.Is(err, ErrInvalidParent) || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Sync = %v, %v; want an ErrInvalidParent containing %q", resp, err, tt.want)
 			}
@@ -235,13 +235,13 @@ func TestSyncInvalidParent(t *testing.T) {
 // the same, so the engine does not write the status again.
 func TestSteadyStateKeepsStatus(t *testing.T) {
 	children := observedOf(t, parent(), false, allReady)
-	first, err := syncAt(&hook.CompositeRequest{Parent: parent(), Children: children}, now)
+	first, err := syncAt(&hookapi.CompositeRequest{Parent: parent(), Children: children}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := parent()
 	p["status"] = toMap(t, first.Status)
-	second, err := Sync(&hook.CompositeRequest{Parent: p, Children: children})
+	second, err := Sync(&hookapi.CompositeRequest{Parent: p, Children: children})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestSteadyStateKeepsStatus(t *testing.T) {
 func TestSpecHash(t *testing.T) {
 	hashOf := func(opts ...parentOpt) string {
 		t.Helper()
-		resp, err := syncAt(&hook.CompositeRequest{Parent: parent(opts...)}, now)
+		resp, err := syncAt(&hookapi.CompositeRequest{Parent: parent(opts...)}, now)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/metalambda/metalambda/internal/dynamic/informer"
 	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
 // ControllerUIDLabel is stamped on every child when generateSelector is set, and is
@@ -159,14 +160,14 @@ func controllerRef(parent *unstructured.Unstructured) metav1.OwnerReference {
 }
 
 func (f *composite) call(ctx context.Context, c *controller, in *hookInput) (*outcome, error) {
-	req := &hook.CompositeRequest{
+	req := &hookapi.CompositeRequest{
 		Controller: c.object,
 		Parent:     in.parent.Object,
 		Children:   c.childObjects(in.endpoint.Version, in.parentType.res.Namespaced, in.children),
 		Related:    in.related,
 		Finalizing: in.finalizing,
 	}
-	var resp hook.CompositeResponse
+	var resp hookapi.CompositeResponse
 	if err := c.env.hooks.Call(ctx, *in.endpoint, hook.CallInfo{Controller: c.name, Hook: hookName(in.finalizing, c.hooks.finalize != nil)}, req, &resp); err != nil {
 		return nil, throttled(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/metalambda/metalambda/internal/dynamic/discovery"
 	"github.com/metalambda/metalambda/internal/dynamic/informer"
 	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
 // parentKey names one parent in a controller's queue.
@@ -97,7 +98,7 @@ type hookInput struct {
 	parentType *parentType
 	parent     *unstructured.Unstructured
 	children   [][]*unstructured.Unstructured
-	related    hook.Objects
+	related    hookapi.Objects
 	finalizing bool
 	endpoint   *hook.Endpoint
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
 // DecoratorAnnotation marks attachments with the name of the DecoratorController that
@@ -98,14 +99,14 @@ func (d *decorator) observe(_ context.Context, c *controller, _ *parentType, par
 }
 
 func (d *decorator) call(ctx context.Context, c *controller, in *hookInput) (*outcome, error) {
-	req := &hook.DecoratorRequest{
+	req := &hookapi.DecoratorRequest{
 		Controller:  c.object,
 		Object:      in.parent.Object,
 		Attachments: c.childObjects(in.endpoint.Version, in.parentType.res.Namespaced, in.children),
 		Related:     in.related,
 		Finalizing:  in.finalizing,
 	}
-	var resp hook.DecoratorResponse
+	var resp hookapi.DecoratorResponse
 	if err := c.env.hooks.Call(ctx, *in.endpoint, hook.CallInfo{Controller: c.name, Hook: hookName(in.finalizing, c.hooks.finalize != nil)}, req, &resp); err != nil {
 		return nil, throttled(err)
 	}

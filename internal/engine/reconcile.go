@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
 // reconcile is the level-based sync of one parent. It returns how long to wait before
@@ -133,27 +133,27 @@ func hasGCFinalizer(obj *unstructured.Unstructured) bool {
 }
 
 // objectsFor builds a hook object map of one child type.
-func (c *controller) objectsFor(version hookVersion, parentNamespaced bool, objs []*unstructured.Unstructured) hook.ObjectMap {
-	m := make(hook.ObjectMap, len(objs))
+func (c *controller) objectsFor(version hookVersion, parentNamespaced bool, objs []*unstructured.Unstructured) hookapi.ObjectMap {
+	m := make(hookapi.ObjectMap, len(objs))
 	for _, o := range objs {
-		m[hook.Key(version, parentNamespaced, o)] = o.Object
+		m[hookapi.Key(version, parentNamespaced, o)] = o.Object
 	}
 	return m
 }
 
 // childObjects groups observed children by type for a hook request; every declared
 // type appears, empty or not.
-func (c *controller) childObjects(version hookVersion, parentNamespaced bool, children [][]*unstructured.Unstructured) hook.Objects {
-	out := make(hook.Objects, len(c.children))
+func (c *controller) childObjects(version hookVersion, parentNamespaced bool, children [][]*unstructured.Unstructured) hookapi.Objects {
+	out := make(hookapi.Objects, len(c.children))
 	for i, ct := range c.children {
-		out[hook.TypeKey(ct.res.Kind, ct.rule.APIVersion)] = c.objectsFor(version, parentNamespaced, children[i])
+		out[hookapi.TypeKey(ct.res.Kind, ct.rule.APIVersion)] = c.objectsFor(version, parentNamespaced, children[i])
 	}
 	return out
 }
 
 // decodeDesired turns the hook's children into objects, checking each against the
 // declared child types.
-func (c *controller) decodeDesired(parent *unstructured.Unstructured, raw []hook.Object) ([]*unstructured.Unstructured, error) {
+func (c *controller) decodeDesired(parent *unstructured.Unstructured, raw []hookapi.Object) ([]*unstructured.Unstructured, error) {
 	out := make([]*unstructured.Unstructured, 0, len(raw))
 	seen := map[string]bool{}
 	for i, obj := range raw {

@@ -18,6 +18,7 @@ import (
 	"github.com/metalambda/metalambda/internal/dynamic/discovery"
 	"github.com/metalambda/metalambda/internal/dynamic/informer"
 	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
 // relatedTracker runs a controller's customize hook and serves the related objects
@@ -56,8 +57,8 @@ func newRelatedTracker(c *controller) *relatedTracker {
 }
 
 // objects returns the related objects of parent, grouped like children.
-func (r *relatedTracker) objects(ctx context.Context, key parentKey, parent *unstructured.Unstructured) (hook.Objects, error) {
-	out := hook.Objects{}
+func (r *relatedTracker) objects(ctx context.Context, key parentKey, parent *unstructured.Unstructured) (hookapi.Objects, error) {
+	out := hookapi.Objects{}
 	if r == nil || r.c.hooks.customize == nil {
 		return out, nil
 	}
@@ -72,13 +73,13 @@ func (r *relatedTracker) objects(ctx context.Context, key parentKey, parent *uns
 		if !sub.HasSynced() || (rr.nsSub != nil && !rr.nsSub.HasSynced()) {
 			return nil, retryAfter(500*time.Millisecond, fmt.Errorf("related %s: %w", rr.res.Resource, errNotSynced))
 		}
-		typeKey := hook.TypeKey(rr.res.Kind, rr.rule.APIVersion)
+		typeKey := hookapi.TypeKey(rr.res.Kind, rr.rule.APIVersion)
 		if out[typeKey] == nil {
-			out[typeKey] = hook.ObjectMap{}
+			out[typeKey] = hookapi.ObjectMap{}
 		}
 		for _, obj := range sub.List(rr.namespace) {
 			if rr.selects(obj) {
-				out[typeKey][hook.Key(version, parentNamespaced, obj)] = obj.Object
+				out[typeKey][hookapi.Key(version, parentNamespaced, obj)] = obj.Object
 			}
 		}
 	}
@@ -110,8 +111,8 @@ func (r *relatedTracker) entry(ctx context.Context, key parentKey, parent *unstr
 	if e != nil && e.uid == parent.GetUID() && e.generation == parent.GetGeneration() {
 		return e, nil
 	}
-	var resp hook.CustomizeResponse
-	req := &hook.CustomizeRequest{Controller: r.c.object, Parent: parent.Object}
+	var resp hookapi.CustomizeResponse
+	req := &hookapi.CustomizeRequest{Controller: r.c.object, Parent: parent.Object}
 	if err := r.c.env.hooks.Call(ctx, *r.c.hooks.customize, hook.CallInfo{Controller: r.c.name, Hook: "customize"}, req, &resp); err != nil {
 		return nil, throttled(err)
 	}

@@ -1,4 +1,4 @@
-// Package hook owns the hook wire protocol: the JSON requests the engine sends to
-// sync, finalize and customize hooks and the responses it accepts (Metacontroller's v1
-// and v2 formats), and the webhook client that carries them.
+// Package hook is the webhook client that carries the hook protocol (package hookapi):
+// endpoints resolved from a Hook spec, TLS and authentication, ETag caching, errors
+// and metrics of every call.
 package hook

@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
 func TestMetricsCountCalls(t *testing.T) {
@@ -24,8 +26,8 @@ func TestMetricsCountCalls(t *testing.T) {
 		inFlightDuringCall = testutil.ToFloat64(m.inFlight.WithLabelValues("ctl", HookSync))
 		_, _ = w.Write([]byte(`{}`))
 	})
-	_ = c.Call(ctx, ok, sync, nil, &CompositeResponse{})
-	_ = c.Call(ctx, serve(t, answer(http.StatusOK, "{}")), CallInfo{Controller: "ctl", Hook: HookCustomize}, nil, &CustomizeResponse{})
+	_ = c.Call(ctx, ok, sync, nil, &hookapi.CompositeResponse{})
+	_ = c.Call(ctx, serve(t, answer(http.StatusOK, "{}")), CallInfo{Controller: "ctl", Hook: HookCustomize}, nil, &hookapi.CustomizeResponse{})
 	_ = c.Call(ctx, serve(t, answer(http.StatusInternalServerError, "boom")), sync, nil, nil)
 	stuck := serveStuck(t, "")
 	stuck.Timeout = 50 * time.Millisecond

@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
 // serve starts a test server for handler and returns a loose endpoint for it.
@@ -43,11 +45,11 @@ func mustNameURL(t *testing.T, err error, ep Endpoint) {
 }
 
 func TestCallRoundTrip(t *testing.T) {
-	req := CompositeRequest{
-		Controller: Object{"metadata": map[string]any{"name": "ctl"}},
-		Parent:     Object{"apiVersion": "example.com/v1", "kind": "Thing", "spec": map[string]any{"replicas": int64(3)}},
-		Children:   Objects{TypeKey("ConfigMap", "v1"): ObjectMap{"a": Object{"kind": "ConfigMap"}}},
-		Related:    Objects{},
+	req := hookapi.CompositeRequest{
+		Controller: hookapi.Object{"metadata": map[string]any{"name": "ctl"}},
+		Parent:     hookapi.Object{"apiVersion": "example.com/v1", "kind": "Thing", "spec": map[string]any{"replicas": int64(3)}},
+		Children:   hookapi.Objects{hookapi.TypeKey("ConfigMap", "v1"): hookapi.ObjectMap{"a": hookapi.Object{"kind": "ConfigMap"}}},
+		Related:    hookapi.Objects{},
 	}
 	ep := serve(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost || r.Header.Get("Content-Type") != "application/json" ||
@@ -55,7 +57,7 @@ func TestCallRoundTrip(t *testing.T) {
 			http.Error(w, "want POST with JSON headers", http.StatusBadRequest)
 			return
 		}
-		var got CompositeRequest
+		var got hookapi.CompositeRequest
 		body, _ := io.ReadAll(r.Body)
 		if err := kjson.UnmarshalCaseSensitivePreserveInts(body, &got); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -68,13 +70,13 @@ func TestCallRoundTrip(t *testing.T) {
 		_, _ = io.WriteString(w, `{"status":{"ready":true},"children":[{"kind":"ConfigMap","data":{"n":"1"},"spec":{"replicas":3}}],"resyncAfterSeconds":1.5}`)
 	})
 
-	var got CompositeResponse
+	var got hookapi.CompositeResponse
 	if err := new(Client).Call(context.Background(), ep, CallInfo{"ctl", HookSync}, req, &got); err != nil {
 		t.Fatal(err)
 	}
-	want := CompositeResponse{
+	want := hookapi.CompositeResponse{
 		Status:             map[string]any{"ready": true},
-		Children:           []Object{{"kind": "ConfigMap", "data": map[string]any{"n": "1"}, "spec": map[string]any{"replicas": int64(3)}}},
+		Children:           []hookapi.Object{{"kind": "ConfigMap", "data": map[string]any{"n": "1"}, "spec": map[string]any{"replicas": int64(3)}}},
 		ResyncAfterSeconds: 1.5,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -87,13 +89,13 @@ func TestCallDecoding(t *testing.T) {
 		name    string
 		strict  bool
 		body    string
-		want    CompositeResponse
+		want    hookapi.CompositeResponse
 		wantErr string // substring of an ErrBadResponse
 	}{{
 		name:   "strict accepts a clean body",
 		strict: true,
 		body:   `{"finalized":true}`,
-		want:   CompositeResponse{Finalized: true},
+		want:   hookapi.CompositeResponse{Finalized: true},
 	}, {
 		name:    "strict rejects an unknown field",
 		strict:  true,
@@ -112,11 +114,11 @@ func TestCallDecoding(t *testing.T) {
 	}, {
 		name: "loose ignores an unknown field",
 		body: `{"finalized":true,"extra":1}`,
-		want: CompositeResponse{Finalized: true},
+		want: hookapi.CompositeResponse{Finalized: true},
 	}, {
 		name: "loose takes the last duplicate",
 		body: `{"finalized":false,"finalized":true}`,
-		want: CompositeResponse{Finalized: true},
+		want: hookapi.CompositeResponse{Finalized: true},
 	}, {
 		name:    "loose rejects a wrong type",
 		body:    `{"finalized":"yes"}`,
@@ -135,8 +137,8 @@ func TestCallDecoding(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ep := serve(t, answer(http.StatusOK, tt.body))
 			ep.Strict = tt.strict
-			var got CompositeResponse
-			err := new(Client).Call(context.Background(), ep, CallInfo{}, CompositeRequest{}, &got)
+			var got hookapi.CompositeResponse
+			err := new(Client).Call(context.Background(), ep, CallInfo{}, hookapi.CompositeRequest{}, &got)
 			if tt.wantErr != "" {
 				if !errors.Is(err, ErrBadResponse) || !strings.Contains(err.Error(), tt.wantErr) {
 					t.Fatalf("error = %v, want ErrBadResponse containing %q", err, tt.wantErr)
@@ -188,7 +190,7 @@ func TestCallStatusErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ep := serve(t, tt.handler)
-			err := new(Client).Call(context.Background(), ep, CallInfo{}, CompositeRequest{}, &CompositeResponse{})
+			err := new(Client).Call(context.Background(), ep, CallInfo{}, hookapi.CompositeRequest{}, &hookapi.CompositeResponse{})
 			mustNameURL(t, err, ep)
 			setURL(tt.want, ep.URL)
 			if diff := cmp.Diff(tt.want, err); diff != "" {
@@ -275,7 +277,7 @@ func TestCallTimeout(t *testing.T) {
 	ep := serveStuck(t, "")
 	ep.Timeout = 100 * time.Millisecond
 	began := time.Now()
-	err := new(Client).Call(context.Background(), ep, CallInfo{}, CompositeRequest{}, &CompositeResponse{})
+	err := new(Client).Call(context.Background(), ep, CallInfo{}, hookapi.CompositeRequest{}, &hookapi.CompositeResponse{})
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("error = %v, want ErrTimeout", err)
 	}
@@ -291,7 +293,7 @@ func TestCallTimeout(t *testing.T) {
 func TestCallTimeoutWhileReadingBody(t *testing.T) {
 	ep := serveStuck(t, `{"finalized":`)
 	ep.Timeout = 100 * time.Millisecond
-	err := new(Client).Call(context.Background(), ep, CallInfo{}, nil, &CompositeResponse{})
+	err := new(Client).Call(context.Background(), ep, CallInfo{}, nil, &hookapi.CompositeResponse{})
 	if !errors.Is(err, ErrTimeout) {
 		t.Fatalf("error = %v, want ErrTimeout", err)
 	}
@@ -343,7 +345,7 @@ func TestCallOversizeBody(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ep := serve(t, tt.handler)
 			c := &Client{MaxResponseBytes: 1024}
-			err := c.Call(context.Background(), ep, CallInfo{}, nil, &CompositeResponse{})
+			err := c.Call(context.Background(), ep, CallInfo{}, nil, &hookapi.CompositeResponse{})
 			if !errors.Is(err, ErrBadResponse) || !strings.Contains(err.Error(), "larger than 1024 bytes") {
 				t.Fatalf("error = %v, want ErrBadResponse about the size", err)
 			}
@@ -356,7 +358,7 @@ func TestCallBodyAtLimit(t *testing.T) {
 	body := `{"finalized":true}`
 	ep := serve(t, answer(http.StatusOK, body))
 	c := &Client{MaxResponseBytes: int64(len(body))}
-	var got CompositeResponse
+	var got hookapi.CompositeResponse
 	if err := c.Call(context.Background(), ep, CallInfo{}, nil, &got); err != nil || !got.Finalized {
 		t.Fatalf("Call = %v, finalized %v; want nil, true", err, got.Finalized)
 	}

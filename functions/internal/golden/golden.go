@@ -12,21 +12,21 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 // Request compares req, as JSON, with testdata/file (rewriting it under -update) and
 // returns the request decoded from the file, as the engine's JSON would be.
-func Request(t *testing.T, file string, req *hook.CompositeRequest) *hook.CompositeRequest {
+func Request(t *testing.T, file string, req *hookapi.CompositeRequest) *hookapi.CompositeRequest {
 	t.Helper()
 	Compare(t, file, req)
 	body, err := os.ReadFile(filepath.Join("testdata", file))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out hook.CompositeRequest
+	var out hookapi.CompositeRequest
 	if err := json.Unmarshal(body, &out); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package hook
+package hookapi
 
 import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
