@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -79,7 +80,7 @@ func (m *Manager) build(ctx context.Context, obj *unstructured.Unstructured) (*c
 }
 
 func (m *Manager) buildComposite(ctx context.Context, obj *unstructured.Unstructured, cc *v1alpha1.CompositeController) (c *controller, unsupported []string, err error) {
-	unsupported = compositeUnsupported(&cc.Spec)
+	unsupported = compositeUnsupported(&cc.Spec, true)
 	spec := &cc.Spec
 	if spec.Hooks == nil || spec.Hooks.Sync == nil {
 		return nil, unsupported, buildErr("InvalidSpec", "spec.hooks.sync is required")
@@ -88,6 +89,7 @@ func (m *Manager) buildComposite(ctx context.Context, obj *unstructured.Unstruct
 	if err != nil {
 		return nil, unsupported, err
 	}
+	unsupported = compositeUnsupported(spec, parentRes.Namespaced)
 	if !parentRes.HasStatus {
 		return nil, unsupported, buildErr("ParentStatusSubresourceMissing",
 			"parent resource %s has no status subresource; add `subresources: {status: {}}` to its CRD version %s (without it, status writes would bump metadata.generation and loop)",
@@ -114,6 +116,20 @@ func (m *Manager) buildComposite(ctx context.Context, obj *unstructured.Unstruct
 		if err := m.addChild(c, rule.ResourceRule, method, fmt.Sprintf("spec.childResources[%d]", i)); err != nil {
 			c.shutdown()
 			return nil, unsupported, err
+		}
+		if rule.UpdateStrategy != nil {
+			c.children[i].checks = rule.UpdateStrategy.StatusChecks
+		}
+	}
+	if slices.ContainsFunc(c.children, (*childType).rolls) && parentRes.Namespaced {
+		revs, err := m.resolve(v1alpha1.ResourceRule{APIVersion: ControllerRevisions.GroupVersion().String(), Resource: ControllerRevisions.Resource}, "rolling updates (ControllerRevisions)")
+		if err != nil {
+			c.shutdown()
+			return nil, unsupported, err
+		}
+		c.rollout = &rollout{
+			fieldPaths: fieldPaths(spec.ParentResource.RevisionHistory),
+			revisions:  &childType{res: revs, sub: m.env.informers.Subscribe(revs.GroupVersionResource)},
 		}
 	}
 	c.parents = []*parentType{{
@@ -268,23 +284,13 @@ func sameHost(host string, u *url.URL) bool {
 
 // compositeUnsupported lists the fields a CompositeController sets that this engine
 // accepts but does not act on (or acts on differently), for the Supported condition.
-func compositeUnsupported(spec *v1alpha1.CompositeControllerSpec) []string {
+func compositeUnsupported(spec *v1alpha1.CompositeControllerSpec, parentNamespaced bool) []string {
 	var out []string
-	if spec.ParentResource.RevisionHistory != nil {
-		out = append(out, "spec.parentResource.revisionHistory is ignored (rolling updates are not supported yet)")
-	}
-	for i, ch := range spec.ChildResources {
-		if ch.UpdateStrategy == nil {
-			continue
-		}
-		switch ch.UpdateStrategy.Method {
-		case v1alpha1.ChildUpdateRollingRecreate:
-			out = append(out, fmt.Sprintf("spec.childResources[%d].updateStrategy.method RollingRecreate acts as Recreate (rolling updates are not supported yet)", i))
-		case v1alpha1.ChildUpdateRollingInPlace:
-			out = append(out, fmt.Sprintf("spec.childResources[%d].updateStrategy.method RollingInPlace acts as InPlace (rolling updates are not supported yet)", i))
-		}
-		if ch.UpdateStrategy.StatusChecks != nil {
-			out = append(out, fmt.Sprintf("spec.childResources[%d].updateStrategy.statusChecks is ignored", i))
+	if !parentNamespaced {
+		for i, ch := range spec.ChildResources {
+			if ch.UpdateStrategy != nil && (ch.UpdateStrategy.Method == v1alpha1.ChildUpdateRollingRecreate || ch.UpdateStrategy.Method == v1alpha1.ChildUpdateRollingInPlace) {
+				out = append(out, fmt.Sprintf("spec.childResources[%d].updateStrategy.method %s acts as its non-rolling form: the parent is cluster-scoped and ControllerRevisions are namespaced", i, ch.UpdateStrategy.Method))
+			}
 		}
 	}
 	if h := spec.Hooks; h != nil {
@@ -302,7 +308,7 @@ func decoratorUnsupported(spec *v1alpha1.DecoratorControllerSpec) []string {
 	var out []string
 	for i, a := range spec.Attachments {
 		if a.UpdateStrategy != nil && (a.UpdateStrategy.Method == v1alpha1.ChildUpdateRollingRecreate || a.UpdateStrategy.Method == v1alpha1.ChildUpdateRollingInPlace) {
-			out = append(out, fmt.Sprintf("spec.attachments[%d].updateStrategy.method %s acts as its non-rolling form", i, a.UpdateStrategy.Method))
+			out = append(out, fmt.Sprintf("spec.attachments[%d].updateStrategy.method %s acts as its non-rolling form, as upstream's DecoratorController does", i, a.UpdateStrategy.Method))
 		}
 	}
 	if h := spec.Hooks; h != nil {

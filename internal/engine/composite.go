@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -240,6 +241,9 @@ func writeStatus(ctx context.Context, env *environment, gvr schema.GroupVersionR
 	updated := parent.DeepCopy()
 	updated.Object["status"] = status
 	_, err := env.resource(gvr, parent.GetNamespace()).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: env.opts.FieldManager})
+	if apierrors.IsNotFound(err) {
+		return errParentGone
+	}
 	if err != nil {
 		return fmt.Errorf("update status of %s: %w", describe(parent), err)
 	}

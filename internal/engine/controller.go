@@ -51,6 +51,7 @@ type childType struct {
 	res    *discovery.Resource
 	sub    *informer.Subscription
 	method v1alpha1.ChildUpdateMethod
+	checks *v1alpha1.ChildUpdateStatusChecks // rolling methods: when a moved child is done
 }
 
 // hooks are a controller's resolved hook endpoints; nil means the hook is not set.
@@ -70,6 +71,7 @@ type controller struct {
 	hooks     hooks
 	flavor    flavor
 	related   *relatedTracker
+	rollout   *rollout // nil unless a child type rolls and parents are namespaced
 
 	env   *environment
 	queue workqueue.TypedRateLimitingInterface[parentKey]
@@ -130,6 +132,15 @@ func (c *controller) start(ctx context.Context) error {
 			return err
 		}
 	}
+	if c.rollout != nil {
+		// The engine writes revisions itself; only a deletion by someone else
+		// needs a sync to put the parent's history back.
+		if err := c.rollout.revisions.sub.AddHandler(cache.ResourceEventHandlerFuncs{
+			DeleteFunc: func(obj any) { c.enqueueOwner(asObject(obj)) },
+		}); err != nil {
+			return err
+		}
+	}
 	c.done.Add(1)
 	go func() {
 		defer c.done.Done()
@@ -173,7 +184,7 @@ func (c *controller) waitForCaches(ctx context.Context) bool {
 			return false
 		}
 	}
-	return true
+	return c.rollout == nil || c.rollout.revisions.sub.WaitForSync(ctx)
 }
 
 // shutdown stops the workers and leaves every informer.
@@ -187,6 +198,9 @@ func (c *controller) shutdown() {
 	}
 	for _, ct := range c.children {
 		ct.sub.Close()
+	}
+	if c.rollout != nil {
+		c.rollout.revisions.sub.Close()
 	}
 	if c.related != nil {
 		c.related.close()

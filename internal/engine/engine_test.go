@@ -166,16 +166,21 @@ func TestUnsupportedFieldsAreListed(t *testing.T) {
 		}}},
 		EndpointConfigs: []v1alpha1.EndpointConfig{{Host: "x"}},
 	}
-	got := strings.Join(compositeUnsupported(spec), "\n")
-	for _, want := range []string{"revisionHistory", "childResources[0].updateStrategy.method RollingInPlace acts as InPlace", "hooks.sync.webhook.etag"} {
+	got := strings.Join(compositeUnsupported(spec, true), "\n")
+	for _, want := range []string{"hooks.sync.webhook.etag"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("unsupported list lacks %q:\n%s", want, got)
 		}
 	}
-	for _, supported := range []string{"childResources[1]", "authorization", "endpointConfigs"} {
+	for _, supported := range []string{"revisionHistory", "childResources[0]", "childResources[1]", "authorization", "endpointConfigs"} {
 		if strings.Contains(got, supported) {
 			t.Errorf("supported %s was listed:\n%s", supported, got)
 		}
+	}
+	// ControllerRevisions are namespaced: a cluster-scoped parent cannot roll.
+	got = strings.Join(compositeUnsupported(spec, false), "\n")
+	if want := "childResources[0].updateStrategy.method RollingInPlace acts as its non-rolling form"; !strings.Contains(got, want) {
+		t.Errorf("cluster-scoped parent: unsupported list lacks %q:\n%s", want, got)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -24,15 +25,22 @@ import (
 
 // reconcile is the level-based sync of one parent. It returns how long to wait before
 // the next sync the hook asked for (resyncAfterSeconds). A failure becomes a Warning
-// event on the parent.
-func (c *controller) reconcile(ctx context.Context, key parentKey) (time.Duration, error) {
+// event on the parent; so does a panic, which fails this sync and nothing else.
+func (c *controller) reconcile(ctx context.Context, key parentKey) (after time.Duration, err error) {
 	p := c.parents[key.parent]
 	parent, ok := p.sub.Get(key.namespace, key.name)
 	if !ok {
 		return 0, nil // deleted; its children go with the garbage collector
 	}
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("parent", key.String()))
-	after, err := c.sync(ctx, key, p, parent)
+	defer func() {
+		if r := recover(); r != nil {
+			klog.FromContext(ctx).Error(nil, "Sync panicked; retrying with backoff", "panic", r, "stack", string(debug.Stack()))
+			after, err = 0, fmt.Errorf("internal error in the engine (please report it): %v", r)
+			c.env.warn(parent, "SyncError", err)
+		}
+	}()
+	after, err = c.sync(ctx, key, p, parent)
 	var delay *delayError
 	if err != nil && !errors.As(err, &delay) && !errors.Is(err, errParentGone) && !apierrors.IsConflict(err) {
 		c.env.warn(parent, "SyncError", err)
@@ -40,19 +48,29 @@ func (c *controller) reconcile(ctx context.Context, key parentKey) (time.Duratio
 	return after, err
 }
 
-// sync runs the phases: ensureFinalizer, observe children, loadRelated, callHook,
-// applyChildren, writeParent, and finally removes the finalizer once finalized.
+// sync runs the phases: ensureFinalizer, observe children, loadRelated, call the hook
+// (once per revision under rolling updates), applyChildren, writeParent, and finally
+// removes the finalizer once finalized.
+//
+// Like upstream, a parent being deleted without a finalize hook is still synced: the
+// sync hook is called and the status written, but its children are left to the
+// garbage collector. When writing children fails, the parent's status is still
+// written from the hook's answer, and the sync fails.
 func (c *controller) sync(ctx context.Context, key parentKey, p *parentType, parent *unstructured.Unstructured) (time.Duration, error) {
-	finalizing := parent.GetDeletionTimestamp() != nil || !p.selects(parent)
-	if finalizing && !slices.Contains(parent.GetFinalizers(), c.finalizer) {
-		return 0, nil // not ours, or being deleted with nothing for us to do
+	if !p.selects(parent) && !slices.Contains(parent.GetFinalizers(), c.finalizer) {
+		return 0, nil // not handled by this controller
 	}
-	parent, err := c.ensureFinalizer(ctx, p, parent, finalizing)
-	if err != nil || parent == nil {
+	parent, err := c.ensureFinalizer(ctx, p, parent)
+	if err != nil {
 		return 0, err
 	}
-	if hasGCFinalizer(parent) {
-		return 0, nil // the garbage collector is deleting the children
+	terminating := parent.GetDeletionTimestamp() != nil
+	finalizing := c.hooks.finalize != nil && slices.Contains(parent.GetFinalizers(), c.finalizer) && (terminating || !p.selects(parent))
+	switch {
+	case !p.selects(parent) && !finalizing:
+		return 0, nil // released: the finalizer was just removed
+	case finalizing && hasGCFinalizer(parent):
+		return 0, nil // the garbage collector is deleting the children first
 	}
 	children, err := c.flavor.observe(ctx, c, p, parent)
 	if err != nil {
@@ -62,19 +80,32 @@ func (c *controller) sync(ctx context.Context, key parentKey, p *parentType, par
 	if err != nil {
 		return 0, err
 	}
-	endpoint := c.hooks.sync
-	if finalizing && c.hooks.finalize != nil {
-		endpoint = c.hooks.finalize
+	in := &hookInput{parentType: p, parent: parent, children: children, related: related, finalizing: finalizing, endpoint: c.hooks.sync}
+	if finalizing {
+		in.endpoint = c.hooks.finalize
 	}
-	out, err := c.flavor.call(ctx, c, &hookInput{parentType: p, parent: parent, children: children, related: related, finalizing: finalizing, endpoint: endpoint})
+	manage := !terminating || finalizing
+	var out *outcome
+	if c.rollout != nil && manage {
+		out, err = c.callRolling(ctx, in)
+	} else {
+		out, err = c.flavor.call(ctx, c, in)
+	}
 	if err != nil {
 		return 0, err
 	}
-	if err := c.applyChildren(ctx, parent, children, out.desired); err != nil {
-		return 0, err
+	var childErr error
+	if manage {
+		childErr = c.applyChildren(ctx, parent, children, out.desired)
 	}
 	if err := c.flavor.writeParent(ctx, c, p, parent, out); err != nil {
-		return 0, err
+		if terminating && errors.Is(err, errParentGone) {
+			err = nil // the last finalizer went and the parent with it
+		}
+		return 0, errors.Join(childErr, err)
+	}
+	if childErr != nil {
+		return 0, childErr
 	}
 	if finalizing && out.finalized {
 		_, err := c.setFinalizer(ctx, p, parent, false)
@@ -83,19 +114,16 @@ func (c *controller) sync(ctx context.Context, key parentKey, p *parentType, par
 	return out.resyncAfter, nil
 }
 
-// ensureFinalizer adds the controller's finalizer while a finalize hook exists, and
-// removes it when the hook was taken away. It returns the parent to go on with, or
-// nil when there is nothing more to do.
-func (c *controller) ensureFinalizer(ctx context.Context, p *parentType, parent *unstructured.Unstructured, finalizing bool) (*unstructured.Unstructured, error) {
+// ensureFinalizer adds the controller's finalizer while a finalize hook exists and
+// the parent is alive and selected, and removes it when the hook was taken away. It
+// returns the parent to go on with.
+func (c *controller) ensureFinalizer(ctx context.Context, p *parentType, parent *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	has := slices.Contains(parent.GetFinalizers(), c.finalizer)
+	alive := parent.GetDeletionTimestamp() == nil && p.selects(parent)
 	switch {
 	case c.hooks.finalize == nil && has:
-		updated, err := c.setFinalizer(ctx, p, parent, false)
-		if err != nil || finalizing {
-			return nil, err
-		}
-		return updated, nil
-	case c.hooks.finalize != nil && !has && !finalizing:
+		return c.setFinalizer(ctx, p, parent, false)
+	case c.hooks.finalize != nil && !has && alive:
 		return c.setFinalizer(ctx, p, parent, true)
 	}
 	return parent, nil
