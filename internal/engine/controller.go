@@ -19,6 +19,7 @@ import (
 	"github.com/metalambda/metalambda/internal/dynamic/informer"
 	"github.com/metalambda/metalambda/internal/hook"
 	"github.com/metalambda/metalambda/internal/hookapi"
+	"github.com/metalambda/metalambda/internal/workloop"
 )
 
 // parentKey names one parent in a controller's queue.
@@ -156,21 +157,16 @@ func (c *controller) run(ctx context.Context) {
 		return
 	}
 	log.V(1).Info("Controller caches synced")
-	var workers sync.WaitGroup
-	for range c.env.opts.Workers {
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			for c.processNext(ctx) {
-			}
-		}()
-	}
 	if c.resync > 0 {
 		go wait.UntilWithContext(ctx, func(context.Context) { c.enqueueAll() }, c.resync)
 	}
-	<-ctx.Done()
-	c.queue.ShutDown()
-	workers.Wait()
+	loop := &workloop.Loop[parentKey]{
+		Queue: c.queue, Workers: c.env.opts.Workers, Process: c.process,
+		Failed: func(ctx context.Context, key parentKey, err error, _ bool) {
+			klog.FromContext(ctx).V(1).Info("Sync failed; retrying with backoff", "parent", key.String(), "err", err.Error())
+		},
+	}
+	loop.Run(ctx)
 }
 
 func (c *controller) waitForCaches(ctx context.Context) bool {
@@ -215,16 +211,12 @@ func (c *controller) enqueueAll() {
 	}
 }
 
-func (c *controller) processNext(ctx context.Context) bool {
-	key, quit := c.queue.Get()
-	if quit {
-		return false
-	}
-	defer c.queue.Done(key)
+// process syncs one parent. A throttled hook's Retry-After holds every sync of that
+// parent until it passes; other delays retry once after theirs.
+func (c *controller) process(ctx context.Context, key parentKey) (time.Duration, error) {
 	if until, ok := c.notBefore.Load(key); ok {
 		if wait := time.Until(until.(time.Time)); wait > 0 {
-			c.queue.AddAfter(key, wait)
-			return true
+			return wait, nil
 		}
 		c.notBefore.Delete(key)
 	}
@@ -232,23 +224,13 @@ func (c *controller) processNext(ctx context.Context) bool {
 	after, err := c.reconcile(ctx, key)
 	c.env.metrics.observeSync(c.name, start, err)
 	var delay *delayError
-	switch {
-	case errors.As(err, &delay):
-		c.queue.Forget(key)
+	if errors.As(err, &delay) {
 		if delay.throttled {
 			c.notBefore.Store(key, time.Now().Add(delay.after))
 		}
-		c.queue.AddAfter(key, delay.after)
-	case err != nil:
-		klog.FromContext(ctx).V(1).Info("Sync failed; retrying with backoff", "parent", key.String(), "err", err.Error())
-		c.queue.AddRateLimited(key)
-	default:
-		c.queue.Forget(key)
-		if after > 0 {
-			c.queue.AddAfter(key, after)
-		}
+		return delay.after, nil
 	}
-	return true
+	return after, err
 }
 
 func (c *controller) parentHandler(i int) cache.ResourceEventHandler {

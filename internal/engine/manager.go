@@ -35,6 +35,7 @@ import (
 	"github.com/metalambda/metalambda/internal/dynamic/discovery"
 	"github.com/metalambda/metalambda/internal/dynamic/informer"
 	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/workloop"
 )
 
 // Kinds of controller objects.
@@ -140,12 +141,18 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	m.ready.Store(true)
 	log.Info("Engine ready", "workers", m.env.opts.Workers, "applyStrategy", m.env.opts.ApplyStrategy)
-	go func() {
-		<-ctx.Done()
-		m.queue.ShutDown()
-	}()
-	for m.processNext(ctx) {
+	loop := &workloop.Loop[controllerKey]{
+		Queue: m.queue, Workers: 1,
+		Process: func(ctx context.Context, key controllerKey) (time.Duration, error) { return 0, m.sync(ctx, key) },
+		Failed: func(ctx context.Context, key controllerKey, err error, terminal bool) {
+			if terminal {
+				klog.FromContext(ctx).Error(err, "Controller not running until its object changes", "kind", key.kind, "name", key.name)
+				return
+			}
+			klog.FromContext(ctx).Error(err, "Controller not running; retrying", "kind", key.kind, "name", key.name)
+		},
 	}
+	loop.Run(ctx)
 	m.stopAll()
 	return nil
 }
@@ -186,21 +193,6 @@ func (m *Manager) handler(kind string) cache.ResourceEventHandler {
 	}
 }
 
-func (m *Manager) processNext(ctx context.Context) bool {
-	key, quit := m.queue.Get()
-	if quit {
-		return false
-	}
-	defer m.queue.Done(key)
-	if err := m.sync(ctx, key); err != nil {
-		klog.FromContext(ctx).Error(err, "Controller not running; retrying", "kind", key.kind, "name", key.name)
-		m.queue.AddRateLimited(key)
-		return true
-	}
-	m.queue.Forget(key)
-	return true
-}
-
 // sync makes the hosted controller of key match its object.
 func (m *Manager) sync(ctx context.Context, key controllerKey) error {
 	obj, ok := m.subs[key.kind].Get("", key.name)
@@ -223,7 +215,13 @@ func (m *Manager) sync(ctx context.Context, key controllerKey) error {
 	c, unsupported, err := m.build(ctx, obj)
 	if err != nil {
 		m.env.recorder.Event(obj, corev1.EventTypeWarning, "CreateError", err.Error())
-		return errors.Join(err, m.writeControllerStatus(ctx, obj, err, unsupported))
+		if statusErr := m.writeControllerStatus(ctx, obj, err, unsupported); statusErr != nil {
+			return errors.Join(err, statusErr)
+		}
+		if r := reasonOf(err); r == "InvalidSpec" || r == "InvalidHook" {
+			return workloop.Terminal(err) // only a change to the object can fix it
+		}
+		return err
 	}
 	if err := c.start(ctx); err != nil {
 		c.shutdown()

@@ -23,6 +23,7 @@ import (
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/workloop"
 )
 
 // FunctionsGVR is the resource the gateway watches.
@@ -80,13 +81,17 @@ func newStore(dyn dynamic.Interface, c compiler, publicURL string, history int, 
 // run loads functions until ctx ends, then closes every compiled function.
 func (s *store) run(ctx context.Context) {
 	go s.informer.RunWithContext(ctx)
-	go func() {
-		<-ctx.Done()
-		s.queue.ShutDown()
-	}()
 	if cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
-		for s.processNext(ctx) {
+		loop := &workloop.Loop[string]{
+			Queue: s.queue, Workers: 1,
+			Process: func(ctx context.Context, key string) (time.Duration, error) { return 0, s.sync(ctx, key) },
+			Failed: func(ctx context.Context, key string, err error, _ bool) {
+				klog.FromContext(ctx).V(1).Info("Function sync failed; retrying", "function", key, "err", err.Error())
+			},
 		}
+		loop.Run(ctx)
+	} else {
+		s.queue.ShutDown()
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -103,21 +108,6 @@ func (s *store) run(ctx context.Context) {
 }
 
 func (s *store) synced() bool { return s.informer.HasSynced() }
-
-func (s *store) processNext(ctx context.Context) bool {
-	key, quit := s.queue.Get()
-	if quit {
-		return false
-	}
-	defer s.queue.Done(key)
-	if err := s.sync(ctx, key); err != nil {
-		klog.FromContext(ctx).V(1).Info("Function sync failed; retrying", "function", key, "err", err.Error())
-		s.queue.AddRateLimited(key)
-		return true
-	}
-	s.queue.Forget(key)
-	return true
-}
 
 // sync (re)loads one function and reports the result in its status.
 func (s *store) sync(ctx context.Context, key string) error {
