@@ -187,7 +187,8 @@ func TestInvalidUpstreamFlagValuesAreRefused(t *testing.T) {
 		{[]string{"--events-qps=NaN"}, "--events-qps must be positive"},
 		{[]string{"--events-burst=0"}, "--events-burst must be at least 1, got 0"},
 		{[]string{"--field-manager=a", "--apply-strategy-ssa-field-manager=b"}, `--field-manager="a" and --apply-strategy-ssa-field-manager="b" disagree`},
-		{[]string{"--apply-strategy-ssa-field-manager="}, "--field-manager must not be empty"},
+		{[]string{"--apply-strategy-ssa-field-manager="}, "--apply-strategy-ssa-field-manager must not be empty"},
+		{[]string{"--field-manager="}, "--field-manager must not be empty"},
 		{[]string{"--apply-strategy=magic"}, `--apply-strategy: unknown apply strategy "magic"`},
 	} {
 		_, _, err := parse(t, tt.args...)

@@ -132,14 +132,15 @@ func (o *options) validate() error {
 // which must agree when both are given.
 func (o *options) resolveFieldManager() (string, error) {
 	fm, ssa := o.fieldManager, o.ssaFieldManager
+	name := "--field-manager"
 	switch {
 	case fm.set && ssa.set && fm.value != ssa.value:
 		return "", fmt.Errorf("--field-manager=%q and --apply-strategy-ssa-field-manager=%q disagree; give one of them", fm.value, ssa.value)
 	case ssa.set:
-		fm = ssa
+		fm, name = ssa, "--apply-strategy-ssa-field-manager"
 	}
 	if fm.value == "" {
-		return "", fmt.Errorf("--field-manager must not be empty")
+		return "", fmt.Errorf("%s must not be empty", name)
 	}
 	return fm.value, nil
 }
