@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -33,12 +34,19 @@ type options struct {
 	burst               int
 	metricsAddress      string
 	healthProbeAddress  string
+	pprofAddress        string
 	applyStrategy       string
 	targetLabelSelector string
+	// fieldManager and ssaFieldManager are --field-manager and its upstream name
+	// --apply-strategy-ssa-field-manager.
+	fieldManager, ssaFieldManager optionalString
 	// services maps "name.namespace" to a base URL, for hooks given as a Service that
 	// this engine cannot reach through cluster DNS (the local platform).
 	services map[string]string
+	log      logOptions
 	engine   engine.Options
+	// logConfig is set by validate from log.
+	logConfig logConfig
 }
 
 func defaultOptions() *options {
@@ -47,8 +55,12 @@ func defaultOptions() *options {
 		burst:              100,
 		metricsAddress:     ":9999",
 		healthProbeAddress: ":8081",
+		pprofAddress:       "0",
 		applyStrategy:      string(engine.ServerSideApply),
+		fieldManager:       optionalString{value: engine.Defaults().FieldManager},
+		ssaFieldManager:    optionalString{value: engine.Defaults().FieldManager},
 		services:           map[string]string{},
+		log:                logOptions{logToStderr: true},
 		engine:             engine.Defaults(),
 	}
 }
@@ -62,8 +74,12 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.engine.CacheFlushInterval, "cache-flush-interval", o.engine.CacheFlushInterval, "How often informer caches are replayed, re-syncing every parent (0 disables).")
 	fs.StringVar(&o.metricsAddress, "metrics-address", o.metricsAddress, "Address of the Prometheus /metrics endpoint; \"0\" disables it.")
 	fs.StringVar(&o.healthProbeAddress, "health-probe-bind-address", o.healthProbeAddress, "Address of /healthz and /readyz; \"0\" disables them.")
+	fs.StringVar(&o.pprofAddress, "pprof-address", o.pprofAddress, "Address of net/http/pprof's /debug/pprof/ endpoints; \"0\" disables them.")
+	fs.Float64Var(&o.engine.EventsQPS, "events-qps", o.engine.EventsQPS, "Events recorded per second on each object once its burst is spent (default: one every 5 minutes).")
+	fs.IntVar(&o.engine.EventsBurst, "events-burst", o.engine.EventsBurst, "Events recorded on each object before --events-qps applies.")
 	fs.StringVar(&o.applyStrategy, "apply-strategy", o.applyStrategy, "How children are written: server-side-apply or three-way (alias dynamic-apply).")
-	fs.StringVar(&o.engine.FieldManager, "field-manager", o.engine.FieldManager, "Field manager name for server-side apply and writes.")
+	fs.Var(&o.fieldManager, "field-manager", "Field manager name for server-side apply and writes.")
+	fs.Var(&o.ssaFieldManager, "apply-strategy-ssa-field-manager", "Upstream's name of --field-manager.")
 	fs.StringVar(&o.targetLabelSelector, "target-label-selector", o.targetLabelSelector, "Only serve CompositeController and DecoratorController objects whose labels match.")
 	fs.Func("resolve-service", "name.namespace=URL: call hooks given as that Service at URL instead of http://name.namespace:port (repeatable; for engines outside the cluster).", func(v string) error {
 		svc, url, ok := strings.Cut(v, "=")
@@ -73,14 +89,22 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 		o.services[svc] = strings.TrimRight(url, "/")
 		return nil
 	})
+	o.log.bindFlags(fs)
 }
 
 func (o *options) validate() error {
-	strategy, err := engine.ParseApplyStrategy(o.applyStrategy)
-	if err != nil {
+	var err error
+	if o.logConfig, err = o.log.config(); err != nil {
 		return err
 	}
+	strategy, err := engine.ParseApplyStrategy(o.applyStrategy)
+	if err != nil {
+		return fmt.Errorf("--apply-strategy: %w", err)
+	}
 	o.engine.ApplyStrategy = strategy
+	if o.engine.FieldManager, err = o.resolveFieldManager(); err != nil {
+		return err
+	}
 	o.engine.TargetSelector, err = labels.Parse(o.targetLabelSelector)
 	if err != nil {
 		return fmt.Errorf("--target-label-selector: %w", err)
@@ -95,11 +119,33 @@ func (o *options) validate() error {
 	if o.qps <= 0 || o.burst <= 0 {
 		return fmt.Errorf("--client-go-qps and --client-go-burst must be positive")
 	}
+	if !(o.engine.EventsQPS > 0) {
+		return fmt.Errorf("--events-qps must be positive, got %g", o.engine.EventsQPS)
+	}
+	if o.engine.EventsBurst < 1 {
+		return fmt.Errorf("--events-burst must be at least 1, got %d", o.engine.EventsBurst)
+	}
 	return o.engine.Validate()
 }
 
+// resolveFieldManager reads --field-manager and --apply-strategy-ssa-field-manager,
+// which must agree when both are given.
+func (o *options) resolveFieldManager() (string, error) {
+	fm, ssa := o.fieldManager, o.ssaFieldManager
+	name := "--field-manager"
+	switch {
+	case fm.set && ssa.set && fm.value != ssa.value:
+		return "", fmt.Errorf("--field-manager=%q and --apply-strategy-ssa-field-manager=%q disagree; give one of them", fm.value, ssa.value)
+	case ssa.set:
+		fm, name = ssa, "--apply-strategy-ssa-field-manager"
+	}
+	if fm.value == "" {
+		return "", fmt.Errorf("%s must not be empty", name)
+	}
+	return fm.value, nil
+}
+
 func main() {
-	klog.InitFlags(nil)
 	opts := defaultOptions()
 	opts.bindFlags(flag.CommandLine)
 	flag.Parse()
@@ -107,6 +153,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "engine:", err)
 		os.Exit(2)
 	}
+	opts.logConfig.install(os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, opts); err != nil {
@@ -121,8 +168,9 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	klog.InfoS("Starting engine", "apiServer", cfg.Host, "workers", o.engine.Workers, "applyStrategy", o.engine.ApplyStrategy,
-		"qps", o.qps, "burst", o.burst, "discoveryInterval", o.engine.DiscoveryInterval, "cacheFlushInterval", o.engine.CacheFlushInterval,
-		"targetLabelSelector", o.engine.TargetSelector.String())
+		"fieldManager", o.engine.FieldManager, "qps", o.qps, "burst", o.burst, "discoveryInterval", o.engine.DiscoveryInterval,
+		"cacheFlushInterval", o.engine.CacheFlushInterval, "targetLabelSelector", o.engine.TargetSelector.String(),
+		"eventsQPS", o.engine.EventsQPS, "eventsBurst", o.engine.EventsBurst, "pprofAddress", o.pprofAddress)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -144,12 +192,23 @@ func run(ctx context.Context, o *options) error {
 	for _, srv := range []struct {
 		addr    string
 		handler http.Handler
-	}{{o.metricsAddress, metricsMux}, {o.healthProbeAddress, healthMux}} {
+	}{{o.metricsAddress, metricsMux}, {o.healthProbeAddress, healthMux}, {o.pprofAddress, pprofMux()}} {
 		if err := serve(ctx, srv.addr, srv.handler); err != nil {
 			return err
 		}
 	}
 	return mgr.Run(ctx)
+}
+
+// pprofMux serves net/http/pprof on a mux of its own, never on http.DefaultServeMux.
+func pprofMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
 
 // serve listens on addr ("0" disables) until ctx ends.

@@ -4,15 +4,26 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/metalambda/metalambda/crds"
+	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/localcluster"
 )
@@ -62,6 +73,217 @@ func TestEngineServesHealthAndMetrics(t *testing.T) {
 		if !strings.Contains(metrics, name) {
 			t.Errorf("/metrics lacks %s", name)
 		}
+	}
+}
+
+var compositeGVR = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"}
+
+// widgetCRD is the parent resource of this package's CompositeControllers.
+const widgetCRD = `
+apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.flags.metalambda.dev}
+spec:
+  group: flags.metalambda.dev
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`
+
+var widgetsGVR = schema.GroupVersionResource{Group: "flags.metalambda.dev", Version: "v1", Resource: "widgets"}
+
+// installCRDs installs the project's CRDs and widgets.
+func installCRDs(t *testing.T) {
+	t.Helper()
+	all, err := crds.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := crds.Install(kubetest.Context(t), env.Extensions, all...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Apply(kubetest.Context(t), []byte(widgetCRD)); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Eventually(t, 30*time.Second, "widgets are served", func(ctx context.Context) (bool, error) {
+		_, err := env.Dynamic.Resource(widgetsGVR).List(ctx, metav1.ListOptions{})
+		return err == nil, err
+	})
+}
+
+// startEngine runs the engine's main path with args, as its command line would give
+// them, and returns its options and a function that stops it and waits for it.
+func startEngine(t *testing.T, args ...string) (*options, func()) {
+	t.Helper()
+	o, _, err := parse(t, append([]string{"--kubeconfig", env.Cluster.KubeconfigPath,
+		"--metrics-address", freeAddr(t), "--health-probe-bind-address", freeAddr(t)}, args...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, o) }()
+	var stopped bool
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("run returned %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	kubetest.Eventually(t, 30*time.Second, "/readyz answers 200", func(context.Context) (bool, error) {
+		code, body, err := httpGet("http://" + o.healthProbeAddress + "/readyz")
+		return code == 200, fmt.Errorf("%d %s %v", code, body, err)
+	})
+	return o, stop
+}
+
+// hookServer answers sync hooks with status {ok: true} and no children, or with a
+// 500 while failing is set, and counts its calls.
+func hookServer(t *testing.T, failing bool) (*httptest.Server, *atomic.Int64) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		if failing {
+			http.Error(w, "boom", http.StatusInternalServerError)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": map[string]any{"ok": true}, "children": []any{}})
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &calls
+}
+
+func createCompositeController(t *testing.T, name, hookURL string) {
+	t.Helper()
+	cc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
+		"metadata": map[string]any{"name": name},
+		"spec": map[string]any{
+			"generateSelector": true,
+			"parentResource":   map[string]any{"apiVersion": "flags.metalambda.dev/v1", "resource": "widgets"},
+			"hooks":            map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": hookURL}}},
+		},
+	}}
+	if _, err := env.Dynamic.Resource(compositeGVR).Create(kubetest.Context(t), cc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		err := env.Dynamic.Resource(compositeGVR).Delete(context.Background(), name, metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete CompositeController %s: %v", name, err)
+		}
+	})
+}
+
+// eventsOf returns the events recorded about the named object in namespace ns.
+func eventsOf(t *testing.T, ns, kind, name string) []corev1.Event {
+	t.Helper()
+	list, err := env.Kube.CoreV1().Events(ns).List(kubetest.Context(t), metav1.ListOptions{
+		FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// waitForLifecycle waits until the controller object's events include reasons, each
+// a Normal event from upstream's source with upstream's message.
+func waitForLifecycle(t *testing.T, name string, reasons ...string) {
+	t.Helper()
+	kubetest.Eventually(t, 30*time.Second, fmt.Sprintf("events %v on CompositeController %s", reasons, name), func(context.Context) (bool, error) {
+		var seen []string
+		for _, e := range eventsOf(t, "default", engine.CompositeKind, name) {
+			if e.Type == corev1.EventTypeNormal && e.Source.Component == "metacontroller" && e.Message == e.Reason+" controller: "+name {
+				seen = append(seen, e.Reason)
+			}
+		}
+		for _, r := range reasons {
+			if !slices.Contains(seen, r) {
+				return false, fmt.Errorf("seen %v", seen)
+			}
+		}
+		return true, nil
+	})
+}
+
+// TestEngineWithUpstreamProductionArgs runs the engine with the arguments of upstream
+// Metacontroller's production manifest plus --pprof-address, and checks pprof and the
+// lifecycle events of a CompositeController: when it starts, when it is deleted and
+// when the engine stops.
+func TestEngineWithUpstreamProductionArgs(t *testing.T) {
+	installCRDs(t)
+	o, stop := startEngine(t, "--zap-log-level=4", "--discovery-interval=20s", "--pprof-address", freeAddr(t))
+	if o.engine.DiscoveryInterval != 20*time.Second || o.logConfig.verbosity != 4 {
+		t.Fatalf("options: discovery %s, verbosity %d", o.engine.DiscoveryInterval, o.logConfig.verbosity)
+	}
+	for path, want := range map[string]string{"/debug/pprof/": "goroutine", "/debug/pprof/cmdline": "", "/debug/pprof/goroutine?debug=1": "goroutine profile"} {
+		code, body, err := httpGet("http://" + o.pprofAddress + path)
+		if err != nil || code != 200 || !strings.Contains(body, want) {
+			t.Errorf("GET %s = %d, %v; body lacks %q", path, code, err, want)
+		}
+	}
+	if code, _, _ := httpGet("http://" + o.metricsAddress + "/debug/pprof/"); code == 200 {
+		t.Error("pprof is served on the metrics address too")
+	}
+
+	hook, _ := hookServer(t, false)
+	createCompositeController(t, "flags-deleted", hook.URL)
+	waitForLifecycle(t, "flags-deleted", engine.ReasonStarting, engine.ReasonStarted)
+	if err := env.Dynamic.Resource(compositeGVR).Delete(kubetest.Context(t), "flags-deleted", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitForLifecycle(t, "flags-deleted", engine.ReasonStopping, engine.ReasonStopped)
+
+	createCompositeController(t, "flags-engine-stops", hook.URL)
+	waitForLifecycle(t, "flags-engine-stops", engine.ReasonStarting, engine.ReasonStarted)
+	stop()
+	waitForLifecycle(t, "flags-engine-stops", engine.ReasonStopping, engine.ReasonStopped)
+}
+
+// TestEventsBurstLimitsEventsPerObject gives a parent a failing hook and an engine
+// that allows two events per object: the hook fails again and again, the parent gets
+// two SyncError events.
+func TestEventsBurstLimitsEventsPerObject(t *testing.T) {
+	installCRDs(t)
+	_, stop := startEngine(t, "--events-burst=2")
+	hook, calls := hookServer(t, true)
+	createCompositeController(t, "flags-burst", hook.URL)
+	ns := env.Namespace(t)
+	parent := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "flags.metalambda.dev/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "failing"}, "spec": map[string]any{},
+	}}
+	if _, err := env.Dynamic.Resource(widgetsGVR).Namespace(ns).Create(kubetest.Context(t), parent, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Eventually(t, 60*time.Second, "the hook fails 6 times", func(context.Context) (bool, error) {
+		return calls.Load() >= 6, fmt.Errorf("%d calls", calls.Load())
+	})
+	stop() // waits for the events recorded so far to be written
+	var syncErrors int32
+	for _, e := range eventsOf(t, ns, "Widget", "failing") {
+		if e.Reason == "SyncError" {
+			syncErrors += e.Count
+		}
+	}
+	if syncErrors != 2 {
+		t.Errorf("%d SyncError events after %d failed syncs; want 2 (--events-burst=2)", syncErrors, calls.Load())
 	}
 }
 

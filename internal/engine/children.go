@@ -74,10 +74,10 @@ func (c *controller) converge(ctx context.Context, ct *childType, parent, observ
 	case v1alpha1.ChildUpdateOnDelete, "":
 		return nil
 	case v1alpha1.ChildUpdateRecreate, v1alpha1.ChildUpdateRollingRecreate:
-		klog.FromContext(ctx).V(2).Info("Recreating child", "child", describe(observed), "diff", apply.Diff(desired.Object, observed.Object))
+		klog.FromContext(ctx).V(5).Info("Recreating child", "child", describe(observed), "diff", apply.Diff(desired.Object, observed.Object))
 		return c.deleteChild(ctx, ct, observed)
 	default:
-		klog.FromContext(ctx).V(2).Info("Updating child", "child", describe(observed), "diff", apply.Diff(desired.Object, observed.Object))
+		klog.FromContext(ctx).V(5).Info("Updating child", "child", describe(observed), "diff", apply.Diff(desired.Object, observed.Object))
 		return c.updateChild(ctx, ct, observed, desired)
 	}
 }

@@ -23,11 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -49,17 +46,21 @@ var (
 	decoratorGVR = schema.GroupVersionResource{Group: v1alpha1.Group, Version: v1alpha1.Version, Resource: "decoratorcontrollers"}
 )
 
+// eventFlushTimeout bounds how long Run waits, on its way out, for its last events
+// to be written.
+const eventFlushTimeout = 3 * time.Second
+
 // controllerKey names a controller object in the manager's queue.
 type controllerKey struct{ kind, name string }
 
 // Manager hosts one controller per CompositeController and DecoratorController object,
 // rebuilding it when the object's spec changes.
 type Manager struct {
-	env         *environment
-	broadcaster record.EventBroadcaster
-	queue       workqueue.TypedRateLimitingInterface[controllerKey]
-	subs        map[string]*informer.Subscription // by kind
-	ready       atomic.Bool
+	env    *environment
+	events *eventRecorder
+	queue  workqueue.TypedRateLimitingInterface[controllerKey]
+	subs   map[string]*informer.Subscription // by kind
+	ready  atomic.Bool
 
 	mu     sync.Mutex
 	hosted map[controllerKey]*hosted
@@ -67,7 +68,9 @@ type Manager struct {
 
 type hosted struct {
 	specHash   string
+	object     *unstructured.Unstructured // the controller object it was built from
 	controller *controller
+	stopped    bool
 }
 
 // New builds a manager. Every API request it makes is counted in reg.
@@ -88,20 +91,19 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 	if err != nil {
 		return nil, err
 	}
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")})
+	rec := newEventRecorder(kube, opts)
 	env := &environment{
 		opts:      opts,
 		dynamic:   dyn,
 		discovery: discovery.NewMap(kube.Discovery()),
 		informers: informer.NewFactory(dyn, opts.CacheFlushInterval),
 		hooks:     &hook.Client{Metrics: hook.NewMetrics(reg)},
-		recorder:  broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "metalambda-engine"}),
+		recorder:  rec.recorder,
 		metrics:   m,
 	}
 	mgr := &Manager{
-		env:         env,
-		broadcaster: broadcaster,
+		env:    env,
+		events: rec,
 		// A controller that cannot start usually waits for a person (a missing CRD or
 		// status subresource): retry from one second up to five minutes.
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[controllerKey](time.Second, 5*time.Minute),
@@ -121,7 +123,8 @@ func (m *Manager) Ready() bool { return m.ready.Load() }
 // Run serves until ctx ends, then stops every hosted controller.
 func (m *Manager) Run(ctx context.Context) error {
 	log := klog.FromContext(ctx)
-	defer m.broadcaster.Shutdown()
+	// Give the Stopping and Stopped events of the last controllers a moment to be written.
+	defer m.events.shutdown(context.WithoutCancel(ctx), eventFlushTimeout)
 	if err := m.waitForAPI(ctx); err != nil {
 		return err
 	}
@@ -214,7 +217,7 @@ func (m *Manager) sync(ctx context.Context, key controllerKey) error {
 	}
 	c, unsupported, err := m.build(ctx, obj)
 	if err != nil {
-		m.env.recorder.Event(obj, corev1.EventTypeWarning, "CreateError", err.Error())
+		m.env.recorder.Event(obj, corev1.EventTypeWarning, ReasonCreateError, "Cannot create new controller: "+err.Error())
 		if statusErr := m.writeControllerStatus(ctx, obj, err, unsupported); statusErr != nil {
 			return errors.Join(err, statusErr)
 		}
@@ -223,14 +226,16 @@ func (m *Manager) sync(ctx context.Context, key controllerKey) error {
 		}
 		return err
 	}
+	m.events.lifecycle(obj, key.name, ReasonStarting)
 	if err := c.start(ctx); err != nil {
 		c.shutdown()
+		m.env.recorder.Event(obj, corev1.EventTypeWarning, ReasonCreateError, "Cannot start controller: "+err.Error())
 		return err
 	}
 	m.mu.Lock()
-	m.hosted[key] = &hosted{specHash: hash, controller: c}
+	m.hosted[key] = &hosted{specHash: hash, object: obj, controller: c}
 	m.mu.Unlock()
-	m.env.recorder.Event(obj, corev1.EventTypeNormal, "Started", fmt.Sprintf("%s %s started", key.kind, key.name))
+	m.events.lifecycle(obj, key.name, ReasonStarted)
 	klog.FromContext(ctx).Info("Controller started", "kind", key.kind, "name", key.name)
 	return m.writeControllerStatus(ctx, obj, nil, unsupported)
 }
@@ -245,7 +250,7 @@ func (m *Manager) remove(ctx context.Context, key controllerKey, release bool) e
 	if h == nil {
 		return nil
 	}
-	h.controller.shutdown()
+	m.stop(key, h)
 	if release {
 		if err := h.controller.releaseFinalizers(ctx); err != nil {
 			return err
@@ -263,11 +268,23 @@ func (m *Manager) remove(ctx context.Context, key controllerKey, release bool) e
 	return nil
 }
 
+// stop shuts a hosted controller down once, recording Stopping and Stopped on its
+// controller object like upstream.
+func (m *Manager) stop(key controllerKey, h *hosted) {
+	if h.stopped {
+		return
+	}
+	m.events.lifecycle(h.object, key.name, ReasonStopping)
+	h.controller.shutdown()
+	h.stopped = true
+	m.events.lifecycle(h.object, key.name, ReasonStopped)
+}
+
 func (m *Manager) stopAll() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for key, h := range m.hosted {
-		h.controller.shutdown()
+		m.stop(key, h)
 		delete(m.hosted, key)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/klog/v2"
 )
 
 // metrics are the engine's own Prometheus series; hook call series live in package
@@ -58,6 +59,7 @@ type countingTransport struct {
 }
 
 func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	start := time.Now()
 	resp, err := t.next.RoundTrip(req)
 	code := "error"
 	if err == nil {
@@ -65,6 +67,8 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	}
 	verb, resource := classify(req)
 	t.counter.WithLabelValues(verb, resource, code).Inc()
+	// Verbosity 4 logs every interaction with the API server, like upstream's level 4.
+	klog.FromContext(req.Context()).V(4).Info("API request", "verb", verb, "resource", resource, "path", req.URL.Path, "code", code, "duration", time.Since(start))
 	return resp, err
 }
 

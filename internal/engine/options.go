@@ -51,6 +51,10 @@ type Options struct {
 	// ResolveService maps a hook's service reference to a base URL; the local platform
 	// uses it to reach services from outside the cluster. Nil means cluster DNS.
 	ResolveService hook.ServiceResolver
+	// EventsQPS and EventsBurst limit the events recorded on each object: a burst of
+	// EventsBurst, then EventsQPS per second (client-go's event spam filter).
+	EventsQPS   float64
+	EventsBurst int
 }
 
 // Defaults are the option values the engine uses unless told otherwise.
@@ -62,6 +66,8 @@ func Defaults() Options {
 		DiscoveryInterval:  30 * time.Second,
 		CacheFlushInterval: 30 * time.Minute,
 		TargetSelector:     labels.Everything(),
+		EventsQPS:          1. / 300.,
+		EventsBurst:        25,
 	}
 }
 
@@ -80,6 +86,10 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("cache flush interval must not be negative, got %s", o.CacheFlushInterval)
 	case o.TargetSelector == nil:
 		return fmt.Errorf("target selector must not be nil (use labels.Everything())")
+	case !(o.EventsQPS > 0):
+		return fmt.Errorf("events QPS must be positive, got %g", o.EventsQPS)
+	case o.EventsBurst < 1:
+		return fmt.Errorf("events burst must be at least 1, got %d", o.EventsBurst)
 	}
 	return nil
 }
