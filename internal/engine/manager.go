@@ -258,7 +258,7 @@ func (m *Manager) remove(ctx context.Context, key controllerKey, release bool) e
 	m.mu.Unlock()
 	if release {
 		// The controller is gone for good: drop its series, so they do not pile up.
-		m.env.hooks.Metrics.Forget(key.name)
+		m.env.hooks.Metrics.Forget(key.kind, key.name)
 		m.env.metrics.forget(key.name)
 	}
 	klog.FromContext(ctx).Info("Controller stopped", "kind", key.kind, "name", key.name)
