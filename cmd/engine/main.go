@@ -23,6 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
+	"github.com/metalambda/metalambda/internal/clientmetrics"
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/kubeclient"
 )
@@ -174,6 +175,11 @@ func run(ctx context.Context, o *options) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	unregister, err := clientmetrics.Register(reg)
+	if err != nil {
+		return err
+	}
+	defer unregister()
 	mgr, err := engine.New(cfg, o.engine, reg)
 	if err != nil {
 		return err

@@ -108,6 +108,7 @@ func (m *Manager) buildComposite(ctx context.Context, obj *unstructured.Unstruct
 	if c.hooks, err = m.resolveHooks(ctx, spec.Hooks.Sync, spec.Hooks.Finalize, spec.Hooks.Customize, spec.EndpointConfigs); err != nil {
 		return nil, unsupported, err
 	}
+	m.pruneHookSeries(c)
 	for i, rule := range spec.ChildResources {
 		method := v1alpha1.ChildUpdateOnDelete
 		if rule.UpdateStrategy != nil && rule.UpdateStrategy.Method != "" {
@@ -153,6 +154,7 @@ func (m *Manager) buildDecorator(ctx context.Context, obj *unstructured.Unstruct
 	if c.hooks, err = m.resolveHooks(ctx, spec.Hooks.Sync, spec.Hooks.Finalize, spec.Hooks.Customize, spec.EndpointConfigs); err != nil {
 		return nil, unsupported, err
 	}
+	m.pruneHookSeries(c)
 	for i, rule := range spec.Resources {
 		res, err := m.resolve(rule.ResourceRule, fmt.Sprintf("spec.resources[%d]", i))
 		if err != nil {
@@ -247,6 +249,17 @@ func (m *Manager) resolveHooks(ctx context.Context, sync, finalize, customize *v
 	return h, nil
 }
 
+// pruneHookSeries drops the hook series of URLs the controller no longer calls.
+func (m *Manager) pruneHookSeries(c *controller) {
+	live := map[string]string{}
+	for name, ep := range map[string]*hook.Endpoint{hook.HookSync: c.hooks.sync, hook.HookFinalize: c.hooks.finalize, hook.HookCustomize: c.hooks.customize} {
+		if ep != nil {
+			live[name] = ep.URL
+		}
+	}
+	m.env.hooks.Metrics.Prune(c.kind, c.name, live)
+}
+
 // securitySettings is the webhook itself when it sets any TLS or auth field;
 // otherwise the first endpointConfigs entry whose host is the URL's, as a webhook
 // (per-hook settings replace an entry whole, as in Metacontroller: no merging).
@@ -297,9 +310,6 @@ func compositeUnsupported(spec *v1alpha1.CompositeControllerSpec, parentNamespac
 		if h.PreUpdateChild != nil || h.PostUpdateChild != nil {
 			out = append(out, "spec.hooks.preUpdateChild and postUpdateChild are ignored (upstream never calls them either)")
 		}
-		out = append(out, webhookUnsupported("spec.hooks.sync", h.Sync)...)
-		out = append(out, webhookUnsupported("spec.hooks.finalize", h.Finalize)...)
-		out = append(out, webhookUnsupported("spec.hooks.customize", h.Customize)...)
 	}
 	return out
 }
@@ -309,30 +319,6 @@ func decoratorUnsupported(spec *v1alpha1.DecoratorControllerSpec) []string {
 	for i, a := range spec.Attachments {
 		if a.UpdateStrategy != nil && (a.UpdateStrategy.Method == v1alpha1.ChildUpdateRollingRecreate || a.UpdateStrategy.Method == v1alpha1.ChildUpdateRollingInPlace) {
 			out = append(out, fmt.Sprintf("spec.attachments[%d].updateStrategy.method %s acts as its non-rolling form, as upstream's DecoratorController does", i, a.UpdateStrategy.Method))
-		}
-	}
-	if h := spec.Hooks; h != nil {
-		out = append(out, webhookUnsupported("spec.hooks.sync", h.Sync)...)
-		out = append(out, webhookUnsupported("spec.hooks.finalize", h.Finalize)...)
-		out = append(out, webhookUnsupported("spec.hooks.customize", h.Customize)...)
-	}
-	return out
-}
-
-func webhookUnsupported(field string, h *v1alpha1.Hook) []string {
-	if h == nil || h.Webhook == nil {
-		return nil
-	}
-	var out []string
-	w := h.Webhook
-	for _, f := range []struct {
-		name string
-		set  bool
-	}{
-		{"etag", w.Etag != nil},
-	} {
-		if f.set {
-			out = append(out, fmt.Sprintf("%s.webhook.%s is ignored (not supported yet)", field, f.name))
 		}
 	}
 	return out

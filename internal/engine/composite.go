@@ -169,7 +169,7 @@ func (f *composite) call(ctx context.Context, c *controller, in *hookInput) (*ou
 		Finalizing: in.finalizing,
 	}
 	var resp hookapi.CompositeResponse
-	if err := c.env.hooks.Call(ctx, *in.endpoint, hook.CallInfo{Controller: c.name, Hook: hookName(in.finalizing, c.hooks.finalize != nil)}, req, &resp); err != nil {
+	if err := c.env.hooks.Call(ctx, *in.endpoint, c.callInfo(hookName(in.finalizing, c.hooks.finalize != nil), in.parent), req, &resp); err != nil {
 		return nil, throttled(err)
 	}
 	desired, err := c.decodeDesired(in.parent, resp.Children)
@@ -248,6 +248,14 @@ func writeStatus(ctx context.Context, env *environment, gvr schema.GroupVersionR
 		return fmt.Errorf("update status of %s: %w", describe(parent), err)
 	}
 	return nil
+}
+
+// callInfo names a hook call about parent.
+func (c *controller) callInfo(hookName string, parent *unstructured.Unstructured) hook.CallInfo {
+	return hook.CallInfo{
+		Controller: c.name, ControllerType: c.kind, Hook: hookName,
+		Parent: hook.ObjectKey{Group: groupOf(parent.GetAPIVersion()), Kind: parent.GetKind(), Namespace: parent.GetNamespace(), Name: parent.GetName()},
+	}
 }
 
 func hookName(finalizing, hasFinalize bool) string {

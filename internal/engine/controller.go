@@ -121,7 +121,7 @@ func (c *controller) start(ctx context.Context) error {
 	ctx, c.stop = context.WithCancel(ctx)
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
 		workqueue.DefaultTypedControllerRateLimiter[parentKey](),
-		workqueue.TypedRateLimitingQueueConfig[parentKey]{Name: c.kind + "-" + c.name},
+		workqueue.TypedRateLimitingQueueConfig[parentKey]{Name: queueName(c.kind, c.name), MetricsProvider: c.env.metrics.queues},
 	)
 	for i, p := range c.parents {
 		if err := p.sub.AddHandler(c.parentHandler(i)); err != nil {

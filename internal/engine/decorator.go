@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
-	"github.com/metalambda/metalambda/internal/hook"
 	"github.com/metalambda/metalambda/internal/hookapi"
 )
 
@@ -107,7 +106,7 @@ func (d *decorator) call(ctx context.Context, c *controller, in *hookInput) (*ou
 		Finalizing:  in.finalizing,
 	}
 	var resp hookapi.DecoratorResponse
-	if err := c.env.hooks.Call(ctx, *in.endpoint, hook.CallInfo{Controller: c.name, Hook: hookName(in.finalizing, c.hooks.finalize != nil)}, req, &resp); err != nil {
+	if err := c.env.hooks.Call(ctx, *in.endpoint, c.callInfo(hookName(in.finalizing, c.hooks.finalize != nil), in.parent), req, &resp); err != nil {
 		return nil, throttled(err)
 	}
 	desired, err := c.decodeDesired(in.parent, resp.Attachments)

@@ -163,16 +163,16 @@ func TestUnsupportedFieldsAreListed(t *testing.T) {
 		Hooks: &v1alpha1.CompositeControllerHooks{Sync: &v1alpha1.Hook{Webhook: &v1alpha1.Webhook{
 			Etag:          &v1alpha1.WebhookEtagConfig{Enabled: &yes},
 			Authorization: &v1alpha1.WebhookAuthorization{SecretRef: &v1alpha1.KeyReference{Name: "s", Namespace: "n", Key: "k"}},
-		}}},
+		}}, PreUpdateChild: &v1alpha1.Hook{}},
 		EndpointConfigs: []v1alpha1.EndpointConfig{{Host: "x"}},
 	}
 	got := strings.Join(compositeUnsupported(spec, true), "\n")
-	for _, want := range []string{"hooks.sync.webhook.etag"} {
+	for _, want := range []string{"preUpdateChild"} {
 		if !strings.Contains(got, want) {
 			t.Errorf("unsupported list lacks %q:\n%s", want, got)
 		}
 	}
-	for _, supported := range []string{"revisionHistory", "childResources[0]", "childResources[1]", "authorization", "endpointConfigs"} {
+	for _, supported := range []string{"revisionHistory", "childResources[0]", "childResources[1]", "authorization", "endpointConfigs", "etag"} {
 		if strings.Contains(got, supported) {
 			t.Errorf("supported %s was listed:\n%s", supported, got)
 		}

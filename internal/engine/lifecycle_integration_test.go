@@ -209,7 +209,7 @@ spec:
   parentResource: {apiVersion: test.metalambda.dev/v1, resource: parents, labelSelector: {matchLabels: {metalambda.dev/test-engine: %[1]s}}, revisionHistory: {fieldPaths: [spec]}}
   childResources:
   - {apiVersion: v1, resource: configmaps, updateStrategy: {method: RollingRecreate}}
-  hooks: {sync: {webhook: {url: "%[2]s"}}, preUpdateChild: {webhook: {url: "%[2]s"}}}
+  hooks: {sync: {webhook: {url: "%[2]s", etag: {enabled: true}}}, preUpdateChild: {webhook: {url: "%[2]s"}}}
 `, ns, hook.URL)
 	cc := waitFor(t, "the controller runs and lists what it does not support", ccGVR, "", ns, func(o *unstructured.Unstructured) error {
 		if err := expectCondition(o, ConditionReady, "True", "Running"); err != nil {
@@ -225,6 +225,9 @@ spec:
 		if strings.Contains(msg, supported) {
 			t.Errorf("Supported message %q mentions %q, which is supported", msg, supported)
 		}
+	}
+	if strings.Contains(msg, "etag") {
+		t.Errorf("Supported message %q lists webhook.etag, which is supported", msg)
 	}
 }
 

@@ -107,7 +107,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 		// A controller that cannot start usually waits for a person (a missing CRD or
 		// status subresource): retry from one second up to five minutes.
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[controllerKey](time.Second, 5*time.Minute),
-			workqueue.TypedRateLimitingQueueConfig[controllerKey]{Name: "metalambda-engine"}),
+			workqueue.TypedRateLimitingQueueConfig[controllerKey]{Name: "metalambda-engine", MetricsProvider: m.queues}),
 		subs:   map[string]*informer.Subscription{},
 		hosted: map[controllerKey]*hosted{},
 	}
@@ -261,8 +261,8 @@ func (m *Manager) remove(ctx context.Context, key controllerKey, release bool) e
 	m.mu.Unlock()
 	if release {
 		// The controller is gone for good: drop its series, so they do not pile up.
-		m.env.hooks.Metrics.Forget(key.name)
-		m.env.metrics.forget(key.name)
+		m.env.hooks.Metrics.Forget(key.kind, key.name)
+		m.env.metrics.forget(key.kind, key.name)
 	}
 	klog.FromContext(ctx).Info("Controller stopped", "kind", key.kind, "name", key.name)
 	return nil

@@ -16,6 +16,8 @@ type metrics struct {
 	syncs        *prometheus.CounterVec
 	syncDuration *prometheus.HistogramVec
 	apiRequests  *prometheus.CounterVec
+	// queues serves the workqueue_* series of every work queue the engine creates.
+	queues *queueMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -30,9 +32,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalambda_engine_api_requests_total", Help: "Requests the engine sent to the Kubernetes API, by verb, resource and status code.",
 		}, []string{"verb", "resource", "code"}),
+		queues: newQueueMetrics(),
 	}
 	if reg != nil {
 		reg.MustRegister(m.syncs, m.syncDuration, m.apiRequests)
+		m.queues.register(reg)
 	}
 	return m
 }
@@ -47,10 +51,15 @@ func (m *metrics) observeSync(controller string, start time.Time, err error) {
 }
 
 // forget drops a removed controller's series.
-func (m *metrics) forget(controller string) {
+func (m *metrics) forget(kind, controller string) {
 	m.syncs.DeletePartialMatch(prometheus.Labels{"controller": controller})
 	m.syncDuration.DeletePartialMatch(prometheus.Labels{"controller": controller})
+	m.queues.forget(queueName(kind, controller))
 }
+
+// queueName is the name of a hosted controller's work queue, as Metacontroller names
+// it: "CompositeController-<name>" or "DecoratorController-<name>".
+func queueName(kind, controller string) string { return kind + "-" + controller }
 
 // countingTransport counts every API request by verb, resource and status code.
 type countingTransport struct {

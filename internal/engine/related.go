@@ -113,7 +113,7 @@ func (r *relatedTracker) entry(ctx context.Context, key parentKey, parent *unstr
 	}
 	var resp hookapi.CustomizeResponse
 	req := &hookapi.CustomizeRequest{Controller: r.c.object, Parent: parent.Object}
-	if err := r.c.env.hooks.Call(ctx, *r.c.hooks.customize, hook.CallInfo{Controller: r.c.name, Hook: "customize"}, req, &resp); err != nil {
+	if err := r.c.env.hooks.Call(ctx, *r.c.hooks.customize, r.c.callInfo(hook.HookCustomize, parent), req, &resp); err != nil {
 		return nil, throttled(err)
 	}
 	e = &relatedEntry{uid: parent.GetUID(), generation: parent.GetGeneration(), parentNS: parent.GetNamespace()}

@@ -31,6 +31,8 @@ type Endpoint struct {
 	// HTTP sends this endpoint's calls when it needs TLS settings of its own (a CA
 	// bundle, a client certificate); nil means the Client's.
 	HTTP Doer
+	// ETags caches responses for If-None-Match (webhook.etag); nil when off.
+	ETags *ETagCache
 }
 
 // ServiceResolver maps a webhook's service reference to a base URL
@@ -40,7 +42,7 @@ type ServiceResolver func(ref v1alpha1.ServiceReference) (baseURL string, ok boo
 
 // ResolveEndpoint validates h and resolves it into an Endpoint. The defaults follow
 // Metacontroller: version v1, timeout 10s, loose decoding for v1 and strict for v2,
-// and a service on port 80 over http. webhook.url wins over service and path.
+// a service on port 80 over http, and no ETag caching. webhook.url wins over service and path.
 // resolve may be nil. Errors wrap ErrInvalidHook.
 func ResolveEndpoint(h *v1alpha1.Hook, resolve ServiceResolver) (Endpoint, error) {
 	if h == nil {
@@ -65,7 +67,11 @@ func ResolveEndpoint(h *v1alpha1.Hook, resolve ServiceResolver) (Endpoint, error
 	if err != nil {
 		return Endpoint{}, err
 	}
-	return Endpoint{URL: u, Timeout: timeout, Strict: strict, Version: version}, nil
+	etags, err := etagCache(h.Webhook.Etag)
+	if err != nil {
+		return Endpoint{}, err
+	}
+	return Endpoint{URL: u, Timeout: timeout, Strict: strict, Version: version, ETags: etags}, nil
 }
 
 func hookVersion(v *v1alpha1.HookVersion) (v1alpha1.HookVersion, error) {

@@ -2,6 +2,7 @@ package hook
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -91,8 +92,8 @@ func histogramCount(t *testing.T, reg prometheus.Gatherer, hook string) uint64 {
 func TestNewMetricsTwiceSharesCollectors(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	a, b := NewMetrics(reg), NewMetrics(reg)
-	a.start(CallInfo{"ctl", HookSync})("200")
-	b.start(CallInfo{"ctl", HookSync})("200")
+	a.start(CallInfo{Controller: "ctl", Hook: HookSync}, "http://hook")("200")
+	b.start(CallInfo{Controller: "ctl", Hook: HookSync}, "http://hook")("200")
 	if got := testutil.ToFloat64(a.requests.WithLabelValues("ctl", HookSync, "200")); got != 2 {
 		t.Errorf("requests = %v, want 2", got)
 	}
@@ -100,9 +101,9 @@ func TestNewMetricsTwiceSharesCollectors(t *testing.T) {
 
 func TestMetricsForget(t *testing.T) {
 	m := NewMetrics(nil)
-	m.start(CallInfo{"gone", HookSync})("200")
-	m.start(CallInfo{"kept", HookSync})("200")
-	m.Forget("gone")
+	m.start(CallInfo{Controller: "gone", Hook: HookSync}, "http://hook")("200")
+	m.start(CallInfo{Controller: "kept", Hook: HookSync}, "http://hook")("200")
+	m.Forget("", "gone")
 	if got := testutil.CollectAndCount(m.requests); got != 1 {
 		t.Errorf("request series after Forget = %d, want 1", got)
 	}
@@ -113,6 +114,91 @@ func TestMetricsForget(t *testing.T) {
 
 func TestNilMetrics(t *testing.T) {
 	var m *Metrics
-	m.start(CallInfo{"ctl", HookSync})("200")
-	m.Forget("ctl")
+	m.start(CallInfo{Controller: "ctl", Hook: HookSync}, "http://hook")("200")
+	m.Forget("", "ctl")
+}
+
+// TestUpstreamMetricNames checks the series served under Metacontroller's names: one
+// family per hook with its url, controller_name and controller_type labels, counting
+// only calls that got an HTTP answer, as Metacontroller's instrumented client does.
+func TestUpstreamMetricNames(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	c := &Client{Metrics: NewMetrics(reg)}
+	ctx := context.Background()
+	ok, fail := serve(t, answer(http.StatusOK, "{}")), serve(t, answer(http.StatusInternalServerError, "boom"))
+	sync := CallInfo{Controller: "ctl", ControllerType: "CompositeController", Hook: HookSync}
+	customize := CallInfo{Controller: "dec", ControllerType: "DecoratorController", Hook: HookCustomize}
+	_ = c.Call(ctx, ok, sync, nil, &hookapi.CompositeResponse{})
+	_ = c.Call(ctx, ok, sync, nil, &hookapi.CompositeResponse{})
+	_ = c.Call(ctx, fail, sync, nil, nil)
+	_ = c.Call(ctx, closedEndpoint(), sync, nil, nil) // no HTTP answer: in flight only
+	_ = c.Call(ctx, ok, customize, nil, &hookapi.CustomizeResponse{})
+
+	want := fmt.Sprintf(`
+# HELP metacontroller_sync_requests_total A counter for outgoing requests from the wrapped client.
+# TYPE metacontroller_sync_requests_total counter
+metacontroller_sync_requests_total{code="200",controller_name="ctl",controller_type="CompositeController",method="post",url="%[1]s"} 2
+metacontroller_sync_requests_total{code="500",controller_name="ctl",controller_type="CompositeController",method="post",url="%[2]s"} 1
+# HELP metacontroller_customize_requests_total A counter for outgoing requests from the wrapped client.
+# TYPE metacontroller_customize_requests_total counter
+metacontroller_customize_requests_total{code="200",controller_name="dec",controller_type="DecoratorController",method="post",url="%[1]s"} 1
+# HELP metacontroller_customize_in_flight_requests A gauge of in-flight outgoing requests for the wrapped client.
+# TYPE metacontroller_customize_in_flight_requests gauge
+metacontroller_customize_in_flight_requests{controller_name="dec",controller_type="DecoratorController",url="%[1]s"} 0
+`, ok.URL, fail.URL)
+	names := []string{"metacontroller_sync_requests_total", "metacontroller_customize_requests_total",
+		"metacontroller_customize_in_flight_requests", "metacontroller_finalize_requests_total"}
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	if got := testutil.CollectAndCount(c.Metrics.upstream[HookSync].inFlight); got != 3 {
+		t.Errorf("sync in-flight series = %d, want 3 (one per URL)", got)
+	}
+	if got := seriesCount(t, reg, "metacontroller_sync_request_duration_histogram_seconds"); got != 2 {
+		t.Errorf("sync duration series = %d, want 2 (URLs that answered)", got)
+	}
+}
+
+func seriesCount(t *testing.T, reg prometheus.Gatherer, name string) int {
+	t.Helper()
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name {
+			return len(f.GetMetric())
+		}
+	}
+	return 0
+}
+
+// TestUpstreamSeriesArePruned checks that a rebuilt controller keeps only the series
+// of the URLs its hooks call now, and that a deleted one leaves none.
+func TestUpstreamSeriesArePruned(t *testing.T) {
+	m := NewMetrics(nil)
+	record := func(kind, name, hook, url string) {
+		m.start(CallInfo{Controller: name, ControllerType: kind, Hook: hook}, url)("200")
+	}
+	record("CompositeController", "a", HookSync, "http://old/sync")
+	record("CompositeController", "a", HookSync, "http://new/sync")
+	record("CompositeController", "a", HookFinalize, "http://new/finalize")
+	record("DecoratorController", "a", HookSync, "http://old/sync")
+	record("CompositeController", "b", HookSync, "http://old/sync")
+
+	m.Prune("CompositeController", "a", map[string]string{HookSync: "http://new/sync"})
+	count := func(hook string) int { return testutil.CollectAndCount(m.upstream[hook].requests) }
+	if got := count(HookSync); got != 3 {
+		t.Errorf("sync series after Prune = %d, want 3 (a's new URL, the decorator a, b)", got)
+	}
+	if got := count(HookFinalize); got != 0 {
+		t.Errorf("finalize series after Prune = %d, want 0 (a has no finalize hook now)", got)
+	}
+	m.Forget("CompositeController", "a")
+	if got := count(HookSync); got != 2 {
+		t.Errorf("sync series after Forget = %d, want 2 (the decorator a, b)", got)
+	}
+	if got := len(m.series); got != 2 {
+		t.Errorf("tracked series = %d, want 2", got)
+	}
 }

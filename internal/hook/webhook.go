@@ -37,12 +37,22 @@ type Doer interface {
 	Do(*http.Request) (*http.Response, error)
 }
 
-// CallInfo names a call for metrics.
+// CallInfo names a call for errors, metrics and the ETag cache.
 type CallInfo struct {
 	Controller string
+	// ControllerType is "CompositeController" or "DecoratorController".
+	ControllerType string
 	// Hook is HookSync, HookFinalize or HookCustomize.
 	Hook string
+	// Parent is the object the call is about; ETag caching keys on it.
+	Parent ObjectKey
 }
+
+// HTTP headers of ETag caching.
+const (
+	headerETag        = "ETag"
+	headerIfNoneMatch = "If-None-Match"
+)
 
 // Client calls webhooks. The zero value is ready to use.
 type Client struct {
@@ -77,25 +87,30 @@ func newTransport() *http.Transport {
 var errDeadline = errors.New("hook deadline")
 
 // Call POSTs request as JSON to ep and decodes a 200 answer into response (a pointer;
-// nil discards the body), strictly when ep.Strict is set. It gives up after ep.Timeout
-// (DefaultTimeout when not positive) or when ctx ends.
+// nil discards the body), strictly when ep.Strict is set. A response must be a JSON
+// object: null, an array, a string, a number or an empty body is a bad response. It
+// gives up after ep.Timeout (DefaultTimeout when not positive) or when ctx ends.
+//
+// With ep.ETags set, the last response with an ETag is kept per info.Parent: the next
+// call sends If-None-Match, and a 304 Not Modified or 412 Precondition Failed answer
+// reuses the kept response. Either status without If-None-Match sent is an error.
 //
 // Errors name the URL and are one of: *ThrottledError (429 with Retry-After),
-// *StatusError (any other non-200), ErrTimeout, ErrBadResponse (undecodable or
-// oversized body), or the wrapped transport or context error.
+// *StatusError (any other non-200), ErrTimeout, ErrBadResponse (undecodable, not an
+// object, or oversized body), or the wrapped transport or context error.
 func (c *Client) Call(ctx context.Context, ep Endpoint, info CallInfo, request, response any) error {
 	payload, err := json.Marshal(request)
 	if err != nil {
 		return fmt.Errorf("POST %s: encode request: %w", ep.URL, err)
 	}
-	done := c.Metrics.start(info)
-	code, err := c.post(ctx, ep, payload, response)
+	done := c.Metrics.start(info, ep.URL)
+	code, err := c.post(ctx, ep, info, payload, response)
 	done(code)
 	return err
 }
 
 // post sends payload and handles the answer; code is the metrics label of the result.
-func (c *Client) post(ctx context.Context, ep Endpoint, payload []byte, response any) (code string, err error) {
+func (c *Client) post(ctx context.Context, ep Endpoint, info CallInfo, payload []byte, response any) (code string, err error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, ep.timeout(), errDeadline)
 	defer cancel()
 	req, err := newRequest(ctx, ep.URL, payload)
@@ -104,6 +119,10 @@ func (c *Client) post(ctx context.Context, ep Endpoint, payload []byte, response
 	}
 	if ep.Authorization != "" {
 		req.Header.Set("Authorization", ep.Authorization)
+	}
+	cached := ep.ETags.get(info.Parent)
+	if cached != nil {
+		req.Header.Set(headerIfNoneMatch, cached.etag)
 	}
 	doer := c.doer()
 	if ep.HTTP != nil {
@@ -114,13 +133,19 @@ func (c *Client) post(ctx context.Context, ep Endpoint, payload []byte, response
 		return transportFailure(ctx, ep, err)
 	}
 	defer drainAndClose(resp.Body)
-	return c.receive(ctx, ep, resp, response)
+	return c.receive(ctx, ep, info, resp, cached, response)
 }
 
-// receive checks the status and decodes the body of resp into response.
-func (c *Client) receive(ctx context.Context, ep Endpoint, resp *http.Response, response any) (code string, err error) {
+// receive checks the status and decodes the body of resp into response: the body of
+// cached when the hook says it has not changed.
+func (c *Client) receive(ctx context.Context, ep Endpoint, info CallInfo, resp *http.Response, cached *etagEntry, response any) (code string, err error) {
 	code = strconv.Itoa(resp.StatusCode)
-	if resp.StatusCode != http.StatusOK {
+	switch {
+	case notModified(resp.StatusCode) && cached != nil:
+		return code, decode(ep, info, cached.body, response)
+	case notModified(resp.StatusCode):
+		return code, fmt.Errorf("%w (no If-None-Match was sent)", statusFailure(ep.URL, resp))
+	case resp.StatusCode != http.StatusOK:
 		return code, statusFailure(ep.URL, resp)
 	}
 	limit := c.maxResponseBytes()
@@ -131,7 +156,17 @@ func (c *Client) receive(ctx context.Context, ep Endpoint, resp *http.Response, 
 	case err != nil:
 		return transportFailure(ctx, ep, err)
 	}
-	return code, decode(ep, body, response)
+	if err := decode(ep, info, body, response); err != nil {
+		return code, err
+	}
+	ep.ETags.store(info.Parent, resp.Header.Get(headerETag), body)
+	return code, nil
+}
+
+// notModified reports whether code says "the response you have is current": 304,
+// or 412 as Metacontroller also accepts it.
+func notModified(code int) bool {
+	return code == http.StatusNotModified || code == http.StatusPreconditionFailed
 }
 
 func (c *Client) doer() Doer {
@@ -235,15 +270,49 @@ func drainAndClose(body io.ReadCloser) {
 }
 
 // decode unmarshals body into response, strictly when ep says so. Both modes match
-// JSON keys case-sensitively and decode whole numbers as int64, like Kubernetes.
-func decode(ep Endpoint, body []byte, response any) error {
+// JSON keys case-sensitively and decode whole numbers as int64, like Kubernetes. A
+// body that is not a JSON object is refused before decoding: null would otherwise
+// decode as an empty response, which asks to delete every child.
+func decode(ep Endpoint, info CallInfo, body []byte, response any) error {
 	if response == nil {
 		return nil
+	}
+	if !isObject(body) {
+		return fmt.Errorf("%w: %s %s answered %s; want a JSON object", ErrBadResponse, hookTitle(info), ep.URL, describeBody(body))
 	}
 	if err := unmarshal(body, response, ep.Strict); err != nil {
 		return fmt.Errorf("POST %s: %w: %w", ep.URL, ErrBadResponse, err)
 	}
 	return nil
+}
+
+// isObject reports whether body starts, after JSON whitespace, with an object.
+func isObject(body []byte) bool {
+	trimmed := bytes.TrimLeft(body, " \t\r\n")
+	return len(trimmed) > 0 && trimmed[0] == '{'
+}
+
+// hookTitle is "sync hook", "customize hook", ... or "hook" when unnamed.
+func hookTitle(info CallInfo) string {
+	if info.Hook == "" {
+		return "hook"
+	}
+	return info.Hook + " hook"
+}
+
+// maxQuotedBody is how much of a refused body an error quotes.
+const maxQuotedBody = 64
+
+// describeBody quotes the start of a refused body for an error message.
+func describeBody(body []byte) string {
+	trimmed := bytes.TrimSpace(body)
+	if len(trimmed) == 0 {
+		return "an empty body"
+	}
+	if len(trimmed) > maxQuotedBody {
+		return strconv.Quote(string(trimmed[:maxQuotedBody])) + "..."
+	}
+	return strconv.Quote(string(trimmed))
 }
 
 func unmarshal(data []byte, v any, strict bool) error {

@@ -71,7 +71,7 @@ func TestCallRoundTrip(t *testing.T) {
 	})
 
 	var got hookapi.CompositeResponse
-	if err := new(Client).Call(context.Background(), ep, CallInfo{"ctl", HookSync}, req, &got); err != nil {
+	if err := new(Client).Call(context.Background(), ep, CallInfo{Controller: "ctl", Hook: HookSync}, req, &got); err != nil {
 		t.Fatal(err)
 	}
 	want := hookapi.CompositeResponse{
@@ -126,12 +126,16 @@ func TestCallDecoding(t *testing.T) {
 	}, {
 		name:    "not JSON",
 		body:    `<html>oops</html>`,
-		wantErr: "invalid character",
+		wantErr: `answered "<html>oops</html>"; want a JSON object`,
+	}, {
+		name:    "an object cut short",
+		body:    `{"finalized":`,
+		wantErr: "unexpected end of JSON input",
 	}, {
 		name:    "empty body",
 		strict:  true,
 		body:    ``,
-		wantErr: "unexpected end of JSON input",
+		wantErr: "answered an empty body; want a JSON object",
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,6 +157,47 @@ func TestCallDecoding(t *testing.T) {
 				t.Errorf("response (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestCallRefusesNonObjects checks that a 200 answer other than a JSON object is a
+// bad response naming the hook, the URL and what came back, and leaves the response
+// untouched: null used to decode as an empty response, deleting every child.
+func TestCallRefusesNonObjects(t *testing.T) {
+	tests := []struct {
+		body string
+		want string
+	}{
+		{`null`, `answered "null"; want a JSON object`},
+		{` null ` + "\n", `answered "null"; want a JSON object`},
+		{`[]`, `answered "[]"; want a JSON object`},
+		{`[{"children":[]}]`, `answered "[{\"children\":[]}]"; want a JSON object`},
+		{`""`, `answered "\"\""; want a JSON object`},
+		{`"ok"`, `answered "\"ok\""; want a JSON object`},
+		{`42`, `answered "42"; want a JSON object`},
+		{`true`, `answered "true"; want a JSON object`},
+		{``, `answered an empty body; want a JSON object`},
+		{" \n\t", `answered an empty body; want a JSON object`},
+		{strings.Repeat("7", 100), `answered "` + strings.Repeat("7", 64) + `"...; want a JSON object`},
+	}
+	for _, strict := range []bool{false, true} {
+		for _, tt := range tests {
+			t.Run(fmt.Sprintf("strict=%v/%q", strict, tt.body), func(t *testing.T) {
+				ep := serve(t, answer(http.StatusOK, tt.body))
+				ep.Strict = strict
+				got := hookapi.CompositeResponse{Status: map[string]any{"kept": true}}
+				err := new(Client).Call(context.Background(), ep, CallInfo{Controller: "ctl", Hook: HookSync}, nil, &got)
+				if !errors.Is(err, ErrBadResponse) {
+					t.Fatalf("error = %v, want ErrBadResponse", err)
+				}
+				if want := "sync hook " + ep.URL + " " + tt.want; !strings.Contains(err.Error(), want) {
+					t.Errorf("error = %q, want it to contain %q", err, want)
+				}
+				if diff := cmp.Diff(hookapi.CompositeResponse{Status: map[string]any{"kept": true}}, got); diff != "" {
+					t.Errorf("response changed (-want +got):\n%s", diff)
+				}
+			})
+		}
 	}
 }
 
