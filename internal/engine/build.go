@@ -104,7 +104,7 @@ func (m *Manager) buildComposite(ctx context.Context, obj *unstructured.Unstruct
 		selects = func(o *unstructured.Unstructured) bool { return sel.Matches(labels.Set(o.GetLabels())) }
 	}
 	c = m.newController(obj, CompositeKind, compositeFinalizerPrefix, spec.ResyncPeriodSeconds)
-	c.flavor = &composite{generateSelector: spec.GenerateSelector != nil && *spec.GenerateSelector}
+	c.flavor = &composite{env: m.env, generateSelector: spec.GenerateSelector != nil && *spec.GenerateSelector}
 	if c.hooks, err = m.resolveHooks(ctx, spec.Hooks.Sync, spec.Hooks.Finalize, spec.Hooks.Customize, spec.EndpointConfigs); err != nil {
 		return nil, unsupported, err
 	}
@@ -150,7 +150,7 @@ func (m *Manager) buildDecorator(ctx context.Context, obj *unstructured.Unstruct
 		return nil, unsupported, buildErr("InvalidSpec", "spec.resources must name at least one resource")
 	}
 	c = m.newController(obj, DecoratorKind, decoratorFinalizerPrefix, spec.ResyncPeriodSeconds)
-	c.flavor = &decorator{}
+	c.flavor = &decorator{env: m.env, name: obj.GetName()}
 	if c.hooks, err = m.resolveHooks(ctx, spec.Hooks.Sync, spec.Hooks.Finalize, spec.Hooks.Customize, spec.EndpointConfigs); err != nil {
 		return nil, unsupported, err
 	}
@@ -187,7 +187,7 @@ func (m *Manager) buildDecorator(ctx context.Context, obj *unstructured.Unstruct
 func (m *Manager) newController(obj *unstructured.Unstructured, kind, finalizerPrefix string, resync *int32) *controller {
 	c := &controller{
 		kind: kind, name: obj.GetName(), object: obj.DeepCopy().Object,
-		finalizer: finalizerName(finalizerPrefix, obj.GetName()), env: m.env,
+		finalizer: finalizerName(finalizerPrefix, obj.GetName()), env: m.env, caller: m.env.hooks,
 	}
 	if resync != nil && *resync > 0 {
 		c.resync = time.Duration(*resync) * time.Second

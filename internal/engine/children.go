@@ -40,7 +40,7 @@ func (c *controller) applyChildren(ctx context.Context, parent *unstructured.Uns
 			have[o.GetNamespace()+"/"+o.GetName()] = o
 		}
 		for id, d := range want {
-			c.flavor.prepareChild(c, parent, d)
+			c.flavor.prepareChild(parent, d)
 			if err := c.stamp(d); err != nil {
 				errs = append(errs, err)
 				continue

@@ -26,6 +26,7 @@ const ControllerUIDLabel = "controller-uid"
 // ControllerRef, adopted and released; the hook's status goes to the parent's status
 // subresource.
 type composite struct {
+	env              *environment
 	generateSelector bool
 }
 
@@ -50,14 +51,14 @@ func (f *composite) selector(parent *unstructured.Unstructured) (labels.Selector
 
 // observe claims the parent's children: owned children that match stay, owned
 // children that stopped matching are released, matching orphans are adopted.
-func (f *composite) observe(ctx context.Context, c *controller, p *parentType, parent *unstructured.Unstructured) ([][]*unstructured.Unstructured, error) {
+func (f *composite) observe(ctx context.Context, p *parentType, parent *unstructured.Unstructured, types []*childType) ([][]*unstructured.Unstructured, error) {
 	sel, err := f.selector(parent)
 	if err != nil {
 		return nil, err
 	}
-	out := make([][]*unstructured.Unstructured, len(c.children))
-	adopter := &adopter{c: c, p: p, parent: parent}
-	for i, ct := range c.children {
+	out := make([][]*unstructured.Unstructured, len(types))
+	adopter := &adopter{env: f.env, p: p, parent: parent}
+	for i, ct := range types {
 		for _, obj := range candidates(ct, parent) {
 			claimed, err := adopter.claim(ctx, ct, obj, sel)
 			if err != nil {
@@ -87,7 +88,7 @@ func candidates(ct *childType, parent *unstructured.Unstructured) []*unstructure
 
 // adopter applies ControllerRef semantics for one parent.
 type adopter struct {
-	c       *controller
+	env     *environment
 	p       *parentType
 	parent  *unstructured.Unstructured
 	checked bool // the parent was confirmed alive with an uncached read
@@ -120,7 +121,7 @@ func (a *adopter) confirmParent(ctx context.Context) error {
 	if a.checked {
 		return nil
 	}
-	fresh, err := a.c.env.resource(a.p.res.GroupVersionResource, a.parent.GetNamespace()).Get(ctx, a.parent.GetName(), metav1.GetOptions{})
+	fresh, err := a.env.resource(a.p.res.GroupVersionResource, a.parent.GetNamespace()).Get(ctx, a.parent.GetName(), metav1.GetOptions{})
 	if err != nil {
 		return fmt.Errorf("confirm %s before adopting: %w", describe(a.parent), err)
 	}
@@ -147,7 +148,7 @@ func (a *adopter) setOwner(ctx context.Context, ct *childType, obj *unstructured
 		"ownerReferences": refs,
 		"resourceVersion": obj.GetResourceVersion(),
 	}})
-	_, err := a.c.env.resource(ct.res.GroupVersionResource, obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: a.c.env.opts.FieldManager})
+	_, err := a.env.resource(ct.res.GroupVersionResource, obj.GetNamespace()).Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: a.env.opts.FieldManager})
 	verb := map[bool]string{true: "adopt", false: "release"}[adopt]
 	return wrapWrite(verb, obj, err)
 }
@@ -160,30 +161,21 @@ func controllerRef(parent *unstructured.Unstructured) metav1.OwnerReference {
 	}
 }
 
-func (f *composite) call(ctx context.Context, c *controller, in *hookInput) (*outcome, error) {
-	req := &hookapi.CompositeRequest{
-		Controller: c.object,
-		Parent:     in.parent.Object,
-		Children:   c.childObjects(in.endpoint.Version, in.parentType.res.Namespaced, in.children),
-		Related:    in.related,
-		Finalizing: in.finalizing,
-	}
-	var resp hookapi.CompositeResponse
-	if err := c.env.hooks.Call(ctx, *in.endpoint, c.callInfo(hookName(in.finalizing, c.hooks.finalize != nil), in.parent), req, &resp); err != nil {
-		return nil, throttled(err)
-	}
-	desired, err := c.decodeDesired(in.parent, resp.Children)
-	if err != nil {
-		return nil, err
-	}
-	if err := f.checkLabels(in.parent, desired); err != nil {
-		return nil, err
-	}
-	return &outcome{desired: desired, status: resp.Status, finalized: resp.Finalized, resyncAfter: seconds(resp.ResyncAfterSeconds)}, nil
+func (f *composite) request(controller map[string]any, in *hookInput, children hookapi.Objects) any {
+	return &hookapi.CompositeRequest{Controller: controller, Parent: in.parent.Object, Children: children, Related: in.related, Finalizing: in.finalizing}
 }
 
-// checkLabels refuses children the parent's selector would not find again.
-func (f *composite) checkLabels(parent *unstructured.Unstructured, desired []*unstructured.Unstructured) error {
+func (f *composite) answer() answer { return &compositeAnswer{} }
+
+// compositeAnswer is a CompositeController hook's response.
+type compositeAnswer hookapi.CompositeResponse
+
+func (a *compositeAnswer) outcome() (*outcome, []hookapi.Object) {
+	return &outcome{status: a.Status, finalized: a.Finalized, resyncAfter: seconds(a.ResyncAfterSeconds)}, a.Children
+}
+
+// check refuses children the parent's selector would not find again.
+func (f *composite) check(parent *unstructured.Unstructured, desired []*unstructured.Unstructured) error {
 	if f.generateSelector {
 		return nil // the engine stamps the selector label itself
 	}
@@ -199,7 +191,7 @@ func (f *composite) checkLabels(parent *unstructured.Unstructured, desired []*un
 	return nil
 }
 
-func (f *composite) prepareChild(c *controller, parent, child *unstructured.Unstructured) {
+func (f *composite) prepareChild(parent, child *unstructured.Unstructured) {
 	if f.generateSelector {
 		l := child.GetLabels()
 		if l == nil {
@@ -224,13 +216,13 @@ func setControllerRef(child, parent *unstructured.Unstructured) {
 
 // writeParent replaces the parent's status with the hook's, plus observedGeneration,
 // through the status subresource, unless it already holds exactly that.
-func (f *composite) writeParent(ctx context.Context, c *controller, p *parentType, parent *unstructured.Unstructured, out *outcome) error {
+func (f *composite) writeParent(ctx context.Context, p *parentType, parent *unstructured.Unstructured, out *outcome) error {
 	status := out.status
 	if status == nil {
 		status = map[string]any{}
 	}
 	status["observedGeneration"] = parent.GetGeneration()
-	return writeStatus(ctx, c.env, p.res.GroupVersionResource, parent, status)
+	return writeStatus(ctx, f.env, p.res.GroupVersionResource, parent, status)
 }
 
 func writeStatus(ctx context.Context, env *environment, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, status map[string]any) error {
@@ -248,6 +240,25 @@ func writeStatus(ctx context.Context, env *environment, gvr schema.GroupVersionR
 		return fmt.Errorf("update status of %s: %w", describe(parent), err)
 	}
 	return nil
+}
+
+// call sends the sync or finalize hook request and validates the answer.
+func (c *controller) call(ctx context.Context, in *hookInput) (*outcome, error) {
+	req := c.flavor.request(c.object, in, c.childObjects(in.endpoint.Version, in.parentType.res.Namespaced, in.children))
+	resp := c.flavor.answer()
+	if err := c.caller.Call(ctx, *in.endpoint, c.callInfo(hookName(in.finalizing, c.hooks.finalize != nil), in.parent), req, resp); err != nil {
+		return nil, throttled(err)
+	}
+	out, raw := resp.outcome()
+	desired, err := c.decodeDesired(in.parent, raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.flavor.check(in.parent, desired); err != nil {
+		return nil, err
+	}
+	out.desired = desired
+	return out, nil
 }
 
 // callInfo names a hook call about parent.

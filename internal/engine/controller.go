@@ -70,6 +70,7 @@ type controller struct {
 	parents   []*parentType
 	children  []*childType
 	hooks     hooks
+	caller    hookCaller
 	flavor    flavor
 	related   *relatedTracker
 	rollout   *rollout // nil unless a child type rolls and parents are namespaced
@@ -83,17 +84,35 @@ type controller struct {
 	done      sync.WaitGroup
 }
 
-// flavor is what differs between composite and decorator controllers.
+// flavor is what differs between composite and decorator controllers. A flavor gets
+// what it needs when it is built (the environment for its own writes) and per call;
+// the sync phases around it are shared.
 type flavor interface {
-	// observe returns the parent's current children, indexed like controller.children,
-	// adopting and releasing where the flavor does that.
-	observe(ctx context.Context, c *controller, p *parentType, parent *unstructured.Unstructured) ([][]*unstructured.Unstructured, error)
-	// call sends the sync or finalize hook request and validates the answer.
-	call(ctx context.Context, c *controller, in *hookInput) (*outcome, error)
-	// writeParent writes what the hook asked of the parent itself.
-	writeParent(ctx context.Context, c *controller, p *parentType, parent *unstructured.Unstructured, out *outcome) error
+	// observe returns the parent's current children, indexed like types, adopting and
+	// releasing where the flavor does that.
+	observe(ctx context.Context, p *parentType, parent *unstructured.Unstructured, types []*childType) ([][]*unstructured.Unstructured, error)
+	// request is the hook request about in, with the observed children in hook form.
+	request(controller map[string]any, in *hookInput, children hookapi.Objects) any
+	// answer is an empty hook response to decode into.
+	answer() answer
+	// check refuses desired children the flavor could not find again.
+	check(parent *unstructured.Unstructured, desired []*unstructured.Unstructured) error
 	// prepareChild adds what the engine stamps on every desired child.
-	prepareChild(c *controller, parent *unstructured.Unstructured, child *unstructured.Unstructured)
+	prepareChild(parent, child *unstructured.Unstructured)
+	// writeParent writes what the hook asked of the parent itself.
+	writeParent(ctx context.Context, p *parentType, parent *unstructured.Unstructured, out *outcome) error
+}
+
+// answer is a decoded hook response: the outcome without its children, and the
+// children as the hook sent them.
+type answer interface {
+	outcome() (*outcome, []hookapi.Object)
+}
+
+// hookCaller sends one hook request and decodes the response; *hook.Client is the
+// real one.
+type hookCaller interface {
+	Call(ctx context.Context, ep hook.Endpoint, info hook.CallInfo, request, response any) error
 }
 
 // hookInput is what a sync or finalize hook is told.

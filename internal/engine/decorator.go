@@ -22,7 +22,10 @@ const DecoratorAnnotation = "metacontroller.k8s.io/decorator-controller"
 // decorator is the DecoratorController flavor: targets chosen by label and annotation
 // selectors; attachments found by ControllerRef and annotation, never adopted; the hook
 // sets labels, annotations and status of the target, never its spec.
-type decorator struct{}
+type decorator struct {
+	env  *environment
+	name string // the DecoratorController's, stamped on attachments
+}
 
 // decoratorSelector builds the selects function of one resource rule.
 func decoratorSelector(rule v1alpha1.DecoratorControllerResourceRule) (func(*unstructured.Unstructured) bool, error) {
@@ -85,11 +88,11 @@ func matchExpression(e metav1.LabelSelectorRequirement, values map[string]string
 	}
 }
 
-func (d *decorator) observe(_ context.Context, c *controller, _ *parentType, parent *unstructured.Unstructured) ([][]*unstructured.Unstructured, error) {
-	out := make([][]*unstructured.Unstructured, len(c.children))
-	for i, ct := range c.children {
+func (d *decorator) observe(_ context.Context, _ *parentType, parent *unstructured.Unstructured, types []*childType) ([][]*unstructured.Unstructured, error) {
+	out := make([][]*unstructured.Unstructured, len(types))
+	for i, ct := range types {
 		for _, obj := range ct.sub.Controlled(parent.GetUID()) {
-			if obj.GetAnnotations()[DecoratorAnnotation] == c.name {
+			if obj.GetAnnotations()[DecoratorAnnotation] == d.name {
 				out[i] = append(out[i], obj)
 			}
 		}
@@ -97,43 +100,41 @@ func (d *decorator) observe(_ context.Context, c *controller, _ *parentType, par
 	return out, nil
 }
 
-func (d *decorator) call(ctx context.Context, c *controller, in *hookInput) (*outcome, error) {
-	req := &hookapi.DecoratorRequest{
-		Controller:  c.object,
-		Object:      in.parent.Object,
-		Attachments: c.childObjects(in.endpoint.Version, in.parentType.res.Namespaced, in.children),
-		Related:     in.related,
-		Finalizing:  in.finalizing,
-	}
-	var resp hookapi.DecoratorResponse
-	if err := c.env.hooks.Call(ctx, *in.endpoint, c.callInfo(hookName(in.finalizing, c.hooks.finalize != nil), in.parent), req, &resp); err != nil {
-		return nil, throttled(err)
-	}
-	desired, err := c.decodeDesired(in.parent, resp.Attachments)
-	if err != nil {
-		return nil, err
-	}
-	return &outcome{
-		desired: desired, status: resp.Status, labels: resp.Labels, annotations: resp.Annotations,
-		finalized: resp.Finalized, resyncAfter: seconds(resp.ResyncAfterSeconds),
-	}, nil
+func (d *decorator) request(controller map[string]any, in *hookInput, children hookapi.Objects) any {
+	return &hookapi.DecoratorRequest{Controller: controller, Object: in.parent.Object, Attachments: children, Related: in.related, Finalizing: in.finalizing}
 }
 
-func (d *decorator) prepareChild(c *controller, parent, child *unstructured.Unstructured) {
+func (d *decorator) answer() answer { return &decoratorAnswer{} }
+
+// decoratorAnswer is a DecoratorController hook's response.
+type decoratorAnswer hookapi.DecoratorResponse
+
+func (a *decoratorAnswer) outcome() (*outcome, []hookapi.Object) {
+	return &outcome{
+		status: a.Status, labels: a.Labels, annotations: a.Annotations,
+		finalized: a.Finalized, resyncAfter: seconds(a.ResyncAfterSeconds),
+	}, a.Attachments
+}
+
+// check accepts any attachment of a declared type: they are found by controller
+// reference, not by labels.
+func (d *decorator) check(*unstructured.Unstructured, []*unstructured.Unstructured) error { return nil }
+
+func (d *decorator) prepareChild(parent, child *unstructured.Unstructured) {
 	annotations := child.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[DecoratorAnnotation] = c.name
+	annotations[DecoratorAnnotation] = d.name
 	child.SetAnnotations(annotations)
 	setControllerRef(child, parent)
 }
 
 // writeParent writes the status (when the hook gave one) and then merges labels and
 // annotations, each only when something changes.
-func (d *decorator) writeParent(ctx context.Context, c *controller, p *parentType, parent *unstructured.Unstructured, out *outcome) error {
+func (d *decorator) writeParent(ctx context.Context, p *parentType, parent *unstructured.Unstructured, out *outcome) error {
 	if out.status != nil {
-		if err := d.writeStatus(ctx, c, p, parent, out.status); err != nil {
+		if err := d.writeStatus(ctx, p, parent, out.status); err != nil {
 			return err
 		}
 	}
@@ -148,13 +149,13 @@ func (d *decorator) writeParent(ctx context.Context, c *controller, p *parentTyp
 		return nil
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": meta})
-	_, err := c.env.resource(p.res.GroupVersionResource, parent.GetNamespace()).Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: c.env.opts.FieldManager})
+	_, err := d.env.resource(p.res.GroupVersionResource, parent.GetNamespace()).Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: d.env.opts.FieldManager})
 	return wrapWrite("update labels and annotations of", parent, err)
 }
 
-func (d *decorator) writeStatus(ctx context.Context, c *controller, p *parentType, parent *unstructured.Unstructured, status map[string]any) error {
+func (d *decorator) writeStatus(ctx context.Context, p *parentType, parent *unstructured.Unstructured, status map[string]any) error {
 	if p.res.HasStatus {
-		return writeStatus(ctx, c.env, p.res.GroupVersionResource, parent, status)
+		return writeStatus(ctx, d.env, p.res.GroupVersionResource, parent, status)
 	}
 	current, _, _ := unstructured.NestedFieldNoCopy(parent.Object, "status")
 	if sameJSON(current, status) {
@@ -162,7 +163,7 @@ func (d *decorator) writeStatus(ctx context.Context, c *controller, p *parentTyp
 	}
 	updated := parent.DeepCopy()
 	updated.Object["status"] = status
-	_, err := c.env.resource(p.res.GroupVersionResource, parent.GetNamespace()).Update(ctx, updated, metav1.UpdateOptions{FieldManager: c.env.opts.FieldManager})
+	_, err := d.env.resource(p.res.GroupVersionResource, parent.GetNamespace()).Update(ctx, updated, metav1.UpdateOptions{FieldManager: d.env.opts.FieldManager})
 	return wrapWrite("update status of", parent, err)
 }
 

@@ -72,7 +72,7 @@ func (c *controller) sync(ctx context.Context, key parentKey, p *parentType, par
 	case finalizing && hasGCFinalizer(parent):
 		return 0, nil // the garbage collector is deleting the children first
 	}
-	children, err := c.flavor.observe(ctx, c, p, parent)
+	children, err := c.flavor.observe(ctx, p, parent, c.children)
 	if err != nil {
 		return 0, err
 	}
@@ -89,7 +89,7 @@ func (c *controller) sync(ctx context.Context, key parentKey, p *parentType, par
 	if c.rollout != nil && manage {
 		out, err = c.callRolling(ctx, in)
 	} else {
-		out, err = c.flavor.call(ctx, c, in)
+		out, err = c.call(ctx, in)
 	}
 	if err != nil {
 		return 0, err
@@ -98,7 +98,7 @@ func (c *controller) sync(ctx context.Context, key parentKey, p *parentType, par
 	if manage {
 		childErr = c.applyChildren(ctx, parent, children, out.desired)
 	}
-	if err := c.flavor.writeParent(ctx, c, p, parent, out); err != nil {
+	if err := c.flavor.writeParent(ctx, p, parent, out); err != nil {
 		if terminating && errors.Is(err, errParentGone) {
 			err = nil // the last finalizer went and the parent with it
 		}

@@ -124,7 +124,7 @@ func (c *controller) claimRevisions(ctx context.Context, p *parentType, parent *
 	}
 	reqs, _ := labels.SelectorFromSet(labels.Set{RevisionAPIGroupLabel: p.res.Group, RevisionResourceLabel: p.res.Resource}).Requirements()
 	sel = sel.Add(reqs...)
-	adopter := &adopter{c: c, p: p, parent: parent}
+	adopter := &adopter{env: c.env, p: p, parent: parent}
 	for _, o := range orphans {
 		if !sel.Matches(labelsOf(o)) || o.GetDeletionTimestamp() != nil {
 			continue
@@ -211,7 +211,7 @@ func (c *controller) callEach(ctx context.Context, in *hookInput, revs []*revisi
 		wg.Go(func() {
 			rin := *in
 			rin.parent = r.parent
-			r.out, errs[i] = c.flavor.call(ctx, c, &rin)
+			r.out, errs[i] = c.call(ctx, &rin)
 			if errs[i] != nil && i > 0 {
 				errs[i] = fmt.Errorf("revision %s: %w", r.name, errs[i])
 			}
@@ -309,7 +309,7 @@ func (c *controller) childTypeOfKind(group, kind string) *childType {
 // desired would find it (after the engine's own stamps).
 func (c *controller) matches(parent, desired, observed *unstructured.Unstructured) bool {
 	d := desired.DeepCopy()
-	c.flavor.prepareChild(c, parent, d)
+	c.flavor.prepareChild(parent, d)
 	if err := c.stamp(d); err != nil {
 		return false
 	}

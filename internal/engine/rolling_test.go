@@ -123,7 +123,7 @@ func TestRollMovesOneChildWhenTheMovedOnesPassTheirChecks(t *testing.T) {
 			c := rollingController(v1alpha1.ChildUpdateRollingRecreate)
 			observed := map[childID]*unstructured.Unstructured{}
 			for _, o := range tt.observed {
-				c.flavor.prepareChild(c, parent, o)
+				c.flavor.prepareChild(parent, o)
 				if err := c.stamp(o); err != nil {
 					t.Fatal(err)
 				}
@@ -185,7 +185,7 @@ func TestRevisionNameIsUpstreams(t *testing.T) {
 // panicky observes by panicking.
 type panicky struct{ composite }
 
-func (*panicky) observe(context.Context, *controller, *parentType, *unstructured.Unstructured) ([][]*unstructured.Unstructured, error) {
+func (*panicky) observe(context.Context, *parentType, *unstructured.Unstructured, []*childType) ([][]*unstructured.Unstructured, error) {
 	panic("observe exploded")
 }
 
