@@ -107,9 +107,7 @@ func syncWith(t *testing.T, caller *fakeCaller, objs []runtime.Object, failCreat
 			}
 			var name string
 			switch a := a.(type) {
-			case clienttesting.CreateAction:
-				name = a.GetObject().(*unstructured.Unstructured).GetName()
-			case clienttesting.UpdateAction:
+			case interface{ GetObject() runtime.Object }: // create and update
 				name = a.GetObject().(*unstructured.Unstructured).GetName()
 			case clienttesting.PatchAction:
 				name = a.GetName()
