@@ -39,6 +39,7 @@ type options struct {
 	// this engine cannot reach through cluster DNS (the local platform).
 	services map[string]string
 	engine   engine.Options
+	leader   leaderOptions
 }
 
 func defaultOptions() *options {
@@ -50,6 +51,7 @@ func defaultOptions() *options {
 		applyStrategy:      string(engine.ServerSideApply),
 		services:           map[string]string{},
 		engine:             engine.Defaults(),
+		leader:             defaultLeaderOptions(),
 	}
 }
 
@@ -73,6 +75,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 		o.services[svc] = strings.TrimRight(url, "/")
 		return nil
 	})
+	o.leader.bindFlags(fs)
 }
 
 func (o *options) validate() error {
@@ -94,6 +97,9 @@ func (o *options) validate() error {
 	}
 	if o.qps <= 0 || o.burst <= 0 {
 		return fmt.Errorf("--client-go-qps and --client-go-burst must be positive")
+	}
+	if err := o.leader.validate(); err != nil {
+		return err
 	}
 	return o.engine.Validate()
 }
@@ -130,17 +136,17 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	var elect *leader
+	if o.leader.enabled {
+		if elect, err = newLeader(cfg, o.leader, reg); err != nil {
+			return err
+		}
+	}
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	healthMux := http.NewServeMux()
 	healthMux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	healthMux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !mgr.Ready() {
-			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	healthMux.HandleFunc("/readyz", readyz(mgr.Ready, elect))
 	for _, srv := range []struct {
 		addr    string
 		handler http.Handler
@@ -148,6 +154,9 @@ func run(ctx context.Context, o *options) error {
 		if err := serve(ctx, srv.addr, srv.handler); err != nil {
 			return err
 		}
+	}
+	if elect != nil {
+		return elect.run(ctx, mgr.Run)
 	}
 	return mgr.Run(ctx)
 }
