@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -375,7 +376,8 @@ func mustWrites(t *testing.T, e *engineProcess) float64 {
 // TestLeaderElectionHandsOver: two engines with --leader-election; only the leader
 // calls hooks and writes; after a SIGKILL of the leader the follower takes over and
 // changes nothing that is already right; after a SIGTERM the lease is released and a
-// third engine takes over at once.
+// third engine takes over at once; a leader frozen past its lease exits with an error
+// when it wakes up.
 func TestLeaderElectionHandsOver(t *testing.T) {
 	installHACRDs(t)
 	ns := env.Namespace(t)
@@ -457,6 +459,28 @@ func TestLeaderElectionHandsOver(t *testing.T) {
 	if hooksB.calls.Load() != callsB || hooksC.calls.Load() == 0 {
 		t.Errorf("after the handover: old leader's listener %d new calls, new leader's %d calls", hooksB.calls.Load()-callsB, hooksC.calls.Load())
 	}
+
+	// A leader that cannot renew (here: frozen by SIGSTOP past the lease duration)
+	// finds out when it runs again and exits with an error, so that its pod
+	// restarts as a follower; meanwhile a follower has taken over.
+	d := startEngineProcess(t, "d", engineArgs(ns, newHookListener(t), le...)...)
+	waitFollowing(t, d, identityOf(t, c))
+	c.signal(syscall.SIGSTOP)
+	waitLeading(t, d, 60*time.Second)
+	c.signal(syscall.SIGCONT)
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the engine that lost its lease still runs 30s after it woke up")
+	}
+	if code := c.exitCode(); code != 1 {
+		t.Errorf("the engine that lost its lease exited with %d (%v), want 1", code, c.err)
+	}
+	if !strings.Contains(c.logTail(20), "leader election lost") {
+		t.Errorf("the engine that lost its lease does not say so:\n%s", c.logTail(20))
+	}
+	setChildren(t, ns, "p002", 0, want)
+	waitExact(t, 60*time.Second, ns, want)
 }
 
 // TestEngineSurvivesSIGKILL kills the engine at random points while 200 parents
@@ -522,11 +546,14 @@ func TestEngineRecoversFromAPIServerRestart(t *testing.T) {
 	for round := range 2 {
 		base := hooks.calls.Load()
 		waitCallsOrExact(t, hooks, base+int64(50+rng.IntN(250)), ns, want)
+		// First a crash (SIGKILL), then a graceful stop (SIGTERM, which a busy
+		// kube-apiserver may take up to its 15 s grace to honour).
+		grace := time.Duration(round) * 15 * time.Second
 		start := time.Now()
-		if err := env.Cluster.RestartAPIServer(kubetest.Context(t)); err != nil {
+		if err := env.Cluster.RestartAPIServer(kubetest.Context(t), grace); err != nil {
 			t.Fatalf("restart kube-apiserver: %v", err)
 		}
-		t.Logf("round %d: kube-apiserver restarted after %d hook calls; down and back in %s", round, hooks.calls.Load()-base, time.Since(start).Round(100*time.Millisecond))
+		t.Logf("round %d: kube-apiserver stopped (grace %s) after %d hook calls; down and back in %s", round, grace, hooks.calls.Load()-base, time.Since(start).Round(100*time.Millisecond))
 		if !e.running() {
 			t.Fatalf("the engine exited when the API server restarted: %v", e.err)
 		}

@@ -183,9 +183,6 @@ func (l *leader) run(ctx context.Context, work func(context.Context) error) erro
 		return l.shutdown(stopWork, workDone, stopElecting, electionDone)
 	case err := <-workDone:
 		// The engine ended on its own: hand the Lease over, then report why.
-		l.mu.Lock()
-		l.working = false
-		l.mu.Unlock()
 		stopElecting()
 		<-electionDone
 		return errors.Join(errors.New("engine stopped while leading"), err)

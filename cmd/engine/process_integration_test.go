@@ -124,6 +124,14 @@ func (p *engineProcess) kill() {
 	<-p.done
 }
 
+// signal sends sig to the process.
+func (p *engineProcess) signal(sig syscall.Signal) {
+	p.t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		p.t.Fatalf("signal engine %s: %v", p.name, err)
+	}
+}
+
 // terminate sends SIGTERM, as the kubelet does, and returns the exit status.
 func (p *engineProcess) terminate(timeout time.Duration) error {
 	p.t.Helper()

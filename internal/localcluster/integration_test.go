@@ -270,7 +270,7 @@ func TestRestartAPIServerKeepsPortAndData(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := componentPIDs(t, dataDir)
-	if err := cluster.RestartAPIServer(ctx); err != nil {
+	if err := cluster.RestartAPIServer(ctx, 15*time.Second); err != nil {
 		t.Fatalf("restart: %v\n%s", err, cluster.LogTails(30))
 	}
 	after := componentPIDs(t, dataDir)

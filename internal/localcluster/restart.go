@@ -9,14 +9,16 @@ import (
 
 // RestartAPIServer stops kube-apiserver and starts it again on the same port, with
 // the same flags and credentials, as a crash or an upgrade of the API server alone
-// would. etcd and its data, and the other components, keep running. It returns once
-// the new kube-apiserver answers /readyz, or ctx ends.
-func (c *Cluster) RestartAPIServer(ctx context.Context) error {
+// would. grace is how long kube-apiserver may take to exit after SIGTERM before it
+// gets SIGKILL; 0 kills it at once, like a crash. etcd and its data, and the other
+// components, keep running. It returns once the new kube-apiserver answers /readyz,
+// or ctx ends.
+func (c *Cluster) RestartAPIServer(ctx context.Context, grace time.Duration) error {
 	i, err := c.procIndex("kube-apiserver")
 	if err != nil {
 		return err
 	}
-	if err := c.procs[i].stop(15 * time.Second); err != nil {
+	if err := c.procs[i].stop(grace); err != nil {
 		return err
 	}
 	s, err := ensureSecrets(filepath.Join(c.DataDir, "secrets"))
