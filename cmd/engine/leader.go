@@ -116,15 +116,18 @@ func newLeader(cfg *rest.Config, o leaderOptions, reg prometheus.Registerer) (*l
 	if err != nil {
 		return nil, fmt.Errorf("leader election identity: %w", err)
 	}
-	l := &leader{identity: host + "_" + string(uuid.NewUUID()), opts: o, started: make(chan struct{})}
-	l.lock = &renewalLock{
-		Interface: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: o.namespace, Name: o.id},
-			Client:     kube.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: l.identity},
-		},
-	}
+	identity := host + "_" + string(uuid.NewUUID())
 	registerLeaderMetrics(reg)
+	return newLeaderWithLock(&resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: o.namespace, Name: o.id},
+		Client:     kube.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
+	}, o)
+}
+
+func newLeaderWithLock(lock resourcelock.Interface, o leaderOptions) (*leader, error) {
+	l := &leader{identity: lock.Identity(), opts: o, lock: &renewalLock{Interface: lock}, started: make(chan struct{})}
+	var err error
 	l.elector, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            l.lock,
 		Name:            o.id,
