@@ -99,10 +99,6 @@ type leader struct {
 	elector  *leaderelection.LeaderElector
 
 	started chan struct{} // closed once this instance leads
-	// mu orders starting work against shutdown: work never starts once stopping is set.
-	mu       sync.Mutex
-	stopping bool
-	working  bool
 }
 
 // newLeader prepares leader election with its own client, so that the engine's rate
@@ -170,20 +166,18 @@ func (l *leader) run(ctx context.Context, work func(context.Context) error) erro
 	}()
 	workCtx, stopWork := context.WithCancel(ctx)
 	defer stopWork()
-	workDone := make(chan error, 1)
 	select {
 	case <-ctx.Done():
-		return l.shutdown(stopWork, workDone, stopElecting, electionDone)
+		return l.shutdown(nil, stopWork, stopElecting, electionDone)
 	case <-l.started:
 	}
-	if !l.startWork(workCtx, work, workDone) {
-		return l.shutdown(stopWork, workDone, stopElecting, electionDone)
-	}
 	log.Info("Leading: starting controllers", "identity", l.identity)
+	workDone := make(chan error, 1)
+	go func() { workDone <- work(workCtx) }()
 	lost := l.watchRenewals(workCtx)
 	select {
 	case <-ctx.Done():
-		return l.shutdown(stopWork, workDone, stopElecting, electionDone)
+		return l.shutdown(workDone, stopWork, stopElecting, electionDone)
 	case err := <-workDone:
 		// The engine ended on its own: hand the Lease over, then report why.
 		stopElecting()
@@ -196,26 +190,12 @@ func (l *leader) run(ctx context.Context, work func(context.Context) error) erro
 	}
 }
 
-func (l *leader) startWork(ctx context.Context, work func(context.Context) error, done chan<- error) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.stopping {
-		return false
-	}
-	l.working = true
-	go func() { done <- work(ctx) }()
-	return true
-}
-
-// shutdown stops work, waits for it, then releases the Lease.
-func (l *leader) shutdown(stopWork context.CancelFunc, workDone <-chan error, stopElecting context.CancelFunc, electionDone <-chan struct{}) error {
-	l.mu.Lock()
-	l.stopping = true
-	working := l.working
-	l.mu.Unlock()
+// shutdown stops work and waits for it (workDone is nil when it never started), then
+// releases the Lease.
+func (l *leader) shutdown(workDone <-chan error, stopWork, stopElecting context.CancelFunc, electionDone <-chan struct{}) error {
 	stopWork()
 	var err error
-	if working {
+	if workDone != nil {
 		if err = <-workDone; errors.Is(err, context.Canceled) {
 			err = nil
 		}
