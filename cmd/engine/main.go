@@ -48,6 +48,7 @@ type options struct {
 	engine   engine.Options
 	// logConfig is set by validate from log.
 	logConfig logConfig
+	leader    leaderOptions
 }
 
 func defaultOptions() *options {
@@ -63,6 +64,7 @@ func defaultOptions() *options {
 		services:           map[string]string{},
 		log:                logOptions{logToStderr: true},
 		engine:             engine.Defaults(),
+		leader:             defaultLeaderOptions(),
 	}
 }
 
@@ -91,6 +93,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	o.log.bindFlags(fs)
+	o.leader.bindFlags(fs)
 }
 
 func (o *options) validate() error {
@@ -125,6 +128,9 @@ func (o *options) validate() error {
 	}
 	if o.engine.EventsBurst < 1 {
 		return fmt.Errorf("--events-burst must be at least 1, got %d", o.engine.EventsBurst)
+	}
+	if err := o.leader.validate(); err != nil {
+		return err
 	}
 	return o.engine.Validate()
 }
@@ -184,17 +190,17 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	var elect *leader
+	if o.leader.enabled {
+		if elect, err = newLeader(cfg, o.leader, reg); err != nil {
+			return err
+		}
+	}
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	healthMux := http.NewServeMux()
 	healthMux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	healthMux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !mgr.Ready() {
-			http.Error(w, "caches not synced", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
+	healthMux.HandleFunc("/readyz", readyz(mgr.Ready, elect))
 	for _, srv := range []struct {
 		addr    string
 		handler http.Handler
@@ -202,6 +208,9 @@ func run(ctx context.Context, o *options) error {
 		if err := serve(ctx, srv.addr, srv.handler); err != nil {
 			return err
 		}
+	}
+	if elect != nil {
+		return elect.run(ctx, mgr.Run)
 	}
 	return mgr.Run(ctx)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -252,3 +253,50 @@ func gone(_ any, err error) (bool, error) {
 }
 
 var errStillThere = errors.New("the object still exists")
+
+// TestRestartAPIServerKeepsPortAndData: the API server alone restarts, on the same
+// address, and an existing client goes on working with the data it wrote before.
+func TestRestartAPIServerKeepsPortAndData(t *testing.T) {
+	ctx := kubetest.Context(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	cluster, err := localcluster.Start(ctx, localcluster.Options{DataDir: dataDir, Components: []localcluster.Component{}, EtcdNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cluster.Stop() })
+	kube := kubernetes.NewForConfigOrDie(cluster.Config)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "kept"}, Data: map[string]string{"k": "v"}}
+	if _, err := kube.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before := componentPIDs(t, dataDir)
+	if err := cluster.RestartAPIServer(ctx, 15*time.Second); err != nil {
+		t.Fatalf("restart: %v\n%s", err, cluster.LogTails(30))
+	}
+	after := componentPIDs(t, dataDir)
+	if len(before) != 2 || len(after) != 2 {
+		t.Fatalf("component processes before %v, after %v; want etcd and kube-apiserver each time", before, after)
+	}
+	kept := 0
+	for _, pid := range after {
+		if slices.Contains(before, pid) {
+			kept++
+		}
+	}
+	if kept != 1 {
+		t.Errorf("processes before %v, after %v: want etcd kept and kube-apiserver replaced", before, after)
+	}
+	got, err := kube.CoreV1().ConfigMaps("default").Get(ctx, "kept", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("the client from before the restart fails: %v", err)
+	}
+	if got.Data["k"] != "v" {
+		t.Errorf("ConfigMap data after the restart = %v", got.Data)
+	}
+	if err := cluster.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if left := componentPIDs(t, dataDir); len(left) != 0 {
+		t.Fatalf("processes still running after Stop: %v", left)
+	}
+}
