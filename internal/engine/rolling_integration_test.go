@@ -325,3 +325,66 @@ func TestRollingRecreateMovesOnePodAtATime(t *testing.T) {
 		return nil
 	})
 }
+
+// RollingInPlace updates children in place, one per sync, keeping their UIDs.
+func TestRollingInPlaceUpdatesInPlace(t *testing.T) {
+	setup(t)
+	ns := env.Namespace(t)
+	startEngine(t, ns)
+	hook := newHookServer(t, func(req map[string]any) (int, any) {
+		parent := req["parent"].(map[string]any)
+		version := field(parent, "spec", "version").(string)
+		var children []any
+		for i := range 3 {
+			children = append(children, configMap(fmt.Sprintf("cm-%d", i), map[string]any{"version": version}, nil))
+		}
+		return 200, map[string]any{"children": children}
+	})
+	inPlace := strings.NewReplacer("resource: pods", "resource: configmaps", `method: RollingRecreate
+      statusChecks:
+        conditions:
+        - {type: Ready, status: "True"}`, "method: RollingInPlace").Replace(rollingManifest)
+	if inPlace == rollingManifest || !strings.Contains(inPlace, "RollingInPlace") || !strings.Contains(inPlace, "configmaps") {
+		t.Fatalf("manifest not rewritten:\n%s", inPlace)
+	}
+	create(t, ccGVR, "", inPlace, ns, hook.URL)
+	parent := create(t, parentsGVR, ns, catsetManifest, "cat", "v1")
+	versions := func() []string {
+		var out []string
+		for i := range 3 {
+			cm, err := get(kubetest.Context(t), configMapsGVR, ns, fmt.Sprintf("cm-%d", i))
+			if err != nil {
+				return nil
+			}
+			out = append(out, fmt.Sprint(field(cm.Object, "data", "version")))
+		}
+		return out
+	}
+	kubetest.Eventually(t, 30*time.Second, "v1 children exist", func(context.Context) (bool, error) {
+		got := versions()
+		return slices.Equal(got, []string{"v1", "v1", "v1"}), fmt.Errorf("versions %v", got)
+	})
+	uids := map[string]string{}
+	for i := range 3 {
+		name := fmt.Sprintf("cm-%d", i)
+		uids[name] = string(mustGet(t, configMapsGVR, ns, name).GetUID())
+	}
+	patchSpec(t, ns, "cat", map[string]any{"replicas": 3, "version": "v2"})
+	waitFor(t, "v2 is rolled out in place", parentsGVR, ns, "cat", func(o *unstructured.Unstructured) error {
+		if c := updatedCondition(o); c == nil || c["reason"] != ReasonOnLatestRevision {
+			return fmt.Errorf("Updated condition %v", c)
+		}
+		if got := versions(); !slices.Equal(got, []string{"v2", "v2", "v2"}) {
+			return fmt.Errorf("versions %v", got)
+		}
+		return nil
+	})
+	for name, uid := range uids {
+		if got := string(mustGet(t, configMapsGVR, ns, name).GetUID()); got != uid {
+			t.Errorf("%s was recreated (UID %s, was %s); RollingInPlace updates in place", name, got, uid)
+		}
+	}
+	if revs := revisionsOfParent(t, ns, parent); len(revs) != 1 {
+		t.Errorf("%d ControllerRevisions after the rollout, want 1", len(revs))
+	}
+}

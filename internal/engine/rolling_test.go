@@ -147,6 +147,38 @@ func TestRollMovesOneChildWhenTheMovedOnesPassTheirChecks(t *testing.T) {
 }
 
 // Children an older revision still claims keep that revision's desired state.
+// RollingInPlace also waits until a moved child's controller observed its new spec.
+func TestRollingInPlaceWaitsForObservedGeneration(t *testing.T) {
+	parent := &unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "p", "uid": "u1"}}}
+	c := rollingController(v1alpha1.ChildUpdateRollingInPlace)
+	observed := map[childID]*unstructured.Unstructured{}
+	for _, o := range []*unstructured.Unstructured{pod("a", "v2", true), pod("b", "v1", true)} {
+		c.flavor.prepareChild(parent, o)
+		if err := c.stamp(o); err != nil {
+			t.Fatal(err)
+		}
+		observed[idOf(o)] = o
+	}
+	a := observed[childID{kind: "Pod", name: "a"}]
+	a.SetGeneration(2)
+	_ = unstructured.SetNestedField(a.Object, int64(1), "status", "observedGeneration")
+	latest := rev("latest", desiredPods("v2", "a", "b"), "a")
+	old := rev("old", desiredPods("v1", "a", "b"), "b")
+	c.roll(parent, []*revision{latest, old}, observed)
+	if got := claimed(old); got != "b" {
+		t.Errorf("b moved before a observed its generation: old claims %q", got)
+	}
+	if cond := fmt.Sprint(latest.out.status["conditions"]); !strings.Contains(cond, "waiting for Pod a to observe generation 2 (status.observedGeneration is 1)") {
+		t.Errorf("conditions %s", cond)
+	}
+	_ = unstructured.SetNestedField(a.Object, int64(2), "status", "observedGeneration")
+	latest, old = rev("latest", desiredPods("v2", "a", "b"), "a"), rev("old", desiredPods("v1", "a", "b"), "b")
+	c.roll(parent, []*revision{latest, old}, observed)
+	if got := claimed(latest); got != "a,b" {
+		t.Errorf("once a observed its generation, latest claims %q, want a,b", got)
+	}
+}
+
 func TestMergeKeepsOlderRevisionsChildren(t *testing.T) {
 	latest := rev("latest", desiredPods("v2", "a", "b"), "a")
 	latest.out.status = map[string]any{"from": "latest"}
