@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -88,22 +89,30 @@ func TestEndToEnd(t *testing.T) {
 		code, body := ask()
 		return code == 200 && body == wantAnswer, fmt.Errorf("%d %q", code, body)
 	})
-	for range 20 {
-		if code, body := ask(); code != 200 || body != wantAnswer {
-			t.Fatalf("answer = %d %q", code, body)
-		}
-	}
 	pods, err := kube.CoreV1().Pods("python-lambda-operator").List(ctx, metav1.ListOptions{})
 	if err != nil || len(pods.Items) != 2 {
 		t.Fatalf("pods: %v, %d", err, len(pods.Items))
 	}
-	for _, pod := range pods.Items {
+	// The first answer may come while the second replica is still starting; once both
+	// are Ready, the ingress spreads requests over both.
+	served := func(pod corev1.Pod) (string, bool) {
 		logFile := filepath.Join(dataDir, "node", "pods", string(pod.UID), "logs", "lambda.log")
 		log, _ := os.ReadFile(logFile)
-		if !strings.Contains(string(log), "GET /?name=Martin") {
-			t.Errorf("pod %s served no request (log %s):\n%s", pod.Name, logFile, log)
-		}
+		return logFile + ":\n" + string(log), strings.Contains(string(log), "GET /?name=Martin")
 	}
+	kubetest.Eventually(t, time.Minute, "both replicas serve requests", func(context.Context) (bool, error) {
+		for range 10 {
+			if code, body := ask(); code != 200 || body != wantAnswer {
+				t.Fatalf("answer = %d %q", code, body)
+			}
+		}
+		for _, pod := range pods.Items {
+			if log, ok := served(pod); !ok {
+				return false, fmt.Errorf("pod %s served no request yet (log %s)", pod.Name, log)
+			}
+		}
+		return true, nil
+	})
 
 	// A deleted pod comes back, and the endpoint keeps answering.
 	victim := pods.Items[0]
