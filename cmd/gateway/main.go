@@ -50,6 +50,10 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&o.gateway.Runtime.PythonMemoryLimit, "python-memory-limit", 256<<20, "Address-space limit of each Python worker, in bytes.")
 	fs.IntVar(&o.gateway.Runtime.PythonPoolSize, "python-workers", 0, "Most Python worker processes per function, started on demand (0: 2×GOMAXPROCS, between 2 and 8).")
 	fs.IntVar(&o.gateway.History, "history", 50, "Invocations kept per function.")
+	fs.IntVar(&o.gateway.MaxConcurrentCalls, "max-concurrent-calls", 64, "Calls of one function that run at once; more answer 429 with Retry-After.")
+	fs.IntVar(&o.gateway.AuthCacheSize, "auth-cache-size", 4096, "Entries of each authentication cache (tokens, decisions, clients with failed authentications).")
+	fs.IntVar(&o.gateway.FailedAuthBurst, "failed-auth-burst", 20, "Failed authentications allowed per client address before 429, refilled at --failed-auth-rate.")
+	fs.Float64Var(&o.gateway.FailedAuthRate, "failed-auth-rate", 1, "Failed authentications allowed per client address per second after the burst.")
 	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage-collection target (as GOGC); the GOGC environment variable, when set, wins.")
 }
 
@@ -107,7 +111,7 @@ func run(ctx context.Context, o *options, ready chan<- string) error {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
 	}
 	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "gcPercent", gateway.SetGCPercent(o.gcPercent), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "")
-	srv := &http.Server{Handler: gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})), ReadHeaderTimeout: 10 * time.Second}
+	srv := gateway.NewServer(gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

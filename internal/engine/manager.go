@@ -97,7 +97,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 		dynamic:   dyn,
 		discovery: discovery.NewMap(kube.Discovery()),
 		informers: informer.NewFactory(dyn, opts.CacheFlushInterval),
-		hooks:     &hook.Client{Metrics: hook.NewMetrics(reg)},
+		hooks:     &hook.Client{HTTP: opts.HookHTTP, Metrics: hook.NewMetrics(reg)},
 		recorder:  rec.recorder,
 		metrics:   m,
 	}

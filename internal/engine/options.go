@@ -51,6 +51,9 @@ type Options struct {
 	// ResolveService maps a hook's service reference to a base URL; the local platform
 	// uses it to reach services from outside the cluster. Nil means cluster DNS.
 	ResolveService hook.ServiceResolver
+	// HookHTTP sends hook calls that need no TLS settings of their own; nil means a
+	// shared client. The local platform uses it to present its gateway's hook token.
+	HookHTTP hook.Doer
 	// EventsQPS and EventsBurst limit the events recorded on each object: a burst of
 	// EventsBurst, then EventsQPS per second (client-go's event spam filter).
 	EventsQPS   float64

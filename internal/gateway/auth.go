@@ -6,26 +6,49 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/lru"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 )
 
+// verbInvoke is the RBAC verb on functions.metalambda.dev that test calls and the
+// invocation history need: both run code or show what it was given, more than get.
+const verbInvoke = "invoke"
+
 // authorizer asks the Kubernetes API who a bearer token belongs to (TokenReview) and
 // whether that user may act on Function objects in a namespace (SubjectAccessReview),
-// so RBAC decides who may register code. Answers are cached briefly.
+// so RBAC decides who may register code.
+//
+// Answers are kept in two bounded LRU caches keyed by a hash of the token: who a token
+// is (for the TTL when the API accepts it, for the negative TTL when it does not) and
+// what that token may do where. Failed authentications are rate limited per client
+// address, so that random tokens cost neither TokenReviews nor memory without bound.
 type authorizer struct {
-	kube kubernetes.Interface
-	ttl  time.Duration
+	kube        kubernetes.Interface
+	ttl         time.Duration
+	negativeTTL time.Duration
+	users       *lru.Cache // [32]byte → cachedUser
+	decisions   *lru.Cache // [32]byte → cachedDecision
+	failures    *failureLimiter
+	now         func() time.Time
+}
 
-	mu    sync.Mutex
-	cache map[[32]byte]cachedDecision
+// authOptions bound the authorizer's caches and its failure limit.
+type authOptions struct {
+	ttl, negativeTTL time.Duration
+	cacheSize        int
+	failures         failureLimits
+}
+
+type cachedUser struct {
+	user    *authenticationv1.UserInfo // nil: the API does not accept the token
+	expires time.Time
 }
 
 type cachedDecision struct {
@@ -33,42 +56,75 @@ type cachedDecision struct {
 	expires time.Time
 }
 
-func newAuthorizer(kube kubernetes.Interface, ttl time.Duration) *authorizer {
-	return &authorizer{kube: kube, ttl: ttl, cache: map[[32]byte]cachedDecision{}}
+func newAuthorizer(kube kubernetes.Interface, o authOptions) *authorizer {
+	return &authorizer{
+		kube: kube, ttl: o.ttl, negativeTTL: o.negativeTTL,
+		users: lru.New(o.cacheSize), decisions: lru.New(o.cacheSize),
+		failures: newFailureLimiter(o.failures, o.cacheSize),
+		now:      time.Now,
+	}
 }
 
-// authorize returns nil when the request's bearer token may do verb on functions in
-// namespace, else a 401 or 403.
-func (a *authorizer) authorize(ctx context.Context, r *http.Request, verb, namespace string) *apiError {
+// authorize returns the user when the request's bearer token may do verb on
+// functions in namespace, else a 401, 403 or 429.
+func (a *authorizer) authorize(ctx context.Context, r *http.Request, verb, namespace string) (*authenticationv1.UserInfo, *apiError) {
+	client := clientAddress(r)
 	token, ok := bearer(r)
+	if retry := a.failures.blocked(client); retry > 0 && !a.knownGood(token) {
+		return nil, tooManyFailures(retry)
+	}
 	if !ok {
-		return errorf(http.StatusUnauthorized, "unauthorized", "a bearer token is required (Authorization: Bearer <token>), e.g. from `kubectl create token`")
+		a.failures.record(client)
+		return nil, errorf(http.StatusUnauthorized, "unauthorized", "a bearer token is required (Authorization: Bearer <token>), e.g. from `kubectl create token`")
 	}
-	key := sha256.Sum256([]byte(token + "\x00" + verb + "\x00" + namespace))
-	a.mu.Lock()
-	if d, ok := a.cache[key]; ok && time.Now().Before(d.expires) {
-		a.mu.Unlock()
-		return d.err
+	user, err := a.authenticate(ctx, token)
+	if err != nil {
+		if err.Status == http.StatusUnauthorized {
+			a.failures.record(client)
+		}
+		return nil, err
 	}
-	a.mu.Unlock()
-	err := a.review(ctx, token, verb, namespace)
-	if err == nil || err.Status != http.StatusInternalServerError {
-		a.mu.Lock()
-		a.cache[key] = cachedDecision{err: err, expires: time.Now().Add(a.ttl)}
-		a.mu.Unlock()
-	}
-	return err
+	return user, a.allowed(ctx, token, user, verb, namespace)
 }
 
-func (a *authorizer) review(ctx context.Context, token, verb, namespace string) *apiError {
+// knownGood reports whether the API accepted token recently: a client held back for
+// its failures may still use a token that works.
+func (a *authorizer) knownGood(token string) bool {
+	v, ok := a.users.Get(sha256.Sum256([]byte(token)))
+	return ok && v.(cachedUser).user != nil && a.now().Before(v.(cachedUser).expires)
+}
+
+// authenticate is the user a token belongs to (TokenReview), or a 401.
+func (a *authorizer) authenticate(ctx context.Context, token string) (*authenticationv1.UserInfo, *apiError) {
+	key := sha256.Sum256([]byte(token))
+	if v, ok := a.users.Get(key); ok && a.now().Before(v.(cachedUser).expires) {
+		return userOrUnauthorized(v.(cachedUser).user)
+	}
 	tr, err := a.kube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
-		return errorf(http.StatusInternalServerError, "internal", "token review: "+err.Error())
+		return nil, errorf(http.StatusInternalServerError, "internal", "token review: "+err.Error())
 	}
-	if !tr.Status.Authenticated {
-		return errorf(http.StatusUnauthorized, "unauthorized", "the Kubernetes API does not accept this token")
+	entry := cachedUser{expires: a.now().Add(a.negativeTTL)}
+	if tr.Status.Authenticated {
+		entry = cachedUser{user: &tr.Status.User, expires: a.now().Add(a.ttl)}
 	}
-	u := tr.Status.User
+	a.users.Add(key, entry)
+	return userOrUnauthorized(entry.user)
+}
+
+func userOrUnauthorized(u *authenticationv1.UserInfo) (*authenticationv1.UserInfo, *apiError) {
+	if u == nil {
+		return nil, errorf(http.StatusUnauthorized, "unauthorized", "the Kubernetes API does not accept this token")
+	}
+	return u, nil
+}
+
+// allowed asks whether u may do verb on functions in namespace (SubjectAccessReview).
+func (a *authorizer) allowed(ctx context.Context, token string, u *authenticationv1.UserInfo, verb, namespace string) *apiError {
+	key := sha256.Sum256([]byte(token + "\x00" + verb + "\x00" + namespace))
+	if v, ok := a.decisions.Get(key); ok && a.now().Before(v.(cachedDecision).expires) {
+		return v.(cachedDecision).err
+	}
 	extra := map[string]authorizationv1.ExtraValue{}
 	for k, v := range u.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)
@@ -81,10 +137,12 @@ func (a *authorizer) review(ctx context.Context, token, verb, namespace string) 
 	if err != nil {
 		return errorf(http.StatusInternalServerError, "internal", "subject access review: "+err.Error())
 	}
+	var denied *apiError
 	if !res.Status.Allowed {
-		return errorf(http.StatusForbidden, "forbidden", fmt.Sprintf("user %q may not %s functions.%s in namespace %q", u.Username, verb, fnv1.Group, namespace))
+		denied = errorf(http.StatusForbidden, "forbidden", fmt.Sprintf("user %q may not %s functions.%s in namespace %q", u.Username, verb, fnv1.Group, namespace))
 	}
-	return nil
+	a.decisions.Add(key, cachedDecision{err: denied, expires: a.now().Add(a.ttl)})
+	return denied
 }
 
 func bearer(r *http.Request) (string, bool) {

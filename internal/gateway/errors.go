@@ -17,6 +17,8 @@ type apiError struct {
 	Line    int    `json:"line,omitempty"`
 	Column  int    `json:"column,omitempty"`
 	Logs    string `json:"logs,omitempty"`
+	// RetryAfter, in seconds, is sent as the Retry-After header of a 429.
+	RetryAfter int `json:"-"`
 }
 
 func (e *apiError) Error() string { return e.Message }

@@ -30,9 +30,22 @@ type Options struct {
 	MaxBodyBytes int64
 	// History is how many invocations are kept per function. Default 50.
 	History int
-	// AuthCacheTTL is how long an authentication and authorization answer is reused.
-	// Default 10s.
+	// AuthCacheTTL is how long an accepted token and an authorization answer are
+	// reused. Default 10s.
 	AuthCacheTTL time.Duration
+	// AuthNegativeTTL is how long a token the Kubernetes API refused is remembered.
+	// Default 2s.
+	AuthNegativeTTL time.Duration
+	// AuthCacheSize bounds each authentication cache (tokens, decisions, clients with
+	// failures), least recently used first out. Default 4096.
+	AuthCacheSize int
+	// FailedAuthBurst failed authentications are allowed per client address, then
+	// FailedAuthRate per second; more answer 429 with Retry-After. Defaults 20 and 1.
+	FailedAuthBurst int
+	FailedAuthRate  float64
+	// MaxConcurrentCalls is how many calls of one function run at once; more answer
+	// 429 with Retry-After. Default 64.
+	MaxConcurrentCalls int
 	// Runtime configures the runtimes.
 	Runtime runtime.Options
 }
@@ -47,6 +60,21 @@ func (o *Options) setDefaults() {
 	if o.AuthCacheTTL <= 0 {
 		o.AuthCacheTTL = 10 * time.Second
 	}
+	if o.AuthNegativeTTL <= 0 {
+		o.AuthNegativeTTL = 2 * time.Second
+	}
+	if o.AuthCacheSize <= 0 {
+		o.AuthCacheSize = 4096
+	}
+	if o.FailedAuthBurst <= 0 {
+		o.FailedAuthBurst = 20
+	}
+	if o.FailedAuthRate <= 0 {
+		o.FailedAuthRate = 1
+	}
+	if o.MaxConcurrentCalls <= 0 {
+		o.MaxConcurrentCalls = 64
+	}
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 }
 
@@ -58,6 +86,13 @@ func (o *Options) Validate() error {
 	return nil
 }
 
+func (o *Options) authOptions() authOptions {
+	return authOptions{
+		ttl: o.AuthCacheTTL, negativeTTL: o.AuthNegativeTTL, cacheSize: o.AuthCacheSize,
+		failures: failureLimits{Burst: o.FailedAuthBurst, Rate: o.FailedAuthRate},
+	}
+}
+
 // Gateway serves functions and the API that manages them.
 type Gateway struct {
 	opts     Options
@@ -65,6 +100,7 @@ type Gateway struct {
 	registry *runtime.Registry
 	store    *store
 	auth     *authorizer
+	calls    *callLimiter
 	running  atomic.Bool
 }
 
@@ -74,7 +110,8 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfig(cfg)
+	// Management requests write Functions as their caller; see actAsCaller.
+	dyn, err := dynamic.NewForConfig(actAsCaller(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +125,8 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 		dyn:      dyn,
 		registry: registry,
 		store:    newStore(dyn, registry, opts.PublicURL, opts.History, newMetrics(reg, registry.Stats)),
-		auth:     newAuthorizer(kube, opts.AuthCacheTTL),
+		auth:     newAuthorizer(kube, opts.authOptions()),
+		calls:    newCallLimiter(opts.MaxConcurrentCalls),
 	}, nil
 }
 

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"crypto/subtle"
 	"net/http"
 
 	"github.com/go-chi/chi/v5"
@@ -17,15 +18,15 @@ func (g *Gateway) routes(metrics http.Handler) http.Handler {
 	r.Get("/readyz", g.readyz)
 	r.Handle("/metrics", metrics)
 	r.Get("/openapi.json", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, openAPI()) })
-	r.Post("/hooks/{namespace}/{name}", g.hook)
+	r.Post("/hooks/{namespace}/{name}", g.hookToken(g.limitCalls(g.hook)))
 	r.Route("/v1/namespaces/{namespace}/functions", func(r chi.Router) {
 		r.Get("/", g.authorized("list", g.listFunctions))
 		r.Post("/", g.authorized("create", g.createFunction))
 		r.Get("/{name}", g.authorized("get", g.getFunction))
 		r.Put("/{name}", g.authorized("update", g.putFunction))
 		r.Delete("/{name}", g.authorized("delete", g.deleteFunction))
-		r.Post("/{name}/invoke", g.authorized("get", g.invoke))
-		r.Get("/{name}/invocations", g.authorized("get", g.invocations))
+		r.Post("/{name}/invoke", g.authorized(verbInvoke, g.limitCalls(g.invoke)))
+		r.Get("/{name}/invocations", g.authorized(verbInvoke, g.invocations))
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path))
@@ -44,11 +45,31 @@ func (g *Gateway) limitBody(next http.Handler) http.Handler {
 	})
 }
 
-// authorized wraps a management handler with TokenReview and SubjectAccessReview.
+// authorized wraps a management handler with TokenReview and SubjectAccessReview; the
+// handler's Kubernetes calls act as the authorized user (see actAsCaller).
 func (g *Gateway) authorized(verb string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if err := g.auth.authorize(r.Context(), r, verb, chi.URLParam(r, "namespace")); err != nil {
+		user, err := g.auth.authorize(r.Context(), r, verb, chi.URLParam(r, "namespace"))
+		if err != nil {
+			setRetryAfter(w, err)
 			writeError(w, err)
+			return
+		}
+		h(w, r.WithContext(withCaller(r.Context(), user)))
+	}
+}
+
+// hookToken requires the gateway's hook token, when it has one, as the bearer token
+// of /hooks calls. The comparison takes the same time whatever the token.
+func (g *Gateway) hookToken(h http.HandlerFunc) http.HandlerFunc {
+	if g.opts.HookToken == "" {
+		return h
+	}
+	want := []byte(g.opts.HookToken)
+	return func(w http.ResponseWriter, r *http.Request) {
+		token, _ := bearer(r)
+		if subtle.ConstantTimeCompare([]byte(token), want) != 1 {
+			writeError(w, errorf(http.StatusUnauthorized, "unauthorized", "this gateway's hooks need its hook token as a bearer token"))
 			return
 		}
 		h(w, r)

@@ -177,12 +177,16 @@ func (p *Platform) startComponents(log io.Writer) error {
 		return err
 	}
 	gatewayURL := "http://" + p.opts.GatewayAddress
-	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(cfg, gateway.Options{PublicURL: gatewayURL, Runtime: runtime.Options{Builtins: functions.Builtins()}}, reg)
+	token, err := hookToken(p.opts.DataDir)
 	if err != nil {
 		return err
 	}
-	if err := p.serve(p.opts.GatewayAddress, gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))); err != nil {
+	reg := prometheus.NewRegistry()
+	gw, err := gateway.New(cfg, gateway.Options{PublicURL: gatewayURL, HookToken: token, Runtime: runtime.Options{Builtins: functions.Builtins()}}, reg)
+	if err != nil {
+		return err
+	}
+	if err := p.serveWith(p.opts.GatewayAddress, gateway.NewServer(gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))); err != nil {
 		return err
 	}
 	p.run(func(ctx context.Context) error { gw.Run(ctx); return nil })
@@ -191,6 +195,7 @@ func (p *Platform) startComponents(log io.Writer) error {
 	engineOpts.ResolveService = func(ref v1alpha1.ServiceReference) (string, bool) {
 		return gatewayURL, ref.Name == GatewayService && ref.Namespace == GatewayNamespace
 	}
+	engineOpts.HookHTTP = tokenForHost{host: p.opts.GatewayAddress, token: token, next: newHookHTTP()}
 	mgr, err := engine.New(cfg, engineOpts, prometheus.NewRegistry())
 	if err != nil {
 		return err
@@ -228,11 +233,14 @@ func (p *Platform) run(f func(context.Context) error) {
 }
 
 func (p *Platform) serve(addr string, h http.Handler) error {
+	return p.serveWith(addr, &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second})
+}
+
+func (p *Platform) serveWith(addr string, srv *http.Server) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(l) }()
 	p.stops = append(p.stops, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -256,7 +264,7 @@ func (p *Platform) Status(w io.Writer) {
 Metalambda is up.
 
   API server   %s
-  gateway      http://%s
+  gateway      http://%s (hooks need the bearer token in %s)
   ingress      http://%s
   data         %s
   local node   %s
@@ -265,7 +273,7 @@ Next:
   export KUBECONFIG=%s
   kubectl apply -f operators/pythonlambda/sample.yaml
   curl --resolve example.com:%s:%s 'http://example.com:%s/?name=Martin'
-`, p.cluster.Config.Host, p.opts.GatewayAddress, p.opts.IngressAddress, p.opts.DataDir, onOff(p.opts.Node != nil),
+`, p.cluster.Config.Host, p.opts.GatewayAddress, HookTokenFile(p.opts.DataDir), p.opts.IngressAddress, p.opts.DataDir, onOff(p.opts.Node != nil),
 		p.Kubeconfig, port(p.opts.IngressAddress), host(p.opts.IngressAddress), port(p.opts.IngressAddress))
 }
 

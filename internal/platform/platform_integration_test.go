@@ -73,6 +73,7 @@ func TestUpRestartDown(t *testing.T) {
 	if code, body := get(t, "http://"+opts.IngressAddress+"/", "nowhere.example"); code != 404 || !strings.Contains(body, "no Ingress serves host") {
 		t.Errorf("ingress unknown host = %d %q", code, body)
 	}
+	token := checkHookToken(t, opts, "")
 	// Keep a marker object, restart on the same data directory, find it again.
 	marker := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	if _, err := dyn.Resource(marker).Namespace("default").Apply(ctx, "kept", mustUnstructured(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept"},"data":{"k":"v"}}`), metav1.ApplyOptions{FieldManager: "test"}); err != nil {
@@ -91,6 +92,42 @@ func TestUpRestartDown(t *testing.T) {
 	if _, err := dynamic.NewForConfigOrDie(cfg).Resource(marker).Namespace("default").Get(ctx, "kept", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the ConfigMap did not survive a restart: %v", err)
 	}
+	checkHookToken(t, opts, token)
+}
+
+// checkHookToken checks that the platform's /hooks refuse calls without the token in
+// its data directory, kept private, and accept it; want, when set, is the token of an
+// earlier start. It returns the token.
+func checkHookToken(t *testing.T, opts Options, want string) string {
+	t.Helper()
+	info, err := os.Stat(HookTokenFile(opts.DataDir))
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("hook token file: %v, mode %v; want 0600", err, info.Mode().Perm())
+	}
+	data, _ := os.ReadFile(HookTokenFile(opts.DataDir))
+	token := strings.TrimSpace(string(data))
+	if want != "" && token != want {
+		t.Errorf("the hook token changed across a restart")
+	}
+	url := "http://" + opts.GatewayAddress + "/hooks/" + GatewayNamespace + "/pythonlambda"
+	for _, tt := range []struct {
+		auth      string
+		wantAuthz bool
+	}{{"", false}, {"Bearer wrong", false}, {"Bearer " + token, true}} {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"parent": {}, "children": {}}`))
+		if tt.auth != "" {
+			req.Header.Set("Authorization", tt.auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if (resp.StatusCode != http.StatusUnauthorized) != tt.wantAuthz {
+			t.Errorf("/hooks with Authorization %q = %d", tt.auth, resp.StatusCode)
+		}
+	}
+	return token
 }
 
 func TestCheckNamesTheProblem(t *testing.T) {

@@ -1,0 +1,60 @@
+package gateway
+
+import (
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/go-chi/chi/v5"
+)
+
+// callLimiter caps the calls that run at once per function. It counts calls in
+// flight by function key and forgets a function when its count falls to zero, so it
+// holds nothing for idle or deleted functions.
+type callLimiter struct {
+	max  int
+	mu   sync.Mutex
+	busy map[string]int
+}
+
+func newCallLimiter(limit int) *callLimiter {
+	return &callLimiter{max: limit, busy: map[string]int{}}
+}
+
+// acquire takes a slot of key, false when all are taken; release gives it back.
+func (l *callLimiter) acquire(key string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.busy[key] >= l.max {
+		return false
+	}
+	l.busy[key]++
+	return true
+}
+
+func (l *callLimiter) release(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.busy[key]--; l.busy[key] <= 0 {
+		delete(l.busy, key)
+	}
+}
+
+// callRetryAfter is the Retry-After, in seconds, of a call refused because its function
+// is full: calls last milliseconds, so a second later there is room again.
+const callRetryAfter = 1
+
+// limitCalls answers 429 with Retry-After when the function named in the URL already
+// runs as many calls as it may.
+func (g *Gateway) limitCalls(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key := chi.URLParam(r, "namespace") + "/" + chi.URLParam(r, "name")
+		if !g.calls.acquire(key) {
+			w.Header().Set("Retry-After", strconv.Itoa(callRetryAfter))
+			writeError(w, errorf(http.StatusTooManyRequests, "too_many_calls", "function "+key+" already runs "+strconv.Itoa(g.calls.max)+" calls, its limit; retry in a moment"))
+			return
+		}
+		defer g.calls.release(key)
+		next(w, r)
+	}
+}
