@@ -158,7 +158,8 @@ func TestCatSetRollingUpdate(t *testing.T) {
 		})
 		return time.Now()
 	}
-	catsets := dynamicFor(t, p.Kubeconfig).Resource(catsetsGVR).Namespace("catset")
+	dyn := dynamicFor(t, p.Kubeconfig)
+	catsets := dyn.Resource(catsetsGVR).Namespace("catset")
 	waitParent := func(what string, cond func(*unstructured.Unstructured) error) {
 		t.Helper()
 		kubetest.Eventually(t, time.Minute, what, func(ctx context.Context) (bool, error) {
@@ -182,11 +183,15 @@ func TestCatSetRollingUpdate(t *testing.T) {
 		}
 	}
 
-	// 1. Three pods come up Ready on the first revision, one after the other.
+	// 1. Three pods come up Ready on the first revision, in order (the hook adds a pod
+	// once the lower ordinals are Ready).
 	start := apply("v1", 8080)
 	waitParent("three v1 pods are Ready", rolledOut("v1"))
 	t.Logf("v1: 3 pods Ready %s after the CatSet was created", time.Since(start).Round(time.Millisecond))
 	pods.logReadiness(t, start)
+	if _, created := pods.phase(); !slices.Equal(created, []string{"cat-0/v1", "cat-1/v1", "cat-2/v1"}) {
+		t.Errorf("pods were created in the order %v, want cat-0, cat-1, cat-2 on v1", created)
+	}
 	checkServing(t, ctx, kube)
 
 	// 2. A new template: pods are recreated one at a time, in order, never more than
@@ -208,7 +213,7 @@ func TestCatSetRollingUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubetest.Eventually(t, 30*time.Second, "one ControllerRevision remains, owning every pod", func(ctx context.Context) (bool, error) {
-		revs, err := revisionsOf(ctx, dynamicFor(t, p.Kubeconfig), parent)
+		revs, err := revisionsOf(ctx, dyn, parent)
 		if err != nil || len(revs) != 1 {
 			return false, fmt.Errorf("%d revisions (%v)", len(revs), err)
 		}
@@ -246,7 +251,7 @@ func TestCatSetRollingUpdate(t *testing.T) {
 	if maxUnready, created := pods.phase(); maxUnready != 1 || !slices.Equal(created, []string{"cat-0/broken"}) {
 		t.Errorf("halted rollout: at most %d pods unready at once, pods created %v; want 1 and [cat-0/broken]", maxUnready, created)
 	}
-	if revs, err := revisionsOf(ctx, dynamicFor(t, p.Kubeconfig), parent); err != nil || len(revs) != 2 {
+	if revs, err := revisionsOf(ctx, dyn, parent); err != nil || len(revs) != 2 {
 		t.Errorf("%d ControllerRevisions during the halted rollout (%v), want 2", len(revs), err)
 	}
 
@@ -259,7 +264,7 @@ func TestCatSetRollingUpdate(t *testing.T) {
 		t.Errorf("going back recreated %v, want only [cat-0/v2]", created)
 	}
 	kubetest.Eventually(t, 30*time.Second, "the broken revision is pruned", func(ctx context.Context) (bool, error) {
-		revs, err := revisionsOf(ctx, dynamicFor(t, p.Kubeconfig), parent)
+		revs, err := revisionsOf(ctx, dyn, parent)
 		return err == nil && len(revs) == 1, fmt.Errorf("%d revisions (%v)", len(revs), err)
 	})
 
