@@ -173,12 +173,17 @@ func (s *store) retire(c runtime.Compiled, timeout time.Duration) {
 	})
 }
 
+// remove unloads a deleted function and drops its metric series.
 func (s *store) remove(key string) {
 	s.mu.Lock()
 	e := s.entries[key]
 	delete(s.entries, key)
 	s.mu.Unlock()
-	if e != nil && e.compiled != nil {
+	if e == nil {
+		return
+	}
+	e.metrics.remove()
+	if e.compiled != nil {
 		s.retire(e.compiled, 10*time.Second)
 	}
 }
