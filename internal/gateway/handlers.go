@@ -267,7 +267,7 @@ func (g *Gateway) invocations(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": e.history.list()})
+	writeJSON(w, http.StatusOK, map[string]any{"items": e.history.list(), "enabled": e.history.enabled()})
 }
 
 // call runs the function named in the URL with the request body, and records it.
@@ -295,7 +295,11 @@ func (g *Gateway) call(r *http.Request, source string) (*Invocation, error) {
 	if callErr != nil {
 		inv.Status, inv.Error, inv.Response = http.StatusInternalServerError, callErr.Error(), nil
 	}
-	e.history.add(*inv)
+	if e.history.enabled() {
+		rec := *inv
+		rec.Headers = recordedHeaders(r.Header)
+		e.history.add(rec)
+	}
 	e.metrics.observe(inv.Status, elapsed)
 	if callErr != nil {
 		return nil, &apiError{Status: http.StatusInternalServerError, Code: "function_failed", Message: callErr.Error(), Logs: res.Logs}

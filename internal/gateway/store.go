@@ -125,6 +125,7 @@ func (s *store) sync(ctx context.Context, key string) error {
 		return s.writeStatus(ctx, u, "", err)
 	}
 	e := s.load(key, u.GetGeneration(), fn)
+	e.history.setEnabled(historyEnabled(u))
 	return s.writeStatus(ctx, u, sourceHash(fn.Source), e.compileErr)
 }
 
@@ -241,6 +242,12 @@ func decodeFunction(u *unstructured.Unstructured) (runtime.Function, error) {
 		return runtime.Function{}, fmt.Errorf("decode Function: %w", err)
 	}
 	return toRuntime(u.GetNamespace(), u.GetName(), &f.Spec), nil
+}
+
+// historyEnabled reads spec.history.enabled; a Function that does not say records.
+func historyEnabled(u *unstructured.Unstructured) bool {
+	enabled, found, err := unstructured.NestedBool(u.Object, "spec", "history", "enabled")
+	return !found || err != nil || enabled
 }
 
 func toRuntime(namespace, name string, spec *fnv1.FunctionSpec) runtime.Function {
