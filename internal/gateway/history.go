@@ -26,7 +26,7 @@ type Invocation struct {
 const maxRecordedBody = 16 << 10
 
 // redacted replaces a secret value in the history.
-const redacted = "<redacted>"
+const redacted = "[redacted]"
 
 // history is a bounded ring of recent invocations, newest last. A disabled history
 // records nothing and holds nothing.

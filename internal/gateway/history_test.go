@@ -61,7 +61,7 @@ func TestHistoryRedactsSecrets(t *testing.T) {
 	}
 	// An escaped kind is still seen; a body with nothing secret is kept byte for byte.
 	escaped := json.RawMessage(`{"kind":"\u0053ecret","data":{"k":"v"}}`)
-	if got := string(redactJSON(escaped)); got != `{"data":{"k":"\u003credacted\u003e"},"kind":"Secret"}` {
+	if got := string(redactJSON(escaped)); got != `{"data":{"k":"[redacted]"},"kind":"Secret"}` {
 		t.Errorf("escaped Secret = %s", got)
 	}
 	plain := json.RawMessage(`{"kind": "ConfigMap",  "data": {"k": "v"}}`)

@@ -124,18 +124,19 @@ func (s *store) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return s.writeStatus(ctx, u, "", err)
 	}
-	e := s.load(key, u.GetGeneration(), fn)
-	e.history.setEnabled(historyEnabled(u))
+	e := s.load(key, u.GetGeneration(), fn, historyEnabled(u))
 	return s.writeStatus(ctx, u, sourceHash(fn.Source), e.compileErr)
 }
 
 // load compiles fn unless the loaded entry already runs exactly this code.
-func (s *store) load(key string, generation int64, fn runtime.Function) *entry {
+// record turns its invocation history on or off, before a new entry is served.
+func (s *store) load(key string, generation int64, fn runtime.Function, record bool) *entry {
 	hash := functionHash(fn)
 	s.mu.RLock()
 	old := s.entries[key]
 	s.mu.RUnlock()
 	if old != nil && old.hash == hash {
+		old.history.setEnabled(record)
 		return old
 	}
 	e := &entry{key: key, generation: generation, hash: hash}
@@ -145,6 +146,7 @@ func (s *store) load(key string, generation int64, fn runtime.Function) *entry {
 		namespace, name, _ := cache.SplitMetaNamespaceKey(key)
 		e.history, e.metrics = newHistory(s.history), s.metrics.forFunction(namespace, name)
 	}
+	e.history.setEnabled(record)
 	e.compiled, e.compileErr = s.compiler.Compile(fn)
 	s.mu.Lock()
 	s.entries[key] = e
