@@ -4,6 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
+	"strings"
+	"unicode"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/metalambda/metalambda/internal/runtime"
 )
@@ -17,7 +22,7 @@ type apiError struct {
 	Line    int    `json:"line,omitempty"`
 	Column  int    `json:"column,omitempty"`
 	Logs    string `json:"logs,omitempty"`
-	// RetryAfter, in seconds, is sent as the Retry-After header of a 429.
+	// RetryAfter, in seconds, becomes a Retry-After header when it is positive.
 	RetryAfter int `json:"-"`
 }
 
@@ -48,5 +53,47 @@ func writeError(w http.ResponseWriter, err error) {
 	if !errors.As(err, &e) {
 		e = errorf(http.StatusInternalServerError, "internal", err.Error())
 	}
+	if e.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
+	}
 	writeJSON(w, e.Status, e)
+}
+
+// fromAPI maps a Kubernetes API error to the gateway's error shape, keeping its status
+// code (404, 409, 422, 429, 504...), its message, and the delay it asks for. The code
+// is the Kubernetes reason in snake case ("NotFound" is "not_found"). An error that
+// carries no Kubernetes status (the API server unreachable) is a 502.
+func fromAPI(err error) error {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return errorf(http.StatusBadGateway, "kubernetes_unavailable", "the Kubernetes API: "+err.Error())
+	}
+	s := status.Status()
+	e := errorf(int(s.Code), snakeCase(string(s.Reason)), s.Message)
+	if e.Status < 400 || e.Status > 599 {
+		e.Status = http.StatusInternalServerError
+	}
+	if e.Code == "" {
+		e.Code = "kubernetes_error"
+	}
+	if e.Message == "" {
+		e.Message = err.Error()
+	}
+	if s.Details != nil {
+		e.RetryAfter = int(s.Details.RetryAfterSeconds)
+	}
+	return e
+}
+
+// snakeCase turns a Kubernetes reason ("AlreadyExists") into an error code
+// ("already_exists").
+func snakeCase(reason string) string {
+	var b strings.Builder
+	for i, r := range reason {
+		if unicode.IsUpper(r) && i > 0 {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
 }

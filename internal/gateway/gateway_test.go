@@ -26,9 +26,9 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	var documented []string
-	for path, ops := range openAPI()["paths"].(map[string]any) {
-		for method := range ops.(map[string]any) {
-			documented = append(documented, method+" "+path)
+	for path, item := range openAPI().Paths.Map() {
+		for method := range item.Operations() {
+			documented = append(documented, strings.ToLower(method)+" "+path)
 		}
 	}
 	sort.Strings(routes)

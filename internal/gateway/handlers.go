@@ -20,13 +20,14 @@ import (
 	"github.com/metalambda/metalambda/internal/runtime"
 )
 
-// functionRequest is the body of POST and PUT: a Function object (metadata.name and
-// spec), or the same fields flat: {"name", "runtime", "source", "handler",
-// "timeoutSeconds", "env"}.
+// functionRequest is the body of POST and PUT: a Function object (metadata.name,
+// labels, annotations and spec), or the spec's fields flat beside "name": {"name",
+// "runtime", "source", "handler", "timeoutSeconds", "env", "history"}.
 type functionRequest struct {
 	Metadata *struct {
-		Name   string            `json:"name"`
-		Labels map[string]string `json:"labels,omitempty"`
+		Name        string            `json:"name"`
+		Labels      map[string]string `json:"labels,omitempty"`
+		Annotations map[string]string `json:"annotations,omitempty"`
 	} `json:"metadata"`
 	Spec *fnv1.FunctionSpec `json:"spec"`
 	Name string             `json:"name"`
@@ -129,6 +130,14 @@ func (g *Gateway) putFunction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	current.Object["spec"] = obj.Object["spec"]
+	// Labels and annotations the body names replace the stored ones; a body without
+	// them (the flat form) keeps what is stored.
+	if labels := req.labels(); labels != nil {
+		current.SetLabels(labels)
+	}
+	if annotations := req.annotations(); annotations != nil {
+		current.SetAnnotations(annotations)
+	}
 	updated, err := g.functions(ns).Update(r.Context(), current, metav1.UpdateOptions{FieldManager: fieldManager})
 	if err != nil {
 		writeError(w, fromAPI(err))
@@ -171,7 +180,7 @@ func (g *Gateway) validate(namespace, name string, req *functionRequest) (*unstr
 	obj := &unstructured.Unstructured{}
 	if err := convert(fnv1.Function{
 		TypeMeta:   metav1.TypeMeta{APIVersion: fnv1.Group + "/" + fnv1.Version, Kind: fnv1.Kind},
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: req.labels()},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: req.labels(), Annotations: req.annotations()},
 		Spec:       spec,
 	}, &obj.Object); err != nil {
 		return nil, err
@@ -186,6 +195,13 @@ func (req *functionRequest) labels() map[string]string {
 		return nil
 	}
 	return req.Metadata.Labels
+}
+
+func (req *functionRequest) annotations() map[string]string {
+	if req.Metadata == nil {
+		return nil
+	}
+	return req.Metadata.Annotations
 }
 
 func readFunction(r *http.Request) (*functionRequest, error) {
@@ -218,23 +234,6 @@ func readBody(r *http.Request) ([]byte, error) {
 	return body, nil
 }
 
-// fromAPI maps a Kubernetes API error to the gateway's error shape.
-func fromAPI(err error) error {
-	switch {
-	case apierrors.IsNotFound(err):
-		return errorf(http.StatusNotFound, "not_found", err.Error())
-	case apierrors.IsAlreadyExists(err):
-		return errorf(http.StatusConflict, "already_exists", err.Error())
-	case apierrors.IsConflict(err):
-		return errorf(http.StatusConflict, "conflict", err.Error())
-	case apierrors.IsInvalid(err):
-		return errorf(http.StatusUnprocessableEntity, "invalid", err.Error())
-	case apierrors.IsForbidden(err):
-		return errorf(http.StatusForbidden, "forbidden", err.Error())
-	}
-	return err
-}
-
 // hook serves engines: Metacontroller hook JSON in, hook JSON out.
 func (g *Gateway) hook(w http.ResponseWriter, r *http.Request) {
 	inv, err := g.call(r, "hook")
@@ -262,7 +261,7 @@ func (g *Gateway) invocations(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": e.history.list()})
+	writeJSON(w, http.StatusOK, map[string]any{"items": e.history.list(), "enabled": e.history.enabled()})
 }
 
 // call runs the function named in the URL with the request body, and records it.
@@ -290,7 +289,11 @@ func (g *Gateway) call(r *http.Request, source string) (*Invocation, error) {
 	if callErr != nil {
 		inv.Status, inv.Error, inv.Response = http.StatusInternalServerError, callErr.Error(), nil
 	}
-	e.history.add(*inv)
+	if e.history.enabled() {
+		rec := *inv
+		rec.Headers = recordedHeaders(r.Header)
+		e.history.add(rec)
+	}
 	e.metrics.observe(inv.Status, elapsed)
 	if callErr != nil {
 		return nil, &apiError{Status: http.StatusInternalServerError, Code: "function_failed", Message: callErr.Error(), Logs: res.Logs}

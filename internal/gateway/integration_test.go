@@ -177,6 +177,10 @@ func TestRegisterCallUpdateDelete(t *testing.T) {
 		t.Errorf("list = %s", list.raw)
 	}
 
+	series := `gateway_function_invocation_total{code="200",function_name="echo.` + ns + `"}`
+	if metrics := g.do(t, "GET", "/metrics", "", nil); !strings.Contains(metrics.raw, series) {
+		t.Errorf("metrics lack the invocation counter")
+	}
 	if del := g.do(t, "DELETE", base+"/echo", g.token, nil); del.status != http.StatusNoContent {
 		t.Fatalf("delete = %d %s", del.status, del.raw)
 	}
@@ -184,9 +188,10 @@ func TestRegisterCallUpdateDelete(t *testing.T) {
 		r := g.do(t, "POST", "/hooks/"+ns+"/echo", "", hookRequest("p"))
 		return r.status == 404, fmt.Errorf("%d %s", r.status, r.raw)
 	})
-	if metrics := g.do(t, "GET", "/metrics", "", nil); !strings.Contains(metrics.raw, `gateway_function_invocation_total{code="200",function_name="echo.`+ns+`"}`) {
-		t.Errorf("metrics lack the invocation counter")
-	}
+	kubetest.Eventually(t, 30*time.Second, "the deleted function's series are gone", func(context.Context) (bool, error) {
+		metrics := g.do(t, "GET", "/metrics", "", nil)
+		return !strings.Contains(metrics.raw, `function_name="echo.`+ns+`"`), nil
+	})
 }
 
 // TestKubectlIsAnEqualDoor registers functions by creating Function objects directly.

@@ -54,6 +54,12 @@ func (f *functionMetrics) observe(code int, d time.Duration) {
 	f.duration.Observe(d.Seconds())
 }
 
+// remove drops the function's series, once the function is deleted.
+func (f *functionMetrics) remove() {
+	f.m.invocations.DeletePartialMatch(prometheus.Labels{"function_name": f.name})
+	f.m.seconds.DeleteLabelValues(f.name)
+}
+
 type poolCollector struct {
 	stats func() map[string]runtime.PoolStats
 	desc  *prometheus.Desc

@@ -1,83 +1,236 @@
 package gateway
 
-// openAPI describes the gateway's routes (routes.go); a test keeps the two in step.
-func openAPI() map[string]any {
-	ns := param("namespace", "Namespace of the Function.")
-	name := param("name", "Name of the Function.")
-	fn := ref("Function")
-	errResp := map[string]any{"description": "error", "content": jsonContent(ref("Error"))}
-	op := func(summary string, params []any, body any, ok string, okSchema any, codes ...string) map[string]any {
-		o := map[string]any{"summary": summary, "parameters": params, "responses": map[string]any{
-			ok: map[string]any{"description": "success", "content": jsonContent(okSchema)},
-		}}
-		for _, c := range codes {
-			o["responses"].(map[string]any)[c] = errResp
-		}
-		if body != nil {
-			o["requestBody"] = map[string]any{"required": true, "content": jsonContent(body)}
-		}
-		return o
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/metalambda/metalambda/crds"
+	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
+)
+
+// openAPI is the document served at /openapi.json. It describes the routes of
+// routes.go (a test keeps the two in step, another checks real exchanges against it);
+// the Function schema is the Function CRD's own.
+var openAPI = sync.OnceValue(func() *openapi3.T {
+	doc, err := buildOpenAPI()
+	if err != nil {
+		panic(err) // the CRD is embedded in the binary; a unit test loads it
 	}
-	auth := []string{"401", "403"}
-	return map[string]any{
-		"openapi": "3.0.3",
-		"info":    map[string]any{"title": "Metalambda gateway", "version": "v1"},
-		"paths": map[string]any{
-			"/healthz":      map[string]any{"get": op("Liveness.", nil, nil, "200", obj())},
-			"/readyz":       map[string]any{"get": op("Readiness: every Function loaded once.", nil, nil, "200", obj(), "503")},
-			"/metrics":      map[string]any{"get": map[string]any{"summary": "Prometheus metrics.", "responses": map[string]any{"200": map[string]any{"description": "text exposition format"}}}},
-			"/openapi.json": map[string]any{"get": op("This document.", nil, nil, "200", obj())},
-			"/hooks/{namespace}/{name}": map[string]any{"post": op("Call a function as a Metacontroller hook: hook request in, hook response out.",
-				[]any{ns, name}, obj(), "200", obj(), "400", "401", "404", "413", "500", "503")},
-			"/v1/namespaces/{namespace}/functions": map[string]any{
-				"get":  op("List functions.", []any{ns}, nil, "200", map[string]any{"type": "object", "properties": map[string]any{"items": map[string]any{"type": "array", "items": fn}}}, auth...),
-				"post": op("Create a function; 409 if it exists, 422 if it does not compile.", []any{ns}, fn, "201", fn, append(auth, "400", "409", "413", "422")...),
-			},
-			"/v1/namespaces/{namespace}/functions/{name}": map[string]any{
-				"get":    op("Read a function.", []any{ns, name}, nil, "200", fn, append(auth, "404")...),
-				"put":    op("Create or replace a function.", []any{ns, name}, fn, "200", fn, append(auth, "400", "413", "422")...),
-				"delete": op("Delete a function.", []any{ns, name}, nil, "204", obj(), append(auth, "404")...),
-			},
-			"/v1/namespaces/{namespace}/functions/{name}/invoke": map[string]any{
-				"post": op("Test call: the function's response and logs.", []any{ns, name}, obj(), "200", ref("InvokeResult"), append(auth, "404", "500", "503")...),
-			},
-			"/v1/namespaces/{namespace}/functions/{name}/invocations": map[string]any{
-				"get": op("Recent calls, newest first.", []any{ns, name}, nil, "200", obj(), append(auth, "404")...),
-			},
+	return doc
+})
+
+// Error codes every operation that reaches the Kubernetes API may answer besides its
+// own: Kubernetes' throttling and timeouts pass through, an unreachable API is a 502.
+var kubernetesCodes = []int{http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout}
+
+func buildOpenAPI() (*openapi3.T, error) {
+	function, err := functionSchema()
+	if err != nil {
+		return nil, err
+	}
+	doc := &openapi3.T{
+		OpenAPI: "3.0.3",
+		Info:    &openapi3.Info{Title: "Metalambda gateway", Version: "v1"},
+		Components: &openapi3.Components{
+			Schemas:         schemas(function),
+			SecuritySchemes: securitySchemes(),
 		},
-		"components": map[string]any{
-			"securitySchemes": map[string]any{"bearer": map[string]any{"type": "http", "scheme": "bearer", "description": "A token the Kubernetes API accepts; RBAC on functions.metalambda.dev decides."}},
-			"schemas": map[string]any{
-				"Function": map[string]any{"type": "object", "properties": map[string]any{
-					"metadata": map[string]any{"type": "object", "properties": map[string]any{"name": str()}},
-					"spec": map[string]any{"type": "object", "required": []string{"runtime", "source"}, "properties": map[string]any{
-						"runtime":        map[string]any{"type": "string", "enum": []string{"javascript", "python", "jsonnet", "builtin"}},
-						"source":         str(),
-						"handler":        str(),
-						"timeoutSeconds": map[string]any{"type": "integer", "minimum": 1, "maximum": 300},
-						"env":            map[string]any{"type": "object", "additionalProperties": str()},
-					}},
-					"status": obj(),
-				}},
-				"Error": map[string]any{"type": "object", "required": []string{"error", "message"}, "properties": map[string]any{
-					"error": str(), "message": str(), "line": map[string]any{"type": "integer"}, "column": map[string]any{"type": "integer"}, "logs": str(),
-				}},
-				"InvokeResult": map[string]any{"type": "object", "properties": map[string]any{
-					"response": obj(), "logs": str(), "durationMs": map[string]any{"type": "number"},
-				}},
-			},
+		Security: openapi3.SecurityRequirements{openapi3.NewSecurityRequirement().Authenticate("bearer")},
+		Paths:    openapi3.NewPaths(),
+	}
+	for path, ops := range operations() {
+		item := &openapi3.PathItem{}
+		for method, op := range ops {
+			item.SetOperation(method, op)
+		}
+		doc.Paths.Set(path, item)
+	}
+	return doc, nil
+}
+
+// operations are the routes of routes.go, by path and method.
+func operations() map[string]map[string]*openapi3.Operation {
+	ns, name := pathParam("namespace", "Namespace of the Function."), pathParam("name", "Name of the Function.")
+	fn := jsonResponse("The Function.", ref("Function"))
+	functionBody := &openapi3.RequestBodyRef{Value: openapi3.NewRequestBody().WithRequired(true).
+		WithDescription("A Function object (metadata and spec), or the spec's fields flat beside name.").
+		WithJSONSchemaRef(ref("FunctionRequest"))}
+	anyJSON := &openapi3.RequestBodyRef{Value: openapi3.NewRequestBody().WithRequired(true).
+		WithDescription("The hook request: any JSON, usually a Metacontroller sync request.").WithJSONSchema(openapi3.NewSchema())}
+	public := &openapi3.SecurityRequirements{}
+	hookAuth := &openapi3.SecurityRequirements{openapi3.NewSecurityRequirement().Authenticate("hookToken"), openapi3.NewSecurityRequirement()}
+	return map[string]map[string]*openapi3.Operation{
+		"/healthz": {http.MethodGet: operation("Liveness.", nil, nil, public,
+			ok(200, jsonResponse("Alive.", ref("Status"))))},
+		"/readyz": {http.MethodGet: operation("Readiness: every Function loaded once.", nil, nil, public,
+			ok(200, jsonResponse("Ready.", ref("Status"))), errs(503))},
+		"/metrics": {http.MethodGet: operation("Prometheus metrics.", nil, nil, public,
+			ok(200, &openapi3.Response{Description: ptr("The Prometheus text exposition format."),
+				Content: openapi3.NewContentWithSchema(openapi3.NewStringSchema(), []string{"text/plain"})}))},
+		"/openapi.json": {http.MethodGet: operation("This document.", nil, nil, public,
+			ok(200, jsonResponse("An OpenAPI 3.0 document.", openapi3.NewObjectSchema().NewRef())))},
+		"/hooks/{namespace}/{name}": {http.MethodPost: operation("Call a function as a Metacontroller hook: hook request in, hook response out.",
+			params(ns, name), anyJSON, hookAuth,
+			ok(200, jsonResponse("The function's response.", openapi3.NewSchema().NewRef())), errs(400, 401, 404, 413, 429, 500, 503))},
+		"/v1/namespaces/{namespace}/functions": {
+			http.MethodGet: operation("List functions.", params(ns), nil, nil,
+				ok(200, jsonResponse("The namespace's Functions.", ref("FunctionList"))), errs(401, 403, 500), errs(kubernetesCodes...)),
+			http.MethodPost: operation("Create a function; 409 if it exists, 422 if it does not compile.", params(ns), functionBody, nil,
+				ok(201, fn), errs(400, 401, 403, 409, 413, 422, 500), errs(kubernetesCodes...)),
 		},
-		"security": []any{map[string]any{"bearer": []any{}}},
+		"/v1/namespaces/{namespace}/functions/{name}": {
+			http.MethodGet: operation("Read a function.", params(ns, name), nil, nil,
+				ok(200, fn), errs(401, 403, 404, 500), errs(kubernetesCodes...)),
+			http.MethodPut: operation("Create (201) or replace (200) a function. Labels and annotations the body names replace the stored ones; a body without them keeps them.",
+				params(ns, name), functionBody, nil,
+				ok(200, fn), ok(201, fn), errs(400, 401, 403, 409, 413, 422, 500), errs(kubernetesCodes...)),
+			http.MethodDelete: operation("Delete a function.", params(ns, name), nil, nil,
+				ok(204, &openapi3.Response{Description: ptr("Deleted.")}), errs(401, 403, 404, 500), errs(kubernetesCodes...)),
+		},
+		"/v1/namespaces/{namespace}/functions/{name}/invoke": {http.MethodPost: operation("Test call: the function's response and logs.",
+			params(ns, name), anyJSON, nil,
+			ok(200, jsonResponse("The call's result.", ref("InvokeResult"))), errs(400, 401, 403, 404, 413, 429, 500, 503))},
+		"/v1/namespaces/{namespace}/functions/{name}/invocations": {http.MethodGet: operation("Recent calls, newest first.",
+			params(ns, name), nil, nil,
+			ok(200, jsonResponse("The recorded calls.", ref("InvocationList"))), errs(401, 403, 404, 500, 503))},
 	}
 }
 
-func param(name, description string) map[string]any {
-	return map[string]any{"name": name, "in": "path", "required": true, "description": description, "schema": str()}
+type responses func(*openapi3.Responses)
+
+func operation(summary string, parameters openapi3.Parameters, body *openapi3.RequestBodyRef, security *openapi3.SecurityRequirements, rs ...responses) *openapi3.Operation {
+	op := &openapi3.Operation{Summary: summary, Parameters: parameters, RequestBody: body, Security: security, Responses: openapi3.NewResponses()}
+	op.Responses.Delete("default")
+	for _, r := range rs {
+		r(op.Responses)
+	}
+	return op
 }
 
-func ref(name string) map[string]any { return map[string]any{"$ref": "#/components/schemas/" + name} }
-func jsonContent(schema any) map[string]any {
-	return map[string]any{"application/json": map[string]any{"schema": schema}}
+func ok(status int, r *openapi3.Response) responses {
+	return func(rs *openapi3.Responses) { rs.Set(fmt.Sprint(status), &openapi3.ResponseRef{Value: r}) }
 }
-func obj() map[string]any { return map[string]any{"type": "object"} }
-func str() map[string]any { return map[string]any{"type": "string"} }
+
+// errs documents error statuses, all with the one error shape.
+func errs(statuses ...int) responses {
+	return func(rs *openapi3.Responses) {
+		for _, s := range statuses {
+			rs.Set(fmt.Sprint(s), &openapi3.ResponseRef{Value: jsonResponse(http.StatusText(s)+".", ref("Error"))})
+		}
+	}
+}
+
+func jsonResponse(description string, schema *openapi3.SchemaRef) *openapi3.Response {
+	return &openapi3.Response{Description: ptr(description), Content: openapi3.NewContentWithJSONSchemaRef(schema)}
+}
+
+func pathParam(name, description string) *openapi3.ParameterRef {
+	p := openapi3.NewPathParameter(name).WithSchema(openapi3.NewStringSchema())
+	p.Description = description
+	return &openapi3.ParameterRef{Value: p}
+}
+
+func params(ps ...*openapi3.ParameterRef) openapi3.Parameters { return ps }
+
+func ref(name string) *openapi3.SchemaRef {
+	return openapi3.NewSchemaRef("#/components/schemas/"+name, nil)
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func described(s *openapi3.Schema, description string) *openapi3.Schema {
+	s.Description = description
+	return s
+}
+
+func securitySchemes() openapi3.SecuritySchemes {
+	return openapi3.SecuritySchemes{
+		"bearer": {Value: &openapi3.SecurityScheme{Type: "http", Scheme: "bearer",
+			Description: "A token the Kubernetes API accepts; RBAC on functions.metalambda.dev decides."}},
+		"hookToken": {Value: &openapi3.SecurityScheme{Type: "http", Scheme: "bearer",
+			Description: "The gateway's hook token, required when the gateway has one."}},
+	}
+}
+
+// schemas are the document's named schemas; function is the CRD's.
+func schemas(function *openapi3.Schema) openapi3.Schemas {
+	str, integer, anyJSON := openapi3.NewStringSchema, openapi3.NewIntegerSchema, openapi3.NewSchema
+	stringMap := func() *openapi3.Schema {
+		return openapi3.NewObjectSchema().WithAdditionalProperties(openapi3.NewStringSchema())
+	}
+	flat := openapi3.NewObjectSchema().WithProperty("name", str())
+	flat.Description = "The flat form: a Function's spec fields beside its name."
+	spec := function.Properties["spec"].Value
+	for field, s := range spec.Properties {
+		flat.WithPropertyRef(field, s)
+	}
+	flat.Required = spec.Required
+	invocation := openapi3.NewObjectSchema().
+		WithProperty("time", openapi3.NewDateTimeSchema()).
+		WithProperty("durationMs", openapi3.NewFloat64Schema()).
+		WithProperty("source", str().WithEnum("hook", "invoke")).
+		WithProperty("status", integer()).
+		WithProperty("error", str()).
+		WithProperty("headers", described(stringMap(), "The call's HTTP headers; credentials are redacted.")).
+		WithProperty("request", described(anyJSON(), "The request body; Secret data and authorization values are redacted, big bodies replaced by a note.")).
+		WithProperty("response", described(anyJSON(), "The response body, redacted and truncated as the request.")).
+		WithProperty("logs", str())
+	invocation.Required = []string{"time", "durationMs", "source", "status"}
+	errorSchema := openapi3.NewObjectSchema().
+		WithProperty("error", described(str(), "A code: not_found, compile_error, too_many_requests...")).
+		WithProperty("message", str()).
+		WithProperty("line", integer()).WithProperty("column", integer()).WithProperty("logs", str())
+	errorSchema.Required = []string{"error", "message"}
+	return openapi3.Schemas{
+		"Function":        function.NewRef(),
+		"FunctionRequest": {Value: &openapi3.Schema{OneOf: openapi3.SchemaRefs{ref("Function"), ref("FunctionFlat")}}},
+		"FunctionFlat":    flat.NewRef(),
+		"FunctionList":    openapi3.NewObjectSchema().WithProperty("items", &openapi3.Schema{Type: &openapi3.Types{"array"}, Items: ref("Function")}).NewRef(),
+		"InvokeResult": openapi3.NewObjectSchema().
+			WithProperty("response", described(anyJSON(), "The function's response.")).
+			WithProperty("logs", str()).WithProperty("durationMs", openapi3.NewFloat64Schema()).NewRef(),
+		"Invocation": invocation.NewRef(),
+		"InvocationList": openapi3.NewObjectSchema().
+			WithProperty("items", &openapi3.Schema{Type: &openapi3.Types{"array"}, Items: ref("Invocation")}).
+			WithProperty("enabled", described(openapi3.NewBoolSchema(), "False when the Function's spec.history.enabled is false.")).NewRef(),
+		"Status": openapi3.NewObjectSchema().WithProperty("status", str()).NewRef(),
+		"Error":  errorSchema.NewRef(),
+	}
+}
+
+// functionSchema is the Function CRD's schema, with the metadata fields the API reads.
+func functionSchema() (*openapi3.Schema, error) {
+	all, err := crds.All()
+	if err != nil {
+		return nil, err
+	}
+	for _, crd := range all {
+		if crd.Spec.Group != fnv1.Group || crd.Spec.Names.Kind != fnv1.Kind {
+			continue
+		}
+		for _, v := range crd.Spec.Versions {
+			if v.Name != fnv1.Version || v.Schema == nil || v.Schema.OpenAPIV3Schema == nil {
+				continue
+			}
+			data, err := json.Marshal(v.Schema.OpenAPIV3Schema)
+			if err != nil {
+				return nil, err
+			}
+			var s openapi3.Schema
+			if err := json.Unmarshal(data, &s); err != nil {
+				return nil, fmt.Errorf("the Function CRD's schema as OpenAPI: %w", err)
+			}
+			s.Properties["metadata"] = openapi3.NewObjectSchema().
+				WithProperty("name", openapi3.NewStringSchema()).
+				WithProperty("namespace", openapi3.NewStringSchema()).
+				WithProperty("labels", openapi3.NewObjectSchema().WithAdditionalProperties(openapi3.NewStringSchema())).
+				WithProperty("annotations", openapi3.NewObjectSchema().WithAdditionalProperties(openapi3.NewStringSchema())).NewRef()
+			return &s, nil
+		}
+	}
+	return nil, fmt.Errorf("no %s/%s %s among the embedded CRDs", fnv1.Group, fnv1.Version, fnv1.Kind)
+}

@@ -124,17 +124,19 @@ func (s *store) sync(ctx context.Context, key string) error {
 	if err != nil {
 		return s.writeStatus(ctx, u, "", err)
 	}
-	e := s.load(key, u.GetGeneration(), fn)
+	e := s.load(key, u.GetGeneration(), fn, historyEnabled(u))
 	return s.writeStatus(ctx, u, sourceHash(fn.Source), e.compileErr)
 }
 
 // load compiles fn unless the loaded entry already runs exactly this code.
-func (s *store) load(key string, generation int64, fn runtime.Function) *entry {
+// record turns its invocation history on or off, before a new entry is served.
+func (s *store) load(key string, generation int64, fn runtime.Function, record bool) *entry {
 	hash := functionHash(fn)
 	s.mu.RLock()
 	old := s.entries[key]
 	s.mu.RUnlock()
 	if old != nil && old.hash == hash {
+		old.history.setEnabled(record)
 		return old
 	}
 	e := &entry{key: key, generation: generation, hash: hash}
@@ -144,6 +146,7 @@ func (s *store) load(key string, generation int64, fn runtime.Function) *entry {
 		namespace, name, _ := cache.SplitMetaNamespaceKey(key)
 		e.history, e.metrics = newHistory(s.history), s.metrics.forFunction(namespace, name)
 	}
+	e.history.setEnabled(record)
 	e.compiled, e.compileErr = s.compiler.Compile(fn)
 	s.mu.Lock()
 	s.entries[key] = e
@@ -173,12 +176,17 @@ func (s *store) retire(c runtime.Compiled, timeout time.Duration) {
 	})
 }
 
+// remove unloads a deleted function and drops its metric series.
 func (s *store) remove(key string) {
 	s.mu.Lock()
 	e := s.entries[key]
 	delete(s.entries, key)
 	s.mu.Unlock()
-	if e != nil && e.compiled != nil {
+	if e == nil {
+		return
+	}
+	e.metrics.remove()
+	if e.compiled != nil {
 		s.retire(e.compiled, 10*time.Second)
 	}
 }
@@ -236,6 +244,12 @@ func decodeFunction(u *unstructured.Unstructured) (runtime.Function, error) {
 		return runtime.Function{}, fmt.Errorf("decode Function: %w", err)
 	}
 	return toRuntime(u.GetNamespace(), u.GetName(), &f.Spec), nil
+}
+
+// historyEnabled reads spec.history.enabled; a Function that does not say records.
+func historyEnabled(u *unstructured.Unstructured) bool {
+	enabled, found, err := unstructured.NestedBool(u.Object, "spec", "history", "enabled")
+	return !found || err != nil || enabled
 }
 
 func toRuntime(namespace, name string, spec *fnv1.FunctionSpec) runtime.Function {

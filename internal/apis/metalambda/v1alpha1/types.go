@@ -35,6 +35,17 @@ type FunctionSpec struct {
 	TimeoutSeconds int32 `json:"timeoutSeconds,omitempty"`
 	// Env holds plain environment values.
 	Env map[string]string `json:"env,omitempty"`
+	// History says whether the gateway records this function's calls; nil records
+	// them.
+	History *FunctionHistory `json:"history,omitempty"`
+}
+
+// FunctionHistory configures the record of recent calls that the gateway keeps in
+// memory and serves at .../invocations.
+type FunctionHistory struct {
+	// Enabled records calls (their request and response with Secret data redacted,
+	// and their logs); nil means true.
+	Enabled *bool `json:"enabled,omitempty"`
 }
 
 // FunctionStatus is what the gateway reports.

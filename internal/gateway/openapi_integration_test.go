@@ -1,0 +1,201 @@
+//go:build integration
+
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/legacy"
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/metalambda/metalambda/internal/kubetest"
+)
+
+// checker sends requests to a gateway and validates each request and response against
+// the gateway's own /openapi.json.
+type checker struct {
+	g      *testGateway
+	router routers.Router
+	checks int
+}
+
+func newChecker(t *testing.T, g *testGateway) *checker {
+	t.Helper()
+	served := g.do(t, "GET", "/openapi.json", "", nil)
+	doc, err := openapi3.NewLoader().LoadFromData([]byte(served.raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &checker{g: g, router: router}
+}
+
+// do sends a request and checks the exchange: the request only when validRequest (bad
+// input is sent on purpose too), the response always.
+func (c *checker) do(t *testing.T, method, path, token string, body any, header http.Header, validRequest bool) reply {
+	t.Helper()
+	var data []byte
+	switch b := body.(type) {
+	case nil:
+	case string:
+		data = []byte(b)
+	default:
+		data, _ = json.Marshal(b)
+	}
+	req, _ := http.NewRequest(method, c.g.url+path, bytes.NewReader(data))
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if data != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	respBody, _ := io.ReadAll(resp.Body)
+	out := reply{status: resp.StatusCode, raw: string(respBody)}
+	_ = json.Unmarshal(respBody, &out.body)
+
+	route, params, err := c.router.FindRoute(req)
+	if err != nil {
+		t.Errorf("%s %s: not in /openapi.json: %v", method, path, err)
+		return out
+	}
+	req.Body = io.NopCloser(bytes.NewReader(data))
+	in := &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc, IncludeResponseStatus: true, MultiError: true}}
+	if validRequest {
+		if err := openapi3filter.ValidateRequest(context.Background(), in); err != nil {
+			t.Errorf("%s %s: the request does not match /openapi.json: %v", method, path, err)
+		}
+	}
+	check := &openapi3filter.ResponseValidationInput{RequestValidationInput: in, Status: resp.StatusCode, Header: resp.Header, Options: in.Options}
+	check.SetBodyBytes(respBody)
+	if err := openapi3filter.ValidateResponse(context.Background(), check); err != nil {
+		t.Errorf("%s %s: the response %d %.300s does not match /openapi.json: %v", method, path, resp.StatusCode, respBody, err)
+	}
+	c.checks++
+	return out
+}
+
+const secretJS = `function sync(request) {
+  return {children: [{apiVersion: "v1", kind: "Secret", metadata: {name: request.parent.metadata.name}, stringData: {password: request.parent.stringData.password}}]};
+}`
+
+// TestAPIMatchesItsOpenAPI drives every route of the API, with good and bad input,
+// and checks each real request and response against the served document. It also
+// checks what the API promises: PUT's 201 and 200, labels and annotations kept, the
+// flat body form, Kubernetes' errors kept, and the invocation history redacted or off.
+func TestAPIMatchesItsOpenAPI(t *testing.T) {
+	g := startGateway(t)
+	c := newChecker(t, g)
+	ns := env.Namespace(t)
+	base := "/v1/namespaces/" + ns + "/functions"
+	tok := g.token
+	expect := func(r reply, status int, code string) {
+		t.Helper()
+		if r.status != status || (code != "" && r.body["error"] != code) {
+			t.Errorf("got %d %.300s, want %d %s", r.status, r.raw, status, code)
+		}
+	}
+	for _, path := range []string{"/healthz", "/readyz", "/openapi.json", "/metrics"} {
+		expect(c.do(t, "GET", path, "", nil, nil, true), 200, "")
+	}
+
+	// Create in both body forms; PUT creates (201) and replaces (200).
+	echo := map[string]any{"metadata": map[string]any{"name": "echo", "labels": map[string]any{"team": "a"}, "annotations": map[string]any{"note": "x"}},
+		"spec": map[string]any{"runtime": "javascript", "source": fmt.Sprintf(echoJS, "v1")}}
+	expect(c.do(t, "POST", base, tok, echo, nil, true), 201, "")
+	expect(c.do(t, "POST", base, tok, map[string]any{"name": "echo", "runtime": "javascript", "source": fmt.Sprintf(echoJS, "v1")}, nil, true), 409, "already_exists")
+	expect(c.do(t, "PUT", base+"/made-by-put", tok, map[string]any{"runtime": "jsonnet", "source": "function(request) {}"}, nil, true), 201, "")
+	expect(c.do(t, "PUT", base+"/echo", tok, map[string]any{"runtime": "javascript", "source": fmt.Sprintf(echoJS, "v2")}, nil, true), 200, "")
+	if got := function(t, ns, "echo"); !cmp.Equal(got.Labels, map[string]string{"team": "a"}) || !cmp.Equal(got.Annotations, map[string]string{"note": "x"}) {
+		t.Errorf("a flat PUT lost labels or annotations: %v %v", got.Labels, got.Annotations)
+	}
+	echo["metadata"] = map[string]any{"labels": map[string]any{"team": "b"}, "annotations": map[string]any{"note": "y", "more": "z"}}
+	expect(c.do(t, "PUT", base+"/echo", tok, echo, nil, true), 200, "")
+	if got := function(t, ns, "echo"); !cmp.Equal(got.Labels, map[string]string{"team": "b"}) || !cmp.Equal(got.Annotations, map[string]string{"note": "y", "more": "z"}) {
+		t.Errorf("PUT did not write labels and annotations: %v %v", got.Labels, got.Annotations)
+	}
+	expect(c.do(t, "GET", base+"/echo", tok, nil, nil, true), 200, "")
+	expect(c.do(t, "GET", base, tok, nil, nil, true), 200, "")
+
+	// Errors: Kubernetes' own keep their status and message; the gateway's have theirs.
+	badLabel := map[string]any{"metadata": map[string]any{"name": "bad-label", "labels": map[string]any{"not a label!": "x"}},
+		"spec": map[string]any{"runtime": "javascript", "source": "function sync(r) { return {} }"}}
+	r := c.do(t, "POST", base, tok, badLabel, nil, true)
+	expect(r, 422, "invalid")
+	if msg, _ := r.body["message"].(string); !strings.Contains(msg, "metadata.labels") {
+		t.Errorf("the Kubernetes message is lost: %q", msg)
+	}
+	expect(c.do(t, "POST", base, tok, map[string]any{"name": "bad", "runtime": "javascript", "source": "function sync( {"}, nil, true), 422, "compile_error")
+	expect(c.do(t, "POST", base, tok, "{nope", nil, false), 400, "bad_request")
+	expect(c.do(t, "POST", base, tok, map[string]any{"name": "f", "runtime": "cobol", "source": "x"}, nil, false), 422, "invalid_runtime")
+	expect(c.do(t, "GET", base+"/missing", tok, nil, nil, true), 404, "not_found")
+	expect(c.do(t, "GET", base, "", nil, nil, true), 401, "")
+	expect(c.do(t, "POST", base+"/missing/invoke", tok, map[string]any{}, nil, true), 404, "not_found")
+
+	// Calls, and what the history keeps of them.
+	expect(c.do(t, "POST", base, tok, map[string]any{"name": "secrets", "runtime": "javascript", "source": secretJS}, nil, true), 201, "")
+	expect(c.do(t, "POST", base, tok, map[string]any{"name": "quiet", "runtime": "javascript", "source": fmt.Sprintf(echoJS, "q"), "history": map[string]any{"enabled": false}}, nil, true), 201, "")
+	parent := map[string]any{"parent": map[string]any{"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "p"}, "stringData": map[string]any{"password": "hunter2"}}}
+	kubetest.Eventually(t, 30*time.Second, "the functions are loaded", func(context.Context) (bool, error) {
+		a := c.do(t, "POST", "/hooks/"+ns+"/secrets", "", parent, http.Header{"Authorization": {"Bearer hook-secret"}}, true)
+		b := c.do(t, "POST", "/hooks/"+ns+"/quiet", "", hookRequest("p"), nil, true)
+		return a.status == 200 && b.status == 200, fmt.Errorf("%d %s / %d %s", a.status, a.raw, b.status, b.raw)
+	})
+	expect(c.do(t, "POST", base+"/secrets/invoke", tok, parent, nil, true), 200, "")
+	expect(c.do(t, "POST", "/hooks/"+ns+"/secrets", "", "{nope", nil, false), 400, "bad_request")
+	hist := c.do(t, "GET", base+"/secrets/invocations", tok, nil, nil, true)
+	if items, _ := hist.body["items"].([]any); len(items) < 2 || hist.body["enabled"] != true {
+		t.Errorf("invocations of secrets = %.500s", hist.raw)
+	}
+	for _, leaked := range []string{"hunter2", "hook-secret"} {
+		if strings.Contains(hist.raw, leaked) {
+			t.Errorf("the history shows %q: %.1000s", leaked, hist.raw)
+		}
+	}
+	if !strings.Contains(hist.raw, redacted) {
+		t.Errorf("the history shows no redaction: %.1000s", hist.raw)
+	}
+	quiet := c.do(t, "GET", base+"/quiet/invocations", tok, nil, nil, true)
+	if items, _ := quiet.body["items"].([]any); len(items) != 0 || quiet.body["enabled"] != false {
+		t.Errorf("a Function with history off shows %.500s", quiet.raw)
+	}
+
+	// Delete: 204, then 404.
+	expect(c.do(t, "DELETE", base+"/echo", tok, nil, nil, true), 204, "")
+	expect(c.do(t, "DELETE", base+"/echo", tok, nil, nil, true), 404, "not_found")
+	t.Logf("%d exchanges checked against /openapi.json", c.checks)
+}
+
+type functionMeta struct{ Labels, Annotations map[string]string }
+
+func function(t *testing.T, ns, name string) functionMeta {
+	t.Helper()
+	u, err := env.Dynamic.Resource(FunctionsGVR).Namespace(ns).Get(kubetest.Context(t), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return functionMeta{Labels: u.GetLabels(), Annotations: u.GetAnnotations()}
+}
