@@ -1,11 +1,19 @@
 // Package sandbox starts commands that run untrusted code under kernel bounds, with
-// bubblewrap (bwrap): their own user, PID, mount, network, IPC, UTS and cgroup
-// namespaces, no capabilities, no_new_privs, a read-only view of only the system
-// directories and the paths a command needs, a private size-bounded /tmp, a /proc
-// of their own PID namespace, and rlimits (address space, processes, open files,
-// file size) set by prlimit before the command starts. Every descendant of a
-// sandboxed command lives in its PID namespace, so it dies when the command's
-// bwrap process is killed.
+// bubblewrap (bwrap): their own PID, mount, network, IPC, UTS and cgroup
+// namespaces, an unprivileged user, no capabilities, no_new_privs, a read-only view
+// of only the system directories and the paths a command needs, a private
+// size-bounded /tmp, a /proc of their own PID namespace, and rlimits (address
+// space, processes, open files, file size) set by prlimit before the command
+// starts. Every descendant of a sandboxed command lives in its PID namespace, so it
+// dies when the command's bwrap process is killed.
+//
+// The user depends on the caller. When it is root, bwrap builds the namespaces as
+// root (so that it can show paths only root can reach, such as an interpreter
+// under /root) and setpriv drops to a user of its own for each command, taken
+// from a range no account uses: the process limit then counts that command's
+// processes alone, and no two commands share a user. Otherwise bwrap runs as the
+// caller in a user namespace of its own (unprivileged user namespaces must be
+// allowed), as Options.UID inside it, with further user namespaces disabled.
 package sandbox
 
 import (
@@ -18,7 +26,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -27,8 +35,11 @@ import (
 const (
 	DefaultBwrap     = "bwrap"
 	DefaultPrlimit   = "prlimit"
+	DefaultSetpriv   = "setpriv"
 	DefaultUID       = 65534
 	DefaultGID       = 65534
+	DefaultUIDBase   = 1 << 30
+	uidSpan          = 1 << 20
 	DefaultProcesses = 32
 	DefaultOpenFiles = 256
 	DefaultFileSize  = 16 << 20
@@ -39,13 +50,15 @@ const (
 type Options struct {
 	// Bwrap is the bubblewrap binary (default "bwrap", looked up in PATH).
 	Bwrap string
-	// Prlimit is util-linux's prlimit (default "prlimit", looked up in PATH); it
-	// must lie under /usr, which every sandbox sees.
-	Prlimit string
-	// UID and GID are the user that sandboxed commands run as, inside their user
-	// namespace and, when the caller is root and can hand the command's paths to
-	// that user, on the host (default 65534, nobody).
+	// Prlimit and Setpriv are util-linux's (default "prlimit" and "setpriv", looked
+	// up in PATH); they must lie under /usr, which every sandbox sees.
+	Prlimit, Setpriv string
+	// UID and GID are the user that sandboxed commands run as inside their user
+	// namespace when the caller is not root (default 65534, nobody).
 	UID, GID int
+	// UIDBase starts the range of 2^20 users (and groups of the same number) that
+	// commands run as when the caller is root (default 2^30).
+	UIDBase int
 }
 
 // Limits are the kernel bounds of one sandboxed command; a zero field takes its
@@ -95,13 +108,11 @@ type Spec struct {
 
 // Sandbox starts sandboxed commands; it is safe for concurrent use.
 type Sandbox struct {
-	bwrap    string
-	prlimit  string
-	uid, gid int
-	root     bool // the caller is root
-
-	mu        sync.Mutex
-	reachable map[string]bool // host path: readable by uid/gid without privilege
+	bwrap, prlimit, setpriv string
+	uid, gid                int
+	uidBase                 int
+	privileged              bool // the caller is root: see the package documentation
+	next                    atomic.Uint32
 }
 
 // New finds bubblewrap and prlimit and checks that bubblewrap can build a sandbox
@@ -113,6 +124,12 @@ func New(opts Options) (*Sandbox, error) {
 	if opts.Prlimit == "" {
 		opts.Prlimit = DefaultPrlimit
 	}
+	if opts.Setpriv == "" {
+		opts.Setpriv = DefaultSetpriv
+	}
+	if opts.UIDBase == 0 {
+		opts.UIDBase = DefaultUIDBase
+	}
 	if opts.UID == 0 {
 		opts.UID = DefaultUID
 	}
@@ -123,22 +140,38 @@ func New(opts Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: bubblewrap (%s) not found: install the bubblewrap package: %w", opts.Bwrap, err)
 	}
-	prlimit, err := exec.LookPath(opts.Prlimit)
+	prlimit, err := systemTool("prlimit", opts.Prlimit)
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: prlimit (%s) not found: install util-linux: %w", opts.Prlimit, err)
-	}
-	if prlimit, err = filepath.EvalSymlinks(prlimit); err != nil || !strings.HasPrefix(prlimit, "/usr/") {
-		return nil, fmt.Errorf("sandbox: prlimit %s is not under /usr, which is all a sandbox sees of the system", opts.Prlimit)
-	}
-	if err := checkUserNamespaces(); err != nil {
 		return nil, err
 	}
+	setpriv, err := systemTool("setpriv", opts.Setpriv)
+	if err != nil {
+		return nil, err
+	}
+	privileged := os.Geteuid() == 0
+	if !privileged {
+		if err := checkUserNamespaces(); err != nil {
+			return nil, err
+		}
+	}
 	closeOnExecInherited()
-	s := &Sandbox{bwrap: bwrap, prlimit: prlimit, uid: opts.UID, gid: opts.GID, root: os.Geteuid() == 0, reachable: map[string]bool{}}
+	s := &Sandbox{bwrap: bwrap, prlimit: prlimit, setpriv: setpriv, uid: opts.UID, gid: opts.GID, uidBase: opts.UIDBase, privileged: privileged}
 	if err := s.probe(); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// systemTool finds a util-linux tool under /usr.
+func systemTool(name, path string) (string, error) {
+	found, err := exec.LookPath(path)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: %s (%s) not found: install util-linux: %w", name, path, err)
+	}
+	if found, err = filepath.EvalSymlinks(found); err != nil || !strings.HasPrefix(found, "/usr/") {
+		return "", fmt.Errorf("sandbox: %s %s is not under /usr, which is all a sandbox sees of the system", name, path)
+	}
+	return found, nil
 }
 
 // checkUserNamespaces reports the kernel settings that forbid the user namespaces
@@ -195,45 +228,45 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) *exec.Cmd {
 		cmd.Env = []string{}
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if s.root && s.allReachable(spec.ReadOnly) {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(s.uid), Gid: uint32(s.gid), Groups: []uint32{}}
-	}
 	return cmd
 }
 
-// UnprivilegedOnHost reports whether a command that needs paths runs as
-// Options.UID on the host too: always when the caller is not root; when it is
-// root, only if that user can read the paths without privilege (otherwise bwrap
-// runs as root, and the command's user namespace maps its user onto root, still
-// without any capability).
-func (s *Sandbox) UnprivilegedOnHost(paths []string) bool {
-	return !s.root || s.allReachable(paths)
+// nextUID is the host user of the next command of a privileged sandbox.
+func (s *Sandbox) nextUID() int {
+	return s.uidBase + int(s.next.Add(1)%uidSpan)
 }
 
 func (s *Sandbox) args(spec Spec) []string {
 	l := spec.Limits.withDefaults()
-	a := []string{
-		"--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-		"--uid", strconv.Itoa(s.uid), "--gid", strconv.Itoa(s.gid), "--disable-userns",
-		"--hostname", "sandbox",
-		"--ro-bind", "/usr", "/usr",
+	a := []string{"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup", "--hostname", "sandbox"}
+	if !spec.Network {
+		a = append(a, "--unshare-net")
 	}
-	if spec.Network {
-		a = append(a, "--share-net")
+	if s.privileged {
+		// setpriv needs these to drop to the command's user; it then drops them.
+		a = append(a, "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
+	} else {
+		a = append(a, "--unshare-user", "--uid", strconv.Itoa(s.uid), "--gid", strconv.Itoa(s.gid), "--disable-userns", "--cap-drop", "ALL")
 	}
+	a = append(a, "--ro-bind", "/usr", "/usr")
 	a = append(a, systemLinks()...)
 	a = append(a, "--proc", "/proc")
+	a = append(a, "--perms", "0755", "--dir", "/dev")
 	for _, dev := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"} {
 		a = append(a, "--dev-bind", dev, dev)
 	}
-	a = append(a, "--size", strconv.FormatInt(l.TmpSize, 10), "--tmpfs", "/tmp")
+	a = append(a, "--perms", "1777", "--size", strconv.FormatInt(l.TmpSize, 10), "--tmpfs", "/tmp")
+	binds := spec.ReadOnly
 	if spec.Network {
-		a = append(a, networkFiles()...)
+		binds = append(networkFiles(), binds...)
 	}
-	for _, p := range spec.ReadOnly {
-		a = append(a, "--ro-bind", p, p)
+	a = append(a, bindArgs(binds)...)
+	a = append(a, "--remount-ro", "/", "--chdir", "/tmp", "--")
+	if s.privileged {
+		uid := strconv.Itoa(s.nextUID())
+		a = append(a, s.setpriv, "--reuid="+uid, "--regid="+uid, "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--")
 	}
-	a = append(a, "--remount-ro", "/", "--chdir", "/tmp", "--", s.prlimit)
+	a = append(a, s.prlimit)
 	a = append(a, rlimit("as", l.AddressSpace), rlimit("nproc", l.Processes), rlimit("nofile", l.OpenFiles), rlimit("fsize", l.FileSize), "--core=0", "--")
 	return append(a, spec.Args...)
 }
@@ -267,76 +300,32 @@ func systemLinks() []string {
 // networkFiles are the files name resolution and TLS need, for a sandbox that
 // keeps the network.
 func networkFiles() []string {
-	var a []string
+	var files []string
 	for _, p := range []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/ssl", "/etc/ca-certificates"} {
 		if _, err := os.Stat(p); err == nil {
-			a = append(a, "--ro-bind", p, p)
+			files = append(files, p)
 		}
+	}
+	return files
+}
+
+// bindArgs binds paths read-only at the same place, their missing parents made
+// traversable (bubblewrap run as root makes them 0700).
+func bindArgs(paths []string) []string {
+	var a []string
+	made := map[string]bool{}
+	for _, p := range paths {
+		var parents []string
+		for dir := filepath.Dir(p); dir != "/" && dir != "."; dir = filepath.Dir(dir) {
+			parents = append(parents, dir)
+		}
+		for i := len(parents) - 1; i >= 0; i-- {
+			if !made[parents[i]] {
+				made[parents[i]] = true
+				a = append(a, "--perms", "0755", "--dir", parents[i])
+			}
+		}
+		a = append(a, "--ro-bind", p, p)
 	}
 	return a
-}
-
-// allReachable reports whether uid/gid can read every path (and traverse to it)
-// without privilege.
-func (s *Sandbox) allReachable(paths []string) bool {
-	for _, p := range paths {
-		if !s.pathReachable(p) {
-			return false
-		}
-	}
-	return true
-}
-
-func (s *Sandbox) pathReachable(p string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ok, known := s.reachable[p]
-	if !known {
-		ok = readableBy(p, uint32(s.uid), uint32(s.gid))
-		s.reachable[p] = ok
-	}
-	return ok
-}
-
-// readableBy checks the mode bits of p and of every directory above it for uid
-// and gid (supplementary groups are dropped in a sandbox).
-func readableBy(p string, uid, gid uint32) bool {
-	p, err := filepath.EvalSymlinks(p)
-	if err != nil {
-		return false
-	}
-	for dir := filepath.Dir(p); ; dir = filepath.Dir(dir) {
-		if !permits(dir, uid, gid, 1) {
-			return false
-		}
-		if dir == "/" {
-			break
-		}
-	}
-	if fi, err := os.Stat(p); err == nil && fi.IsDir() && !permits(p, uid, gid, 1) {
-		return false
-	}
-	return permits(p, uid, gid, 4)
-}
-
-// permits reports whether the mode of path grants bit (4 read, 1 execute/search)
-// to uid/gid.
-func permits(path string, uid, gid uint32, bit os.FileMode) bool {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !ok {
-		return false
-	}
-	mode := fi.Mode().Perm()
-	switch {
-	case st.Uid == uid:
-		return mode&(bit<<6) != 0
-	case st.Gid == gid:
-		return mode&(bit<<3) != 0
-	default:
-		return mode&bit != 0
-	}
 }

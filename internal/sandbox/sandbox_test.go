@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -24,11 +25,30 @@ func newSandbox(t *testing.T) *Sandbox {
 	return s
 }
 
+// modes are the sandboxes of a root caller and, when the tests run as root, of an
+// unprivileged one (bwrap started as nobody builds a user namespace).
+func modes(t *testing.T) map[string]func(Spec) *exec.Cmd {
+	s := newSandbox(t)
+	m := map[string]func(Spec) *exec.Cmd{}
+	if !s.privileged {
+		m["unprivileged"] = s.Command
+		return m
+	}
+	m["privileged"] = s.Command
+	u := &Sandbox{bwrap: s.bwrap, prlimit: s.prlimit, setpriv: s.setpriv, uid: s.uid, gid: s.gid}
+	m["unprivileged"] = func(spec Spec) *exec.Cmd {
+		cmd := u.Command(spec)
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}
+		return cmd
+	}
+	return m
+}
+
 // run runs a Python program in a sandbox and returns its output.
-func run(t *testing.T, s *Sandbox, spec Spec, program string) string {
+func run(t *testing.T, command func(Spec) *exec.Cmd, spec Spec, program string) string {
 	t.Helper()
 	spec.Args = []string{python, "-I", "-c", program}
-	cmd := s.Command(spec)
+	cmd := command(spec)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -54,7 +74,12 @@ func TestNewNamesWhatIsMissing(t *testing.T) {
 }
 
 func TestFileSystemView(t *testing.T) {
-	s := newSandbox(t)
+	for name, command := range modes(t) {
+		t.Run(name, func(t *testing.T) { testFileSystemView(t, command, name == "privileged") })
+	}
+}
+
+func testFileSystemView(t *testing.T, command func(Spec) *exec.Cmd, privileged bool) {
 	secret := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(secret, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
@@ -79,9 +104,17 @@ print(can_write("/usr/x"), can_write("/x"), can_write("/tmp/x"))
 print(sorted(os.listdir("/proc/self/fd")))
 print([l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapEff", "CapBnd", "NoNewPrivs"))])
 `
-	got := strings.Split(run(t, s, Spec{}, program), "\n")
+	got := strings.Split(run(t, command, Spec{}, program), "\n")
+	user := "65534 65534"
+	if privileged {
+		uid, _ := strconv.Atoi(strings.Fields(got[0])[0])
+		if uid < DefaultUIDBase {
+			t.Errorf("uid %d, want one from %d", uid, DefaultUIDBase)
+		}
+		user = strconv.Itoa(uid) + " " + strconv.Itoa(uid)
+	}
 	want := []string{
-		"65534 65534",
+		user,
 		"['bin', 'dev', 'lib', 'lib64', 'proc', 'sbin', 'tmp', 'usr']",
 		"FileNotFoundError FileNotFoundError FileNotFoundError",
 		"OSError OSError wrote",
@@ -99,7 +132,12 @@ print([l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapEff"
 }
 
 func TestLimits(t *testing.T) {
-	s := newSandbox(t)
+	for name, command := range modes(t) {
+		t.Run(name, func(t *testing.T) { testLimits(t, command) })
+	}
+}
+
+func testLimits(t *testing.T, command func(Spec) *exec.Cmd) {
 	program := `import resource
 for r in (resource.RLIMIT_AS, resource.RLIMIT_NPROC, resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE, resource.RLIMIT_CORE):
     print(resource.getrlimit(r))
@@ -109,7 +147,7 @@ try:
 except ValueError as e:
     print("cannot raise")
 `
-	got := run(t, s, Spec{Limits: Limits{AddressSpace: 512 << 20, Processes: 7, OpenFiles: 64, FileSize: 1 << 20}}, program)
+	got := run(t, command, Spec{Limits: Limits{AddressSpace: 512 << 20, Processes: 7, OpenFiles: 64, FileSize: 1 << 20}}, program)
 	want := "(536870912, 536870912)\n(7, 7)\n(64, 64)\n(1048576, 1048576)\n(0, 0)\ncannot raise"
 	if got != want {
 		t.Errorf("limits:\n%s\nwant\n%s", got, want)
@@ -117,7 +155,12 @@ except ValueError as e:
 }
 
 func TestForkBombEndsAtTheProcessLimit(t *testing.T) {
-	s := newSandbox(t)
+	for name, command := range modes(t) {
+		t.Run(name, func(t *testing.T) { testForkBombEndsAtTheProcessLimit(t, command) })
+	}
+}
+
+func testForkBombEndsAtTheProcessLimit(t *testing.T, command func(Spec) *exec.Cmd) {
 	program := `import os, time
 n = 0
 while n < 1000:
@@ -131,7 +174,7 @@ while n < 1000:
     n += 1
 print(n)
 `
-	got := run(t, s, Spec{Limits: Limits{Processes: 10}}, program)
+	got := run(t, command, Spec{Limits: Limits{Processes: 10}}, program)
 	n, err := strconv.Atoi(got)
 	if err != nil || n >= 10 {
 		t.Errorf("forked %q children, want fewer than the limit of 10", got)
@@ -139,7 +182,12 @@ print(n)
 }
 
 func TestNoNetwork(t *testing.T) {
-	s := newSandbox(t)
+	for name, command := range modes(t) {
+		t.Run(name, func(t *testing.T) { testNoNetwork(t, command) })
+	}
+}
+
+func testNoNetwork(t *testing.T, command func(Spec) *exec.Cmd) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -154,7 +202,7 @@ except OSError as e:
     print(type(e).__name__)
 print(sorted(n for _, n in socket.if_nameindex()))
 `
-	if got, want := run(t, s, Spec{}, program), "ConnectionRefusedError\n['lo']"; got != want {
+	if got, want := run(t, command, Spec{}, program), "ConnectionRefusedError\n['lo']"; got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
@@ -162,8 +210,14 @@ print(sorted(n for _, n in socket.if_nameindex()))
 // TestDescendantsDieWithTheCommand kills a sandbox whose child started a
 // grandchild in a new session; the grandchild must die too.
 func TestDescendantsDieWithTheCommand(t *testing.T) {
-	s := newSandbox(t)
-	marker := "sandbox-grandchild-" + strconv.Itoa(os.Getpid())
+	for name, command := range modes(t) {
+		t.Run(name, func(t *testing.T) {
+			testDescendantsDieWithTheCommand(t, command, "sandbox-grandchild-"+name+strconv.Itoa(os.Getpid()))
+		})
+	}
+}
+
+func testDescendantsDieWithTheCommand(t *testing.T, command func(Spec) *exec.Cmd, marker string) {
 	program := `import os, sys, time
 if os.fork() == 0:
     os.setsid()
@@ -173,7 +227,7 @@ if os.fork() == 0:
 print("started", flush=True)
 time.sleep(600)
 `
-	cmd := s.Command(Spec{Args: []string{python, "-I", "-c", program}})
+	cmd := command(Spec{Args: []string{python, "-I", "-c", program}})
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
