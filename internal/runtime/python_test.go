@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"encoding/json"
 	"maps"
 	"os"
@@ -245,4 +246,24 @@ func TestPythonMissingBinary(t *testing.T) {
 func BenchmarkPythonEcho(b *testing.B) {
 	c := mustCompile(b, NewPython(Options{}), pyFn("bench", strings.ReplaceAll(pyEcho, `print("sync", name)`, "")))
 	benchEcho(b, c)
+}
+
+// BenchmarkPythonColdStart measures a new function's first answer: compile (start
+// a worker, load the source), one call, close; with and without the sandbox.
+func BenchmarkPythonColdStart(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		opts Options
+	}{{"sandbox", Options{}}, {"insecure", Options{InsecureNoSandbox: true}}} {
+		b.Run(mode.name, func(b *testing.B) {
+			rt := NewPython(mode.opts)
+			for b.Loop() {
+				c := mustCompile(b, rt, pyFn("cold", pyEcho))
+				if _, err := c.Invoke(context.Background(), echoRequest("cold")); err != nil {
+					b.Fatal(err)
+				}
+				c.Close()
+			}
+		})
+	}
 }
