@@ -21,6 +21,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,8 +113,16 @@ type Sandbox struct {
 	uid, gid                int
 	uidBase                 int
 	privileged              bool // the caller is root: see the package documentation
-	next                    atomic.Uint32
 }
+
+// lastUID is the offset in the range of the last user handed out. Users are a
+// resource of the host, so it is shared by every Sandbox of the process, and it
+// starts at random so that two gateways on one host seldom hand out the same.
+var lastUID = func() *atomic.Uint32 {
+	var u atomic.Uint32
+	u.Store(rand.Uint32())
+	return &u
+}()
 
 // New finds bubblewrap and prlimit and checks that bubblewrap can build a sandbox
 // here; the error names what is missing.
@@ -233,7 +242,7 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) *exec.Cmd {
 
 // nextUID is the host user of the next command of a privileged sandbox.
 func (s *Sandbox) nextUID() int {
-	return s.uidBase + int(s.next.Add(1)%uidSpan)
+	return s.uidBase + int(lastUID.Add(1)%uidSpan)
 }
 
 func (s *Sandbox) args(spec Spec) []string {

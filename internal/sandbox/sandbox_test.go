@@ -270,3 +270,18 @@ func pidsWith(arg string) []string {
 	}
 	return pids
 }
+
+// Two sandboxes of one process never hand out the same user in a row.
+func TestUsersAreNotShared(t *testing.T) {
+	a, b := &Sandbox{uidBase: DefaultUIDBase}, &Sandbox{uidBase: DefaultUIDBase}
+	seen := map[int]bool{}
+	for range 100 {
+		for _, s := range []*Sandbox{a, b} {
+			uid := s.nextUID()
+			if seen[uid] || uid < DefaultUIDBase || uid >= DefaultUIDBase+uidSpan {
+				t.Fatalf("uid %d handed out twice or outside [%d, %d)", uid, DefaultUIDBase, DefaultUIDBase+uidSpan)
+			}
+			seen[uid] = true
+		}
+	}
+}
