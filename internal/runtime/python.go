@@ -343,7 +343,7 @@ func (w *pyWorker) removeDir() {
 
 // command is the worker's command: in the function's sandbox, or a plain process
 // in its own process group and directory.
-func (w *pyWorker) command(f *pyFunction) *exec.Cmd {
+func (w *pyWorker) command(f *pyFunction) (*exec.Cmd, error) {
 	args := []string{f.interpreter, "-I", "-c", pythonWorkerScript,
 		PythonWorkerMarker, "gateway=" + strconv.Itoa(os.Getpid()), "function=" + f.fn.Name}
 	if f.sandbox != nil {
@@ -353,11 +353,15 @@ func (w *pyWorker) command(f *pyFunction) *exec.Cmd {
 	cmd.Dir = w.dir
 	cmd.Env = f.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	return cmd
+	return cmd, nil
 }
 
 func (w *pyWorker) start(f *pyFunction) error {
-	w.cmd = w.command(f)
+	cmd, err := w.command(f)
+	if err != nil {
+		return fmt.Errorf("function %s: %w", f.fn.Name, err)
+	}
+	w.cmd = cmd
 	w.cmd.Stderr = w.stderr
 	w.cmd.WaitDelay = time.Second
 	stdin, err := w.cmd.StdinPipe()
@@ -368,7 +372,7 @@ func (w *pyWorker) start(f *pyFunction) error {
 	if err != nil {
 		return fmt.Errorf("function %s: %w", f.fn.Name, err)
 	}
-	if err := w.cmd.Start(); err != nil {
+	if err := sandbox.Start(w.cmd); err != nil {
 		return fmt.Errorf("function %s: starting %s: %w", f.fn.Name, f.interpreter, err)
 	}
 	w.stdin = stdin

@@ -1,6 +1,7 @@
 // Package sandbox starts commands that run untrusted code under kernel bounds, with
 // bubblewrap (bwrap): their own PID, mount, network, IPC, UTS and cgroup
-// namespaces, an unprivileged user, no capabilities, no_new_privs, a read-only view
+// namespaces, an unprivileged user, no capabilities, no_new_privs, a seccomp filter
+// that refuses new user namespaces, a read-only view
 // of only the system directories and the paths a command needs, a private
 // size-bounded /tmp, a /proc of their own PID namespace, and rlimits (address
 // space, processes, open files, file size) set by prlimit before the command
@@ -112,7 +113,8 @@ type Sandbox struct {
 	bwrap, prlimit, setpriv string
 	uid, gid                int
 	uidBase                 int
-	privileged              bool // the caller is root: see the package documentation
+	privileged              bool   // the caller is root: see the package documentation
+	filter                  []byte // seccomp program, nil when unknown for the architecture
 }
 
 // lastUID is the offset in the range of the last user handed out. Users are a
@@ -163,8 +165,12 @@ func New(opts Options) (*Sandbox, error) {
 			return nil, err
 		}
 	}
+	filter, err := userNamespaceFilter()
+	if err != nil {
+		return nil, err
+	}
 	closeOnExecInherited()
-	s := &Sandbox{bwrap: bwrap, prlimit: prlimit, setpriv: setpriv, uid: opts.UID, gid: opts.GID, uidBase: opts.UIDBase, privileged: privileged}
+	s := &Sandbox{bwrap: bwrap, prlimit: prlimit, setpriv: setpriv, uid: opts.UID, gid: opts.GID, uidBase: opts.UIDBase, privileged: privileged, filter: filter}
 	if err := s.probe(); err != nil {
 		return nil, err
 	}
@@ -214,30 +220,57 @@ func closeOnExecInherited() {
 func (s *Sandbox) probe() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd := s.CommandContext(ctx, Spec{Args: []string{s.prlimit, "--version"}})
+	cmd, err := s.CommandContext(ctx, Spec{Args: []string{s.prlimit, "--version"}})
+	if err != nil {
+		return err
+	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Run(); err != nil {
+	if err := Start(cmd); err != nil {
+		return fmt.Errorf("sandbox: starting %s: %w", s.bwrap, err)
+	}
+	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("sandbox: bubblewrap cannot build a sandbox here (%s: %w): %s", s.bwrap, err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
 }
 
-// Command returns the command that runs spec in a sandbox. Killing its process
-// (or its process group: it leads one) kills everything the command started.
-func (s *Sandbox) Command(spec Spec) *exec.Cmd {
+// Command returns the command that runs spec in a sandbox; start it with Start.
+// Killing its process (or its process group: it leads one) kills everything the
+// command started.
+func (s *Sandbox) Command(spec Spec) (*exec.Cmd, error) {
 	return s.CommandContext(context.Background(), spec)
 }
 
 // CommandContext is Command with a context that kills the sandbox when done.
-func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, s.bwrap, s.args(spec)...)
+func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*exec.Cmd, error) {
+	args := []string{}
+	var extra []*os.File
+	if s.filter != nil {
+		r, err := filterPipe(s.filter)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: seccomp filter: %w", err)
+		}
+		extra = append(extra, r)
+		args = append(args, "--seccomp", "3") // the first of ExtraFiles
+	}
+	cmd := exec.CommandContext(ctx, s.bwrap, append(args, s.args(spec)...)...)
+	cmd.ExtraFiles = extra
 	cmd.Env = spec.Env
 	if cmd.Env == nil {
 		cmd.Env = []string{}
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	return cmd
+	return cmd, nil
+}
+
+// Start starts a command of Command and closes the descriptors it handed over.
+func Start(cmd *exec.Cmd) error {
+	err := cmd.Start()
+	for _, f := range cmd.ExtraFiles {
+		_ = f.Close()
+	}
+	return err
 }
 
 // nextUID is the host user of the next command of a privileged sandbox.

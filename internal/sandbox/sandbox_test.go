@@ -31,17 +31,27 @@ func modes(t *testing.T) map[string]func(Spec) *exec.Cmd {
 	s := newSandbox(t)
 	m := map[string]func(Spec) *exec.Cmd{}
 	if !s.privileged {
-		m["unprivileged"] = s.Command
+		m["unprivileged"] = mustCommand(t, s)
 		return m
 	}
-	m["privileged"] = s.Command
-	u := &Sandbox{bwrap: s.bwrap, prlimit: s.prlimit, setpriv: s.setpriv, uid: s.uid, gid: s.gid}
+	m["privileged"] = mustCommand(t, s)
+	u := &Sandbox{bwrap: s.bwrap, prlimit: s.prlimit, setpriv: s.setpriv, uid: s.uid, gid: s.gid, filter: s.filter}
 	m["unprivileged"] = func(spec Spec) *exec.Cmd {
-		cmd := u.Command(spec)
+		cmd := mustCommand(t, u)(spec)
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}
 		return cmd
 	}
 	return m
+}
+
+func mustCommand(t *testing.T, s *Sandbox) func(Spec) *exec.Cmd {
+	return func(spec Spec) *exec.Cmd {
+		cmd, err := s.Command(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
 }
 
 // run runs a Python program in a sandbox and returns its output.
@@ -51,7 +61,10 @@ func run(t *testing.T, command func(Spec) *exec.Cmd, spec Spec, program string) 
 	cmd := command(spec)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	if err := Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
 		t.Fatalf("%v: %s%s", err, stdout.String(), stderr.String())
 	}
 	return strings.TrimSpace(stdout.String())
@@ -232,7 +245,7 @@ time.sleep(600)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	if err := Start(cmd); err != nil {
 		t.Fatal(err)
 	}
 	buf := make([]byte, 8)
@@ -283,5 +296,24 @@ func TestUsersAreNotShared(t *testing.T) {
 			}
 			seen[uid] = true
 		}
+	}
+}
+
+func TestNoUserNamespaces(t *testing.T) {
+	for name, command := range modes(t) {
+		t.Run(name, func(t *testing.T) {
+			program := `import ctypes, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+print(libc.unshare(0x10000000), os.strerror(ctypes.get_errno()))
+t = threading.Thread(target=lambda: None)
+t.start()
+t.join()
+print("threads work")
+`
+			got := run(t, command, Spec{}, program)
+			if !strings.HasPrefix(got, "-1 ") || !strings.HasSuffix(got, "\nthreads work") {
+				t.Errorf("unshare(CLONE_NEWUSER) and a thread: %q, want -1 and a working thread", got)
+			}
+		})
 	}
 }
