@@ -23,6 +23,8 @@ import (
 	"github.com/metalambda/metalambda/functions"
 	"github.com/metalambda/metalambda/internal/gateway"
 	"github.com/metalambda/metalambda/internal/kubeclient"
+	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/sandbox"
 )
 
 type options struct {
@@ -49,6 +51,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.gateway.Runtime.PythonBinary, "python", "python3", "CPython 3 interpreter for python functions.")
 	fs.Int64Var(&o.gateway.Runtime.PythonMemoryLimit, "python-memory-limit", 256<<20, "Address-space limit of each Python worker, in bytes.")
 	fs.IntVar(&o.gateway.Runtime.PythonPoolSize, "python-workers", 0, "Most Python worker processes per function, started on demand (0: 2×GOMAXPROCS, between 2 and 8).")
+	fs.BoolVar(&o.gateway.Runtime.InsecureNoSandbox, "insecure-no-sandbox", false, "Run Python workers as plain processes of the gateway's user, without a sandbox (development only).")
 	fs.IntVar(&o.gateway.History, "history", 50, "Invocations kept per function.")
 	fs.IntVar(&o.gateway.MaxConcurrentCalls, "max-concurrent-calls", 64, "Calls of one function that run at once; more answer 429 with Retry-After.")
 	fs.IntVar(&o.gateway.AuthCacheSize, "auth-cache-size", 4096, "Entries of each authentication cache (tokens, decisions, clients with failed authentications).")
@@ -93,9 +96,27 @@ func main() {
 	}
 }
 
+// buildSandbox gives the runtimes their sandbox, failing with what is missing,
+// unless the operator turned it off.
+func buildSandbox(rt *runtime.Options) error {
+	if rt.InsecureNoSandbox {
+		klog.InfoS("WARNING: --insecure-no-sandbox: Python functions run as plain processes of the gateway's user, with its files, credentials and network")
+		return nil
+	}
+	sb, err := sandbox.New(sandbox.Options{})
+	if err != nil {
+		return fmt.Errorf("cannot sandbox user code (--insecure-no-sandbox runs without a sandbox, for development only): %w", err)
+	}
+	rt.Sandbox = sb
+	return nil
+}
+
 // run serves until ctx ends. ready, when not nil, receives the listening address.
 func run(ctx context.Context, o *options, ready chan<- string) error {
 	o.gateway.Runtime.Builtins = functions.Builtins()
+	if err := buildSandbox(&o.gateway.Runtime); err != nil {
+		return err
+	}
 	cfg, err := kubeclient.Config(o.kubeconfig, o.qps, o.burst)
 	if err != nil {
 		return err

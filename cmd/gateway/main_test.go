@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/metalambda/metalambda/internal/runtime"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -34,5 +36,22 @@ func TestOptionsValidate(t *testing.T) {
 		if err := o.validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("validate() = %v, want an error about %q", err, tt.want)
 		}
+	}
+}
+
+func TestBuildSandbox(t *testing.T) {
+	var rt runtime.Options
+	if err := buildSandbox(&rt); err != nil || rt.Sandbox == nil {
+		t.Fatalf("buildSandbox = %v (sandbox %v), want a sandbox: the tests need bubblewrap", err, rt.Sandbox)
+	}
+	t.Setenv("PATH", t.TempDir())
+	rt = runtime.Options{}
+	err := buildSandbox(&rt)
+	if err == nil || !strings.Contains(err.Error(), "bubblewrap (bwrap) not found") || !strings.Contains(err.Error(), "--insecure-no-sandbox") {
+		t.Errorf("without bwrap: %v, want an error naming bubblewrap and --insecure-no-sandbox", err)
+	}
+	rt = runtime.Options{InsecureNoSandbox: true}
+	if err := buildSandbox(&rt); err != nil || rt.Sandbox != nil {
+		t.Errorf("--insecure-no-sandbox: %v (sandbox %v), want no sandbox and no error", err, rt.Sandbox)
 	}
 }

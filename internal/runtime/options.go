@@ -3,6 +3,8 @@ package runtime
 import (
 	goruntime "runtime"
 	"time"
+
+	"github.com/metalambda/metalambda/internal/sandbox"
 )
 
 // Defaults of Options.
@@ -10,6 +12,7 @@ const (
 	DefaultPythonBinary      = "python3"
 	DefaultPythonMemoryLimit = 256 << 20
 	DefaultTimeout           = 10 * time.Second
+	DefaultMaxReplyBytes     = 16 << 20
 )
 
 // Options configures the runtimes. The zero value is usable: every zero field takes
@@ -35,6 +38,15 @@ type Options struct {
 	DefaultTimeout time.Duration
 	// Builtins are the Go functions the builtin runtime can run.
 	Builtins Builtins
+	// Sandbox starts the worker processes; nil means one built by sandbox.New with
+	// its defaults at a runtime's first Compile, whose failure fails the Compile.
+	Sandbox *sandbox.Sandbox
+	// InsecureNoSandbox runs workers as plain processes of the gateway's user, with
+	// its view of the file system and network: for development only.
+	InsecureNoSandbox bool
+	// MaxReplyBytes bounds one reply of a worker process (default 16 MiB); a
+	// larger reply kills the worker and fails the call.
+	MaxReplyBytes int64
 }
 
 func (o Options) withDefaults() Options {
@@ -52,6 +64,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.JsonnetEvaluators <= 0 {
 		o.JsonnetEvaluators = goruntime.GOMAXPROCS(0)
+	}
+	if o.MaxReplyBytes <= 0 {
+		o.MaxReplyBytes = DefaultMaxReplyBytes
 	}
 	if o.DefaultTimeout <= 0 {
 		o.DefaultTimeout = DefaultTimeout

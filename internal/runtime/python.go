@@ -17,8 +17,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/metalambda/metalambda/internal/sandbox"
 )
 
 // DefaultPythonHandler is the function a Python source defines when
@@ -31,7 +34,8 @@ const PythonWorkerMarker = "metalambda-python-worker"
 
 // PythonWorkerPIDs returns the pids of the Python workers that the process gateway
 // started for function ("namespace/name"; empty means every function), found by
-// their command lines in /proc.
+// their command lines in /proc. The bubblewrap process around a sandboxed worker
+// is left out.
 func PythonWorkerPIDs(gateway int, function string) []int {
 	want := []string{PythonWorkerMarker, "gateway=" + strconv.Itoa(gateway)}
 	if function != "" {
@@ -45,7 +49,7 @@ func PythonWorkerPIDs(gateway int, function string) []int {
 			continue
 		}
 		args := strings.Split(string(raw), "\x00")
-		if containsAll(args, want) {
+		if filepath.Base(args[0]) != "bwrap" && containsAll(args, want) {
 			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
 			pids = append(pids, pid)
 		}
@@ -78,16 +82,20 @@ var pythonBaseEnv = map[string]string{
 //go:embed python_worker.py
 var pythonWorkerScript string
 
-// python runs functions in warm CPython worker processes, each in its own process
-// group and private temporary directory, with a clean environment and an
-// address-space limit. The isolation is that of a process: a function can still
-// read the file system and reach the network as the gateway's user.
+// python runs functions in warm CPython worker processes, each in its own sandbox
+// (package sandbox): its own user, PID, mount and network namespaces, a read-only
+// view of /usr and the interpreter's installation, a private /tmp, a clean
+// environment, no capabilities and rlimits, its address space bounded by
+// Options.PythonMemoryLimit. With Options.InsecureNoSandbox a worker is a plain
+// process in its own process group and temporary directory.
 type python struct {
 	opts  Options
 	pools *poolSet
 
 	mu          sync.Mutex
-	interpreter string // resolved Options.PythonBinary, once known
+	interpreter string   // resolved Options.PythonBinary, once known
+	binds       []string // the interpreter's installation, outside /usr
+	sandbox     *sandbox.Sandbox
 }
 
 // NewPython returns the Python runtime. A source defines
@@ -112,11 +120,18 @@ func (p *python) Compile(fn Function) (Compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	interpreter, err := p.resolveInterpreter()
+	sb, err := p.workerSandbox()
+	if err != nil {
+		return nil, fmt.Errorf("function %s: the python runtime has no sandbox (the gateway's --insecure-no-sandbox runs without one): %w", fn.Name, err)
+	}
+	interpreter, binds, err := p.resolveInterpreter()
 	if err != nil {
 		return nil, fmt.Errorf("function %s: %w", fn.Name, err)
 	}
-	f := &pyFunction{fn: fn, interpreter: interpreter, memoryLimit: max(p.opts.PythonMemoryLimit, 0), env: env, timeout: p.opts.timeout(fn)}
+	f := &pyFunction{
+		fn: fn, interpreter: interpreter, memoryLimit: max(p.opts.PythonMemoryLimit, 0), env: env, timeout: p.opts.timeout(fn),
+		sandbox: sb, binds: binds, maxReply: p.opts.MaxReplyBytes,
+	}
 	if f.fn.Handler == "" {
 		f.fn.Handler = DefaultPythonHandler
 	}
@@ -130,26 +145,71 @@ func (p *python) Compile(fn Function) (Compiled, error) {
 	return f, nil
 }
 
+// workerSandbox is Options.Sandbox, or one built at the first call; nil with
+// Options.InsecureNoSandbox. A failure is not remembered.
+func (p *python) workerSandbox() (*sandbox.Sandbox, error) {
+	if p.opts.InsecureNoSandbox {
+		return nil, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sandbox != nil {
+		return p.sandbox, nil
+	}
+	sb := p.opts.Sandbox
+	if sb == nil {
+		var err error
+		if sb, err = sandbox.New(sandbox.Options{}); err != nil {
+			return nil, err
+		}
+	}
+	p.sandbox = sb
+	return sb, nil
+}
+
+// pythonPaths prints sys.executable, then the installation's prefixes.
+const pythonPaths = "import sys; print(sys.executable); print(sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, sep='\\n')"
+
 // resolveInterpreter asks Options.PythonBinary for its sys.executable, so that
-// workers bypass wrapper scripts (pyenv or asdf shims add to the environment). A
-// failure is not remembered: the next Compile tries again.
-func (p *python) resolveInterpreter() (string, error) {
+// workers bypass wrapper scripts (pyenv or asdf shims add to the environment), and
+// for the directories of its installation that a sandbox must show besides /usr.
+// A failure is not remembered: the next Compile tries again.
+func (p *python) resolveInterpreter() (string, []string, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.interpreter != "" {
-		return p.interpreter, nil
+		return p.interpreter, p.binds, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), pythonStartAllowance)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, p.opts.PythonBinary, "-I", "-c", "import sys; print(sys.executable)").Output()
+	out, err := exec.CommandContext(ctx, p.opts.PythonBinary, "-I", "-c", pythonPaths).Output()
 	if err != nil {
-		return "", fmt.Errorf("running %s: %w", p.opts.PythonBinary, err)
+		return "", nil, fmt.Errorf("running %s: %w", p.opts.PythonBinary, err)
 	}
-	p.interpreter = strings.TrimSpace(string(out))
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	p.interpreter = lines[0]
 	if p.interpreter == "" {
 		p.interpreter = p.opts.PythonBinary
 	}
-	return p.interpreter, nil
+	p.binds = installationBinds(filepath.Dir(p.interpreter), lines[1:])
+	return p.interpreter, p.binds, nil
+}
+
+// installationBinds are the directories among dirs outside /usr, without
+// duplicates; dir is the interpreter's, bound when no prefix holds it.
+func installationBinds(dir string, prefixes []string) []string {
+	var binds []string
+	for _, d := range prefixes {
+		if d != "" && d != "/usr" && !strings.HasPrefix(d, "/usr/") && !slices.Contains(binds, d) {
+			binds = append(binds, d)
+		}
+	}
+	for _, d := range append(binds, "/usr") {
+		if dir == d || strings.HasPrefix(dir, d+"/") {
+			return binds
+		}
+	}
+	return append(binds, dir)
 }
 
 // pythonEnv is the base environment overlaid with fn.Env, as KEY=value sorted.
@@ -180,6 +240,9 @@ type pyFunction struct {
 	env         []string
 	timeout     time.Duration
 	pool        *pool[*pyWorker]
+	sandbox     *sandbox.Sandbox // nil: workers are plain processes
+	binds       []string
+	maxReply    int64
 }
 
 // Invoke runs the function in a pooled worker. A worker that times out, crashes or
@@ -237,24 +300,32 @@ type pyWorker struct {
 	killed chan struct{} // closed by kill
 	exited chan struct{} // closed once the process is reaped and its directory removed
 	stderr *tailBuffer
-	dir    string
+	dir    string // the unsandboxed worker's temporary directory
 	once   sync.Once
+
+	sandboxed bool
+	maxReply  int64
+	tooLarge  atomic.Bool // a reply passed maxReply
 }
 
 func (f *pyFunction) startWorker() (*pyWorker, error) {
-	dir, err := os.MkdirTemp("", "metalambda-python-")
-	if err != nil {
-		return nil, fmt.Errorf("function %s: worker directory: %w", f.fn.Name, err)
-	}
 	w := &pyWorker{
-		frames: make(chan []byte, 1),
-		killed: make(chan struct{}),
-		exited: make(chan struct{}),
-		stderr: &tailBuffer{},
-		dir:    dir,
+		frames:    make(chan []byte, 1),
+		killed:    make(chan struct{}),
+		exited:    make(chan struct{}),
+		stderr:    &tailBuffer{},
+		maxReply:  f.maxReply,
+		sandboxed: f.sandbox != nil,
+	}
+	if f.sandbox == nil {
+		dir, err := os.MkdirTemp("", "metalambda-python-")
+		if err != nil {
+			return nil, fmt.Errorf("function %s: worker directory: %w", f.fn.Name, err)
+		}
+		w.dir = dir
 	}
 	if err := w.start(f); err != nil {
-		_ = os.RemoveAll(dir)
+		w.removeDir()
 		return nil, err
 	}
 	if err := w.load(f); err != nil {
@@ -264,14 +335,35 @@ func (f *pyFunction) startWorker() (*pyWorker, error) {
 	return w, nil
 }
 
+func (w *pyWorker) removeDir() {
+	if w.dir != "" {
+		_ = os.RemoveAll(w.dir)
+	}
+}
+
+// command is the worker's command: in the function's sandbox, or a plain process
+// in its own process group and directory.
+func (w *pyWorker) command(f *pyFunction) (*exec.Cmd, error) {
+	args := []string{f.interpreter, "-I", "-c", pythonWorkerScript,
+		PythonWorkerMarker, "gateway=" + strconv.Itoa(os.Getpid()), "function=" + f.fn.Name}
+	if f.sandbox != nil {
+		return f.sandbox.Command(sandbox.Spec{Args: args, Env: f.env, ReadOnly: f.binds, Limits: sandbox.Limits{AddressSpace: f.memoryLimit}})
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = w.dir
+	cmd.Env = f.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd, nil
+}
+
 func (w *pyWorker) start(f *pyFunction) error {
-	w.cmd = exec.Command(f.interpreter, "-I", "-c", pythonWorkerScript,
-		PythonWorkerMarker, "gateway="+strconv.Itoa(os.Getpid()), "function="+f.fn.Name)
-	w.cmd.Dir = w.dir
-	w.cmd.Env = f.env
+	cmd, err := w.command(f)
+	if err != nil {
+		return fmt.Errorf("function %s: %w", f.fn.Name, err)
+	}
+	w.cmd = cmd
 	w.cmd.Stderr = w.stderr
 	w.cmd.WaitDelay = time.Second
-	w.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	stdin, err := w.cmd.StdinPipe()
 	if err != nil {
 		return fmt.Errorf("function %s: %w", f.fn.Name, err)
@@ -280,7 +372,7 @@ func (w *pyWorker) start(f *pyFunction) error {
 	if err != nil {
 		return fmt.Errorf("function %s: %w", f.fn.Name, err)
 	}
-	if err := w.cmd.Start(); err != nil {
+	if err := sandbox.Start(w.cmd); err != nil {
 		return fmt.Errorf("function %s: starting %s: %w", f.fn.Name, f.interpreter, err)
 	}
 	w.stdin = stdin
@@ -288,15 +380,21 @@ func (w *pyWorker) start(f *pyFunction) error {
 	return nil
 }
 
-// readFrames forwards the worker's replies until its stdout ends, then reaps it.
+// readFrames forwards the worker's replies until its stdout ends, then reaps it. A
+// reply longer than maxReply kills the worker.
 func (w *pyWorker) readFrames(stdout io.Reader) {
 	defer close(w.exited)
-	defer func() { _ = os.RemoveAll(w.dir) }()
+	defer w.removeDir()
 	defer func() { _ = w.cmd.Wait() }()
 	defer close(w.frames)
 	r := bufio.NewReaderSize(stdout, 64<<10)
 	for {
-		line, err := r.ReadBytes('\n')
+		line, err := readLine(r, w.maxReply)
+		if errors.Is(err, errReplyTooLarge) {
+			w.tooLarge.Store(true)
+			_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
+			return
+		}
 		if err != nil {
 			return
 		}
@@ -304,6 +402,24 @@ func (w *pyWorker) readFrames(stdout io.Reader) {
 		case w.frames <- line:
 		case <-w.killed:
 			return
+		}
+	}
+}
+
+var errReplyTooLarge = errors.New("reply too large")
+
+// readLine reads through the next newline, failing with errReplyTooLarge as soon
+// as the line passes limit bytes.
+func readLine(r *bufio.Reader, limit int64) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if int64(len(line)+len(chunk)) > limit {
+			return nil, errReplyTooLarge
+		}
+		line = append(line, chunk...)
+		if err != bufio.ErrBufferFull {
+			return line, err
 		}
 	}
 }
@@ -381,9 +497,13 @@ func (w *pyWorker) crashError(name string) error {
 	case <-w.exited:
 	case <-time.After(pythonKillWait):
 	}
+	if w.tooLarge.Load() {
+		w.kill()
+		return &InvokeError{Function: name, Reason: ReasonBadReturn, Message: fmt.Sprintf("the reply is larger than the limit of %d bytes; the worker was killed", w.maxReply)}
+	}
 	state := "still running"
 	if w.cmd.ProcessState != nil {
-		state = w.cmd.ProcessState.String()
+		state = exitState(w.cmd.ProcessState, w.sandboxed)
 	}
 	msg := "worker exited (" + state + ")"
 	if tail := strings.TrimSpace(w.stderr.String()); tail != "" {
@@ -391,6 +511,15 @@ func (w *pyWorker) crashError(name string) error {
 	}
 	w.kill()
 	return crash(name, msg)
+}
+
+// exitState describes how a worker ended. Bubblewrap exits with 128+n when the
+// sandboxed command is killed by signal n.
+func exitState(ps *os.ProcessState, sandboxed bool) string {
+	if code := ps.ExitCode(); sandboxed && code > 128 && code < 128+65 {
+		return "signal: " + syscall.Signal(code-128).String()
+	}
+	return ps.String()
 }
 
 // dead reports whether the worker has exited.

@@ -1,7 +1,9 @@
 package runtime
 
 import (
+	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -126,11 +128,12 @@ func pyEchoUnless(statement string) string {
 
 func TestPythonTimeout(t *testing.T) {
 	fn := pyFn("timeout", pyEchoUnless("while True: pass"))
-	fn.Timeout = 300 * time.Millisecond
+	// The call after a timeout starts a fresh sandboxed worker within its own limit.
+	fn.Timeout = time.Second
 	c := mustCompile(t, NewPython(Options{PythonPoolSize: 1}), fn)
 	for range 2 {
 		_, err := invoke(t, c, echoRequest("bad"))
-		assertInvokeError(t, err, ReasonTimeout, "300ms")
+		assertInvokeError(t, err, ReasonTimeout, "1s")
 		assertEcho(t, c, "after")
 	}
 }
@@ -147,7 +150,20 @@ func TestPythonMemoryLimit(t *testing.T) {
 	}
 }
 
+// A sandboxed worker works in the private /tmp of its sandbox (bubblewrap sets
+// PWD); an unsandboxed one in a temporary directory removed with it.
 func TestPythonEnvironmentAndDirectory(t *testing.T) {
+	t.Run("sandbox", func(t *testing.T) {
+		testPythonEnvironmentAndDirectory(t, Options{}, map[string]string{"PWD": "/tmp"}, func(cwd string) bool { return cwd == "/tmp" })
+	})
+	t.Run("insecure", func(t *testing.T) {
+		testPythonEnvironmentAndDirectory(t, Options{InsecureNoSandbox: true}, nil, func(cwd string) bool {
+			return strings.HasPrefix(filepath.Base(cwd), "metalambda-python-")
+		})
+	})
+}
+
+func testPythonEnvironmentAndDirectory(t *testing.T, opts Options, extraEnv map[string]string, wantCwd func(string) bool) {
 	source := `import os
 def sync(request):
     return {"env": dict(os.environ), "cwd": os.getcwd(), "files": os.listdir(".")}
@@ -155,7 +171,7 @@ def sync(request):
 	fn := pyFn("env", source)
 	fn.Env = map[string]string{"GREETING": "hello", "EMPTY": ""}
 	t.Setenv("METALAMBDA_SECRET", "must-not-leak")
-	c := mustCompile(t, NewPython(Options{}), fn)
+	c := mustCompile(t, NewPython(opts), fn)
 	res, err := invoke(t, c, echoRequest("x"))
 	if err != nil {
 		t.Fatal(err)
@@ -169,13 +185,17 @@ def sync(request):
 		t.Fatal(err)
 	}
 	wantEnv := map[string]string{"GREETING": "hello", "EMPTY": "", "PATH": pythonBaseEnv["PATH"], "LANG": "C.UTF-8"}
+	maps.Copy(wantEnv, extraEnv)
 	if diff := cmp.Diff(wantEnv, got.Env); diff != "" {
 		t.Errorf("environment (-want +got):\n%s", diff)
 	}
-	if !strings.HasPrefix(filepath.Base(got.Cwd), "metalambda-python-") || len(got.Files) != 0 {
+	if !wantCwd(got.Cwd) || len(got.Files) != 0 {
 		t.Errorf("cwd = %q with files %v, want an empty private directory", got.Cwd, got.Files)
 	}
 	c.Close()
+	if !opts.InsecureNoSandbox { // the sandbox's /tmp is gone with it
+		return
+	}
 	if _, err := os.Stat(got.Cwd); !os.IsNotExist(err) {
 		t.Errorf("directory %s still exists after Close (stat error %v)", got.Cwd, err)
 	}
@@ -226,4 +246,24 @@ func TestPythonMissingBinary(t *testing.T) {
 func BenchmarkPythonEcho(b *testing.B) {
 	c := mustCompile(b, NewPython(Options{}), pyFn("bench", strings.ReplaceAll(pyEcho, `print("sync", name)`, "")))
 	benchEcho(b, c)
+}
+
+// BenchmarkPythonColdStart measures a new function's first answer: compile (start
+// a worker, load the source), one call, close; with and without the sandbox.
+func BenchmarkPythonColdStart(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		opts Options
+	}{{"sandbox", Options{}}, {"insecure", Options{InsecureNoSandbox: true}}} {
+		b.Run(mode.name, func(b *testing.B) {
+			rt := NewPython(mode.opts)
+			for b.Loop() {
+				c := mustCompile(b, rt, pyFn("cold", pyEcho))
+				if _, err := c.Invoke(context.Background(), echoRequest("cold")); err != nil {
+					b.Fatal(err)
+				}
+				c.Close()
+			}
+		})
+	}
 }

@@ -1,0 +1,286 @@
+package runtime
+
+import (
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// pyAttempts is a Python prelude for the escape tests: helpers that report what
+// an attempt did.
+const pyAttempts = `import os, socket
+
+def read(path):
+    try:
+        with open(path, "rb") as f:
+            return "read " + repr(f.read(64))
+    except OSError as e:
+        return type(e).__name__
+
+def write(path):
+    try:
+        with open(path, "w") as f:
+            f.write("pwned")
+        return "wrote"
+    except OSError as e:
+        return type(e).__name__
+
+def connect(port):
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return "connected"
+    except OSError as e:
+        return type(e).__name__
+
+def environ_has(secret):
+    found = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and secret in read("/proc/%s/environ" % pid):
+            found.append(pid)
+    return found
+`
+
+// escapeCase is an attempt by a registered function and what it must find.
+type escapeCase struct {
+	name string
+	body string // the handler's body; it returns a dict
+	want map[string]any
+}
+
+// TestPythonEscapes registers functions that try to leave their sandbox; each
+// attempt fails while another function keeps answering.
+func TestPythonEscapes(t *testing.T) {
+	hostDir := t.TempDir()
+	kubeconfig := filepath.Join(hostDir, "admin.kubeconfig")
+	if err := os.WriteFile(kubeconfig, []byte("apiVersion: v1\nkind: Config\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cwd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go acceptAll(l)
+	port := l.Addr().(*net.TCPAddr).Port
+	t.Setenv("METALAMBDA_GATEWAY_SECRET", "gateway-secret-value")
+
+	rt := NewPython(Options{PythonPoolSize: 1})
+	other := mustCompile(t, rt, pyFn("other", pyEcho))
+	neighbour := pyFn("neighbour", pyEcho)
+	neighbour.Env = map[string]string{"NEIGHBOUR_TOKEN": "neighbour-secret-value"}
+	mustCompile(t, rt, neighbour)
+	neighbourPIDs := workerProcesses(neighbour.Name)
+	if len(neighbourPIDs) == 0 {
+		t.Fatal("no worker of the neighbour function")
+	}
+
+	q := strconv.Quote
+	tests := []escapeCase{
+		{
+			name: "read host files",
+			body: `return {"shadow": read("/etc/shadow"), "root": read("/root/.bashrc"), "kubeconfig": read(` + q(kubeconfig) + `),
+        "source tree": read(` + q(filepath.Join(cwd, "python.go")) + `), "passwd": read("/etc/passwd")}`,
+			want: map[string]any{"shadow": "FileNotFoundError", "root": "FileNotFoundError", "kubeconfig": "FileNotFoundError",
+				"source tree": "FileNotFoundError", "passwd": "FileNotFoundError"},
+		},
+		{
+			name: "read other processes' environments",
+			body: `return {"gateway": read("/proc/` + strconv.Itoa(os.Getpid()) + `/environ"), "neighbour": read("/proc/` + strconv.Itoa(neighbourPIDs[0]) + `/environ"),
+        "scan gateway": environ_has("gateway-secret-value"), "scan neighbour": environ_has("neighbour-secret-value"), "processes": sorted(p for p in os.listdir("/proc") if p.isdigit())}`,
+			want: map[string]any{"gateway": "FileNotFoundError", "neighbour": "FileNotFoundError", "scan gateway": []any{}, "scan neighbour": []any{},
+				"processes": []any{"1", "2"}},
+		},
+		{
+			name: "connect to loopback",
+			body: `return {"listener": connect(` + strconv.Itoa(port) + `), "interfaces": sorted(n for _, n in socket.if_nameindex())}`,
+			want: map[string]any{"listener": "ConnectionRefusedError", "interfaces": []any{"lo"}},
+		},
+		{
+			name: "write outside its temp dir",
+			body: `return {"usr": write("/usr/pwned"), "root": write("/pwned"), "host dir": write(` + q(filepath.Join(hostDir, "pwned")) + `),
+        "tmp": write("/tmp/pwned"), "big": write_big("/tmp/big")}
+
+def write_big(path):
+    try:
+        with open(path, "wb") as f:
+            for _ in range(64):
+                f.write(b"x" * (1 << 20))
+        return "wrote 64 MiB"
+    except OSError as e:
+        return type(e).__name__`,
+			want: map[string]any{"usr": "OSError", "root": "OSError", "host dir": "FileNotFoundError", "tmp": "wrote", "big": "OSError"},
+		},
+		{
+			name: "fork bomb",
+			body: `import time
+    n = 0
+    while n < 10000:
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            time.sleep(600)
+            os._exit(0)
+        n += 1
+    return {"bounded": n < 32}`,
+			want: map[string]any{"bounded": true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			source := pyAttempts + "\ndef sync(request):\n    " + tt.body + "\n"
+			c := mustCompile(t, rt, pyFn(strings.ReplaceAll(tt.name, " ", "-"), source))
+			defer c.Close()
+			res, err := invoke(t, c, echoRequest("x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got map[string]any
+			if err := json.Unmarshal(res.Response, &got); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("findings (-want +got):\n%s", diff)
+			}
+			assertEcho(t, other, "other")
+		})
+	}
+	if _, err := os.Stat(filepath.Join(hostDir, "pwned")); !os.IsNotExist(err) {
+		t.Errorf("a function wrote into %s (stat error %v)", hostDir, err)
+	}
+}
+
+func acceptAll(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		_ = c.Close()
+	}
+}
+
+// TestPythonGrandchildDiesWithWorker: a process a function starts in a new
+// session dies when the function's worker is killed.
+func TestPythonGrandchildDiesWithWorker(t *testing.T) {
+	marker := "metalambda-grandchild-" + strconv.Itoa(os.Getpid())
+	source := `import os
+def sync(request):
+    if os.fork() == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execv("/usr/bin/sleep", [` + strconv.Quote(marker) + `, "600"])
+        os._exit(0)
+    os.wait()
+    return {"started": True}
+`
+	c := mustCompile(t, NewPython(Options{PythonPoolSize: 1}), pyFn("grandchild", source))
+	if _, err := invoke(t, c, echoRequest("x")); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, func() bool { return len(processesNamed(marker)) == 1 }, "the grandchild to run")
+	c.Close()
+	waitUntil(t, func() bool { return len(processesNamed(marker)) == 0 }, "the grandchild to die")
+}
+
+// TestPythonReplyTooLarge: a function that floods its reply channel with 400 MiB
+// without a newline fails with a size error, its worker killed, and the gateway
+// does not buffer the flood.
+func TestPythonReplyTooLarge(t *testing.T) {
+	source := `import os, stat
+def sync(request):
+    if request["parent"]["metadata"]["name"] != "bad":
+        return {"ok": True}
+    chunk = b"x" * (1 << 20)
+    for fd in range(3, 16):
+        try:
+            if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+                continue
+            for _ in range(400):
+                os.write(fd, chunk)
+        except OSError:
+            pass
+    return {"flooded": False}
+`
+	rt := NewPython(Options{PythonPoolSize: 1, MaxReplyBytes: 4 << 20})
+	c := mustCompile(t, rt, pyFn("flood", source))
+	other := mustCompile(t, rt, pyFn("other", pyEcho))
+	var before, after goruntime.MemStats
+	goruntime.ReadMemStats(&before)
+	_, err := invoke(t, c, echoRequest("bad"))
+	goruntime.ReadMemStats(&after)
+	assertInvokeError(t, err, ReasonBadReturn, "larger than the limit of 4194304 bytes")
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 64<<20 {
+		t.Errorf("the gateway allocated %d MiB reading the flood, want under 64 MiB", grew>>20)
+	}
+	if _, err := invoke(t, c, echoRequest("good")); err != nil {
+		t.Errorf("after the flood: %v", err)
+	}
+	assertEcho(t, other, "other")
+}
+
+// TestPythonMemoryBomb: a function that allocates without end stops at its
+// address-space limit, and the next call gets a fresh worker.
+func TestPythonMemoryBomb(t *testing.T) {
+	rt := NewPython(Options{PythonPoolSize: 1, PythonMemoryLimit: 128 << 20})
+	bomb := mustCompile(t, rt, pyFn("bomb", pyEchoUnless("hoard = [bytearray(8 << 20) for _ in range(1 << 20)]")))
+	other := mustCompile(t, rt, pyFn("other", pyEcho))
+	_, err := invoke(t, bomb, echoRequest("bad"))
+	assertInvokeError(t, err, ReasonException, "MemoryError")
+	assertEcho(t, bomb, "after")
+	assertEcho(t, other, "other")
+}
+
+// TestPythonSandboxMissing: without its sandbox the runtime refuses to compile,
+// naming what is missing, unless the sandbox is explicitly turned off.
+func TestPythonSandboxMissing(t *testing.T) {
+	c, err := NewPython(Options{}).Compile(pyFn("probe", pyEcho))
+	if err != nil {
+		t.Fatalf("the Python tests need the sandbox (bubblewrap, util-linux): %v", err)
+	}
+	c.Close()
+	t.Setenv("PATH", t.TempDir())
+	_, err = NewPython(Options{PythonBinary: "/usr/bin/python3"}).Compile(pyFn("no-bwrap", pyEcho))
+	if err == nil || !strings.Contains(err.Error(), "bubblewrap (bwrap) not found") || !strings.Contains(err.Error(), "--insecure-no-sandbox") {
+		t.Errorf("Compile without bwrap in PATH: %v, want an error naming bubblewrap and --insecure-no-sandbox", err)
+	}
+	insecure := mustCompile(t, NewPython(Options{PythonBinary: "/usr/bin/python3", InsecureNoSandbox: true}), pyFn("insecure", pyEcho))
+	assertEcho(t, insecure, "insecure")
+}
+
+func waitUntil(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// processesNamed returns the processes whose argv[0] is name.
+func processesNamed(name string) []string {
+	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var pids []string
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		if err == nil && strings.HasPrefix(string(raw), name+"\x00") {
+			pids = append(pids, filepath.Base(filepath.Dir(p)))
+		}
+	}
+	return pids
+}

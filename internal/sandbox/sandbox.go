@@ -1,0 +1,373 @@
+// Package sandbox starts commands that run untrusted code under kernel bounds, with
+// bubblewrap (bwrap): their own PID, mount, network, IPC, UTS and cgroup
+// namespaces, an unprivileged user, no capabilities, no_new_privs, a seccomp filter
+// that refuses new user namespaces, a read-only view
+// of only the system directories and the paths a command needs, a private
+// size-bounded /tmp, a /proc of their own PID namespace, and rlimits (address
+// space, processes, open files, file size) set by prlimit before the command
+// starts. Every descendant of a sandboxed command lives in its PID namespace, so it
+// dies when the command's bwrap process is killed.
+//
+// The user depends on the caller. When it is root, bwrap builds the namespaces as
+// root (so that it can show paths only root can reach, such as an interpreter
+// under /root) and setpriv drops to a user of its own for each command, taken
+// from a range no account uses: the process limit then counts that command's
+// processes alone, and no two commands share a user. Otherwise bwrap runs as the
+// caller in a user namespace of its own (unprivileged user namespaces must be
+// allowed), as Options.UID inside it, with further user namespaces disabled.
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// Defaults of Options and Limits.
+const (
+	DefaultBwrap     = "bwrap"
+	DefaultPrlimit   = "prlimit"
+	DefaultSetpriv   = "setpriv"
+	DefaultUID       = 65534
+	DefaultGID       = 65534
+	DefaultUIDBase   = 1 << 30
+	uidSpan          = 1 << 20
+	DefaultProcesses = 32
+	DefaultOpenFiles = 256
+	DefaultFileSize  = 16 << 20
+	DefaultTmpSize   = 16 << 20
+)
+
+// Options configures a Sandbox. The zero value takes the documented defaults.
+type Options struct {
+	// Bwrap is the bubblewrap binary (default "bwrap", looked up in PATH).
+	Bwrap string
+	// Prlimit and Setpriv are util-linux's (default "prlimit" and "setpriv", looked
+	// up in PATH); they must lie under /usr, which every sandbox sees.
+	Prlimit, Setpriv string
+	// UID and GID are the user that sandboxed commands run as inside their user
+	// namespace when the caller is not root (default 65534, nobody).
+	UID, GID int
+	// UIDBase starts the range of 2^20 users (and groups of the same number) that
+	// commands run as when the caller is root (default 2^30).
+	UIDBase int
+}
+
+// Limits are the kernel bounds of one sandboxed command; a zero field takes its
+// default, a negative one means no limit.
+type Limits struct {
+	// AddressSpace is RLIMIT_AS in bytes (default none).
+	AddressSpace int64
+	// Processes is RLIMIT_NPROC, counted in the command's own user namespace
+	// (default 32).
+	Processes int64
+	// OpenFiles is RLIMIT_NOFILE (default 256).
+	OpenFiles int64
+	// FileSize is RLIMIT_FSIZE in bytes (default 16 MiB).
+	FileSize int64
+	// TmpSize bounds the private /tmp (default 16 MiB).
+	TmpSize int64
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *int64, d int64) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&l.AddressSpace, -1)
+	def(&l.Processes, DefaultProcesses)
+	def(&l.OpenFiles, DefaultOpenFiles)
+	def(&l.FileSize, DefaultFileSize)
+	def(&l.TmpSize, DefaultTmpSize)
+	return l
+}
+
+// Spec is one command to run in a sandbox.
+type Spec struct {
+	// Args is the command (an absolute path inside the sandbox) and its arguments.
+	Args []string
+	// Env is the command's whole environment.
+	Env []string
+	// ReadOnly are host paths the command sees read-only at the same path, beside
+	// the system directories (/usr and the /bin, /lib, /lib64 and /sbin links).
+	ReadOnly []string
+	// Network keeps the host's network; otherwise the command has only its own
+	// loopback.
+	Network bool
+	Limits  Limits
+}
+
+// Sandbox starts sandboxed commands; it is safe for concurrent use.
+type Sandbox struct {
+	bwrap, prlimit, setpriv string
+	uid, gid                int
+	uidBase                 int
+	privileged              bool   // the caller is root: see the package documentation
+	filter                  []byte // seccomp program, nil when unknown for the architecture
+}
+
+// lastUID is the offset in the range of the last user handed out. Users are a
+// resource of the host, so it is shared by every Sandbox of the process, and it
+// starts at random so that two gateways on one host seldom hand out the same.
+var lastUID = func() *atomic.Uint32 {
+	var u atomic.Uint32
+	u.Store(rand.Uint32())
+	return &u
+}()
+
+// New finds bubblewrap and prlimit and checks that bubblewrap can build a sandbox
+// here; the error names what is missing.
+func New(opts Options) (*Sandbox, error) {
+	if opts.Bwrap == "" {
+		opts.Bwrap = DefaultBwrap
+	}
+	if opts.Prlimit == "" {
+		opts.Prlimit = DefaultPrlimit
+	}
+	if opts.Setpriv == "" {
+		opts.Setpriv = DefaultSetpriv
+	}
+	if opts.UIDBase == 0 {
+		opts.UIDBase = DefaultUIDBase
+	}
+	if opts.UID == 0 {
+		opts.UID = DefaultUID
+	}
+	if opts.GID == 0 {
+		opts.GID = DefaultGID
+	}
+	bwrap, err := exec.LookPath(opts.Bwrap)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: bubblewrap (%s) not found: install the bubblewrap package: %w", opts.Bwrap, err)
+	}
+	prlimit, err := systemTool("prlimit", opts.Prlimit)
+	if err != nil {
+		return nil, err
+	}
+	setpriv, err := systemTool("setpriv", opts.Setpriv)
+	if err != nil {
+		return nil, err
+	}
+	privileged := os.Geteuid() == 0
+	if !privileged {
+		if err := checkUserNamespaces(); err != nil {
+			return nil, err
+		}
+	}
+	filter, err := userNamespaceFilter()
+	if err != nil {
+		return nil, err
+	}
+	closeOnExecInherited()
+	s := &Sandbox{bwrap: bwrap, prlimit: prlimit, setpriv: setpriv, uid: opts.UID, gid: opts.GID, uidBase: opts.UIDBase, privileged: privileged, filter: filter}
+	if err := s.probe(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// systemTool finds a util-linux tool under /usr.
+func systemTool(name, path string) (string, error) {
+	found, err := exec.LookPath(path)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: %s (%s) not found: install util-linux: %w", name, path, err)
+	}
+	if found, err = filepath.EvalSymlinks(found); err != nil || !strings.HasPrefix(found, "/usr/") {
+		return "", fmt.Errorf("sandbox: %s %s is not under /usr, which is all a sandbox sees of the system", name, path)
+	}
+	return found, nil
+}
+
+// checkUserNamespaces reports the kernel settings that forbid the user namespaces
+// bubblewrap needs.
+func checkUserNamespaces() error {
+	if raw, err := os.ReadFile("/proc/sys/user/max_user_namespaces"); err == nil && strings.TrimSpace(string(raw)) == "0" {
+		return errors.New("sandbox: user namespaces are disabled (/proc/sys/user/max_user_namespaces is 0)")
+	}
+	if raw, err := os.ReadFile("/proc/sys/kernel/unprivileged_userns_clone"); err == nil && strings.TrimSpace(string(raw)) == "0" && os.Geteuid() != 0 {
+		return errors.New("sandbox: unprivileged user namespaces are disabled (/proc/sys/kernel/unprivileged_userns_clone is 0)")
+	}
+	return nil
+}
+
+// closeOnExecInherited marks the descriptors above stderr that this process
+// inherited open across exec as close-on-exec: bubblewrap passes every open
+// descriptor on to the sandboxed command, and Go opens its own with O_CLOEXEC.
+func closeOnExecInherited() {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if fd, err := strconv.Atoi(e.Name()); err == nil && fd > 2 {
+			syscall.CloseOnExec(fd)
+		}
+	}
+}
+
+// probe runs prlimit --version in a sandbox.
+func (s *Sandbox) probe() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd, err := s.CommandContext(ctx, Spec{Args: []string{s.prlimit, "--version"}})
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := Start(cmd); err != nil {
+		return fmt.Errorf("sandbox: starting %s: %w", s.bwrap, err)
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("sandbox: bubblewrap cannot build a sandbox here (%s: %w): %s", s.bwrap, err, strings.TrimSpace(stderr.String()))
+	}
+	return nil
+}
+
+// Command returns the command that runs spec in a sandbox; start it with Start.
+// Killing its process (or its process group: it leads one) kills everything the
+// command started.
+func (s *Sandbox) Command(spec Spec) (*exec.Cmd, error) {
+	return s.CommandContext(context.Background(), spec)
+}
+
+// CommandContext is Command with a context that kills the sandbox when done.
+func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*exec.Cmd, error) {
+	args := []string{}
+	var extra []*os.File
+	if s.filter != nil {
+		r, err := filterPipe(s.filter)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: seccomp filter: %w", err)
+		}
+		extra = append(extra, r)
+		args = append(args, "--seccomp", "3") // the first of ExtraFiles
+	}
+	cmd := exec.CommandContext(ctx, s.bwrap, append(args, s.args(spec)...)...)
+	cmd.ExtraFiles = extra
+	cmd.Env = spec.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd, nil
+}
+
+// Start starts a command of Command and closes the descriptors it handed over.
+func Start(cmd *exec.Cmd) error {
+	err := cmd.Start()
+	for _, f := range cmd.ExtraFiles {
+		_ = f.Close()
+	}
+	return err
+}
+
+// nextUID is the host user of the next command of a privileged sandbox.
+func (s *Sandbox) nextUID() int {
+	return s.uidBase + int(lastUID.Add(1)%uidSpan)
+}
+
+func (s *Sandbox) args(spec Spec) []string {
+	l := spec.Limits.withDefaults()
+	a := []string{"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup", "--hostname", "sandbox"}
+	if !spec.Network {
+		a = append(a, "--unshare-net")
+	}
+	if s.privileged {
+		// setpriv needs these to drop to the command's user; it then drops them.
+		a = append(a, "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
+	} else {
+		a = append(a, "--unshare-user", "--uid", strconv.Itoa(s.uid), "--gid", strconv.Itoa(s.gid), "--disable-userns", "--cap-drop", "ALL")
+	}
+	a = append(a, "--ro-bind", "/usr", "/usr")
+	a = append(a, systemLinks()...)
+	a = append(a, "--proc", "/proc")
+	a = append(a, "--perms", "0755", "--dir", "/dev")
+	for _, dev := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"} {
+		a = append(a, "--dev-bind", dev, dev)
+	}
+	a = append(a, "--perms", "1777", "--size", strconv.FormatInt(l.TmpSize, 10), "--tmpfs", "/tmp")
+	binds := spec.ReadOnly
+	if spec.Network {
+		binds = append(networkFiles(), binds...)
+	}
+	a = append(a, bindArgs(binds)...)
+	a = append(a, "--remount-ro", "/", "--chdir", "/tmp", "--")
+	if s.privileged {
+		uid := strconv.Itoa(s.nextUID())
+		a = append(a, s.setpriv, "--reuid="+uid, "--regid="+uid, "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--")
+	}
+	a = append(a, s.prlimit)
+	a = append(a, rlimit("as", l.AddressSpace), rlimit("nproc", l.Processes), rlimit("nofile", l.OpenFiles), rlimit("fsize", l.FileSize), "--core=0", "--")
+	return append(a, spec.Args...)
+}
+
+func rlimit(name string, v int64) string {
+	if v < 0 {
+		return "--" + name + "=unlimited"
+	}
+	return "--" + name + "=" + strconv.FormatInt(v, 10)
+}
+
+// systemLinks reproduces /bin, /lib, /lib64 and /sbin: links into /usr on a
+// merged-/usr system, read-only binds otherwise.
+func systemLinks() []string {
+	var a []string
+	for _, dir := range []string{"/bin", "/lib", "/lib64", "/sbin"} {
+		fi, err := os.Lstat(dir)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(dir); err == nil {
+				a = append(a, "--symlink", target, dir)
+			}
+		case fi.IsDir():
+			a = append(a, "--ro-bind", dir, dir)
+		}
+	}
+	return a
+}
+
+// networkFiles are the files name resolution and TLS need, for a sandbox that
+// keeps the network.
+func networkFiles() []string {
+	var files []string
+	for _, p := range []string{"/etc/resolv.conf", "/etc/hosts", "/etc/nsswitch.conf", "/etc/ssl", "/etc/ca-certificates"} {
+		if _, err := os.Stat(p); err == nil {
+			files = append(files, p)
+		}
+	}
+	return files
+}
+
+// bindArgs binds paths read-only at the same place, their missing parents made
+// traversable (bubblewrap run as root makes them 0700).
+func bindArgs(paths []string) []string {
+	var a []string
+	made := map[string]bool{}
+	for _, p := range paths {
+		var parents []string
+		for dir := filepath.Dir(p); dir != "/" && dir != "."; dir = filepath.Dir(dir) {
+			parents = append(parents, dir)
+		}
+		for i := len(parents) - 1; i >= 0; i-- {
+			if !made[parents[i]] {
+				made[parents[i]] = true
+				a = append(a, "--perms", "0755", "--dir", parents[i])
+			}
+		}
+		a = append(a, "--ro-bind", p, p)
+	}
+	return a
+}

@@ -1,0 +1,319 @@
+package sandbox
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// python is the system interpreter, readable by the sandbox's user.
+const python = "/usr/bin/python3"
+
+func newSandbox(t *testing.T) *Sandbox {
+	t.Helper()
+	s, err := New(Options{})
+	if err != nil {
+		t.Fatalf("the sandbox tests need bubblewrap and prlimit: %v", err)
+	}
+	return s
+}
+
+// modes are the sandboxes of a root caller and, when the tests run as root, of an
+// unprivileged one (bwrap started as nobody builds a user namespace).
+func modes(t *testing.T) map[string]func(Spec) *exec.Cmd {
+	s := newSandbox(t)
+	m := map[string]func(Spec) *exec.Cmd{}
+	if !s.privileged {
+		m["unprivileged"] = mustCommand(t, s)
+		return m
+	}
+	m["privileged"] = mustCommand(t, s)
+	u := &Sandbox{bwrap: s.bwrap, prlimit: s.prlimit, setpriv: s.setpriv, uid: s.uid, gid: s.gid, filter: s.filter}
+	m["unprivileged"] = func(spec Spec) *exec.Cmd {
+		cmd := mustCommand(t, u)(spec)
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}
+		return cmd
+	}
+	return m
+}
+
+func mustCommand(t *testing.T, s *Sandbox) func(Spec) *exec.Cmd {
+	return func(spec Spec) *exec.Cmd {
+		cmd, err := s.Command(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+}
+
+// run runs a Python program in a sandbox and returns its output.
+func run(t *testing.T, command func(Spec) *exec.Cmd, spec Spec, program string) string {
+	t.Helper()
+	spec.Args = []string{python, "-I", "-c", program}
+	cmd := command(spec)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("%v: %s%s", err, stdout.String(), stderr.String())
+	}
+	return strings.TrimSpace(stdout.String())
+}
+
+func TestNewNamesWhatIsMissing(t *testing.T) {
+	tests := []struct {
+		opts Options
+		want string
+	}{
+		{Options{Bwrap: "no-such-bwrap"}, "bubblewrap (no-such-bwrap) not found"},
+		{Options{Prlimit: "no-such-prlimit"}, "prlimit (no-such-prlimit) not found"},
+	}
+	for _, tt := range tests {
+		_, err := New(tt.opts)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("New(%+v) = %v, want an error containing %q", tt.opts, err, tt.want)
+		}
+	}
+}
+
+func TestFileSystemView(t *testing.T) {
+	for name, command := range modes(t) {
+		t.Run(name, func(t *testing.T) { testFileSystemView(t, command, name == "privileged") })
+	}
+}
+
+func testFileSystemView(t *testing.T, command func(Spec) *exec.Cmd, privileged bool) {
+	secret := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(secret, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	program := `import os
+def can_read(p):
+    try:
+        open(p).read(1)
+        return "read"
+    except OSError as e:
+        return type(e).__name__
+def can_write(p):
+    try:
+        open(p, "w").write("x")
+        return "wrote"
+    except OSError as e:
+        return type(e).__name__
+print(os.getuid(), os.getgid())
+print(sorted(os.listdir("/")))
+print(can_read("/etc/shadow"), can_read("/root/.bashrc"), can_read(` + strconv.Quote(secret) + `))
+print(can_write("/usr/x"), can_write("/x"), can_write("/tmp/x"))
+print(sorted(os.listdir("/proc/self/fd")))
+print([l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapEff", "CapBnd", "NoNewPrivs"))])
+`
+	got := strings.Split(run(t, command, Spec{}, program), "\n")
+	user := "65534 65534"
+	if privileged {
+		uid, _ := strconv.Atoi(strings.Fields(got[0])[0])
+		if uid < DefaultUIDBase {
+			t.Errorf("uid %d, want one from %d", uid, DefaultUIDBase)
+		}
+		user = strconv.Itoa(uid) + " " + strconv.Itoa(uid)
+	}
+	want := []string{
+		user,
+		"['bin', 'dev', 'lib', 'lib64', 'proc', 'sbin', 'tmp', 'usr']",
+		"FileNotFoundError FileNotFoundError FileNotFoundError",
+		"OSError OSError wrote",
+		"['0', '1', '2', '3']",
+		"['0000000000000000', '0000000000000000', '1']",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("output %q, want %d lines", got, len(want))
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("line %d = %q, want %q", i, got[i], want[i])
+		}
+	}
+}
+
+func TestLimits(t *testing.T) {
+	for name, command := range modes(t) {
+		t.Run(name, func(t *testing.T) { testLimits(t, command) })
+	}
+}
+
+func testLimits(t *testing.T, command func(Spec) *exec.Cmd) {
+	program := `import resource
+for r in (resource.RLIMIT_AS, resource.RLIMIT_NPROC, resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE, resource.RLIMIT_CORE):
+    print(resource.getrlimit(r))
+try:
+    resource.setrlimit(resource.RLIMIT_NPROC, (1000, 1000))
+    print("raised")
+except ValueError as e:
+    print("cannot raise")
+`
+	got := run(t, command, Spec{Limits: Limits{AddressSpace: 512 << 20, Processes: 7, OpenFiles: 64, FileSize: 1 << 20}}, program)
+	want := "(536870912, 536870912)\n(7, 7)\n(64, 64)\n(1048576, 1048576)\n(0, 0)\ncannot raise"
+	if got != want {
+		t.Errorf("limits:\n%s\nwant\n%s", got, want)
+	}
+}
+
+func TestForkBombEndsAtTheProcessLimit(t *testing.T) {
+	for name, command := range modes(t) {
+		t.Run(name, func(t *testing.T) { testForkBombEndsAtTheProcessLimit(t, command) })
+	}
+}
+
+func testForkBombEndsAtTheProcessLimit(t *testing.T, command func(Spec) *exec.Cmd) {
+	program := `import os, time
+n = 0
+while n < 1000:
+    try:
+        pid = os.fork()
+    except OSError:
+        break
+    if pid == 0:
+        time.sleep(60)
+        os._exit(0)
+    n += 1
+print(n)
+`
+	got := run(t, command, Spec{Limits: Limits{Processes: 10}}, program)
+	n, err := strconv.Atoi(got)
+	if err != nil || n >= 10 {
+		t.Errorf("forked %q children, want fewer than the limit of 10", got)
+	}
+}
+
+func TestNoNetwork(t *testing.T) {
+	for name, command := range modes(t) {
+		t.Run(name, func(t *testing.T) { testNoNetwork(t, command) })
+	}
+}
+
+func testNoNetwork(t *testing.T, command func(Spec) *exec.Cmd) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	port := l.Addr().(*net.TCPAddr).Port
+	program := `import socket
+try:
+    socket.create_connection(("127.0.0.1", ` + strconv.Itoa(port) + `), timeout=2)
+    print("connected")
+except OSError as e:
+    print(type(e).__name__)
+print(sorted(n for _, n in socket.if_nameindex()))
+`
+	if got, want := run(t, command, Spec{}, program), "ConnectionRefusedError\n['lo']"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+// TestDescendantsDieWithTheCommand kills a sandbox whose child started a
+// grandchild in a new session; the grandchild must die too.
+func TestDescendantsDieWithTheCommand(t *testing.T) {
+	for name, command := range modes(t) {
+		t.Run(name, func(t *testing.T) {
+			testDescendantsDieWithTheCommand(t, command, "sandbox-grandchild-"+name+strconv.Itoa(os.Getpid()))
+		})
+	}
+}
+
+func testDescendantsDieWithTheCommand(t *testing.T, command func(Spec) *exec.Cmd, marker string) {
+	program := `import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv("/usr/bin/sleep", [` + strconv.Quote(marker) + `, "600"])
+    os._exit(0)
+print("started", flush=True)
+time.sleep(600)
+`
+	cmd := command(Spec{Args: []string{python, "-I", "-c", program}})
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Start(cmd); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 8)
+	if _, err := out.Read(buf); err != nil {
+		t.Fatalf("reading the first line: %v", err)
+	}
+	waitFor(t, func() bool { return len(pidsWith(marker)) == 1 }, "the grandchild to start")
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	waitFor(t, func() bool { return len(pidsWith(marker)) == 0 }, "the grandchild to die")
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// pidsWith returns the processes whose argv[0] is arg.
+func pidsWith(arg string) []string {
+	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var pids []string
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		if err == nil && bytes.HasPrefix(raw, []byte(arg+"\x00")) {
+			pids = append(pids, filepath.Base(filepath.Dir(p)))
+		}
+	}
+	return pids
+}
+
+// Two sandboxes of one process never hand out the same user in a row.
+func TestUsersAreNotShared(t *testing.T) {
+	a, b := &Sandbox{uidBase: DefaultUIDBase}, &Sandbox{uidBase: DefaultUIDBase}
+	seen := map[int]bool{}
+	for range 100 {
+		for _, s := range []*Sandbox{a, b} {
+			uid := s.nextUID()
+			if seen[uid] || uid < DefaultUIDBase || uid >= DefaultUIDBase+uidSpan {
+				t.Fatalf("uid %d handed out twice or outside [%d, %d)", uid, DefaultUIDBase, DefaultUIDBase+uidSpan)
+			}
+			seen[uid] = true
+		}
+	}
+}
+
+func TestNoUserNamespaces(t *testing.T) {
+	for name, command := range modes(t) {
+		t.Run(name, func(t *testing.T) {
+			program := `import ctypes, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+print(libc.unshare(0x10000000), os.strerror(ctypes.get_errno()))
+t = threading.Thread(target=lambda: None)
+t.start()
+t.join()
+print("threads work")
+`
+			got := run(t, command, Spec{}, program)
+			if !strings.HasPrefix(got, "-1 ") || !strings.HasSuffix(got, "\nthreads work") {
+				t.Errorf("unshare(CLONE_NEWUSER) and a thread: %q, want -1 and a working thread", got)
+			}
+		})
+	}
+}
