@@ -607,14 +607,24 @@ type tailBuffer struct {
 
 const tailBytes = 4 << 10
 
+// Write keeps the last tailBytes written, in one buffer allocated once, so that a
+// worker flooding its standard error costs the gateway no allocation per write.
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.buf = append(t.buf, p...)
-	if len(t.buf) > tailBytes {
-		t.buf = append([]byte(nil), t.buf[len(t.buf)-tailBytes:]...)
+	n := len(p)
+	if t.buf == nil {
+		t.buf = make([]byte, 0, tailBytes)
 	}
-	return len(p), nil
+	if len(p) >= tailBytes {
+		t.buf = append(t.buf[:0], p[len(p)-tailBytes:]...)
+		return n, nil
+	}
+	if drop := len(t.buf) + len(p) - tailBytes; drop > 0 {
+		t.buf = t.buf[:copy(t.buf, t.buf[drop:])]
+	}
+	t.buf = append(t.buf, p...)
+	return n, nil
 }
 
 func (t *tailBuffer) String() string {

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"maps"
@@ -265,5 +266,20 @@ func BenchmarkPythonColdStart(b *testing.B) {
 				c.Close()
 			}
 		})
+	}
+}
+
+func TestTailBufferKeepsTheEndWithoutAllocating(t *testing.T) {
+	var tb tailBuffer
+	chunk := bytes.Repeat([]byte("abcdefgh"), 4<<10) // 32 KiB
+	allocs := testing.AllocsPerRun(100, func() {
+		_, _ = tb.Write(chunk)
+		_, _ = tb.Write([]byte("tail"))
+	})
+	if allocs > 0 {
+		t.Errorf("%.1f allocations per write pair, want 0", allocs)
+	}
+	if got := tb.String(); len(got) != tailBytes || !strings.HasSuffix(got, "abcdefghtail") {
+		t.Errorf("tail has %d bytes ending %q", len(got), got[len(got)-12:])
 	}
 }
