@@ -223,10 +223,13 @@ def sync(request):
 	_, err := invoke(t, c, echoRequest("bad"))
 	goruntime.ReadMemStats(&after)
 	assertInvokeError(t, err, ReasonBadReturn, "larger than the limit of 4194304 bytes")
+	// TotalAlloc counts the whole test process (other tests' idle workers too), so the
+	// bound is loose; reading the 400 MiB line whole would allocate over 400 MiB, the
+	// bounded reader about 20 MiB.
 	grew := after.TotalAlloc - before.TotalAlloc
 	t.Logf("the gateway allocated %.1f MiB reading the flood", float64(grew)/(1<<20))
-	if grew > 64<<20 {
-		t.Errorf("the gateway allocated %d MiB reading the flood, want under 64 MiB", grew>>20)
+	if grew > 200<<20 {
+		t.Errorf("the gateway allocated %d MiB reading a 400 MiB flood, want under 200 MiB", grew>>20)
 	}
 	if _, err := invoke(t, c, echoRequest("good")); err != nil {
 		t.Errorf("after the flood: %v", err)
