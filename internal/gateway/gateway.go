@@ -46,6 +46,9 @@ type Options struct {
 	// MaxConcurrentCalls is how many calls of one function run at once; more answer
 	// 429 with Retry-After. Default 64.
 	MaxConcurrentCalls int
+	// AllowFunctionNetwork lets a Function ask for the host's network
+	// (spec.network); without it such a Function is refused. Default false.
+	AllowFunctionNetwork bool
 	// Runtime configures the runtimes.
 	Runtime runtime.Options
 }
@@ -98,6 +101,7 @@ type Gateway struct {
 	opts     Options
 	dyn      dynamic.Interface
 	registry *runtime.Registry
+	compiler networkPolicy // registry, under the network policy
 	store    *store
 	auth     *authorizer
 	calls    *callLimiter
@@ -120,11 +124,13 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 		return nil, err
 	}
 	registry := runtime.NewRegistry(opts.Runtime)
+	policy := networkPolicy{compiler: registry, allow: opts.AllowFunctionNetwork}
 	return &Gateway{
 		opts:     opts,
 		dyn:      dyn,
 		registry: registry,
-		store:    newStore(dyn, registry, opts.PublicURL, opts.History, newMetrics(reg, registry.Stats)),
+		compiler: policy,
+		store:    newStore(dyn, policy, opts.PublicURL, opts.History, newMetrics(reg, registry.Stats)),
 		auth:     newAuthorizer(kube, opts.authOptions()),
 		calls:    newCallLimiter(opts.MaxConcurrentCalls),
 	}, nil

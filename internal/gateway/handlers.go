@@ -22,7 +22,7 @@ import (
 
 // functionRequest is the body of POST and PUT: a Function object (metadata.name,
 // labels, annotations and spec), or the spec's fields flat beside "name": {"name",
-// "runtime", "source", "handler", "timeoutSeconds", "env", "history"}.
+// "runtime", "source", "handler", "timeoutSeconds", "env", "history", "network"}.
 type functionRequest struct {
 	Metadata *struct {
 		Name        string            `json:"name"`
@@ -155,7 +155,8 @@ func (g *Gateway) deleteFunction(w http.ResponseWriter, r *http.Request) {
 }
 
 // validate checks a function before anything is stored: its name, runtime, source
-// size, timeout, and that the source compiles.
+// size, timeout, that the gateway allows the network it asks for, and that the
+// source compiles.
 func (g *Gateway) validate(namespace, name string, req *functionRequest) (*unstructured.Unstructured, error) {
 	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
 		return nil, errorf(http.StatusUnprocessableEntity, "invalid_name", fmt.Sprintf("function name %q: %s", name, msgs[0]))
@@ -172,7 +173,11 @@ func (g *Gateway) validate(namespace, name string, req *functionRequest) (*unstr
 	case spec.TimeoutSeconds < 0 || spec.TimeoutSeconds > 300:
 		return nil, errorf(http.StatusUnprocessableEntity, "invalid_timeout", fmt.Sprintf("timeoutSeconds %d is not between 1 and 300", spec.TimeoutSeconds))
 	}
-	compiled, err := g.registry.Compile(toRuntime(namespace, name, &spec))
+	fn := toRuntime(namespace, name, &spec)
+	if err := g.compiler.check(fn); err != nil {
+		return nil, errorf(http.StatusUnprocessableEntity, "network_not_allowed", err.Error())
+	}
+	compiled, err := g.compiler.Compile(fn)
 	if err != nil {
 		return nil, compileError(err)
 	}

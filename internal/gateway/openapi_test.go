@@ -30,7 +30,7 @@ func TestOpenAPIIsValid(t *testing.T) {
 		t.Fatalf("invalid document: %v", err)
 	}
 	spec := doc.Components.Schemas["Function"].Value.Properties["spec"].Value
-	if spec.Properties["runtime"].Value.Enum == nil || spec.Properties["history"] == nil {
+	if spec.Properties["runtime"].Value.Enum == nil || spec.Properties["history"] == nil || spec.Properties["network"] == nil {
 		t.Errorf("the Function schema is not the CRD's: %+v", spec.Properties)
 	}
 	put := doc.Paths.Find("/v1/namespaces/{namespace}/functions/{name}").Put
@@ -45,6 +45,8 @@ func TestOpenAPIIsValid(t *testing.T) {
 	}{
 		{`{"metadata": {"name": "f", "labels": {"a": "b"}}, "spec": {"runtime": "javascript", "source": "x"}}`, true},
 		{`{"name": "f", "runtime": "python", "source": "x", "history": {"enabled": false}}`, true},
+		{`{"name": "f", "runtime": "python", "source": "x", "network": true}`, true},
+		{`{"name": "f", "runtime": "python", "source": "x", "network": "yes"}`, false},
 		{`{"name": "f", "runtime": "cobol", "source": "x"}`, false},
 		{`{"metadata": {"name": "f"}}`, false},
 	} {

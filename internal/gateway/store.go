@@ -216,8 +216,11 @@ func (s *store) writeStatus(ctx context.Context, u *unstructured.Unstructured, h
 	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Compiled", Message: "the function is served at " + want.URL, ObservedGeneration: u.GetGeneration()}
 	if loadErr != nil {
 		ready = metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "CompileError", Message: loadErr.Error(), ObservedGeneration: u.GetGeneration()}
-		if errors.Is(loadErr, runtime.ErrUnknownRuntime) {
+		switch {
+		case errors.Is(loadErr, runtime.ErrUnknownRuntime):
 			ready.Reason = "InvalidSpec"
+		case errors.Is(loadErr, ErrNetworkNotAllowed):
+			ready.Reason = "NetworkNotAllowed"
 		}
 	}
 	want.Conditions = append([]metav1.Condition(nil), status.Conditions...)
@@ -259,13 +262,13 @@ func toRuntime(namespace, name string, spec *fnv1.FunctionSpec) runtime.Function
 	}
 	return runtime.Function{
 		Name: namespace + "/" + name, Runtime: spec.Runtime, Source: spec.Source,
-		Handler: spec.Handler, Timeout: timeout, Env: spec.Env,
+		Handler: spec.Handler, Timeout: timeout, Env: spec.Env, Network: spec.Network,
 	}
 }
 
 // functionHash identifies what a function runs.
 func functionHash(fn runtime.Function) string {
-	data, _ := json.Marshal([]any{fn.Runtime, fn.Source, fn.Handler, fn.Timeout.String(), fn.Env})
+	data, _ := json.Marshal([]any{fn.Runtime, fn.Source, fn.Handler, fn.Timeout.String(), fn.Env, fn.Network})
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
 }

@@ -83,7 +83,8 @@ var pythonBaseEnv = map[string]string{
 var pythonWorkerScript string
 
 // python runs functions in warm CPython worker processes, each in its own sandbox
-// (package sandbox): its own user, PID, mount and network namespaces, a read-only
+// (package sandbox): its own user, PID, mount and network namespaces (the host's
+// network when Function.Network asks for it), a read-only
 // view of /usr and the interpreter's installation, a private /tmp, a clean
 // environment, no capabilities and rlimits, its address space bounded by
 // Options.PythonMemoryLimit. With Options.InsecureNoSandbox a worker is a plain
@@ -347,7 +348,7 @@ func (w *pyWorker) command(f *pyFunction) (*exec.Cmd, error) {
 	args := []string{f.interpreter, "-I", "-c", pythonWorkerScript,
 		PythonWorkerMarker, "gateway=" + strconv.Itoa(os.Getpid()), "function=" + f.fn.Name}
 	if f.sandbox != nil {
-		return f.sandbox.Command(sandbox.Spec{Args: args, Env: f.env, ReadOnly: f.binds, Limits: sandbox.Limits{AddressSpace: f.memoryLimit}})
+		return f.sandbox.Command(sandbox.Spec{Args: args, Env: f.env, ReadOnly: f.binds, Network: f.fn.Network, Limits: sandbox.Limits{AddressSpace: f.memoryLimit}})
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = w.dir

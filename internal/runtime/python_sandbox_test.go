@@ -289,3 +289,39 @@ func processesNamed(name string) []string {
 	}
 	return pids
 }
+
+// TestPythonNetwork: a worker reaches a listener on the host's loopback only when
+// its Function asks for the network.
+func TestPythonNetwork(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go acceptAll(l)
+	source := pyAttempts + "\ndef sync(request):\n    return {\"listener\": connect(" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port) + ")}\n"
+	rt := NewPython(Options{PythonPoolSize: 1})
+	for _, tt := range []struct {
+		network bool
+		want    string
+	}{
+		{false, "ConnectionRefusedError"},
+		{true, "connected"},
+	} {
+		fn := pyFn("network-"+strconv.FormatBool(tt.network), source)
+		fn.Network = tt.network
+		c := mustCompile(t, rt, fn)
+		res, err := invoke(t, c, echoRequest("x"))
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(res.Response, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got["listener"] != tt.want {
+			t.Errorf("network %v: connecting to the host's loopback gave %v, want %s", tt.network, got["listener"], tt.want)
+		}
+	}
+}

@@ -29,6 +29,10 @@ type Function struct {
 	Handler string
 	Timeout time.Duration
 	Env     map[string]string
+	// Network gives a sandboxed Python worker the host's network instead of a
+	// loopback of its own; the caller decides whether a function may have it.
+	// The other runtimes have no network API.
+	Network bool
 }
 
 // Result is one invocation's outcome.

@@ -38,6 +38,12 @@ type FunctionSpec struct {
 	// History says whether the gateway records this function's calls; nil records
 	// them.
 	History *FunctionHistory `json:"history,omitempty"`
+	// Network asks for the host's network: a Python worker of the function then
+	// shares the gateway's network namespace (its interfaces, loopback included)
+	// instead of having only a loopback of its own. The gateway refuses such a
+	// function unless it was started with --allow-function-network. JavaScript,
+	// Jsonnet and builtin functions have no network API either way.
+	Network bool `json:"network,omitempty"`
 }
 
 // FunctionHistory configures the record of recent calls that the gateway keeps in
