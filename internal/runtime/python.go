@@ -37,7 +37,13 @@ const PythonWorkerMarker = "metalambda-python-worker"
 // their command lines in /proc. The bubblewrap process around a sandboxed worker
 // is left out.
 func PythonWorkerPIDs(gateway int, function string) []int {
-	want := []string{PythonWorkerMarker, "gateway=" + strconv.Itoa(gateway)}
+	return workerPIDs(PythonWorkerMarker, gateway, function)
+}
+
+// workerPIDs finds the workers whose command lines hold marker, gateway and
+// function.
+func workerPIDs(marker string, gateway int, function string) []int {
+	want := []string{marker, "gateway=" + strconv.Itoa(gateway)}
 	if function != "" {
 		want = append(want, "function="+function)
 	}
@@ -131,10 +137,16 @@ func (p *python) Compile(fn Function) (Compiled, error) {
 	f := &pyFunction{
 		fn: fn, interpreter: interpreter, memoryLimit: max(p.opts.PythonMemoryLimit, 0), env: env, timeout: p.opts.timeout(fn),
 		sandbox: sb, binds: binds, maxReply: p.opts.MaxReplyBytes,
+		args: []string{interpreter, "-I", "-c", pythonWorkerScript, PythonWorkerMarker, "gateway=" + strconv.Itoa(os.Getpid()), "function=" + fn.Name},
 	}
 	if f.fn.Handler == "" {
 		f.fn.Handler = DefaultPythonHandler
 	}
+	first, err := json.Marshal(pyInit{Source: f.fn.Source, Handler: f.fn.Handler, Filename: f.fn.Name, MemoryLimit: f.memoryLimit})
+	if err != nil {
+		return nil, fmt.Errorf("function %s: %w", fn.Name, err)
+	}
+	f.init = append(first, '\n')
 	f.pool = newPool(p.opts.PythonPoolSize, p.pools, f.startWorker, (*pyWorker).kill)
 	w, err := f.pool.get(context.Background())
 	if err != nil {
@@ -232,7 +244,8 @@ func pythonEnv(fn Function) ([]string, error) {
 	return env, nil
 }
 
-// pyFunction is a compiled Python function and its pool of workers.
+// pyFunction is a compiled function and its pool of workers: Python's, or the
+// script workers of JavaScript and Jsonnet, which speak the same protocol.
 type pyFunction struct {
 	fn          Function
 	interpreter string
@@ -243,6 +256,8 @@ type pyFunction struct {
 	sandbox     *sandbox.Sandbox // nil: workers are plain processes
 	binds       []string
 	maxReply    int64
+	args        []string // the worker's command
+	init        []byte   // the first frame, which loads the function
 }
 
 // Invoke runs the function in a pooled worker. A worker that times out, crashes or
@@ -344,8 +359,7 @@ func (w *pyWorker) removeDir() {
 // command is the worker's command: in the function's sandbox, or a plain process
 // in its own process group and directory.
 func (w *pyWorker) command(f *pyFunction) (*exec.Cmd, error) {
-	args := []string{f.interpreter, "-I", "-c", pythonWorkerScript,
-		PythonWorkerMarker, "gateway=" + strconv.Itoa(os.Getpid()), "function=" + f.fn.Name}
+	args := f.args
 	if f.sandbox != nil {
 		return f.sandbox.Command(sandbox.Spec{Args: args, Env: f.env, ReadOnly: f.binds, Limits: sandbox.Limits{AddressSpace: f.memoryLimit}})
 	}
@@ -434,14 +448,10 @@ type pyInit struct {
 
 // load sends the source and waits for the worker to have loaded it.
 func (w *pyWorker) load(f *pyFunction) error {
-	frame, err := json.Marshal(pyInit{Source: f.fn.Source, Handler: f.fn.Handler, Filename: f.fn.Name, MemoryLimit: f.memoryLimit})
-	if err != nil {
-		return fmt.Errorf("function %s: %w", f.fn.Name, err)
-	}
 	limit := f.timeout + pythonStartAllowance
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	reply, err := w.exchange(ctx, f.fn.Name, append(frame, '\n'), limit)
+	reply, err := w.exchange(ctx, f.fn.Name, f.init, limit)
 	var ie *InvokeError
 	if errors.As(err, &ie) {
 		return &CompileError{Function: f.fn.Name, Message: "loading the source: " + ie.Message}
@@ -558,11 +568,13 @@ type pyReply struct {
 }
 
 type pyError struct {
-	Type      string `json:"type"`
+	// Reason is a script worker's InvokeError reason; Message is then its message.
+	Reason    string `json:"reason,omitempty"`
+	Type      string `json:"type,omitempty"`
 	Message   string `json:"message"`
-	Traceback string `json:"traceback"`
-	Line      int    `json:"line"`
-	Column    int    `json:"column"`
+	Traceback string `json:"traceback,omitempty"`
+	Line      int    `json:"line,omitempty"`
+	Column    int    `json:"column,omitempty"`
 }
 
 func (e *pyError) String() string {
@@ -570,8 +582,10 @@ func (e *pyError) String() string {
 		return "unknown error"
 	}
 	s := e.Type
-	if e.Message != "" {
+	if e.Message != "" && s != "" {
 		s += ": " + e.Message
+	} else if e.Message != "" {
+		s = e.Message
 	}
 	if e.Traceback != "" {
 		s += "\n" + strings.TrimRight(e.Traceback, "\n")
@@ -593,32 +607,52 @@ func (r pyReply) result(name string) (Result, error) {
 		response, err := compactObject(name, r.Response)
 		return Result{Response: response, Logs: r.Logs}, err
 	}
+	if r.Error != nil && r.Error.Reason != "" {
+		return Result{Logs: r.Logs}, &InvokeError{Function: name, Reason: r.Error.Reason, Message: r.Error.Message}
+	}
 	if r.Error != nil && r.Error.Type == "BadReturn" {
 		return Result{Logs: r.Logs}, badReturn(name, "%s", r.Error.Message)
 	}
 	return Result{Logs: r.Logs}, exception(name, r.Error.String())
 }
 
-// tailBuffer keeps the last bytes written to it (a worker's stderr).
+// tailBuffer keeps the first and the last bytes written to it (a worker's
+// stderr): a Python traceback ends with its cause, a Go runtime's crash starts
+// with it.
 type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
+	mu      sync.Mutex
+	head    []byte
+	buf     []byte
+	dropped bool // bytes between head and buf were dropped
 }
 
-const tailBytes = 4 << 10
+const (
+	headBytes = 1 << 10
+	tailBytes = 4 << 10
+)
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	n := len(p)
+	if room := headBytes - len(t.head); room > 0 {
+		k := min(room, len(p))
+		t.head = append(t.head, p[:k]...)
+		p = p[k:]
+	}
 	t.buf = append(t.buf, p...)
 	if len(t.buf) > tailBytes {
 		t.buf = append([]byte(nil), t.buf[len(t.buf)-tailBytes:]...)
+		t.dropped = true
 	}
-	return len(p), nil
+	return n, nil
 }
 
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return string(t.buf)
+	if t.dropped {
+		return string(t.head) + "\n[...]\n" + string(t.buf)
+	}
+	return string(t.head) + string(t.buf)
 }
