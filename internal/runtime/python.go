@@ -258,6 +258,7 @@ type pyFunction struct {
 	maxReply    int64
 	args        []string // the worker's command
 	init        []byte   // the first frame, which loads the function
+	goWorker    bool     // a script worker: a Go runtime's crash is quoted to its first blank line
 }
 
 // Invoke runs the function in a pooled worker. A worker that times out, crashes or
@@ -319,6 +320,7 @@ type pyWorker struct {
 	once   sync.Once
 
 	sandboxed bool
+	goWorker  bool
 	maxReply  int64
 	tooLarge  atomic.Bool // a reply passed maxReply
 }
@@ -331,6 +333,7 @@ func (f *pyFunction) startWorker() (*pyWorker, error) {
 		stderr:    &tailBuffer{},
 		maxReply:  f.maxReply,
 		sandboxed: f.sandbox != nil,
+		goWorker:  f.goWorker,
 	}
 	if f.sandbox == nil {
 		dir, err := os.MkdirTemp("", "metalambda-python-")
@@ -516,7 +519,11 @@ func (w *pyWorker) crashError(name string) error {
 		state = exitState(w.cmd.ProcessState, w.sandboxed)
 	}
 	msg := "worker exited (" + state + ")"
-	if tail := strings.TrimSpace(w.stderr.String()); tail != "" {
+	tail := strings.TrimSpace(w.stderr.String())
+	if cause, _, found := strings.Cut(tail, "\n\n"); w.goWorker && found {
+		tail = cause // the Go runtime's message, without its goroutines' stacks
+	}
+	if tail != "" {
 		msg += ": " + tail
 	}
 	w.kill()

@@ -138,8 +138,9 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 		// space of threads that cgo starts small.
 		env:     []string{"GOTRACEBACK=none", "MALLOC_ARENA_MAX=1"},
 		sandbox: sb, binds: []string{exe}, maxReply: s.opts.MaxReplyBytes,
-		args: []string{exe, ScriptWorkerMarker, "gateway=" + strconv.Itoa(os.Getpid()), "function=" + fn.Name},
-		init: append(first, '\n'),
+		args:     []string{exe, ScriptWorkerMarker, "gateway=" + strconv.Itoa(os.Getpid()), "function=" + fn.Name},
+		init:     append(first, '\n'),
+		goWorker: true,
 	}
 	f.pool = newPool(s.poolSize(), s.pools, f.startWorker, (*pyWorker).kill)
 	w, err := f.pool.get(context.Background())

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"os"
 	"runtime"
 	"slices"
@@ -85,7 +86,11 @@ func TestScriptWorkerJavaScriptMemoryBomb(t *testing.T) {
 	before := heapInUse()
 	workers := scriptWorkers("test/bomb")
 	_, err := invoke(t, c, echoRequest("bomb"))
-	assertInvokeError(t, err, ReasonCrash, "out of memory")
+	assertInvokeError(t, err, ReasonCrash, "fatal error: out of memory")
+	t.Logf("the bomb: %v", err)
+	if ie := (*InvokeError)(nil); errors.As(err, &ie) && strings.Contains(ie.Message, "goroutine") {
+		t.Errorf("the error quotes the worker's goroutines: %s", ie.Message)
+	}
 	if grown := int64(heapInUse()) - int64(before); grown > 64<<20 {
 		t.Errorf("the test process's heap grew by %d MiB", grown>>20)
 	}
