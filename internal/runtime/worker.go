@@ -133,10 +133,11 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 	}
 	f := &pyFunction{
 		fn: fn, interpreter: exe, memoryLimit: memoryLimit, timeout: timeout,
-		// GOTRACEBACK=none keeps a crash's stderr to its cause (out of memory),
-		// which the call's error quotes; one malloc arena keeps the address
-		// space of threads that cgo starts small.
-		env:     []string{"GOTRACEBACK=none", "MALLOC_ARENA_MAX=1"},
+		// A worker serves one call at a time: one P spares it the scheduler's
+		// spinning threads, and GOGC=400 collects as rarely as the gateway does
+		// (the heap is small; the memory limit still bounds it). One malloc arena
+		// keeps the address space of threads that cgo starts small.
+		env:     []string{"GOMAXPROCS=1", "GOGC=400", "MALLOC_ARENA_MAX=1"},
 		sandbox: sb, binds: []string{exe}, maxReply: s.opts.MaxReplyBytes,
 		args:     []string{exe, ScriptWorkerMarker, "gateway=" + strconv.Itoa(os.Getpid()), "function=" + fn.Name},
 		init:     append(first, '\n'),

@@ -36,7 +36,9 @@ func TestScriptWorkersEcho(t *testing.T) {
 		{NewSandboxedJsonnet(Options{}), jsonnetFn("echo", jsonnetEcho), "TRACE: test/echo:3 sync w\n"},
 	} {
 		t.Run(tt.fn.Runtime+"/"+tt.fn.Name, func(t *testing.T) {
+			start := time.Now()
 			c := mustCompile(t, tt.rt, tt.fn)
+			t.Logf("compiled (a first worker started) in %s", time.Since(start))
 			if res := assertEcho(t, c, "w"); res.Logs != tt.wantLogs {
 				t.Errorf("logs = %q, want %q", res.Logs, tt.wantLogs)
 			}
