@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"context"
 	"errors"
 	"os"
 	"runtime"
@@ -152,5 +153,30 @@ func TestScriptWorkerSandboxView(t *testing.T) {
 	}
 	if _, err := os.Stat("/proc/" + strconv.Itoa(pids[0]) + "/root/etc/passwd"); err == nil {
 		t.Error("the worker sees /etc/passwd")
+	}
+}
+
+// BenchmarkScriptWorkerEcho measures a call through a warm sandboxed worker.
+func BenchmarkScriptWorkerEcho(b *testing.B) {
+	for _, tt := range []struct {
+		rt Runtime
+		fn Function
+	}{{NewSandboxedJavaScript(Options{}), jsFn("echo", jsEcho)}, {NewSandboxedJsonnet(Options{}), jsonnetFn("echo", jsonnetEcho)}} {
+		b.Run(tt.fn.Runtime, func(b *testing.B) {
+			benchEcho(b, mustCompile(b, tt.rt, tt.fn))
+		})
+	}
+}
+
+// BenchmarkScriptWorkerColdStart measures a new JavaScript function's first
+// answer: compile (start a sandboxed worker, load the source), one call, close.
+func BenchmarkScriptWorkerColdStart(b *testing.B) {
+	rt := NewSandboxedJavaScript(Options{})
+	for b.Loop() {
+		c := mustCompile(b, rt, jsFn("cold", jsEcho))
+		if _, err := c.Invoke(context.Background(), echoRequest("cold")); err != nil {
+			b.Fatal(err)
+		}
+		c.Close()
 	}
 }
