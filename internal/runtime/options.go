@@ -48,8 +48,9 @@ type Options struct {
 	// Sandbox starts the worker processes; nil means one built by sandbox.New with
 	// its defaults at a runtime's first Compile, whose failure fails the Compile.
 	Sandbox *sandbox.Sandbox
-	// InsecureNoSandbox runs workers as plain processes of the gateway's user, with
-	// its view of the file system and network: for development only.
+	// InsecureNoSandbox runs Python workers as plain processes of the gateway's
+	// user, with its view of the file system and network, and JavaScript and
+	// Jsonnet functions in the gateway's process: for development only.
 	InsecureNoSandbox bool
 	// MaxReplyBytes bounds one reply of a worker process (default 16 MiB); a
 	// larger reply kills the worker and fails the call.
