@@ -50,8 +50,9 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.burst, "client-go-burst", o.burst, "Burst of queries to the Kubernetes API.")
 	fs.StringVar(&o.gateway.Runtime.PythonBinary, "python", "python3", "CPython 3 interpreter for python functions.")
 	fs.Int64Var(&o.gateway.Runtime.PythonMemoryLimit, "python-memory-limit", 256<<20, "Address-space limit of each Python worker, in bytes.")
+	fs.Int64Var(&o.gateway.Runtime.ScriptMemoryLimit, "script-memory-limit", runtime.DefaultScriptMemoryLimit, "Address-space limit of each JavaScript and Jsonnet worker, in bytes (an idle worker holds about 1.3 GiB of address space; its heap gets the rest).")
 	fs.IntVar(&o.gateway.Runtime.PythonPoolSize, "python-workers", 0, "Most Python worker processes per function, started on demand (0: 2×GOMAXPROCS, between 2 and 8).")
-	fs.BoolVar(&o.gateway.Runtime.InsecureNoSandbox, "insecure-no-sandbox", false, "Run Python workers as plain processes of the gateway's user, without a sandbox (development only).")
+	fs.BoolVar(&o.gateway.Runtime.InsecureNoSandbox, "insecure-no-sandbox", false, "Run Python workers as plain processes of the gateway's user and JavaScript and Jsonnet functions in the gateway's process, without a sandbox (development only).")
 	fs.BoolVar(&o.gateway.AllowFunctionNetwork, "allow-function-network", false, "Let a Function ask for the host's network (spec.network: true); without it such a Function is refused.")
 	fs.IntVar(&o.gateway.History, "history", 50, "Invocations kept per function.")
 	fs.IntVar(&o.gateway.MaxConcurrentCalls, "max-concurrent-calls", 64, "Calls of one function that run at once; more answer 429 with Retry-After.")
@@ -101,7 +102,7 @@ func main() {
 // unless the operator turned it off.
 func buildSandbox(rt *runtime.Options) error {
 	if rt.InsecureNoSandbox {
-		klog.InfoS("WARNING: --insecure-no-sandbox: Python functions run as plain processes of the gateway's user, with its files, credentials and network")
+		klog.InfoS("WARNING: --insecure-no-sandbox: Python functions run as plain processes of the gateway's user, with its files, credentials and network, and JavaScript and Jsonnet functions in the gateway's process, without memory bounds")
 		return nil
 	}
 	sb, err := sandbox.New(sandbox.Options{})

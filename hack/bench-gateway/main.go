@@ -219,9 +219,11 @@ func run(duration time.Duration, clients int, loader string) error {
 
 	// Targets, in the order of the table. server lists the processes whose CPU time
 	// a request costs besides the load generator: this process (which hosts the
-	// gateway) and its Python workers, or the seed server.
+	// gateway) and its workers, or the seed server.
 	self := os.Getpid()
-	gatewayProcs := func() []int { return append([]int{self}, runtime.PythonWorkerPIDs(self, "")...) }
+	gatewayProcs := func() []int {
+		return append(append([]int{self}, runtime.PythonWorkerPIDs(self, "")...), runtime.ScriptWorkerPIDs(self, "")...)
+	}
 	type target struct {
 		key, name, url string
 		server         func() []int

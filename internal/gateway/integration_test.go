@@ -285,16 +285,20 @@ func TestTimeoutsAndIsolation(t *testing.T) {
 	createFunction(t, ns, "py-loop", "python", "def sync(r):\n    while True:\n        pass\n", 1)
 	createFunction(t, ns, "jn-slow", "jsonnet", "function(request) { n: std.foldl(function(a, b) a + b, std.range(1, 100000000), 0) }", 1)
 	createFunction(t, ns, "py-hog", "python", "def sync(r):\n    x = bytearray(4 * 1024 ** 3)\n    return {}\n", 5)
+	createFunction(t, ns, "js-hog", "javascript", `function sync(r) { return {n: "x".repeat(1 << 30).length}; }`, 5)
 	g.waitHook(t, ns, "healthy", "p-ok")
-	for _, name := range []string{"js-loop", "py-loop", "jn-slow", "py-hog"} {
+	for _, name := range []string{"js-loop", "py-loop", "jn-slow", "py-hog", "js-hog"} {
 		var r reply
 		kubetest.Eventually(t, 30*time.Second, name+" is loaded", func(context.Context) (bool, error) {
 			r = g.do(t, "POST", "/hooks/"+ns+"/"+name, "", hookRequest("p"))
 			return r.status != http.StatusServiceUnavailable, fmt.Errorf("%d %s", r.status, r.raw)
 		})
 		want := "timeout"
-		if name == "py-hog" {
+		switch name {
+		case "py-hog":
 			want = "MemoryError"
+		case "js-hog":
+			want = "out of memory"
 		}
 		if r.status != 500 || r.body["error"] != "function_failed" || !strings.Contains(r.raw, want) || !strings.Contains(r.raw, ns+"/"+name) {
 			t.Errorf("%s: %d %s, want 500 naming the function and %q", name, r.status, r.raw, want)

@@ -15,11 +15,15 @@ import (
 	"github.com/google/go-cmp/cmp"
 )
 
-// TestMain fails the run if a Python worker of this process outlives the tests.
+// TestMain fails the run if a worker of this process outlives the tests.
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if left := workerProcesses(""); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "python workers left behind: %v\n", left)
+		code = 1
+	}
+	if left := ScriptWorkerPIDs(os.Getpid(), ""); len(left) > 0 {
+		fmt.Fprintf(os.Stderr, "script workers left behind: %v\n", left)
 		code = 1
 	}
 	os.Exit(code)

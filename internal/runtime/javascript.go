@@ -24,7 +24,8 @@ var errInterrupted = errors.New("interrupted")
 
 // javaScript runs functions in goja VMs, in process. A function has no file system,
 // network, timers or modules: only the ECMAScript built-ins, console and
-// process.env (Function.Env). There is no memory limit.
+// process.env (Function.Env). There is no memory limit: the gateway runs it in a
+// sandboxed worker (NewSandboxedJavaScript), which runs this runtime.
 type javaScript struct {
 	opts  Options
 	pools *poolSet

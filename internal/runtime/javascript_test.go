@@ -97,14 +97,15 @@ func TestJavaScriptCompileErrors(t *testing.T) {
 		{name: "missing handler", source: "function other(request) { return {}; }", line: 0, column: 0, contains: "no handler"},
 		{name: "missing named handler", source: "function sync(request) { return {}; }", handler: "reconcile", line: 0, column: 0, contains: "reconcile"},
 	}
-	rt := NewJavaScript(Options{})
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			fn := jsFn(tt.name, tt.source)
-			fn.Handler = tt.handler
-			_, err := rt.Compile(fn)
-			assertCompileError(t, err, tt.line, tt.column, tt.contains)
-		})
+	for form, rt := range jsForms() {
+		for _, tt := range tests {
+			t.Run(form+"/"+tt.name, func(t *testing.T) {
+				fn := jsFn(tt.name, tt.source)
+				fn.Handler = tt.handler
+				_, err := rt.Compile(fn)
+				assertCompileError(t, err, tt.line, tt.column, tt.contains)
+			})
+		}
 	}
 }
 
@@ -129,16 +130,17 @@ func TestJavaScriptFailures(t *testing.T) {
 		{name: "fission bad string body", source: "module.exports = function(c) { return {status: 200, body: 'nope'}; }", reason: ReasonBadReturn, contains: "not a JSON object"},
 		{name: "recursion", source: "function f() { return f(); }\nfunction sync(r) { return f(); }", reason: ReasonException, contains: "RangeError"},
 	}
-	rt := NewJavaScript(Options{})
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := mustCompile(t, rt, jsFn(tt.name, tt.source))
-			res, err := invoke(t, c, echoRequest("demo"))
-			assertInvokeError(t, err, tt.reason, tt.contains)
-			if res.Logs != tt.wantLogs {
-				t.Errorf("logs = %q, want %q", res.Logs, tt.wantLogs)
-			}
-		})
+	for form, rt := range jsForms() {
+		for _, tt := range tests {
+			t.Run(form+"/"+tt.name, func(t *testing.T) {
+				c := mustCompile(t, rt, jsFn(tt.name, tt.source))
+				res, err := invoke(t, c, echoRequest("demo"))
+				assertInvokeError(t, err, tt.reason, tt.contains)
+				if res.Logs != tt.wantLogs {
+					t.Errorf("logs = %q, want %q", res.Logs, tt.wantLogs)
+				}
+			})
+		}
 	}
 }
 

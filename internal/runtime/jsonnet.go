@@ -18,7 +18,9 @@ import (
 // errNoImports is what an import in a Jsonnet function fails with.
 var errNoImports = errors.New("imports are not available: functions run without a file system")
 
-// jsonnetRuntime evaluates Jsonnet functions with go-jsonnet, in process.
+// jsonnetRuntime evaluates Jsonnet functions with go-jsonnet, in process; the
+// gateway runs it in a sandboxed worker (NewSandboxedJsonnet), which kills an
+// evaluation past its timeout.
 type jsonnetRuntime struct {
 	opts    Options
 	running *runningCount

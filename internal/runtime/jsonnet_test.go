@@ -47,12 +47,13 @@ func TestJsonnetCompileErrors(t *testing.T) {
 		{name: "syntax", source: "function(request) {\n  a: 1,,\n}", line: 2, column: 8, contains: "Unexpected"},
 		{name: "unknown variable", source: "function(request) {\n  a: nope,\n}", line: 2, column: 6, contains: "Unknown variable: nope"},
 	}
-	rt := NewJsonnet(Options{})
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := rt.Compile(jsonnetFn(tt.name, tt.source))
-			assertCompileError(t, err, tt.line, tt.column, tt.contains)
-		})
+	for form, rt := range jsonnetForms() {
+		for _, tt := range tests {
+			t.Run(form+"/"+tt.name, func(t *testing.T) {
+				_, err := rt.Compile(jsonnetFn(tt.name, tt.source))
+				assertCompileError(t, err, tt.line, tt.column, tt.contains)
+			})
+		}
 	}
 }
 
@@ -69,13 +70,14 @@ func TestJsonnetFailures(t *testing.T) {
 		{name: "array", source: "function(request) [1]", reason: ReasonBadReturn, contains: "not a JSON object"},
 		{name: "no argument", source: "function(req) {}", reason: ReasonException, contains: "request"},
 	}
-	rt := NewJsonnet(Options{})
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := mustCompile(t, rt, jsonnetFn(tt.name, tt.source))
-			_, err := invoke(t, c, echoRequest("demo"))
-			assertInvokeError(t, err, tt.reason, tt.contains)
-		})
+	for form, rt := range jsonnetForms() {
+		for _, tt := range tests {
+			t.Run(form+"/"+tt.name, func(t *testing.T) {
+				c := mustCompile(t, rt, jsonnetFn(tt.name, tt.source))
+				_, err := invoke(t, c, echoRequest("demo"))
+				assertInvokeError(t, err, tt.reason, tt.contains)
+			})
+		}
 	}
 }
 

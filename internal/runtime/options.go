@@ -23,7 +23,14 @@ type Options struct {
 	// PythonMemoryLimit is each Python worker's address-space limit in bytes
 	// (RLIMIT_AS; default 256 MiB; negative means no limit).
 	PythonMemoryLimit int64
-	// PythonPoolSize is the most worker processes a Python function keeps; they
+	// ScriptMemoryLimit is each JavaScript and Jsonnet worker's address-space limit
+	// in bytes (RLIMIT_AS; default 1792 MiB; negative means no limit). An idle
+	// worker holds about 1.3 GiB of address space (what the Go runtime reserves at
+	// start, thread stacks), little of it memory, so its heap gets about this
+	// limit less 1.3 GiB (default about 400 MiB); much below 1.5 GiB workers fail.
+	ScriptMemoryLimit int64
+	// PythonPoolSize is the most worker processes a Python function (and a
+	// sandboxed JavaScript or Jsonnet one) keeps; they
 	// start on demand, when a call finds every worker busy (default 2×GOMAXPROCS,
 	// at least 2 and at most 8: on 2 cores, make bench measured 8,100 calls/s with 2
 	// workers and 11,600 with 4, as workers waiting on the pipe leave CPUs idle).
@@ -41,8 +48,9 @@ type Options struct {
 	// Sandbox starts the worker processes; nil means one built by sandbox.New with
 	// its defaults at a runtime's first Compile, whose failure fails the Compile.
 	Sandbox *sandbox.Sandbox
-	// InsecureNoSandbox runs workers as plain processes of the gateway's user, with
-	// its view of the file system and network: for development only.
+	// InsecureNoSandbox runs Python workers as plain processes of the gateway's
+	// user, with its view of the file system and network, and JavaScript and
+	// Jsonnet functions in the gateway's process: for development only.
 	InsecureNoSandbox bool
 	// MaxReplyBytes bounds one reply of a worker process (default 16 MiB); a
 	// larger reply kills the worker and fails the call.
@@ -55,6 +63,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PythonMemoryLimit == 0 {
 		o.PythonMemoryLimit = DefaultPythonMemoryLimit
+	}
+	if o.ScriptMemoryLimit == 0 {
+		o.ScriptMemoryLimit = DefaultScriptMemoryLimit
 	}
 	if o.PythonPoolSize <= 0 {
 		o.PythonPoolSize = min(max(2*goruntime.GOMAXPROCS(0), 2), 8)

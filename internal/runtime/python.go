@@ -37,7 +37,13 @@ const PythonWorkerMarker = "metalambda-python-worker"
 // their command lines in /proc. The bubblewrap process around a sandboxed worker
 // is left out.
 func PythonWorkerPIDs(gateway int, function string) []int {
-	want := []string{PythonWorkerMarker, "gateway=" + strconv.Itoa(gateway)}
+	return workerPIDs(PythonWorkerMarker, gateway, function)
+}
+
+// workerPIDs finds the workers whose command lines hold marker, gateway and
+// function.
+func workerPIDs(marker string, gateway int, function string) []int {
+	want := []string{marker, "gateway=" + strconv.Itoa(gateway)}
 	if function != "" {
 		want = append(want, "function="+function)
 	}
@@ -132,10 +138,16 @@ func (p *python) Compile(fn Function) (Compiled, error) {
 	f := &pyFunction{
 		fn: fn, interpreter: interpreter, memoryLimit: max(p.opts.PythonMemoryLimit, 0), env: env, timeout: p.opts.timeout(fn),
 		sandbox: sb, binds: binds, maxReply: p.opts.MaxReplyBytes,
+		args: []string{interpreter, "-I", "-c", pythonWorkerScript, PythonWorkerMarker, "gateway=" + strconv.Itoa(os.Getpid()), "function=" + fn.Name},
 	}
 	if f.fn.Handler == "" {
 		f.fn.Handler = DefaultPythonHandler
 	}
+	first, err := json.Marshal(pyInit{Source: f.fn.Source, Handler: f.fn.Handler, Filename: f.fn.Name, MemoryLimit: f.memoryLimit})
+	if err != nil {
+		return nil, fmt.Errorf("function %s: %w", fn.Name, err)
+	}
+	f.init = append(first, '\n')
 	f.pool = newPool(p.opts.PythonPoolSize, p.pools, f.startWorker, (*pyWorker).kill)
 	w, err := f.pool.get(context.Background())
 	if err != nil {
@@ -233,7 +245,8 @@ func pythonEnv(fn Function) ([]string, error) {
 	return env, nil
 }
 
-// pyFunction is a compiled Python function and its pool of workers.
+// pyFunction is a compiled function and its pool of workers: Python's, or the
+// script workers of JavaScript and Jsonnet, which speak the same protocol.
 type pyFunction struct {
 	fn          Function
 	interpreter string
@@ -244,6 +257,9 @@ type pyFunction struct {
 	sandbox     *sandbox.Sandbox // nil: workers are plain processes
 	binds       []string
 	maxReply    int64
+	args        []string // the worker's command
+	init        []byte   // the first frame, which loads the function
+	goWorker    bool     // a script worker: a Go runtime's crash is quoted to its first blank line
 }
 
 // Invoke runs the function in a pooled worker. A worker that times out, crashes or
@@ -305,6 +321,7 @@ type pyWorker struct {
 	once   sync.Once
 
 	sandboxed bool
+	goWorker  bool
 	maxReply  int64
 	tooLarge  atomic.Bool // a reply passed maxReply
 }
@@ -317,6 +334,7 @@ func (f *pyFunction) startWorker() (*pyWorker, error) {
 		stderr:    &tailBuffer{},
 		maxReply:  f.maxReply,
 		sandboxed: f.sandbox != nil,
+		goWorker:  f.goWorker,
 	}
 	if f.sandbox == nil {
 		dir, err := os.MkdirTemp("", "metalambda-python-")
@@ -345,8 +363,7 @@ func (w *pyWorker) removeDir() {
 // command is the worker's command: in the function's sandbox, or a plain process
 // in its own process group and directory.
 func (w *pyWorker) command(f *pyFunction) (*exec.Cmd, error) {
-	args := []string{f.interpreter, "-I", "-c", pythonWorkerScript,
-		PythonWorkerMarker, "gateway=" + strconv.Itoa(os.Getpid()), "function=" + f.fn.Name}
+	args := f.args
 	if f.sandbox != nil {
 		return f.sandbox.Command(sandbox.Spec{Args: args, Env: f.env, ReadOnly: f.binds, Network: f.fn.Network, Limits: sandbox.Limits{AddressSpace: f.memoryLimit}})
 	}
@@ -435,14 +452,10 @@ type pyInit struct {
 
 // load sends the source and waits for the worker to have loaded it.
 func (w *pyWorker) load(f *pyFunction) error {
-	frame, err := json.Marshal(pyInit{Source: f.fn.Source, Handler: f.fn.Handler, Filename: f.fn.Name, MemoryLimit: f.memoryLimit})
-	if err != nil {
-		return fmt.Errorf("function %s: %w", f.fn.Name, err)
-	}
 	limit := f.timeout + pythonStartAllowance
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
-	reply, err := w.exchange(ctx, f.fn.Name, append(frame, '\n'), limit)
+	reply, err := w.exchange(ctx, f.fn.Name, f.init, limit)
 	var ie *InvokeError
 	if errors.As(err, &ie) {
 		return &CompileError{Function: f.fn.Name, Message: "loading the source: " + ie.Message}
@@ -507,7 +520,11 @@ func (w *pyWorker) crashError(name string) error {
 		state = exitState(w.cmd.ProcessState, w.sandboxed)
 	}
 	msg := "worker exited (" + state + ")"
-	if tail := strings.TrimSpace(w.stderr.String()); tail != "" {
+	tail := strings.TrimSpace(w.stderr.String())
+	if cause, _, found := strings.Cut(tail, "\n\n"); w.goWorker && found {
+		tail = cause // the Go runtime's message, without its goroutines' stacks
+	}
+	if tail != "" {
 		msg += ": " + tail
 	}
 	w.kill()
@@ -559,11 +576,13 @@ type pyReply struct {
 }
 
 type pyError struct {
-	Type      string `json:"type"`
+	// Reason is a script worker's InvokeError reason; Message is then its message.
+	Reason    string `json:"reason,omitempty"`
+	Type      string `json:"type,omitempty"`
 	Message   string `json:"message"`
-	Traceback string `json:"traceback"`
-	Line      int    `json:"line"`
-	Column    int    `json:"column"`
+	Traceback string `json:"traceback,omitempty"`
+	Line      int    `json:"line,omitempty"`
+	Column    int    `json:"column,omitempty"`
 }
 
 func (e *pyError) String() string {
@@ -571,8 +590,10 @@ func (e *pyError) String() string {
 		return "unknown error"
 	}
 	s := e.Type
-	if e.Message != "" {
+	if e.Message != "" && s != "" {
 		s += ": " + e.Message
+	} else if e.Message != "" {
+		s = e.Message
 	}
 	if e.Traceback != "" {
 		s += "\n" + strings.TrimRight(e.Traceback, "\n")
@@ -594,35 +615,53 @@ func (r pyReply) result(name string) (Result, error) {
 		response, err := compactObject(name, r.Response)
 		return Result{Response: response, Logs: r.Logs}, err
 	}
+	if r.Error != nil && r.Error.Reason != "" {
+		return Result{Logs: r.Logs}, &InvokeError{Function: name, Reason: r.Error.Reason, Message: r.Error.Message}
+	}
 	if r.Error != nil && r.Error.Type == "BadReturn" {
 		return Result{Logs: r.Logs}, badReturn(name, "%s", r.Error.Message)
 	}
 	return Result{Logs: r.Logs}, exception(name, r.Error.String())
 }
 
-// tailBuffer keeps the last bytes written to it (a worker's stderr).
+// tailBuffer keeps the first and the last bytes written to it (a worker's
+// stderr): a Python traceback ends with its cause, a Go runtime's crash starts
+// with it.
 type tailBuffer struct {
-	mu  sync.Mutex
-	buf []byte
+	mu      sync.Mutex
+	head    []byte
+	buf     []byte
+	dropped bool // bytes between head and buf were dropped
 }
 
-const tailBytes = 4 << 10
+const (
+	headBytes = 1 << 10
+	tailBytes = 4 << 10
+)
 
-// Write keeps the last tailBytes written, in one buffer allocated once, so that a
-// worker flooding its standard error costs the gateway no allocation per write.
+// Write keeps the first headBytes and the last tailBytes written, each in a buffer
+// allocated once, so that a worker flooding its standard error costs the gateway no
+// allocation per write.
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	n := len(p)
+	if room := headBytes - len(t.head); room > 0 {
+		k := min(room, len(p))
+		t.head = append(t.head, p[:k]...)
+		p = p[k:]
+	}
 	if t.buf == nil {
 		t.buf = make([]byte, 0, tailBytes)
 	}
 	if len(p) >= tailBytes {
+		t.dropped = t.dropped || len(t.buf) > 0 || len(p) > tailBytes
 		t.buf = append(t.buf[:0], p[len(p)-tailBytes:]...)
 		return n, nil
 	}
 	if drop := len(t.buf) + len(p) - tailBytes; drop > 0 {
 		t.buf = t.buf[:copy(t.buf, t.buf[drop:])]
+		t.dropped = true
 	}
 	t.buf = append(t.buf, p...)
 	return n, nil
@@ -631,5 +670,8 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 func (t *tailBuffer) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return string(t.buf)
+	if t.dropped {
+		return string(t.head) + "\n[...]\n" + string(t.buf)
+	}
+	return string(t.head) + string(t.buf)
 }

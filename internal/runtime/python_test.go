@@ -279,7 +279,8 @@ func TestTailBufferKeepsTheEndWithoutAllocating(t *testing.T) {
 	if allocs > 0 {
 		t.Errorf("%.1f allocations per write pair, want 0", allocs)
 	}
-	if got := tb.String(); len(got) != tailBytes || !strings.HasSuffix(got, "abcdefghtail") {
-		t.Errorf("tail has %d bytes ending %q", len(got), got[len(got)-12:])
+	got := tb.String()
+	if !strings.HasPrefix(got, "abcdefgh") || !strings.HasSuffix(got, "abcdefghtail") || len(got) != headBytes+len("\n[...]\n")+tailBytes {
+		t.Errorf("kept %d bytes: %.12q ... %q", len(got), got, got[len(got)-12:])
 	}
 }

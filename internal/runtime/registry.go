@@ -22,12 +22,13 @@ type StatsReporter interface {
 	Stats() PoolStats
 }
 
-// New returns the four runtimes by name (JavaScript, Python, Jsonnet, Builtin).
+// New returns the four runtimes by name (JavaScript, Python, Jsonnet, Builtin),
+// JavaScript and Jsonnet in sandboxed workers.
 func New(opts Options) map[string]Runtime {
 	return map[string]Runtime{
-		JavaScript: NewJavaScript(opts),
+		JavaScript: NewSandboxedJavaScript(opts),
 		Python:     NewPython(opts),
-		Jsonnet:    NewJsonnet(opts),
+		Jsonnet:    NewSandboxedJsonnet(opts),
 		Builtin:    NewBuiltin(opts),
 	}
 }

@@ -1,7 +1,7 @@
-// Package runtime compiles and runs hook functions written in JavaScript (goja, in
-// process), Python (warm CPython worker processes), Jsonnet (go-jsonnet) or Go
-// (builtin functions compiled into the gateway). A function takes the hook's JSON
-// request and returns its JSON response.
+// Package runtime compiles and runs hook functions written in JavaScript (goja),
+// Python (CPython) or Jsonnet (go-jsonnet), each in warm sandboxed worker
+// processes, or Go (builtin functions compiled into the gateway, in process). A
+// function takes the hook's JSON request and returns its JSON response.
 package runtime
 
 import (
