@@ -148,14 +148,23 @@ func (p *python) Compile(fn Function) (Compiled, error) {
 		return nil, fmt.Errorf("function %s: %w", fn.Name, err)
 	}
 	f.init = append(first, '\n')
-	f.pool = newPool(p.opts.PythonPoolSize, p.pools, f.startWorker, (*pyWorker).kill)
+	if err := f.warm(p.opts.PythonPoolSize, p.pools); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// warm makes f's pool of workers and starts the first, so that a source that does
+// not load fails here, at compile time.
+func (f *pyFunction) warm(size int, pools *poolSet) error {
+	f.pool = newPool(size, pools, f.startWorker, (*pyWorker).kill)
 	w, err := f.pool.get(context.Background())
 	if err != nil {
 		f.pool.close()
-		return nil, err
+		return err
 	}
 	f.pool.put(w, true)
-	return f, nil
+	return nil
 }
 
 // workerSandbox is Options.Sandbox, or one built at the first call; nil with

@@ -143,13 +143,9 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 		init:     append(first, '\n'),
 		goWorker: true,
 	}
-	f.pool = newPool(s.poolSize(), s.pools, f.startWorker, (*pyWorker).kill)
-	w, err := f.pool.get(context.Background())
-	if err != nil {
-		f.pool.close()
+	if err := f.warm(s.poolSize(), s.pools); err != nil {
 		return nil, err
 	}
-	f.pool.put(w, true)
 	return f, nil
 }
 
