@@ -19,8 +19,12 @@ build: ## Compile every package and put the commands in bin/.
 
 UP_FLAGS ?=
 
+.PHONY: setup
+setup: ## Install the system packages the platform and the tests need (Debian-like hosts, as root), or say how.
+	@hack/setup-host.sh
+
 .PHONY: up
-up: build kube ## Run the whole platform on this machine (Ctrl-C or `bin/metalambda down` stops it).
+up: setup build kube ## Run the whole platform on this machine (Ctrl-C or `bin/metalambda down` stops it).
 	bin/metalambda up $(UP_FLAGS)
 
 .PHONY: down
@@ -32,7 +36,7 @@ kube: ## Build the pinned control plane (etcd, kube-*) into the cache, unless al
 	@deploy/local/build-kube.sh >/dev/null
 
 .PHONY: test
-test: kube ## Unit and integration tests on a real control plane (the README's test command).
+test: setup kube ## Unit and integration tests on a real control plane (the README's test command).
 	@hack/test.sh $(TEST_FLAGS) -tags integration ./...
 
 .PHONY: test-unit
