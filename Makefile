@@ -12,10 +12,23 @@ export METALAMBDA_KUBE_BIN := $(KUBE_BIN)
 help: ## List the targets.
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# The version the commands report (--version) and the images are tagged with.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+VERSION_LDFLAGS := -X github.com/metalambda/metalambda/internal/version.version=$(VERSION)
+IMAGE_REPO ?= ghcr.io/metalambda
+DOCKER ?= docker
+
 .PHONY: build
 build: ## Compile every package and put the commands in bin/.
 	$(GO) build ./...
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o bin/ ./cmd/...
+
+.PHONY: images
+images: ## Build the engine and gateway images as $(IMAGE_REPO)/<name>:$(VERSION) (needs docker or DOCKER=podman).
+	@command -v $(DOCKER) >/dev/null || { echo "images: $(DOCKER) not found; set DOCKER=podman or run: $(DOCKER) build -f deploy/images/engine.Dockerfile ." >&2; exit 1; }
+	for name in engine gateway; do \
+	  $(DOCKER) build -f deploy/images/$$name.Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE_REPO)/$$name:$(VERSION) . || exit 1; \
+	done
 
 UP_FLAGS ?=
 

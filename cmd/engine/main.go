@@ -26,6 +26,7 @@ import (
 	"github.com/metalambda/metalambda/internal/clientmetrics"
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/kubeclient"
+	"github.com/metalambda/metalambda/internal/version"
 )
 
 // options are the engine's command-line settings.
@@ -155,7 +156,12 @@ func (o *options) resolveFieldManager() (string, error) {
 func main() {
 	opts := defaultOptions()
 	opts.bindFlags(flag.CommandLine)
+	showVersion := flag.Bool("version", false, "Print the version and exit.")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("engine", version.Get())
+		return
+	}
 	if err := opts.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "engine:", err)
 		os.Exit(2)

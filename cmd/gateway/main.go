@@ -25,6 +25,7 @@ import (
 	"github.com/metalambda/metalambda/internal/kubeclient"
 	"github.com/metalambda/metalambda/internal/runtime"
 	"github.com/metalambda/metalambda/internal/sandbox"
+	"github.com/metalambda/metalambda/internal/version"
 )
 
 type options struct {
@@ -85,7 +86,12 @@ func main() {
 	klog.InitFlags(nil)
 	opts := defaultOptions()
 	opts.bindFlags(flag.CommandLine)
+	showVersion := flag.Bool("version", false, "Print the version and exit.")
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("gateway", version.Get())
+		return
+	}
 	if err := opts.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(2)
