@@ -193,6 +193,9 @@ func (n *Node) podGone(obj any) {
 // acquireMountDir makes sure dir exists on the host, recording the directories it
 // creates so releaseMountDirs can remove them.
 func (n *Node) acquireMountDir(dir string) ([]string, error) {
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("mount point %q is not an absolute path", dir)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var created []string
