@@ -80,12 +80,6 @@ type imageRun struct {
 	message string
 }
 
-// imageRepo returns an image reference's repository name without registry, tag or
-// digest: "docker.io/library/python:3.11" gives "python".
-func imageRepo(image string) string {
-	return path.Base(normalizedRepo(image))
-}
-
 // normalizedRepo returns an image reference's repository without tag or digest, and
 // without Docker Hub's "docker.io/library/" prefix.
 func normalizedRepo(image string) string {
