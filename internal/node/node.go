@@ -67,7 +67,8 @@ func (n *Node) Ready() bool { return n.ready.Load() }
 // pod and removes every network namespace and the bridge it created.
 func (n *Node) Run(ctx context.Context) error {
 	log := klog.FromContext(ctx).WithValues("node", n.opts.Name)
-	log.Info("Starting local node", "podCIDR", n.opts.PodCIDR, "bridge", n.opts.Bridge, "stateDir", n.opts.StateDir, "python", n.opts.Python)
+	log.Info("Starting local node", "podCIDR", n.opts.PodCIDR, "bridge", n.opts.Bridge, "stateDir", n.opts.StateDir,
+		"python", n.opts.Python, "nodejs", n.opts.NodeJS, "imageMap", n.opts.ImageMapFile)
 	if err := os.MkdirAll(filepath.Join(n.opts.StateDir, "pods"), 0o755); err != nil {
 		return err
 	}
