@@ -67,6 +67,7 @@ func up(args []string) error {
 	var nodeOpts node.Options
 	fs.StringVar(&nodeOpts.PodCIDR, "pod-cidr", "10.244.0.0/24", "the local node's pod subnet")
 	fs.StringVar(&nodeOpts.Bridge, "bridge", "mlbr0", "the local node's bridge")
+	fs.StringVar(&nodeOpts.ImageMapFile, "image-map", "", "YAML `file` of image rules for the local node (images: a list of {image, kind, interpreter}), tried before the built-in ones")
 	purge := fs.Bool("purge", false, "start from an empty data directory")
 	klog.InitFlags(fs)
 	_ = fs.Set("logtostderr", "false")

@@ -32,6 +32,9 @@ type Cluster struct {
 	KubeconfigPath string
 	// DataDir holds the cluster's state and logs.
 	DataDir string
+	// KubeletClientCert and KubeletClientKey are the client certificate (PEM files)
+	// kube-apiserver shows nodes; its CA is in KubeletClientCA.
+	KubeletClientCert, KubeletClientKey, KubeletClientCA string
 
 	opts     Options
 	tempData bool // DataDir was created by Start and is removed by Stop
@@ -87,6 +90,7 @@ func (c *Cluster) start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.KubeletClientCert, c.KubeletClientKey, c.KubeletClientCA = s.kubeletClient.certFile, s.kubeletClient.keyFile, s.kubeletClient.caFile
 	etcd, err := c.run("etcd", c.etcdArgs())
 	if err != nil {
 		return err
@@ -178,6 +182,12 @@ func (c *Cluster) apiserverArgs(s *secrets) []string {
 		"--service-account-signing-key-file=" + s.serviceAccountKey,
 		"--service-cluster-ip-range=" + o.ServiceClusterIPRange,
 		"--allow-privileged=true",
+		// Nodes accept kube-apiserver's requests (`kubectl logs`) by its client
+		// certificate, verified against the client CA it publishes in
+		// kube-system/extension-apiserver-authentication.
+		"--client-ca-file=" + s.kubeletClient.caFile,
+		"--kubelet-client-certificate=" + s.kubeletClient.certFile,
+		"--kubelet-client-key=" + s.kubeletClient.keyFile,
 		// Reach nodes (`kubectl logs`) at the address they serve on: the local node's
 		// bridge address, which its hostname may not resolve to.
 		"--kubelet-preferred-address-types=InternalIP,Hostname",

@@ -1,6 +1,8 @@
 package localcluster
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -58,6 +60,35 @@ func TestSecretsAreGeneratedOnceAndReused(t *testing.T) {
 	key, err := os.ReadFile(first.serviceAccountKey)
 	if err != nil || !strings.Contains(string(key), "RSA PRIVATE KEY") {
 		t.Fatalf("service-account key: %v %.40q", err, key)
+	}
+	if first.kubeletClient != second.kubeletClient {
+		t.Fatalf("kubelet client files moved: %+v then %+v", first.kubeletClient, second.kubeletClient)
+	}
+	cert, err := tls.LoadX509KeyPair(first.kubeletClient.certFile, first.kubeletClient.keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(first.kubeletClient.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
+		t.Errorf("the kubelet client certificate does not verify against its CA: %v", err)
+	}
+	if leaf.Subject.CommonName != KubeletClientUser {
+		t.Errorf("kubelet client certificate names %q", leaf.Subject.CommonName)
+	}
+	if _, err := ensureSecrets(dir); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := os.ReadFile(first.kubeletClient.caFile); err != nil || string(again) != string(caPEM) {
+		t.Error("the client CA changed across restarts")
 	}
 }
 

@@ -3,6 +3,7 @@ package node
 import (
 	"cmp"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 
@@ -16,11 +17,36 @@ type bindMount struct {
 	readOnly       bool
 }
 
+// invalidSpecError is a pod spec the node can never run: retrying cannot help, as a
+// pod's containers do not change.
+type invalidSpecError struct{ msg string }
+
+func (e *invalidSpecError) Error() string { return e.msg }
+
+func invalidSpec(format string, args ...any) error {
+	return &invalidSpecError{msg: fmt.Sprintf(format, args...)}
+}
+
+// checkMount refuses a mountPath that is not absolute and a subPath that leaves its
+// volume, as a kubelet does.
+func checkMount(c *corev1.Container, m corev1.VolumeMount) error {
+	if !path.IsAbs(m.MountPath) {
+		return invalidSpec("container %s: volumeMount %s: mountPath %q is not an absolute path", c.Name, m.Name, m.MountPath)
+	}
+	if path.IsAbs(m.SubPath) || slices.Contains(strings.Split(m.SubPath, "/"), "..") {
+		return invalidSpec("container %s: volumeMount %s: subPath %q must be a relative path without '..'", c.Name, m.Name, m.SubPath)
+	}
+	return nil
+}
+
 // containerMounts resolves a container's volumeMounts against the pod's materialised
 // volume directories, parents before children.
 func containerMounts(c *corev1.Container, volumeDirs map[string]string) ([]bindMount, error) {
 	var out []bindMount
 	for _, m := range c.VolumeMounts {
+		if err := checkMount(c, m); err != nil {
+			return nil, err
+		}
 		dir, ok := volumeDirs[m.Name]
 		if !ok {
 			return nil, fmt.Errorf("volumeMount %s: no such volume", m.Name)

@@ -21,6 +21,7 @@ type container struct {
 	w       *podWorker
 	spec    *corev1.Container
 	kind    runtimeKind
+	image   imageRun
 	mounts  []bindMount
 	logPath string
 
@@ -39,8 +40,9 @@ type container struct {
 }
 
 func newContainer(w *podWorker, spec *corev1.Container) *container {
+	run := w.n.opts.mapImage(spec.Image)
 	return &container{
-		w: w, spec: spec, kind: mapImage(spec.Image),
+		w: w, spec: spec, kind: run.kind, image: run,
 		logPath: filepath.Join(w.dir, "logs", spec.Name+".log"),
 		state:   corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
 		stopCh:  make(chan struct{}),
@@ -129,7 +131,7 @@ func (c *container) command(ctx context.Context) (*exec.Cmd, *os.File, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	args := wrapCommand(c.w.netns, c.mounts, c.spec.WorkingDir, argv(c.spec, c.w.n.opts.Python))
+	args := wrapCommand(c.w.netns, c.mounts, c.spec.WorkingDir, argv(c.spec, c.image))
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = env
 	cmd.Stdout, cmd.Stderr = logFile, logFile

@@ -3,8 +3,12 @@
 // processes, each Pod in its own network namespace attached to a bridge through the
 // standard CNI bridge and host-local plugins.
 //
-// Images are mapped to host runtimes (any python:* image runs the host's python3); an
-// image it cannot map runs a placeholder process and the Pod says so. Volumes
+// Images are mapped to host runtimes by a table the user can extend (ImageRule): python
+// images run the host's python3, node images its Node.js, common base images (busybox,
+// alpine, debian, ...) their command with the host's tools; an image it cannot map runs
+// a placeholder process and the Pod says so. Restart policies and phases follow a
+// kubelet's; the container-log endpoint accepts only the API server's client
+// certificate. Volumes
 // (configMap, secret, emptyDir, downwardAPI) are materialised under the state directory
 // and bind-mounted at their mountPath in a private mount namespace.
 //

@@ -4,9 +4,16 @@ package node
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
 	"net/http"
 	"os"
 	"os/exec"
@@ -101,6 +108,12 @@ func TestLocalNode(t *testing.T) {
 		t.Run("CrashLoop", func(t *testing.T) { t.Parallel(); testCrashLoop(t, n) })
 		t.Run("Delete", func(t *testing.T) { t.Parallel(); testDelete(t, n) })
 		t.Run("Probes", func(t *testing.T) { t.Parallel(); testProbes(t, n) })
+		t.Run("BusyboxJob", func(t *testing.T) { t.Parallel(); testBusyboxJob(t, n) })
+		t.Run("OnFailure", func(t *testing.T) { t.Parallel(); testOnFailure(t, n) })
+		t.Run("Never", func(t *testing.T) { t.Parallel(); testNever(t, n) })
+		t.Run("NodeImage", func(t *testing.T) { t.Parallel(); testNodeImage(t, n) })
+		t.Run("RelativeMountPath", func(t *testing.T) { t.Parallel(); testRelativeMountPath(t, n) })
+		t.Run("LogEndpointAuth", func(t *testing.T) { t.Parallel(); testLogEndpointAuth(t, n) })
 	})
 }
 
@@ -132,7 +145,7 @@ func testNodeReady(t *testing.T, n *Node) {
 	ns := env.Namespace(t)
 	createPod(t, ns, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "scheduled"},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"sleep", "3600"}}}},
 	})
 	waitPod(t, ns, "scheduled", "the scheduler binds the pod to the node and it runs", func(p *corev1.Pod) error {
 		if p.Spec.NodeName != "local-test" || p.Status.Phase != corev1.PodRunning {
@@ -416,6 +429,305 @@ func testDelete(t *testing.T, n *Node) {
 	}
 }
 
+// podLogs reads a container's log through the API server, as `kubectl logs` does.
+func podLogs(t *testing.T, ns, pod, container string) string {
+	t.Helper()
+	logs, err := env.Kube.CoreV1().Pods(ns).GetLogs(pod, &corev1.PodLogOptions{Container: container}).Do(kubetest.Context(t)).Raw()
+	if err != nil {
+		t.Fatalf("logs of %s/%s: %v", pod, container, err)
+	}
+	return string(logs)
+}
+
+// terminated returns the container's state if it terminated.
+func terminated(p *corev1.Pod) (*corev1.ContainerStateTerminated, int32) {
+	if len(p.Status.ContainerStatuses) != 1 {
+		return nil, 0
+	}
+	cs := p.Status.ContainerStatuses[0]
+	return cs.State.Terminated, cs.RestartCount
+}
+
+// testBusyboxJob runs a busybox pod's shell command with the host's sh, with its env
+// and workingDir, to Succeeded.
+func testBusyboxJob(t *testing.T, n *Node) {
+	ns := env.Namespace(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "job"}, Data: map[string]string{"input.txt": "x"}}
+	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(kubetest.Context(t), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "job-3"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "job", Image: "busybox:1.36",
+				Command:      []string{"sh", "-c", "echo ${JOB_INDEX}; pwd; ls"},
+				Env:          []corev1.EnvVar{{Name: "JOB_INDEX", Value: "3"}},
+				WorkingDir:   "/srv/job",
+				VolumeMounts: []corev1.VolumeMount{{Name: "work", MountPath: "/srv/job"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "job"}}}}},
+		},
+	})
+	waitPod(t, ns, "job-3", "the busybox job succeeds", func(p *corev1.Pod) error {
+		term, _ := terminated(p)
+		if p.Status.Phase != corev1.PodSucceeded || term == nil || term.ExitCode != 0 || term.Reason != "Completed" {
+			return fmt.Errorf("phase %s statuses %+v", p.Status.Phase, p.Status.ContainerStatuses)
+		}
+		if strings.Contains(p.Status.Message, "placeholder") {
+			return fmt.Errorf("message %q", p.Status.Message)
+		}
+		return nil
+	})
+	if got, want := podLogs(t, ns, "job-3", "job"), "3\n/srv/job\ninput.txt\n"; got != want {
+		t.Errorf("kubectl logs = %q, want %q", got, want)
+	}
+}
+
+// testOnFailure: a container that fails once is restarted, then succeeds; its state
+// lives in an emptyDir, which outlives the restart.
+func testOnFailure(t *testing.T, n *Node) {
+	ns := env.Namespace(t)
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "flaky"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyOnFailure,
+			Containers: []corev1.Container{{
+				Name: "flaky", Image: "alpine:3.20",
+				Command:      []string{"sh", "-c", "if [ -e /srv/flaky/ran ]; then echo second run; exit 0; fi; touch /srv/flaky/ran; echo first run; exit 1"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "state", MountPath: "/srv/flaky"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "state", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		},
+	})
+	p := waitPod(t, ns, "flaky", "the failed container is restarted once and the pod succeeds", func(p *corev1.Pod) error {
+		term, restarts := terminated(p)
+		if p.Status.Phase != corev1.PodSucceeded || term == nil || term.ExitCode != 0 || restarts != 1 {
+			return fmt.Errorf("phase %s statuses %+v", p.Status.Phase, p.Status.ContainerStatuses)
+		}
+		return nil
+	})
+	if last := p.Status.ContainerStatuses[0].LastTerminationState.Terminated; last == nil || last.ExitCode != 1 {
+		t.Errorf("last termination %+v, want exit code 1", p.Status.ContainerStatuses[0].LastTerminationState)
+	}
+	if got := podLogs(t, ns, "flaky", "flaky"); got != "first run\nsecond run\n" {
+		t.Errorf("logs %q, want both runs", got)
+	}
+}
+
+// testNever: a container that fails is not restarted and fails the pod.
+func testNever(t *testing.T, n *Node) {
+	ns := env.Namespace(t)
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "once"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "once", Image: "debian:12", Command: []string{"sh", "-c", "echo failing; exit 2"},
+			}},
+		},
+	})
+	waitPod(t, ns, "once", "the pod fails with exit code 2", func(p *corev1.Pod) error {
+		term, restarts := terminated(p)
+		if p.Status.Phase != corev1.PodFailed || term == nil || term.ExitCode != 2 || term.Reason != "Error" || restarts != 0 {
+			return fmt.Errorf("phase %s statuses %+v", p.Status.Phase, p.Status.ContainerStatuses)
+		}
+		return nil
+	})
+	// Failed is final: the container is not started again.
+	time.Sleep(3 * time.Second)
+	p, err := env.Kube.CoreV1().Pods(ns).Get(kubetest.Context(t), "once", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if term, restarts := terminated(p); p.Status.Phase != corev1.PodFailed || term == nil || restarts != 0 {
+		t.Errorf("after a while: phase %s statuses %+v", p.Status.Phase, p.Status.ContainerStatuses)
+	}
+}
+
+const nodeScript = `const os = require("os");
+console.log("hello from node " + process.versions.node.split(".")[0] + " as " + process.env.WHO + " in " + process.cwd());
+`
+
+// testNodeImage runs a script in a node image with the host's Node.js, through the
+// image's entrypoint rules (args naming a script file run under node).
+func testNodeImage(t *testing.T, n *Node) {
+	if n.opts.NodeJS == "" {
+		t.Skip("no Node.js on this host")
+	}
+	ns := env.Namespace(t)
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "js"}, Data: map[string]string{"app.js": nodeScript}}
+	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(kubetest.Context(t), cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "js"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{
+				Name: "js", Image: "node:20", Args: []string{"app.js"}, WorkingDir: "/srv/js",
+				Env:          []corev1.EnvVar{{Name: "WHO", Value: "a pod"}},
+				VolumeMounts: []corev1.VolumeMount{{Name: "js", MountPath: "/srv/js"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "js", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "js"}}}}},
+		},
+	})
+	waitPod(t, ns, "js", "the node script succeeds", func(p *corev1.Pod) error {
+		if term, _ := terminated(p); p.Status.Phase != corev1.PodSucceeded || term == nil {
+			return fmt.Errorf("phase %s statuses %+v", p.Status.Phase, p.Status.ContainerStatuses)
+		}
+		return nil
+	})
+	out, err := exec.Command(n.opts.NodeJS, "-p", `process.versions.node.split(".")[0]`).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("hello from node %s as a pod in /srv/js\n", strings.TrimSpace(string(out)))
+	if got := podLogs(t, ns, "js", "js"); got != want {
+		t.Errorf("logs %q, want %q", got, want)
+	}
+}
+
+// testRelativeMountPath: a relative mountPath is refused with an event and a status
+// that say why; the pod does not start and the node keeps running other pods.
+func testRelativeMountPath(t *testing.T, n *Node) {
+	ns := env.Namespace(t)
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "relative"},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "c", Image: "busybox", Command: []string{"sleep", "3600"},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "data"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		},
+	})
+	want := `container c: volumeMount data: mountPath "data" is not an absolute path`
+	waitPod(t, ns, "relative", "the pod waits with CreateContainerConfigError", func(p *corev1.Pod) error {
+		if p.Status.Phase != corev1.PodPending || len(p.Status.ContainerStatuses) != 1 || p.Status.Message != want {
+			return fmt.Errorf("phase %s message %q statuses %+v", p.Status.Phase, p.Status.Message, p.Status.ContainerStatuses)
+		}
+		w := p.Status.ContainerStatuses[0].State.Waiting
+		if w == nil || w.Reason != "CreateContainerConfigError" || w.Message != want {
+			return fmt.Errorf("state %+v", p.Status.ContainerStatuses[0].State)
+		}
+		return nil
+	})
+	kubetest.Eventually(t, 10*time.Second, "an event says why the pod cannot start", func(ctx context.Context) (bool, error) {
+		evs, err := env.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "Failed" && e.Type == corev1.EventTypeWarning && e.Message == "Error: "+want {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("%d events, none about the mount path", len(evs.Items))
+	})
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "after"},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "c", Image: "busybox", Command: []string{"true"}}}},
+	})
+	waitPod(t, ns, "after", "the node still runs pods", func(p *corev1.Pod) error {
+		if p.Status.Phase != corev1.PodSucceeded {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		return nil
+	})
+	if err := env.Kube.CoreV1().Pods(ns).Delete(kubetest.Context(t), "relative", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Eventually(t, 30*time.Second, "the refused pod can be deleted", func(ctx context.Context) (bool, error) {
+		_, err := env.Kube.CoreV1().Pods(ns).Get(ctx, "relative", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), err
+	})
+}
+
+// testLogEndpointAuth: the node's log endpoint refuses clients without the API
+// server's client certificate and names that are not the pod's containers.
+func testLogEndpointAuth(t *testing.T, n *Node) {
+	ns := env.Namespace(t)
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "talker"},
+		Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "talk", Image: "busybox", Command: []string{"echo", "said it"}}}},
+	})
+	waitPod(t, ns, "talker", "the pod succeeds", func(p *corev1.Pod) error {
+		if p.Status.Phase != corev1.PodSucceeded {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		return nil
+	})
+	// A .log file outside the pod's log directory, which a traversal would reach.
+	secret := filepath.Join(n.opts.StateDir, "secret.log")
+	if err := os.WriteFile(secret, []byte("host secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(secret) })
+	base := fmt.Sprintf("https://%s:%d/containerLogs/%s/talker/", n.net.gw, n.opts.KubeletPort, ns)
+
+	anonymous := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	if resp, err := anonymous.Get(base + "talk"); err == nil {
+		resp.Body.Close()
+		t.Errorf("a client without a certificate got %s", resp.Status)
+	}
+	other, err := selfSignedClientCert()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stranger := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{other}}}}
+	if resp, err := stranger.Get(base + "talk"); err == nil {
+		resp.Body.Close()
+		t.Errorf("a client with a certificate of another CA got %s", resp.Status)
+	}
+
+	cert, err := tls.LoadX509KeyPair(env.Cluster.KubeletClientCert, env.Cluster.KubeletClientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apiserver := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, Certificates: []tls.Certificate{cert}}}}
+	get := func(name string) (int, string) {
+		resp, err := apiserver.Get(base + name)
+		if err != nil {
+			t.Fatalf("GET %s: %v", name, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := get("talk"); code != http.StatusOK || body != "said it\n" {
+		t.Errorf("the API server's certificate: %d %q", code, body)
+	}
+	for _, name := range []string{"..%2F..%2F..%2Fsecret", "..%2F..%2F..%2F..%2Fnode%2Fsecret", "nope"} {
+		if code, body := get(name); code != http.StatusNotFound || strings.Contains(body, "host secret") {
+			t.Errorf("container %s: %d %q, want 404", name, code, body)
+		}
+	}
+}
+
+// selfSignedClientCert is a client certificate no CA the node trusts has signed.
+func selfSignedClientCert() (tls.Certificate, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: localcluster.KubeletClientUser},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return tls.Certificate{}, err
+	}
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, nil
+}
+
 func createPod(t *testing.T, ns string, pod *corev1.Pod) {
 	t.Helper()
 	zero := int64(5)
@@ -491,8 +803,10 @@ func assertNoLeftovers(t *testing.T, n *Node) {
 			t.Errorf("link left behind: %s", line)
 		}
 	}
-	if _, err := os.Stat("/srv/app"); err == nil {
-		t.Error("mount point /srv/app created by the node was not removed")
+	for _, dir := range []string{"/srv/app", "/srv/job", "/srv/flaky", "/srv/js"} {
+		if _, err := os.Stat(dir); err == nil {
+			t.Errorf("mount point %s created by the node was not removed", dir)
+		}
 	}
 	if entries, _ := os.ReadDir(filepath.Join(n.opts.StateDir, "pods")); len(entries) > 0 {
 		t.Errorf("pod directories left behind: %v", entries)

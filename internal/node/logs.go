@@ -16,25 +16,37 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 )
 
 // serveLogs serves the kubelet's container-log endpoint on the node's address, so
 // `kubectl logs` works: the API server proxies GET
 // /containerLogs/<namespace>/<pod>/<container> to it. It answers with the log file the
-// container writes; tailLines, limitBytes and follow are honoured. Dev mode: the
-// endpoint is only reachable from this host and asks for no client certificate.
+// container writes; tailLines, limitBytes and follow are honoured. Only clients with
+// a certificate signed by the API server's client CA (the API server's kubelet
+// client certificate) get through the TLS handshake.
 func (n *Node) serveLogs(ctx context.Context) (func(), error) {
 	cert, err := selfSignedCert(n.net.gw)
 	if err != nil {
 		return nil, err
 	}
-	l, err := tls.Listen("tcp", net.JoinHostPort(n.net.gw.String(), strconv.Itoa(n.opts.KubeletPort)), &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+	cas, err := n.clientCAs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("serve container logs: %w", err)
+	}
+	l, err := tls.Listen("tcp", net.JoinHostPort(n.net.gw.String(), strconv.Itoa(n.opts.KubeletPort)), &tls.Config{
+		Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12,
+		ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: cas,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("serve container logs: %w", err)
 	}
@@ -54,6 +66,10 @@ func (n *Node) containerLogs(w http.ResponseWriter, r *http.Request) {
 	pod, err := n.kube.CoreV1().Pods(ns).Get(r.Context(), name, metav1.GetOptions{})
 	if err != nil || pod.Spec.NodeName != n.opts.Name {
 		http.Error(w, fmt.Sprintf("pod %s/%s is not on node %s", ns, name, n.opts.Name), http.StatusNotFound)
+		return
+	}
+	if !hasContainer(pod, container) {
+		http.Error(w, fmt.Sprintf("pod %s/%s has no container %q", ns, name, container), http.StatusNotFound)
 		return
 	}
 	path := filepath.Join(n.opts.StateDir, "pods", string(pod.UID), "logs", container+".log")
@@ -79,6 +95,56 @@ func (n *Node) containerLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	follow(r.Context(), w, out, f)
+}
+
+// hasContainer reports whether name is one of the pod's containers.
+func hasContainer(pod *corev1.Pod, name string) bool {
+	return slices.ContainsFunc(pod.Spec.Containers, func(c corev1.Container) bool { return c.Name == name })
+}
+
+// clientExtensionConfigMap is where kube-apiserver publishes its client CA
+// (--client-ca-file), for the servers it calls to verify its client certificate.
+const clientExtensionConfigMap = "extension-apiserver-authentication"
+
+// clientCAs returns the CAs whose client certificates the log endpoint accepts:
+// ClientCAFile's, or the API server's client CA.
+func (n *Node) clientCAs(ctx context.Context) (*x509.CertPool, error) {
+	pemData, where, err := n.clientCAPEM(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pemData) {
+		return nil, fmt.Errorf("%s holds no PEM certificate", where)
+	}
+	return pool, nil
+}
+
+func (n *Node) clientCAPEM(ctx context.Context) ([]byte, string, error) {
+	if n.opts.ClientCAFile != "" {
+		data, err := os.ReadFile(n.opts.ClientCAFile)
+		return data, n.opts.ClientCAFile, err
+	}
+	where := "kube-system/" + clientExtensionConfigMap
+	var data string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		cm, err := n.kube.CoreV1().ConfigMaps("kube-system").Get(ctx, clientExtensionConfigMap, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil // kube-apiserver writes it soon after it starts
+		}
+		if err != nil {
+			return false, err
+		}
+		data = cm.Data["client-ca-file"]
+		return true, nil
+	})
+	if err != nil {
+		return nil, where, fmt.Errorf("read the API server's client CA from %s: %w", where, err)
+	}
+	if data == "" {
+		return nil, where, fmt.Errorf("%s has no client-ca-file: start kube-apiserver with --client-ca-file and --kubelet-client-certificate, or set the node's ClientCAFile", where)
+	}
+	return []byte(data), where, nil
 }
 
 // follow streams what the container appends until the client goes away.

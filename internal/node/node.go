@@ -67,7 +67,8 @@ func (n *Node) Ready() bool { return n.ready.Load() }
 // pod and removes every network namespace and the bridge it created.
 func (n *Node) Run(ctx context.Context) error {
 	log := klog.FromContext(ctx).WithValues("node", n.opts.Name)
-	log.Info("Starting local node", "podCIDR", n.opts.PodCIDR, "bridge", n.opts.Bridge, "stateDir", n.opts.StateDir, "python", n.opts.Python)
+	log.Info("Starting local node", "podCIDR", n.opts.PodCIDR, "bridge", n.opts.Bridge, "stateDir", n.opts.StateDir,
+		"python", n.opts.Python, "nodejs", n.opts.NodeJS, "imageMap", n.opts.ImageMapFile)
 	if err := os.MkdirAll(filepath.Join(n.opts.StateDir, "pods"), 0o755); err != nil {
 		return err
 	}
@@ -193,6 +194,9 @@ func (n *Node) podGone(obj any) {
 // acquireMountDir makes sure dir exists on the host, recording the directories it
 // creates so releaseMountDirs can remove them.
 func (n *Node) acquireMountDir(dir string) ([]string, error) {
+	if !filepath.IsAbs(dir) {
+		return nil, fmt.Errorf("mount point %q is not an absolute path", dir)
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var created []string

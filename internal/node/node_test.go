@@ -2,7 +2,10 @@ package node
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -54,7 +57,12 @@ func testPod() *corev1.Pod {
 }
 
 func TestMapImageAndArgv(t *testing.T) {
-	const py = "/opt/py/bin/python3.11"
+	const py, js = "/opt/py/bin/python3.11", "/opt/node/bin/node"
+	o := Options{Python: py, NodeJS: js}
+	if err := o.buildImageRules(); err != nil {
+		t.Fatal(err)
+	}
+	entry := fmt.Sprintf(nodeEntrypoint, "'"+js+"'")
 	cases := []struct {
 		name string
 		c    corev1.Container
@@ -66,16 +74,121 @@ func TestMapImageAndArgv(t *testing.T) {
 		{"shell in python image", corev1.Container{Image: "python:3.12", Command: []string{"sh", "-c", "echo hi"}}, []string{"sh", "-c", "echo hi"}},
 		{"unmapped image", corev1.Container{Image: "nginx:latest", Command: []string{"nginx"}}, []string{"sleep", "infinity"}},
 		{"registry port is not a tag", corev1.Container{Image: "localhost:5000/python"}, []string{py}},
+		{"busybox command", corev1.Container{Image: "busybox:1.36", Command: []string{"sh", "-c", "echo ${JOB_INDEX}"}}, []string{"sh", "-c", "echo ${JOB_INDEX}"}},
+		{"alpine args only", corev1.Container{Image: "alpine", Args: []string{"echo", "hi"}}, []string{"echo", "hi"}},
+		{"base image default", corev1.Container{Image: "docker.io/library/debian:12"}, []string{"sh"}},
+		{"opensuse by namespace", corev1.Container{Image: "opensuse/leap:15", Command: []string{"true"}}, []string{"true"}},
+		{"node default", corev1.Container{Image: "node:20"}, []string{js}},
+		{"node command", corev1.Container{Image: "node:20-alpine", Command: []string{"node", "-e", "1"}}, []string{js, "-e", "1"}},
+		{"node args use the entrypoint", corev1.Container{Image: "node:20", Args: []string{"app.js"}}, []string{"sh", "-c", entry, "docker-entrypoint.sh", "app.js"}},
+		{"node args naming node", corev1.Container{Image: "node:20", Args: []string{"node", "app.js"}}, []string{"sh", "-c", entry, "docker-entrypoint.sh", js, "app.js"}},
+		{"python command in a base image", corev1.Container{Image: "ubuntu", Command: []string{"python3", "-V"}}, []string{py, "-V"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, argv(&tc.c, py)); diff != "" {
+			if diff := cmp.Diff(tc.want, argv(&tc.c, o.mapImage(tc.c.Image))); diff != "" {
 				t.Errorf("argv (-want +got):\n%s", diff)
 			}
 		})
 	}
-	if got := placeholderMessage("nginx:latest"); got != "image nginx:latest is not run by the local node; a placeholder process stands in" {
+	if got := o.mapImage("nginx:latest").message; got != "image nginx:latest is not run by the local node; a placeholder process stands in" {
 		t.Errorf("placeholder message %q", got)
+	}
+	if got := o.mapImage("busybox").message; got != "" {
+		t.Errorf("busybox has a placeholder message %q", got)
+	}
+	noNode := Options{Python: py}
+	if err := noNode.buildImageRules(); err != nil {
+		t.Fatal(err)
+	}
+	if run := noNode.mapImage("node:20"); run.kind != runtimePlaceholder || !strings.Contains(run.message, "needs Node.js on the host") {
+		t.Errorf("node image without host Node.js: %+v", run)
+	}
+}
+
+func TestImageMapFile(t *testing.T) {
+	write := func(t *testing.T, text string) string {
+		p := filepath.Join(t.TempDir(), "images.yaml")
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := write(t, `images:
+- image: ghcr.io/acme/*
+  kind: host
+- image: pypy
+  kind: python
+  interpreter: sh
+- image: busybox
+  kind: placeholder
+`)
+	o := Options{Python: "/usr/bin/python3", NodeJS: "/usr/bin/node", ImageMapFile: file,
+		Images: []ImageRule{{Image: "registry.local:5000/tools/node-*", Kind: "node"}}}
+	if err := o.buildImageRules(); err != nil {
+		t.Fatal(err)
+	}
+	for image, want := range map[string]imageRun{
+		"ghcr.io/acme/tool:v1": {kind: runtimeHost, python: "/usr/bin/python3", node: "/usr/bin/node"},
+		"ghcr.io/other/tool":   {kind: runtimePlaceholder, python: "/usr/bin/python3", node: "/usr/bin/node", message: placeholderMessage("ghcr.io/other/tool")},
+		"pypy:3":               {kind: runtimePython, python: sh, node: "/usr/bin/node"},
+		"busybox":              {kind: runtimePlaceholder, python: "/usr/bin/python3", node: "/usr/bin/node", message: placeholderMessage("busybox")},
+		"alpine":               {kind: runtimeHost, python: "/usr/bin/python3", node: "/usr/bin/node"},
+		"registry.local:5000/tools/node-lts:20.1": {kind: runtimeNode, python: "/usr/bin/python3", node: "/usr/bin/node"},
+	} {
+		if diff := cmp.Diff(want, o.mapImage(image), cmp.AllowUnexported(imageRun{})); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", image, diff)
+		}
+	}
+
+	bad := []struct{ name, text, want string }{
+		{"unknown kind", "images:\n- image: ruby\n  kind: ruby\n", `rule 1: image "ruby": kind "ruby" is not one of python, node, host, placeholder`},
+		{"unknown field", "images:\n- image: ruby\n  kind: host\n  command: ruby\n", `unknown field "command"`},
+		{"tag", "images:\n- image: ruby:3\n  kind: host\n", `image "ruby:3" has a tag or digest`},
+		{"bad glob", "images:\n- image: \"ruby[\"\n  kind: host\n", `image "ruby[" is not a valid glob`},
+		{"empty image", "images:\n- kind: host\n", "rule 1: image is empty"},
+		{"missing interpreter", "images:\n- image: pypy\n  kind: python\n  interpreter: /nonexistent/pypy3\n", `interpreter "/nonexistent/pypy3" is not an executable`},
+		{"interpreter for host", "images:\n- image: x\n  kind: host\n  interpreter: sh\n", "interpreter is only for kinds python and node"},
+		{"no rules", "images: []\n", "no rules under `images:`"},
+		{"not yaml", "images: [\n", "want `images:` with a list"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{ImageMapFile: write(t, tc.text)}
+			err := o.buildImageRules()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	o = Options{ImageMapFile: filepath.Join(t.TempDir(), "absent.yaml")}
+	if err := o.buildImageRules(); err == nil || !strings.Contains(err.Error(), "absent.yaml") {
+		t.Errorf("a missing file: err = %v", err)
+	}
+}
+
+func TestContainerMountsRefuseRelativePaths(t *testing.T) {
+	dirs := map[string]string{"v": "/state/v"}
+	for _, m := range []corev1.VolumeMount{
+		{Name: "v", MountPath: "data"},
+		{Name: "v", MountPath: "."},
+		{Name: "v", MountPath: "/data", SubPath: "../../etc"},
+		{Name: "v", MountPath: "/data", SubPath: "/etc"},
+	} {
+		c := &corev1.Container{Name: "c", VolumeMounts: []corev1.VolumeMount{m}}
+		_, err := containerMounts(c, dirs)
+		var invalid *invalidSpecError
+		if !errors.As(err, &invalid) {
+			t.Errorf("mount %+v: err = %v, want an invalid spec", m, err)
+		}
+	}
+	n := &Node{mountDirs: map[string]int{}}
+	if _, err := n.acquireMountDir("data"); err == nil {
+		t.Error("acquireMountDir accepted a relative path")
 	}
 }
 
@@ -197,6 +310,8 @@ func TestBuildStatus(t *testing.T) {
 	crashed := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 3}}
 	backoff := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
 	creating := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
+	exited0 := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}
+	never, onFailure := corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure
 	cases := []struct {
 		name      string
 		obs       podObs
@@ -208,8 +323,15 @@ func TestBuildStatus(t *testing.T) {
 		{"running, not ready", podObs{sandboxReady: true, containers: []containerObs{{name: "c", state: running}}}, corev1.PodRunning, false},
 		{"running, ready", podObs{sandboxReady: true, containers: []containerObs{{name: "c", state: running, ready: true}}}, corev1.PodRunning, true},
 		{"crash loop", podObs{sandboxReady: true, containers: []containerObs{{name: "c", state: backoff, last: crashed, restarts: 2}}}, corev1.PodRunning, false},
-		{"failed", podObs{sandboxReady: true, containers: []containerObs{{name: "c", state: crashed}}}, corev1.PodFailed, false},
-		{"succeeded", podObs{sandboxReady: true, containers: []containerObs{{name: "c", state: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}}}}, corev1.PodSucceeded, false},
+		{"failed, Never", podObs{sandboxReady: true, restartPolicy: never, containers: []containerObs{{name: "c", state: crashed}}}, corev1.PodFailed, false},
+		{"failed, OnFailure: restarting", podObs{sandboxReady: true, restartPolicy: onFailure, containers: []containerObs{{name: "c", state: crashed}}}, corev1.PodRunning, false},
+		{"failed, Always: restarting", podObs{sandboxReady: true, restartPolicy: corev1.RestartPolicyAlways, containers: []containerObs{{name: "c", state: crashed}}}, corev1.PodRunning, false},
+		{"back-off, OnFailure", podObs{sandboxReady: true, restartPolicy: onFailure, containers: []containerObs{{name: "c", state: backoff, last: crashed, restarts: 1}}}, corev1.PodRunning, false},
+		{"succeeded, OnFailure", podObs{sandboxReady: true, restartPolicy: onFailure, containers: []containerObs{{name: "c", state: exited0}}}, corev1.PodSucceeded, false},
+		{"succeeded, Never", podObs{sandboxReady: true, restartPolicy: never, containers: []containerObs{{name: "c", state: exited0}, {name: "d", state: exited0}}}, corev1.PodSucceeded, false},
+		{"exited 0, Always: restarting", podObs{sandboxReady: true, restartPolicy: corev1.RestartPolicyAlways, containers: []containerObs{{name: "c", state: exited0}}}, corev1.PodRunning, false},
+		{"one done, one running, Never", podObs{sandboxReady: true, restartPolicy: never, containers: []containerObs{{name: "c", state: crashed}, {name: "d", state: running}}}, corev1.PodRunning, false},
+		{"one failed, one succeeded, OnFailure", podObs{sandboxReady: true, restartPolicy: onFailure, containers: []containerObs{{name: "c", state: crashed}, {name: "d", state: exited0}}}, corev1.PodRunning, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -31,6 +31,19 @@ type Options struct {
 	// Python is the host interpreter that python images and commands run. Default: the
 	// real path of the python3 found on PATH.
 	Python string
+	// NodeJS is the host Node.js binary that node images and node commands run.
+	// Default: node on PATH; without one, node images run placeholders.
+	NodeJS string
+	// Images are image rules tried before ImageMapFile's and the built-in ones; the
+	// first rule that matches an image decides how it runs.
+	Images []ImageRule
+	// ImageMapFile is a YAML file of further image rules, `images:` with a list of
+	// {image, kind, interpreter} (docs/local-platform.md).
+	ImageMapFile string
+	// ClientCAFile is a PEM file of the CAs whose client certificates the
+	// container-log endpoint accepts. Default: the API server's client CA, which it
+	// publishes in kube-system/extension-apiserver-authentication.
+	ClientCAFile string
 	// BackoffInitial and BackoffMax bound the restart back-off of crashing containers.
 	// Defaults 10s and 5m, as a kubelet.
 	BackoffInitial time.Duration
@@ -40,6 +53,9 @@ type Options struct {
 	// KubeletPort serves the container-log endpoint (`kubectl logs`) on the node's
 	// address. Default 10250.
 	KubeletPort int
+
+	// imageRules is the effective image table (Validate builds it).
+	imageRules []ImageRule
 }
 
 // requiredPlugins are the CNI plugins the node runs.
@@ -116,7 +132,24 @@ func (o *Options) Validate() error {
 		return err
 	}
 	o.Python = python
-	return nil
+	if o.NodeJS, err = resolveNodeJS(o.NodeJS); err != nil {
+		return err
+	}
+	return o.buildImageRules()
+}
+
+// resolveNodeJS returns the path of the host's Node.js: name if set (it must
+// exist), else node on PATH, else "" (node images then run placeholders).
+func resolveNodeJS(name string) (string, error) {
+	if name == "" {
+		path, _ := exec.LookPath("node")
+		return path, nil
+	}
+	path, err := exec.LookPath(name)
+	if err != nil {
+		return "", fmt.Errorf("the Node.js binary %q for node images is not an executable on this host", name)
+	}
+	return path, nil
 }
 
 // resolvePython returns the real interpreter behind name (a shim such as pyenv's is

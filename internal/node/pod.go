@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -29,6 +30,7 @@ type podWorker struct {
 	startTime   time.Time
 	sandbox     bool
 	setupErr    string
+	specErr     string // the spec cannot run: containers wait with this message
 	volumeDirs  map[string]string
 	mountDirs   []string
 	containers  []*container
@@ -87,7 +89,9 @@ func (w *podWorker) log(ctx context.Context) klog.Logger {
 func (w *podWorker) run(ctx context.Context) {
 	defer w.teardown(ctx)
 	if !w.setupUntilDone(ctx) {
-		w.finish(ctx)
+		if w.current().DeletionTimestamp != nil {
+			w.finish(ctx)
+		}
 		return
 	}
 	for _, c := range w.containers {
@@ -122,6 +126,9 @@ func (w *podWorker) setupUntilDone(ctx context.Context) bool {
 		if err == nil {
 			return true
 		}
+		if invalid := (*invalidSpecError)(nil); errors.As(err, &invalid) {
+			return w.refuse(ctx, err)
+		}
 		w.log(ctx).Error(err, "Pod setup failed; retrying")
 		w.mu.Lock()
 		w.setupErr = err.Error()
@@ -131,6 +138,27 @@ func (w *podWorker) setupUntilDone(ctx context.Context) bool {
 		case <-w.stopCh:
 			return false
 		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+// refuse reports a pod the node can never run, in an event and its status, and
+// waits without retrying until the pod is deleted or the worker stopped.
+func (w *podWorker) refuse(ctx context.Context, err error) bool {
+	w.log(ctx).Info("Pod cannot run", "err", err)
+	w.mu.Lock()
+	w.setupErr, w.specErr = err.Error(), err.Error()
+	w.mu.Unlock()
+	w.n.event(ctx, w.current(), corev1.EventTypeWarning, "Failed", "Error: "+err.Error())
+	for {
+		w.syncStatus(ctx)
+		if w.current().DeletionTimestamp != nil {
+			return false
+		}
+		select {
+		case <-w.stopCh:
+			return false
+		case <-w.kick:
 		}
 	}
 }
@@ -166,6 +194,7 @@ func (w *podWorker) setup(ctx context.Context) error {
 		c := newContainer(w, &pod.Spec.Containers[i])
 		mounts, err := containerMounts(c.spec, dirs)
 		if err != nil {
+			w.n.releaseMountDirs(mountDirs)
 			return err
 		}
 		for _, m := range mounts {
@@ -184,7 +213,7 @@ func (w *podWorker) setup(ctx context.Context) error {
 	w.mu.Unlock()
 	for _, c := range containers {
 		if c.kind == runtimePlaceholder {
-			w.n.event(ctx, pod, corev1.EventTypeWarning, "PlaceholderImage", placeholderMessage(c.spec.Image))
+			w.n.event(ctx, pod, corev1.EventTypeWarning, "PlaceholderImage", c.image.message)
 		}
 	}
 	return nil
@@ -289,8 +318,9 @@ func (w *podWorker) syncStatus(ctx context.Context) {
 // observe collects what the status reports.
 func (w *podWorker) observe() podObs {
 	w.mu.Lock()
-	o := podObs{podIP: w.podIP, hostIP: w.n.net.gw.String(), startTime: w.startTime, sandboxReady: w.sandbox, message: w.setupErr}
-	cs := w.containers
+	o := podObs{podIP: w.podIP, hostIP: w.n.net.gw.String(), startTime: w.startTime, sandboxReady: w.sandbox, message: w.setupErr,
+		restartPolicy: w.pod.Spec.RestartPolicy}
+	cs, specErr := w.containers, w.specErr
 	w.mu.Unlock()
 	var msgs []string
 	if o.message != "" {
@@ -299,14 +329,18 @@ func (w *podWorker) observe() podObs {
 	for _, c := range cs {
 		o.containers = append(o.containers, c.observe())
 		if c.kind == runtimePlaceholder {
-			msgs = append(msgs, fmt.Sprintf("container %s: %s", c.spec.Name, placeholderMessage(c.spec.Image)))
+			msgs = append(msgs, fmt.Sprintf("container %s: %s", c.spec.Name, c.image.message))
 		}
 	}
 	o.message = strings.Join(msgs, "; ")
 	if len(cs) == 0 {
+		waiting := &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}
+		if specErr != "" {
+			waiting = &corev1.ContainerStateWaiting{Reason: "CreateContainerConfigError", Message: specErr}
+		}
 		for _, c := range w.current().Spec.Containers {
 			o.containers = append(o.containers, containerObs{name: c.Name, image: c.Image,
-				state: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}})
+				state: corev1.ContainerState{Waiting: waiting.DeepCopy()}})
 		}
 	}
 	return o

@@ -168,11 +168,7 @@ func (c *container) probeExec(ctx context.Context, pod *corev1.Pod, command []st
 	if err != nil {
 		return err
 	}
-	cmdline := command
-	if len(cmdline) > 0 && isPythonCommand(cmdline[0]) {
-		cmdline = append([]string{c.w.n.opts.Python}, cmdline[1:]...)
-	}
-	args := wrapCommand(c.w.netns, c.mounts, c.spec.WorkingDir, cmdline)
+	args := wrapCommand(c.w.netns, c.mounts, c.spec.WorkingDir, c.image.hostArgv(command))
 	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
 	cmd.Env = env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

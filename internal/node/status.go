@@ -22,6 +22,7 @@ type podObs struct {
 	startTime     time.Time
 	sandboxReady  bool
 	message       string
+	restartPolicy corev1.RestartPolicy
 	containers    []containerObs
 }
 
@@ -67,30 +68,42 @@ func buildStatus(old corev1.PodStatus, o podObs, now time.Time) corev1.PodStatus
 	return s
 }
 
-// podPhase: Pending until the sandbox is up and every container has started once;
-// Succeeded or Failed when every container terminated for good; Running otherwise.
+// podPhase computes the phase as a kubelet does: Pending until the sandbox is up and
+// every container has started once; Running while a container runs or will be
+// restarted (always with restartPolicy Always, after a failure with OnFailure);
+// Succeeded when every container exited 0 for good; Failed when every container
+// stopped for good (restartPolicy Never) and one of them failed.
 func podPhase(o podObs) corev1.PodPhase {
 	if !o.sandboxReady {
 		return corev1.PodPending
 	}
-	allDone, allZero := true, true
+	running, stopped, succeeded := 0, 0, 0
 	for _, c := range o.containers {
-		if c.state.Waiting != nil && c.last.Terminated == nil && c.restarts == 0 {
+		switch {
+		case c.state.Running != nil:
+			running++
+		case c.state.Terminated != nil:
+			stopped++
+			if c.state.Terminated.ExitCode == 0 {
+				succeeded++
+			}
+		case c.last.Terminated != nil || c.restarts > 0:
+			stopped++ // waiting to restart
+		default:
 			return corev1.PodPending
-		}
-		if c.state.Terminated == nil {
-			allDone = false
-		} else if c.state.Terminated.ExitCode != 0 {
-			allZero = false
 		}
 	}
 	switch {
-	case !allDone:
+	case running > 0 || stopped == 0:
 		return corev1.PodRunning
-	case allZero:
+	case o.restartPolicy == corev1.RestartPolicyAlways || o.restartPolicy == "":
+		return corev1.PodRunning
+	case stopped == succeeded:
 		return corev1.PodSucceeded
+	case o.restartPolicy == corev1.RestartPolicyNever:
+		return corev1.PodFailed
 	}
-	return corev1.PodFailed
+	return corev1.PodRunning
 }
 
 // setCondition sets a condition, keeping its transition time when its status is
