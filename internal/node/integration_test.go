@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "node integration tests cannot run: %v\n", err)
 		os.Exit(1)
 	}
-	kubetest.Main(m, &env, localcluster.Options{})
+	kubetest.Main(m, &env, localcluster.Options{ServiceClusterIPRange: testServiceRange})
 }
 
 // nodeConfig gives the node its own client with a kubelet-like rate limit, so the
@@ -101,6 +101,8 @@ func TestLocalNode(t *testing.T) {
 		t.Run("CrashLoop", func(t *testing.T) { t.Parallel(); testCrashLoop(t, n) })
 		t.Run("Delete", func(t *testing.T) { t.Parallel(); testDelete(t, n) })
 		t.Run("Probes", func(t *testing.T) { t.Parallel(); testProbes(t, n) })
+		t.Run("InCluster", func(t *testing.T) { t.Parallel(); testInCluster(t, n) })
+		t.Run("ServiceClusterIP", func(t *testing.T) { t.Parallel(); testServiceClusterIP(t, n) })
 	})
 }
 
@@ -490,6 +492,10 @@ func assertNoLeftovers(t *testing.T, n *Node) {
 		if strings.Contains(line, testBridge) {
 			t.Errorf("link left behind: %s", line)
 		}
+	}
+	out, _ = exec.Command("ip", "-o", "addr", "show").CombinedOutput()
+	if prefix := strings.TrimSuffix(testServiceRange, "0/24"); strings.Contains(string(out), " "+prefix) {
+		t.Errorf("ClusterIP addresses of %s left behind:\n%s", testServiceRange, out)
 	}
 	if _, err := os.Stat("/srv/app"); err == nil {
 		t.Error("mount point /srv/app created by the node was not removed")
