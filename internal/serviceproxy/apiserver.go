@@ -45,9 +45,12 @@ const (
 // kubernetesEndpoints builds the default/kubernetes Endpoints and EndpointSlice for an
 // API server at ip:port, as the API server's endpoint reconciler writes them (the
 // Endpoints marked so the mirroring controller leaves them alone).
+//
+//lint:ignore SA1019 returns the v1 Endpoints the API server still publishes
 func kubernetesEndpoints(ip string, port int32) (*corev1.Endpoints, *discoveryv1.EndpointSlice) {
 	meta := metav1.ObjectMeta{Name: kubernetesName, Namespace: kubernetesNamespace}
-	ep := &corev1.Endpoints{ObjectMeta: *meta.DeepCopy(), Subsets: []corev1.EndpointSubset{{ //nolint:staticcheck // the API server still publishes v1 Endpoints for this Service
+	//lint:ignore SA1019 the API server still publishes v1 Endpoints for this Service
+	ep := &corev1.Endpoints{ObjectMeta: *meta.DeepCopy(), Subsets: []corev1.EndpointSubset{{
 		Addresses: []corev1.EndpointAddress{{IP: ip}},
 		Ports:     []corev1.EndpointPort{{Name: kubernetesPortName, Port: port, Protocol: corev1.ProtocolTCP}},
 	}}}
@@ -114,8 +117,9 @@ func (p *Proxy) applySlice(ctx context.Context, want *discoveryv1.EndpointSlice)
 	return err
 }
 
+//lint:ignore SA1019 see kubernetesEndpoints
 func (p *Proxy) applyEndpoints(ctx context.Context, want *corev1.Endpoints) error {
-	client := p.kube.CoreV1().Endpoints(kubernetesNamespace) //nolint:staticcheck // see kubernetesEndpoints
+	client := p.kube.CoreV1().Endpoints(kubernetesNamespace)
 	have, err := client.Get(ctx, kubernetesName, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		_, err = client.Create(ctx, want, metav1.CreateOptions{})
@@ -124,11 +128,11 @@ func (p *Proxy) applyEndpoints(ctx context.Context, want *corev1.Endpoints) erro
 	if err != nil {
 		return err
 	}
-	if equality.Semantic.DeepEqual(have.Subsets, want.Subsets) && have.Labels[discoveryv1.LabelSkipMirror] == "true" { //nolint:staticcheck // see kubernetesEndpoints
+	if equality.Semantic.DeepEqual(have.Subsets, want.Subsets) && have.Labels[discoveryv1.LabelSkipMirror] == "true" {
 		return nil
 	}
 	update := have.DeepCopy()
-	update.Subsets = want.Subsets //nolint:staticcheck // see kubernetesEndpoints
+	update.Subsets = want.Subsets
 	if update.Labels == nil {
 		update.Labels = map[string]string{}
 	}
@@ -144,7 +148,7 @@ func (p *Proxy) withdrawEndpoints(ctx context.Context) error {
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
-	err = p.kube.CoreV1().Endpoints(kubernetesNamespace).Delete(ctx, kubernetesName, metav1.DeleteOptions{}) //nolint:staticcheck // see kubernetesEndpoints
+	err = p.kube.CoreV1().Endpoints(kubernetesNamespace).Delete(ctx, kubernetesName, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}

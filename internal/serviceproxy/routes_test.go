@@ -71,11 +71,12 @@ func TestKubernetesEndpoints(t *testing.T) {
 	if ep.Namespace != "default" || ep.Name != "kubernetes" || ep.Labels[discoveryv1.LabelSkipMirror] != "true" {
 		t.Errorf("Endpoints meta %+v", ep.ObjectMeta)
 	}
-	wantSubsets := []corev1.EndpointSubset{{ //nolint:staticcheck // the type the API server publishes
+	//lint:ignore SA1019 the type the API server publishes
+	wantSubsets := []corev1.EndpointSubset{{
 		Addresses: []corev1.EndpointAddress{{IP: "10.244.0.1"}},
 		Ports:     []corev1.EndpointPort{{Name: "https", Port: 6443, Protocol: corev1.ProtocolTCP}},
 	}}
-	if diff := cmp.Diff(wantSubsets, ep.Subsets); diff != "" { //nolint:staticcheck // see above
+	if diff := cmp.Diff(wantSubsets, ep.Subsets); diff != "" {
 		t.Errorf("subsets (-want +got):\n%s", diff)
 	}
 	if slice.Labels[discoveryv1.LabelServiceName] != "kubernetes" || slice.AddressType != discoveryv1.AddressTypeIPv4 {
