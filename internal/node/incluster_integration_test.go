@@ -98,6 +98,7 @@ func testInCluster(t *testing.T, n *Node) {
 		"configmaps in " + ns + ": kube-root-ca.crt,visible",
 		`secrets: forbidden: secrets is forbidden: User "system:serviceaccount:` + ns + `:reader" cannot list resource "secrets"`,
 		"certificate verified for kubernetes.default.svc",
+		"token bound to pod incluster for audience https://kubernetes.default.svc.cluster.local",
 	} {
 		if !strings.Contains(string(logs), want) {
 			t.Errorf("the client's output lacks %q:\n%s", want, logs)

@@ -7,6 +7,8 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"os"
 	"strings"
@@ -55,7 +57,40 @@ func run(ctx context.Context) error {
 		return fmt.Errorf("list secrets: want forbidden, got %v", err)
 	}
 	fmt.Println("secrets: forbidden:", err)
+	if err := printBinding(cfg.BearerTokenFile); err != nil {
+		return err
+	}
 	return verifyName(cfg, "kubernetes.default.svc")
+}
+
+// printBinding prints the pod and audience the mounted token is bound to (its JWT
+// claims; the API server has already checked the signature).
+func printBinding(tokenFile string) error {
+	data, err := os.ReadFile(tokenFile)
+	if err != nil {
+		return err
+	}
+	parts := strings.Split(strings.TrimSpace(string(data)), ".")
+	if len(parts) != 3 {
+		return fmt.Errorf("the token is not a JWT")
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return err
+	}
+	var claims struct {
+		Audience []string `json:"aud"`
+		K8s      struct {
+			Pod struct {
+				Name string `json:"name"`
+			} `json:"pod"`
+		} `json:"kubernetes.io"`
+	}
+	if err := json.Unmarshal(payload, &claims); err != nil {
+		return err
+	}
+	fmt.Printf("token bound to pod %s for audience %s\n", claims.K8s.Pod.Name, strings.Join(claims.Audience, ","))
+	return nil
 }
 
 // verifyName proves the API server's certificate is valid for name (pods without a
