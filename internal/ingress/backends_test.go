@@ -17,6 +17,7 @@ type echo struct {
 	Backend        string
 	Host           string
 	Path           string
+	RawPath        string
 	ForwardedFor   string
 	ForwardedHost  string
 	ForwardedProto string
@@ -32,7 +33,7 @@ func startBackends(t *testing.T, endpoints map[string]string) func(ctx context.C
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(echo{
-				Backend: name, Host: r.Host, Path: r.URL.Path,
+				Backend: name, Host: r.Host, Path: r.URL.Path, RawPath: r.URL.RawPath,
 				ForwardedFor: r.Header.Get("X-Forwarded-For"), ForwardedHost: r.Header.Get("X-Forwarded-Host"), ForwardedProto: r.Header.Get("X-Forwarded-Proto"),
 			})
 		}))

@@ -12,6 +12,12 @@
 // A request no rule matches goes to a spec.defaultBackend: that of an Ingress with a
 // rule for the request's host if there is one, else of any Ingress, oldest first.
 //
+// Before matching, the request path is normalised (percent-encoded characters
+// decoded, "." and ".." segments resolved, repeated slashes collapsed, a trailing slash
+// kept) and the backend receives that normalised path, so "/public/../admin" is
+// matched and forwarded as "/admin". A path with an encoded slash ("%2F"), a backslash
+// or a NUL byte is refused with 400.
+//
 // Errors are plain text: 404 when no Ingress serves the request, 503 when the matched
 // backend has no such Service, no such port or no ready endpoints, 502 when the
 // chosen endpoint cannot be reached.

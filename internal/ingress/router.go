@@ -84,10 +84,15 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request) string {
 		http.Error(w, "the ingress router has not synced with the cluster yet", http.StatusServiceUnavailable)
 		return ""
 	}
-	host, path := requestHost(req.Host), req.URL.Path
-	if path == "" {
-		path = "/"
+	host := requestHost(req.Host)
+	path, err := normalizePath(req.URL)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("%v: %q has an encoded slash, a backslash or a NUL byte", err, req.URL.EscapedPath()), http.StatusBadRequest)
+		return ""
 	}
+	// Forward what was matched, on a copy so the caller's request is untouched.
+	req = req.Clone(req.Context())
+	req.URL.Path, req.URL.RawPath = path, ""
 	rt, ok := t.match(host, path)
 	if !ok {
 		http.Error(w, fmt.Sprintf("no Ingress serves host %q path %q", host, path), http.StatusNotFound)

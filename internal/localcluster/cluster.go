@@ -192,7 +192,9 @@ func (c *Cluster) apiserverArgs(s *secrets) []string {
 		// bridge address, which its hostname may not resolve to.
 		"--kubelet-preferred-address-types=InternalIP,Hostname",
 		// The apiserver would publish its loopback address as the endpoint of the
-		// "kubernetes" Service, which Endpoints validation refuses in a loop.
+		// "kubernetes" Service, which Endpoints validation refuses in a loop. The
+		// local node publishes the address it exposes the apiserver at to pods
+		// instead (internal/serviceproxy).
 		"--endpoint-reconciler-type=none",
 	}
 }

@@ -12,6 +12,12 @@
 // (configMap, secret, emptyDir, downwardAPI) are materialised under the state directory
 // and bind-mounted at their mountPath in a private mount namespace.
 //
+// Service ClusterIPs answer from pods and from the host through the service proxy
+// (internal/serviceproxy) the node runs on its bridge; containers get the Service
+// variables a kubelet sets (KUBERNETES_SERVICE_HOST and the rest), and projected
+// service account tokens are bound to the pod and refreshed at 80% of their life, so
+// client libraries' in-cluster configuration works in a pod.
+//
 // It is for development on one Linux machine only and needs root; real clusters run
 // real kubelets.
 package node

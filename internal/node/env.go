@@ -15,13 +15,15 @@ type refSource interface {
 	configMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
 	secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
 	token(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds *int64) (string, error)
+	services(ctx context.Context) ([]*corev1.Service, error)
 }
 
 // basePath is the PATH a container gets unless its env sets one.
 const basePath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
-// containerEnv resolves a container's environment as a kubelet does: envFrom first,
-// then env in order, with $(VAR) references to earlier variables expanded.
+// containerEnv resolves a container's environment as a kubelet does: the Service
+// variables first, then envFrom, then env in order, with $(VAR) references to earlier
+// variables expanded.
 func containerEnv(ctx context.Context, src refSource, pod *corev1.Pod, c *corev1.Container) ([]string, error) {
 	vars := map[string]string{"PATH": basePath, "HOSTNAME": pod.Name, "HOME": "/root"}
 	order := []string{"PATH", "HOSTNAME", "HOME"}
@@ -30,6 +32,14 @@ func containerEnv(ctx context.Context, src refSource, pod *corev1.Pod, c *corev1
 			order = append(order, k)
 		}
 		vars[k] = v
+	}
+	services, err := src.services(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("services for the environment: %w", err)
+	}
+	links := pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks
+	for _, e := range serviceEnv(services, pod.Namespace, links) {
+		set(e.Name, e.Value)
 	}
 	for _, from := range c.EnvFrom {
 		data, err := envFromData(ctx, src, pod.Namespace, from)

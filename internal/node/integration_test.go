@@ -48,7 +48,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "node integration tests cannot run: %v\n", err)
 		os.Exit(1)
 	}
-	kubetest.Main(m, &env, localcluster.Options{})
+	kubetest.Main(m, &env, localcluster.Options{ServiceClusterIPRange: testServiceRange})
 }
 
 // nodeConfig gives the node its own client with a kubelet-like rate limit, so the
@@ -114,6 +114,8 @@ func TestLocalNode(t *testing.T) {
 		t.Run("NodeImage", func(t *testing.T) { t.Parallel(); testNodeImage(t, n) })
 		t.Run("RelativeMountPath", func(t *testing.T) { t.Parallel(); testRelativeMountPath(t, n) })
 		t.Run("LogEndpointAuth", func(t *testing.T) { t.Parallel(); testLogEndpointAuth(t, n) })
+		t.Run("InCluster", func(t *testing.T) { t.Parallel(); testInCluster(t, n) })
+		t.Run("ServiceClusterIP", func(t *testing.T) { t.Parallel(); testServiceClusterIP(t, n) })
 	})
 }
 
@@ -802,6 +804,10 @@ func assertNoLeftovers(t *testing.T, n *Node) {
 		if strings.Contains(line, testBridge) {
 			t.Errorf("link left behind: %s", line)
 		}
+	}
+	out, _ = exec.Command("ip", "-o", "addr", "show").CombinedOutput()
+	if prefix := strings.TrimSuffix(testServiceRange, "0/24"); strings.Contains(string(out), " "+prefix) {
+		t.Errorf("ClusterIP addresses of %s left behind:\n%s", testServiceRange, out)
 	}
 	for _, dir := range []string{"/srv/app", "/srv/job", "/srv/flaky", "/srv/js"} {
 		if _, err := os.Stat(dir); err == nil {

@@ -24,6 +24,9 @@ type network struct {
 	bridge string
 	gw     net.IP
 	subnet *net.IPNet
+	// serviceCIDRs are routed from every pod to the bridge's host address, where the
+	// service proxy answers (set before the first pod; see services.go).
+	serviceCIDRs []string
 }
 
 func newNetwork(opts Options) (*network, error) {
@@ -105,6 +108,11 @@ func (nw *network) attach(ctx context.Context, netns, id string) (string, error)
 	cur, err := current.NewResultFromResult(res)
 	if err != nil {
 		return "", err
+	}
+	for _, cidr := range nw.serviceCIDRs {
+		if err := ipCmd(ctx, "-n", netns, "route", "replace", cidr, "via", nw.gw.String()); err != nil {
+			return "", err
+		}
 	}
 	for _, ip := range cur.IPs {
 		if ip.Address.IP.To4() != nil {

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 )
@@ -28,6 +29,10 @@ type Node struct {
 	opts  Options
 	net   *network
 	ready atomic.Bool
+	// serviceLister and stopServices belong to the service proxy (services.go).
+	serviceLister corelisters.ServiceLister
+	stopServices  func()
+	tokens        tokenCache
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
@@ -74,8 +79,12 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 	setupCtx := context.WithoutCancel(ctx)
 	defer n.shutdown(setupCtx)
-	if err := n.net.ensureBridge(ctx); err != nil {
+	var err error
+	if err = n.net.ensureBridge(ctx); err != nil {
 		return fmt.Errorf("create bridge %s: %w", n.opts.Bridge, err)
+	}
+	if n.stopServices, err = n.startServices(ctx); err != nil {
+		return fmt.Errorf("service proxy: %w", err)
 	}
 	stopLogs, err := n.serveLogs(ctx)
 	if err != nil {
@@ -107,8 +116,8 @@ func (n *Node) Run(ctx context.Context) error {
 	return nil
 }
 
-// shutdown stops every pod (without deleting the Pod objects), marks the node not
-// ready and removes the bridge.
+// shutdown stops every pod (without deleting the Pod objects), then the service
+// proxy, marks the node not ready and removes the bridge.
 func (n *Node) shutdown(ctx context.Context) {
 	n.ready.Store(false)
 	n.mu.Lock()
@@ -118,6 +127,9 @@ func (n *Node) shutdown(ctx context.Context) {
 	}
 	n.mu.Unlock()
 	n.wg.Wait()
+	if n.stopServices != nil {
+		n.stopServices()
+	}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := n.setNotReady(ctx); err != nil {

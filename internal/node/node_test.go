@@ -43,6 +43,8 @@ func (fakeRefs) token(context.Context, *corev1.Pod, string, *int64) (string, err
 	return "tok", nil
 }
 
+func (fakeRefs) services(context.Context) ([]*corev1.Service, error) { return nil, nil }
+
 var refs = fakeRefs{
 	cms:     map[string]*corev1.ConfigMap{"app": {Data: map[string]string{"main.py": "print(1)", "greeting": "hi"}}},
 	secrets: map[string]*corev1.Secret{"creds": {Data: map[string][]byte{"password": []byte("s3cret")}}},

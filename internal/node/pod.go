@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -101,6 +100,9 @@ func (w *podWorker) run(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		w.syncStatus(ctx)
+		if err := w.refreshTokens(ctx, w.n); err != nil {
+			w.log(ctx).Error(err, "Cannot refresh a service account token")
+		}
 		if w.current().DeletionTimestamp != nil {
 			w.finish(ctx)
 			return
@@ -272,6 +274,7 @@ func (w *podWorker) teardown(ctx context.Context) {
 		return
 	}
 	w.n.releaseMountDirs(dirs)
+	w.n.tokens.forget(w.current().UID)
 	if err := w.n.net.detach(ctx, w.netns, string(w.current().UID)); err != nil {
 		w.log(ctx).Error(err, "Cannot release the pod network")
 	}
@@ -381,24 +384,4 @@ func (n *Node) configMap(ctx context.Context, ns, name string) (*corev1.ConfigMa
 
 func (n *Node) secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
 	return n.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
-}
-
-// token requests a service account token for a pod (projected volumes).
-func (n *Node) token(ctx context.Context, pod *corev1.Pod, audience string, expiration *int64) (string, error) {
-	sa := pod.Spec.ServiceAccountName
-	if sa == "" {
-		sa = "default"
-	}
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		ExpirationSeconds: expiration,
-		BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-	}}
-	if audience != "" {
-		req.Spec.Audiences = []string{audience}
-	}
-	out, err := n.kube.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, req, metav1.CreateOptions{})
-	if err != nil {
-		return "", err
-	}
-	return out.Status.Token, nil
 }
