@@ -3,6 +3,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -31,6 +32,7 @@ import (
 type options struct {
 	kubeconfig    string
 	listen        string
+	hooksListen   string
 	hookTokenFile string
 	gcPercent     int
 	qps           float64
@@ -45,7 +47,8 @@ func defaultOptions() *options {
 func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to a kubeconfig; empty means in-cluster configuration or $KUBECONFIG.")
 	fs.StringVar(&o.listen, "listen", o.listen, "Address to serve the API and the hooks on.")
-	fs.StringVar(&o.gateway.PublicURL, "public-url", o.gateway.PublicURL, "Base URL engines call hooks at (default http://<listen>).")
+	fs.StringVar(&o.hooksListen, "hooks-listen", o.hooksListen, "Address to serve /hooks on, apart from the API (so a network policy can let only engines reach them); empty serves them on --listen.")
+	fs.StringVar(&o.gateway.PublicURL, "public-url", o.gateway.PublicURL, "Base URL engines call hooks at (default http://<hooks-listen or listen>).")
 	fs.StringVar(&o.hookTokenFile, "hook-token-file", o.hookTokenFile, "File holding a bearer token that calls to /hooks must present; empty leaves hooks open.")
 	fs.Float64Var(&o.qps, "client-go-qps", o.qps, "Queries per second to the Kubernetes API.")
 	fs.IntVar(&o.burst, "client-go-burst", o.burst, "Burst of queries to the Kubernetes API.")
@@ -67,8 +70,17 @@ func (o *options) validate() error {
 	if _, _, err := net.SplitHostPort(o.listen); err != nil {
 		return fmt.Errorf("--listen %q: %w", o.listen, err)
 	}
+	if o.hooksListen != "" {
+		if _, _, err := net.SplitHostPort(o.hooksListen); err != nil {
+			return fmt.Errorf("--hooks-listen %q: %w", o.hooksListen, err)
+		}
+		if o.hooksListen == o.listen {
+			return fmt.Errorf("--hooks-listen and --listen are both %s; leave --hooks-listen empty to serve hooks with the API", o.listen)
+		}
+		o.gateway.SeparateHooks = true
+	}
 	if o.gateway.PublicURL == "" {
-		o.gateway.PublicURL = "http://" + o.listen
+		o.gateway.PublicURL = "http://" + cmp.Or(o.hooksListen, o.listen)
 	}
 	if o.hookTokenFile != "" {
 		data, err := os.ReadFile(o.hookTokenFile)
@@ -139,8 +151,22 @@ func run(ctx context.Context, o *options, ready chan<- string) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.listen, err)
 	}
-	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "gcPercent", gateway.SetGCPercent(o.gcPercent), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "")
-	srv := gateway.NewServer(gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	servers := []*http.Server{gateway.NewServer(gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))}
+	listeners := []net.Listener{l}
+	if o.hooksListen != "" {
+		hl, err := net.Listen("tcp", o.hooksListen)
+		if err != nil {
+			l.Close()
+			return fmt.Errorf("listen on %s: %w", o.hooksListen, err)
+		}
+		servers = append(servers, gateway.NewServer(gw.HooksHandler()))
+		listeners = append(listeners, hl)
+	}
+	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "hooksListen", o.hooksListen, "gcPercent", gateway.SetGCPercent(o.gcPercent), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "")
+	// The gateway and its servers stop together: when ctx ends, or when a server
+	// fails.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -150,15 +176,27 @@ func run(ctx context.Context, o *options, ready chan<- string) error {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		_ = srv.Shutdown(shutdown)
+		for _, srv := range servers {
+			_ = srv.Shutdown(shutdown)
+		}
 	}()
 	if ready != nil {
 		ready <- l.Addr().String()
 	}
-	err = srv.Serve(l)
-	<-done
-	if errors.Is(err, http.ErrServerClosed) {
-		return nil
+	errs := make(chan error, len(servers))
+	for i, srv := range servers {
+		go func() {
+			err := srv.Serve(listeners[i])
+			cancel()
+			errs <- err
+		}()
 	}
+	err = nil
+	for range servers {
+		if e := <-errs; !errors.Is(e, http.ErrServerClosed) && err == nil {
+			err = e
+		}
+	}
+	<-done
 	return err
 }

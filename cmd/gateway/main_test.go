@@ -23,11 +23,18 @@ func TestOptionsValidate(t *testing.T) {
 	if err := o.validate(); err != nil || o.gateway.HookToken != "s3cret" {
 		t.Fatalf("hook token file: %v, token %q", err, o.gateway.HookToken)
 	}
+	o = defaultOptions()
+	o.listen, o.hooksListen = ":8081", ":8082"
+	if err := o.validate(); err != nil || !o.gateway.SeparateHooks || o.gateway.PublicURL != "http://:8082" {
+		t.Fatalf("hooks address: %v, separate %v, public URL %q", err, o.gateway.SeparateHooks, o.gateway.PublicURL)
+	}
 	for _, tt := range []struct {
 		set  func(*options)
 		want string
 	}{
 		{func(o *options) { o.listen = "nowhere" }, "--listen"},
+		{func(o *options) { o.hooksListen = "nowhere" }, "--hooks-listen"},
+		{func(o *options) { o.hooksListen = o.listen }, "--hooks-listen and --listen"},
 		{func(o *options) { o.hookTokenFile = filepath.Join(t.TempDir(), "missing") }, "--hook-token-file"},
 		{func(o *options) { o.gateway.PublicURL = "gateway:8081" }, "public URL"},
 	} {

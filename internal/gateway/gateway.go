@@ -26,6 +26,9 @@ type Options struct {
 	PublicURL string
 	// HookToken, when set, must be presented as a bearer token on /hooks.
 	HookToken string
+	// SeparateHooks serves /hooks only on HooksHandler, so that a network policy can
+	// let only engines reach them; Handler then answers 404 on /hooks.
+	SeparateHooks bool
 	// MaxBodyBytes bounds request bodies; larger ones answer 413. Default 4 MiB.
 	MaxBodyBytes int64
 	// History is how many invocations are kept per function. Default 50.
@@ -148,6 +151,10 @@ func (g *Gateway) Ready() bool { return g.running.Load() && g.store.synced() }
 
 // Handler is the gateway's HTTP API; metrics is served at /metrics.
 func (g *Gateway) Handler(metrics http.Handler) http.Handler { return g.routes(metrics) }
+
+// HooksHandler serves /hooks alone (and /healthz), for a listener of its own when
+// Options.SeparateHooks is set.
+func (g *Gateway) HooksHandler() http.Handler { return g.hookRoutes() }
 
 // DefaultGCPercent is the garbage-collection target the gateway command sets unless
 // GOGC is in the environment. Hook calls allocate much short-lived memory over a

@@ -401,3 +401,28 @@ func readyMessage(o *unstructured.Unstructured) string {
 	}
 	return ""
 }
+
+// TestSeparateHooksAddress serves hooks on their own listener (the gateway's
+// --hooks-listen, for a network policy that lets only engines reach them): hooks
+// answer there and nowhere else, and the API is not served there.
+func TestSeparateHooksAddress(t *testing.T) {
+	g := startGateway(t, func(o *Options) { o.SeparateHooks = true })
+	hooksSrv := httptest.NewServer(g.gw.HooksHandler())
+	t.Cleanup(hooksSrv.Close)
+	hooks := &testGateway{gw: g.gw, url: hooksSrv.URL, token: g.token}
+	ns := env.Namespace(t)
+	base := "/v1/namespaces/" + ns + "/functions"
+	if r := g.do(t, "POST", base, g.token, map[string]any{"metadata": map[string]any{"name": "echo"}, "spec": map[string]any{"runtime": "javascript", "source": fmt.Sprintf(echoJS, "v1")}}); r.status != http.StatusCreated {
+		t.Fatalf("create = %d %s", r.status, r.raw)
+	}
+	hooks.waitHook(t, ns, "echo", "p-v1")
+	if r := g.do(t, "POST", "/hooks/"+ns+"/echo", "", hookRequest("p")); r.status != http.StatusNotFound || !strings.Contains(r.raw, "--hooks-listen") {
+		t.Errorf("a hook call on the API address = %d %s, want 404 naming --hooks-listen", r.status, r.raw)
+	}
+	if r := hooks.do(t, "GET", base, g.token, nil); r.status != http.StatusNotFound {
+		t.Errorf("the API on the hooks address = %d %s, want 404", r.status, r.raw)
+	}
+	if r := hooks.do(t, "GET", "/healthz", "", nil); r.status != http.StatusOK {
+		t.Errorf("/healthz on the hooks address = %d %s", r.status, r.raw)
+	}
+}

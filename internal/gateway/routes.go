@@ -18,7 +18,13 @@ func (g *Gateway) routes(metrics http.Handler) http.Handler {
 	r.Get("/readyz", g.readyz)
 	r.Handle("/metrics", metrics)
 	r.Get("/openapi.json", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, openAPI()) })
-	r.Post("/hooks/{namespace}/{name}", g.hookToken(g.limitCalls(g.hook)))
+	if g.opts.SeparateHooks {
+		r.Post("/hooks/{namespace}/{name}", func(w http.ResponseWriter, _ *http.Request) {
+			writeError(w, errorf(http.StatusNotFound, "not_found", "this gateway serves hooks on its hooks address (--hooks-listen), not on its API address"))
+		})
+	} else {
+		r.Post("/hooks/{namespace}/{name}", g.hookToken(g.limitCalls(g.hook)))
+	}
 	r.Route("/v1/namespaces/{namespace}/functions", func(r chi.Router) {
 		r.Get("/", g.authorized("list", g.listFunctions))
 		r.Post("/", g.authorized("create", g.createFunction))
@@ -33,6 +39,20 @@ func (g *Gateway) routes(metrics http.Handler) http.Handler {
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
+	})
+	return r
+}
+
+// hookRoutes is the route table of a listener that serves hooks alone.
+func (g *Gateway) hookRoutes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer, g.limitBody)
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	r.Post("/hooks/{namespace}/{name}", g.hookToken(g.limitCalls(g.hook)))
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errorf(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path+" (this address serves /hooks only)"))
 	})
 	return r
 }
