@@ -1,0 +1,49 @@
+{{/* Labels of every object; selectors use the first two. */}}
+{{- define "metalambda.labels" -}}
+app.kubernetes.io/name: {{ .name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+app.kubernetes.io/part-of: metalambda
+app.kubernetes.io/version: {{ .root.Chart.AppVersion | quote }}
+{{- end -}}
+
+{{- define "metalambda.selector" -}}
+app.kubernetes.io/name: {{ .name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+{{- end -}}
+
+{{- define "metalambda.image" -}}
+{{ .image.repository }}:{{ .image.tag | default .root.Chart.AppVersion }}
+{{- end -}}
+
+{{/* Pod Security "restricted", for every pod of the chart. */}}
+{{- define "metalambda.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{- define "metalambda.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: [ALL]
+{{- end -}}
+
+{{- define "metalambda.scheduling" -}}
+{{- with .nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}

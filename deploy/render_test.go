@@ -1,0 +1,205 @@
+package deploy
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+var update = flag.Bool("update", false, "rewrite the kustomize bases from the chart")
+
+const generatedHeader = "# Rendered from deploy/helm/metalambda by `go test ./deploy -args -update`: edit the chart, not this file.\n"
+
+// writeKustomize writes v's kustomize base: the chart's objects, a file per
+// template, the Namespace (Pod Security restricted) and a kustomization.
+func writeKustomize(t *testing.T, v Variant, rendered map[string][]*unstructured.Unstructured) {
+	t.Helper()
+	dir := KustomizeDir(v.Name)
+	old, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	for _, f := range old {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	resources := []string{"namespace.yaml"}
+	ns := fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata:
+  name: %s
+  labels:
+    pod-security.kubernetes.io/enforce: restricted
+    pod-security.kubernetes.io/warn: restricted
+`, v.Namespace)
+	if err := os.WriteFile(filepath.Join(dir, "namespace.yaml"), []byte(generatedHeader+ns), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range slices.Sorted(maps.Keys(rendered)) {
+		data, err := Encode(rendered[name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), append([]byte(generatedHeader), data...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		resources = append(resources, name)
+	}
+	// Every namespaced object names its namespace already. The base sets no
+	// namespace: kustomize would also give one to the cluster-scoped objects of
+	// kinds it does not know (CompositeControllers).
+	k := generatedHeader + "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n"
+	for _, r := range resources {
+		k += "- " + r + "\n"
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// kustomizeBuild builds a base with kubectl's kustomize.
+func kustomizeBuild(t *testing.T, dir string) []*unstructured.Unstructured {
+	t.Helper()
+	kubectl, err := exec.LookPath("kubectl")
+	if err != nil {
+		t.Skip("kubectl is not installed: cannot build the kustomize bases")
+	}
+	out, err := exec.Command(kubectl, "kustomize", dir).Output()
+	if err != nil {
+		msg := ""
+		if ee, ok := err.(*exec.ExitError); ok {
+			msg = string(ee.Stderr)
+		}
+		t.Fatalf("kubectl kustomize %s: %v\n%s", dir, err, msg)
+	}
+	objs, err := Decode(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// TestKustomizeMatchesChart: each kustomize base builds exactly the objects the
+// chart renders with that base's values (plus the Namespace, which Helm leaves to
+// --create-namespace). With -update it rewrites the bases first.
+func TestKustomizeMatchesChart(t *testing.T) {
+	for _, v := range Variants {
+		t.Run(v.Name, func(t *testing.T) {
+			rendered, err := RenderChart(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if *update {
+				writeKustomize(t, v, rendered)
+			}
+			var fromChart []*unstructured.Unstructured
+			for _, objs := range rendered {
+				fromChart = append(fromChart, objs...)
+			}
+			var fromKustomize []*unstructured.Unstructured
+			sawNamespace := false
+			for _, o := range kustomizeBuild(t, KustomizeDir(v.Name)) {
+				if o.GetKind() == "Namespace" && o.GetName() == v.Namespace {
+					sawNamespace = true
+					continue
+				}
+				fromKustomize = append(fromKustomize, o)
+			}
+			if !sawNamespace {
+				t.Errorf("the kustomize base does not create namespace %s", v.Namespace)
+			}
+			a, err := Encode(Sorted(fromChart))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := Encode(Sorted(fromKustomize))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(string(a), string(b)); diff != "" {
+				t.Errorf("kustomize/%s differs from the chart (-chart +kustomize); run `go test ./deploy -run TestKustomizeMatchesChart -args -update`:\n%s", v.Name, diff)
+			}
+		})
+	}
+}
+
+// TestChartObjects checks what each install holds: its kinds, restricted pod
+// security, and no wildcard rights unless asked for.
+func TestChartObjects(t *testing.T) {
+	for _, v := range Variants {
+		t.Run(v.Name, func(t *testing.T) {
+			rendered, err := RenderChart(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var keys []string
+			for _, objs := range rendered {
+				for _, o := range objs {
+					keys = append(keys, Key(o))
+					checkObject(t, v, o)
+				}
+			}
+			slices.Sort(keys)
+			want := []string{"CustomResourceDefinition//compositecontrollers.metacontroller.k8s.io", "Deployment/" + v.Namespace + "/"}
+			for _, w := range want {
+				if !slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, w) }) {
+					t.Errorf("no object %s*; the install holds:\n%s", w, strings.Join(keys, "\n"))
+				}
+			}
+		})
+	}
+}
+
+func checkObject(t *testing.T, v Variant, o *unstructured.Unstructured) {
+	t.Helper()
+	switch o.GetKind() {
+	case "Deployment":
+		pod, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+		if nonRoot, _, _ := unstructured.NestedBool(pod, "securityContext", "runAsNonRoot"); !nonRoot {
+			t.Errorf("%s: runAsNonRoot is not set", Key(o))
+		}
+		if p, _, _ := unstructured.NestedString(pod, "securityContext", "seccompProfile", "type"); p != "RuntimeDefault" {
+			t.Errorf("%s: seccompProfile %q, want RuntimeDefault", Key(o), p)
+		}
+		containers, _, _ := unstructured.NestedSlice(pod, "containers")
+		for _, c := range containers {
+			c := c.(map[string]any)
+			if esc, found, _ := unstructured.NestedBool(c, "securityContext", "allowPrivilegeEscalation"); !found || esc {
+				t.Errorf("%s: container %v allows privilege escalation", Key(o), c["name"])
+			}
+			if drop, _, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "drop"); !slices.Equal(drop, []string{"ALL"}) {
+				t.Errorf("%s: container %v drops capabilities %v, want [ALL]", Key(o), c["name"], drop)
+			}
+		}
+	case "ClusterRole", "Role":
+		rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+		for _, r := range rules {
+			r := r.(map[string]any)
+			for _, field := range []string{"apiGroups", "resources", "verbs"} {
+				vals, _, _ := unstructured.NestedStringSlice(r, field)
+				if slices.Contains(vals, "*") {
+					t.Errorf("%s grants %s \"*\" (set engine.rbac.wildcard for that)", Key(o), field)
+				}
+			}
+		}
+	}
+}
+
+// TestMain quiets the chart loader, which logs every symbolic link it follows
+// (the chart links the CRDs and the gateway's RBAC from where they live).
+func TestMain(m *testing.M) {
+	log.SetOutput(io.Discard)
+	os.Exit(m.Run())
+}
