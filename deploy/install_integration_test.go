@@ -1,0 +1,163 @@
+//go:build integration
+
+package deploy
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"net/http/httptest"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/metalambda/metalambda/functions"
+	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
+	"github.com/metalambda/metalambda/internal/engine"
+	"github.com/metalambda/metalambda/internal/gateway"
+	"github.com/metalambda/metalambda/internal/kubetest"
+	"github.com/metalambda/metalambda/internal/localcluster"
+	"github.com/metalambda/metalambda/internal/runtime"
+)
+
+var env *kubetest.Env
+
+func TestMain(m *testing.M) {
+	log.SetOutput(io.Discard) // the chart loader logs every symbolic link it follows
+	kubetest.Main(m, &env, localcluster.Options{})
+}
+
+// serviceAccountConfig is a client configuration that authenticates as a
+// ServiceAccount, with a token from the TokenRequest API, and nothing of the admin's.
+func serviceAccountConfig(t *testing.T, ns, name string) *rest.Config {
+	t.Helper()
+	tr, err := env.Kube.CoreV1().ServiceAccounts(ns).CreateToken(kubetest.Context(t), name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token for %s/%s: %v", ns, name, err)
+	}
+	cfg := rest.AnonymousClientConfig(env.Config)
+	cfg.BearerToken = tr.Status.Token
+	return cfg
+}
+
+// TestPlatformInstallRunsWithItsOwnRights applies the platform's kustomize base (the
+// chart's objects) to a real control plane, runs the engine and the gateway with
+// their ServiceAccounts' own tokens, not the admin's, and runs both operators through
+// them: the rendered RBAC is enough. Then it checks it is not more: the gateway's
+// account is refused Secrets and Pods, and the engine's account Secrets.
+func TestPlatformInstallRunsWithItsOwnRights(t *testing.T) {
+	ctx := kubetest.Context(t)
+	const ns = "metalambda-system"
+	for _, o := range kustomizeBuild(t, KustomizeDir("platform")) {
+		one, err := Encode([]*unstructured.Unstructured{o})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.Apply(ctx, one); err != nil {
+			t.Fatalf("apply %s: %v", Key(o), err)
+		}
+	}
+	kubetest.Eventually(t, 30*time.Second, "the engine's ClusterRole aggregates its rules", func(ctx context.Context) (bool, error) {
+		cr, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, "metalambda-engine", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return len(cr.Rules) >= 6, fmt.Errorf("%d rules", len(cr.Rules))
+	})
+
+	gatewayCfg := serviceAccountConfig(t, ns, "metalambda-gateway")
+	engineCfg := serviceAccountConfig(t, ns, "metalambda-engine")
+
+	// The gateway, as its Deployment runs it: hooks on their own listener.
+	hooks := httptest.NewUnstartedServer(nil)
+	reg := prometheus.NewRegistry()
+	gw, err := gateway.New(gatewayCfg, gateway.Options{
+		PublicURL: "http://metalambda-gateway." + ns, SeparateHooks: true,
+		Runtime: runtime.Options{Builtins: functions.Builtins()},
+	}, reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hooks.Config.Handler = gw.HooksHandler()
+	hooks.Start()
+	runCtx, cancel := context.WithCancel(context.Background())
+	gwDone := make(chan struct{})
+	go func() { defer close(gwDone); gw.Run(runCtx) }()
+
+	opts := engine.Defaults()
+	opts.ResolveService = func(ref v1alpha1.ServiceReference) (string, bool) {
+		return hooks.URL, ref.Name == "metalambda-gateway" && ref.Namespace == ns
+	}
+	mgr, err := engine.New(engineCfg, opts, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	engineDone := make(chan error, 1)
+	go func() { engineDone <- mgr.Run(runCtx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-gwDone
+		<-engineDone
+		hooks.Close()
+	})
+
+	root := filepath.Join(Dir(), "..")
+	env.ApplyFile(t, filepath.Join(root, "operators", "pythonlambda", "sample.yaml"))
+	env.ApplyFile(t, filepath.Join(root, "operators", "immortalcontainer", "sample.yaml"))
+
+	lambdas := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "pythonlambdas"}
+	kubetest.Eventually(t, 90*time.Second, "the PythonLambda's children exist and its status counts its pods", func(ctx context.Context) (bool, error) {
+		p, err := env.Dynamic.Resource(lambdas).Namespace("python-lambda-operator").Get(ctx, "demo-python-lambda", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		status, _ := p.Object["status"].(map[string]any)
+		sel := engine.ControllerUIDLabel + "=" + string(p.GetUID())
+		cms, err := env.Kube.CoreV1().ConfigMaps("python-lambda-operator").List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return false, err
+		}
+		ings, err := env.Kube.NetworkingV1().Ingresses("python-lambda-operator").List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return false, err
+		}
+		return len(cms.Items) == 1 && len(ings.Items) == 1 && fmt.Sprint(status["pods"]) == "2", fmt.Errorf("%d configmaps, %d ingresses, status %v", len(cms.Items), len(ings.Items), status)
+	})
+	kubetest.Eventually(t, 60*time.Second, "the ImmortalContainer's pod exists", func(ctx context.Context) (bool, error) {
+		pods, err := env.Kube.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if p.Name == "example-immortal-container-immortalpod" {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("%d pods in default", len(pods.Items))
+	})
+
+	// Not more than needed.
+	asGateway := kubernetes.NewForConfigOrDie(gatewayCfg)
+	asEngine := kubernetes.NewForConfigOrDie(engineCfg)
+	for what, err := range map[string]error{
+		"the gateway lists Secrets": listErr(asGateway.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})),
+		"the gateway lists Pods":    listErr(asGateway.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})),
+		"the engine lists Secrets":  listErr(asEngine.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})),
+	} {
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s: %v, want Forbidden", what, err)
+		}
+	}
+}
+
+func listErr[T any](_ T, err error) error { return err }
