@@ -45,13 +45,14 @@ tokens only, and RBAC on functions.metalambda.dev decides what each user may do.
 	return c
 }
 
-// run builds the gateway client and runs fn with a context that ends on Ctrl-C.
-func (f *fnCommand) run(fn func(context.Context, *gatewayClient) error) error {
+// run builds the gateway client and runs fn with the command's context, which also
+// ends on Ctrl-C.
+func (f *fnCommand) run(cmd *cobra.Command, fn func(context.Context, *gatewayClient) error) error {
 	client, err := f.connect.client()
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return explain(fn(ctx, client), client)
 }

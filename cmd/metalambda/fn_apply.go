@@ -51,12 +51,12 @@ version and prints the hook URL alone on stdout.`,
   URL=$(metalambda fn apply -f hook.jsonnet -n team-a)
   cat hook.py | metalambda fn apply -f - --name hook --runtime python`,
 		Args: exactArgs(),
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			spec, name, err := o.spec(f.in)
 			if err != nil {
 				return err
 			}
-			return f.run(func(ctx context.Context, c *gatewayClient) error { return f.apply(ctx, c, &o, name, spec) })
+			return f.run(cmd, func(ctx context.Context, c *gatewayClient) error { return f.apply(ctx, c, &o, name, spec) })
 		},
 	}
 	c.Flags().StringVarP(&o.file, "filename", "f", "", "the source file (- for stdin)")

@@ -36,7 +36,7 @@ sample-request.json, a sync request it answers. Existing files are kept unless
   metalambda fn apply -f hello.py
   metalambda fn invoke hello -d @sample-request.json`,
 		Args: exactArgs("NAME"),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			return f.init(args[0], rt, dir, force)
 		},
 	}

@@ -29,12 +29,12 @@ its error and logs on stderr and exits with 3.`,
   metalambda fn invoke hello -d @sample-request.json 2>/dev/null | jq .children`,
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: f.completeNames,
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			body, err := requestBody(data, f.in)
 			if err != nil {
 				return err
 			}
-			return f.run(func(ctx context.Context, c *gatewayClient) error { return f.invoke(ctx, c, args[0], body) })
+			return f.run(cmd, func(ctx context.Context, c *gatewayClient) error { return f.invoke(ctx, c, args[0], body) })
 		},
 	}
 	c.Flags().StringVarP(&data, "data", "d", "", "the request: JSON, @FILE, or @- for stdin")
@@ -117,8 +117,8 @@ are printed as they come until Ctrl-C.`,
   metalambda fn logs hello -f`,
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: f.completeNames,
-		RunE: func(_ *cobra.Command, args []string) error {
-			return f.run(func(ctx context.Context, c *gatewayClient) error { return f.logs(ctx, c, args[0], follow, interval) })
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.run(cmd, func(ctx context.Context, c *gatewayClient) error { return f.logs(ctx, c, args[0], follow, interval) })
 		},
 	}
 	c.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new calls until Ctrl-C")

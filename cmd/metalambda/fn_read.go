@@ -25,12 +25,12 @@ func (f *fnCommand) listCommand() *cobra.Command {
   metalambda fn list -n team-a -o wide
   metalambda fn list -o jsonpath='{.items[*].status.url}'`,
 		Args: exactArgs(),
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			printer, err := toPrinter(pf)
 			if err != nil {
 				return err
 			}
-			return f.run(func(ctx context.Context, c *gatewayClient) error {
+			return f.run(cmd, func(ctx context.Context, c *gatewayClient) error {
 				items, err := c.list(ctx)
 				if err != nil {
 					return err
@@ -61,12 +61,12 @@ func (f *fnCommand) getCommand() *cobra.Command {
   metalambda fn get hello -o jsonpath='{.status.url}'`,
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: f.completeNames,
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			printer, err := toPrinter(pf)
 			if err != nil {
 				return err
 			}
-			return f.run(func(ctx context.Context, c *gatewayClient) error {
+			return f.run(cmd, func(ctx context.Context, c *gatewayClient) error {
 				obj, err := c.get(ctx, args[0])
 				if err != nil {
 					return err
@@ -90,8 +90,8 @@ func (f *fnCommand) deleteCommand() *cobra.Command {
 		Example:           `  metalambda fn delete hello`,
 		Args:              exactArgs("NAME"),
 		ValidArgsFunction: f.completeNames,
-		RunE: func(_ *cobra.Command, args []string) error {
-			return f.run(func(ctx context.Context, c *gatewayClient) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return f.run(cmd, func(ctx context.Context, c *gatewayClient) error {
 				if err := c.delete(ctx, args[0]); err != nil {
 					return err
 				}

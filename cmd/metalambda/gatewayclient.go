@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
 // gatewayClient speaks the gateway's /v1 API for one namespace.
@@ -103,7 +104,9 @@ func (c *gatewayClient) do(ctx context.Context, method, path string, body []byte
 	if out == nil || resp.StatusCode == http.StatusNoContent {
 		return resp.StatusCode, nil
 	}
-	if err := json.Unmarshal(data, out); err != nil {
+	// apimachinery's json keeps integers as int64 in maps, as unstructured objects
+	// need them (metadata.generation, status.observedGeneration).
+	if err := utiljson.Unmarshal(data, out); err != nil {
 		return resp.StatusCode, fmt.Errorf("the gateway at %s answered %s %s with something that is not its JSON: %w", c.base, method, path, err)
 	}
 	return resp.StatusCode, nil
