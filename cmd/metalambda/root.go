@@ -54,7 +54,9 @@ func (e *exitStatus) Error() string { return fmt.Sprintf("exit status %d", e.cod
 
 func exitCode(err error) int {
 	var usage usageError
-	if errors.As(err, &usage) {
+	// cobra checks required flags before any hook of ours runs, and its error has
+	// no type of its own.
+	if errors.As(err, &usage) || strings.HasPrefix(err.Error(), "required flag(s) ") {
 		return exitUsage
 	}
 	var api *apiError
