@@ -112,8 +112,8 @@ func checkGatewayURL(raw, source string) (string, string, error) {
 // who one is to the API server only, so a kubeconfig with nothing else is refused
 // here, with what to do instead.
 func bearerTransport(cfg *rest.Config) (http.RoundTripper, error) {
-	if cfg.Impersonate.UserName != "" || len(cfg.Impersonate.Groups) > 0 {
-		return nil, errors.New("--as and --as-group cannot be used: the gateway acts as the user whose token it is given, and does not take impersonation headers")
+	if cfg.Impersonate.UserName != "" || cfg.Impersonate.UID != "" || len(cfg.Impersonate.Groups) > 0 {
+		return nil, errors.New("--as, --as-group and --as-uid cannot be used: the gateway acts as the user whose token it is given, and does not take impersonation headers")
 	}
 	if cfg.BearerToken == "" && cfg.BearerTokenFile == "" && cfg.ExecProvider == nil && cfg.AuthProvider == nil {
 		what := "no credentials"

@@ -42,7 +42,7 @@ func TestExitCodesOfTheCommandLine(t *testing.T) {
 		{[]string{"fn", "invoke", "x", "-d", "{"}, exitUsage, "the request is not JSON"},
 		{[]string{"fn", "init", "x", "--runtime", "ruby"}, exitUsage, `--runtime "ruby": want javascript, python or jsonnet`},
 		{[]string{"fn", "init", "Not_A_Name", "--runtime", "python"}, exitUsage, `function name "Not_A_Name"`},
-		{[]string{"fn", "get", "x", "--as", "someone", "--gateway", "http://127.0.0.1:1", "--server", "https://127.0.0.1:2", "--token", "t"}, exitError, "--as and --as-group cannot be used"},
+		{[]string{"fn", "get", "x", "--as", "someone", "--gateway", "http://127.0.0.1:1", "--server", "https://127.0.0.1:2", "--token", "t"}, exitError, "--as, --as-group and --as-uid cannot be used"},
 		{[]string{"fn", "get", "x", "--gateway", "127.0.0.1:8081", "--server", "https://127.0.0.1:2", "--token", "t"}, exitError, `gateway URL "127.0.0.1:8081" (--gateway) is not an http:// or https:// URL`},
 	} {
 		_, stderr, code := runCLI(t, "", tc.args...)
