@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -313,6 +314,11 @@ func TestFnListGetDelete(t *testing.T) {
 		t.Errorf("list -o json: kind %q, %d items, %v", list.Kind, len(list.Items), err)
 	}
 
+	var completions bytes.Buffer
+	execute([]string{"__complete", "fn", "get", "--kubeconfig", c.kubeconfig, "--gateway", c.gateway, ""}, streams{in: strings.NewReader(""), out: &completions, err: io.Discard})
+	if got := completions.String(); !strings.HasPrefix(got, "one\ntwo\n:4\n") {
+		t.Errorf("fn get <TAB> completes to %q, want the functions' names", got)
+	}
 	if got := c.run(t, "", "fn", "get", "one").must(t).out; !strings.Contains(got, "NAME") || !strings.Contains(got, "javascript") {
 		t.Errorf("get printed:\n%s", got)
 	}
