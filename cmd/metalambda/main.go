@@ -1,5 +1,6 @@
 // Command metalambda is the user's CLI: `metalambda up` runs the whole platform on
-// this machine, `metalambda down` stops it.
+// this machine, `metalambda down` stops it, and `metalambda fn` manages the gateway's
+// functions (apply, list, get, delete, invoke, logs, init).
 package main
 
 import (
@@ -24,37 +25,8 @@ import (
 	"github.com/metalambda/metalambda/internal/platform"
 )
 
-const usage = `metalambda: run Metalambda on this machine
-
-  metalambda up     start the control plane, engine, gateway, ingress and local node;
-                    Ctrl-C (or metalambda down) stops them, the data stays
-  metalambda down   stop a running platform (--purge also deletes its data)
-
-Run "metalambda <command> -h" for the flags.
-`
-
 func main() {
-	if len(os.Args) < 2 {
-		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
-	}
-	var err error
-	switch os.Args[1] {
-	case "up":
-		err = up(os.Args[2:])
-	case "down":
-		err = down(os.Args[2:])
-	case "-h", "--help", "help":
-		fmt.Print(usage)
-		return
-	default:
-		fmt.Fprintf(os.Stderr, "metalambda: unknown command %q\n\n%s", os.Args[1], usage)
-		os.Exit(2)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "metalambda:", err)
-		os.Exit(1)
-	}
+	os.Exit(execute(os.Args[1:], streams{in: os.Stdin, out: os.Stdout, err: os.Stderr}))
 }
 
 func up(args []string) error {

@@ -97,6 +97,11 @@ func (o *Options) Check() error {
 	return errors.Join(errs...)
 }
 
+// GatewayURLFile is where the platform writes its gateway's URL, next to its
+// kubeconfig, so that `metalambda fn` finds the gateway of the platform whose
+// kubeconfig it is given.
+func GatewayURLFile(dataDir string) string { return filepath.Join(dataDir, "gateway-url") }
+
 // Platform is a running platform.
 type Platform struct {
 	opts       Options
@@ -125,6 +130,9 @@ func Start(ctx context.Context, opts Options, log io.Writer) (p *Platform, err e
 	p.stops = append(p.stops, func() { _ = p.cluster.Stop() })
 	p.Kubeconfig = filepath.Join(opts.DataDir, "kubeconfig")
 	if err := copyFile(p.cluster.KubeconfigPath, p.Kubeconfig); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(GatewayURLFile(opts.DataDir), []byte("http://"+opts.GatewayAddress+"\n"), 0o644); err != nil {
 		return nil, err
 	}
 	step("installing the CRDs and the bundled operators")

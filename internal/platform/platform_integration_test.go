@@ -70,6 +70,9 @@ func TestUpRestartDown(t *testing.T) {
 	if code, body := get(t, "http://"+opts.GatewayAddress+"/healthz", ""); code != 200 {
 		t.Errorf("gateway /healthz = %d %s", code, body)
 	}
+	if data, err := os.ReadFile(GatewayURLFile(opts.DataDir)); err != nil || string(data) != "http://"+opts.GatewayAddress+"\n" {
+		t.Errorf("%s = %q, %v; want the gateway's URL http://%s", GatewayURLFile(opts.DataDir), data, err, opts.GatewayAddress)
+	}
 	if code, body := get(t, "http://"+opts.IngressAddress+"/", "nowhere.example"); code != 404 || !strings.Contains(body, "no Ingress serves host") {
 		t.Errorf("ingress unknown host = %d %q", code, body)
 	}

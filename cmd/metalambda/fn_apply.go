@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// runtimes maps a source file's extension to its runtime.
+var runtimes = map[string]string{
+	".js":        "javascript",
+	".mjs":       "javascript",
+	".py":        "python",
+	".jsonnet":   "jsonnet",
+	".libsonnet": "jsonnet",
+}
+
+// applyOptions are fn apply's flags.
+type applyOptions struct {
+	file, name, runtime, handler string
+	timeout                      time.Duration
+	env                          []string
+	wait                         time.Duration
+}
+
+func (f *fnCommand) applyCommand() *cobra.Command {
+	var o applyOptions
+	c := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Create or update a function from a source file and print its hook URL",
+		Long: `Create or update a function from a source file and print its hook URL.
+
+The runtime comes from the file's extension (.js javascript, .py python, .jsonnet
+jsonnet) unless --runtime names it; the name is the file's name without its extension
+unless --name gives it. The gateway compiles the source before anything is stored: a
+compile error is printed as FILE:LINE:COLUMN: MESSAGE, as editors and compilers print
+them, and nothing changes. Apply replaces the whole spec: a flag left out (--env, say)
+is dropped from the function. Apply then waits until the gateway serves the new
+version and prints the hook URL alone on stdout.`,
+		Example: `  metalambda fn apply -f hook.py
+  metalambda fn apply -f hook.js --name greeter --timeout 30s --env GREETING=hello
+  URL=$(metalambda fn apply -f hook.jsonnet -n team-a)
+  cat hook.py | metalambda fn apply -f - --name hook --runtime python`,
+		Args: exactArgs(),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			spec, name, err := o.spec(f.in)
+			if err != nil {
+				return err
+			}
+			return f.run(cmd, func(ctx context.Context, c *gatewayClient) error { return f.apply(ctx, c, &o, name, spec) })
+		},
+	}
+	c.Flags().StringVarP(&o.file, "filename", "f", "", "the source file (- for stdin)")
+	c.Flags().StringVar(&o.name, "name", "", "the function's name (default: the file's name without its extension)")
+	c.Flags().StringVar(&o.runtime, "runtime", "", "javascript, python or jsonnet (default: from the file's extension)")
+	c.Flags().StringVar(&o.handler, "handler", "", "the function to call (default sync; javascript and python)")
+	c.Flags().DurationVar(&o.timeout, "timeout", 0, "how long one call may run, 1s to 300s (default 10s)")
+	c.Flags().StringArrayVar(&o.env, "env", nil, "an environment variable KEY=VALUE for the function (repeat for more)")
+	c.Flags().DurationVar(&o.wait, "wait", time.Minute, "how long to wait until the gateway serves the new version (0: do not wait)")
+	_ = c.MarkFlagRequired("filename")
+	_ = c.RegisterFlagCompletionFunc("runtime", cobra.FixedCompletions([]string{"javascript", "python", "jsonnet"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = c.MarkFlagFilename("filename", "js", "mjs", "py", "jsonnet", "libsonnet")
+	return c
+}
+
+// spec reads the source and checks the flags, before any network call.
+func (o *applyOptions) spec(stdin io.Reader) (functionSpec, string, error) {
+	var spec functionSpec
+	name, rt := o.name, o.runtime
+	ext := strings.ToLower(filepath.Ext(o.file))
+	if name == "" && o.file != "-" {
+		name = strings.TrimSuffix(filepath.Base(o.file), filepath.Ext(o.file))
+	}
+	if rt == "" {
+		rt = runtimes[ext]
+	}
+	switch {
+	case name == "":
+		return spec, "", usageError{errors.New("--name is required when the source comes from stdin")}
+	case rt == "" && o.file == "-":
+		return spec, "", usageError{errors.New("--runtime is required when the source comes from stdin")}
+	case rt == "":
+		return spec, "", usageError{fmt.Errorf("cannot tell the runtime of %s from its extension: pass --runtime javascript, python or jsonnet", o.file)}
+	}
+	if o.timeout != 0 && (o.timeout%time.Second != 0 || o.timeout < time.Second || o.timeout > 300*time.Second) {
+		return spec, "", usageError{fmt.Errorf("--timeout %s: want whole seconds from 1s to 300s", o.timeout)}
+	}
+	env, err := parseEnv(o.env)
+	if err != nil {
+		return spec, "", err
+	}
+	source, err := readSource(o.file, stdin)
+	if err != nil {
+		return spec, "", err
+	}
+	return functionSpec{Runtime: rt, Source: source, Handler: o.handler, TimeoutSeconds: int(o.timeout / time.Second), Env: env}, name, nil
+}
+
+func parseEnv(pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	env := make(map[string]string, len(pairs))
+	for _, kv := range pairs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, usageError{fmt.Errorf("--env %q: want KEY=VALUE", kv)}
+		}
+		env[k] = v
+	}
+	return env, nil
+}
+
+func readSource(file string, stdin io.Reader) (string, error) {
+	var data []byte
+	var err error
+	if file == "-" {
+		data, err = io.ReadAll(stdin)
+	} else {
+		data, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return "", fmt.Errorf("read the source: %w", err)
+	}
+	return string(data), nil
+}
+
+func (f *fnCommand) apply(ctx context.Context, c *gatewayClient, o *applyOptions, name string, spec functionSpec) error {
+	obj, created, err := c.put(ctx, name, spec)
+	if err != nil {
+		return compileErrorAt(o.file, err)
+	}
+	verb := "configured"
+	if created {
+		verb = "created"
+	}
+	fmt.Fprintf(f.err, "function %s/%s %s\n", c.namespace, name, verb)
+	if o.wait <= 0 {
+		url, _, _ := unstructured.NestedString(obj.Object, "status", "url")
+		if url != "" {
+			fmt.Fprintln(f.out, url)
+		}
+		return nil
+	}
+	url, err := waitServed(ctx, c, name, obj.GetGeneration(), o.wait)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(f.out, url)
+	return nil
+}
+
+// compilePrefix is how the runtimes begin a compile error's message; the position
+// comes separately, in the error's line and column.
+var compilePrefix = regexp.MustCompile(`^function \S+ does not compile: (line \d+, column \d+: )?`)
+
+// compileErrorAt prints a compile error as FILE:LINE:COLUMN: MESSAGE.
+func compileErrorAt(file string, err error) error {
+	var api *apiError
+	if !errors.As(err, &api) || api.Code != "compile_error" {
+		return err
+	}
+	if file == "-" {
+		file = "<stdin>"
+	}
+	msg := compilePrefix.ReplaceAllString(api.Message, "")
+	if api.Line > 0 {
+		return fmt.Errorf("%s:%d:%d: %s", file, api.Line, max(api.Column, 1), msg)
+	}
+	return fmt.Errorf("%s: %s", file, msg)
+}
+
+// waitServed waits until the gateway reports the function's generation loaded, and
+// returns its hook URL.
+func waitServed(ctx context.Context, c *gatewayClient, name string, generation int64, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		obj, err := c.get(ctx, name)
+		if err != nil && ctx.Err() == nil {
+			return "", err
+		}
+		if err == nil {
+			if url, done, err := served(obj, generation); done {
+				return url, err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("the gateway did not report function %s/%s served within %s (see `metalambda fn get %s -o yaml`)", c.namespace, name, timeout, name)
+		case <-tick.C:
+		}
+	}
+}
+
+// served tells whether the status reports generation (or a later one) loaded, and
+// whether it is ready.
+func served(obj *unstructured.Unstructured, generation int64) (string, bool, error) {
+	observed, _, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
+	if observed < generation {
+		return "", false, nil
+	}
+	url, _, _ := unstructured.NestedString(obj.Object, "status", "url")
+	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conditions {
+		m, _ := c.(map[string]any)
+		if m["type"] != "Ready" {
+			continue
+		}
+		if m["status"] == "True" {
+			return url, true, nil
+		}
+		return url, true, fmt.Errorf("function %s/%s is not ready: %v: %v", obj.GetNamespace(), obj.GetName(), m["reason"], m["message"])
+	}
+	return "", false, nil
+}
