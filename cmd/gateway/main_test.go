@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/sandbox"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -30,6 +31,7 @@ func TestOptionsValidate(t *testing.T) {
 		{func(o *options) { o.listen = "nowhere" }, "--listen"},
 		{func(o *options) { o.hookTokenFile = filepath.Join(t.TempDir(), "missing") }, "--hook-token-file"},
 		{func(o *options) { o.gateway.PublicURL = "gateway:8081" }, "public URL"},
+		{func(o *options) { o.sandboxMode = "chroot" }, `--sandbox: unknown sandbox mode "chroot"`},
 	} {
 		o := defaultOptions()
 		tt.set(o)
@@ -41,17 +43,17 @@ func TestOptionsValidate(t *testing.T) {
 
 func TestBuildSandbox(t *testing.T) {
 	var rt runtime.Options
-	if err := buildSandbox(&rt); err != nil || rt.Sandbox == nil {
-		t.Fatalf("buildSandbox = %v (sandbox %v), want a sandbox: the tests need bubblewrap", err, rt.Sandbox)
+	if err := buildSandbox(&rt, sandbox.ModeAuto); err != nil || rt.Sandbox == nil || rt.Sandbox.Mode() != sandbox.ModeNamespaces {
+		t.Fatalf("buildSandbox = %v (sandbox %v), want a namespace sandbox: the tests need bubblewrap", err, rt.Sandbox)
 	}
 	t.Setenv("PATH", t.TempDir())
 	rt = runtime.Options{}
-	err := buildSandbox(&rt)
+	err := buildSandbox(&rt, sandbox.ModeNamespaces)
 	if err == nil || !strings.Contains(err.Error(), "bubblewrap (bwrap) not found") || !strings.Contains(err.Error(), "--insecure-no-sandbox") {
 		t.Errorf("without bwrap: %v, want an error naming bubblewrap and --insecure-no-sandbox", err)
 	}
 	rt = runtime.Options{InsecureNoSandbox: true}
-	if err := buildSandbox(&rt); err != nil || rt.Sandbox != nil {
+	if err := buildSandbox(&rt, sandbox.ModeNamespaces); err != nil || rt.Sandbox != nil {
 		t.Errorf("--insecure-no-sandbox: %v (sandbox %v), want no sandbox and no error", err, rt.Sandbox)
 	}
 }
