@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/json"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,7 +17,7 @@ import (
 
 // pyAttempts is a Python prelude for the escape tests: helpers that report what
 // an attempt did.
-const pyAttempts = `import os, socket
+const pyAttempts = `import os, socket, tempfile
 
 def read(path):
     try:
@@ -40,12 +41,23 @@ def connect(port):
     except OSError as e:
         return type(e).__name__
 
+def processes():
+    try:
+        return sorted(p for p in os.listdir("/proc") if p.isdigit())
+    except OSError as e:
+        return type(e).__name__
+
 def environ_has(secret):
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit() and secret in read("/proc/%s/environ" % pid):
-            found.append(pid)
-    return found
+    pids = processes()
+    if isinstance(pids, str):
+        return pids
+    return [pid for pid in pids if secret in read("/proc/%s/environ" % pid)]
+
+def interfaces():
+    try:
+        return sorted(n for _, n in socket.if_nameindex())
+    except OSError as e:
+        return type(e).__name__
 `
 
 // escapeCase is an attempt by a registered function and what it must find.
@@ -53,6 +65,19 @@ type escapeCase struct {
 	name string
 	body string // the handler's body; it returns a dict
 	want map[string]any
+	// landlock is what differs in a Landlock sandbox: paths exist but cannot be
+	// opened, /proc and sockets are refused, /tmp is the host's.
+	landlock map[string]any
+}
+
+// expected is tt.want, with tt.landlock over it in a Landlock sandbox.
+func (tt escapeCase) expected() map[string]any {
+	if !inLandlockChild() {
+		return tt.want
+	}
+	want := maps.Clone(tt.want)
+	maps.Copy(want, tt.landlock)
+	return want
 }
 
 // TestPythonEscapes registers functions that try to leave their sandbox; each
@@ -94,23 +119,36 @@ func TestPythonEscapes(t *testing.T) {
         "source tree": read(` + q(filepath.Join(cwd, "python.go")) + `), "passwd": read("/etc/passwd")}`,
 			want: map[string]any{"shadow": "FileNotFoundError", "root": "FileNotFoundError", "kubeconfig": "FileNotFoundError",
 				"source tree": "FileNotFoundError", "passwd": "FileNotFoundError"},
+			landlock: map[string]any{"shadow": "PermissionError", "root": "PermissionError", "kubeconfig": "PermissionError",
+				"source tree": "PermissionError", "passwd": "PermissionError"},
 		},
 		{
 			name: "read other processes' environments",
 			body: `return {"gateway": read("/proc/` + strconv.Itoa(os.Getpid()) + `/environ"), "neighbour": read("/proc/` + strconv.Itoa(neighbourPIDs[0]) + `/environ"),
-        "scan gateway": environ_has("gateway-secret-value"), "scan neighbour": environ_has("neighbour-secret-value"), "processes": sorted(p for p in os.listdir("/proc") if p.isdigit())}`,
+        "scan gateway": environ_has("gateway-secret-value"), "scan neighbour": environ_has("neighbour-secret-value"), "processes": processes(),
+        "signal gateway": signal(` + strconv.Itoa(os.Getpid()) + `), "signal neighbour": signal(` + strconv.Itoa(neighbourPIDs[0]) + `)}
+
+def signal(pid):
+    try:
+        os.kill(pid, 0)
+        return "signalled"
+    except OSError as e:
+        return type(e).__name__`,
 			want: map[string]any{"gateway": "FileNotFoundError", "neighbour": "FileNotFoundError", "scan gateway": []any{}, "scan neighbour": []any{},
-				"processes": []any{"1", "2"}},
+				"processes": []any{"1", "2"}, "signal gateway": "ProcessLookupError", "signal neighbour": "ProcessLookupError"},
+			landlock: map[string]any{"gateway": "PermissionError", "neighbour": "PermissionError", "scan gateway": "PermissionError", "scan neighbour": "PermissionError",
+				"processes": "PermissionError", "signal gateway": "PermissionError", "signal neighbour": "PermissionError"},
 		},
 		{
 			name: "connect to loopback",
-			body: `return {"listener": connect(` + strconv.Itoa(port) + `), "interfaces": sorted(n for _, n in socket.if_nameindex())}`,
-			want: map[string]any{"listener": "ConnectionRefusedError", "interfaces": []any{"lo"}},
+			body: `return {"listener": connect(` + strconv.Itoa(port) + `), "interfaces": interfaces()}`,
+			want:     map[string]any{"listener": "ConnectionRefusedError", "interfaces": []any{"lo"}},
+			landlock: map[string]any{"listener": "PermissionError", "interfaces": "PermissionError"},
 		},
 		{
 			name: "write outside its temp dir",
 			body: `return {"usr": write("/usr/pwned"), "root": write("/pwned"), "host dir": write(` + q(filepath.Join(hostDir, "pwned")) + `),
-        "tmp": write("/tmp/pwned"), "big": write_big("/tmp/big")}
+        "/tmp": write("/tmp/pwned"), "own dir": write(os.path.join(tempfile.gettempdir(), "pwned")), "big": write_big(os.path.join(tempfile.gettempdir(), "big"))}
 
 def write_big(path):
     try:
@@ -120,7 +158,8 @@ def write_big(path):
         return "wrote 64 MiB"
     except OSError as e:
         return type(e).__name__`,
-			want: map[string]any{"usr": "OSError", "root": "OSError", "host dir": "FileNotFoundError", "tmp": "wrote", "big": "OSError"},
+			want:     map[string]any{"usr": "OSError", "root": "OSError", "host dir": "FileNotFoundError", "/tmp": "wrote", "own dir": "wrote", "big": "OSError"},
+			landlock: map[string]any{"usr": "PermissionError", "root": "PermissionError", "host dir": "PermissionError", "/tmp": "PermissionError"},
 		},
 		{
 			name: "fork bomb",
@@ -152,7 +191,7 @@ def write_big(path):
 			if err := json.Unmarshal(res.Response, &got); err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := cmp.Diff(tt.expected(), got); diff != "" {
 				t.Errorf("findings (-want +got):\n%s", diff)
 			}
 			assertEcho(t, other, "other")
@@ -180,7 +219,10 @@ func TestPythonGrandchildDiesWithWorker(t *testing.T) {
 	source := `import os
 def sync(request):
     if os.fork() == 0:
-        os.setsid()
+        try:
+            os.setsid()  # refused in a Landlock sandbox
+        except OSError:
+            pass
         if os.fork() == 0:
             os.execv("/usr/bin/sleep", [` + strconv.Quote(marker) + `, "600"])
         os._exit(0)
@@ -305,7 +347,7 @@ func TestPythonNetwork(t *testing.T) {
 		network bool
 		want    string
 	}{
-		{false, "ConnectionRefusedError"},
+		{false, map[bool]string{false: "ConnectionRefusedError", true: "PermissionError"}[inLandlockChild()]},
 		{true, "connected"},
 	} {
 		fn := pyFn("network-"+strconv.FormatBool(tt.network), source)

@@ -75,9 +75,9 @@ func runLauncher(f *os.File) error {
 			return err
 		}
 	}
-	running := 0
+	others := 0
 	if l.Limits != nil {
-		if running, err = userTasks(os.Getuid()); err != nil {
+		if others, err = otherTasks(); err != nil {
 			return err
 		}
 	}
@@ -91,7 +91,7 @@ func runLauncher(f *os.File) error {
 	}
 	// Last, as the address-space limit may be below what this Go process holds.
 	if l.Limits != nil {
-		if err := setLimits(*l.Limits, running); err != nil {
+		if err := setLimits(*l.Limits, others); err != nil {
 			return err
 		}
 	}
@@ -157,11 +157,11 @@ func systemDirs() []string {
 }
 
 // setLimits sets the rlimits of l; the process limit is l.Processes beyond the
-// running tasks of the real user, since the kernel counts RLIMIT_NPROC per user.
-func setLimits(l Limits, running int) error {
+// others tasks of the real user, since the kernel counts RLIMIT_NPROC per user.
+func setLimits(l Limits, others int) error {
 	nproc := l.Processes
 	if nproc >= 0 {
-		nproc += int64(running)
+		nproc += int64(others)
 	}
 	for _, r := range []struct {
 		name     string
@@ -185,8 +185,18 @@ func setLimits(l Limits, running int) error {
 	return nil
 }
 
-// userTasks counts the tasks (threads) whose real user is uid, as RLIMIT_NPROC
-// does.
+// otherTasks counts the tasks (threads) of the real user outside this process,
+// as RLIMIT_NPROC counts them.
+func otherTasks() (int, error) {
+	total, err := userTasks(os.Getuid())
+	if err != nil {
+		return 0, err
+	}
+	_, own := statusFields("/proc/self/status")
+	return total - own, nil
+}
+
+// userTasks counts the tasks (threads) whose real user is uid.
 func userTasks(uid int) (int, error) {
 	paths, err := filepath.Glob("/proc/[0-9]*/status")
 	if err != nil {
