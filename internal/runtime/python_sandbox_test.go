@@ -140,8 +140,8 @@ def signal(pid):
 				"processes": "PermissionError", "signal gateway": "PermissionError", "signal neighbour": "PermissionError"},
 		},
 		{
-			name: "connect to loopback",
-			body: `return {"listener": connect(` + strconv.Itoa(port) + `), "interfaces": interfaces()}`,
+			name:     "connect to loopback",
+			body:     `return {"listener": connect(` + strconv.Itoa(port) + `), "interfaces": interfaces()}`,
 			want:     map[string]any{"listener": "ConnectionRefusedError", "interfaces": []any{"lo"}},
 			landlock: map[string]any{"listener": "PermissionError", "interfaces": "PermissionError"},
 		},
