@@ -1,12 +1,14 @@
-// Package sandbox starts commands that run untrusted code under kernel bounds, with
-// bubblewrap (bwrap): their own PID, mount, network, IPC, UTS and cgroup
-// namespaces, an unprivileged user, no capabilities, no_new_privs, a seccomp filter
-// that refuses new user namespaces, a read-only view
-// of only the system directories and the paths a command needs, a private
-// size-bounded /tmp, a /proc of their own PID namespace, and rlimits (address
-// space, processes, open files, file size) set by prlimit before the command
-// starts. Every descendant of a sandboxed command lives in its PID namespace, so it
-// dies when the command's bwrap process is killed.
+// Package sandbox starts commands that run untrusted code under kernel bounds,
+// with one of two mechanisms (Mode).
+//
+// Namespaces (ModeNamespaces): bubblewrap (bwrap) gives a command its own PID,
+// mount, network, IPC, UTS and cgroup namespaces, an unprivileged user, no
+// capabilities, no_new_privs, a seccomp filter that refuses new user namespaces,
+// a read-only view of only the system directories and the paths a command needs,
+// a private size-bounded /tmp, a /proc of their own PID namespace, and rlimits
+// (address space, processes, open files, file size) set by prlimit before the
+// command starts. Every descendant of a sandboxed command lives in its PID
+// namespace, so it dies when the command's bwrap process is killed.
 //
 // The user depends on the caller. When it is root, bwrap builds the namespaces as
 // root (so that it can show paths only root can reach, such as an interpreter
@@ -15,6 +17,20 @@
 // processes alone, and no two commands share a user. Otherwise bwrap runs as the
 // caller in a user namespace of its own (unprivileged user namespaces must be
 // allowed), as Options.UID inside it, with further user namespaces disabled.
+//
+// Landlock (ModeLandlock), for where user namespaces are refused (a container
+// under a RuntimeDefault seccomp profile, without CAP_SYS_ADMIN): the caller's
+// executable is started again as a launcher (LauncherMarker) in a process group
+// of its own; it sets no_new_privs, restricts itself with Landlock (read and
+// execute on the system directories and the paths a command needs, read and
+// write on a few devices and on a directory of the command's own; no TCP
+// without network; signals and abstract UNIX sockets scoped to the command), sets
+// the rlimits and a seccomp filter that also refuses setsid, setpgid and, without
+// network, socket, then executes the command. Its descendants stay in its
+// process group, so killing the group kills them all. The command runs as the
+// caller's user (as a user of its own when the caller is root), so the process
+// limit counts beyond the tasks that user already runs. ModeAuto (the default)
+// takes namespaces where bubblewrap can build them and Landlock otherwise.
 package sandbox
 
 import (
