@@ -36,7 +36,7 @@ func landlockABI() (int, error) {
 	case errors.Is(err, syscall.ENOSYS):
 		return 0, errors.New("the kernel has no Landlock (landlock_create_ruleset: ENOSYS; it needs CONFIG_SECURITY_LANDLOCK)")
 	case errors.Is(err, syscall.EOPNOTSUPP):
-		return 0, errors.New("Landlock is turned off (landlock_create_ruleset: EOPNOTSUPP; add landlock to the kernel's lsm= boot parameter)")
+		return 0, errors.New("the kernel has Landlock turned off (landlock_create_ruleset: EOPNOTSUPP; add landlock to its lsm= boot parameter)")
 	case err != nil:
 		return 0, fmt.Errorf("landlock_create_ruleset: %w", err)
 	}
@@ -66,6 +66,7 @@ func newLandlock(opts Options) (*Sandbox, error) {
 			return nil, err
 		}
 	}
+	closeOnExecInherited()
 	if err := s.probeLandlock(); err != nil {
 		return nil, err
 	}
@@ -215,7 +216,7 @@ func removeAtExit(pid int, dir string) {
 	// A pidfd becomes readable when its process exits.
 	_ = rc.Read(func(fd uintptr) bool {
 		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
-		return n > 0 || (err != nil && err != unix.EINTR)
+		return n > 0 || (err != nil && !errors.Is(err, unix.EINTR))
 	})
 }
 
