@@ -204,8 +204,14 @@ func makeWorkerDir(cmd *exec.Cmd, dir string) error {
 func removeAtExit(pid int, dir string) {
 	defer os.RemoveAll(dir)
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
-	if err != nil {
+	if errors.Is(err, unix.ESRCH) {
 		return // already gone
+	}
+	if err != nil { // no descriptor to spare: wait until it is reaped
+		for unix.Kill(pid, 0) == nil {
+			time.Sleep(time.Second)
+		}
+		return
 	}
 	f := os.NewFile(uintptr(fd), "pidfd")
 	defer f.Close()

@@ -334,8 +334,8 @@ func (s *Sandbox) probe() error {
 }
 
 // Command returns the command that runs spec in a sandbox; start it with Start.
-// Killing its process (or its process group: it leads one) kills everything the
-// command started.
+// Killing its process group (it leads one) kills everything the command started;
+// in a namespace sandbox, killing its process is enough.
 func (s *Sandbox) Command(spec Spec) (*exec.Cmd, error) {
 	return s.CommandContext(context.Background(), spec)
 }
