@@ -212,7 +212,8 @@ func New(opts Options) (*Sandbox, error) {
 		return newLandlock(opts)
 	case "", ModeAuto:
 	default:
-		return nil, fmt.Errorf("sandbox: unknown mode %q: want auto, namespaces or landlock", opts.Mode)
+		_, err := ParseMode(string(opts.Mode))
+		return nil, fmt.Errorf("sandbox: %w", err)
 	}
 	s, nsErr := newNamespaces(opts)
 	if nsErr == nil {

@@ -131,6 +131,17 @@ func run(t *testing.T, command func(Spec) *exec.Cmd, spec Spec, program string) 
 	return strings.TrimSpace(stdout.String())
 }
 
+func TestParseMode(t *testing.T) {
+	for _, name := range []string{"auto", "namespaces", "landlock"} {
+		if m, err := ParseMode(name); err != nil || string(m) != name {
+			t.Errorf("ParseMode(%q) = %q, %v", name, m, err)
+		}
+	}
+	if _, err := ParseMode("gvisor"); err == nil || !strings.Contains(err.Error(), `unknown sandbox mode "gvisor": want auto, namespaces or landlock`) {
+		t.Errorf("ParseMode(gvisor) = %v, want an error naming the modes", err)
+	}
+}
+
 func TestNewNamesWhatIsMissing(t *testing.T) {
 	tests := []struct {
 		opts Options
@@ -138,7 +149,7 @@ func TestNewNamesWhatIsMissing(t *testing.T) {
 	}{
 		{Options{Mode: ModeNamespaces, Bwrap: "no-such-bwrap"}, "bubblewrap (no-such-bwrap) not found"},
 		{Options{Mode: ModeNamespaces, Prlimit: "no-such-prlimit"}, "prlimit (no-such-prlimit) not found"},
-		{Options{Mode: "chroot"}, `unknown mode "chroot"`},
+		{Options{Mode: "chroot"}, `unknown sandbox mode "chroot"`},
 		{Options{Mode: ModeLandlock, Launcher: "/no/such/launcher"}, "a Landlock sandbox cannot start here (/no/such/launcher"},
 	}
 	for _, tt := range tests {
@@ -420,10 +431,10 @@ print("threads work")
 	}
 }
 
-// TestLandlockScopesAbstractSockets: even with the network, a Landlock command
-// cannot connect to an abstract UNIX socket of a process outside its sandbox,
-// which no file permission guards.
-func TestLandlockScopesAbstractSockets(t *testing.T) {
+// TestLandlockRefusals: even with the network, a Landlock command cannot connect
+// to an abstract UNIX socket of a process outside its sandbox, which no file
+// permission guards; and it cannot leave its process group.
+func TestLandlockRefusals(t *testing.T) {
 	name := "metalambda-sandbox-test-" + strconv.Itoa(os.Getpid())
 	l, err := net.Listen("unix", "@"+name)
 	if err != nil {
@@ -437,14 +448,21 @@ try:
     print("connected")
 except OSError as e:
     print(type(e).__name__)
+import os
+for leave in (os.setsid, lambda: os.setpgid(0, 0)):
+    try:
+        leave()
+        print("left")
+    except OSError as e:
+        print(type(e).__name__)
 `
 	for mode, command := range modes(t) {
 		if !isLandlock(mode) {
 			continue
 		}
 		t.Run(mode, func(t *testing.T) {
-			if got := run(t, command, Spec{Network: true}, program); got != "PermissionError" {
-				t.Errorf("connecting to the test's abstract socket: %s, want PermissionError", got)
+			if got, want := run(t, command, Spec{Network: true}, program), "PermissionError\nPermissionError\nPermissionError"; got != want {
+				t.Errorf("abstract socket, setsid, setpgid: %q, want %q", got, want)
 			}
 		})
 	}
