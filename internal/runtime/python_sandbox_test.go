@@ -103,12 +103,18 @@ func TestPythonEscapes(t *testing.T) {
 
 	rt := NewPython(Options{PythonPoolSize: 1})
 	other := mustCompile(t, rt, pyFn("other", pyEcho))
-	neighbour := pyFn("neighbour", pyEcho)
+	neighbour := pyFn("neighbour", `open("neighbour-file", "w").write("neighbour-secret-value")`+pyEcho)
 	neighbour.Env = map[string]string{"NEIGHBOUR_TOKEN": "neighbour-secret-value"}
 	mustCompile(t, rt, neighbour)
 	neighbourPIDs := workerProcesses(neighbour.Name)
 	if len(neighbourPIDs) == 0 {
 		t.Fatal("no worker of the neighbour function")
+	}
+	// The neighbour's directory as the gateway sees it: in a Landlock sandbox the
+	// host's path, in a namespace sandbox its private /tmp.
+	neighbourDir, err := os.Readlink("/proc/" + strconv.Itoa(neighbourPIDs[0]) + "/cwd")
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	q := strconv.Quote
@@ -138,6 +144,18 @@ def signal(pid):
 				"processes": []any{"1", "2"}, "signal gateway": "ProcessLookupError", "signal neighbour": "ProcessLookupError"},
 			landlock: map[string]any{"gateway": "PermissionError", "neighbour": "PermissionError", "scan gateway": "PermissionError", "scan neighbour": "PermissionError",
 				"processes": "PermissionError", "signal gateway": "PermissionError", "signal neighbour": "PermissionError"},
+		},
+		{
+			name: "read another function's directory",
+			body: `return {"file": read(` + q(filepath.Join(neighbourDir, "neighbour-file")) + `), "sees it": sees(` + q(neighbourDir) + `)}
+
+def sees(d):
+    try:
+        return "neighbour-file" in os.listdir(d)
+    except OSError as e:
+        return type(e).__name__`,
+			want:     map[string]any{"file": "FileNotFoundError", "sees it": false},
+			landlock: map[string]any{"file": "PermissionError", "sees it": "PermissionError"},
 		},
 		{
 			name:     "connect to loopback",

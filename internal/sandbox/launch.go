@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/landlock-lsm/go-landlock/landlock"
 	"golang.org/x/sys/unix"
@@ -89,20 +90,35 @@ func runLauncher(f *os.File) error {
 			return err
 		}
 	}
-	// Last, as the address-space limit may be below what this Go process holds.
-	if l.Limits != nil {
-		if err := setLimits(*l.Limits, others); err != nil {
+	// The address-space limit may be below what this Go process holds, so nothing
+	// is allocated from the limits to the command's execution.
+	filter := newFilter(l.Filter)
+	var path *byte
+	var argv, envv []*byte
+	if len(l.Args) > 0 {
+		if path, err = syscall.BytePtrFromString(l.Args[0]); err != nil {
+			return err
+		}
+		if argv, err = syscall.SlicePtrFromStrings(l.Args); err != nil {
+			return err
+		}
+		if envv, err = syscall.SlicePtrFromStrings(os.Environ()); err != nil {
 			return err
 		}
 	}
-	if err := installFilter(l.Filter); err != nil {
+	if l.Limits != nil {
+		if err := setLimits(limitValues(*l.Limits, others)); err != nil {
+			return err
+		}
+	}
+	if err := filter.install(); err != nil {
 		return err
 	}
 	if len(l.Args) == 0 {
 		os.Exit(0)
 	}
-	err = syscall.Exec(l.Args[0], l.Args, os.Environ())
-	return fmt.Errorf("executing %s: %w", l.Args[0], err)
+	_, _, errno := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(path)), uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])))
+	return fmt.Errorf("executing %s: %w", l.Args[0], errno)
 }
 
 // restrictLandlock enforces the Landlock ruleset of l: read and execute under
@@ -156,30 +172,46 @@ func systemDirs() []string {
 	return dirs
 }
 
-// setLimits sets the rlimits of l; the process limit is l.Processes beyond the
-// others tasks of the real user, since the kernel counts RLIMIT_NPROC per user.
-func setLimits(l Limits, others int) error {
+// resourceLimit is a resource limit to set.
+type resourceLimit struct {
+	resource int
+	value    unix.Rlimit
+}
+
+// limitValues are the rlimits of l, RLIMIT_AS last; the process limit is
+// l.Processes beyond the others tasks of the real user, since the kernel counts
+// RLIMIT_NPROC per user.
+func limitValues(l Limits, others int) []resourceLimit {
 	nproc := l.Processes
 	if nproc >= 0 {
 		nproc += int64(others)
 	}
+	limits := []resourceLimit{}
 	for _, r := range []struct {
-		name     string
 		resource int
 		value    int64
 	}{
-		{"nproc", unix.RLIMIT_NPROC, nproc},
-		{"nofile", unix.RLIMIT_NOFILE, l.OpenFiles},
-		{"fsize", unix.RLIMIT_FSIZE, l.FileSize},
-		{"core", unix.RLIMIT_CORE, 0},
-		{"as", unix.RLIMIT_AS, l.AddressSpace},
+		{unix.RLIMIT_NPROC, nproc},
+		{unix.RLIMIT_NOFILE, l.OpenFiles},
+		{unix.RLIMIT_FSIZE, l.FileSize},
+		{unix.RLIMIT_CORE, 0},
+		{unix.RLIMIT_AS, l.AddressSpace},
 	} {
 		v := uint64(unix.RLIM_INFINITY)
 		if r.value >= 0 {
 			v = uint64(r.value)
 		}
-		if err := unix.Setrlimit(r.resource, &unix.Rlimit{Cur: v, Max: v}); err != nil {
-			return fmt.Errorf("setting RLIMIT_%s to %d: %w", strings.ToUpper(r.name), r.value, err)
+		limits = append(limits, resourceLimit{r.resource, unix.Rlimit{Cur: v, Max: v}})
+	}
+	return limits
+}
+
+// setLimits sets limits without allocating.
+func setLimits(limits []resourceLimit) error {
+	for i := range limits {
+		r := &limits[i]
+		if _, _, errno := unix.RawSyscall6(unix.SYS_PRLIMIT64, 0, uintptr(r.resource), uintptr(unsafe.Pointer(&r.value)), 0, 0, 0); errno != 0 {
+			return fmt.Errorf("setting resource limit %d to %d: %w", r.resource, r.value.Cur, errno)
 		}
 	}
 	return nil

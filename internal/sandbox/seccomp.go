@@ -93,20 +93,34 @@ func filterProgram(refused []refusal) ([]byte, error) {
 	return out, nil
 }
 
-// installFilter installs prog, as filterProgram returns it, on every thread of
-// the calling process, which must have no_new_privs.
-func installFilter(prog []byte) error {
+// filter is a seccomp program ready to install.
+type filter struct {
+	insns []unix.SockFilter
+	prog  unix.SockFprog
+}
+
+// newFilter decodes prog, as filterProgram returns it; nil installs nothing.
+func newFilter(prog []byte) *filter {
 	if len(prog) == 0 {
 		return nil
 	}
-	filter := make([]unix.SockFilter, len(prog)/8)
-	for i := range filter {
+	f := &filter{insns: make([]unix.SockFilter, len(prog)/8)}
+	for i := range f.insns {
 		ins := prog[8*i : 8*i+8]
-		filter[i] = unix.SockFilter{Code: binary.NativeEndian.Uint16(ins), Jt: ins[2], Jf: ins[3], K: binary.NativeEndian.Uint32(ins[4:])}
+		f.insns[i] = unix.SockFilter{Code: binary.NativeEndian.Uint16(ins), Jt: ins[2], Jf: ins[3], K: binary.NativeEndian.Uint32(ins[4:])}
 	}
-	fprog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
-	thread, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&fprog)))
-	runtime.KeepAlive(filter)
+	f.prog = unix.SockFprog{Len: uint16(len(f.insns)), Filter: &f.insns[0]}
+	return f
+}
+
+// install installs f on every thread of the calling process, which must have
+// no_new_privs, without allocating.
+func (f *filter) install() error {
+	if f == nil {
+		return nil
+	}
+	thread, _, errno := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&f.prog)))
+	runtime.KeepAlive(f)
 	if errno != 0 {
 		return fmt.Errorf("installing the seccomp filter: %w", errno)
 	}
