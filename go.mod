@@ -1,6 +1,6 @@
 module github.com/metalambda/metalambda
 
-go 1.26
+go 1.26.0
 
 require (
 	github.com/containernetworking/cni v1.3.1
@@ -11,11 +11,12 @@ require (
 	github.com/go-logr/logr v1.4.3
 	github.com/google/go-cmp v0.7.0
 	github.com/google/go-jsonnet v0.22.0
+	github.com/landlock-lsm/go-landlock v0.11.0
 	github.com/prometheus/client_golang v1.22.0
 	github.com/prometheus/client_model v0.6.1
 	github.com/spf13/cobra v1.10.1
 	golang.org/x/net v0.47.0
-	golang.org/x/sys v0.38.0
+	golang.org/x/sys v0.48.0
 	golang.org/x/time v0.12.0
 	helm.sh/helm/v3 v3.19.5
 	k8s.io/api v0.34.3
@@ -99,6 +100,7 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20250710124328-f3f2b991d03b // indirect
+	kernel.org/pub/linux/libs/security/libcap/psx v1.2.77 // indirect
 	sigs.k8s.io/kustomize/api v0.20.1 // indirect
 	sigs.k8s.io/kustomize/kyaml v0.20.1 // indirect
 	sigs.k8s.io/randfill v1.0.0 // indirect

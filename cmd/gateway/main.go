@@ -35,13 +35,14 @@ type options struct {
 	hooksListen   string
 	hookTokenFile string
 	gcPercent     int
+	sandboxMode   string
 	qps           float64
 	burst         int
 	gateway       gateway.Options
 }
 
 func defaultOptions() *options {
-	return &options{listen: "127.0.0.1:8081", qps: 50, burst: 100, gcPercent: gateway.DefaultGCPercent}
+	return &options{listen: "127.0.0.1:8081", qps: 50, burst: 100, gcPercent: gateway.DefaultGCPercent, sandboxMode: string(sandbox.ModeAuto)}
 }
 
 func (o *options) bindFlags(fs *flag.FlagSet) {
@@ -56,6 +57,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&o.gateway.Runtime.PythonMemoryLimit, "python-memory-limit", 256<<20, "Address-space limit of each Python worker, in bytes.")
 	fs.Int64Var(&o.gateway.Runtime.ScriptMemoryLimit, "script-memory-limit", runtime.DefaultScriptMemoryLimit, "Address-space limit of each JavaScript and Jsonnet worker, in bytes (an idle worker holds about 1.3 GiB of address space; its heap gets the rest).")
 	fs.IntVar(&o.gateway.Runtime.PythonPoolSize, "python-workers", 0, "Most Python worker processes per function, started on demand (0: 2×GOMAXPROCS, between 2 and 8).")
+	fs.StringVar(&o.sandboxMode, "sandbox", o.sandboxMode, "How worker processes are sandboxed: namespaces (bubblewrap), landlock (Landlock, seccomp and rlimits, for containers that refuse user namespaces), or auto (namespaces where bubblewrap can build them, landlock otherwise).")
 	fs.BoolVar(&o.gateway.Runtime.InsecureNoSandbox, "insecure-no-sandbox", false, "Run Python workers as plain processes of the gateway's user and JavaScript and Jsonnet functions in the gateway's process, without a sandbox (development only).")
 	fs.BoolVar(&o.gateway.AllowFunctionNetwork, "allow-function-network", false, "Let a Function ask for the host's network (spec.network: true); without it such a Function is refused.")
 	fs.IntVar(&o.gateway.History, "history", 50, "Invocations kept per function.")
@@ -67,6 +69,9 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 }
 
 func (o *options) validate() error {
+	if _, err := sandbox.ParseMode(o.sandboxMode); err != nil {
+		return fmt.Errorf("--sandbox: %w", err)
+	}
 	if _, _, err := net.SplitHostPort(o.listen); err != nil {
 		return fmt.Errorf("--listen %q: %w", o.listen, err)
 	}
@@ -116,17 +121,18 @@ func main() {
 	}
 }
 
-// buildSandbox gives the runtimes their sandbox, failing with what is missing,
-// unless the operator turned it off.
-func buildSandbox(rt *runtime.Options) error {
+// buildSandbox gives the runtimes a sandbox of mode, failing with what is
+// missing, unless the operator turned it off.
+func buildSandbox(rt *runtime.Options, mode sandbox.Mode) error {
 	if rt.InsecureNoSandbox {
 		klog.InfoS("WARNING: --insecure-no-sandbox: Python functions run as plain processes of the gateway's user, with its files, credentials and network, and JavaScript and Jsonnet functions in the gateway's process, without memory bounds")
 		return nil
 	}
-	sb, err := sandbox.New(sandbox.Options{})
+	sb, err := sandbox.New(sandbox.Options{Mode: mode})
 	if err != nil {
 		return fmt.Errorf("cannot sandbox user code (--insecure-no-sandbox runs without a sandbox, for development only): %w", err)
 	}
+	klog.InfoS("Sandboxing user code", sb.Describe()...)
 	rt.Sandbox = sb
 	return nil
 }
@@ -134,7 +140,7 @@ func buildSandbox(rt *runtime.Options) error {
 // run serves until ctx ends. ready, when not nil, receives the listening address.
 func run(ctx context.Context, o *options, ready chan<- string) error {
 	o.gateway.Runtime.Builtins = functions.Builtins()
-	if err := buildSandbox(&o.gateway.Runtime); err != nil {
+	if err := buildSandbox(&o.gateway.Runtime, sandbox.Mode(o.sandboxMode)); err != nil {
 		return err
 	}
 	cfg, err := kubeclient.Config(o.kubeconfig, o.qps, o.burst)

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/sandbox"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -37,6 +40,7 @@ func TestOptionsValidate(t *testing.T) {
 		{func(o *options) { o.hooksListen = o.listen }, "--hooks-listen and --listen"},
 		{func(o *options) { o.hookTokenFile = filepath.Join(t.TempDir(), "missing") }, "--hook-token-file"},
 		{func(o *options) { o.gateway.PublicURL = "gateway:8081" }, "public URL"},
+		{func(o *options) { o.sandboxMode = "chroot" }, `--sandbox: unknown sandbox mode "chroot"`},
 	} {
 		o := defaultOptions()
 		tt.set(o)
@@ -48,17 +52,104 @@ func TestOptionsValidate(t *testing.T) {
 
 func TestBuildSandbox(t *testing.T) {
 	var rt runtime.Options
-	if err := buildSandbox(&rt); err != nil || rt.Sandbox == nil {
-		t.Fatalf("buildSandbox = %v (sandbox %v), want a sandbox: the tests need bubblewrap", err, rt.Sandbox)
+	if err := buildSandbox(&rt, sandbox.ModeAuto); err != nil || rt.Sandbox == nil || rt.Sandbox.Mode() != sandbox.ModeNamespaces {
+		t.Fatalf("buildSandbox = %v (sandbox %v), want a namespace sandbox: the tests need bubblewrap", err, rt.Sandbox)
 	}
 	t.Setenv("PATH", t.TempDir())
 	rt = runtime.Options{}
-	err := buildSandbox(&rt)
+	err := buildSandbox(&rt, sandbox.ModeNamespaces)
 	if err == nil || !strings.Contains(err.Error(), "bubblewrap (bwrap) not found") || !strings.Contains(err.Error(), "--insecure-no-sandbox") {
 		t.Errorf("without bwrap: %v, want an error naming bubblewrap and --insecure-no-sandbox", err)
 	}
 	rt = runtime.Options{InsecureNoSandbox: true}
-	if err := buildSandbox(&rt); err != nil || rt.Sandbox != nil {
+	if err := buildSandbox(&rt, sandbox.ModeNamespaces); err != nil || rt.Sandbox != nil {
 		t.Errorf("--insecure-no-sandbox: %v (sandbox %v), want no sandbox and no error", err, rt.Sandbox)
+	}
+}
+
+// restrictedChildEnv marks the child of TestBuildSandboxRestricted.
+const restrictedChildEnv = "METALAMBDA_TEST_RESTRICTED_CHILD"
+
+// TestBuildSandboxRestricted starts this test binary again as nobody under a
+// seccomp filter that refuses user namespaces, as a restricted container's
+// RuntimeDefault profile does: there the default sandbox is Landlock; and, with
+// Landlock refused too, the gateway refuses naming both mechanisms.
+func TestBuildSandboxRestricted(t *testing.T) {
+	if os.Getenv(restrictedChildEnv) != "" {
+		t.Skip("in a child already")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("starting the child as nobody needs root")
+	}
+	dir, err := os.MkdirTemp("/tmp", "metalambda-gateway-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chown(dir, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := filepath.Join(dir, "gateway.test")
+	if err := os.WriteFile(copied, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, child := range []string{"landlock", "none"} {
+		t.Run(child, func(t *testing.T) {
+			cmd, err := sandbox.RestrictedCommand([]string{copied, "-test.run=^TestBuildSandboxInRestrictedChild$", "-test.count=1", "-test.v"}, 65534, child == "none")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cmd.Env = []string{restrictedChildEnv + "=" + child, "PATH=/usr/bin:/bin", "TMPDIR=" + dir}
+			var out strings.Builder
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := sandbox.Start(cmd); err != nil {
+				t.Fatal(err)
+			}
+			err = cmd.Wait()
+			t.Logf("the child:\n%s", out.String())
+			if err != nil || !strings.Contains(out.String(), "--- PASS: TestBuildSandboxInRestrictedChild") {
+				t.Fatalf("the child failed: %v", err)
+			}
+		})
+	}
+}
+
+func TestBuildSandboxInRestrictedChild(t *testing.T) {
+	child := os.Getenv(restrictedChildEnv)
+	if child == "" {
+		t.Skip("runs in the child of TestBuildSandboxRestricted")
+	}
+	var rt runtime.Options
+	err := buildSandbox(&rt, sandbox.ModeAuto)
+	if child == "none" {
+		for _, want := range []string{"cannot sandbox user code (--insecure-no-sandbox", "neither mechanism works here", "namespaces: bubblewrap cannot build a sandbox here", "Landlock: the kernel has no Landlock"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Errorf("buildSandbox(auto) = %v, want an error containing %q", err, want)
+			}
+		}
+		return
+	}
+	if err != nil || rt.Sandbox.Mode() != sandbox.ModeLandlock {
+		t.Fatalf("buildSandbox(auto) = %v (sandbox %v), want a Landlock sandbox", err, rt.Sandbox)
+	}
+	if err := buildSandbox(&runtime.Options{}, sandbox.ModeNamespaces); err == nil || !strings.Contains(err.Error(), "bubblewrap cannot build a sandbox here") {
+		t.Errorf("buildSandbox(namespaces) = %v, want bubblewrap's failure", err)
+	}
+	c, err := runtime.NewPython(rt).Compile(runtime.Function{Name: "test/echo", Runtime: runtime.Python, Source: "def sync(request):\n    return {\"status\": request}\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	res, err := c.Invoke(context.Background(), json.RawMessage(`{"x": 1}`))
+	if err != nil || string(res.Response) != `{"status":{"x":1}}` {
+		t.Errorf("a function in the Landlock sandbox: %s, %v", res.Response, err)
 	}
 }

@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"encoding/json"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,7 +17,7 @@ import (
 
 // pyAttempts is a Python prelude for the escape tests: helpers that report what
 // an attempt did.
-const pyAttempts = `import os, socket
+const pyAttempts = `import os, socket, tempfile
 
 def read(path):
     try:
@@ -40,12 +41,23 @@ def connect(port):
     except OSError as e:
         return type(e).__name__
 
+def processes():
+    try:
+        return sorted(p for p in os.listdir("/proc") if p.isdigit())
+    except OSError as e:
+        return type(e).__name__
+
 def environ_has(secret):
-    found = []
-    for pid in os.listdir("/proc"):
-        if pid.isdigit() and secret in read("/proc/%s/environ" % pid):
-            found.append(pid)
-    return found
+    pids = processes()
+    if isinstance(pids, str):
+        return pids
+    return [pid for pid in pids if secret in read("/proc/%s/environ" % pid)]
+
+def interfaces():
+    try:
+        return sorted(n for _, n in socket.if_nameindex())
+    except OSError as e:
+        return type(e).__name__
 `
 
 // escapeCase is an attempt by a registered function and what it must find.
@@ -53,6 +65,19 @@ type escapeCase struct {
 	name string
 	body string // the handler's body; it returns a dict
 	want map[string]any
+	// landlock is what differs in a Landlock sandbox: paths exist but cannot be
+	// opened, /proc and sockets are refused, /tmp is the host's.
+	landlock map[string]any
+}
+
+// expected is tt.want, with tt.landlock over it in a Landlock sandbox.
+func (tt escapeCase) expected() map[string]any {
+	if !inLandlockChild() {
+		return tt.want
+	}
+	want := maps.Clone(tt.want)
+	maps.Copy(want, tt.landlock)
+	return want
 }
 
 // TestPythonEscapes registers functions that try to leave their sandbox; each
@@ -78,12 +103,18 @@ func TestPythonEscapes(t *testing.T) {
 
 	rt := NewPython(Options{PythonPoolSize: 1})
 	other := mustCompile(t, rt, pyFn("other", pyEcho))
-	neighbour := pyFn("neighbour", pyEcho)
+	neighbour := pyFn("neighbour", `open("neighbour-file", "w").write("neighbour-secret-value")`+pyEcho)
 	neighbour.Env = map[string]string{"NEIGHBOUR_TOKEN": "neighbour-secret-value"}
 	mustCompile(t, rt, neighbour)
 	neighbourPIDs := workerProcesses(neighbour.Name)
 	if len(neighbourPIDs) == 0 {
 		t.Fatal("no worker of the neighbour function")
+	}
+	// The neighbour's directory as the gateway sees it: in a Landlock sandbox the
+	// host's path, in a namespace sandbox its private /tmp.
+	neighbourDir, err := os.Readlink("/proc/" + strconv.Itoa(neighbourPIDs[0]) + "/cwd")
+	if err != nil {
+		t.Fatal(err)
 	}
 
 	q := strconv.Quote
@@ -94,23 +125,48 @@ func TestPythonEscapes(t *testing.T) {
         "source tree": read(` + q(filepath.Join(cwd, "python.go")) + `), "passwd": read("/etc/passwd")}`,
 			want: map[string]any{"shadow": "FileNotFoundError", "root": "FileNotFoundError", "kubeconfig": "FileNotFoundError",
 				"source tree": "FileNotFoundError", "passwd": "FileNotFoundError"},
+			landlock: map[string]any{"shadow": "PermissionError", "root": "PermissionError", "kubeconfig": "PermissionError",
+				"source tree": "PermissionError", "passwd": "PermissionError"},
 		},
 		{
 			name: "read other processes' environments",
 			body: `return {"gateway": read("/proc/` + strconv.Itoa(os.Getpid()) + `/environ"), "neighbour": read("/proc/` + strconv.Itoa(neighbourPIDs[0]) + `/environ"),
-        "scan gateway": environ_has("gateway-secret-value"), "scan neighbour": environ_has("neighbour-secret-value"), "processes": sorted(p for p in os.listdir("/proc") if p.isdigit())}`,
+        "scan gateway": environ_has("gateway-secret-value"), "scan neighbour": environ_has("neighbour-secret-value"), "processes": processes(),
+        "signal gateway": signal(` + strconv.Itoa(os.Getpid()) + `), "signal neighbour": signal(` + strconv.Itoa(neighbourPIDs[0]) + `)}
+
+def signal(pid):
+    try:
+        os.kill(pid, 0)
+        return "signalled"
+    except OSError as e:
+        return type(e).__name__`,
 			want: map[string]any{"gateway": "FileNotFoundError", "neighbour": "FileNotFoundError", "scan gateway": []any{}, "scan neighbour": []any{},
-				"processes": []any{"1", "2"}},
+				"processes": []any{"1", "2"}, "signal gateway": "ProcessLookupError", "signal neighbour": "ProcessLookupError"},
+			landlock: map[string]any{"gateway": "PermissionError", "neighbour": "PermissionError", "scan gateway": "PermissionError", "scan neighbour": "PermissionError",
+				"processes": "PermissionError", "signal gateway": "PermissionError", "signal neighbour": "PermissionError"},
 		},
 		{
-			name: "connect to loopback",
-			body: `return {"listener": connect(` + strconv.Itoa(port) + `), "interfaces": sorted(n for _, n in socket.if_nameindex())}`,
-			want: map[string]any{"listener": "ConnectionRefusedError", "interfaces": []any{"lo"}},
+			name: "read another function's directory",
+			body: `return {"file": read(` + q(filepath.Join(neighbourDir, "neighbour-file")) + `), "sees it": sees(` + q(neighbourDir) + `)}
+
+def sees(d):
+    try:
+        return "neighbour-file" in os.listdir(d)
+    except OSError as e:
+        return type(e).__name__`,
+			want:     map[string]any{"file": "FileNotFoundError", "sees it": false},
+			landlock: map[string]any{"file": "PermissionError", "sees it": "PermissionError"},
+		},
+		{
+			name:     "connect to loopback",
+			body:     `return {"listener": connect(` + strconv.Itoa(port) + `), "interfaces": interfaces()}`,
+			want:     map[string]any{"listener": "ConnectionRefusedError", "interfaces": []any{"lo"}},
+			landlock: map[string]any{"listener": "PermissionError", "interfaces": "PermissionError"},
 		},
 		{
 			name: "write outside its temp dir",
 			body: `return {"usr": write("/usr/pwned"), "root": write("/pwned"), "host dir": write(` + q(filepath.Join(hostDir, "pwned")) + `),
-        "tmp": write("/tmp/pwned"), "big": write_big("/tmp/big")}
+        "/tmp": write("/tmp/pwned"), "own dir": write(os.path.join(tempfile.gettempdir(), "pwned")), "big": write_big(os.path.join(tempfile.gettempdir(), "big"))}
 
 def write_big(path):
     try:
@@ -120,7 +176,8 @@ def write_big(path):
         return "wrote 64 MiB"
     except OSError as e:
         return type(e).__name__`,
-			want: map[string]any{"usr": "OSError", "root": "OSError", "host dir": "FileNotFoundError", "tmp": "wrote", "big": "OSError"},
+			want:     map[string]any{"usr": "OSError", "root": "OSError", "host dir": "FileNotFoundError", "/tmp": "wrote", "own dir": "wrote", "big": "OSError"},
+			landlock: map[string]any{"usr": "PermissionError", "root": "PermissionError", "host dir": "PermissionError", "/tmp": "PermissionError"},
 		},
 		{
 			name: "fork bomb",
@@ -152,7 +209,7 @@ def write_big(path):
 			if err := json.Unmarshal(res.Response, &got); err != nil {
 				t.Fatal(err)
 			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := cmp.Diff(tt.expected(), got); diff != "" {
 				t.Errorf("findings (-want +got):\n%s", diff)
 			}
 			assertEcho(t, other, "other")
@@ -180,7 +237,10 @@ func TestPythonGrandchildDiesWithWorker(t *testing.T) {
 	source := `import os
 def sync(request):
     if os.fork() == 0:
-        os.setsid()
+        try:
+            os.setsid()  # refused in a Landlock sandbox
+        except OSError:
+            pass
         if os.fork() == 0:
             os.execv("/usr/bin/sleep", [` + strconv.Quote(marker) + `, "600"])
         os._exit(0)
@@ -250,7 +310,10 @@ func TestPythonMemoryBomb(t *testing.T) {
 }
 
 // TestPythonSandboxMissing: without its sandbox the runtime refuses to compile,
-// naming what is missing, unless the sandbox is explicitly turned off.
+// naming what is missing, unless the sandbox is explicitly turned off. Where
+// bubblewrap is missing, the default sandbox is Landlock, so the refusal is proved
+// where neither works, by TestNoSandboxMechanism in a child of
+// TestLandlockSandbox.
 func TestPythonSandboxMissing(t *testing.T) {
 	c, err := NewPython(Options{}).Compile(pyFn("probe", pyEcho))
 	if err != nil {
@@ -258,10 +321,6 @@ func TestPythonSandboxMissing(t *testing.T) {
 	}
 	c.Close()
 	t.Setenv("PATH", t.TempDir())
-	_, err = NewPython(Options{PythonBinary: "/usr/bin/python3"}).Compile(pyFn("no-bwrap", pyEcho))
-	if err == nil || !strings.Contains(err.Error(), "bubblewrap (bwrap) not found") || !strings.Contains(err.Error(), "--insecure-no-sandbox") {
-		t.Errorf("Compile without bwrap in PATH: %v, want an error naming bubblewrap and --insecure-no-sandbox", err)
-	}
 	insecure := mustCompile(t, NewPython(Options{PythonBinary: "/usr/bin/python3", InsecureNoSandbox: true}), pyFn("insecure", pyEcho))
 	assertEcho(t, insecure, "insecure")
 }
@@ -305,7 +364,7 @@ func TestPythonNetwork(t *testing.T) {
 		network bool
 		want    string
 	}{
-		{false, "ConnectionRefusedError"},
+		{false, map[bool]string{false: "ConnectionRefusedError", true: "PermissionError"}[inLandlockChild()]},
 		{true, "connected"},
 	} {
 		fn := pyFn("network-"+strconv.FormatBool(tt.network), source)

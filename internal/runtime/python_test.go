@@ -155,6 +155,12 @@ func TestPythonMemoryLimit(t *testing.T) {
 // PWD); an unsandboxed one in a temporary directory removed with it.
 func TestPythonEnvironmentAndDirectory(t *testing.T) {
 	t.Run("sandbox", func(t *testing.T) {
+		if inLandlockChild() { // a directory of its own, removed with it
+			testPythonEnvironmentAndDirectory(t, Options{}, map[string]string{"PWD": "", "TMPDIR": ""}, func(cwd string) bool {
+				return strings.HasPrefix(filepath.Base(cwd), "metalambda-worker-")
+			})
+			return
+		}
 		testPythonEnvironmentAndDirectory(t, Options{}, map[string]string{"PWD": "/tmp"}, func(cwd string) bool { return cwd == "/tmp" })
 	})
 	t.Run("insecure", func(t *testing.T) {
@@ -187,6 +193,11 @@ def sync(request):
 	}
 	wantEnv := map[string]string{"GREETING": "hello", "EMPTY": "", "PATH": pythonBaseEnv["PATH"], "LANG": "C.UTF-8"}
 	maps.Copy(wantEnv, extraEnv)
+	for k, v := range wantEnv {
+		if v == "" && k != "EMPTY" { // the worker's directory
+			wantEnv[k] = got.Cwd
+		}
+	}
 	if diff := cmp.Diff(wantEnv, got.Env); diff != "" {
 		t.Errorf("environment (-want +got):\n%s", diff)
 	}
@@ -194,8 +205,11 @@ def sync(request):
 		t.Errorf("cwd = %q with files %v, want an empty private directory", got.Cwd, got.Files)
 	}
 	c.Close()
-	if !opts.InsecureNoSandbox { // the sandbox's /tmp is gone with it
+	if !opts.InsecureNoSandbox && !inLandlockChild() { // the sandbox's /tmp is gone with it
 		return
+	}
+	if inLandlockChild() { // removed once the worker has exited
+		waitUntil(t, func() bool { _, err := os.Stat(got.Cwd); return os.IsNotExist(err) }, "the worker's directory to go")
 	}
 	if _, err := os.Stat(got.Cwd); !os.IsNotExist(err) {
 		t.Errorf("directory %s still exists after Close (stat error %v)", got.Cwd, err)

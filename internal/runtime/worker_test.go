@@ -151,6 +151,9 @@ func TestScriptWorkerSandboxView(t *testing.T) {
 	if !strings.Contains(string(status), "NoNewPrivs:\t1") || !strings.Contains(string(status), "CapEff:\t0000000000000000") {
 		t.Errorf("the worker keeps privileges:\n%s", status)
 	}
+	if inLandlockChild() { // its root is the host's; TestPythonEscapes tries Landlock's rules
+		return
+	}
 	if _, err := os.Stat("/proc/" + strconv.Itoa(pids[0]) + "/root/etc/passwd"); err == nil {
 		t.Error("the worker sees /etc/passwd")
 	}

@@ -1,12 +1,14 @@
-// Package sandbox starts commands that run untrusted code under kernel bounds, with
-// bubblewrap (bwrap): their own PID, mount, network, IPC, UTS and cgroup
-// namespaces, an unprivileged user, no capabilities, no_new_privs, a seccomp filter
-// that refuses new user namespaces, a read-only view
-// of only the system directories and the paths a command needs, a private
-// size-bounded /tmp, a /proc of their own PID namespace, and rlimits (address
-// space, processes, open files, file size) set by prlimit before the command
-// starts. Every descendant of a sandboxed command lives in its PID namespace, so it
-// dies when the command's bwrap process is killed.
+// Package sandbox starts commands that run untrusted code under kernel bounds,
+// with one of two mechanisms (Mode).
+//
+// Namespaces (ModeNamespaces): bubblewrap (bwrap) gives a command its own PID,
+// mount, network, IPC, UTS and cgroup namespaces, an unprivileged user, no
+// capabilities, no_new_privs, a seccomp filter that refuses new user namespaces,
+// a read-only view of only the system directories and the paths a command needs,
+// a private size-bounded /tmp, a /proc of their own PID namespace, and rlimits
+// (address space, processes, open files, file size) set by prlimit before the
+// command starts. Every descendant of a sandboxed command lives in its PID
+// namespace, so it dies when the command's bwrap process is killed.
 //
 // The user depends on the caller. When it is root, bwrap builds the namespaces as
 // root (so that it can show paths only root can reach, such as an interpreter
@@ -15,6 +17,20 @@
 // processes alone, and no two commands share a user. Otherwise bwrap runs as the
 // caller in a user namespace of its own (unprivileged user namespaces must be
 // allowed), as Options.UID inside it, with further user namespaces disabled.
+//
+// Landlock (ModeLandlock), for where user namespaces are refused (a container
+// under a RuntimeDefault seccomp profile, without CAP_SYS_ADMIN): the caller's
+// executable is started again as a launcher (LauncherMarker) in a process group
+// of its own; it sets no_new_privs, restricts itself with Landlock (read and
+// execute on the system directories and the paths a command needs, read and
+// write on a few devices and on a directory of the command's own; no TCP
+// without network; signals and abstract UNIX sockets scoped to the command), sets
+// the rlimits and a seccomp filter that also refuses setsid, setpgid and, without
+// network, socket, then executes the command. Its descendants stay in its
+// process group, so killing the group kills them all. The command runs as the
+// caller's user (as a user of its own when the caller is root), so the process
+// limit counts beyond the tasks that user already runs. ModeAuto (the default)
+// takes namespaces where bubblewrap can build them and Landlock otherwise.
 package sandbox
 
 import (
@@ -48,8 +64,37 @@ const (
 	DefaultTmpSize   = 16 << 20
 )
 
+// Mode is the mechanism a Sandbox bounds its commands with.
+type Mode string
+
+// Modes of Options.Mode.
+const (
+	// ModeAuto is ModeNamespaces where bubblewrap can build its namespaces, and
+	// ModeLandlock otherwise.
+	ModeAuto Mode = "auto"
+	// ModeNamespaces runs commands under bubblewrap.
+	ModeNamespaces Mode = "namespaces"
+	// ModeLandlock runs commands as processes of the caller's user (of their own
+	// user when the caller is root), bounded by Landlock, seccomp and rlimits.
+	ModeLandlock Mode = "landlock"
+)
+
+// ParseMode parses a mode's name.
+func ParseMode(name string) (Mode, error) {
+	switch m := Mode(name); m {
+	case ModeAuto, ModeNamespaces, ModeLandlock:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown sandbox mode %q: want auto, namespaces or landlock", name)
+}
+
 // Options configures a Sandbox. The zero value takes the documented defaults.
 type Options struct {
+	// Mode is the mechanism (default ModeAuto).
+	Mode Mode
+	// Launcher is the executable that starts a Landlock sandbox's commands; it
+	// must link this package (default the running executable).
+	Launcher string
 	// Bwrap is the bubblewrap binary (default "bwrap", looked up in PATH).
 	Bwrap string
 	// Prlimit and Setpriv are util-linux's (default "prlimit" and "setpriv", looked
@@ -68,14 +113,17 @@ type Options struct {
 type Limits struct {
 	// AddressSpace is RLIMIT_AS in bytes (default none).
 	AddressSpace int64
-	// Processes is RLIMIT_NPROC, counted in the command's own user namespace
-	// (default 32).
+	// Processes is RLIMIT_NPROC (default 32), counted for the command's own user;
+	// in a Landlock sandbox of a caller that is not root, whose commands share its
+	// user, the limit is this many tasks beyond what the user runs when the command
+	// starts.
 	Processes int64
 	// OpenFiles is RLIMIT_NOFILE (default 256).
 	OpenFiles int64
 	// FileSize is RLIMIT_FSIZE in bytes (default 16 MiB).
 	FileSize int64
-	// TmpSize bounds the private /tmp (default 16 MiB).
+	// TmpSize bounds the private /tmp of a namespace sandbox (default 16 MiB); a
+	// Landlock sandbox cannot bound its directory.
 	TmpSize int64
 }
 
@@ -115,6 +163,30 @@ type Sandbox struct {
 	uidBase                 int
 	privileged              bool   // the caller is root: see the package documentation
 	filter                  []byte // seccomp program, nil when unknown for the architecture
+
+	mode            Mode      // ModeNamespaces or ModeLandlock
+	launcher        string    // ModeLandlock: the executable that serves as launcher
+	landlockABI     int       // ModeLandlock: the kernel's Landlock ABI version
+	landlockFilters [2][]byte // ModeLandlock: seccomp programs without and with network
+	fallback        error     // ModeAuto chose Landlock: why namespaces did not work
+}
+
+// Mode is the mechanism of s: ModeNamespaces or ModeLandlock.
+func (s *Sandbox) Mode() Mode {
+	return s.mode
+}
+
+// Describe names s's mechanism as key/values for a log line, with why ModeAuto
+// did not choose namespaces.
+func (s *Sandbox) Describe() []any {
+	kv := []any{"sandbox", string(s.mode)}
+	if s.mode == ModeLandlock {
+		kv = append(kv, "landlockABI", s.landlockABI)
+	}
+	if s.fallback != nil {
+		kv = append(kv, "namespacesUnavailable", s.fallback.Error())
+	}
+	return kv
 }
 
 // lastUID is the offset in the range of the last user handed out. Users are a
@@ -126,9 +198,39 @@ var lastUID = func() *atomic.Uint32 {
 	return &u
 }()
 
-// New finds bubblewrap and prlimit and checks that bubblewrap can build a sandbox
-// here; the error names what is missing.
+// New builds a sandbox of opts.Mode and checks that it works here; the error
+// names what is missing. ModeAuto tries namespaces, then Landlock, and fails
+// naming what each one lacks.
 func New(opts Options) (*Sandbox, error) {
+	if opts.UIDBase == 0 {
+		opts.UIDBase = DefaultUIDBase
+	}
+	switch opts.Mode {
+	case ModeNamespaces:
+		return newNamespaces(opts)
+	case ModeLandlock:
+		return newLandlock(opts)
+	case "", ModeAuto:
+	default:
+		_, err := ParseMode(string(opts.Mode))
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	s, nsErr := newNamespaces(opts)
+	if nsErr == nil {
+		return s, nil
+	}
+	s, llErr := newLandlock(opts)
+	if llErr != nil {
+		return nil, fmt.Errorf("sandbox: neither mechanism works here: namespaces: %s; Landlock: %s",
+			strings.TrimPrefix(nsErr.Error(), "sandbox: "), strings.TrimPrefix(llErr.Error(), "sandbox: "))
+	}
+	s.fallback = nsErr
+	return s, nil
+}
+
+// newNamespaces finds bubblewrap and prlimit and checks that bubblewrap can build
+// a sandbox here.
+func newNamespaces(opts Options) (*Sandbox, error) {
 	if opts.Bwrap == "" {
 		opts.Bwrap = DefaultBwrap
 	}
@@ -137,9 +239,6 @@ func New(opts Options) (*Sandbox, error) {
 	}
 	if opts.Setpriv == "" {
 		opts.Setpriv = DefaultSetpriv
-	}
-	if opts.UIDBase == 0 {
-		opts.UIDBase = DefaultUIDBase
 	}
 	if opts.UID == 0 {
 		opts.UID = DefaultUID
@@ -170,7 +269,7 @@ func New(opts Options) (*Sandbox, error) {
 		return nil, err
 	}
 	closeOnExecInherited()
-	s := &Sandbox{bwrap: bwrap, prlimit: prlimit, setpriv: setpriv, uid: opts.UID, gid: opts.GID, uidBase: opts.UIDBase, privileged: privileged, filter: filter}
+	s := &Sandbox{mode: ModeNamespaces, bwrap: bwrap, prlimit: prlimit, setpriv: setpriv, uid: opts.UID, gid: opts.GID, uidBase: opts.UIDBase, privileged: privileged, filter: filter}
 	if err := s.probe(); err != nil {
 		return nil, err
 	}
@@ -236,14 +335,17 @@ func (s *Sandbox) probe() error {
 }
 
 // Command returns the command that runs spec in a sandbox; start it with Start.
-// Killing its process (or its process group: it leads one) kills everything the
-// command started.
+// Killing its process group (it leads one) kills everything the command started;
+// in a namespace sandbox, killing its process is enough.
 func (s *Sandbox) Command(spec Spec) (*exec.Cmd, error) {
 	return s.CommandContext(context.Background(), spec)
 }
 
 // CommandContext is Command with a context that kills the sandbox when done.
 func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*exec.Cmd, error) {
+	if s.mode == ModeLandlock {
+		return s.landlockCommand(ctx, spec)
+	}
 	args := []string{}
 	var extra []*os.File
 	if s.filter != nil {
@@ -265,12 +367,32 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*exec.Cmd, err
 }
 
 // Start starts a command of Command and closes the descriptors it handed over.
+// The directory of a Landlock command is made here and removed once the command
+// has exited.
 func Start(cmd *exec.Cmd) error {
+	dir := workerDir(cmd)
+	if dir != "" {
+		if err := makeWorkerDir(cmd, dir); err != nil {
+			closeExtraFiles(cmd)
+			return err
+		}
+	}
 	err := cmd.Start()
+	closeExtraFiles(cmd)
+	switch {
+	case dir == "":
+	case err != nil:
+		_ = os.RemoveAll(dir)
+	default:
+		go removeAtExit(cmd.Process.Pid, dir)
+	}
+	return err
+}
+
+func closeExtraFiles(cmd *exec.Cmd) {
 	for _, f := range cmd.ExtraFiles {
 		_ = f.Close()
 	}
-	return err
 }
 
 // nextUID is the host user of the next command of a privileged sandbox.

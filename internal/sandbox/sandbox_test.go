@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -35,13 +36,73 @@ func modes(t *testing.T) map[string]func(Spec) *exec.Cmd {
 		return m
 	}
 	m["privileged"] = mustCommand(t, s)
-	u := &Sandbox{bwrap: s.bwrap, prlimit: s.prlimit, setpriv: s.setpriv, uid: s.uid, gid: s.gid, filter: s.filter}
-	m["unprivileged"] = func(spec Spec) *exec.Cmd {
-		cmd := mustCommand(t, u)(spec)
+	u := &Sandbox{mode: ModeNamespaces, bwrap: s.bwrap, prlimit: s.prlimit, setpriv: s.setpriv, uid: s.uid, gid: s.gid, filter: s.filter}
+	m["unprivileged"] = asNobody(mustCommand(t, u))
+	l := landlockSandbox(t)
+	m["landlock-root"] = mustCommand(t, l)
+	ul := *l
+	ul.privileged = false
+	m["landlock"] = asNobody(mustCommand(t, &ul))
+	return m
+}
+
+// asNobody starts the commands of command as nobody, as a gateway running as
+// nobody would.
+func asNobody(command func(Spec) *exec.Cmd) func(Spec) *exec.Cmd {
+	return func(spec Spec) *exec.Cmd {
+		cmd := command(spec)
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}
 		return cmd
 	}
-	return m
+}
+
+// landlockSandbox is a Landlock sandbox of a root caller whose launcher is a copy
+// of the test binary that every user can run, and whose commands' directories
+// are made in a directory every user can reach (the test's own temporary
+// directory may not be).
+func landlockSandbox(t *testing.T) *Sandbox {
+	dir, err := os.MkdirTemp("/tmp", "metalambda-sandbox-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		// Removed once their command has exited, as soon as the sandbox sees it.
+		deadline := time.Now().Add(10 * time.Second)
+		left, _ := filepath.Glob(filepath.Join(dir, workerDirPrefix+"*"))
+		for ; len(left) > 0 && time.Now().Before(deadline); left, _ = filepath.Glob(filepath.Join(dir, workerDirPrefix+"*")) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if len(left) > 0 {
+			t.Errorf("directories of commands left behind: %v", left)
+		}
+		_ = os.RemoveAll(dir)
+	})
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	launcher := filepath.Join(dir, "launcher")
+	if err := os.WriteFile(launcher, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TMPDIR", dir)
+	s, err := New(Options{Mode: ModeLandlock, Launcher: launcher})
+	if err != nil {
+		t.Fatalf("the sandbox tests need Landlock (ABI %d): %v", MinLandlockABI, err)
+	}
+	return s
+}
+
+// isLandlock tells the modes of Landlock sandboxes.
+func isLandlock(mode string) bool {
+	return strings.HasPrefix(mode, "landlock")
 }
 
 func mustCommand(t *testing.T, s *Sandbox) func(Spec) *exec.Cmd {
@@ -70,13 +131,26 @@ func run(t *testing.T, command func(Spec) *exec.Cmd, spec Spec, program string) 
 	return strings.TrimSpace(stdout.String())
 }
 
+func TestParseMode(t *testing.T) {
+	for _, name := range []string{"auto", "namespaces", "landlock"} {
+		if m, err := ParseMode(name); err != nil || string(m) != name {
+			t.Errorf("ParseMode(%q) = %q, %v", name, m, err)
+		}
+	}
+	if _, err := ParseMode("gvisor"); err == nil || !strings.Contains(err.Error(), `unknown sandbox mode "gvisor": want auto, namespaces or landlock`) {
+		t.Errorf("ParseMode(gvisor) = %v, want an error naming the modes", err)
+	}
+}
+
 func TestNewNamesWhatIsMissing(t *testing.T) {
 	tests := []struct {
 		opts Options
 		want string
 	}{
-		{Options{Bwrap: "no-such-bwrap"}, "bubblewrap (no-such-bwrap) not found"},
-		{Options{Prlimit: "no-such-prlimit"}, "prlimit (no-such-prlimit) not found"},
+		{Options{Mode: ModeNamespaces, Bwrap: "no-such-bwrap"}, "bubblewrap (no-such-bwrap) not found"},
+		{Options{Mode: ModeNamespaces, Prlimit: "no-such-prlimit"}, "prlimit (no-such-prlimit) not found"},
+		{Options{Mode: "chroot"}, `unknown sandbox mode "chroot"`},
+		{Options{Mode: ModeLandlock, Launcher: "/no/such/launcher"}, "a Landlock sandbox cannot start here (/no/such/launcher"},
 	}
 	for _, tt := range tests {
 		_, err := New(tt.opts)
@@ -88,16 +162,21 @@ func TestNewNamesWhatIsMissing(t *testing.T) {
 
 func TestFileSystemView(t *testing.T) {
 	for name, command := range modes(t) {
-		t.Run(name, func(t *testing.T) { testFileSystemView(t, command, name == "privileged") })
+		t.Run(name, func(t *testing.T) { testFileSystemView(t, command, name) })
 	}
 }
 
-func testFileSystemView(t *testing.T, command func(Spec) *exec.Cmd, privileged bool) {
+func testFileSystemView(t *testing.T, command func(Spec) *exec.Cmd, mode string) {
 	secret := filepath.Join(t.TempDir(), "secret")
 	if err := os.WriteFile(secret, []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	program := `import os
+	program := `import ctypes, os, tempfile
+def attempt(f):
+    try:
+        return f()
+    except OSError as e:
+        return type(e).__name__
 def can_read(p):
     try:
         open(p).read(1)
@@ -110,16 +189,20 @@ def can_write(p):
         return "wrote"
     except OSError as e:
         return type(e).__name__
+libc = ctypes.CDLL(None, use_errno=True)
+header, caps = (ctypes.c_uint32 * 2)(0x20080522, 0), (ctypes.c_uint32 * 6)()
+libc.capget(header, caps)
 print(os.getuid(), os.getgid())
-print(sorted(os.listdir("/")))
+print(attempt(lambda: sorted(os.listdir("/"))))
 print(can_read("/etc/shadow"), can_read("/root/.bashrc"), can_read(` + strconv.Quote(secret) + `))
-print(can_write("/usr/x"), can_write("/x"), can_write("/tmp/x"))
-print(sorted(os.listdir("/proc/self/fd")))
-print([l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapEff", "CapBnd", "NoNewPrivs"))])
+print(can_write("/usr/x"), can_write("/x"), can_write("/tmp/x"), can_write(os.path.join(tempfile.gettempdir(), "x")))
+print([fd for fd in range(64) if attempt(lambda: os.fstat(fd)) != "OSError"])
+print(list(caps), libc.prctl(39, 0, 0, 0, 0))
+print(attempt(lambda: [l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapEff", "CapBnd"))]))
 `
 	got := strings.Split(run(t, command, Spec{}, program), "\n")
 	user := "65534 65534"
-	if privileged {
+	if mode == "privileged" || mode == "landlock-root" {
 		uid, _ := strconv.Atoi(strings.Fields(got[0])[0])
 		if uid < DefaultUIDBase {
 			t.Errorf("uid %d, want one from %d", uid, DefaultUIDBase)
@@ -130,9 +213,16 @@ print([l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapEff"
 		user,
 		"['bin', 'dev', 'lib', 'lib64', 'proc', 'sbin', 'tmp', 'usr']",
 		"FileNotFoundError FileNotFoundError FileNotFoundError",
-		"OSError OSError wrote",
-		"['0', '1', '2', '3']",
-		"['0000000000000000', '0000000000000000', '1']",
+		"OSError OSError wrote wrote",
+		"[0, 1, 2]",
+		"[0, 0, 0, 0, 0, 0] 1",
+		"['0000000000000000', '0000000000000000']",
+	}
+	if isLandlock(mode) { // paths exist but cannot be opened; /proc neither
+		want[1] = "PermissionError"
+		want[2] = "PermissionError PermissionError PermissionError"
+		want[3] = "PermissionError PermissionError PermissionError wrote"
+		want[6] = "PermissionError"
 	}
 	if len(got) != len(want) {
 		t.Fatalf("output %q, want %d lines", got, len(want))
@@ -146,11 +236,13 @@ print([l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapEff"
 
 func TestLimits(t *testing.T) {
 	for name, command := range modes(t) {
-		t.Run(name, func(t *testing.T) { testLimits(t, command) })
+		t.Run(name, func(t *testing.T) { testLimits(t, command, name == "landlock") })
 	}
 }
 
-func testLimits(t *testing.T, command func(Spec) *exec.Cmd) {
+// In a Landlock sandbox of a caller that is not root, the process limit counts
+// beyond the tasks its user already runs.
+func testLimits(t *testing.T, command func(Spec) *exec.Cmd, sharedUser bool) {
 	program := `import resource
 for r in (resource.RLIMIT_AS, resource.RLIMIT_NPROC, resource.RLIMIT_NOFILE, resource.RLIMIT_FSIZE, resource.RLIMIT_CORE):
     print(resource.getrlimit(r))
@@ -161,6 +253,14 @@ except ValueError as e:
     print("cannot raise")
 `
 	got := run(t, command, Spec{Limits: Limits{AddressSpace: 512 << 20, Processes: 7, OpenFiles: 64, FileSize: 1 << 20}}, program)
+	if lines := strings.Split(got, "\n"); sharedUser && len(lines) > 1 {
+		var soft, hard int
+		if _, err := fmt.Sscanf(lines[1], "(%d, %d)", &soft, &hard); err != nil || soft < 7 || soft != hard {
+			t.Errorf("process limit %s, want 7 or more, soft and hard alike", lines[1])
+		}
+		lines[1] = "(7, 7)"
+		got = strings.Join(lines, "\n")
+	}
 	want := "(536870912, 536870912)\n(7, 7)\n(64, 64)\n(1048576, 1048576)\n(0, 0)\ncannot raise"
 	if got != want {
 		t.Errorf("limits:\n%s\nwant\n%s", got, want)
@@ -174,9 +274,10 @@ func TestForkBombEndsAtTheProcessLimit(t *testing.T) {
 }
 
 func testForkBombEndsAtTheProcessLimit(t *testing.T, command func(Spec) *exec.Cmd) {
+	// Without a PID namespace, children outlive the command unless killed.
 	program := `import os, time
-n = 0
-while n < 1000:
+children = []
+while len(children) < 1000:
     try:
         pid = os.fork()
     except OSError:
@@ -184,8 +285,10 @@ while n < 1000:
     if pid == 0:
         time.sleep(60)
         os._exit(0)
-    n += 1
-print(n)
+    children.append(pid)
+print(len(children))
+for pid in children:
+    os.kill(pid, 9)
 `
 	got := run(t, command, Spec{Limits: Limits{Processes: 10}}, program)
 	n, err := strconv.Atoi(got)
@@ -196,11 +299,15 @@ print(n)
 
 func TestNoNetwork(t *testing.T) {
 	for name, command := range modes(t) {
-		t.Run(name, func(t *testing.T) { testNoNetwork(t, command) })
+		want := "ConnectionRefusedError\n['lo']"
+		if isLandlock(name) { // no socket at all
+			want = "PermissionError\nPermissionError"
+		}
+		t.Run(name, func(t *testing.T) { testNoNetwork(t, command, want) })
 	}
 }
 
-func testNoNetwork(t *testing.T, command func(Spec) *exec.Cmd) {
+func testNoNetwork(t *testing.T, command func(Spec) *exec.Cmd, want string) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -213,9 +320,12 @@ try:
     print("connected")
 except OSError as e:
     print(type(e).__name__)
-print(sorted(n for _, n in socket.if_nameindex()))
+try:
+    print(sorted(n for _, n in socket.if_nameindex()))
+except OSError as e:
+    print(type(e).__name__)
 `
-	if got, want := run(t, command, Spec{}, program), "ConnectionRefusedError\n['lo']"; got != want {
+	if got := run(t, command, Spec{}, program); got != want {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
@@ -233,7 +343,10 @@ func TestDescendantsDieWithTheCommand(t *testing.T) {
 func testDescendantsDieWithTheCommand(t *testing.T, command func(Spec) *exec.Cmd, marker string) {
 	program := `import os, sys, time
 if os.fork() == 0:
-    os.setsid()
+    try:
+        os.setsid()  # refused in a Landlock sandbox
+    except OSError:
+        pass
     if os.fork() == 0:
         os.execv("/usr/bin/sleep", [` + strconv.Quote(marker) + `, "600"])
     os._exit(0)
@@ -313,6 +426,43 @@ print("threads work")
 			got := run(t, command, Spec{}, program)
 			if !strings.HasPrefix(got, "-1 ") || !strings.HasSuffix(got, "\nthreads work") {
 				t.Errorf("unshare(CLONE_NEWUSER) and a thread: %q, want -1 and a working thread", got)
+			}
+		})
+	}
+}
+
+// TestLandlockRefusals: even with the network, a Landlock command cannot connect
+// to an abstract UNIX socket of a process outside its sandbox, which no file
+// permission guards; and it cannot leave its process group.
+func TestLandlockRefusals(t *testing.T) {
+	name := "metalambda-sandbox-test-" + strconv.Itoa(os.Getpid())
+	l, err := net.Listen("unix", "@"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	program := `import socket
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect("\0` + name + `")
+    print("connected")
+except OSError as e:
+    print(type(e).__name__)
+import os
+for leave in (os.setsid, lambda: os.setpgid(0, 0)):
+    try:
+        leave()
+        print("left")
+    except OSError as e:
+        print(type(e).__name__)
+`
+	for mode, command := range modes(t) {
+		if !isLandlock(mode) {
+			continue
+		}
+		t.Run(mode, func(t *testing.T) {
+			if got, want := run(t, command, Spec{Network: true}, program), "PermissionError\nPermissionError\nPermissionError"; got != want {
+				t.Errorf("abstract socket, setsid, setpgid: %q, want %q", got, want)
 			}
 		})
 	}

@@ -1,0 +1,259 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	llsyscall "github.com/landlock-lsm/go-landlock/landlock/syscall"
+	"golang.org/x/sys/unix"
+)
+
+// MinLandlockABI is the oldest Landlock ABI a Landlock sandbox accepts: version 6
+// (Linux 6.12) scopes signals and abstract UNIX sockets, without which a command
+// running as the gateway's user could signal the gateway.
+const MinLandlockABI = 6
+
+// workerDirPrefix starts the name of a Landlock command's directory, under the
+// system's temporary directory.
+const workerDirPrefix = "metalambda-worker-"
+
+// landlockABI is the kernel's Landlock ABI version; the error says why there is
+// none.
+func landlockABI() (int, error) {
+	abi, err := llsyscall.LandlockGetABIVersion()
+	switch {
+	case errors.Is(err, syscall.ENOSYS):
+		return 0, errors.New("the kernel has no Landlock (landlock_create_ruleset: ENOSYS; it needs CONFIG_SECURITY_LANDLOCK)")
+	case errors.Is(err, syscall.EOPNOTSUPP):
+		return 0, errors.New("the kernel has Landlock turned off (landlock_create_ruleset: EOPNOTSUPP; add landlock to its lsm= boot parameter)")
+	case err != nil:
+		return 0, fmt.Errorf("landlock_create_ruleset: %w", err)
+	}
+	return abi, nil
+}
+
+// newLandlock builds a Landlock sandbox and runs a probe in it.
+func newLandlock(opts Options) (*Sandbox, error) {
+	abi, err := landlockABI()
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: %w", err)
+	}
+	if abi < MinLandlockABI {
+		return nil, fmt.Errorf("sandbox: the kernel's Landlock ABI is version %d; version %d (Linux 6.12) is needed to scope signals and abstract UNIX sockets", abi, MinLandlockABI)
+	}
+	s := &Sandbox{mode: ModeLandlock, uidBase: opts.UIDBase, privileged: os.Geteuid() == 0, landlockABI: abi}
+	for i, network := range []bool{false, true} {
+		if s.landlockFilters[i], err = landlockFilter(network); err != nil {
+			return nil, err
+		}
+	}
+	if s.landlockFilters[0] == nil {
+		return nil, errors.New("sandbox: no seccomp filter for this architecture, which a Landlock sandbox needs to keep descendants in their process group")
+	}
+	if s.launcher = opts.Launcher; s.launcher == "" {
+		if s.launcher, err = executable(); err != nil {
+			return nil, err
+		}
+	}
+	closeOnExecInherited()
+	if err := s.probeLandlock(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// executable is the running executable, which serves as the launcher.
+func executable() (string, error) {
+	exe, err := os.Executable()
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	if err != nil {
+		return "", fmt.Errorf("sandbox: finding the executable that launches Landlock sandboxes: %w", err)
+	}
+	return exe, nil
+}
+
+// probeLandlock starts a launcher that bounds itself and exits.
+func (s *Sandbox) probeLandlock() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cmd, err := s.CommandContext(ctx, Spec{})
+	if err != nil {
+		return err
+	}
+	out, err := output(cmd)
+	if err != nil {
+		return fmt.Errorf("sandbox: a Landlock sandbox cannot start here (%s: %w): %s", s.launcher, err, strings.TrimSpace(out))
+	}
+	return nil
+}
+
+// output runs a command of Command and returns what it wrote.
+func output(cmd *exec.Cmd) (string, error) {
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := Start(cmd); err != nil {
+		return "", err
+	}
+	err := cmd.Wait()
+	return out.String(), err
+}
+
+// landlockCommand is CommandContext for a Landlock sandbox: the launcher, which
+// bounds itself and executes spec.Args in a directory of its own.
+func (s *Sandbox) landlockCommand(ctx context.Context, spec Spec) (*exec.Cmd, error) {
+	l := spec.Limits.withDefaults()
+	dir := filepath.Join(os.TempDir(), workerDirPrefix+randomName())
+	readOnly := spec.ReadOnly
+	if spec.Network {
+		readOnly = append(networkFiles(), readOnly...)
+	}
+	filter := s.landlockFilters[0]
+	if spec.Network {
+		filter = s.landlockFilters[1]
+	}
+	cmd, err := launcherCommand(ctx, s.launcher, launch{Args: spec.Args, Dir: dir, Landlock: true, ReadOnly: readOnly, Network: spec.Network, Filter: filter, Limits: &l})
+	if err != nil {
+		return nil, err
+	}
+	cmd.Env = append(withoutVars(spec.Env, "TMPDIR", "PWD"), "TMPDIR="+dir, "PWD="+dir)
+	if s.privileged {
+		uid := uint32(s.nextUID())
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}
+	}
+	return cmd, nil
+}
+
+// launcherCommand starts launcher with l on its descriptor 3, in a process group
+// of its own that dies with the caller's thread.
+func launcherCommand(ctx context.Context, launcher string, l launch) (*exec.Cmd, error) {
+	raw, err := json.Marshal(l)
+	if err != nil {
+		return nil, err
+	}
+	r, err := filterPipe(raw)
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: handing the launch over: %w", err)
+	}
+	cmd := exec.CommandContext(ctx, launcher, LauncherMarker)
+	cmd.ExtraFiles = []*os.File{r}
+	cmd.Env = []string{}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd, nil
+}
+
+func randomName() string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// withoutVars is env without the variables named.
+func withoutVars(env []string, names ...string) []string {
+	out := make([]string, 0, len(env)+len(names))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !slices.Contains(names, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// workerDir is the directory of a Landlock command, from its TMPDIR; empty for
+// another command.
+func workerDir(cmd *exec.Cmd) string {
+	if len(cmd.Args) < 2 || cmd.Args[1] != LauncherMarker {
+		return ""
+	}
+	for _, kv := range cmd.Env {
+		if dir, ok := strings.CutPrefix(kv, "TMPDIR="); ok && strings.HasPrefix(filepath.Base(dir), workerDirPrefix) {
+			return dir
+		}
+	}
+	return ""
+}
+
+// makeWorkerDir creates a Landlock command's directory, owned by its user.
+func makeWorkerDir(cmd *exec.Cmd, dir string) error {
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("sandbox: the command's directory: %w", err)
+	}
+	if c := cmd.SysProcAttr.Credential; c != nil {
+		if err := os.Chown(dir, int(c.Uid), int(c.Gid)); err != nil {
+			_ = os.Remove(dir)
+			return fmt.Errorf("sandbox: the command's directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// removeAtExit removes dir once the process pid has exited, without reaping it.
+func removeAtExit(pid int, dir string) {
+	defer os.RemoveAll(dir)
+	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
+	if errors.Is(err, unix.ESRCH) {
+		return // already gone
+	}
+	if err != nil { // no descriptor to spare: wait until it is reaped
+		for unix.Kill(pid, 0) == nil {
+			time.Sleep(time.Second)
+		}
+		return
+	}
+	f := os.NewFile(uintptr(fd), "pidfd")
+	defer f.Close()
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return
+	}
+	// A pidfd becomes readable when its process exits.
+	_ = rc.Read(func(fd uintptr) bool {
+		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
+		return n > 0 || (err != nil && !errors.Is(err, unix.EINTR))
+	})
+}
+
+// RestrictedCommand returns a command that runs args the way a container under
+// the Pod Security restricted profile runs: as uid and gid (when the caller is
+// root and uid is not 0), with no_new_privs and a seccomp filter that refuses new
+// user namespaces as a container runtime's RuntimeDefault profile does for a
+// process without CAP_SYS_ADMIN. withoutLandlock also refuses Landlock's system
+// calls, as a kernel without Landlock. args[0] must be an executable that links
+// this package: it serves as its own launcher. It lets tests prove what a
+// gateway does there; start it with Start.
+func RestrictedCommand(args []string, uid int, withoutLandlock bool) (*exec.Cmd, error) {
+	if len(args) == 0 {
+		return nil, errors.New("sandbox: RestrictedCommand needs a command")
+	}
+	filter, err := userNamespaceFilter()
+	if withoutLandlock {
+		filter, err = noLandlockFilter()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if filter == nil {
+		return nil, errors.New("sandbox: no seccomp filter for this architecture")
+	}
+	cmd, err := launcherCommand(context.Background(), args[0], launch{Args: args, Filter: filter})
+	if err != nil {
+		return nil, err
+	}
+	if os.Geteuid() == 0 && uid != 0 {
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}
+	}
+	return cmd, nil
+}

@@ -1,0 +1,274 @@
+package sandbox
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"unsafe"
+
+	"github.com/landlock-lsm/go-landlock/landlock"
+	"golang.org/x/sys/unix"
+)
+
+// LauncherMarker is the first argument of the launcher: the executable that hosts
+// a Landlock sandbox (the gateway, the platform, a test binary), started again as
+// the command's process, reads a launch from its descriptor 3, bounds itself
+// (rlimits, no_new_privs, Landlock, seccomp) and executes the command in its
+// place. Every binary that links this package can serve as the launcher.
+const LauncherMarker = "metalambda-sandbox-launcher"
+
+// launchFD is the descriptor a launcher reads its launch from, the first of
+// exec.Cmd.ExtraFiles.
+const launchFD = 3
+
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == LauncherMarker {
+		err := runLauncher(os.NewFile(launchFD, "launch"))
+		fmt.Fprintln(os.Stderr, "sandbox launcher:", err)
+		os.Exit(126)
+	}
+}
+
+// launch is what a launcher does before it executes Args.
+type launch struct {
+	// Args is the command; empty means exit 0 once bounded (a probe).
+	Args []string `json:"args"`
+	// Dir is the command's directory, which it may write in.
+	Dir string `json:"dir,omitempty"`
+	// Landlock restricts the file system to ReadOnly, Dir and a few devices,
+	// and, without Network, TCP; it scopes signals and abstract UNIX sockets.
+	Landlock bool     `json:"landlock"`
+	ReadOnly []string `json:"readOnly,omitempty"`
+	Network  bool     `json:"network"`
+	// Filter is a seccomp program of filterProgram.
+	Filter []byte `json:"filter"`
+	// Limits are set unless nil; Processes counts beyond the tasks the user runs
+	// when the command starts.
+	Limits *Limits `json:"limits,omitempty"`
+}
+
+// devices are the device nodes a Landlock sandbox may read and write.
+var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"}
+
+// runLauncher bounds the process as l says and executes its command; it returns
+// only on failure.
+func runLauncher(f *os.File) error {
+	runtime.LockOSThread() // the thread that executes the command holds its bounds
+	raw, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("reading the launch: %w", err)
+	}
+	var l launch
+	if err := json.Unmarshal(raw, &l); err != nil {
+		return fmt.Errorf("reading the launch: %w", err)
+	}
+	if l.Dir != "" {
+		if err := os.Chdir(l.Dir); err != nil {
+			return err
+		}
+	}
+	others := 0
+	if l.Limits != nil {
+		if others, err = otherTasks(); err != nil {
+			return err
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("setting no_new_privs: %w", err)
+	}
+	if l.Landlock {
+		if err := restrictLandlock(l); err != nil {
+			return err
+		}
+	}
+	// The address-space limit may be below what this Go process holds, so nothing
+	// is allocated from the limits to the command's execution.
+	filter := newFilter(l.Filter)
+	var path *byte
+	var argv, envv []*byte
+	if len(l.Args) > 0 {
+		if path, err = syscall.BytePtrFromString(l.Args[0]); err != nil {
+			return err
+		}
+		if argv, err = syscall.SlicePtrFromStrings(l.Args); err != nil {
+			return err
+		}
+		if envv, err = syscall.SlicePtrFromStrings(os.Environ()); err != nil {
+			return err
+		}
+	}
+	if l.Limits != nil {
+		if err := setLimits(limitValues(*l.Limits, others)); err != nil {
+			return err
+		}
+	}
+	if err := filter.install(); err != nil {
+		return err
+	}
+	if len(l.Args) == 0 {
+		os.Exit(0)
+	}
+	_, _, errno := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(path)), uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])))
+	return fmt.Errorf("executing %s: %w", l.Args[0], errno)
+}
+
+// restrictLandlock enforces the Landlock ruleset of l: read and execute under
+// /usr, the system links' directories and l.ReadOnly; read and write on the
+// devices; everything in l.Dir; no TCP without l.Network; signals and abstract
+// UNIX sockets scoped to the command and its descendants.
+func restrictLandlock(l launch) error {
+	if abi, err := landlockABI(); err != nil {
+		return err
+	} else if abi < MinLandlockABI {
+		return fmt.Errorf("landlock ABI %d, want at least %d", abi, MinLandlockABI)
+	}
+	cfg := landlock.V11.BestEffort() // what this kernel supports of the newest ABI
+	if l.Network {
+		cfg.HandledAccessNet = 0
+	}
+	var dirs, files []string
+	for _, p := range append(systemDirs(), l.ReadOnly...) {
+		fi, err := os.Stat(p)
+		switch {
+		case err != nil:
+			return fmt.Errorf("read-only path %s: %w", p, err)
+		case fi.IsDir():
+			dirs = append(dirs, p)
+		default:
+			files = append(files, p)
+		}
+	}
+	rules := []landlock.Rule{landlock.RODirs(dirs...), landlock.RWFiles(devices...)}
+	if len(files) > 0 {
+		rules = append(rules, landlock.ROFiles(files...))
+	}
+	if l.Dir != "" {
+		rules = append(rules, landlock.RWDirs(l.Dir).WithRefer())
+	}
+	if err := cfg.Restrict(rules...); err != nil {
+		return fmt.Errorf("landlock: %w", err)
+	}
+	return nil
+}
+
+// systemDirs are /usr and those of /bin, /lib, /lib64 and /sbin that are
+// directories rather than links into /usr.
+func systemDirs() []string {
+	dirs := []string{"/usr"}
+	for _, dir := range []string{"/bin", "/lib", "/lib64", "/sbin"} {
+		if fi, err := os.Lstat(dir); err == nil && fi.IsDir() {
+			dirs = append(dirs, dir)
+		}
+	}
+	return dirs
+}
+
+// resourceLimit is a resource limit to set.
+type resourceLimit struct {
+	resource int
+	value    unix.Rlimit
+}
+
+// limitValues are the rlimits of l, RLIMIT_AS last; the process limit is
+// l.Processes beyond the others tasks of the real user, since the kernel counts
+// RLIMIT_NPROC per user.
+func limitValues(l Limits, others int) []resourceLimit {
+	nproc := l.Processes
+	if nproc >= 0 {
+		nproc += int64(others)
+	}
+	limits := []resourceLimit{}
+	for _, r := range []struct {
+		resource int
+		value    int64
+	}{
+		{unix.RLIMIT_NPROC, nproc},
+		{unix.RLIMIT_NOFILE, l.OpenFiles},
+		{unix.RLIMIT_FSIZE, l.FileSize},
+		{unix.RLIMIT_CORE, 0},
+		{unix.RLIMIT_AS, l.AddressSpace},
+	} {
+		v := uint64(unix.RLIM_INFINITY)
+		if r.value >= 0 {
+			v = uint64(r.value)
+		}
+		limits = append(limits, resourceLimit{r.resource, unix.Rlimit{Cur: v, Max: v}})
+	}
+	return limits
+}
+
+// setLimits sets limits without allocating.
+func setLimits(limits []resourceLimit) error {
+	for i := range limits {
+		r := &limits[i]
+		if _, _, errno := unix.RawSyscall6(unix.SYS_PRLIMIT64, 0, uintptr(r.resource), uintptr(unsafe.Pointer(&r.value)), 0, 0, 0); errno != 0 {
+			return fmt.Errorf("setting resource limit %d to %d: %w", r.resource, r.value.Cur, errno)
+		}
+	}
+	return nil
+}
+
+// otherTasks counts the tasks (threads) of the real user outside this process,
+// as RLIMIT_NPROC counts them.
+func otherTasks() (int, error) {
+	total, err := userTasks(os.Getuid())
+	if err != nil {
+		return 0, err
+	}
+	_, own := statusFields("/proc/self/status")
+	return total - own, nil
+}
+
+// userTasks counts the tasks (threads) whose real user is uid.
+func userTasks(uid int) (int, error) {
+	paths, err := filepath.Glob("/proc/[0-9]*/status")
+	if err != nil {
+		return 0, err
+	}
+	want := strconv.Itoa(uid)
+	n := 0
+	for _, p := range paths {
+		ruid, threads := statusFields(p)
+		if ruid == want {
+			n += threads
+		}
+	}
+	if n == 0 {
+		return 0, errors.New("counting the user's tasks: none found in /proc")
+	}
+	return n, nil
+}
+
+// statusFields reads the real user and the thread count of a /proc/<pid>/status.
+func statusFields(path string) (string, int) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", 0
+	}
+	defer f.Close()
+	var ruid string
+	threads := 0
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			if fields := strings.Fields(rest); len(fields) > 0 {
+				ruid = fields[0]
+			}
+		}
+		if rest, ok := strings.CutPrefix(line, "Threads:"); ok {
+			threads, _ = strconv.Atoi(strings.TrimSpace(rest))
+			break
+		}
+	}
+	return ruid, threads
+}
