@@ -14,6 +14,8 @@ import (
 type bindMount struct {
 	source, target string
 	readOnly       bool
+	// volume names the pod volume the source belongs to.
+	volume string
 }
 
 // containerMounts resolves a container's volumeMounts against the pod's materialised
@@ -28,7 +30,7 @@ func containerMounts(c *corev1.Container, volumeDirs map[string]string) ([]bindM
 		if m.SubPath != "" {
 			dir = dir + "/" + m.SubPath
 		}
-		out = append(out, bindMount{source: dir, target: m.MountPath, readOnly: m.ReadOnly})
+		out = append(out, bindMount{source: dir, target: m.MountPath, readOnly: m.ReadOnly, volume: m.Name})
 	}
 	slices.SortStableFunc(out, func(a, b bindMount) int {
 		return cmp.Compare(strings.Count(a.target, "/"), strings.Count(b.target, "/"))

@@ -15,6 +15,8 @@ type refSource interface {
 	configMap(ctx context.Context, namespace, name string) (*corev1.ConfigMap, error)
 	secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
 	token(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds *int64) (string, error)
+	claim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error)
+	volume(ctx context.Context, name string) (*corev1.PersistentVolume, error)
 }
 
 // basePath is the PATH a container gets unless its env sets one.
