@@ -78,7 +78,7 @@ spec:
 }
 
 // statefulSetWithClaims is a StatefulSet of two pods, each writing its name into its
-// own claim.
+// own claim and into a generic ephemeral volume (a claim made for the pod).
 const statefulSetWithClaims = `
 apiVersion: v1
 kind: Namespace
@@ -99,8 +99,15 @@ spec:
       containers:
       - name: db
         image: python:3
-        command: [python3, -c, "import os, time; open('/data/owner', 'w').write(os.environ['HOSTNAME']); time.sleep(3600)"]
-        volumeMounts: [{name: data, mountPath: /data}]
+        command: [python3, -c, "import os, time; [open(d + '/owner', 'w').write(os.environ['HOSTNAME']) for d in ('/data', '/scratch')]; time.sleep(3600)"]
+        volumeMounts: [{name: data, mountPath: /data}, {name: scratch, mountPath: /scratch}]
+      volumes:
+      - name: scratch
+        ephemeral:
+          volumeClaimTemplate:
+            spec:
+              accessModes: [ReadWriteOnce]
+              resources: {requests: {storage: 10Mi}}
   volumeClaimTemplates:
   - metadata: {name: data}
     spec:
@@ -111,8 +118,8 @@ spec:
 // TestVolumes proves PersistentVolumeClaims on the local platform: a CatSet's claims
 // are provisioned by the default StorageClass, bound and mounted; a pod's data
 // survives the pod; deleting the CatSet leaves no claim, volume, directory or
-// finalizer behind. A StatefulSet's volumeClaimTemplates work the same, and deleting
-// its namespace cleans up as well.
+// finalizer behind. A StatefulSet's volumeClaimTemplates and a generic ephemeral
+// volume work the same, and deleting their namespace cleans up as well.
 func TestVolumes(t *testing.T) {
 	hook := httptest.NewServer(http.HandlerFunc(serveCatSet))
 	defer hook.Close()
@@ -195,12 +202,12 @@ func TestVolumes(t *testing.T) {
 			}
 			return true, nil
 		})
-		t.Logf("2 StatefulSet pods Running %s after the StatefulSet was created", time.Since(start).Round(time.Millisecond))
-		dirs := checkClaims(t, ctx, kube, "sts", root, []string{"data-db-0", "data-db-1"})
-		kubetest.Eventually(t, 30*time.Second, "each pod wrote its name into its own claim", func(context.Context) (bool, error) {
+		t.Logf("2 StatefulSet pods Running with 4 claims %s after the StatefulSet was created", time.Since(start).Round(time.Millisecond))
+		dirs := checkClaims(t, ctx, kube, "sts", root, []string{"data-db-0", "data-db-1", "db-0-scratch", "db-1-scratch"})
+		kubetest.Eventually(t, 30*time.Second, "each pod wrote its name into its own claims", func(context.Context) (bool, error) {
 			for i, dir := range dirs {
 				b, err := os.ReadFile(filepath.Join(dir, "owner"))
-				if want := fmt.Sprintf("db-%d", i); string(b) != want {
+				if want := fmt.Sprintf("db-%d", i%2); string(b) != want {
 					return false, fmt.Errorf("%s/owner = %q (%v), want %q", dir, b, err, want)
 				}
 			}
