@@ -26,7 +26,8 @@ const BinDirEnv = "METALAMBDA_KUBE_BIN"
 
 // DefaultControllers are the kube-controller-manager controllers a cluster runs unless
 // Options.Controllers says otherwise: enough for namespaces, garbage collection,
-// service accounts, endpoints and the workload controllers.
+// service accounts, endpoints, the workload controllers, and binding and protecting
+// PersistentVolumes and their claims (provisioning is left to a provisioner outside).
 var DefaultControllers = []string{
 	"namespace-controller", "garbage-collector-controller",
 	"serviceaccount-controller", "serviceaccount-token-controller",
@@ -35,6 +36,8 @@ var DefaultControllers = []string{
 	"deployment-controller", "replicaset-controller", "statefulset-controller",
 	"daemonset-controller", "job-controller", "cronjob-controller",
 	"ttl-after-finished-controller", "pod-garbage-collector-controller",
+	"persistentvolume-binder-controller", "persistentvolume-protection-controller",
+	"persistentvolumeclaim-protection-controller", "ephemeral-volume-controller",
 }
 
 // Options configure a local control plane. The zero value is usable when BinDirEnv is

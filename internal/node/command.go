@@ -15,6 +15,8 @@ import (
 type bindMount struct {
 	source, target string
 	readOnly       bool
+	// volume names the pod volume the source belongs to.
+	volume string
 }
 
 // invalidSpecError is a pod spec the node can never run: retrying cannot help, as a
@@ -54,7 +56,7 @@ func containerMounts(c *corev1.Container, volumeDirs map[string]string) ([]bindM
 		if m.SubPath != "" {
 			dir = dir + "/" + m.SubPath
 		}
-		out = append(out, bindMount{source: dir, target: m.MountPath, readOnly: m.ReadOnly})
+		out = append(out, bindMount{source: dir, target: m.MountPath, readOnly: m.ReadOnly, volume: m.Name})
 	}
 	slices.SortStableFunc(out, func(a, b bindMount) int {
 		return cmp.Compare(strings.Count(a.target, "/"), strings.Count(b.target, "/"))

@@ -10,7 +10,9 @@
 // kubelet's; the container-log endpoint accepts only the API server's client
 // certificate. Volumes
 // (configMap, secret, emptyDir, downwardAPI) are materialised under the state directory
-// and bind-mounted at their mountPath in a private mount namespace.
+// and bind-mounted at their mountPath in a private mount namespace; a claim's volume
+// (persistentVolumeClaim, ephemeral) is the host directory of the local or hostPath
+// PersistentVolume bound to it, mounted the same way.
 //
 // Service ClusterIPs answer from pods and from the host through the service proxy
 // (internal/serviceproxy) the node runs on its bridge; containers get the Service

@@ -16,6 +16,8 @@ type refSource interface {
 	secret(ctx context.Context, namespace, name string) (*corev1.Secret, error)
 	token(ctx context.Context, pod *corev1.Pod, audience string, expirationSeconds *int64) (string, error)
 	services(ctx context.Context) ([]*corev1.Service, error)
+	claim(ctx context.Context, namespace, name string) (*corev1.PersistentVolumeClaim, error)
+	volume(ctx context.Context, name string) (*corev1.PersistentVolume, error)
 }
 
 // basePath is the PATH a container gets unless its env sets one.

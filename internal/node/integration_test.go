@@ -26,6 +26,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
@@ -116,6 +117,7 @@ func TestLocalNode(t *testing.T) {
 		t.Run("LogEndpointAuth", func(t *testing.T) { t.Parallel(); testLogEndpointAuth(t, n) })
 		t.Run("InCluster", func(t *testing.T) { t.Parallel(); testInCluster(t, n) })
 		t.Run("ServiceClusterIP", func(t *testing.T) { t.Parallel(); testServiceClusterIP(t, n) })
+		t.Run("Claims", func(t *testing.T) { t.Parallel(); testClaims(t, n) })
 	})
 }
 
@@ -428,6 +430,147 @@ func testDelete(t *testing.T, n *Node) {
 	}
 	if _, err := os.Stat(w.dir); err == nil {
 		t.Errorf("pod directory %s survived the pod", w.dir)
+	}
+}
+
+// claimScript reads and writes the claim mounted read-write at /srv/claim/rw and
+// tries to write where the same claim is mounted readOnly, at /srv/claim/ro.
+const claimScript = `
+import time
+print("read: " + open("/srv/claim/rw/in").read(), flush=True)
+open("/srv/claim/rw/out", "w").write("written by the pod")
+try:
+    open("/srv/claim/ro/refused", "w").write("x")
+    print("the readOnly mount took a write", flush=True)
+except OSError as e:
+    print("the readOnly mount refused a write: errno %d" % e.errno, flush=True)
+time.sleep(3600)
+`
+
+// testClaims: a pod whose claim is not bound waits with an event; once a volume is
+// bound to the claim the pod runs with the volume's directory at its mountPath, the
+// claim's readOnly honoured; after the pod, the claim and the volume go away, with
+// no finalizer left holding them.
+func testClaims(t *testing.T, n *Node) {
+	ns := env.Namespace(t)
+	ctx := kubetest.Context(t)
+	noClass := ""
+	claim := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			StorageClassName: &noClass,
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")}},
+		},
+	}
+	if _, err := env.Kube.CoreV1().PersistentVolumeClaims(ns).Create(ctx, claim, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	claimVolume := func(name string, readOnly bool) corev1.Volume {
+		return corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{
+			ClaimName: "data", ReadOnly: readOnly}}}
+	}
+	// Bound to the node directly: the scheduler would not place a pod whose claim is
+	// unbound.
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "claimer"},
+		Spec: corev1.PodSpec{
+			NodeName: "local-test",
+			Containers: []corev1.Container{{
+				Name: "c", Image: "python:3.11", Command: []string{"python3", "-c", claimScript},
+				VolumeMounts: []corev1.VolumeMount{{Name: "rw", MountPath: "/srv/claim/rw"}, {Name: "ro", MountPath: "/srv/claim/ro"}},
+			}},
+			Volumes: []corev1.Volume{claimVolume("rw", false), claimVolume("ro", true)},
+		},
+	})
+	waiting := `persistentVolumeClaim "data" is not bound yet (phase Pending); the pod waits for it`
+	kubetest.Eventually(t, 30*time.Second, "the pod waits for its claim, with an event saying so", func(ctx context.Context) (bool, error) {
+		p, err := env.Kube.CoreV1().Pods(ns).Get(ctx, "claimer", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if p.Status.Phase != corev1.PodPending || !strings.Contains(p.Status.Message, waiting) {
+			return false, fmt.Errorf("phase %s message %q", p.Status.Phase, p.Status.Message)
+		}
+		evs, err := env.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "FailedMount" && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, waiting) && e.InvolvedObject.Name == "claimer" {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("%d events, none FailedMount saying %q", len(evs.Items), waiting)
+	})
+
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "in"), []byte("prepared data"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "claims-" + ns},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:               corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Mi")},
+			AccessModes:            []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			ClaimRef:               &corev1.ObjectReference{Namespace: ns, Name: "data"},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "kubernetes.io/hostname", Operator: corev1.NodeSelectorOpIn, Values: []string{"local-test"}}},
+			}}}},
+		},
+	}
+	if _, err := env.Kube.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitPod(t, ns, "claimer", "the pod runs once the binder binds its claim", func(p *corev1.Pod) error {
+		if p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("phase %s message %q", p.Status.Phase, p.Status.Message)
+		}
+		return nil
+	})
+	kubetest.Eventually(t, 30*time.Second, "the pod read the volume and wrote to it, not through the readOnly mount", func(ctx context.Context) (bool, error) {
+		logs, err := env.Kube.CoreV1().Pods(ns).GetLogs("claimer", &corev1.PodLogOptions{Container: "c"}).Do(ctx).Raw()
+		if err != nil {
+			return false, err
+		}
+		out, _ := os.ReadFile(filepath.Join(dir, "out"))
+		ok := strings.Contains(string(logs), "read: prepared data") && strings.Contains(string(logs), "the readOnly mount refused a write") &&
+			string(out) == "written by the pod"
+		return ok, fmt.Errorf("logs %q, out %q", logs, out)
+	})
+	if _, err := os.Stat(filepath.Join(dir, "refused")); err == nil {
+		t.Error("a file was written through the readOnly mount")
+	}
+
+	// The claim protection finalizer holds the claim until its pod is gone, then
+	// lets it go; the released volume is deleted here (its reclaim policy is Retain).
+	if err := env.Kube.CoreV1().PersistentVolumeClaims(ns).Delete(ctx, "data", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Kube.CoreV1().Pods(ns).Delete(ctx, "claimer", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Eventually(t, time.Minute, "the pod and the claim go away", func(ctx context.Context) (bool, error) {
+		_, perr := env.Kube.CoreV1().Pods(ns).Get(ctx, "claimer", metav1.GetOptions{})
+		c, cerr := env.Kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
+		if cerr == nil {
+			return false, fmt.Errorf("the claim remains, finalizers %v (pod: %v)", c.Finalizers, perr)
+		}
+		return apierrors.IsNotFound(perr) && apierrors.IsNotFound(cerr), fmt.Errorf("pod: %v, claim: %v", perr, cerr)
+	})
+	if err := env.Kube.CoreV1().PersistentVolumes().Delete(ctx, pv.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Eventually(t, 30*time.Second, "the volume goes away", func(ctx context.Context) (bool, error) {
+		v, err := env.Kube.CoreV1().PersistentVolumes().Get(ctx, pv.Name, metav1.GetOptions{})
+		if err == nil {
+			return false, fmt.Errorf("the volume remains, phase %s, finalizers %v", v.Status.Phase, v.Finalizers)
+		}
+		return apierrors.IsNotFound(err), err
+	})
+	if _, err := os.Stat(filepath.Join(dir, "out")); err != nil {
+		t.Errorf("the data of a Retain volume went with it: %v", err)
 	}
 }
 
@@ -809,7 +952,7 @@ func assertNoLeftovers(t *testing.T, n *Node) {
 	if prefix := strings.TrimSuffix(testServiceRange, "0/24"); strings.Contains(string(out), " "+prefix) {
 		t.Errorf("ClusterIP addresses of %s left behind:\n%s", testServiceRange, out)
 	}
-	for _, dir := range []string{"/srv/app", "/srv/job", "/srv/flaky", "/srv/js"} {
+	for _, dir := range []string{"/srv/app", "/srv/job", "/srv/flaky", "/srv/js", "/srv/claim"} {
 		if _, err := os.Stat(dir); err == nil {
 			t.Errorf("mount point %s created by the node was not removed", dir)
 		}

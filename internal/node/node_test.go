@@ -17,12 +17,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
 )
 
-// fakeRefs serves ConfigMaps, Secrets and tokens from maps.
+// fakeRefs serves ConfigMaps, Secrets, claims, volumes and tokens from maps.
 type fakeRefs struct {
 	cms     map[string]*corev1.ConfigMap
 	secrets map[string]*corev1.Secret
+	claims  map[string]*corev1.PersistentVolumeClaim
+	volumes map[string]*corev1.PersistentVolume
 }
 
 func (f fakeRefs) configMap(_ context.Context, _, name string) (*corev1.ConfigMap, error) {
@@ -37,6 +40,20 @@ func (f fakeRefs) secret(_ context.Context, _, name string) (*corev1.Secret, err
 		return s, nil
 	}
 	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "secrets"}, name)
+}
+
+func (f fakeRefs) claim(_ context.Context, _, name string) (*corev1.PersistentVolumeClaim, error) {
+	if c, ok := f.claims[name]; ok {
+		return c, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "persistentvolumeclaims"}, name)
+}
+
+func (f fakeRefs) volume(_ context.Context, name string) (*corev1.PersistentVolume, error) {
+	if v, ok := f.volumes[name]; ok {
+		return v, nil
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Resource: "persistentvolumes"}, name)
 }
 
 func (fakeRefs) token(context.Context, *corev1.Pod, string, *int64) (string, error) {
@@ -391,5 +408,122 @@ func TestValidateNamesTheFix(t *testing.T) {
 	}
 	if os.Geteuid() == 0 && !strings.Contains(err.Error(), CNIInstallHint) {
 		t.Errorf("error %q does not say how to install the plugins", err)
+	}
+}
+
+// claimRefs serves a claim "data" bound to volume "pv-data" at dir, changed by mod.
+func claimRefs(dir string, mod func(*corev1.PersistentVolumeClaim, *corev1.PersistentVolume)) fakeRefs {
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data", Namespace: "ns", UID: "claim-uid"},
+		Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: "pv-data"},
+		Status:     corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound},
+	}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: "pv-data"},
+		Spec: corev1.PersistentVolumeSpec{
+			ClaimRef:               &corev1.ObjectReference{Namespace: "ns", Name: "data", UID: "claim-uid"},
+			PersistentVolumeSource: corev1.PersistentVolumeSource{Local: &corev1.LocalVolumeSource{Path: dir}},
+		},
+	}
+	if mod != nil {
+		mod(pvc, pv)
+	}
+	return fakeRefs{claims: map[string]*corev1.PersistentVolumeClaim{pvc.Name: pvc}, volumes: map[string]*corev1.PersistentVolume{pv.Name: pv}}
+}
+
+func TestClaimVolumes(t *testing.T) {
+	dataDir := t.TempDir()
+	claimVolume := []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}}
+	block := corev1.PersistentVolumeBlock
+	cases := []struct {
+		name    string
+		volumes []corev1.Volume
+		mod     func(*corev1.PersistentVolumeClaim, *corev1.PersistentVolume)
+		want    string // the error, or "" for dataDir
+		waits   bool
+	}{
+		{name: "bound", volumes: claimVolume},
+		{name: "missing", volumes: claimVolume, mod: func(c *corev1.PersistentVolumeClaim, _ *corev1.PersistentVolume) { c.Name = "other" },
+			want: `persistentVolumeClaim "data" does not exist yet; the pod waits for it`, waits: true},
+		{name: "pending", volumes: claimVolume, mod: func(c *corev1.PersistentVolumeClaim, _ *corev1.PersistentVolume) {
+			c.Status.Phase, c.Spec.VolumeName = "", ""
+		},
+			want: `persistentVolumeClaim "data" is not bound yet (phase Pending)`, waits: true},
+		{name: "deleting", volumes: claimVolume, mod: func(c *corev1.PersistentVolumeClaim, _ *corev1.PersistentVolume) {
+			c.DeletionTimestamp = &metav1.Time{}
+		},
+			want: `persistentVolumeClaim "data" is being deleted`, waits: true},
+		{name: "volume bound elsewhere", volumes: claimVolume, mod: func(_ *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) { v.Spec.ClaimRef.UID = "x" },
+			want: "names volume pv-data, which is not bound to it yet", waits: true},
+		{name: "block", volumes: claimVolume, mod: func(_ *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) { v.Spec.VolumeMode = &block },
+			want: "volume pv-data is a block volume"},
+		{name: "nfs", volumes: claimVolume, mod: func(_ *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) {
+			v.Spec.PersistentVolumeSource = corev1.PersistentVolumeSource{NFS: &corev1.NFSVolumeSource{Server: "nfs", Path: "/"}}
+		}, want: "volume pv-data is neither a local nor a hostPath volume"},
+		{name: "path gone", volumes: claimVolume, mod: func(_ *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) {
+			v.Spec.Local.Path = dataDir + "/gone"
+		},
+			want: "no such file or directory"},
+		{name: "hostPath volume", volumes: claimVolume, mod: func(_ *corev1.PersistentVolumeClaim, v *corev1.PersistentVolume) {
+			v.Spec.PersistentVolumeSource = corev1.PersistentVolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dataDir}}
+		}},
+		{name: "ephemeral", volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}}},
+			mod: func(c *corev1.PersistentVolumeClaim, _ *corev1.PersistentVolume) {
+				c.Name = "web-scratch"
+				c.OwnerReferences = []metav1.OwnerReference{{Kind: "Pod", Name: "web", UID: "u-1", Controller: ptr.To(true)}}
+			}},
+		{name: "ephemeral not the pod's", volumes: []corev1.Volume{{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{}}}},
+			mod:  func(c *corev1.PersistentVolumeClaim, _ *corev1.PersistentVolume) { c.Name = "web-scratch" },
+			want: `persistentVolumeClaim "web-scratch" was not created for this pod's ephemeral volume`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pod := testPod()
+			pod.Spec.Volumes = c.volumes
+			stateDir := t.TempDir()
+			dirs, err := materializeVolumes(context.Background(), claimRefs(dataDir, c.mod), pod, stateDir)
+			var wait *claimWaitError
+			if errors.As(err, &wait) != c.waits {
+				t.Errorf("error %v: waiting %t, want %t", err, !c.waits, c.waits)
+			}
+			if c.want != "" {
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Errorf("error %v, want one saying %q", err, c.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := dirs[c.volumes[0].Name]; got != dataDir {
+				t.Errorf("volume at %q, want the volume's directory %s", got, dataDir)
+			}
+			if entries, _ := os.ReadDir(stateDir); len(entries) != 0 {
+				t.Errorf("a claim volume made %v in the pod's directory", entries)
+			}
+		})
+	}
+}
+
+func TestClaimMountsReadOnlyAndSubPath(t *testing.T) {
+	dataDir := t.TempDir()
+	pod := testPod()
+	pod.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data", ReadOnly: true}}}}
+	c := &corev1.Container{VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/db", SubPath: "pgdata"}}}
+	dirs := map[string]string{"data": dataDir}
+	mounts, err := containerMounts(c, dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !readOnlyVolumes(pod)[mounts[0].volume] {
+		t.Errorf("the readOnly claim %s is not listed read-only", mounts[0].volume)
+	}
+	if err := ensureSubPath(mounts[0], dirs); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(filepath.Join(dataDir, "pgdata")); err != nil || !info.IsDir() {
+		t.Errorf("the subPath directory was not made: %v", err)
 	}
 }

@@ -131,11 +131,7 @@ func (w *podWorker) setupUntilDone(ctx context.Context) bool {
 		if invalid := (*invalidSpecError)(nil); errors.As(err, &invalid) {
 			return w.refuse(ctx, err)
 		}
-		w.log(ctx).Error(err, "Pod setup failed; retrying")
-		w.mu.Lock()
-		w.setupErr = err.Error()
-		w.mu.Unlock()
-		w.syncStatus(ctx)
+		w.setupFailed(ctx, err)
 		select {
 		case <-w.stopCh:
 			return false
@@ -165,6 +161,26 @@ func (w *podWorker) refuse(ctx context.Context, err error) bool {
 	}
 }
 
+// setupFailed reports why setup failed in the pod's status message; a pod waiting
+// for a claim also gets a FailedMount event, once for every new reason.
+func (w *podWorker) setupFailed(ctx context.Context, err error) {
+	var wait *claimWaitError
+	waiting := errors.As(err, &wait)
+	if waiting {
+		w.log(ctx).V(1).Info("Pod waits for a claim", "err", err)
+	} else {
+		w.log(ctx).Error(err, "Pod setup failed; retrying")
+	}
+	w.mu.Lock()
+	changed := w.setupErr != err.Error()
+	w.setupErr = err.Error()
+	w.mu.Unlock()
+	if waiting && changed {
+		w.n.event(ctx, w.current(), corev1.EventTypeWarning, "FailedMount", err.Error())
+	}
+	w.syncStatus(ctx)
+}
+
 // setup creates the network namespace, attaches it, materialises volumes and
 // prepares the containers.
 func (w *podWorker) setup(ctx context.Context) error {
@@ -192,6 +208,7 @@ func (w *podWorker) setup(ctx context.Context) error {
 	}
 	var containers []*container
 	var mountDirs []string
+	readOnly := readOnlyVolumes(pod)
 	for i := range pod.Spec.Containers {
 		c := newContainer(w, &pod.Spec.Containers[i])
 		mounts, err := containerMounts(c.spec, dirs)
@@ -199,7 +216,12 @@ func (w *podWorker) setup(ctx context.Context) error {
 			w.n.releaseMountDirs(mountDirs)
 			return err
 		}
-		for _, m := range mounts {
+		for j, m := range mounts {
+			mounts[j].readOnly = m.readOnly || readOnly[m.volume]
+			if err := ensureSubPath(m, dirs); err != nil {
+				w.n.releaseMountDirs(mountDirs)
+				return fmt.Errorf("volumeMount %s subPath: %w", m.volume, err)
+			}
 			used, err := w.n.acquireMountDir(m.target)
 			if err != nil {
 				w.n.releaseMountDirs(mountDirs)
@@ -384,4 +406,13 @@ func (n *Node) configMap(ctx context.Context, ns, name string) (*corev1.ConfigMa
 
 func (n *Node) secret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
 	return n.kube.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+// claim and volume resolve a pod's claims to the volumes bound to them.
+func (n *Node) claim(ctx context.Context, ns, name string) (*corev1.PersistentVolumeClaim, error) {
+	return n.kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+}
+
+func (n *Node) volume(ctx context.Context, name string) (*corev1.PersistentVolume, error) {
+	return n.kube.CoreV1().PersistentVolumes().Get(ctx, name, metav1.GetOptions{})
 }

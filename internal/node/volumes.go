@@ -2,19 +2,32 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // materializeVolumes writes every volume of a pod into dir/<volume name> and returns
-// the directories by volume name. Unsupported volume types are an error.
+// the directories by volume name; a volume of a claim is the directory of the
+// volume bound to it. Unsupported volume types are an error, a claim not bound yet a
+// *claimWaitError.
 func materializeVolumes(ctx context.Context, src refSource, pod *corev1.Pod, dir string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, v := range pod.Spec.Volumes {
+		if claim, ephemeral, ok := claimOf(pod, v); ok {
+			path, err := claimDir(ctx, src, pod, claim, ephemeral)
+			if err != nil {
+				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+			}
+			out[v.Name] = path
+			continue
+		}
 		vdir := filepath.Join(dir, v.Name)
 		if err := os.MkdirAll(vdir, 0o755); err != nil {
 			return nil, err
@@ -83,7 +96,116 @@ func volumeFiles(ctx context.Context, src refSource, pod *corev1.Pod, v corev1.V
 	case v.Projected != nil:
 		return projectedFiles(ctx, src, pod, v.Projected)
 	}
-	return nil, fmt.Errorf("unsupported volume type (the local node supports configMap, secret, emptyDir, downwardAPI, projected)")
+	return nil, fmt.Errorf("unsupported volume type (the local node supports configMap, secret, emptyDir, downwardAPI, projected, persistentVolumeClaim, ephemeral)")
+}
+
+// claimOf names the claim behind a volume: a persistentVolumeClaim's, or the one the
+// ephemeral volume controller makes for an ephemeral volume (<pod>-<volume>).
+func claimOf(pod *corev1.Pod, v corev1.Volume) (name string, ephemeral, ok bool) {
+	switch {
+	case v.PersistentVolumeClaim != nil:
+		return v.PersistentVolumeClaim.ClaimName, false, true
+	case v.Ephemeral != nil:
+		return pod.Name + "-" + v.Name, true, true
+	}
+	return "", false, false
+}
+
+// claimWaitError says a pod's claim cannot be mounted yet: missing, not bound yet or
+// being deleted. The pod waits (the scheduler normally binds a pod only once its
+// claims are bound).
+type claimWaitError struct {
+	claim, reason string
+}
+
+func (e *claimWaitError) Error() string {
+	return fmt.Sprintf("persistentVolumeClaim %q %s; the pod waits for it", e.claim, e.reason)
+}
+
+// claimDir returns the host directory of the volume bound to the pod's claim.
+func claimDir(ctx context.Context, src refSource, pod *corev1.Pod, name string, ephemeral bool) (string, error) {
+	pvc, err := src.claim(ctx, pod.Namespace, name)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", &claimWaitError{claim: name, reason: "does not exist yet"}
+	case err != nil:
+		return "", err
+	case ephemeral && !metav1.IsControlledBy(pvc, pod):
+		return "", fmt.Errorf("persistentVolumeClaim %q was not created for this pod's ephemeral volume", name)
+	case pvc.DeletionTimestamp != nil:
+		return "", &claimWaitError{claim: name, reason: "is being deleted"}
+	case pvc.Status.Phase != corev1.ClaimBound || pvc.Spec.VolumeName == "":
+		return "", &claimWaitError{claim: name, reason: fmt.Sprintf("is not bound yet (phase %s)", claimPhase(pvc))}
+	}
+	pv, err := src.volume(ctx, pvc.Spec.VolumeName)
+	if err != nil {
+		return "", fmt.Errorf("volume %s of persistentVolumeClaim %q: %w", pvc.Spec.VolumeName, name, err)
+	}
+	if pv.Spec.ClaimRef == nil || pv.Spec.ClaimRef.UID != pvc.UID {
+		return "", &claimWaitError{claim: name, reason: fmt.Sprintf("names volume %s, which is not bound to it yet", pv.Name)}
+	}
+	if pv.Spec.VolumeMode != nil && *pv.Spec.VolumeMode == corev1.PersistentVolumeBlock {
+		return "", fmt.Errorf("volume %s is a block volume; the local node mounts only filesystem volumes", pv.Name)
+	}
+	return volumePath(pv)
+}
+
+func claimPhase(pvc *corev1.PersistentVolumeClaim) corev1.PersistentVolumeClaimPhase {
+	if pvc.Status.Phase == "" {
+		return corev1.ClaimPending
+	}
+	return pvc.Status.Phase
+}
+
+// volumePath is the existing host directory of a local or hostPath volume; a
+// hostPath volume of type DirectoryOrCreate is created.
+func volumePath(pv *corev1.PersistentVolume) (string, error) {
+	var path string
+	switch {
+	case pv.Spec.Local != nil:
+		path = pv.Spec.Local.Path
+	case pv.Spec.HostPath != nil:
+		path = pv.Spec.HostPath.Path
+		if t := pv.Spec.HostPath.Type; t != nil && *t == corev1.HostPathDirectoryOrCreate {
+			if err := os.MkdirAll(path, 0o755); err != nil {
+				return "", fmt.Errorf("volume %s: %w", pv.Name, err)
+			}
+		}
+	default:
+		return "", fmt.Errorf("volume %s is neither a local nor a hostPath volume; the local node mounts only those", pv.Name)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("volume %s: %w", pv.Name, err)
+	}
+	if !info.IsDir() {
+		return "", fmt.Errorf("volume %s: %s is not a directory", pv.Name, path)
+	}
+	return path, nil
+}
+
+// readOnlyVolumes lists the pod's volumes every mount of which is read-only: claims
+// marked readOnly.
+func readOnlyVolumes(pod *corev1.Pod) map[string]bool {
+	out := map[string]bool{}
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly {
+			out[v.Name] = true
+		}
+	}
+	return out
+}
+
+// ensureSubPath creates the directory a subPath mount binds when it is missing, as a
+// kubelet does.
+func ensureSubPath(m bindMount, volumeDirs map[string]string) error {
+	if m.source == volumeDirs[m.volume] {
+		return nil
+	}
+	if _, err := os.Lstat(m.source); !errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return os.MkdirAll(m.source, 0o755)
 }
 
 // keyFiles turns ConfigMap or Secret data into files: every key, or only the listed

@@ -38,7 +38,8 @@ import (
 )
 
 // The CatSet controller: Metacontroller's StatefulSet rewrite, its pods rolled one at
-// a time by the engine, each move waiting for the pods already moved to be Ready.
+// a time by the engine, each move waiting for the pods already moved to be Ready; its
+// claims (one per pod and volumeClaimTemplate) are children too.
 const catsetController = `
 apiVersion: v1
 kind: Namespace
@@ -80,6 +81,8 @@ spec:
       statusChecks:
         conditions:
         - {type: Ready, status: "True"}
+  - apiVersion: v1
+    resource: persistentvolumeclaims
   hooks:
     sync:
       webhook: {url: "%s/sync"}
@@ -347,14 +350,17 @@ func checkServing(t *testing.T, ctx context.Context, kube kubernetes.Interface) 
 // they roll in (upstream lists them descending, as StatefulSet rolls).
 func serveCatSet(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		Parent   catSet                           `json:"parent"`
-		Children map[string]map[string]corev1.Pod `json:"children"`
+		Parent   catSet `json:"parent"`
+		Children struct {
+			Pods   map[string]corev1.Pod                   `json:"Pod.v1"`
+			Claims map[string]corev1.PersistentVolumeClaim `json:"PersistentVolumeClaim.v1"`
+		} `json:"children"`
 	}
 	if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	resp, err := syncCatSet(req.Parent, req.Children["Pod.v1"])
+	resp, err := syncCatSet(req.Parent, req.Children.Pods, req.Children.Claims)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusUnprocessableEntity)
 		return
@@ -369,12 +375,13 @@ type catSet struct {
 		Name string `json:"name"`
 	} `json:"metadata"`
 	Spec struct {
-		Replicas *int64         `json:"replicas"`
-		Template map[string]any `json:"template"`
+		Replicas             *int64           `json:"replicas"`
+		Template             map[string]any   `json:"template"`
+		VolumeClaimTemplates []map[string]any `json:"volumeClaimTemplates"`
 	} `json:"spec"`
 }
 
-func syncCatSet(cs catSet, observed map[string]corev1.Pod) (map[string]any, error) {
+func syncCatSet(cs catSet, observed map[string]corev1.Pod, claims map[string]corev1.PersistentVolumeClaim) (map[string]any, error) {
 	if cs.Spec.Replicas == nil || cs.Spec.Template == nil {
 		return nil, errors.New("spec.replicas and spec.template are required")
 	}
@@ -392,9 +399,14 @@ func syncCatSet(cs catSet, observed map[string]corev1.Pod) (map[string]any, erro
 	var children []any
 	for i := range replicas {
 		if _, exists := byOrdinal[i]; exists || i == ready {
-			children = append(children, newCatPod(cs.Metadata.Name, i, cs.Spec.Template))
+			children = append(children, newCatPod(cs.Metadata.Name, i, cs.Spec.Template, cs.Spec.VolumeClaimTemplates))
 		}
 	}
+	catClaims, err := catSetClaims(cs, claims)
+	if err != nil {
+		return nil, err
+	}
+	children = append(children, catClaims...)
 	return map[string]any{
 		"status":   map[string]any{"replicas": len(byOrdinal), "readyReplicas": ready},
 		"children": children,
@@ -416,13 +428,54 @@ func runningAndReady(pod corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodRunning && pod.DeletionTimestamp == nil && podReady(&pod)
 }
 
-func newCatPod(parent string, i int64, template map[string]any) map[string]any {
+func newCatPod(parent string, i int64, template map[string]any, claimTemplates []map[string]any) map[string]any {
 	pod := runtime.DeepCopyJSON(template)
 	name := fmt.Sprintf("%s-%d", parent, i)
 	pod["apiVersion"], pod["kind"] = "v1", "Pod"
 	_ = unstructured.SetNestedField(pod, name, "metadata", "name")
 	_ = unstructured.SetNestedField(pod, name, "spec", "hostname")
+	volumes, _, _ := unstructured.NestedSlice(pod, "spec", "volumes")
+	for _, ct := range claimTemplates {
+		volume, _, _ := unstructured.NestedString(ct, "metadata", "name")
+		volumes = append(volumes, map[string]any{
+			"name":                  volume,
+			"persistentVolumeClaim": map[string]any{"claimName": volume + "-" + name},
+		})
+	}
+	if len(volumes) > 0 {
+		_ = unstructured.SetNestedSlice(pod, volumes, "spec", "volumes")
+	}
 	return pod
+}
+
+// catSetClaims are the claims of every ordinal below replicas, from each
+// volumeClaimTemplate, plus those of higher ordinals that exist: as upstream, claims
+// outlive a scale-down and go with the CatSet.
+func catSetClaims(cs catSet, observed map[string]corev1.PersistentVolumeClaim) ([]any, error) {
+	var out []any
+	for _, ct := range cs.Spec.VolumeClaimTemplates {
+		volume, _, _ := unstructured.NestedString(ct, "metadata", "name")
+		if volume == "" {
+			return nil, errors.New("a volumeClaimTemplate has no metadata.name")
+		}
+		base := volume + "-" + cs.Metadata.Name
+		for i := range *cs.Spec.Replicas {
+			out = append(out, newCatClaim(fmt.Sprintf("%s-%d", base, i), ct))
+		}
+		for _, claim := range observed {
+			if i, ok := ordinal(base, claim.Name); ok && i >= *cs.Spec.Replicas {
+				out = append(out, newCatClaim(claim.Name, ct))
+			}
+		}
+	}
+	return out, nil
+}
+
+func newCatClaim(name string, template map[string]any) map[string]any {
+	claim := runtime.DeepCopyJSON(template)
+	claim["apiVersion"], claim["kind"] = "v1", "PersistentVolumeClaim"
+	_ = unstructured.SetNestedField(claim, name, "metadata", "name")
+	return claim
 }
 
 func podReady(pod *corev1.Pod) bool {

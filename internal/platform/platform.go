@@ -30,6 +30,7 @@ import (
 	"github.com/metalambda/metalambda/internal/gateway"
 	"github.com/metalambda/metalambda/internal/ingress"
 	"github.com/metalambda/metalambda/internal/localcluster"
+	"github.com/metalambda/metalambda/internal/localstorage"
 	"github.com/metalambda/metalambda/internal/manifest"
 	"github.com/metalambda/metalambda/internal/runtime"
 	"github.com/metalambda/metalambda/operators"
@@ -157,6 +158,13 @@ func (p *Platform) install(ctx context.Context) error {
 	if err := crds.Install(ctx, ext, all...); err != nil {
 		return err
 	}
+	kube, err := kubernetes.NewForConfig(p.cluster.Config)
+	if err != nil {
+		return err
+	}
+	if err := localstorage.InstallClass(ctx, kube); err != nil {
+		return err
+	}
 	applier, err := manifest.NewApplier(p.cluster.Config, "metalambda")
 	if err != nil {
 		return err
@@ -209,6 +217,12 @@ func (p *Platform) startComponents(log io.Writer) error {
 		return err
 	}
 	p.run(mgr.Run)
+
+	volumes, err := localstorage.New(VolumeDir(p.opts.DataDir))
+	if err != nil {
+		return err
+	}
+	p.run(func(ctx context.Context) error { volumes.Run(ctx, kube); return nil })
 
 	router := ingress.New(kube, ingress.Options{})
 	if err := p.serve(p.opts.IngressAddress, router); err != nil {
@@ -312,6 +326,16 @@ func copyFile(from, to string) error {
 		return err
 	}
 	return os.WriteFile(to, data, 0o600)
+}
+
+// VolumeDir is where the default StorageClass keeps the directories of the volumes it
+// provisions: <data dir>/volumes, as an absolute path.
+func VolumeDir(dataDir string) string {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		abs = dataDir // the working directory is gone; New reports the relative path
+	}
+	return filepath.Join(abs, "volumes")
 }
 
 // PIDFile is where a running `metalambda up` records its process id.
