@@ -37,6 +37,8 @@ type container struct {
 	stopping bool
 	stopCh   chan struct{}
 	done     chan struct{}
+	// startedCh wakes the readiness probe when the process starts.
+	startedCh chan struct{}
 }
 
 func newContainer(w *podWorker, spec *corev1.Container) *container {
@@ -47,14 +49,16 @@ func newContainer(w *podWorker, spec *corev1.Container) *container {
 		state:   corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}},
 		stopCh:  make(chan struct{}),
 		done:    make(chan struct{}),
+
+		startedCh: make(chan struct{}, 1),
 	}
 }
 
 // run starts the process and restarts it until the pod stops or the policy says no.
 func (c *container) run(ctx context.Context) {
 	defer close(c.done)
-	go c.probeLoop(ctx, c.spec.ReadinessProbe, c.setReady)
-	go c.probeLoop(ctx, c.spec.LivenessProbe, c.liveness)
+	go c.probeLoop(ctx, c.spec.ReadinessProbe, c.setReady, true)
+	go c.probeLoop(ctx, c.spec.LivenessProbe, c.liveness, false)
 	opts := c.w.n.opts
 	backoff := opts.BackoffInitial
 	for first := true; ; first = false {
@@ -153,6 +157,10 @@ func (c *container) start(cmd *exec.Cmd) error {
 	c.gen++
 	c.exited = make(chan struct{})
 	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: *ptrTime(time.Now())}}
+	select {
+	case c.startedCh <- struct{}{}:
+	default:
+	}
 	return nil
 }
 

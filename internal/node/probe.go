@@ -17,43 +17,70 @@ import (
 // probeLoop runs a probe every period while the container runs and reports each
 // verdict (after successThreshold successes or failureThreshold failures in a row)
 // for the container start (generation) it was made against.
-func (c *container) probeLoop(ctx context.Context, p *corev1.Probe, verdict func(gen int, ok bool)) {
+//
+// With eager set (readiness), a container start that has not passed yet is probed
+// sooner: 25 ms after it starts (or after initialDelaySeconds), then at doubling
+// intervals up to the period. A kubelet waits a whole period after a first failure,
+// which is most of the time a new pod takes to become Ready when its server needs a
+// moment to listen; failures before the first success cannot change a verdict that
+// is already "not ready", so probing them sooner changes nothing else.
+func (c *container) probeLoop(ctx context.Context, p *corev1.Probe, verdict func(gen int, ok bool), eager bool) {
 	if p == nil {
 		return
 	}
+	var started <-chan struct{} // a start wakes an eager loop at once
+	if eager {
+		started = c.startedCh
+	}
 	period := seconds(p.PeriodSeconds, 10)
 	failureThreshold, successThreshold := orDefault(p.FailureThreshold, 3), orDefault(p.SuccessThreshold, 1)
-	tick := time.NewTicker(min(period, time.Second))
-	defer tick.Stop()
+	const firstEager = 25 * time.Millisecond
+	// poll is how often the loop looks at a container that is not running yet.
+	poll := min(period, time.Second)
+	timer := time.NewTimer(poll)
+	defer timer.Stop()
 	var gen, successes, failures int
 	var next time.Time
+	var passed bool           // this start has had a success
+	var interval = firstEager // the next eager interval
 	for {
 		select {
 		case <-c.stopCh:
 			return
-		case <-tick.C:
+		case <-timer.C:
+		case <-started:
 		}
 		c.mu.Lock()
 		running, cur, startedAt := c.state.Running != nil, c.gen, c.state.Running
 		c.mu.Unlock()
 		if !running {
+			timer.Reset(poll)
 			continue
 		}
 		if cur != gen {
-			gen, successes, failures = cur, 0, 0
+			gen, successes, failures, passed, interval = cur, 0, 0, false, firstEager
 			next = startedAt.StartedAt.Add(seconds(p.InitialDelaySeconds, 0))
 		}
-		if time.Now().Before(next) {
+		if wait := time.Until(next); wait > 0 {
+			timer.Reset(wait)
 			continue
 		}
-		next = time.Now().Add(period)
-		if err := c.probe(ctx, p); err != nil {
+		err := c.probe(ctx, p)
+		if eager && !passed && err != nil {
+			next = time.Now().Add(min(interval, period))
+			interval *= 2
+		} else {
+			next = time.Now().Add(period)
+		}
+		timer.Reset(time.Until(next))
+		if err != nil {
 			successes, failures = 0, failures+1
 			if failures >= failureThreshold {
 				verdict(gen, false)
 			}
 			continue
 		}
+		passed = true
 		successes, failures = successes+1, 0
 		if successes >= successThreshold {
 			verdict(gen, true)
