@@ -74,6 +74,7 @@ func run(runs int) error {
 		return err
 	}
 	var firstAnswer, recovery []time.Duration
+	stages := map[string][]time.Duration{}
 	for range runs {
 		start := time.Now()
 		if _, err := applier.Apply(ctx, sample); err != nil {
@@ -93,10 +94,14 @@ func run(runs int) error {
 		if err := kube.CoreV1().Pods(victim.Namespace).Delete(ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
 			return err
 		}
-		if err := waitReady(ctx, kube, victim.Namespace, victim.Name, string(victim.UID)); err != nil {
+		seen, err := waitReady(ctx, kube, victim.Namespace, victim.Name, string(victim.UID))
+		if err != nil {
 			return err
 		}
 		recovery = append(recovery, time.Since(start))
+		for stage, at := range seen {
+			stages[stage] = append(stages[stage], at.Sub(start))
+		}
 
 		if err := kube.CoreV1().Namespaces().Delete(ctx, "python-lambda-operator", metav1.DeleteOptions{}); err != nil {
 			return err
@@ -111,7 +116,18 @@ func run(runs int) error {
 	for _, m := range []struct {
 		name string
 		d    []time.Duration
-	}{{"kubectl apply -> first right answer at the ingress", firstAnswer}, {"pod deleted -> replacement Ready", recovery}} {
+	}{
+		{"kubectl apply -> first right answer at the ingress", firstAnswer},
+		{"pod deleted -> replacement Ready", recovery},
+		{"  of which: old pod gone", stages[stageGone]},
+		{"  replacement created", stages[stageCreated]},
+		{"  replacement scheduled", stages[stageScheduled]},
+		{"  replacement's container running", stages[stageRunning]},
+		{"  replacement Ready", stages[stageReady]},
+	} {
+		if len(m.d) == 0 {
+			continue
+		}
 		slices.Sort(m.d)
 		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.2f\t\n", m.name, m.d[len(m.d)/2].Seconds(), m.d[0].Seconds(), m.d[len(m.d)-1].Seconds())
 	}
@@ -135,20 +151,50 @@ func waitAnswer(ingress string, timeout time.Duration) error {
 	return fmt.Errorf("no right answer within %s", timeout)
 }
 
-func waitReady(ctx context.Context, kube kubernetes.Interface, ns, name, oldUID string) error {
+// Stages of a pod's replacement, as seen by polling every 20 ms.
+const (
+	stageGone      = "gone"
+	stageCreated   = "created"
+	stageScheduled = "scheduled"
+	stageRunning   = "running"
+	stageReady     = "ready"
+)
+
+// waitReady waits until the pod named name has a new UID and is Ready, and returns
+// when it first saw each stage of the replacement.
+func waitReady(ctx context.Context, kube kubernetes.Interface, ns, name, oldUID string) (map[string]time.Time, error) {
+	seen := map[string]time.Time{}
+	mark := func(stage string) {
+		if _, ok := seen[stage]; !ok {
+			seen[stage] = time.Now()
+		}
+	}
 	deadline := time.Now().Add(2 * time.Minute)
 	for time.Now().Before(deadline) {
 		pod, err := kube.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || string(pod.UID) != oldUID {
+			mark(stageGone)
+		}
 		if err == nil && string(pod.UID) != oldUID {
+			mark(stageCreated)
+			if pod.Spec.NodeName != "" {
+				mark(stageScheduled)
+			}
+			for _, cs := range pod.Status.ContainerStatuses {
+				if cs.State.Running != nil {
+					mark(stageRunning)
+				}
+			}
 			for _, c := range pod.Status.Conditions {
 				if c.Type == "Ready" && c.Status == "True" {
-					return nil
+					mark(stageReady)
+					return seen, nil
 				}
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return fmt.Errorf("pod %s/%s not back within 2 minutes", ns, name)
+	return nil, fmt.Errorf("pod %s/%s not back within 2 minutes", ns, name)
 }
 
 func waitGone(ctx context.Context, kube kubernetes.Interface) error {
