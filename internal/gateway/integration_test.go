@@ -426,3 +426,49 @@ func TestSeparateHooksAddress(t *testing.T) {
 		t.Errorf("/healthz on the hooks address = %d %s", r.status, r.raw)
 	}
 }
+
+// TestConcurrencyCapAnswers429: with one call of a function allowed at a time, a
+// second call while the first runs is refused at once with 429 and Retry-After
+// (which the engine honours), another function still answers, and the slot comes
+// back when the first call ends.
+func TestConcurrencyCapAnswers429(t *testing.T) {
+	g := startGateway(t, func(o *Options) { o.MaxConcurrentCalls = 1 })
+	ns := env.Namespace(t)
+	createFunction(t, ns, "healthy", "javascript", fmt.Sprintf(echoJS, "ok"), 0)
+	createFunction(t, ns, "slow", "python", "import time\n\ndef sync(r):\n    time.sleep(2)\n    return {}\n", 10)
+	g.waitHook(t, ns, "healthy", "p-ok")
+	kubetest.Eventually(t, 30*time.Second, "the slow function is loaded", func(context.Context) (bool, error) {
+		r := g.do(t, "POST", "/hooks/"+ns+"/slow", "", hookRequest("p"))
+		return r.status == http.StatusOK, fmt.Errorf("%d %s", r.status, r.raw)
+	})
+
+	first := make(chan reply, 1)
+	go func() { first <- g.do(t, "POST", "/hooks/"+ns+"/slow", "", hookRequest("first")) }()
+	var refused *http.Response
+	deadline := time.Now().Add(1500 * time.Millisecond)
+	for refused == nil && time.Now().Before(deadline) {
+		resp, err := http.Post(g.url+"/hooks/"+ns+"/slow", "application/json", strings.NewReader(`{"parent":{"metadata":{"name":"second"}},"children":{}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			refused = resp
+		}
+	}
+	if refused == nil {
+		t.Fatal("no call was refused while the first one held the only slot")
+	}
+	if got := refused.Header.Get("Retry-After"); got != "1" {
+		t.Errorf("Retry-After = %q, want 1", got)
+	}
+	if r := g.do(t, "POST", "/hooks/"+ns+"/healthy", "", hookRequest("p")); r.status != http.StatusOK {
+		t.Errorf("another function during the cap = %d %s, want 200", r.status, r.raw)
+	}
+	if r := <-first; r.status != http.StatusOK {
+		t.Fatalf("the first call = %d %s", r.status, r.raw)
+	}
+	if r := g.do(t, "POST", "/hooks/"+ns+"/slow", "", hookRequest("third")); r.status != http.StatusOK {
+		t.Errorf("a call after the first ended = %d %s, want 200", r.status, r.raw)
+	}
+}
