@@ -16,14 +16,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/localcluster"
 )
@@ -41,37 +39,10 @@ type testGateway struct {
 	reg   *prometheus.Registry
 }
 
-// startGateway runs a gateway for one test on an httptest server.
+// startGateway runs a gateway for one test on an httptest server, as the admin.
 func startGateway(t *testing.T, tweak ...func(*Options)) *testGateway {
 	t.Helper()
-	installOnce.Do(func() {
-		all, err := crds.All()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := crds.Install(kubetest.Context(t), env.Extensions, all...); err != nil {
-			t.Fatal(err)
-		}
-	})
-	srv := httptest.NewUnstartedServer(nil)
-	url := "http://" + srv.Listener.Addr().String()
-	reg := prometheus.NewRegistry()
-	opts := Options{PublicURL: url, MaxBodyBytes: 1 << 20}
-	for _, f := range tweak {
-		f(&opts)
-	}
-	gw, err := New(env.Config, opts, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Config.Handler = gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv.Start()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); gw.Run(ctx) }()
-	t.Cleanup(func() { srv.Close(); cancel(); <-done })
-	kubetest.Eventually(t, 30*time.Second, "the gateway is ready", func(context.Context) (bool, error) { return gw.Ready(), nil })
-	return &testGateway{gw: gw, url: url, token: env.Config.BearerToken, reg: reg}
+	return startGatewayWith(t, env.Config, tweak...)
 }
 
 type reply struct {
