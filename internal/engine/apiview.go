@@ -3,7 +3,7 @@ package engine
 import (
 	"bytes"
 	"encoding/json"
-		"fmt"
+	"fmt"
 	"net/http"
 	"sort"
 	"strconv"

@@ -35,7 +35,9 @@ func hookCall(name string, opts ...func(*hook.Call)) hook.Call {
 	return c
 }
 
-func withResponse(body string) func(*hook.Call) { return func(c *hook.Call) { c.Response = []byte(body) } }
+func withResponse(body string) func(*hook.Call) {
+	return func(c *hook.Call) { c.Response = []byte(body) }
+}
 
 func ids(calls []recordedCall) []uint64 {
 	out := make([]uint64, len(calls))
@@ -88,8 +90,8 @@ func TestCallHistoryOffRecordsNothing(t *testing.T) {
 func TestCallHistoryPreviousCallIsPerParentAndHook(t *testing.T) {
 	h := newCallHistory(10)
 	h.RecordCall(hookCall("a", withResponse(`{"children":[{"kind":"ConfigMap","spec":{"replicas":1}}]}`))) // 1
-	h.RecordCall(hookCall("b"))                                                                              // 2
-	h.RecordCall(hookCall("a", func(c *hook.Call) { c.Info.Hook = hook.HookFinalize }))                      // 3
+	h.RecordCall(hookCall("b"))                                                                            // 2
+	h.RecordCall(hookCall("a", func(c *hook.Call) { c.Info.Hook = hook.HookFinalize }))                    // 3
 	h.RecordCall(hookCall("a", withResponse(`{"children":[{"kind":"ConfigMap","spec":{"replicas":2}}]}`))) // 4
 	h.RecordCall(hookCall("a", withResponse(`{"children":[{"kind":"ConfigMap","spec":{"replicas":2}}]}`))) // 5
 	calls, prev := h.list(0, 10, all)
