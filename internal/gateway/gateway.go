@@ -54,6 +54,9 @@ type Options struct {
 	AllowFunctionNetwork bool
 	// Runtime configures the runtimes.
 	Runtime runtime.Options
+	// EngineURL is the base URL of the engine's API (package engineapi), which the
+	// dashboard asks for hook calls, controllers and parents; "" when there is none.
+	EngineURL string
 }
 
 func (o *Options) setDefaults() {
