@@ -32,16 +32,16 @@ import (
 
 // options are the engine's command-line settings.
 type options struct {
-	kubeconfig          string
-	qps                 float64
-	burst               int
-	metricsAddress      string
-	healthProbeAddress  string
-	pprofAddress        string
+	kubeconfig         string
+	qps                float64
+	burst              int
+	metricsAddress     string
+	healthProbeAddress string
+	pprofAddress       string
 	// apiAddress serves the hook call history API; "0" (the default) disables it and
 	// the history, so that the engine opens no port upstream Metacontroller does not.
-	apiAddress    string
-	applyStrategy string
+	apiAddress          string
+	applyStrategy       string
 	targetLabelSelector string
 	// fieldManager and ssaFieldManager are --field-manager and its upstream name
 	// --apply-strategy-ssa-field-manager.
