@@ -32,15 +32,12 @@ import (
 
 // options are the engine's command-line settings.
 type options struct {
-	kubeconfig         string
-	qps                float64
-	burst              int
-	metricsAddress     string
-	healthProbeAddress string
-	pprofAddress       string
-	// apiAddress serves the hook call history API; "0" (the default) disables it and
-	// the history, so that the engine opens no port upstream Metacontroller does not.
-	apiAddress          string
+	kubeconfig          string
+	qps                 float64
+	burst               int
+	metricsAddress      string
+	healthProbeAddress  string
+	pprofAddress        string
 	applyStrategy       string
 	targetLabelSelector string
 	// fieldManager and ssaFieldManager are --field-manager and its upstream name
@@ -54,6 +51,9 @@ type options struct {
 	// logConfig is set by validate from log.
 	logConfig logConfig
 	leader    leaderOptions
+	// apiAddress serves the hook call history API; "0" (the default) disables it and
+	// the history, so that the engine opens no port upstream Metacontroller does not.
+	apiAddress string
 }
 
 func defaultOptions() *options {
