@@ -41,14 +41,23 @@ func (s *parentStates) state(key parentKey) *parentState {
 	return st
 }
 
-// synced records the end of a sync of key.
+// synced records the end of a sync of key. A successful sync of a parent never
+// applied is one the controller does not handle (not selected, or gone): it is not
+// remembered, so that objects of a parent resource the controller ignores cost
+// nothing.
 func (s *parentStates) synced(key parentKey, at time.Time, err error) {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := s.state(key)
+	st, known := s.states[key]
+	if !known && err == nil {
+		return
+	}
+	if !known {
+		st = s.state(key)
+	}
 	st.lastSync, st.lastErr = at, err
 }
 
