@@ -17,6 +17,7 @@ func TestInvalidFlagsAreRefused(t *testing.T) {
 		{func(o *options) { o.applyStrategy = "magic" }, "unknown apply strategy"},
 		{func(o *options) { o.targetLabelSelector = "a in (" }, "--target-label-selector"},
 		{func(o *options) { o.qps = 0 }, "--client-go-qps"},
+		{func(o *options) { o.qps, o.burst = 10, 0 }, "--client-go-burst"},
 		{func(o *options) { o.engine.Workers = 0 }, "workers"},
 	} {
 		o := defaultOptions()
