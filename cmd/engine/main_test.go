@@ -28,6 +28,25 @@ func TestInvalidFlagsAreRefused(t *testing.T) {
 	}
 }
 
+func TestNegativeQPSDisablesTheClientRateLimit(t *testing.T) {
+	o := defaultOptions()
+	fs := flag.NewFlagSet("engine", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.bindFlags(fs)
+	if o.explicitRate {
+		t.Fatal("the rate limit counts as explicit before any flag is given")
+	}
+	if err := fs.Parse([]string{"--client-go-qps=-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if o.qps != -1 || !o.explicitRate {
+		t.Errorf("--client-go-qps=-1 gave qps %g, explicit %v", o.qps, o.explicitRate)
+	}
+}
+
 func TestResolveServiceFlag(t *testing.T) {
 	o := defaultOptions()
 	fs := flag.NewFlagSet("engine", flag.ContinueOnError)
