@@ -45,7 +45,13 @@ func (c *controller) applyChildren(ctx context.Context, parent *unstructured.Uns
 				errs = append(errs, err)
 				continue
 			}
-			errs = append(errs, c.converge(ctx, ct, parent, have[id], d))
+			written, err := c.converge(ctx, ct, parent, have[id], d)
+			kind := childUpdated
+			if have[id] == nil {
+				kind = childCreated
+			}
+			c.env.own.wrote(parent.GetUID(), ct.res.GroupVersionResource, written, versionOf(have[id]), kind)
+			errs = append(errs, err)
 		}
 		for id, o := range have {
 			if _, keep := want[id]; !keep && o.GetDeletionTimestamp() == nil {
@@ -57,25 +63,26 @@ func (c *controller) applyChildren(ctx context.Context, parent *unstructured.Uns
 }
 
 // converge brings one child to its desired state, or leaves it when already in sync.
-func (c *controller) converge(ctx context.Context, ct *childType, parent, observed, desired *unstructured.Unstructured) error {
+// It returns the child it created or updated, if any.
+func (c *controller) converge(ctx context.Context, ct *childType, parent, observed, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	if observed == nil {
-		if other, exists := ct.sub.Get(desired.GetNamespace(), desired.GetName()); exists {
-			return fmt.Errorf("%s exists and is not controlled by %s; delete it or label it for adoption", describe(other), describe(parent))
+		if ct.exists(desired.GetNamespace(), desired.GetName()) {
+			return nil, fmt.Errorf("%s exists and is not controlled by %s; delete it or label it for adoption", describe(desired), describe(parent))
 		}
 		return c.createChild(ctx, ct, desired)
 	}
 	if observed.GetDeletionTimestamp() != nil {
-		return nil // recreated once it is gone
+		return nil, nil // recreated once it is gone
 	}
 	if c.inSync(desired, observed) {
-		return nil
+		return nil, nil
 	}
 	switch ct.method {
 	case v1alpha1.ChildUpdateOnDelete, "":
-		return nil
+		return nil, nil
 	case v1alpha1.ChildUpdateRecreate, v1alpha1.ChildUpdateRollingRecreate:
 		klog.FromContext(ctx).V(5).Info("Recreating child", "child", describe(observed), "diff", apply.Diff(desired.Object, observed.Object))
-		return c.deleteChild(ctx, ct, observed)
+		return nil, c.deleteChild(ctx, ct, observed)
 	default:
 		klog.FromContext(ctx).V(5).Info("Updating child", "child", describe(observed), "diff", apply.Diff(desired.Object, observed.Object))
 		return c.updateChild(ctx, ct, observed, desired)
@@ -116,43 +123,51 @@ func (c *controller) stamp(desired *unstructured.Unstructured) error {
 	return nil
 }
 
-func (c *controller) createChild(ctx context.Context, ct *childType, desired *unstructured.Unstructured) error {
+func (c *controller) createChild(ctx context.Context, ct *childType, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	if c.env.opts.ApplyStrategy == ServerSideApply {
 		return c.serverSideApply(ctx, ct, desired)
 	}
-	_, err := c.env.resource(ct.res.GroupVersionResource, desired.GetNamespace()).Create(ctx, desired, metav1.CreateOptions{FieldManager: c.env.opts.FieldManager})
+	created, err := c.env.resource(ct.res.GroupVersionResource, desired.GetNamespace()).Create(ctx, desired, metav1.CreateOptions{FieldManager: c.env.opts.FieldManager})
 	if apierrors.IsAlreadyExists(err) {
-		return nil // the informer has not seen it yet; the next sync compares it
+		return nil, nil // the informer has not seen it yet; the next sync compares it
 	}
-	return wrapWrite("create", desired, err)
+	return created, wrapWrite("create", desired, err)
 }
 
-func (c *controller) updateChild(ctx context.Context, ct *childType, observed, desired *unstructured.Unstructured) error {
+func (c *controller) updateChild(ctx context.Context, ct *childType, observed, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	if c.env.opts.ApplyStrategy == ServerSideApply {
 		return c.serverSideApply(ctx, ct, desired)
 	}
 	last, err := apply.LastApplied(observed.Object)
 	if err != nil {
-		return fmt.Errorf("read last-applied configuration of %s: %w", describe(observed), err)
+		return nil, fmt.Errorf("read last-applied configuration of %s: %w", describe(observed), err)
 	}
 	merged, err := apply.ThreeWayMerge(observed.Object, last, desired.Object)
 	if err != nil {
-		return fmt.Errorf("merge %s: %w", describe(observed), err)
+		return nil, fmt.Errorf("merge %s: %w", describe(observed), err)
 	}
 	obj := &unstructured.Unstructured{Object: merged}
-	_, err = c.env.resource(ct.res.GroupVersionResource, obj.GetNamespace()).Update(ctx, obj, metav1.UpdateOptions{FieldManager: c.env.opts.FieldManager})
-	return wrapWrite("update", obj, err)
+	updated, err := c.env.resource(ct.res.GroupVersionResource, obj.GetNamespace()).Update(ctx, obj, metav1.UpdateOptions{FieldManager: c.env.opts.FieldManager})
+	return updated, wrapWrite("update", obj, err)
 }
 
-func (c *controller) serverSideApply(ctx context.Context, ct *childType, desired *unstructured.Unstructured) error {
+func (c *controller) serverSideApply(ctx context.Context, ct *childType, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	body, err := json.Marshal(apply.ForApply(desired.Object))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	force := true
-	_, err = c.env.resource(ct.res.GroupVersionResource, desired.GetNamespace()).Patch(ctx, desired.GetName(), types.ApplyPatchType, body,
+	applied, err := c.env.resource(ct.res.GroupVersionResource, desired.GetNamespace()).Patch(ctx, desired.GetName(), types.ApplyPatchType, body,
 		metav1.PatchOptions{FieldManager: c.env.opts.FieldManager, Force: &force})
-	return wrapWrite("apply", desired, err)
+	return applied, wrapWrite("apply", desired, err)
+}
+
+// versionOf is obj's resourceVersion, "" for no object.
+func versionOf(obj *unstructured.Unstructured) string {
+	if obj == nil {
+		return ""
+	}
+	return obj.GetResourceVersion()
 }
 
 // deleteChild deletes in the background, only the very object observed (UID

@@ -35,7 +35,7 @@ func TestSubscriptionsShareOneInformer(t *testing.T) {
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
 		map[schema.GroupVersionResource]string{configMaps: "ConfigMapList"},
 		configMap("a", "owned", "uid-1"), configMap("a", "orphan", ""), configMap("b", "other", ""))
-	f := NewFactory(client, 0)
+	f := NewFactory(client, Options{})
 	first, second := f.Subscribe(configMaps), f.Subscribe(configMaps)
 	if f.Active() != 1 {
 		t.Fatalf("two subscriptions to one resource run %d informers, want 1", f.Active())
