@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,6 +19,9 @@ import (
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/apply"
 )
+
+// childWritesInFlight bounds the writes one sync sends at once.
+const childWritesInFlight = 8
 
 // DesiredHashAnnotation holds a hash of what the hook last asked for, under
 // server-side apply: a field the hook stops returning changes the hash, so the child
@@ -39,20 +44,21 @@ func (c *controller) applyChildren(ctx context.Context, parent *unstructured.Uns
 		for _, o := range observed[i] {
 			have[o.GetNamespace()+"/"+o.GetName()] = o
 		}
+		// The children of one type are written side by side (in no particular order,
+		// as before); types one after the other, in the order declared.
+		var mu sync.Mutex
+		var g errgroup.Group
+		g.SetLimit(childWritesInFlight)
 		for id, d := range want {
-			c.flavor.prepareChild(parent, d)
-			if err := c.stamp(d); err != nil {
+			g.Go(func() error {
+				err := c.applyChild(ctx, ct, parent, have[id], d)
+				mu.Lock()
+				defer mu.Unlock()
 				errs = append(errs, err)
-				continue
-			}
-			written, err := c.converge(ctx, ct, parent, have[id], d)
-			kind := childUpdated
-			if have[id] == nil {
-				kind = childCreated
-			}
-			c.env.own.wrote(parent.GetUID(), ct.res.GroupVersionResource, written, versionOf(have[id]), kind)
-			errs = append(errs, err)
+				return nil
+			})
 		}
+		_ = g.Wait()
 		for id, o := range have {
 			if _, keep := want[id]; !keep && o.GetDeletionTimestamp() == nil {
 				errs = append(errs, c.deleteChild(ctx, ct, o))
@@ -60,6 +66,21 @@ func (c *controller) applyChildren(ctx context.Context, parent *unstructured.Uns
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// applyChild stamps one desired child and converges it, noting the write.
+func (c *controller) applyChild(ctx context.Context, ct *childType, parent, observed, desired *unstructured.Unstructured) error {
+	c.flavor.prepareChild(parent, desired)
+	if err := c.stamp(desired); err != nil {
+		return err
+	}
+	written, err := c.converge(ctx, ct, parent, observed, desired)
+	kind := childUpdated
+	if observed == nil {
+		kind = childCreated
+	}
+	c.env.own.wrote(parent.GetUID(), ct.res.GroupVersionResource, written, versionOf(observed), kind)
+	return err
 }
 
 // converge brings one child to its desired state, or leaves it when already in sync.
