@@ -56,7 +56,7 @@ test: setup kube ## Unit and integration tests on a real control plane (the READ
 test-unit: ## Unit tests only: no control plane needed.
 	@hack/test.sh $(TEST_FLAGS) ./...
 
-BENCH_SIZES ?= 100,1000
+BENCH_SIZES ?= 1000,5000
 
 .PHONY: bench
 bench: build kube ## Benchmarks: engine convergence, resync cost and memory; gateway hook throughput; Go micro-benchmarks.
@@ -64,7 +64,10 @@ bench: build kube ## Benchmarks: engine convergence, resync cost and memory; gat
 	$(GO) run ./hack/bench-gateway -duration 5s -clients 16
 	$(GO) run ./hack/bench-platform -runs 5
 	$(GO) run ./hack/bench-engine -engine bin/engine -n $(BENCH_SIZES)
-	$(GO) run ./hack/bench-engine -engine bin/engine -n 1000 -engine-args "--client-go-qps=400 --client-go-burst=800 --workers=10"
+
+.PHONY: bench-scale
+bench-scale: build kube ## Engine at 10,000 parents x 3 children: convergence, CPU, RSS and a full resync.
+	$(GO) run ./hack/bench-engine -engine bin/engine -n 10000 -unrelated 0 -defaults-n 0 -resync-seconds 120
 
 .PHONY: lint
 lint: ## gofmt, go vet and staticcheck (config: staticcheck.conf).

@@ -39,6 +39,7 @@ var upstreamFlags = []struct {
 	{"--metrics-address=:9998", func(o *options) any { return o.metricsAddress }, ":9998"},
 	{"--client-go-qps=100", func(o *options) any { return o.qps }, 100.0},
 	{"--client-go-burst=200", func(o *options) any { return o.burst }, 200},
+	{"--client-go-burst=200", func(o *options) any { return o.explicitRate }, true},
 	{"--workers=100", func(o *options) any { return o.engine.Workers }, 100},
 	{"--events-qps=0.0033", func(o *options) any { return o.engine.EventsQPS }, 0.0033},
 	{"--events-burst=30", func(o *options) any { return o.engine.EventsBurst }, 30},

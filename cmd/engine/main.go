@@ -12,6 +12,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
@@ -32,9 +34,13 @@ import (
 
 // options are the engine's command-line settings.
 type options struct {
-	kubeconfig          string
+	kubeconfig string
+	// qps and burst are the client-side rate limit. Unless either flag is given, the
+	// engine goes without one when the API server does API Priority and Fairness, and
+	// uses them otherwise.
 	qps                 float64
 	burst               int
+	explicitRate        bool
 	metricsAddress      string
 	healthProbeAddress  string
 	pprofAddress        string
@@ -76,8 +82,16 @@ func defaultOptions() *options {
 
 func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to a kubeconfig; empty means in-cluster configuration or $KUBECONFIG.")
-	fs.Float64Var(&o.qps, "client-go-qps", o.qps, "Queries per second to the Kubernetes API.")
-	fs.IntVar(&o.burst, "client-go-burst", o.burst, "Burst of queries to the Kubernetes API.")
+	fs.Func("client-go-qps", fmt.Sprintf("Client-side limit of queries per second to the Kubernetes API; negative disables it. Default: no limit when the API server does API Priority and Fairness, else %g.", o.qps), func(v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		o.qps, o.explicitRate = f, true
+		return err
+	})
+	fs.Func("client-go-burst", fmt.Sprintf("Burst of queries to the Kubernetes API over --client-go-qps. Default: no limit when the API server does API Priority and Fairness, else %d.", o.burst), func(v string) error {
+		n, err := strconv.Atoi(v)
+		o.burst, o.explicitRate = n, true
+		return err
+	})
 	fs.IntVar(&o.engine.Workers, "workers", o.engine.Workers, "Reconcile goroutines per hosted controller.")
 	fs.DurationVar(&o.engine.DiscoveryInterval, "discovery-interval", o.engine.DiscoveryInterval, "How often API discovery is refreshed (a lookup miss also refreshes it).")
 	fs.DurationVar(&o.engine.CacheFlushInterval, "cache-flush-interval", o.engine.CacheFlushInterval, "How often informer caches are replayed, re-syncing every parent (0 disables).")
@@ -128,8 +142,8 @@ func (o *options) validate() error {
 			return url, ok
 		}
 	}
-	if o.qps <= 0 || o.burst <= 0 {
-		return fmt.Errorf("--client-go-qps and --client-go-burst must be positive")
+	if o.qps == 0 || (o.qps > 0 && o.burst <= 0) {
+		return fmt.Errorf("--client-go-qps must be positive (negative disables the client-side limit) and --client-go-burst positive with it, got %g and %d", o.qps, o.burst)
 	}
 	if !(o.engine.EventsQPS > 0) {
 		return fmt.Errorf("--events-qps must be positive, got %g", o.engine.EventsQPS)
@@ -193,8 +207,9 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
+	rateLimit := rateLimitOf(ctx, cfg, o.explicitRate)
 	klog.InfoS("Starting engine", "apiServer", cfg.Host, "workers", o.engine.Workers, "applyStrategy", o.engine.ApplyStrategy,
-		"fieldManager", o.engine.FieldManager, "qps", o.qps, "burst", o.burst, "discoveryInterval", o.engine.DiscoveryInterval,
+		"fieldManager", o.engine.FieldManager, "clientRateLimit", rateLimit, "discoveryInterval", o.engine.DiscoveryInterval,
 		"cacheFlushInterval", o.engine.CacheFlushInterval, "targetLabelSelector", o.engine.TargetSelector.String(),
 		"eventsQPS", o.engine.EventsQPS, "eventsBurst", o.engine.EventsBurst, "pprofAddress", o.pprofAddress,
 		"apiAddress", o.apiAddress, "hookCallHistory", o.engine.HookCallHistory)
@@ -237,6 +252,34 @@ func run(ctx context.Context, o *options) error {
 		return elect.run(ctx, mgr.Run)
 	}
 	return mgr.Run(ctx)
+}
+
+// flowControlProbeTimeout bounds the start-up question whether the API server does
+// API Priority and Fairness.
+const flowControlProbeTimeout = 10 * time.Second
+
+// rateLimitOf settles cfg's client-side rate limit and describes it. Explicit flags
+// always win. Otherwise an API server with API Priority and Fairness paces the engine
+// itself (queueing, and 429 with Retry-After, which client-go honours), so the engine
+// adds no limit of its own; an API server without it, or one that cannot be asked,
+// keeps the flags' defaults.
+func rateLimitOf(ctx context.Context, cfg *rest.Config, explicit bool) string {
+	if !explicit {
+		probeCtx, cancel := context.WithTimeout(ctx, flowControlProbeTimeout)
+		defer cancel()
+		apf, err := kubeclient.ServerFlowControl(probeCtx, cfg)
+		if err != nil {
+			klog.InfoS("Cannot tell whether the API server does API Priority and Fairness; keeping the default client rate limit", "err", err.Error())
+		}
+		if apf {
+			kubeclient.Unlimited(cfg)
+			return "none (API Priority and Fairness)"
+		}
+	}
+	if cfg.QPS < 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%g qps, burst %d", cfg.QPS, cfg.Burst)
 }
 
 // pprofMux serves net/http/pprof on a mux of its own, never on http.DefaultServeMux.

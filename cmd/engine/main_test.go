@@ -17,6 +17,7 @@ func TestInvalidFlagsAreRefused(t *testing.T) {
 		{func(o *options) { o.applyStrategy = "magic" }, "unknown apply strategy"},
 		{func(o *options) { o.targetLabelSelector = "a in (" }, "--target-label-selector"},
 		{func(o *options) { o.qps = 0 }, "--client-go-qps"},
+		{func(o *options) { o.qps, o.burst = 10, 0 }, "--client-go-burst"},
 		{func(o *options) { o.engine.Workers = 0 }, "workers"},
 	} {
 		o := defaultOptions()
@@ -24,6 +25,25 @@ func TestInvalidFlagsAreRefused(t *testing.T) {
 		if err := o.validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("validate() = %v, want an error about %q", err, tt.want)
 		}
+	}
+}
+
+func TestNegativeQPSDisablesTheClientRateLimit(t *testing.T) {
+	o := defaultOptions()
+	fs := flag.NewFlagSet("engine", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	o.bindFlags(fs)
+	if o.explicitRate {
+		t.Fatal("the rate limit counts as explicit before any flag is given")
+	}
+	if err := fs.Parse([]string{"--client-go-qps=-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	if o.qps != -1 || !o.explicitRate {
+		t.Errorf("--client-go-qps=-1 gave qps %g, explicit %v", o.qps, o.explicitRate)
 	}
 }
 

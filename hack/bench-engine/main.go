@@ -1,10 +1,15 @@
 // Command bench-engine measures the engine on a real control plane: N parents of a
-// test CRD, each with 3 ConfigMap children returned by an in-process hook. It runs the
-// engine binary as a separate process and prints a table: seconds until every child
-// exists and every parent status is written, the API requests the engine issues during
-// one full resync of the converged state, and the engine's peak RSS.
+// test CRD, each with 3 ConfigMap children returned by an in-process hook whose status
+// counts the children it is shown. Every row starts a fresh API server, runs the
+// engine binary as a separate process until every parent reports its 3 children, then
+// stops it and times the same writes (the parents, their children, one status write
+// each) from a plain parallel client: that is the limit the engine is compared with.
+// It prints one table: convergence, limit and their ratio, hook calls per parent, the
+// engine's CPU time and peak RSS, and the API requests of one full resync of the
+// converged state.
 //
-//	go run ./hack/bench-engine -engine bin/engine -n 100,1000
+//	go run ./hack/bench-engine -engine bin/engine -n 1000,5000
+//	go run ./hack/bench-engine -engine bin/engine -n 10000 -unrelated 0 -defaults-n 0 -resync-seconds 120
 package main
 
 import (
@@ -21,11 +26,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
@@ -33,7 +40,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/kubetest"
@@ -42,68 +52,104 @@ import (
 
 var gvr = schema.GroupVersionResource{Group: "bench.metalambda.dev", Version: "v1", Resource: "benchparents"}
 
+// config is one benchmark invocation.
+type config struct {
+	engineBin     string
+	sizes         []int
+	engineArgs    []string
+	defaultsN     int // also run this many parents with no engine flags (0: skip)
+	unrelated     int // also run the first size with this many unrelated ConfigMaps (0: skip)
+	resync        int
+	clientWorkers int
+}
+
 func main() {
-	engineBin := flag.String("engine", "bin/engine", "engine binary to measure")
-	sizes := flag.String("n", "100,1000", "comma-separated parent counts")
-	resync := flag.Int("resync-seconds", 20, "resyncPeriodSeconds of the benchmark controller")
-	engineArgs := flag.String("engine-args", "", "extra engine flags, space-separated (e.g. \"--client-go-qps=400 --workers=10\")")
+	var cfg config
+	flag.StringVar(&cfg.engineBin, "engine", "bin/engine", "engine binary to measure")
+	sizes := flag.String("n", "1000,5000", "comma-separated parent counts, each run with -engine-args")
+	engineArgs := flag.String("engine-args", "--client-go-qps=1000 --client-go-burst=2000 --workers=16", "engine flags of the -n runs, space-separated")
+	flag.IntVar(&cfg.defaultsN, "defaults-n", 1000, "also run this many parents with no engine flags at all (0 skips)")
+	flag.IntVar(&cfg.unrelated, "unrelated", 10000, "also run the first -n size with this many unrelated ConfigMaps in the cluster (0 skips)")
+	flag.IntVar(&cfg.resync, "resync-seconds", 20, "resyncPeriodSeconds of the benchmark controller")
+	flag.IntVar(&cfg.clientWorkers, "client-workers", 16, "goroutines of the plain client that measures the limit")
 	flag.Parse()
-	if err := run(*engineBin, *sizes, *resync, strings.Fields(*engineArgs)); err != nil {
+	cfg.engineArgs = strings.Fields(*engineArgs)
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "bench-engine: -n: %q is not a positive count\n", s)
+			os.Exit(2)
+		}
+		cfg.sizes = append(cfg.sizes, n)
+	}
+	if err := run(cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-engine:", err)
 		os.Exit(1)
 	}
 }
 
-type result struct {
-	n                   int
-	converge            time.Duration
-	resyncCalls         int64
-	writes, gets, lists float64
-	rssMiB              float64
+// scenario is one row: a fresh API server, the engine converging n parents, then the
+// plain client doing the same writes.
+type scenario struct {
+	n         int
+	unrelated int
+	args      []string
 }
 
-func run(engineBin string, sizes string, resync int, extra []string) error {
+type result struct {
+	scenario
+	converge, limit     time.Duration
+	callsPerParent      float64
+	cpu                 time.Duration
+	rssMiB              float64
+	resyncCalls         int64
+	writes, gets, lists float64
+	syncErrors          float64
+}
+
+func run(cfg config) error {
+	var scenarios []scenario
+	for _, n := range cfg.sizes {
+		scenarios = append(scenarios, scenario{n: n, args: cfg.engineArgs})
+	}
+	if cfg.unrelated > 0 {
+		scenarios = append(scenarios, scenario{n: cfg.sizes[0], unrelated: cfg.unrelated, args: cfg.engineArgs})
+	}
+	if cfg.defaultsN > 0 {
+		scenarios = append(scenarios, scenario{n: cfg.defaultsN})
+	}
 	var results []result
-	for _, s := range strings.Split(sizes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
+	for _, sc := range scenarios {
+		r, err := measure(cfg, sc)
 		if err != nil {
-			return fmt.Errorf("bad -n %q", s)
+			return fmt.Errorf("with %d parents: %w", sc.n, err)
 		}
-		r, err := measure(engineBin, n, resync, extra)
-		if err != nil {
-			return fmt.Errorf("with %d parents: %w", n, err)
-		}
+		fmt.Fprintf(os.Stderr, "bench-engine: %d parents, %d unrelated, flags %q: converged in %.1fs, limit %.1fs\n", sc.n, sc.unrelated, strings.Join(sc.args, " "), r.converge.Seconds(), r.limit.Seconds())
 		results = append(results, r)
 	}
-	fmt.Printf("engine %s %s\n", engineBin, strings.Join(extra, " "))
+	fmt.Printf("engine %s; limit: a plain client with %d goroutines and no client-side rate limit\n", cfg.engineBin, cfg.clientWorkers)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "parents\tchildren\tconverge (s)\tresync hook calls\tresync writes\tresync uncached GETs\tresync LISTs\tengine peak RSS (MiB)\t")
+	fmt.Fprintln(w, "parents\tchildren\tunrelated CMs\tengine flags\tconverge (s)\tlimit (s)\tratio\thook calls/parent\tengine CPU (s)\tpeak RSS (MiB)\tresync hook calls\tresync writes\tresync GETs\tresync LISTs\tsync errors\t")
 	for _, r := range results {
-		fmt.Fprintf(w, "%d\t%d\t%.1f\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t\n", r.n, 3*r.n, r.converge.Seconds(), r.resyncCalls, r.writes, r.gets, r.lists, r.rssMiB)
+		flags := strings.Join(r.args, " ")
+		if flags == "" {
+			flags = "(none)"
+		}
+		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%.1f\t%.1f\t%.2f\t%.2f\t%.1f\t%.0f\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
+			r.n, 3*r.n, r.unrelated, flags, r.converge.Seconds(), r.limit.Seconds(), r.converge.Seconds()/r.limit.Seconds(),
+			r.callsPerParent, r.cpu.Seconds(), r.rssMiB, r.resyncCalls, r.writes, r.gets, r.lists, r.syncErrors)
 	}
 	return w.Flush()
 }
 
-func measure(engineBin string, n, resync int, extra []string) (result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	defer cancel()
-	cluster, err := localcluster.Start(ctx, localcluster.Options{EtcdNoFsync: true, Components: []localcluster.Component{localcluster.ControllerManager}})
-	if err != nil {
-		return result{}, err
-	}
-	defer cluster.Stop()
-	cfg := cluster.Config
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	dyn := dynamic.NewForConfigOrDie(cfg)
-	if err := installCRDs(ctx, cluster); err != nil {
-		return result{}, err
-	}
-
-	var calls atomic.Int64
-	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// benchHook answers like a controller whose status depends on its children: three
+// ConfigMaps, and a status counting the ConfigMaps it was shown.
+func benchHook(calls *atomic.Int64) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		calls.Add(1)
 		var req struct {
-			Parent map[string]any `json:"parent"`
+			Parent   map[string]any            `json:"parent"`
+			Children map[string]map[string]any `json:"children"`
 		}
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		name := req.Parent["metadata"].(map[string]any)["name"].(string)
@@ -115,84 +161,191 @@ func measure(engineBin string, n, resync int, extra []string) (result, error) {
 				"data":     map[string]any{"index": strconv.Itoa(i)},
 			})
 		}
-		_ = json.NewEncoder(w).Encode(map[string]any{"status": map[string]any{"children": 3}, "children": children})
-	}))
-	defer hook.Close()
+		status := map[string]any{"children": len(req.Children["ConfigMap.v1"])}
+		_ = json.NewEncoder(w).Encode(map[string]any{"status": status, "children": children})
+	})
+}
 
+func measure(cfg config, sc scenario) (result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
+	defer cancel()
+	cluster, err := localcluster.Start(ctx, localcluster.Options{EtcdNoFsync: true, Components: []localcluster.Component{localcluster.ControllerManager}})
+	if err != nil {
+		return result{}, err
+	}
+	defer cluster.Stop()
+	if err := installCRDs(ctx, cluster); err != nil {
+		return result{}, err
+	}
+	b := &bench{cfg: cfg, kube: kubernetes.NewForConfigOrDie(unlimited(cluster.Config)), dyn: dynamic.NewForConfigOrDie(unlimited(cluster.Config))}
+	if sc.unrelated > 0 {
+		if err := b.unrelatedConfigMaps(ctx, sc.unrelated); err != nil {
+			return result{}, err
+		}
+	}
+	r, err := b.engine(ctx, cluster, sc)
+	if err != nil {
+		return result{}, err
+	}
+	// The engine is stopped: the plain client has the API server to itself.
+	r.limit, err = b.limit(ctx, sc.n)
+	return r, err
+}
+
+// unlimited is cfg without a client-side rate limit.
+func unlimited(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = -1, 0
+	return cfg
+}
+
+type bench struct {
+	cfg  config
+	kube kubernetes.Interface
+	dyn  dynamic.Interface
+}
+
+// parallel runs do(i) for i in [0, n) on the client's goroutines.
+func (b *bench) parallel(ctx context.Context, n int, do func(ctx context.Context, i int) error) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(b.cfg.clientWorkers)
+	for i := range n {
+		g.Go(func() error { return do(ctx, i) })
+	}
+	return g.Wait()
+}
+
+func (b *bench) namespace(ctx context.Context, name string) error {
+	_, err := b.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	return err
+}
+
+func (b *bench) unrelatedConfigMaps(ctx context.Context, n int) error {
+	if err := b.namespace(ctx, "unrelated"); err != nil {
+		return err
+	}
+	return b.parallel(ctx, n, func(ctx context.Context, i int) error {
+		_, err := b.kube.CoreV1().ConfigMaps("unrelated").Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm%05d", i), Labels: map[string]string{"app": "unrelated"}},
+			Data:       map[string]string{"value": strings.Repeat("x", 256)},
+		}, metav1.CreateOptions{})
+		return err
+	})
+}
+
+func parentObject(i int) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "bench.metalambda.dev/v1", "kind": "BenchParent",
+		"metadata": map[string]any{"name": fmt.Sprintf("p%05d", i)}, "spec": map[string]any{"i": int64(i)},
+	}}
+}
+
+// limit times the engine's writes issued by a plain parallel client: per parent, the
+// parent, its three ConfigMaps and one status write.
+func (b *bench) limit(ctx context.Context, n int) (time.Duration, error) {
+	ns := "limit"
+	if err := b.namespace(ctx, ns); err != nil {
+		return 0, err
+	}
+	start := time.Now()
+	err := b.parallel(ctx, n, func(ctx context.Context, i int) error {
+		p, err := b.dyn.Resource(gvr).Namespace(ns).Create(ctx, parentObject(i), metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		for c := range 3 {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
+				Name: fmt.Sprintf("%s-%d", p.GetName(), c), Labels: map[string]string{"controller-uid": string(p.GetUID())},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: p.GetAPIVersion(), Kind: p.GetKind(), Name: p.GetName(), UID: p.GetUID()}},
+			}, Data: map[string]string{"index": strconv.Itoa(c)}}
+			if _, err := b.kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+		p.Object["status"] = map[string]any{"children": int64(3), "observedGeneration": p.GetGeneration()}
+		_, err = b.dyn.Resource(gvr).Namespace(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
+		return err
+	})
+	return time.Since(start), err
+}
+
+// engine runs the engine against n parents: convergence, one full resync, memory.
+func (b *bench) engine(ctx context.Context, cluster *localcluster.Cluster, sc scenario) (result, error) {
+	r := result{scenario: sc}
+	var calls atomic.Int64
+	hook := httptest.NewServer(benchHook(&calls))
+	defer hook.Close()
 	metricsAddr, err := freeAddr()
 	if err != nil {
-		return result{}, err
+		return r, err
 	}
-	args := append([]string{"--kubeconfig", cluster.KubeconfigPath, "--metrics-address", metricsAddr, "--health-probe-bind-address", "0"}, extra...)
-	engine := exec.Command(engineBin, args...)
+	args := append([]string{"--kubeconfig", cluster.KubeconfigPath, "--metrics-address", metricsAddr, "--health-probe-bind-address", "0"}, sc.args...)
+	engine := exec.Command(b.cfg.engineBin, args...)
 	logFile, err := os.Create(filepath.Join(cluster.DataDir, "logs", "engine.log"))
 	if err != nil {
-		return result{}, err
+		return r, err
 	}
+	defer logFile.Close()
 	engine.Stdout, engine.Stderr = logFile, logFile
 	engine.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := engine.Start(); err != nil {
-		return result{}, err
+		return r, err
 	}
 	defer func() { _ = engine.Process.Signal(syscall.SIGTERM); _ = engine.Wait() }()
 
 	ns := "bench"
-	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		return result{}, err
+	if err := b.namespace(ctx, ns); err != nil {
+		return r, err
 	}
-	cc := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
-		"metadata": map[string]any{"name": "bench"},
-		"spec": map[string]any{
-			"generateSelector":    true,
-			"resyncPeriodSeconds": int64(resync),
-			"parentResource":      map[string]any{"apiVersion": "bench.metalambda.dev/v1", "resource": "benchparents"},
-			"childResources":      []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": "InPlace"}}},
-			"hooks":               map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": hook.URL}}},
-		},
-	}}
-	if _, err := dyn.Resource(schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"}).Create(ctx, cc, metav1.CreateOptions{}); err != nil {
-		return result{}, err
+	if err := b.controller(ctx, hook.URL, b.cfg.resync); err != nil {
+		return r, err
 	}
+	done, stop, err := b.watchConverged(ctx, ns, sc.n)
+	if err != nil {
+		return r, err
+	}
+	defer stop()
 
 	start := time.Now()
-	for i := range n {
-		p := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "bench.metalambda.dev/v1", "kind": "BenchParent",
-			"metadata": map[string]any{"name": fmt.Sprintf("p%04d", i)}, "spec": map[string]any{"i": int64(i)},
-		}}
-		if _, err := dyn.Resource(gvr).Namespace(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			return result{}, err
-		}
-	}
-	if err := kubetest.Wait(ctx, 15*time.Minute, func(ctx context.Context) (bool, error) {
-		return converged(ctx, kube, dyn, ns, n)
+	cpuStart := cpuTime(engine.Process.Pid)
+	if err := b.parallel(ctx, sc.n, func(ctx context.Context, i int) error {
+		_, err := b.dyn.Resource(gvr).Namespace(ns).Create(ctx, parentObject(i), metav1.CreateOptions{})
+		return err
 	}); err != nil {
-		return result{}, fmt.Errorf("not converged: %w", err)
+		return r, err
 	}
-	r := result{n: n, converge: time.Since(start)}
+	select {
+	case <-done:
+	case <-ctx.Done():
+		return r, fmt.Errorf("not converged: %w", ctx.Err())
+	}
+	r.converge = time.Since(start)
+	r.cpu = cpuTime(engine.Process.Pid) - cpuStart
+	// Syncs that follow convergence (the engine observing its own last writes) count too.
+	time.Sleep(2 * time.Second)
+	r.callsPerParent = float64(calls.Load()) / float64(sc.n)
 
 	// One full resync: every parent's hook is called once more.
-	time.Sleep(2 * time.Second)
 	before, err := scrape(metricsAddr)
 	if err != nil {
-		return result{}, err
+		return r, err
 	}
 	base := calls.Load()
-	if err := kubetest.Wait(ctx, time.Duration(resync)*3*time.Second, func(context.Context) (bool, error) {
-		return calls.Load() >= base+int64(n), nil
+	if err := kubetest.Wait(ctx, time.Duration(b.cfg.resync)*3*time.Second, func(context.Context) (bool, error) {
+		return calls.Load() >= base+int64(sc.n), nil
 	}); err != nil {
-		return result{}, fmt.Errorf("no full resync: %w", err)
+		return r, fmt.Errorf("no full resync: %w", err)
 	}
 	time.Sleep(time.Second)
 	after, err := scrape(metricsAddr)
 	if err != nil {
-		return result{}, err
+		return r, err
 	}
 	r.resyncCalls = calls.Load() - base
 	for key, v := range after {
 		d := v - before[key]
 		switch verb := key.verb; {
+		case key.name == "metalambda_engine_syncs_total":
 		case key.resource == "events" || key.resource == "discovery" || d == 0:
 		case verb == "get":
 			r.gets += d
@@ -202,34 +355,103 @@ func measure(engineBin string, n, resync int, extra []string) (result, error) {
 			r.writes += d
 		}
 	}
+	for key, v := range after {
+		if key.name == "metalambda_engine_syncs_total" && key.result == "error" {
+			r.syncErrors += v
+		}
+	}
 	r.rssMiB = peakRSS(engine.Process.Pid)
 	return r, nil
 }
 
-func converged(ctx context.Context, kube kubernetes.Interface, dyn dynamic.Interface, ns string, n int) (bool, error) {
-	cms, err := kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: "controller-uid"})
-	if err != nil {
-		return false, err
+func (b *bench) controller(ctx context.Context, hookURL string, resync int) error {
+	cc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
+		"metadata": map[string]any{"name": "bench"},
+		"spec": map[string]any{
+			"generateSelector":    true,
+			"resyncPeriodSeconds": int64(resync),
+			"parentResource":      map[string]any{"apiVersion": "bench.metalambda.dev/v1", "resource": "benchparents"},
+			"childResources":      []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": "InPlace"}}},
+			"hooks":               map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": hookURL}}},
+		},
+	}}
+	ccs := b.dyn.Resource(schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"})
+	if _, err := ccs.Create(ctx, cc, metav1.CreateOptions{}); err != nil {
+		return err
 	}
-	if len(cms.Items) < 3*n {
-		return false, fmt.Errorf("%d of %d children", len(cms.Items), 3*n)
-	}
-	parents, err := dyn.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return false, err
-	}
-	done := 0
-	for _, p := range parents.Items {
-		if c, _, _ := unstructured.NestedInt64(p.Object, "status", "children"); c == 3 {
-			done++
+	// Time convergence from a running controller, not from the engine's start.
+	return kubetest.Wait(ctx, 2*time.Minute, func(ctx context.Context) (bool, error) {
+		obj, err := ccs.Get(ctx, "bench", metav1.GetOptions{})
+		if err != nil {
+			return false, err
 		}
-	}
-	return done == n, fmt.Errorf("%d of %d statuses", done, n)
+		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Ready" && m["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("controller not ready")
+	})
 }
 
-type series struct{ verb, resource string }
+// watchConverged closes done once n parents report status.children == 3 (the hook
+// counts the children it was shown, so every child exists too).
+func (b *bench) watchConverged(ctx context.Context, ns string, n int) (done <-chan struct{}, stop func(), err error) {
+	ch := make(chan struct{})
+	var mu sync.Mutex
+	ready := map[string]bool{}
+	inf := dynamicinformer.NewFilteredDynamicInformer(b.dyn, gvr, ns, 0, cache.Indexers{}, nil).Informer()
+	check := func(obj any) {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		c, _, _ := unstructured.NestedInt64(u.Object, "status", "children")
+		mu.Lock()
+		defer mu.Unlock()
+		if c == 3 && !ready[u.GetName()] {
+			ready[u.GetName()] = true
+			if len(ready) == n {
+				close(ch)
+			}
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: check, UpdateFunc: func(_, o any) { check(o) }}); err != nil {
+		return nil, nil, err
+	}
+	ictx, cancel := context.WithCancel(ctx)
+	go inf.RunWithContext(ictx)
+	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
+		cancel()
+		return nil, nil, ctx.Err()
+	}
+	return ch, cancel, nil
+}
 
-// scrape sums metalambda_engine_api_requests_total by verb and resource.
+// cpuTime is the user plus system time of process pid.
+func cpuTime(pid int) time.Duration {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// Fields after the command name, which is in parentheses: utime and stime are the
+	// 12th and 13th (clock ticks, 100 per second on Linux).
+	_, rest, _ := strings.Cut(string(data), ") ")
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+type series struct{ name, verb, resource, result string }
+
+// scrape sums metalambda_engine_api_requests_total by verb and resource, and
+// metalambda_engine_syncs_total by result.
 func scrape(addr string) (map[series]float64, error) {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -242,12 +464,13 @@ func scrape(addr string) (map[series]float64, error) {
 	}
 	out := map[series]float64{}
 	for line := range strings.Lines(string(body)) {
-		if !strings.HasPrefix(line, "metalambda_engine_api_requests_total{") {
+		name, rest, ok := strings.Cut(line, "{")
+		if !ok || (name != "metalambda_engine_api_requests_total" && name != "metalambda_engine_syncs_total") {
 			continue
 		}
-		labels, value, _ := strings.Cut(strings.TrimPrefix(line, "metalambda_engine_api_requests_total{"), "} ")
+		labels, value, _ := strings.Cut(rest, "} ")
 		v, _ := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		out[series{verb: labelOf(labels, "verb"), resource: labelOf(labels, "resource")}] += v
+		out[series{name: name, verb: labelOf(labels, "verb"), resource: labelOf(labels, "resource"), result: labelOf(labels, "result")}] += v
 	}
 	return out, nil
 }

@@ -200,7 +200,7 @@ func (c *controller) findParent(namespace, name, kind string) (parentKey, *unstr
 func (c *controller) parentDetail(key parentKey, parent *unstructured.Unstructured) engineapi.ParentDetail {
 	out := engineapi.ParentDetail{
 		Controller: engineapi.ControllerRef{Kind: c.kind, Name: c.name},
-		Parent:     objectRef(parent),
+		Parent:     apiObjectRef(parent),
 		Children:   []engineapi.Child{},
 	}
 	st, known := c.states.get(key)
@@ -230,7 +230,7 @@ func (c *controller) parentDetail(key parentKey, parent *unstructured.Unstructur
 // desiredChild compares a child the hook asked for with the cluster's object, as the
 // engine does before it decides to write (controller.inSync).
 func (c *controller) desiredChild(parent, desired *unstructured.Unstructured) engineapi.Child {
-	child := engineapi.Child{ObjectRef: objectRef(desired), Desired: true, Ready: engineapi.ReadyUnknown, ReadyReason: "the child does not exist"}
+	child := engineapi.Child{ObjectRef: apiObjectRef(desired), Desired: true, Ready: engineapi.ReadyUnknown, ReadyReason: "the child does not exist"}
 	ct := c.childTypeOf(desired)
 	if ct == nil {
 		return child
@@ -256,7 +256,7 @@ func (c *controller) desiredChild(parent, desired *unstructured.Unstructured) en
 // observedChild is a child the parent controls that the hook did not ask for (or
 // whose hook answer the engine has not seen): it is not in sync.
 func observedChild(o *unstructured.Unstructured) engineapi.Child {
-	child := engineapi.Child{ObjectRef: objectRef(o), Exists: true}
+	child := engineapi.Child{ObjectRef: apiObjectRef(o), Exists: true}
 	child.Ready, child.ReadyReason = readiness(o)
 	return child
 }
@@ -280,7 +280,7 @@ func isControlledBy(obj, parent *unstructured.Unstructured) bool {
 	return false
 }
 
-func objectRef(o *unstructured.Unstructured) engineapi.ObjectRef {
+func apiObjectRef(o *unstructured.Unstructured) engineapi.ObjectRef {
 	return engineapi.ObjectRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), UID: string(o.GetUID())}
 }
 

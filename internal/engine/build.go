@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/dynamic/discovery"
@@ -219,9 +220,28 @@ func (m *Manager) addChild(c *controller, rule v1alpha1.ResourceRule, method v1a
 	if err != nil {
 		return err
 	}
-	c.children = append(c.children, &childType{rule: rule, res: res, sub: m.env.informers.Subscribe(res.GroupVersionResource), method: method})
+	ct := &childType{rule: rule, res: res, method: method}
+	if comp, ok := c.flavor.(*composite); ok && comp.generateSelector {
+		// Every child, and every orphan the controller could adopt, carries the
+		// controller-uid label: the API server leaves the rest out of the cache, and
+		// a names-only informer tells whether a child's name is taken.
+		ct.sub = m.env.informers.SubscribeSelected(res.GroupVersionResource, hasControllerUID)
+		ct.names = m.env.informers.SubscribeNames(res.GroupVersionResource)
+	} else {
+		ct.sub = m.env.informers.Subscribe(res.GroupVersionResource)
+	}
+	c.children = append(c.children, ct)
 	return nil
 }
+
+// hasControllerUID selects the objects that carry ControllerUIDLabel.
+var hasControllerUID = func() labels.Selector {
+	req, err := labels.NewRequirement(ControllerUIDLabel, selection.Exists, nil)
+	if err != nil {
+		panic(err)
+	}
+	return labels.NewSelector().Add(*req)
+}()
 
 func (m *Manager) resolveHooks(ctx context.Context, sync, finalize, customize *v1alpha1.Hook, endpoints []v1alpha1.EndpointConfig) (hooks, error) {
 	var h hooks

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -17,6 +19,9 @@ import (
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/apply"
 )
+
+// childWritesInFlight bounds the writes one sync sends at once.
+const childWritesInFlight = 8
 
 // DesiredHashAnnotation holds a hash of what the hook last asked for, under
 // server-side apply: a field the hook stops returning changes the hash, so the child
@@ -39,14 +44,21 @@ func (c *controller) applyChildren(ctx context.Context, parent *unstructured.Uns
 		for _, o := range observed[i] {
 			have[o.GetNamespace()+"/"+o.GetName()] = o
 		}
+		// The children of one type are written side by side (in no particular order,
+		// as before); types one after the other, in the order declared.
+		var mu sync.Mutex
+		var g errgroup.Group
+		g.SetLimit(childWritesInFlight)
 		for id, d := range want {
-			c.flavor.prepareChild(parent, d)
-			if err := c.stamp(d); err != nil {
+			g.Go(func() error {
+				err := c.applyChild(ctx, ct, parent, have[id], d)
+				mu.Lock()
+				defer mu.Unlock()
 				errs = append(errs, err)
-				continue
-			}
-			errs = append(errs, c.converge(ctx, ct, parent, have[id], d))
+				return nil
+			})
 		}
+		_ = g.Wait()
 		for id, o := range have {
 			if _, keep := want[id]; !keep && o.GetDeletionTimestamp() == nil {
 				errs = append(errs, c.deleteChild(ctx, ct, o))
@@ -56,26 +68,42 @@ func (c *controller) applyChildren(ctx context.Context, parent *unstructured.Uns
 	return errors.Join(errs...)
 }
 
-// converge brings one child to its desired state, or leaves it when already in sync.
-func (c *controller) converge(ctx context.Context, ct *childType, parent, observed, desired *unstructured.Unstructured) error {
+// applyChild stamps one desired child and converges it, noting the write.
+func (c *controller) applyChild(ctx context.Context, ct *childType, parent, observed, desired *unstructured.Unstructured) error {
+	c.flavor.prepareChild(parent, desired)
+	if err := c.stamp(desired); err != nil {
+		return err
+	}
+	written, err := c.converge(ctx, ct, parent, observed, desired)
+	kind := childUpdated
 	if observed == nil {
-		if other, exists := ct.sub.Get(desired.GetNamespace(), desired.GetName()); exists {
-			return fmt.Errorf("%s exists and is not controlled by %s; delete it or label it for adoption", describe(other), describe(parent))
+		kind = childCreated
+	}
+	c.env.own.wrote(parent.GetUID(), ct.res.GroupVersionResource, written, versionOf(observed), kind)
+	return err
+}
+
+// converge brings one child to its desired state, or leaves it when already in sync.
+// It returns the child it created or updated, if any.
+func (c *controller) converge(ctx context.Context, ct *childType, parent, observed, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if observed == nil {
+		if ct.exists(desired.GetNamespace(), desired.GetName()) {
+			return nil, fmt.Errorf("%s exists and is not controlled by %s; delete it or label it for adoption", describe(desired), describe(parent))
 		}
 		return c.createChild(ctx, ct, desired)
 	}
 	if observed.GetDeletionTimestamp() != nil {
-		return nil // recreated once it is gone
+		return nil, nil // recreated once it is gone
 	}
 	if c.inSync(desired, observed) {
-		return nil
+		return nil, nil
 	}
 	switch ct.method {
 	case v1alpha1.ChildUpdateOnDelete, "":
-		return nil
+		return nil, nil
 	case v1alpha1.ChildUpdateRecreate, v1alpha1.ChildUpdateRollingRecreate:
 		klog.FromContext(ctx).V(5).Info("Recreating child", "child", describe(observed), "diff", apply.Diff(desired.Object, observed.Object))
-		return c.deleteChild(ctx, ct, observed)
+		return nil, c.deleteChild(ctx, ct, observed)
 	default:
 		klog.FromContext(ctx).V(5).Info("Updating child", "child", describe(observed), "diff", apply.Diff(desired.Object, observed.Object))
 		return c.updateChild(ctx, ct, observed, desired)
@@ -116,43 +144,51 @@ func (c *controller) stamp(desired *unstructured.Unstructured) error {
 	return nil
 }
 
-func (c *controller) createChild(ctx context.Context, ct *childType, desired *unstructured.Unstructured) error {
+func (c *controller) createChild(ctx context.Context, ct *childType, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	if c.env.opts.ApplyStrategy == ServerSideApply {
 		return c.serverSideApply(ctx, ct, desired)
 	}
-	_, err := c.env.resource(ct.res.GroupVersionResource, desired.GetNamespace()).Create(ctx, desired, metav1.CreateOptions{FieldManager: c.env.opts.FieldManager})
+	created, err := c.env.resource(ct.res.GroupVersionResource, desired.GetNamespace()).Create(ctx, desired, metav1.CreateOptions{FieldManager: c.env.opts.FieldManager})
 	if apierrors.IsAlreadyExists(err) {
-		return nil // the informer has not seen it yet; the next sync compares it
+		return nil, nil // the informer has not seen it yet; the next sync compares it
 	}
-	return wrapWrite("create", desired, err)
+	return created, wrapWrite("create", desired, err)
 }
 
-func (c *controller) updateChild(ctx context.Context, ct *childType, observed, desired *unstructured.Unstructured) error {
+func (c *controller) updateChild(ctx context.Context, ct *childType, observed, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	if c.env.opts.ApplyStrategy == ServerSideApply {
 		return c.serverSideApply(ctx, ct, desired)
 	}
 	last, err := apply.LastApplied(observed.Object)
 	if err != nil {
-		return fmt.Errorf("read last-applied configuration of %s: %w", describe(observed), err)
+		return nil, fmt.Errorf("read last-applied configuration of %s: %w", describe(observed), err)
 	}
 	merged, err := apply.ThreeWayMerge(observed.Object, last, desired.Object)
 	if err != nil {
-		return fmt.Errorf("merge %s: %w", describe(observed), err)
+		return nil, fmt.Errorf("merge %s: %w", describe(observed), err)
 	}
 	obj := &unstructured.Unstructured{Object: merged}
-	_, err = c.env.resource(ct.res.GroupVersionResource, obj.GetNamespace()).Update(ctx, obj, metav1.UpdateOptions{FieldManager: c.env.opts.FieldManager})
-	return wrapWrite("update", obj, err)
+	updated, err := c.env.resource(ct.res.GroupVersionResource, obj.GetNamespace()).Update(ctx, obj, metav1.UpdateOptions{FieldManager: c.env.opts.FieldManager})
+	return updated, wrapWrite("update", obj, err)
 }
 
-func (c *controller) serverSideApply(ctx context.Context, ct *childType, desired *unstructured.Unstructured) error {
+func (c *controller) serverSideApply(ctx context.Context, ct *childType, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	body, err := json.Marshal(apply.ForApply(desired.Object))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	force := true
-	_, err = c.env.resource(ct.res.GroupVersionResource, desired.GetNamespace()).Patch(ctx, desired.GetName(), types.ApplyPatchType, body,
+	applied, err := c.env.resource(ct.res.GroupVersionResource, desired.GetNamespace()).Patch(ctx, desired.GetName(), types.ApplyPatchType, body,
 		metav1.PatchOptions{FieldManager: c.env.opts.FieldManager, Force: &force})
-	return wrapWrite("apply", desired, err)
+	return applied, wrapWrite("apply", desired, err)
+}
+
+// versionOf is obj's resourceVersion, "" for no object.
+func versionOf(obj *unstructured.Unstructured) string {
+	if obj == nil {
+		return ""
+	}
+	return obj.GetResourceVersion()
 }
 
 // deleteChild deletes in the background, only the very object observed (UID

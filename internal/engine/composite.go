@@ -222,24 +222,28 @@ func (f *composite) writeParent(ctx context.Context, p *parentType, parent *unst
 		status = map[string]any{}
 	}
 	status["observedGeneration"] = parent.GetGeneration()
-	return writeStatus(ctx, f.env, p.res.GroupVersionResource, parent, status)
+	written, err := writeStatus(ctx, f.env, p.res.GroupVersionResource, parent, status)
+	f.env.own.wrote(parent.GetUID(), p.res.GroupVersionResource, written, parent.GetResourceVersion(), parentWritten)
+	return err
 }
 
-func writeStatus(ctx context.Context, env *environment, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, status map[string]any) error {
+// writeStatus writes status through the status subresource unless the parent holds
+// it already, and returns the written parent (nil when nothing was written).
+func writeStatus(ctx context.Context, env *environment, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, status map[string]any) (*unstructured.Unstructured, error) {
 	current, _, _ := unstructured.NestedFieldNoCopy(parent.Object, "status")
 	if sameJSON(current, status) {
-		return nil
+		return nil, nil
 	}
 	updated := parent.DeepCopy()
 	updated.Object["status"] = status
-	_, err := env.resource(gvr, parent.GetNamespace()).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: env.opts.FieldManager})
+	written, err := env.resource(gvr, parent.GetNamespace()).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: env.opts.FieldManager})
 	if apierrors.IsNotFound(err) {
-		return errParentGone
+		return nil, errParentGone
 	}
 	if err != nil {
-		return fmt.Errorf("update status of %s: %w", describe(parent), err)
+		return nil, fmt.Errorf("update status of %s: %w", describe(parent), err)
 	}
-	return nil
+	return written, nil
 }
 
 // call sends the sync or finalize hook request and validates the answer.

@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -48,9 +49,12 @@ type parentType struct {
 
 // childType is one resource a controller manages for its parents.
 type childType struct {
-	rule   v1alpha1.ResourceRule
-	res    *discovery.Resource
-	sub    *informer.Subscription
+	rule v1alpha1.ResourceRule
+	res  *discovery.Resource
+	sub  *informer.Subscription
+	// names, when set, knows every object of the type while sub holds only those a
+	// label selector lets through.
+	names  *informer.Subscription
 	method v1alpha1.ChildUpdateMethod
 	checks *v1alpha1.ChildUpdateStatusChecks // rolling methods: when a moved child is done
 }
@@ -196,7 +200,7 @@ func (c *controller) waitForCaches(ctx context.Context) bool {
 		}
 	}
 	for _, ct := range c.children {
-		if !ct.sub.WaitForSync(ctx) {
+		if !ct.sub.WaitForSync(ctx) || (ct.names != nil && !ct.names.WaitForSync(ctx)) {
 			return false
 		}
 	}
@@ -214,6 +218,9 @@ func (c *controller) shutdown() {
 	}
 	for _, ct := range c.children {
 		ct.sub.Close()
+		if ct.names != nil {
+			ct.names.Close()
+		}
 	}
 	if c.rollout != nil {
 		c.rollout.revisions.sub.Close()
@@ -264,8 +271,12 @@ func (c *controller) parentHandler(i int) cache.ResourceEventHandler {
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: enqueue,
 		UpdateFunc: func(oldObj, newObj any) {
-			if p.ignoreStatusChanges && onlyStatusChanged(asObject(oldObj), asObject(newObj)) {
+			o, n := asObject(oldObj), asObject(newObj)
+			if p.ignoreStatusChanges && onlyStatusChanged(o, n) {
 				return
+			}
+			if o != nil && n != nil && o.GetResourceVersion() != n.GetResourceVersion() && !c.env.own.observed(n.GetUID(), p.res.GroupVersionResource, n, false) {
+				return // the engine's own write, which the hook's answer does not depend on
 			}
 			enqueue(newObj)
 		},
@@ -276,6 +287,7 @@ func (c *controller) parentHandler(i int) cache.ResourceEventHandler {
 			}
 			key := parentKey{parent: i, namespace: u.GetNamespace(), name: u.GetName()}
 			c.states.forget(key)
+			c.env.own.forget(u.GetUID())
 			if c.related != nil {
 				c.related.forget(key)
 			}
@@ -298,8 +310,13 @@ func onlyStatusChanged(oldObj, newObj *unstructured.Unstructured) bool {
 }
 
 func (c *controller) childHandler(ct *childType) cache.ResourceEventHandler {
+	gvr := ct.res.GroupVersionResource
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { c.enqueueOwner(asObject(obj)) },
+		AddFunc: func(obj any) {
+			if n := asObject(obj); c.newsOfChild(gvr, n, false) {
+				c.enqueueOwner(n)
+			}
+		},
 		UpdateFunc: func(oldObj, newObj any) {
 			o, n := asObject(oldObj), asObject(newObj)
 			if o == nil || n == nil || o.GetResourceVersion() == n.GetResourceVersion() {
@@ -309,10 +326,37 @@ func (c *controller) childHandler(ct *childType) cache.ResourceEventHandler {
 			if oldRef != nil && (newRef == nil || oldRef.UID != newRef.UID) {
 				c.enqueueOwner(o)
 			}
-			c.enqueueOwner(n)
+			if c.newsOfChild(gvr, n, false) {
+				c.enqueueOwner(n)
+			}
 		},
-		DeleteFunc: func(obj any) { c.enqueueOwner(asObject(obj)) },
+		DeleteFunc: func(obj any) {
+			u := asObject(obj)
+			c.newsOfChild(gvr, u, true)
+			c.enqueueOwner(u)
+		},
 	}
+}
+
+// newsOfChild reports whether an event about child needs a sync of its controller:
+// not when it shows one of the engine's own writes (see ownWrites).
+func (c *controller) newsOfChild(gvr schema.GroupVersionResource, child *unstructured.Unstructured, deleted bool) bool {
+	if child == nil {
+		return true
+	}
+	ref := metav1.GetControllerOfNoCopy(child)
+	if ref == nil {
+		return true
+	}
+	return c.env.own.observed(ref.UID, gvr, child, deleted)
+}
+
+// exists reports whether an object of the type named namespace/name exists.
+func (ct *childType) exists(namespace, name string) bool {
+	if ct.names != nil {
+		return ct.names.Has(namespace, name)
+	}
+	return ct.sub.Has(namespace, name)
 }
 
 // enqueueOwner queues the parent that controls child, or, for an orphan, every parent

@@ -155,7 +155,8 @@ func (d *decorator) writeParent(ctx context.Context, p *parentType, parent *unst
 
 func (d *decorator) writeStatus(ctx context.Context, p *parentType, parent *unstructured.Unstructured, status map[string]any) error {
 	if p.res.HasStatus {
-		return writeStatus(ctx, d.env, p.res.GroupVersionResource, parent, status)
+		_, err := writeStatus(ctx, d.env, p.res.GroupVersionResource, parent, status)
+		return err
 	}
 	current, _, _ := unstructured.NestedFieldNoCopy(parent.Object, "status")
 	if sameJSON(current, status) {

@@ -26,6 +26,7 @@ type environment struct {
 	recorder  record.EventRecorder
 	metrics   *metrics
 	calls     *callHistory // nil when no calls are recorded
+	own       *ownWrites
 }
 
 func (e *environment) resource(gvr schema.GroupVersionResource, namespace string) dynamic.ResourceInterface {

@@ -158,8 +158,17 @@ func TestDeletingTheControllerReleasesFinalizers(t *testing.T) {
 	if err := env.Dynamic.Resource(parentsGVR).Namespace(ns).Delete(kubetest.Context(t), "p", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	calls := hook.calls.Load()
-	kubetest.Eventually(t, 30*time.Second, "the finalize hook is called", func(context.Context) (bool, error) { return hook.calls.Load() > calls, nil })
+	// The finalize call may come before Delete returns: look for it among the requests.
+	kubetest.Eventually(t, 30*time.Second, "the finalize hook is called", func(context.Context) (bool, error) {
+		hook.mu.Lock()
+		defer hook.mu.Unlock()
+		for _, req := range hook.requests {
+			if req["finalizing"] == true {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
 	if _, err := get(kubetest.Context(t), parentsGVR, ns, "p"); err != nil {
 		t.Fatalf("the parent went away although the hook never finalized: %v", err)
 	}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -91,17 +92,26 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 	if err != nil {
 		return nil, err
 	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	rec := newEventRecorder(kube, opts)
 	calls := newCallHistory(opts.HookCallHistory)
 	env := &environment{
 		opts:      opts,
 		dynamic:   dyn,
 		discovery: discovery.NewMap(kube.Discovery()),
-		informers: informer.NewFactory(dyn, opts.CacheFlushInterval),
-		hooks:     &hook.Client{HTTP: opts.HookHTTP, Metrics: hook.NewMetrics(reg)},
-		recorder:  rec.recorder,
-		metrics:   m,
-		calls:     calls,
+		informers: informer.NewFactory(dyn, informer.Options{
+			Resync: opts.CacheFlushInterval, Metadata: meta,
+			// Three-way apply reads managedFields of observed children.
+			DropManagedFields: opts.ApplyStrategy == ServerSideApply,
+		}),
+		hooks:    &hook.Client{HTTP: opts.HookHTTP, Metrics: hook.NewMetrics(reg)},
+		recorder: rec.recorder,
+		metrics:  m,
+		calls:    calls,
+		own:      newOwnWrites(),
 	}
 	if calls != nil {
 		env.hooks.Recorder = calls
@@ -355,7 +365,8 @@ func (m *Manager) writeControllerStatus(ctx context.Context, obj *unstructured.U
 	if obj.GetKind() == DecoratorKind {
 		gvr = decoratorGVR
 	}
-	return writeStatus(ctx, m.env, gvr, obj, newStatus)
+	_, err = writeStatus(ctx, m.env, gvr, obj, newStatus)
+	return err
 }
 
 // queueCollector reports each hosted controller's queue length at scrape time.

@@ -66,7 +66,7 @@ type Options struct {
 // Defaults are the option values the engine uses unless told otherwise.
 func Defaults() Options {
 	return Options{
-		Workers:            5,
+		Workers:            16,
 		ApplyStrategy:      ServerSideApply,
 		FieldManager:       "metalambda",
 		DiscoveryInterval:  30 * time.Second,

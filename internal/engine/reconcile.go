@@ -32,6 +32,15 @@ func (c *controller) reconcile(ctx context.Context, key parentKey) (after time.D
 	if !ok {
 		return 0, nil // deleted; its children go with the garbage collector
 	}
+	if wait := c.env.own.hold(parent.GetUID()); wait > 0 {
+		return wait, nil // the caches do not show the last sync's writes yet
+	}
+	c.env.own.begin(parent.GetUID())
+	defer func() {
+		if c.env.own.end(parent.GetUID()) {
+			c.queue.Add(key) // its children changed and the caches show it already
+		}
+	}()
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("parent", key.String()))
 	defer func() {
 		if r := recover(); r != nil {
@@ -55,7 +64,8 @@ func (c *controller) reconcile(ctx context.Context, key parentKey) (after time.D
 // Like upstream, a parent being deleted without a finalize hook is still synced: the
 // sync hook is called and the status written, but its children are left to the
 // garbage collector. When writing children fails, the parent's status is still
-// written from the hook's answer, and the sync fails.
+// written from the hook's answer, and the sync fails. When children were created, the
+// parent is written by the next sync, which sees them.
 func (c *controller) sync(ctx context.Context, key parentKey, p *parentType, parent *unstructured.Unstructured) (time.Duration, error) {
 	if !p.selects(parent) && !slices.Contains(parent.GetFinalizers(), c.finalizer) {
 		return 0, nil // not handled by this controller
@@ -99,6 +109,12 @@ func (c *controller) sync(ctx context.Context, key parentKey, p *parentType, par
 		childErr = c.applyChildren(ctx, parent, children, out.desired)
 		c.states.applied(key, out.desired)
 	}
+	if !finalizing && manage && childErr == nil && c.env.own.createdChildren(parent.GetUID()) {
+		// The next sync, due once the caches show the new children, writes the
+		// parent from an answer that sees them; a status from this one would be
+		// replaced at once.
+		return 0, nil
+	}
 	if err := c.flavor.writeParent(ctx, p, parent, out); err != nil {
 		if terminating && errors.Is(err, errParentGone) {
 			err = nil // the last finalizer went and the parent with it
@@ -133,7 +149,9 @@ func (c *controller) ensureFinalizer(ctx context.Context, p *parentType, parent 
 // setFinalizer adds or removes the controller's finalizer with a merge patch guarded
 // by the observed resourceVersion, and returns the updated parent.
 func (c *controller) setFinalizer(ctx context.Context, p *parentType, parent *unstructured.Unstructured, add bool) (*unstructured.Unstructured, error) {
-	return patchFinalizers(ctx, c.env, p.res.GroupVersionResource, parent, c.finalizer, add)
+	updated, err := patchFinalizers(ctx, c.env, p.res.GroupVersionResource, parent, c.finalizer, add)
+	c.env.own.wrote(parent.GetUID(), p.res.GroupVersionResource, updated, parent.GetResourceVersion(), parentWritten)
+	return updated, err
 }
 
 func patchFinalizers(ctx context.Context, env *environment, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, finalizer string, add bool) (*unstructured.Unstructured, error) {

@@ -41,7 +41,7 @@ func rollingController(method v1alpha1.ChildUpdateMethod) *controller {
 			checks: &v1alpha1.ChildUpdateStatusChecks{Conditions: []v1alpha1.StatusConditionCheck{{Type: "Ready", Status: &trueStatus}}},
 		}},
 		flavor: &composite{},
-		env:    &environment{opts: Defaults()},
+		env:    &environment{opts: Defaults(), own: newOwnWrites()},
 	}
 }
 
@@ -228,7 +228,7 @@ func TestPanicInSyncBecomesSyncError(t *testing.T) {
 		"metadata": map[string]any{"name": "p", "namespace": "ns", "uid": "u1"},
 	}}
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{gvr: "ParentList"}, parent)
-	sub := informer.NewFactory(dyn, 0).Subscribe(gvr)
+	sub := informer.NewFactory(dyn, informer.Options{}).Subscribe(gvr)
 	defer sub.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -239,7 +239,7 @@ func TestPanicInSyncBecomesSyncError(t *testing.T) {
 	c := &controller{
 		parents: []*parentType{{res: &discovery.Resource{GroupVersionResource: gvr, Kind: "Parent", Namespaced: true}, sub: sub, selects: func(*unstructured.Unstructured) bool { return true }}},
 		flavor:  &panicky{},
-		env:     &environment{opts: Defaults(), recorder: rec},
+		env:     &environment{opts: Defaults(), recorder: rec, own: newOwnWrites()},
 	}
 	_, err := c.reconcile(ctx, parentKey{namespace: "ns", name: "p"})
 	if err == nil || !strings.Contains(err.Error(), "observe exploded") {

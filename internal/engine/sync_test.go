@@ -68,7 +68,7 @@ func syncWith(t *testing.T, caller *fakeCaller, objs []runtime.Object, failCreat
 			return obj.GetName() == failCreate, nil, errors.New("admission webhook denied the request")
 		})
 	}
-	factory := informer.NewFactory(dyn, 0)
+	factory := informer.NewFactory(dyn, informer.Options{})
 	parents, children := factory.Subscribe(testParents), factory.Subscribe(testConfigMaps)
 	defer parents.Close()
 	defer children.Close()
@@ -79,7 +79,7 @@ func syncWith(t *testing.T, caller *fakeCaller, objs []runtime.Object, failCreat
 	}
 	opts := Defaults()
 	opts.ApplyStrategy = ThreeWay
-	env := &environment{opts: opts, dynamic: dyn, recorder: record.NewFakeRecorder(10)}
+	env := &environment{opts: opts, dynamic: dyn, recorder: record.NewFakeRecorder(10), own: newOwnWrites()}
 	c := &controller{
 		kind: CompositeKind, name: "c", env: env, caller: caller,
 		hooks:  hooks{sync: &hook.Endpoint{URL: "http://hook.example/sync"}},
@@ -125,7 +125,7 @@ func syncWith(t *testing.T, caller *fakeCaller, objs []runtime.Object, failCreat
 func ownedConfigMap(t *testing.T, name string) *unstructured.Unstructured {
 	t.Helper()
 	d := &unstructured.Unstructured{Object: configMapObject(name)}
-	c := &controller{env: &environment{opts: Options{ApplyStrategy: ThreeWay}}, flavor: &composite{generateSelector: true}}
+	c := &controller{env: &environment{opts: Options{ApplyStrategy: ThreeWay}, own: newOwnWrites()}, flavor: &composite{generateSelector: true}}
 	c.flavor.prepareChild(testParent(nil), d)
 	if err := c.stamp(d); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,7 @@
-// Package informer shares one dynamic informer per resource across every hosted
-// controller. Informers are reference-counted: the first subscriber starts one, the
-// last to leave stops it, and each subscriber's event handlers are removed when it
-// leaves.
+// Package informer shares one dynamic informer per resource (and label selector)
+// across every hosted controller. Informers are reference-counted: the first
+// subscriber starts one, the last to leave stops it, and each subscriber's event
+// handlers are removed when it leaves.
 package informer
 
 import (
@@ -12,10 +12,13 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -28,24 +31,42 @@ const (
 	Orphans = "orphans"
 )
 
+// Options configure a Factory.
+type Options struct {
+	// Resync is how often informers replay their cache to their handlers (0: never).
+	Resync time.Duration
+	// Metadata lists and watches for SubscribeNames; nil disables it.
+	Metadata metadata.Interface
+	// DropManagedFields leaves metadata.managedFields out of cached objects: nobody
+	// reads them from the cache when children are written with server-side apply,
+	// and they are often the bulk of an object.
+	DropManagedFields bool
+}
+
 // Factory hands out shared informers.
 type Factory struct {
 	client dynamic.Interface
-	resync time.Duration
+	opts   Options
 
 	mu        sync.Mutex
-	informers map[schema.GroupVersionResource]*Shared
+	informers map[informerKey]*Shared
 }
 
-// NewFactory returns a factory whose informers replay their cache every resync
-// (0 disables replays).
-func NewFactory(client dynamic.Interface, resync time.Duration) *Factory {
-	return &Factory{client: client, resync: resync, informers: map[schema.GroupVersionResource]*Shared{}}
+// informerKey tells shared informers apart.
+type informerKey struct {
+	gvr      schema.GroupVersionResource
+	selector string // label selector the API server filters by; "" for all objects
+	names    bool   // names only (SubscribeNames)
+}
+
+// NewFactory returns a factory that lists and watches with client.
+func NewFactory(client dynamic.Interface, opts Options) *Factory {
+	return &Factory{client: client, opts: opts, informers: map[informerKey]*Shared{}}
 }
 
 // Shared is one running informer.
 type Shared struct {
-	gvr      schema.GroupVersionResource
+	key      informerKey
 	informer cache.SharedIndexInformer
 	stop     context.CancelFunc
 	refs     int
@@ -59,28 +80,75 @@ type Subscription struct {
 	once     sync.Once
 }
 
-// Subscribe starts (or joins) the informer of gvr. Call Close when done.
+// Subscribe starts (or joins) the informer of every object of gvr. Call Close when
+// done.
 func (f *Factory) Subscribe(gvr schema.GroupVersionResource) *Subscription {
+	return f.subscribe(informerKey{gvr: gvr})
+}
+
+// SubscribeSelected starts (or joins) the informer of the objects of gvr whose labels
+// match selector, filtered by the API server: objects outside it cost nothing.
+func (f *Factory) SubscribeSelected(gvr schema.GroupVersionResource, selector labels.Selector) *Subscription {
+	return f.subscribe(informerKey{gvr: gvr, selector: selector.String()})
+}
+
+// SubscribeNames starts (or joins) an informer that knows which objects of gvr
+// exist, and nothing else about them: it watches metadata only and keeps namespace,
+// name and UID. Use Has on it, not Get or List. It needs Options.Metadata.
+func (f *Factory) SubscribeNames(gvr schema.GroupVersionResource) *Subscription {
+	return f.subscribe(informerKey{gvr: gvr, names: true})
+}
+
+func (f *Factory) subscribe(key informerKey) *Subscription {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	s := f.informers[gvr]
+	s := f.informers[key]
 	if s == nil {
-		s = f.start(gvr)
-		f.informers[gvr] = s
+		s = f.start(key)
+		f.informers[key] = s
 	}
 	s.refs++
 	return &Subscription{factory: f, shared: s}
 }
 
-func (f *Factory) start(gvr schema.GroupVersionResource) *Shared {
-	inf := dynamicinformer.NewFilteredDynamicInformer(f.client, gvr, metav1.NamespaceAll, f.resync, cache.Indexers{
-		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
-		ByControllerUID:      controllerUIDIndex,
-		Orphans:              orphanIndex,
-	}, nil).Informer()
+func (f *Factory) start(key informerKey) *Shared {
+	tweak := func(o *metav1.ListOptions) { o.LabelSelector = key.selector }
+	var inf cache.SharedIndexInformer
+	if key.names {
+		inf = metadatainformer.NewFilteredMetadataInformer(f.opts.Metadata, key.gvr, metav1.NamespaceAll, 0, cache.Indexers{}, tweak).Informer()
+		_ = inf.SetTransform(namesOnly)
+	} else {
+		inf = dynamicinformer.NewFilteredDynamicInformer(f.client, key.gvr, metav1.NamespaceAll, f.opts.Resync, cache.Indexers{
+			cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+			ByControllerUID:      controllerUIDIndex,
+			Orphans:              orphanIndex,
+		}, tweak).Informer()
+		if f.opts.DropManagedFields {
+			_ = inf.SetTransform(dropManagedFields)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go inf.RunWithContext(ctx)
-	return &Shared{gvr: gvr, informer: inf, stop: cancel}
+	return &Shared{key: key, informer: inf, stop: cancel}
+}
+
+// dropManagedFields is the transform of Options.DropManagedFields.
+func dropManagedFields(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
+	}
+	return obj, nil
+}
+
+// namesOnly keeps what SubscribeNames promises of an object's metadata.
+func namesOnly(obj any) (any, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Namespace: m.Namespace, Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion,
+	}}, nil
 }
 
 // Active returns how many informers run; tests and metrics use it.
@@ -103,7 +171,7 @@ func (s *Subscription) Close() {
 		s.shared.refs--
 		if s.shared.refs == 0 {
 			s.shared.stop()
-			delete(f.informers, s.shared.gvr)
+			delete(f.informers, s.shared.key)
 		}
 	})
 }
@@ -112,7 +180,7 @@ func (s *Subscription) Close() {
 func (s *Subscription) AddHandler(h cache.ResourceEventHandler) error {
 	reg, err := s.shared.informer.AddEventHandler(h)
 	if err != nil {
-		return fmt.Errorf("watch %s: %w", s.shared.gvr, err)
+		return fmt.Errorf("watch %s: %w", s.shared.key.gvr, err)
 	}
 	s.handlers = append(s.handlers, reg)
 	return nil
@@ -139,15 +207,25 @@ func (s *Subscription) WaitForSync(ctx context.Context) bool {
 
 // Get returns the cached object ns/name ("" namespace for cluster-scoped objects).
 func (s *Subscription) Get(namespace, name string) (*unstructured.Unstructured, bool) {
-	key := name
-	if namespace != "" {
-		key = namespace + "/" + name
-	}
-	obj, ok, err := s.shared.informer.GetIndexer().GetByKey(key)
+	obj, ok, err := s.shared.informer.GetIndexer().GetByKey(objectKey(namespace, name))
 	if err != nil || !ok {
 		return nil, false
 	}
-	return obj.(*unstructured.Unstructured), true
+	u, ok := obj.(*unstructured.Unstructured)
+	return u, ok
+}
+
+// Has reports whether the cache holds ns/name.
+func (s *Subscription) Has(namespace, name string) bool {
+	_, ok, err := s.shared.informer.GetIndexer().GetByKey(objectKey(namespace, name))
+	return err == nil && ok
+}
+
+func objectKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
 }
 
 // List returns cached objects in namespace (all namespaces when namespace is "").

@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
@@ -35,7 +38,7 @@ func TestSubscriptionsShareOneInformer(t *testing.T) {
 	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(scheme,
 		map[schema.GroupVersionResource]string{configMaps: "ConfigMapList"},
 		configMap("a", "owned", "uid-1"), configMap("a", "orphan", ""), configMap("b", "other", ""))
-	f := NewFactory(client, 0)
+	f := NewFactory(client, Options{})
 	first, second := f.Subscribe(configMaps), f.Subscribe(configMaps)
 	if f.Active() != 1 {
 		t.Fatalf("two subscriptions to one resource run %d informers, want 1", f.Active())
@@ -84,4 +87,50 @@ func names(objs []*unstructured.Unstructured) string {
 		out += o.GetName()
 	}
 	return out
+}
+
+func TestSelectedAndNamesInformersAreDistinct(t *testing.T) {
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{configMaps: "ConfigMapList"})
+	f := NewFactory(client, Options{})
+	all := f.Subscribe(configMaps)
+	selected := f.SubscribeSelected(configMaps, labels.SelectorFromSet(labels.Set{"a": "b"}))
+	again := f.SubscribeSelected(configMaps, labels.SelectorFromSet(labels.Set{"a": "b"}))
+	if f.Active() != 2 {
+		t.Errorf("all objects and one selector run %d informers, want 2", f.Active())
+	}
+	for _, s := range []*Subscription{all, selected, again} {
+		s.Close()
+	}
+	if f.Active() != 0 {
+		t.Errorf("closing every subscription left %d informers", f.Active())
+	}
+}
+
+func TestTransforms(t *testing.T) {
+	u := configMap("a", "cm", "uid-1")
+	u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}})
+	u.SetLabels(map[string]string{"app": "x"})
+	out, err := dropManagedFields(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*unstructured.Unstructured)
+	if got.GetManagedFields() != nil || got.GetLabels()["app"] != "x" || len(got.GetOwnerReferences()) != 1 {
+		t.Errorf("dropManagedFields kept managedFields or lost something else: %v", got.Object["metadata"])
+	}
+
+	m := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "a", Name: "cm", UID: "uid-2", ResourceVersion: "7",
+		Labels: map[string]string{"app": "x"}, Annotations: map[string]string{"big": "value"},
+		ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+	}}
+	out, err = namesOnly(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "cm", UID: "uid-2", ResourceVersion: "7"}}
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("namesOnly (-want +got):\n%s", diff)
+	}
 }

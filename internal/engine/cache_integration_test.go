@@ -1,0 +1,165 @@
+//go:build integration
+
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metalambda/metalambda/internal/kubetest"
+)
+
+const relatedCompositeManifest = `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata:
+  name: %[1]s
+  labels: {metalambda.dev/test-engine: %[1]s}
+spec:
+  generateSelector: true
+  parentResource: {apiVersion: test.metalambda.dev/v1, resource: parents, labelSelector: {matchLabels: {metalambda.dev/test-engine: %[1]s}}}
+  childResources:
+  - {apiVersion: v1, resource: configmaps, updateStrategy: {method: InPlace}}
+  hooks:
+    sync: {webhook: {url: "%[2]s/sync"}}
+    customize: {webhook: {url: "%[2]s/customize"}}
+`
+
+// childrenAndRelated answers the customize hook with the Secrets labelled related=yes,
+// and the sync hook with ConfigMaps <parent>-0 and <parent>-1 holding value, and a
+// status counting the ConfigMaps and related Secrets it was shown.
+func childrenAndRelated(value string) func(req map[string]any) (int, any) {
+	return func(req map[string]any) (int, any) {
+		if _, sync := req["children"]; !sync {
+			return 200, map[string]any{"relatedResources": []any{map[string]any{
+				"apiVersion": "v1", "resource": "secrets", "labelSelector": map[string]any{"matchLabels": map[string]any{"related": "yes"}},
+			}}}
+		}
+		name := field(req["parent"].(map[string]any), "metadata", "name").(string)
+		children := []any{
+			configMap(name+"-0", map[string]any{"value": value}, nil),
+			configMap(name+"-1", map[string]any{"value": value}, nil),
+		}
+		related, _ := field(req, "related", "Secret.v1").(map[string]any)
+		seen, _ := field(req, "children", "ConfigMap.v1").(map[string]any)
+		return 200, map[string]any{"children": children, "status": map[string]any{"configMaps": len(seen), "related": len(related)}}
+	}
+}
+
+// TestChildCacheHoldsOnlyLabelledObjects: with generateSelector, the engine caches
+// only ConfigMaps that carry the controller-uid label, and knows the others by name.
+// Everything the hook and the parent see stays as with a full cache: a name taken by
+// an unlabelled object is refused, a labelled orphan is adopted, a child edited by
+// someone else is corrected, and a related object's change syncs the parent.
+func TestChildCacheHoldsOnlyLabelledObjects(t *testing.T) {
+	setup(t)
+	ns := env.Namespace(t)
+	eng := startEngine(t, ns)
+	hook := newHookServer(t, childrenAndRelated("one"))
+	create(t, configMapsGVR, ns, "{apiVersion: v1, kind: ConfigMap, metadata: {name: unrelated}, data: {value: mine}}")
+	create(t, configMapsGVR, ns, "{apiVersion: v1, kind: ConfigMap, metadata: {name: p-1}, data: {value: stranger}}")
+	create(t, ccGVR, "", relatedCompositeManifest, ns, hook.URL)
+	parent := create(t, parentsGVR, ns, "{apiVersion: test.metalambda.dev/v1, kind: Parent, metadata: {name: p}, spec: {size: 2}}")
+
+	t.Run("unlabelled objects are known by name only", func(t *testing.T) {
+		waitFor(t, "p-0 is created", configMapsGVR, ns, "p-0", nil)
+		ct := hostedChildType(t, eng, ns)
+		if ct.names == nil {
+			t.Fatal("the ConfigMap child type has no names-only informer")
+		}
+		if _, cached := ct.sub.Get(ns, "unrelated"); cached {
+			t.Error("an unlabelled ConfigMap is in the child cache")
+		}
+		if !ct.names.Has(ns, "unrelated") {
+			t.Error("the names-only informer does not know an unlabelled ConfigMap")
+		}
+		if cm, cached := ct.sub.Get(ns, "p-0"); !cached {
+			t.Error("a child is not in the child cache")
+		} else if cm.GetManagedFields() != nil {
+			t.Error("the child cache keeps managedFields")
+		}
+	})
+
+	t.Run("a name taken by an unlabelled object is refused", func(t *testing.T) {
+		kubetest.Eventually(t, 30*time.Second, "a SyncError event naming p-1", func(context.Context) (bool, error) {
+			for _, e := range events(t, ns, "p") {
+				if e.Reason == "SyncError" && strings.Contains(e.Message, "p-1 exists and is not controlled by") {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		stranger := mustGet(t, configMapsGVR, ns, "p-1")
+		if ref := metav1.GetControllerOf(stranger); ref != nil || field(stranger.Object, "data", "value") != "stranger" {
+			t.Errorf("the stranger was touched: controller %v, data %v", ref, stranger.Object["data"])
+		}
+	})
+
+	t.Run("a labelled orphan is adopted and shown to the hook", func(t *testing.T) {
+		if err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Delete(kubetest.Context(t), "p-1", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, "the stranger is gone", configMapsGVR, ns, "p-1")
+		orphan := create(t, configMapsGVR, ns, "{apiVersion: v1, kind: ConfigMap, metadata: {name: p-1, labels: {controller-uid: %s}}, data: {value: orphan}}", parent.GetUID())
+		adopted := waitFor(t, "the orphan is adopted and updated", configMapsGVR, ns, "p-1", func(o *unstructured.Unstructured) error {
+			if ref := metav1.GetControllerOf(o); ref == nil || ref.UID != parent.GetUID() {
+				return fmt.Errorf("controller %v", ref)
+			}
+			if v := field(o.Object, "data", "value"); v != "one" {
+				return fmt.Errorf("value %v", v)
+			}
+			return nil
+		})
+		if adopted.GetUID() != orphan.GetUID() {
+			t.Error("the orphan was replaced instead of adopted")
+		}
+		waitFor(t, "the status counts both children", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+			if n := field(o.Object, "status", "configMaps"); n != int64(2) {
+				return fmt.Errorf("status.configMaps = %v", n)
+			}
+			return nil
+		})
+	})
+
+	t.Run("a child edited by someone else is corrected", func(t *testing.T) {
+		patch := []byte(`{"data":{"value":"tampered"}}`)
+		if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Patch(kubetest.Context(t), "p-0", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "p-0 is corrected", configMapsGVR, ns, "p-0", func(o *unstructured.Unstructured) error {
+			if v := field(o.Object, "data", "value"); v != "one" {
+				return fmt.Errorf("value %v", v)
+			}
+			return nil
+		})
+	})
+
+	t.Run("a related object's change syncs the parent", func(t *testing.T) {
+		create(t, secretsGVR, ns, "{apiVersion: v1, kind: Secret, metadata: {name: related, labels: {related: \"yes\"}}}")
+		waitFor(t, "the status counts the related Secret", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+			if n := field(o.Object, "status", "related"); n != int64(1) {
+				return fmt.Errorf("status.related = %v", n)
+			}
+			return nil
+		})
+	})
+}
+
+// hostedChildType is the ConfigMap child type of the controller named ns.
+func hostedChildType(t *testing.T, eng *engineUnderTest, ns string) *childType {
+	t.Helper()
+	eng.mgr.mu.Lock()
+	defer eng.mgr.mu.Unlock()
+	h := eng.mgr.hosted[controllerKey{kind: CompositeKind, name: ns}]
+	if h == nil {
+		t.Fatal("the controller is not hosted")
+	}
+	return h.controller.children[0]
+}
