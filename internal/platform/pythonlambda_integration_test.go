@@ -1,0 +1,345 @@
+//go:build integration
+
+package platform
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/metalambda/metalambda/internal/engine"
+	"github.com/metalambda/metalambda/internal/kubetest"
+	"github.com/metalambda/metalambda/internal/manifest"
+	"github.com/metalambda/metalambda/internal/node"
+)
+
+var pythonLambdasGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "pythonlambdas"}
+
+// loadRate is the steady stream of requests sent through the ingress while a
+// PythonLambda changes.
+const loadRate = 25 // per second
+
+// TestPythonLambdaZeroDowntime runs a PythonLambda on the local platform under a
+// steady stream of requests through the ingress and changes its code (one replica,
+// then two), its replicas and its image, then a Secret its env reads: no request
+// fails, and once each rollout ends every answer comes from the new pods.
+func TestPythonLambdaZeroDowntime(t *testing.T) {
+	p, ctx := startWithNode(t, node.Options{Bridge: "mle2e0", PodCIDR: "10.244.214.0/24"})
+	defer p.Stop()
+	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	lambdas := dynamicFor(t, p.Kubeconfig).Resource(pythonLambdasGVR).Namespace("zero")
+	applier, err := manifest.NewApplier(cfg, "pythonlambda-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dumpLambdaOnFailure(t, ctx, lambdas, kube)
+	if _, err := applier.Apply(ctx, []byte(`
+apiVersion: v1
+kind: Namespace
+metadata: {name: zero}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: greeting, namespace: zero}
+stringData: {word: hello}
+---
+apiVersion: example.com/v1
+kind: PythonLambda
+metadata: {name: zero, namespace: zero}
+spec:
+  host: zero.example.com
+  replicas: 1
+  env:
+  - name: WORD
+    valueFrom: {secretKeyRef: {name: greeting, key: word}}
+  code: |
+    import os
+    output = "v1 " + os.environ["WORD"]
+`)); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + p.opts.IngressAddress + "/"
+	kubetest.Eventually(t, 3*time.Minute, "the lambda answers through the ingress", func(context.Context) (bool, error) {
+		code, body, err := ask(url, "zero.example.com")
+		return code == 200 && body == "v1 hello", fmt.Errorf("%d %q %v", code, body, err)
+	})
+	waitRolledOut(t, ctx, lambdas, kube, 1)
+
+	l := startLoad(url, "zero.example.com", loadRate)
+	defer l.stop()
+	step := func(what, patch string, replicas int, want string) {
+		t.Helper()
+		l.reset()
+		start := time.Now()
+		if patch != "" {
+			if _, err := lambdas.Patch(ctx, "zero", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		waitRolledOut(t, ctx, lambdas, kube, replicas)
+		// Every pod now runs the new spec: every answer is the new one.
+		l.expectOnly(want)
+		time.Sleep(time.Second)
+		sent, failed, answers := l.snapshot()
+		t.Logf("%s: %d requests in %s, %d failed, answers %v", what, sent, time.Since(start).Round(time.Millisecond), failed, answers)
+		if failed > 0 {
+			t.Errorf("%s: %d of %d requests failed: %v", what, failed, sent, l.failures())
+		}
+		if late := l.unexpected(); late > 0 {
+			t.Errorf("%s: %d answers after the rollout were not %q", what, late, want)
+		}
+		if sent < 10 {
+			t.Errorf("%s: only %d requests were sent", what, sent)
+		}
+	}
+	step("code change, 1 replica", `{"spec":{"code":"import os\noutput = 'v2 ' + os.environ['WORD']\n"}}`, 1, "v2 hello")
+	step("scale 1 to 2", `{"spec":{"replicas":2}}`, 2, "v2 hello")
+	step("code change, 2 replicas", `{"spec":{"code":"import os\noutput = 'v3 ' + os.environ['WORD']\n"}}`, 2, "v3 hello")
+	step("image change", `{"spec":{"image":"python:3.12-slim"}}`, 2, "v3 hello")
+	step("scale 2 to 1", `{"spec":{"replicas":1}}`, 1, "v3 hello")
+
+	// A Secret change reaches the code through the rollout it triggers.
+	l.reset()
+	secret, err := kube.CoreV1().Secrets("zero").Get(ctx, "greeting", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret.Data = map[string][]byte{"word": []byte("bonjour")}
+	if _, err := kube.CoreV1().Secrets("zero").Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Eventually(t, 2*time.Minute, "the code sees the new Secret value", func(context.Context) (bool, error) {
+		code, body, err := ask(url, "zero.example.com")
+		return code == 200 && body == "v3 bonjour", fmt.Errorf("%d %q %v", code, body, err)
+	})
+	step("Secret change", "", 1, "v3 bonjour")
+	checkNoSecretInStatus(t, ctx, lambdas)
+	checkOldConfigMapsRemoved(t, ctx, kube)
+}
+
+// ask sends one GET through the ingress.
+func ask(url, host string) (int, string, error) {
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Host = host
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
+}
+
+// waitRolledOut waits until the lambda's Updated condition is True, exactly
+// replicas pods exist, all current, Ready and not terminating, and the ingress
+// serves only them.
+func waitRolledOut(t *testing.T, ctx context.Context, lambdas dynamic.ResourceInterface, kube kubernetes.Interface, replicas int) {
+	t.Helper()
+	kubetest.Eventually(t, 3*time.Minute, fmt.Sprintf("the rollout ends with %d Ready pods", replicas), func(ctx context.Context) (bool, error) {
+		obj, err := lambdas.Get(ctx, "zero", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if obj.GetGeneration() != observedGeneration(obj) {
+			return false, fmt.Errorf("generation %d not observed yet", obj.GetGeneration())
+		}
+		updated := updatedCondition(obj)
+		if updated == nil || updated["status"] != "True" {
+			return false, fmt.Errorf("Updated condition %v", updated)
+		}
+		hash, _, _ := unstructured.NestedString(obj.Object, "status", "updateRevision")
+		pods, err := kube.CoreV1().Pods("zero").List(ctx, metav1.ListOptions{LabelSelector: engine.ControllerUIDLabel + "=" + string(obj.GetUID())})
+		if err != nil {
+			return false, err
+		}
+		var states []string
+		good := 0
+		for _, p := range pods.Items {
+			ok := p.DeletionTimestamp == nil && podReady(&p) && p.Annotations["pythonlambda.example.com/spec-hash"] == hash
+			if ok {
+				good++
+			}
+			states = append(states, fmt.Sprintf("%s(ready=%t deleting=%t hash=%s)", p.Name, podReady(&p), p.DeletionTimestamp != nil, p.Annotations["pythonlambda.example.com/spec-hash"]))
+		}
+		return good == replicas && len(pods.Items) == replicas, fmt.Errorf("want %d pods of %s: %v", replicas, hash, states)
+	})
+}
+
+func observedGeneration(obj *unstructured.Unstructured) int64 {
+	g, _, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration")
+	return g
+}
+
+// load sends GET requests at a fixed rate and records what they get.
+type load struct {
+	done chan struct{}
+	wg   sync.WaitGroup
+
+	mu        sync.Mutex
+	sent      int
+	failed    []string
+	answers   map[string]int
+	only      string // once set, answers other than it are counted in late
+	late      int
+	collected bool
+}
+
+func startLoad(url, host string, rate int) *load {
+	l := &load{done: make(chan struct{}), answers: map[string]int{}}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		tick := time.NewTicker(time.Second / time.Duration(rate))
+		defer tick.Stop()
+		for {
+			select {
+			case <-l.done:
+				return
+			case <-tick.C:
+			}
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				l.record(ask(url, host))
+			}()
+		}
+	}()
+	return l
+}
+
+func (l *load) record(code int, body string, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sent++
+	switch {
+	case err != nil:
+		l.failed = append(l.failed, err.Error())
+	case code != http.StatusOK:
+		l.failed = append(l.failed, fmt.Sprintf("%d %q", code, body))
+	default:
+		l.answers[body]++
+		if l.only != "" && body != l.only {
+			l.late++
+		}
+	}
+}
+
+// reset starts a new count.
+func (l *load) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sent, l.failed, l.answers, l.only, l.late = 0, nil, map[string]int{}, "", 0
+}
+
+// expectOnly counts, from now on, answers other than want.
+func (l *load) expectOnly(want string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.only = want
+}
+
+func (l *load) snapshot() (sent, failed int, answers string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var parts []string
+	for body, n := range l.answers {
+		parts = append(parts, fmt.Sprintf("%q x%d", body, n))
+	}
+	sort.Strings(parts)
+	return l.sent, len(l.failed), strings.Join(parts, ", ")
+}
+
+func (l *load) failures() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.failed[:min(len(l.failed), 10)]...)
+}
+
+func (l *load) unexpected() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.late
+}
+
+func (l *load) stop() {
+	if !l.collected {
+		l.collected = true
+		close(l.done)
+		l.wg.Wait()
+	}
+}
+
+// checkNoSecretInStatus checks that the Secret's values appear nowhere in the
+// lambda's status or its ControllerRevisions.
+func checkNoSecretInStatus(t *testing.T, ctx context.Context, lambdas dynamic.ResourceInterface) {
+	t.Helper()
+	obj, err := lambdas.Get(ctx, "zero", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := fmt.Sprint(obj.Object["status"]); strings.Contains(s, "bonjour") || strings.Contains(s, "Ym9uam91cg") {
+		t.Errorf("the status holds the Secret's value: %s", s)
+	}
+}
+
+// checkOldConfigMapsRemoved checks that only the current code's ConfigMap is left
+// once no pod mounts the older ones.
+func checkOldConfigMapsRemoved(t *testing.T, ctx context.Context, kube kubernetes.Interface) {
+	t.Helper()
+	kubetest.Eventually(t, time.Minute, "one code ConfigMap is left", func(ctx context.Context) (bool, error) {
+		cms, err := kube.CoreV1().ConfigMaps("zero").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=pythonlambda"})
+		if err != nil {
+			return false, err
+		}
+		var names []string
+		for _, cm := range cms.Items {
+			if cm.DeletionTimestamp == nil {
+				names = append(names, cm.Name)
+			}
+		}
+		return len(names) == 1, fmt.Errorf("ConfigMaps %v", names)
+	})
+}
+
+// dumpLambdaOnFailure logs the lambda's status, pods and events when the test failed.
+func dumpLambdaOnFailure(t *testing.T, ctx context.Context, lambdas dynamic.ResourceInterface, kube kubernetes.Interface) {
+	if !t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	if obj, err := lambdas.Get(ctx, "zero", metav1.GetOptions{}); err == nil {
+		t.Logf("PythonLambda status: %v", obj.Object["status"])
+	}
+	if events, err := kube.CoreV1().Events("zero").List(ctx, metav1.ListOptions{}); err == nil {
+		for _, e := range events.Items {
+			t.Logf("event %s %s: %s %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+	pods, _ := kube.CoreV1().Pods("zero").List(ctx, metav1.ListOptions{})
+	for _, p := range pods.Items {
+		t.Logf("pod %s phase=%s ready=%t deleting=%t containers=%+v", p.Name, p.Status.Phase, podReady(&p), p.DeletionTimestamp != nil, p.Status.ContainerStatuses)
+	}
+}
