@@ -85,15 +85,19 @@ spec:
 
 	l := startLoad(url, "zero.example.com", loadRate)
 	defer l.stop()
-	step := func(what, patch string, replicas int, want string) {
+	// step makes a change under the load, waits until the answer is want and the
+	// rollout has ended with replicas pods, and checks that no request failed.
+	step := func(what string, change func() error, replicas int, want string) {
 		t.Helper()
 		l.reset()
 		start := time.Now()
-		if patch != "" {
-			if _, err := lambdas.Patch(ctx, "zero", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-				t.Fatal(err)
-			}
+		if err := change(); err != nil {
+			t.Fatal(err)
 		}
+		kubetest.Eventually(t, 2*time.Minute, what+": the answer is "+want, func(context.Context) (bool, error) {
+			code, body, err := ask(url, "zero.example.com")
+			return code == 200 && body == want, fmt.Errorf("%d %q %v", code, body, err)
+		})
 		waitRolledOut(t, ctx, lambdas, kube, replicas)
 		// Every pod now runs the new spec: every answer is the new one.
 		l.expectOnly(want)
@@ -110,27 +114,27 @@ spec:
 			t.Errorf("%s: only %d requests were sent", what, sent)
 		}
 	}
-	step("code change, 1 replica", `{"spec":{"code":"import os\noutput = 'v2 ' + os.environ['WORD']\n"}}`, 1, "v2 hello")
-	step("scale 1 to 2", `{"spec":{"replicas":2}}`, 2, "v2 hello")
-	step("code change, 2 replicas", `{"spec":{"code":"import os\noutput = 'v3 ' + os.environ['WORD']\n"}}`, 2, "v3 hello")
-	step("image change", `{"spec":{"image":"python:3.12-slim"}}`, 2, "v3 hello")
-	step("scale 2 to 1", `{"spec":{"replicas":1}}`, 1, "v3 hello")
-
+	patch := func(body string) func() error {
+		return func() error {
+			_, err := lambdas.Patch(ctx, "zero", types.MergePatchType, []byte(body), metav1.PatchOptions{})
+			return err
+		}
+	}
+	step("code change, 1 replica", patch(`{"spec":{"code":"import os\noutput = 'v2 ' + os.environ['WORD']\n"}}`), 1, "v2 hello")
+	step("scale 1 to 2", patch(`{"spec":{"replicas":2}}`), 2, "v2 hello")
+	step("code change, 2 replicas", patch(`{"spec":{"code":"import os\noutput = 'v3 ' + os.environ['WORD']\n"}}`), 2, "v3 hello")
+	step("image change", patch(`{"spec":{"image":"python:3.12-slim"}}`), 2, "v3 hello")
+	step("scale 2 to 1", patch(`{"spec":{"replicas":1}}`), 1, "v3 hello")
 	// A Secret change reaches the code through the rollout it triggers.
-	l.reset()
-	secret, err := kube.CoreV1().Secrets("zero").Get(ctx, "greeting", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	secret.Data = map[string][]byte{"word": []byte("bonjour")}
-	if _, err := kube.CoreV1().Secrets("zero").Update(ctx, secret, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	kubetest.Eventually(t, 2*time.Minute, "the code sees the new Secret value", func(context.Context) (bool, error) {
-		code, body, err := ask(url, "zero.example.com")
-		return code == 200 && body == "v3 bonjour", fmt.Errorf("%d %q %v", code, body, err)
-	})
-	step("Secret change", "", 1, "v3 bonjour")
+	step("Secret change", func() error {
+		secret, err := kube.CoreV1().Secrets("zero").Get(ctx, "greeting", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		secret.Data = map[string][]byte{"word": []byte("bonjour")}
+		_, err = kube.CoreV1().Secrets("zero").Update(ctx, secret, metav1.UpdateOptions{})
+		return err
+	}, 1, "v3 bonjour")
 	checkNoSecretInStatus(t, ctx, lambdas)
 	checkOldConfigMapsRemoved(t, ctx, kube)
 }
