@@ -21,10 +21,17 @@ type CustomizeHook func(req *hookapi.CustomizeRequest) (*hookapi.CustomizeRespon
 // "pythonlambda", "pythonlambda-customize" and "immortalcontainer".
 func Builtins() runtime.Builtins {
 	return runtime.Builtins{
-		"pythonlambda":           Composite("pythonlambda", pythonlambda.Sync),
+		"pythonlambda":           pythonLambda,
 		"pythonlambda-customize": Customize("pythonlambda-customize", pythonlambda.Customize),
 		"immortalcontainer":      Composite("immortalcontainer", immortalcontainer.Sync),
 	}
+}
+
+// pythonLambda is the pythonlambda sync hook, configured by its Function's env
+// (pythonlambda.OptionsFromEnv).
+func pythonLambda(ctx context.Context, request json.RawMessage) (json.RawMessage, error) {
+	sync := pythonlambda.SyncWith(pythonlambda.OptionsFromEnv(runtime.FunctionEnv(ctx)))
+	return Composite("pythonlambda", sync)(ctx, request)
 }
 
 // Composite adapts sync to a builtin function: it decodes the CompositeRequest,

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -71,9 +72,13 @@ func configMap(l *lambda, n names) *corev1.ConfigMap {
 	}
 }
 
-// files are what the pods mount: the server and the user's code.
+// files are what the pods mount: the server, the user's code and requirements.
 func files(l *lambda) map[string]string {
-	return map[string]string{scriptKey: script, codeKey: l.Spec.Code}
+	out := map[string]string{scriptKey: script, codeKey: l.Spec.Code}
+	if strings.TrimSpace(l.Spec.Requirements) != "" {
+		out[requirementsKey] = l.Spec.Requirements
+	}
+	return out
 }
 
 func service(l *lambda, n names) *corev1.Service {
@@ -131,7 +136,7 @@ func pod(l *lambda, n names, name, hash string) *corev1.Pod {
 
 // podSpec is the same for every pod of the lambda.
 func podSpec(l *lambda, n names) corev1.PodSpec {
-	return corev1.PodSpec{
+	return withRequirements(l, corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyAlways,
 		Containers: []corev1.Container{{
 			Name:    containerName,
@@ -156,7 +161,7 @@ func podSpec(l *lambda, n names) corev1.PodSpec {
 				LocalObjectReference: corev1.LocalObjectReference{Name: n.ConfigMap},
 			}},
 		}},
-	}
+	})
 }
 
 // env is the pod IP (downward API), the port, unbuffered Python output unless the

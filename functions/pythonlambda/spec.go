@@ -35,6 +35,7 @@ type spec struct {
 	Image            string                      `json:"image"`
 	Env              []corev1.EnvVar             `json:"env"`
 	EnvFrom          []corev1.EnvFromSource      `json:"envFrom"`
+	Requirements     string                      `json:"requirements"`
 	Resources        corev1.ResourceRequirements `json:"resources"`
 	IngressClassName string                      `json:"ingressClassName"`
 }
@@ -52,6 +53,8 @@ type lambda struct {
 	ConfigRevision string
 	// ServedConfig is the config revision the desired pods carry (see config.go).
 	ServedConfig string
+	// Pip is the operator's pip environment (Options.Pip).
+	Pip []corev1.EnvVar
 }
 
 // replicas is spec.replicas, 1 when unset.
@@ -104,6 +107,7 @@ func (l *lambda) validate() error {
 		dnsName("spec.ingressClassName", s.IngressClassName),
 		validateEnv(s.Env),
 		validateEnvFrom(s.EnvFrom),
+		validateRequirements(s),
 		validateResources(s.Resources),
 	)
 }

@@ -34,6 +34,7 @@ const (
 	ReasonImagePullFailed  = "ImagePullFailed"  // the image cannot be pulled
 	ReasonPodUnschedulable = "PodUnschedulable" // no node takes the pod
 	ReasonPodFailing       = "PodFailing"       // another error keeps a container from running
+	// ReasonRequirementsFailed (requirements.go): pip cannot install spec.requirements
 )
 
 // maxMessage bounds the condition's message (the API allows 32768 bytes) and
@@ -296,6 +297,9 @@ func podFailure(p *corev1.Pod) (reason, detail string) {
 			return ReasonPodUnschedulable, "unschedulable: " + c.Message
 		}
 	}
+	if reason, detail := installFailure(p); reason != "" {
+		return reason, detail
+	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if reason, detail := containerFailure(cs); reason != "" {
 			return reason, detail
@@ -347,6 +351,11 @@ func lastTermination(t *corev1.ContainerStateTerminated) string {
 
 // startingDetail says why a pending pod is not running yet.
 func startingDetail(p *corev1.Pod) string {
+	for _, cs := range p.Status.InitContainerStatuses {
+		if cs.Name == requirementsContainer && cs.State.Running != nil {
+			return "installing spec.requirements"
+		}
+	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.State.Waiting != nil && cs.State.Waiting.Reason != "" {
 			return cs.State.Waiting.Reason

@@ -16,16 +16,28 @@ import (
 // A finalize call (req.Finalizing) answers the same, finalized: the children go with
 // the parent by garbage collection.
 func Sync(req *hookapi.CompositeRequest) (*hookapi.CompositeResponse, error) {
-	return syncAt(req, time.Now())
+	return syncWith(req, Options{}, time.Now())
+}
+
+// SyncWith is Sync configured by an operator's options.
+func SyncWith(opts Options) func(req *hookapi.CompositeRequest) (*hookapi.CompositeResponse, error) {
+	return func(req *hookapi.CompositeRequest) (*hookapi.CompositeResponse, error) {
+		return syncWith(req, opts, time.Now())
+	}
 }
 
 // syncAt is Sync with the clock read: now is the Ready condition's
 // lastTransitionTime when its status changes.
 func syncAt(req *hookapi.CompositeRequest, now time.Time) (*hookapi.CompositeResponse, error) {
+	return syncWith(req, Options{}, now)
+}
+
+func syncWith(req *hookapi.CompositeRequest, opts Options, now time.Time) (*hookapi.CompositeResponse, error) {
 	l, err := parseParent(req.Parent)
 	if err != nil {
 		return nil, err
 	}
+	l.Pip = opts.Pip
 	config, err := configRevision(refsOf(l.Spec), req.Related)
 	if err != nil {
 		return nil, fmt.Errorf("read related objects of %s/%s: %w", l.Namespace, l.Name, err)

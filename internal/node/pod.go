@@ -24,16 +24,16 @@ type podWorker struct {
 	netns string
 	dir   string
 
-	mu          sync.Mutex
-	pod         *corev1.Pod
-	podIP       string
-	startTime   time.Time
-	sandbox     bool
-	setupErr    string
-	specErr     string // the spec cannot run: containers wait with this message
-	volumeDirs  map[string]string
-	mountDirs   []string
-	containers  []*container
+	mu         sync.Mutex
+	pod        *corev1.Pod
+	podIP      string
+	startTime  time.Time
+	sandbox    bool
+	setupErr   string
+	specErr    string // the spec cannot run: containers wait with this message
+	volumeDirs map[string]string
+	mountDirs  []string
+	containers []*container
 	// inits are the init containers, run one after the other to completion before
 	// the containers start; initialized is set once they all succeeded.
 	inits       []*container
