@@ -3,10 +3,17 @@
 package platform
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -33,13 +40,20 @@ var pythonLambdasGVR = schema.GroupVersionResource{Group: "example.com", Version
 // PythonLambda changes.
 const loadRate = 25 // per second
 
-// TestPythonLambdaZeroDowntime runs a PythonLambda on the local platform under a
-// steady stream of requests through the ingress and changes its code (one replica,
-// then two), its replicas and its image, then a Secret its env reads: no request
-// fails, and once each rollout ends every answer comes from the new pods.
-func TestPythonLambdaZeroDowntime(t *testing.T) {
+// TestPythonLambdaInProduction runs PythonLambdas on the local platform: changes
+// under load lose no request, and requirements install from a wheel built here.
+func TestPythonLambdaInProduction(t *testing.T) {
 	p, ctx := startWithNode(t, node.Options{Bridge: "mle2e0", PodCIDR: "10.244.214.0/24"})
 	defer p.Stop()
+	t.Run("ZeroDowntime", func(t *testing.T) { testZeroDowntime(t, ctx, p) })
+	t.Run("Requirements", func(t *testing.T) { testRequirements(t, ctx, p) })
+}
+
+// testZeroDowntime runs a PythonLambda under a steady stream of requests through
+// the ingress and changes its code (one replica, then two), its replicas and its
+// image, then a Secret its env reads: no request fails, and once each rollout ends
+// every answer comes from the new pods.
+func testZeroDowntime(t *testing.T, ctx context.Context, p *Platform) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +64,7 @@ func TestPythonLambdaZeroDowntime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer dumpLambdaOnFailure(t, ctx, lambdas, kube)
+	defer dumpLambdaOnFailure(t, ctx, lambdas, kube, "zero")
 	if _, err := applier.Apply(ctx, []byte(`
 apiVersion: v1
 kind: Namespace
@@ -327,23 +341,170 @@ func checkOldConfigMapsRemoved(t *testing.T, ctx context.Context, kube kubernete
 	})
 }
 
-// dumpLambdaOnFailure logs the lambda's status, pods and events when the test failed.
-func dumpLambdaOnFailure(t *testing.T, ctx context.Context, lambdas dynamic.ResourceInterface, kube kubernetes.Interface) {
+// dumpLambdaOnFailure logs the status of the lambdas, their pods and events in ns
+// when the test failed.
+func dumpLambdaOnFailure(t *testing.T, ctx context.Context, lambdas dynamic.ResourceInterface, kube kubernetes.Interface, ns string) {
 	if !t.Failed() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if obj, err := lambdas.Get(ctx, "zero", metav1.GetOptions{}); err == nil {
-		t.Logf("PythonLambda status: %v", obj.Object["status"])
+	if list, err := lambdas.List(ctx, metav1.ListOptions{}); err == nil {
+		for _, obj := range list.Items {
+			t.Logf("PythonLambda %s status: %v", obj.GetName(), obj.Object["status"])
+		}
 	}
-	if events, err := kube.CoreV1().Events("zero").List(ctx, metav1.ListOptions{}); err == nil {
+	if events, err := kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, e := range events.Items {
 			t.Logf("event %s %s: %s %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 		}
 	}
-	pods, _ := kube.CoreV1().Pods("zero").List(ctx, metav1.ListOptions{})
+	pods, _ := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	for _, p := range pods.Items {
-		t.Logf("pod %s phase=%s ready=%t deleting=%t containers=%+v", p.Name, p.Status.Phase, podReady(&p), p.DeletionTimestamp != nil, p.Status.ContainerStatuses)
+		t.Logf("pod %s phase=%s ready=%t deleting=%t init=%+v containers=%+v", p.Name, p.Status.Phase, podReady(&p), p.DeletionTimestamp != nil,
+			p.Status.InitContainerStatuses, p.Status.ContainerStatuses)
+	}
+}
+
+// testRequirements builds a tiny wheel, serves its directory over HTTP to the pods,
+// points the operator's pip at it (the pythonlambda Function's env) and runs a
+// lambda importing it; a lambda requiring a package nobody has reports pip's error.
+func testRequirements(t *testing.T, ctx context.Context, p *Platform) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	dyn := dynamicFor(t, p.Kubeconfig)
+	lambdas := dyn.Resource(pythonLambdasGVR).Namespace("deps")
+	defer dumpLambdaOnFailure(t, ctx, lambdas, kube, "deps")
+	wheels := t.TempDir()
+	writeWheel(t, wheels, "tinypkg", "1.0", "def greet(name):\n    return 'tinypkg greets ' + name\n")
+	hostIP := nodeAddress(t, ctx, kube)
+	l, err := net.Listen("tcp", hostIP+":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.FileServer(http.Dir(wheels)), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+
+	functions := dyn.Resource(schema.GroupVersionResource{Group: "metalambda.dev", Version: "v1alpha1", Resource: "functions"}).Namespace("metalambda-system")
+	patch := fmt.Sprintf(`{"spec":{"env":{"PIP_FIND_LINKS":"http://%s/","PIP_NO_INDEX":"1"}}}`, l.Addr())
+	if _, err := functions.Patch(ctx, "pythonlambda", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	applier, err := manifest.NewApplier(cfg, "pythonlambda-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := applier.Apply(ctx, []byte(`
+apiVersion: v1
+kind: Namespace
+metadata: {name: deps}
+---
+apiVersion: example.com/v1
+kind: PythonLambda
+metadata: {name: tiny, namespace: deps}
+spec:
+  host: tiny.example.com
+  requirements: |
+    tinypkg==1.0
+  code: |
+    import tinypkg
+    output = tinypkg.greet(query_params.get("name", ["nobody"])[0])
+---
+apiVersion: example.com/v1
+kind: PythonLambda
+metadata: {name: broken, namespace: deps}
+spec:
+  requirements: |
+    nosuchpkg==9.9
+  code: |
+    output = "unreachable"
+`)); err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + p.opts.IngressAddress + "/?name=Ada"
+	kubetest.Eventually(t, 3*time.Minute, "the lambda importing the wheel answers", func(context.Context) (bool, error) {
+		code, body, err := ask(url, "tiny.example.com")
+		return code == 200 && body == "tinypkg greets Ada", fmt.Errorf("%d %q %v", code, body, err)
+	})
+	kubetest.Eventually(t, 2*time.Minute, "the failing requirement is in the status with pip's message", func(ctx context.Context) (bool, error) {
+		obj, err := lambdas.Get(ctx, "broken", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+		for _, c := range conds {
+			m := c.(map[string]any)
+			msg, _ := m["message"].(string)
+			if m["type"] == "Ready" && m["reason"] == "RequirementsFailed" && strings.Contains(msg, "nosuchpkg") &&
+				strings.Contains(msg, "No matching distribution found") {
+				t.Logf("Ready condition: %s", msg)
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("conditions %v", conds)
+	})
+}
+
+// nodeAddress is the host's address on the pod network, as pods see it.
+func nodeAddress(t *testing.T, ctx context.Context, kube kubernetes.Interface) string {
+	t.Helper()
+	var ip string
+	kubetest.Eventually(t, time.Minute, "a pod reports the node's address", func(ctx context.Context) (bool, error) {
+		pods, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if p.Status.HostIP != "" {
+				ip = p.Status.HostIP
+				return true, nil
+			}
+		}
+		return false, fmt.Errorf("%d pods, none with a hostIP", len(pods.Items))
+	})
+	return ip
+}
+
+// writeWheel writes a pure-Python wheel of one module package into dir, as
+// pip builds them: the package, its dist-info and a RECORD with hashes.
+func writeWheel(t *testing.T, dir, name, version, initPy string) {
+	t.Helper()
+	info := name + "-" + version + ".dist-info"
+	files := []struct{ path, body string }{
+		{name + "/__init__.py", initPy},
+		{info + "/METADATA", "Metadata-Version: 2.1\nName: " + name + "\nVersion: " + version + "\n"},
+		{info + "/WHEEL", "Wheel-Version: 1.0\nGenerator: metalambda-test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"},
+	}
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	var record strings.Builder
+	for _, f := range files {
+		w, err := zw.Create(f.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write([]byte(f.body)); err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256([]byte(f.body))
+		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", f.path, base64.RawURLEncoding.EncodeToString(sum[:]), len(f.body))
+	}
+	record.WriteString(info + "/RECORD,,\n")
+	w, err := zw.Create(info + "/RECORD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte(record.String())); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+"-"+version+"-py3-none-any.whl"), buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
