@@ -10,7 +10,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -378,22 +377,16 @@ func testRequirements(t *testing.T, ctx context.Context, p *Platform) {
 	dyn := dynamicFor(t, p.Kubeconfig)
 	lambdas := dyn.Resource(pythonLambdasGVR).Namespace("deps")
 	defer dumpLambdaOnFailure(t, ctx, lambdas, kube, "deps")
+	// Pods on the local node see the host's files, so the operator's wheel directory
+	// is a path (on a cluster, an index or a wheel directory served over HTTP).
 	wheels := t.TempDir()
 	writeWheel(t, wheels, "tinypkg", "1.0", "def greet(name):\n    return 'tinypkg greets ' + name\n")
-	hostIP := nodeAddress(t, ctx, kube)
-	l, err := net.Listen("tcp", hostIP+":0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.FileServer(http.Dir(wheels)), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(l) }()
-	defer srv.Close()
-
 	functions := dyn.Resource(schema.GroupVersionResource{Group: "metalambda.dev", Version: "v1alpha1", Resource: "functions"}).Namespace("metalambda-system")
-	patch := fmt.Sprintf(`{"spec":{"env":{"PIP_FIND_LINKS":"http://%s/","PIP_NO_INDEX":"1"}}}`, l.Addr())
+	patch := fmt.Sprintf(`{"spec":{"env":{"PIP_FIND_LINKS":%q,"PIP_NO_INDEX":"1"}}}`, wheels)
 	if _, err := functions.Patch(ctx, "pythonlambda", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	waitHookUses(t, p, wheels)
 	applier, err := manifest.NewApplier(cfg, "pythonlambda-test")
 	if err != nil {
 		t.Fatal(err)
@@ -449,24 +442,31 @@ spec:
 	})
 }
 
-// nodeAddress is the host's address on the pod network, as pods see it.
-func nodeAddress(t *testing.T, ctx context.Context, kube kubernetes.Interface) string {
+// waitHookUses waits until the gateway's pythonlambda hook gives pip the wheel
+// directory: the gateway has loaded the Function's new env.
+func waitHookUses(t *testing.T, p *Platform, wheels string) {
 	t.Helper()
-	var ip string
-	kubetest.Eventually(t, time.Minute, "a pod reports the node's address", func(ctx context.Context) (bool, error) {
-		pods, err := kube.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	token, err := os.ReadFile(HookTokenFile(p.opts.DataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := `{"parent":{"apiVersion":"example.com/v1","kind":"PythonLambda","metadata":{"name":"probe","namespace":"deps"},
+		"spec":{"code":"output = 1","requirements":"tinypkg"}},"children":{}}`
+	kubetest.Eventually(t, time.Minute, "the hook gives pip the wheel directory", func(ctx context.Context) (bool, error) {
+		r, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+p.opts.GatewayAddress+"/hooks/metalambda-system/pythonlambda", strings.NewReader(req))
 		if err != nil {
 			return false, err
 		}
-		for _, p := range pods.Items {
-			if p.Status.HostIP != "" {
-				ip = p.Status.HostIP
-				return true, nil
-			}
+		r.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(token)))
+		r.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			return false, err
 		}
-		return false, fmt.Errorf("%d pods, none with a hostIP", len(pods.Items))
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == 200 && strings.Contains(string(body), wheels), fmt.Errorf("%d %.300s", resp.StatusCode, body)
 	})
-	return ip
 }
 
 // writeWheel writes a pure-Python wheel of one module package into dir, as
