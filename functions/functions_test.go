@@ -16,7 +16,7 @@ import (
 )
 
 func TestBuiltinsNames(t *testing.T) {
-	want := []string{"immortalcontainer", "pythonlambda"}
+	want := []string{"immortalcontainer", "pythonlambda", "pythonlambda-customize"}
 	if diff := cmp.Diff(want, Builtins().Names()); diff != "" {
 		t.Errorf("names (-want +got):\n%s", diff)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -33,10 +34,18 @@ const (
 	servicePort   = 80
 )
 
-// children builds the desired children: the ConfigMap, the Service, the Ingress,
-// then the pods in index order.
-func children(l *lambda, n names, hash string) ([]hookapi.Object, error) {
-	objs := []runtime.Object{configMap(l, n), service(l, n), ingress(l, n)}
+// children builds the desired children: the current ConfigMap and those older pods
+// still mount, the Service, the Ingress, then the surge pod during a rollout and the
+// pods in index order (the order the rollout replaces them in).
+func children(l *lambda, n names, hash string, plan rolloutPlan) ([]hookapi.Object, error) {
+	objs := []runtime.Object{configMap(l, n)}
+	for _, cm := range plan.kept {
+		objs = append(objs, cm)
+	}
+	objs = append(objs, service(l, n), ingress(l, n))
+	if plan.surge {
+		objs = append(objs, pod(l, n, n.Surge, hash))
+	}
 	for _, name := range n.Pods {
 		objs = append(objs, pod(l, n, name, hash))
 	}
@@ -59,8 +68,17 @@ func configMap(l *lambda, n names) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: meta(l, n.ConfigMap),
-		Data:       map[string]string{scriptKey: script, codeKey: l.Spec.Code},
+		Data:       files(l),
 	}
+}
+
+// files are what the pods mount: the server, the user's code and requirements.
+func files(l *lambda) map[string]string {
+	out := map[string]string{scriptKey: script, codeKey: l.Spec.Code}
+	if strings.TrimSpace(l.Spec.Requirements) != "" {
+		out[requirementsKey] = l.Spec.Requirements
+	}
+	return out
 }
 
 func service(l *lambda, n names) *corev1.Service {
@@ -106,6 +124,9 @@ func ingress(l *lambda, n names) *networkingv1.Ingress {
 func pod(l *lambda, n names, name, hash string) *corev1.Pod {
 	m := meta(l, name)
 	m.Annotations = map[string]string{SpecHashAnnotation: hash}
+	if l.ServedConfig != "" {
+		m.Annotations[ConfigRevisionAnnotation] = l.ServedConfig
+	}
 	return &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: m,
@@ -115,7 +136,7 @@ func pod(l *lambda, n names, name, hash string) *corev1.Pod {
 
 // podSpec is the same for every pod of the lambda.
 func podSpec(l *lambda, n names) corev1.PodSpec {
-	return corev1.PodSpec{
+	return withRequirements(l, corev1.PodSpec{
 		RestartPolicy: corev1.RestartPolicyAlways,
 		Containers: []corev1.Container{{
 			Name:    containerName,
@@ -123,6 +144,7 @@ func podSpec(l *lambda, n names) corev1.PodSpec {
 			Command: []string{"python3", mountPath + "/" + scriptKey},
 			Ports:   []corev1.ContainerPort{{Name: "http", ContainerPort: containerPort, Protocol: corev1.ProtocolTCP}},
 			Env:     env(l.Spec.Env),
+			EnvFrom: l.Spec.EnvFrom,
 			ReadinessProbe: &corev1.Probe{
 				ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
 					Path: healthPath, Port: intstr.FromInt32(containerPort),
@@ -139,7 +161,7 @@ func podSpec(l *lambda, n names) corev1.PodSpec {
 				LocalObjectReference: corev1.LocalObjectReference{Name: n.ConfigMap},
 			}},
 		}},
-	}
+	})
 }
 
 // env is the pod IP (downward API), the port, unbuffered Python output unless the
@@ -166,15 +188,17 @@ func hasEnv(env []corev1.EnvVar, name string) bool {
 
 // podHash is the spec-hash annotation of the lambda's pods.
 func podHash(l *lambda, n names) string {
-	return specHash(podSpec(l, n), configMap(l, n).Data)
+	return specHash(podSpec(l, n), files(l), l.ServedConfig)
 }
 
-// specHash identifies what a pod runs: its spec and the files it mounts.
-func specHash(spec corev1.PodSpec, files map[string]string) string {
+// specHash identifies what a pod runs: its spec, the files it mounts and the
+// revision of the Secrets and ConfigMaps its env reads ("" for none).
+func specHash(spec corev1.PodSpec, files map[string]string, config string) string {
 	body, _ := json.Marshal(struct {
-		Spec  corev1.PodSpec    `json:"spec"`
-		Files map[string]string `json:"files"`
-	}{spec, files}) // plain structs and maps: cannot fail
+		Spec   corev1.PodSpec    `json:"spec"`
+		Files  map[string]string `json:"files"`
+		Config string            `json:"config,omitempty"`
+	}{spec, files, config}) // plain structs and maps: cannot fail
 	sum := sha256.Sum256(body)
 	return hex.EncodeToString(sum[:8])
 }

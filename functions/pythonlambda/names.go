@@ -3,6 +3,9 @@ package pythonlambda
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -18,36 +21,56 @@ const (
 	// every child; with NameLabel it is the Service's pod selector.
 	InstanceLabel = "app.kubernetes.io/instance"
 	// SpecHashAnnotation on a pod is a hash of what it runs: the server, the code, the
-	// image, the env and the resources. A change makes the desired pod differ, and the
-	// controller's Recreate strategy replaces it.
+	// image, the env, the resources and the revision of the Secrets and ConfigMaps the
+	// env reads. A change makes the desired pod differ, and the controller's
+	// RollingRecreate strategy replaces the pods one at a time.
 	SpecHashAnnotation = "pythonlambda.example.com/spec-hash"
+	// ConfigRevisionAnnotation on a pod is the revision of the Secrets and ConfigMaps
+	// its env read when it was created (see status.configRevision).
+	ConfigRevisionAnnotation = "pythonlambda.example.com/config-revision"
 )
 
 // Child name suffixes, appended with kmeta.ChildName.
 const (
-	configMapSuffix = "-code"
+	configMapSuffix = "-code-" // then a hash of the files: one ConfigMap per code revision
+	surgeSuffix     = "-surge"
 	serviceSuffix   = "-svc"
 	ingressSuffix   = "-ingress"
 )
 
 // names are the children's names, all derived from the parent's.
 type names struct {
+	// ConfigMap holds the files of the current code: its name carries their hash, so
+	// pods of an older code keep theirs until they are replaced.
 	ConfigMap string
 	Service   string
 	Ingress   string
 	Pods      []string
+	// Surge is the extra pod that serves while a rollout replaces the others.
+	Surge string
 }
 
 func childNames(l *lambda) names {
 	n := names{
-		ConfigMap: kmeta.ChildName(l.Name, configMapSuffix),
+		ConfigMap: kmeta.ChildName(l.Name, configMapSuffix+filesHash(files(l))),
 		Service:   serviceName(l.Name),
 		Ingress:   kmeta.ChildName(l.Name, ingressSuffix),
+		Surge:     kmeta.ChildName(l.Name, surgeSuffix),
 	}
 	for i := range int(l.replicas()) {
 		n.Pods = append(n.Pods, kmeta.ChildName(l.Name, "-"+strconv.Itoa(i)))
 	}
 	return n
+}
+
+// filesHash is a short hash of the files a ConfigMap holds.
+func filesHash(files map[string]string) string {
+	keys := slices.Sorted(maps.Keys(files))
+	h := sha256.New()
+	for _, k := range keys {
+		fmt.Fprintf(h, "%d:%s%d:%s", len(k), k, len(files[k]), files[k])
+	}
+	return hex.EncodeToString(h.Sum(nil))[:10]
 }
 
 // serviceName is "<name>-svc". A Service name must be a DNS-1035 label while the

@@ -20,6 +20,10 @@ A syntax error is printed to stderr at start-up, and every other request then
 answers 503 with the error, so the pod stays unready instead of failing silently.
 
 The server listens on 0.0.0.0, port $PORT (default 8080), one thread per request.
+
+On SIGTERM (the pod is being deleted) it drains: /healthz answers 503 at once,
+requests keep being served for $PYTHONLAMBDA_DRAIN_SECONDS (default 3) while the pod leaves
+the Service's endpoints, then the server stops.
 """
 
 import http.server
@@ -28,6 +32,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 import urllib.parse
 
@@ -58,6 +63,7 @@ class Lambda:
     def __init__(self, code, error):
         self.code = code
         self.error = error
+        self.draining = False
 
     def run(self, request):
         """Runs the code for one request; returns the text of its output."""
@@ -116,6 +122,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def health(self):
         if self.lam.code is None:
             self.reply(503, "Lambda code has a syntax error:\n" + self.lam.error)
+        elif self.lam.draining:
+            self.reply(503, "draining: the pod is stopping\n")
         else:
             self.reply(200, "ok\n")
 
@@ -138,19 +146,33 @@ class Server(http.server.ThreadingHTTPServer):
     request_queue_size = 128  # the listen backlog: bursts of connections wait, not retry
 
 
-def serve():
+def env_number(name, default, parse):
     try:
-        port = int(os.environ.get("PORT") or "8080")
+        return parse(os.environ.get(name) or default)
     except ValueError:
-        log("PORT=%r is not a port number" % os.environ["PORT"])
+        log("%s=%r is not a number" % (name, os.environ[name]))
         sys.exit(2)
+
+
+def drain_then_stop(server, lam, seconds):
+    """Serves on for seconds with /healthz failing, then stops the server."""
+    lam.draining = True
+    log("SIGTERM: draining for %gs before stopping" % seconds)
+    time.sleep(seconds)
+    server.shutdown()
+
+
+def serve():
+    port = env_number("PORT", "8080", int)
+    drain = env_number("PYTHONLAMBDA_DRAIN_SECONDS", "3", float)
     code_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "code.py")
     code, error = compile_code(code_path)
     if error:
         log("SYNTAX ERROR in spec.code; the pod stays unready and requests answer 503 until it is fixed:\n" + error.rstrip())
-    Handler.lam = Lambda(code, error)
+    lam = Lambda(code, error)
+    Handler.lam = lam
     server = Server(("0.0.0.0", port), Handler)
-    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=drain_then_stop, args=(server, lam, drain), daemon=True).start())
     log("serving on 0.0.0.0:%d (pod IP %s)" % (port, os.environ.get("POD_IP", "unknown")))
     # shutdown() (on SIGTERM) waits for the loop's next poll: at the default 0.5 s,
     # that was most of the time a deleted pod took to stop.

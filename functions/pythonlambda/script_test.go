@@ -22,11 +22,14 @@ import (
 type lambdaServer struct {
 	url    string
 	stderr *lockedBuffer
+	pid    int
+	exited <-chan struct{}
 }
 
 // startServer runs script.py with code on a free port, in its own process group
-// and a temporary directory, both removed when the test ends.
-func startServer(t *testing.T, code string) *lambdaServer {
+// and a temporary directory, both removed when the test ends; env is added to its
+// environment.
+func startServer(t *testing.T, code string, env ...string) *lambdaServer {
 	t.Helper()
 	python, err := exec.LookPath("python3")
 	if err != nil {
@@ -41,7 +44,7 @@ func startServer(t *testing.T, code string) *lambdaServer {
 	port := freePort(t)
 	stderr := &lockedBuffer{}
 	cmd := exec.Command(python, filepath.Join(dir, scriptKey))
-	cmd.Env = append(os.Environ(), "PORT="+port, "PYTHONDONTWRITEBYTECODE=1")
+	cmd.Env = append(append(os.Environ(), "PORT="+port, "PYTHONDONTWRITEBYTECODE=1"), env...)
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -53,7 +56,7 @@ func startServer(t *testing.T, code string) *lambdaServer {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		<-exited
 	})
-	s := &lambdaServer{url: "http://127.0.0.1:" + port, stderr: stderr}
+	s := &lambdaServer{url: "http://127.0.0.1:" + port, stderr: stderr, pid: cmd.Process.Pid, exited: exited}
 	s.waitUp(t, exited)
 	return s
 }
@@ -262,5 +265,26 @@ output = "request " + query_params["i"][0]
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Errorf("%v\nserver output:\n%s", err, s.stderr)
+	}
+}
+
+// TestScriptDrains checks the stop on SIGTERM: /healthz fails at once, requests
+// are still served during the drain, then the server exits.
+func TestScriptDrains(t *testing.T) {
+	s := startServer(t, `output = "still here"`, "PYTHONLAMBDA_DRAIN_SECONDS=1.5")
+	if err := syscall.Kill(s.pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	s.waitStderr(t, "draining for 1.5s")
+	if code, body, _, err := s.call(http.MethodGet, healthPath, "", nil); err != nil || code != http.StatusServiceUnavailable {
+		t.Errorf("healthz while draining = %d %q %v, want 503", code, body, err)
+	}
+	if code, body, _, err := s.call(http.MethodGet, "/", "", nil); err != nil || code != http.StatusOK || body != "still here" {
+		t.Errorf("request while draining = %d %q %v, want 200 \"still here\"", code, body, err)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the server did not exit after the drain; its output:\n%s", s.stderr)
 	}
 }

@@ -34,6 +34,8 @@ type spec struct {
 	Host             string                      `json:"host"`
 	Image            string                      `json:"image"`
 	Env              []corev1.EnvVar             `json:"env"`
+	EnvFrom          []corev1.EnvFromSource      `json:"envFrom"`
+	Requirements     string                      `json:"requirements"`
 	Resources        corev1.ResourceRequirements `json:"resources"`
 	IngressClassName string                      `json:"ingressClassName"`
 }
@@ -46,6 +48,13 @@ type lambda struct {
 	Spec       spec
 	// Ready is the parent's current Ready condition, nil when it has none.
 	Ready *metav1.Condition
+	// ConfigRevision is status.configRevision: the revision of the Secrets and
+	// ConfigMaps the env reads, as the last sync saw it ("" when unset).
+	ConfigRevision string
+	// ServedConfig is the config revision the desired pods carry (see config.go).
+	ServedConfig string
+	// Pip is the operator's pip environment (Options.Pip).
+	Pip []corev1.EnvVar
 }
 
 // replicas is spec.replicas, 1 when unset.
@@ -73,6 +82,7 @@ func parseParent(parent hookapi.Object) (*lambda, error) {
 		return nil, fmt.Errorf("%w %s/%s: %v", ErrInvalidParent, l.Namespace, l.Name, err)
 	}
 	l.Ready = readyCondition(parent)
+	l.ConfigRevision = recordedConfigRevision(parent)
 	return l, nil
 }
 
@@ -96,6 +106,8 @@ func (l *lambda) validate() error {
 		dnsName("spec.host", s.Host),
 		dnsName("spec.ingressClassName", s.IngressClassName),
 		validateEnv(s.Env),
+		validateEnvFrom(s.EnvFrom),
+		validateRequirements(s),
 		validateResources(s.Resources),
 	)
 }
@@ -124,6 +136,9 @@ func validateEnv(env []corev1.EnvVar) error {
 			return fmt.Errorf("%s %q is listed twice", field, e.Name)
 		}
 		seen[e.Name] = true
+		if err := validateEnvSource(fmt.Sprintf("spec.env[%d]", i), e); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -34,6 +34,7 @@ const (
 	ReasonImagePullFailed  = "ImagePullFailed"  // the image cannot be pulled
 	ReasonPodUnschedulable = "PodUnschedulable" // no node takes the pod
 	ReasonPodFailing       = "PodFailing"       // another error keeps a container from running
+	// ReasonRequirementsFailed (requirements.go): pip cannot install spec.requirements
 )
 
 // maxMessage bounds the condition's message (the API allows 32768 bytes) and
@@ -45,14 +46,18 @@ const (
 
 // status is the parent's status as the hook writes it.
 type status struct {
-	ConfigMaps    int                `json:"configMaps"`
-	Services      int                `json:"services"`
-	Ingresses     int                `json:"ingresses"`
-	Pods          int                `json:"pods"`
-	Replicas      int32              `json:"replicas"`
-	ReadyReplicas int32              `json:"readyReplicas"`
-	URL           string             `json:"url"`
-	Conditions    []metav1.Condition `json:"conditions"`
+	ConfigMaps    int    `json:"configMaps"`
+	Services      int    `json:"services"`
+	Ingresses     int    `json:"ingresses"`
+	Pods          int    `json:"pods"`
+	Replicas      int32  `json:"replicas"`
+	ReadyReplicas int32  `json:"readyReplicas"`
+	URL           string `json:"url"`
+	rolloutStatus
+	// ConfigRevision identifies the Secrets and ConfigMaps the env reads as this sync
+	// saw them (see config.go); omitted when the env reads none.
+	ConfigRevision string             `json:"configRevision,omitempty"`
+	Conditions     []metav1.Condition `json:"conditions"`
 }
 
 // podState is what one desired pod is doing, worst first.
@@ -80,6 +85,8 @@ type podReport struct {
 type observed struct {
 	configMaps, services, ingresses map[string]bool
 	pods                            map[string]*corev1.Pod
+	// configMapData is each observed ConfigMap's data, by name.
+	configMapData map[string]map[string]string
 }
 
 func observe(children hookapi.Objects) (*observed, error) {
@@ -87,11 +94,16 @@ func observe(children hookapi.Objects) (*observed, error) {
 	if err != nil {
 		return nil, err
 	}
+	data, err := decodeConfigMaps(children[configMapKey])
+	if err != nil {
+		return nil, err
+	}
 	return &observed{
-		configMaps: namesOf(children[configMapKey]),
-		services:   namesOf(children[serviceKey]),
-		ingresses:  namesOf(children[ingressKey]),
-		pods:       pods,
+		configMapData: data,
+		configMaps:    namesOf(children[configMapKey]),
+		services:      namesOf(children[serviceKey]),
+		ingresses:     namesOf(children[ingressKey]),
+		pods:          pods,
 	}, nil
 }
 
@@ -107,6 +119,18 @@ func namesOf(objs hookapi.ObjectMap) map[string]bool {
 		}
 	}
 	return out
+}
+
+func decodeConfigMaps(objs hookapi.ObjectMap) (map[string]map[string]string, error) {
+	out := map[string]map[string]string{}
+	for key, obj := range objs {
+		var cm corev1.ConfigMap
+		if err := roundTrip(obj, &cm); err != nil {
+			return nil, fmt.Errorf("observed ConfigMap %s: %w", key, err)
+		}
+		out[cm.Name] = cm.Data
+	}
+	return out, nil
 }
 
 func decodePods(objs hookapi.ObjectMap) (map[string]*corev1.Pod, error) {
@@ -143,7 +167,8 @@ func makeStatus(l *lambda, n names, hash string, obs *observed, now time.Time) *
 	return &status{
 		ConfigMaps: len(obs.configMaps), Services: len(obs.services), Ingresses: len(obs.ingresses), Pods: len(obs.pods),
 		Replicas: l.replicas(), ReadyReplicas: ready, URL: url,
-		Conditions: []metav1.Condition{cond},
+		rolloutStatus: makeRolloutStatus(hash, obs),
+		Conditions:    []metav1.Condition{cond},
 	}
 }
 
@@ -272,6 +297,9 @@ func podFailure(p *corev1.Pod) (reason, detail string) {
 			return ReasonPodUnschedulable, "unschedulable: " + c.Message
 		}
 	}
+	if reason, detail := installFailure(p); reason != "" {
+		return reason, detail
+	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if reason, detail := containerFailure(cs); reason != "" {
 			return reason, detail
@@ -323,6 +351,11 @@ func lastTermination(t *corev1.ContainerStateTerminated) string {
 
 // startingDetail says why a pending pod is not running yet.
 func startingDetail(p *corev1.Pod) string {
+	for _, cs := range p.Status.InitContainerStatuses {
+		if cs.Name == requirementsContainer && cs.State.Running != nil {
+			return "installing spec.requirements"
+		}
+	}
 	for _, cs := range p.Status.ContainerStatuses {
 		if cs.State.Waiting != nil && cs.State.Waiting.Reason != "" {
 			return cs.State.Waiting.Reason

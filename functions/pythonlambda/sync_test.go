@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"knative.dev/pkg/kmeta"
 
 	"github.com/metalambda/metalambda/functions/internal/golden"
 	"github.com/metalambda/metalambda/internal/hookapi"
@@ -39,7 +40,7 @@ func TestSync(t *testing.T) {
 			return &hookapi.CompositeRequest{Parent: parent(), Children: hookapi.Objects{configMapKey: {}, serviceKey: {}, ingressKey: {}, podKey: {}}}
 		},
 		want: summary{Children: demoChildren(demoPods), Ready: "False", Reason: ReasonCreating,
-			Message:    "waiting for ConfigMap demo-python-lambda-code, Service demo-python-lambda-svc, Ingress demo-python-lambda-ingress, Pod demo-python-lambda-0, Pod demo-python-lambda-1 to be created",
+			Message:    "waiting for ConfigMap " + codeMap("demo-python-lambda", sampleCode) + ", Service demo-python-lambda-svc, Ingress demo-python-lambda-ingress, Pod demo-python-lambda-0, Pod demo-python-lambda-1 to be created",
 			Transition: now.Format(time.RFC3339)},
 	}, {
 		name: "steady",
@@ -60,10 +61,16 @@ func TestSync(t *testing.T) {
 		req: func(t *testing.T) *hookapi.CompositeRequest {
 			return &hookapi.CompositeRequest{
 				Parent:   parent(newCode, withGeneration(2), withReady(metav1.ConditionTrue, ReasonAllPodsReady)),
-				Children: observedOf(t, parent(), false, allReady),
+				Children: withConfigMapsOf(t, observedOf(t, parent(), false, allReady), parent(newCode)),
 			}
 		},
-		want: summary{Children: demoChildren(demoPods), Pods: 2, Ready: "False", Reason: ReasonUpdating,
+		// The old pods keep their ConfigMap, and the surge pod serves the new code
+		// while the engine replaces them.
+		want: summary{Children: []string{
+			"ConfigMap/" + codeMap("demo-python-lambda", `output = "v2"`), "ConfigMap/" + codeMap("demo-python-lambda", sampleCode),
+			"Service/demo-python-lambda-svc", "Ingress/demo-python-lambda-ingress",
+			"Pod/demo-python-lambda-surge", "Pod/demo-python-lambda-0", "Pod/demo-python-lambda-1",
+		}, Pods: 2, Ready: "False", Reason: ReasonUpdating,
 			Message: "replacing 2 of 2 pods", Transition: now.Format(time.RFC3339)},
 	}, {
 		name: "scale-down",
@@ -100,7 +107,7 @@ func TestSync(t *testing.T) {
 			p := parent(withSpec("code", "output = (\n"), withReady(metav1.ConditionFalse, ReasonPodsStarting))
 			return &hookapi.CompositeRequest{Parent: p, Children: observedOf(t, p, false, func(string) *podStatusT { return runningNotReady() })}
 		},
-		want: summary{Children: demoChildren(demoPods), Pods: 2, Ready: "False", Reason: ReasonPodsNotReady,
+		want: summary{Children: append([]string{"ConfigMap/" + codeMap("demo-python-lambda", "output = (\n")}, demoChildren(demoPods)[1:]...), Pods: 2, Ready: "False", Reason: ReasonPodsNotReady,
 			Message: "2 of 2 pods run but are not ready: GET /healthz fails, as it does while spec.code has a syntax error (the pod's log shows it): demo-python-lambda-0; demo-python-lambda-1", Transition: earlier},
 	}, {
 		name: "pods-starting",
@@ -140,7 +147,7 @@ func TestSync(t *testing.T) {
 			return &hookapi.CompositeRequest{Parent: parent(withName(name), withSpec("replicas", 1))}
 		},
 		want: summary{Children: []string{
-			"ConfigMap/lambda.v2.with-a-rather-lo07a52daea8c38f82826b34b18e31c14b-code",
+			"ConfigMap/" + codeMap("lambda.v2.with-a-rather-long-name-that-does-not-fit-in-a-label-at-all", sampleCode),
 			"Service/x-lambda-v2-with-a-rather-l6eab23779e9cf4039a383180102bf9e4-svc",
 			"Ingress/lambda.v2.with-a-rather07a52daea8c38f82826b34b18e31c14b-ingress",
 			"Pod/lambda.v2.with-a-rather-long-07a52daea8c38f82826b34b18e31c14b-0",
@@ -171,11 +178,25 @@ func TestSync(t *testing.T) {
 type podStatusT = corev1.PodStatus
 
 func demoChildren(pods string) []string {
-	out := []string{"ConfigMap/demo-python-lambda-code", "Service/demo-python-lambda-svc", "Ingress/demo-python-lambda-ingress"}
+	out := []string{"ConfigMap/" + codeMap("demo-python-lambda", sampleCode), "Service/demo-python-lambda-svc", "Ingress/demo-python-lambda-ingress"}
 	if pods != "" {
 		out = append(out, strings.Fields(pods)...)
 	}
 	return out
+}
+
+// withConfigMapsOf adds to obs the ConfigMaps the engine would have created for p.
+func withConfigMapsOf(t *testing.T, obs hookapi.Objects, p hookapi.Object) hookapi.Objects {
+	for k, v := range observedOf(t, p, false, nil)[configMapKey] {
+		obs[configMapKey][k] = v
+	}
+	return obs
+}
+
+// codeMap is the name of the ConfigMap of a lambda's code: its name, "-code-" and a
+// hash of the files, at most 63 characters.
+func codeMap(name, code string) string {
+	return kmeta.ChildName(name, "-code-"+filesHash(map[string]string{scriptKey: script, codeKey: code}))
 }
 
 // summarize reads the summary of resp; Message is kept when the condition's message

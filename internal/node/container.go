@@ -35,6 +35,7 @@ type container struct {
 	gen      int // increments at every start, so probes notice restarts
 	exited   chan struct{}
 	stopping bool
+	launched bool // run or runToCompletion began: done will be closed
 	stopCh   chan struct{}
 	done     chan struct{}
 	// startedCh wakes the readiness probe when the process starts.
@@ -56,6 +57,9 @@ func newContainer(w *podWorker, spec *corev1.Container) *container {
 
 // run starts the process and restarts it until the pod stops or the policy says no.
 func (c *container) run(ctx context.Context) {
+	if !c.launch() {
+		return
+	}
 	defer close(c.done)
 	go c.probeLoop(ctx, c.spec.ReadinessProbe, c.setReady, true)
 	go c.probeLoop(ctx, c.spec.LivenessProbe, c.liveness, false)
@@ -208,16 +212,31 @@ func (c *container) isStopping() bool {
 	return c.stopping
 }
 
+// launch marks the container as launched; false when it is already stopping.
+func (c *container) launch() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopping {
+		return false
+	}
+	c.launched = true
+	return true
+}
+
 // terminate stops the container for good: SIGTERM to its process group, SIGKILL
-// after the grace period.
+// after the grace period. A container never launched (its pod's init containers
+// had not finished) just stays stopped.
 func (c *container) terminate(grace time.Duration) {
 	c.mu.Lock()
 	if !c.stopping {
 		c.stopping = true
 		close(c.stopCh)
 	}
-	pid, exited := c.pid, c.exited
+	pid, exited, launched := c.pid, c.exited, c.launched
 	c.mu.Unlock()
+	if !launched {
+		return
+	}
 	if pid != 0 {
 		_ = syscall.Kill(-pid, syscall.SIGTERM)
 		select {

@@ -112,6 +112,7 @@ func TestLocalNode(t *testing.T) {
 		t.Run("BusyboxJob", func(t *testing.T) { t.Parallel(); testBusyboxJob(t, n) })
 		t.Run("OnFailure", func(t *testing.T) { t.Parallel(); testOnFailure(t, n) })
 		t.Run("Never", func(t *testing.T) { t.Parallel(); testNever(t, n) })
+		t.Run("InitContainers", func(t *testing.T) { t.Parallel(); testInitContainers(t, n) })
 		t.Run("NodeImage", func(t *testing.T) { t.Parallel(); testNodeImage(t, n) })
 		t.Run("RelativeMountPath", func(t *testing.T) { t.Parallel(); testRelativeMountPath(t, n) })
 		t.Run("LogEndpointAuth", func(t *testing.T) { t.Parallel(); testLogEndpointAuth(t, n) })
@@ -690,6 +691,80 @@ func testNever(t *testing.T, n *Node) {
 	if term, restarts := terminated(p); p.Status.Phase != corev1.PodFailed || term == nil || restarts != 0 {
 		t.Errorf("after a while: phase %s statuses %+v", p.Status.Phase, p.Status.ContainerStatuses)
 	}
+}
+
+// testInitContainers runs init containers in order before the container, sharing an
+// emptyDir with it; a failing one under restartPolicy Never fails the pod, its log
+// in the termination message, and the container never starts.
+func testInitContainers(t *testing.T, n *Node) {
+	ns := env.Namespace(t)
+	mount := []corev1.VolumeMount{{Name: "work", MountPath: "/ml-init-test-work"}}
+	volumes := []corev1.Volume{{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}}
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "inits"},
+		Spec: corev1.PodSpec{
+			Volumes: volumes,
+			InitContainers: []corev1.Container{
+				{Name: "first", Image: "busybox", Command: []string{"sh", "-c", "sleep 1; echo one > /ml-init-test-work/log"}, VolumeMounts: mount},
+				{Name: "second", Image: "busybox", Command: []string{"sh", "-c", "echo two >> /ml-init-test-work/log"}, VolumeMounts: mount},
+			},
+			Containers: []corev1.Container{{
+				Name: "main", Image: "busybox", VolumeMounts: mount,
+				Command: []string{"sh", "-c", "cat /ml-init-test-work/log; exec sleep 3600"},
+			}},
+		},
+	})
+	waitPod(t, ns, "inits", "the init containers succeed in order and the container runs", func(p *corev1.Pod) error {
+		inits := p.Status.InitContainerStatuses
+		if p.Status.Phase != corev1.PodRunning || len(inits) != 2 || !podCondition(p, corev1.PodInitialized) {
+			return fmt.Errorf("phase %s init statuses %+v", p.Status.Phase, inits)
+		}
+		for _, s := range inits {
+			if s.State.Terminated == nil || s.State.Terminated.ExitCode != 0 {
+				return fmt.Errorf("init container %s: %+v", s.Name, s.State)
+			}
+		}
+		return nil
+	})
+	kubetest.Eventually(t, 30*time.Second, "the container saw both init containers' output", func(ctx context.Context) (bool, error) {
+		log, err := env.Kube.CoreV1().Pods(ns).GetLogs("inits", &corev1.PodLogOptions{Container: "main"}).DoRaw(ctx)
+		return string(log) == "one\ntwo\n", fmt.Errorf("log %q %v", log, err)
+	})
+
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "init-fails"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			InitContainers: []corev1.Container{{
+				Name: "install", Image: "busybox", Command: []string{"sh", "-c", "echo 'ERROR: No matching distribution found for nosuchpkg' >&2; exit 3"},
+				TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+			}},
+			Containers: []corev1.Container{{Name: "main", Image: "busybox", Command: []string{"sleep", "3600"}}},
+		},
+	})
+	waitPod(t, ns, "init-fails", "the pod fails with the init container's message", func(p *corev1.Pod) error {
+		inits := p.Status.InitContainerStatuses
+		if p.Status.Phase != corev1.PodFailed || len(inits) != 1 || inits[0].State.Terminated == nil {
+			return fmt.Errorf("phase %s init statuses %+v", p.Status.Phase, inits)
+		}
+		term := inits[0].State.Terminated
+		if term.ExitCode != 3 || !strings.Contains(term.Message, "No matching distribution found for nosuchpkg") {
+			return fmt.Errorf("terminated %+v", term)
+		}
+		if cs := p.Status.ContainerStatuses; len(cs) != 1 || cs[0].State.Waiting == nil || cs[0].State.Waiting.Reason != "PodInitializing" {
+			return fmt.Errorf("container statuses %+v", cs)
+		}
+		return nil
+	})
+}
+
+func podCondition(p *corev1.Pod, t corev1.PodConditionType) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == t {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 const nodeScript = `const os = require("os");

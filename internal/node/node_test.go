@@ -330,6 +330,7 @@ func TestBuildStatus(t *testing.T) {
 	backoff := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}
 	creating := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}
 	exited0 := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{}}
+	initializing := corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}
 	never, onFailure := corev1.RestartPolicyNever, corev1.RestartPolicyOnFailure
 	cases := []struct {
 		name      string
@@ -351,6 +352,14 @@ func TestBuildStatus(t *testing.T) {
 		{"exited 0, Always: restarting", podObs{sandboxReady: true, restartPolicy: corev1.RestartPolicyAlways, containers: []containerObs{{name: "c", state: exited0}}}, corev1.PodRunning, false},
 		{"one done, one running, Never", podObs{sandboxReady: true, restartPolicy: never, containers: []containerObs{{name: "c", state: crashed}, {name: "d", state: running}}}, corev1.PodRunning, false},
 		{"one failed, one succeeded, OnFailure", podObs{sandboxReady: true, restartPolicy: onFailure, containers: []containerObs{{name: "c", state: crashed}, {name: "d", state: exited0}}}, corev1.PodRunning, false},
+		{"init running", podObs{sandboxReady: true, initializing: true, inits: []containerObs{{name: "i", state: running}},
+			containers: []containerObs{{name: "c", state: initializing}}}, corev1.PodPending, false},
+		{"init crash loop, Always", podObs{sandboxReady: true, initializing: true, restartPolicy: corev1.RestartPolicyAlways, inits: []containerObs{{name: "i", state: backoff, last: crashed, restarts: 1}},
+			containers: []containerObs{{name: "c", state: initializing}}}, corev1.PodPending, false},
+		{"init failed, Never", podObs{sandboxReady: true, initializing: true, restartPolicy: never, inits: []containerObs{{name: "i", state: crashed}},
+			containers: []containerObs{{name: "c", state: initializing}}}, corev1.PodFailed, false},
+		{"initialized, running", podObs{sandboxReady: true, inits: []containerObs{{name: "i", state: exited0}},
+			containers: []containerObs{{name: "c", state: running, ready: true}}}, corev1.PodRunning, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -365,6 +374,12 @@ func TestBuildStatus(t *testing.T) {
 			}
 			if condition(s, corev1.PodScheduled) != true {
 				t.Error("PodScheduled was lost")
+			}
+			if got := condition(s, corev1.PodInitialized); got != (tc.obs.sandboxReady && !tc.obs.initializing) {
+				t.Errorf("Initialized = %v with sandbox %v, initializing %v", got, tc.obs.sandboxReady, tc.obs.initializing)
+			}
+			if len(s.InitContainerStatuses) != len(tc.obs.inits) {
+				t.Errorf("init container statuses %+v, want %d", s.InitContainerStatuses, len(tc.obs.inits))
 			}
 			again := buildStatus(s, tc.obs, t1)
 			if diff := cmp.Diff(s, again); diff != "" {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,16 +24,20 @@ type podWorker struct {
 	netns string
 	dir   string
 
-	mu          sync.Mutex
-	pod         *corev1.Pod
-	podIP       string
-	startTime   time.Time
-	sandbox     bool
-	setupErr    string
-	specErr     string // the spec cannot run: containers wait with this message
-	volumeDirs  map[string]string
-	mountDirs   []string
-	containers  []*container
+	mu         sync.Mutex
+	pod        *corev1.Pod
+	podIP      string
+	startTime  time.Time
+	sandbox    bool
+	setupErr   string
+	specErr    string // the spec cannot run: containers wait with this message
+	volumeDirs map[string]string
+	mountDirs  []string
+	containers []*container
+	// inits are the init containers, run one after the other to completion before
+	// the containers start; initialized is set once they all succeeded.
+	inits       []*container
+	initialized bool
 	lastWritten *corev1.PodStatus
 	tornDown    bool
 
@@ -93,12 +98,18 @@ func (w *podWorker) run(ctx context.Context) {
 		}
 		return
 	}
-	for _, c := range w.containers {
-		go c.run(ctx)
-	}
+	initDone := make(chan bool, 1)
+	go func() { initDone <- w.runInits(ctx) }()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	for {
+		select {
+		case ok := <-initDone:
+			if ok {
+				w.startContainers(ctx)
+			}
+		default:
+		}
 		w.syncStatus(ctx)
 		if err := w.refreshTokens(ctx, w.n); err != nil {
 			w.log(ctx).Error(err, "Cannot refresh a service account token")
@@ -113,6 +124,10 @@ func (w *podWorker) run(ctx context.Context) {
 			return
 		case <-w.kick:
 		case <-tick.C:
+		case ok := <-initDone:
+			if ok {
+				w.startContainers(ctx)
+			}
 		}
 	}
 }
@@ -206,41 +221,60 @@ func (w *podWorker) setup(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(w.dir, "logs"), 0o755); err != nil {
 		return err
 	}
-	var containers []*container
 	var mountDirs []string
-	readOnly := readOnlyVolumes(pod)
-	for i := range pod.Spec.Containers {
-		c := newContainer(w, &pod.Spec.Containers[i])
-		mounts, err := containerMounts(c.spec, dirs)
-		if err != nil {
-			w.n.releaseMountDirs(mountDirs)
-			return err
+	inits, err := w.prepare(pod.Spec.InitContainers, dirs, &mountDirs)
+	if err != nil {
+		return err
+	}
+	containers, err := w.prepare(pod.Spec.Containers, dirs, &mountDirs)
+	if err != nil {
+		return err
+	}
+	if len(inits) > 0 {
+		for _, c := range containers {
+			c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "PodInitializing"}}
 		}
-		for j, m := range mounts {
-			mounts[j].readOnly = m.readOnly || readOnly[m.volume]
-			if err := ensureSubPath(m, dirs); err != nil {
-				w.n.releaseMountDirs(mountDirs)
-				return fmt.Errorf("volumeMount %s subPath: %w", m.volume, err)
-			}
-			used, err := w.n.acquireMountDir(m.target)
-			if err != nil {
-				w.n.releaseMountDirs(mountDirs)
-				return fmt.Errorf("mount point %s: %w", m.target, err)
-			}
-			mountDirs = append(mountDirs, used...)
-		}
-		c.mounts = mounts
-		containers = append(containers, c)
 	}
 	w.mu.Lock()
-	w.volumeDirs, w.mountDirs, w.containers, w.sandbox, w.setupErr = dirs, mountDirs, containers, true, ""
+	w.volumeDirs, w.mountDirs, w.containers, w.inits, w.sandbox, w.setupErr = dirs, mountDirs, containers, inits, true, ""
 	w.mu.Unlock()
-	for _, c := range containers {
+	for _, c := range append(inits, containers...) {
 		if c.kind == runtimePlaceholder {
 			w.n.event(ctx, pod, corev1.EventTypeWarning, "PlaceholderImage", c.image.message)
 		}
 	}
 	return nil
+}
+
+// prepare builds the containers of specs with their mounts, acquiring their mount
+// points into mountDirs; on failure it releases every mount point acquired so far.
+func (w *podWorker) prepare(specs []corev1.Container, dirs map[string]string, mountDirs *[]string) ([]*container, error) {
+	readOnly := readOnlyVolumes(w.current())
+	var out []*container
+	for i := range specs {
+		c := newContainer(w, &specs[i])
+		mounts, err := containerMounts(c.spec, dirs)
+		if err != nil {
+			w.n.releaseMountDirs(*mountDirs)
+			return nil, err
+		}
+		for j, m := range mounts {
+			mounts[j].readOnly = m.readOnly || readOnly[m.volume]
+			if err := ensureSubPath(m, dirs); err != nil {
+				w.n.releaseMountDirs(*mountDirs)
+				return nil, fmt.Errorf("volumeMount %s subPath: %w", m.volume, err)
+			}
+			used, err := w.n.acquireMountDir(m.target)
+			if err != nil {
+				w.n.releaseMountDirs(*mountDirs)
+				return nil, fmt.Errorf("mount point %s: %w", m.target, err)
+			}
+			*mountDirs = append(*mountDirs, used...)
+		}
+		c.mounts = mounts
+		out = append(out, c)
+	}
+	return out, nil
 }
 
 // finish stops the containers of a deleted pod within its grace period and deletes
@@ -270,7 +304,7 @@ func gracePeriod(pod *corev1.Pod) time.Duration {
 
 func (w *podWorker) stopContainers(grace time.Duration) {
 	w.mu.Lock()
-	cs := w.containers
+	cs := append(slices.Clone(w.inits), w.containers...)
 	w.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, c := range cs {
@@ -345,8 +379,12 @@ func (w *podWorker) observe() podObs {
 	w.mu.Lock()
 	o := podObs{podIP: w.podIP, hostIP: w.n.net.gw.String(), startTime: w.startTime, sandboxReady: w.sandbox, message: w.setupErr,
 		restartPolicy: w.pod.Spec.RestartPolicy}
-	cs, specErr := w.containers, w.specErr
+	cs, specErr, inits := w.containers, w.specErr, w.inits
+	o.initializing = !w.initialized && len(w.inits) > 0
 	w.mu.Unlock()
+	for _, c := range inits {
+		o.inits = append(o.inits, c.observe())
+	}
 	var msgs []string
 	if o.message != "" {
 		msgs = append(msgs, o.message)

@@ -24,6 +24,9 @@ type podObs struct {
 	message       string
 	restartPolicy corev1.RestartPolicy
 	containers    []containerObs
+	// inits are the init containers; initializing is true until they all succeeded.
+	inits        []containerObs
+	initializing bool
 }
 
 // buildStatus computes a pod's status as a kubelet would report it, keeping the
@@ -53,12 +56,24 @@ func buildStatus(old corev1.PodStatus, o podObs, now time.Time) corev1.PodStatus
 		})
 		allReady = allReady && c.ready
 	}
+	s.InitContainerStatuses = nil
+	for _, c := range o.inits {
+		s.InitContainerStatuses = append(s.InitContainerStatuses, corev1.ContainerStatus{
+			Name: c.name, Image: c.image, ImageID: c.imageID, ContainerID: c.containerID,
+			State: c.state, LastTerminationState: c.last, Ready: c.state.Terminated != nil && c.state.Terminated.ExitCode == 0,
+			Started: &c.started, RestartCount: c.restarts,
+		})
+	}
 	s.Phase = podPhase(o)
 	set := func(t corev1.PodConditionType, ok bool, reason string) {
 		s.Conditions = setCondition(s.Conditions, t, ok, reason, now)
 	}
 	set(corev1.PodReadyToStartContainers, o.sandboxReady, "")
-	set(corev1.PodInitialized, o.sandboxReady, "")
+	initReason := ""
+	if o.initializing {
+		initReason = "ContainersNotInitialized"
+	}
+	set(corev1.PodInitialized, o.sandboxReady && !o.initializing, initReason)
 	notReady := ""
 	if !allReady {
 		notReady = "ContainersNotReady"
@@ -68,13 +83,22 @@ func buildStatus(old corev1.PodStatus, o podObs, now time.Time) corev1.PodStatus
 	return s
 }
 
-// podPhase computes the phase as a kubelet does: Pending until the sandbox is up and
-// every container has started once; Running while a container runs or will be
+// podPhase computes the phase as a kubelet does: Pending until the sandbox is up,
+// the init containers have succeeded (Failed when one failed under restartPolicy
+// Never) and every container has started once; Running while a container runs or will be
 // restarted (always with restartPolicy Always, after a failure with OnFailure);
 // Succeeded when every container exited 0 for good; Failed when every container
 // stopped for good (restartPolicy Never) and one of them failed.
 func podPhase(o podObs) corev1.PodPhase {
 	if !o.sandboxReady {
+		return corev1.PodPending
+	}
+	if o.initializing {
+		for _, c := range o.inits {
+			if t := c.state.Terminated; t != nil && t.ExitCode != 0 && o.restartPolicy == corev1.RestartPolicyNever {
+				return corev1.PodFailed
+			}
+		}
 		return corev1.PodPending
 	}
 	running, stopped, succeeded := 0, 0, 0

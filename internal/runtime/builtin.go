@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"time"
@@ -23,6 +24,16 @@ func (b Builtins) Names() []string {
 	}
 	sort.Strings(names)
 	return names
+}
+
+type envKey struct{}
+
+// FunctionEnv is the env of the Function a builtin runs as (its spec.env), from the
+// context the builtin is called with; nil outside a builtin call. It lets an
+// operator configure a builtin through its Function.
+func FunctionEnv(ctx context.Context) map[string]string {
+	env, _ := ctx.Value(envKey{}).(map[string]string)
+	return env
 }
 
 // builtinRuntime runs the functions of Options.Builtins.
@@ -66,7 +77,7 @@ func (f *builtinFunction) Invoke(ctx context.Context, request json.RawMessage) (
 	if !json.Valid(request) {
 		return Result{}, fmt.Errorf("function %s: %w", f.fn.Name, ErrInvalidRequest)
 	}
-	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	ctx, cancel := context.WithTimeout(context.WithValue(ctx, envKey{}, maps.Clone(f.fn.Env)), f.timeout)
 	defer cancel()
 	done := make(chan builtinOutcome, 1)
 	go func() {

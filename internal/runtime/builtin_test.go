@@ -80,3 +80,22 @@ func TestBuiltinFailures(t *testing.T) {
 		})
 	}
 }
+
+// TestBuiltinSeesFunctionEnv checks that a builtin reads its Function's env from
+// its context.
+func TestBuiltinSeesFunctionEnv(t *testing.T) {
+	rt := NewBuiltin(Options{Builtins: Builtins{"env": func(ctx context.Context, _ json.RawMessage) (json.RawMessage, error) {
+		return json.Marshal(map[string]any{"env": FunctionEnv(ctx)})
+	}}})
+	fn := mustCompile(t, rt, Function{Name: "test/env", Runtime: Builtin, Source: "env", Env: map[string]string{"PIP_INDEX_URL": "http://wheels/simple"}})
+	res, err := fn.Invoke(context.Background(), json.RawMessage(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(res.Response) != `{"env":{"PIP_INDEX_URL":"http://wheels/simple"}}` {
+		t.Errorf("response %s", res.Response)
+	}
+	if FunctionEnv(context.Background()) != nil {
+		t.Error("FunctionEnv outside a builtin call is not nil")
+	}
+}
