@@ -36,6 +36,8 @@ type spec struct {
 	Env              []corev1.EnvVar             `json:"env"`
 	Resources        corev1.ResourceRequirements `json:"resources"`
 	IngressClassName string                      `json:"ingressClassName"`
+	// ScaleToZero, when set, lets the lambda drop to zero pods when idle (scale.go).
+	ScaleToZero *scaleToZero `json:"scaleToZero"`
 }
 
 // lambda is the parent as the hook reads it: spec defaulted and validated.
@@ -46,10 +48,16 @@ type lambda struct {
 	Spec       spec
 	// Ready is the parent's current Ready condition, nil when it has none.
 	Ready *metav1.Condition
+	// Idle is true when spec.scaleToZero is set and no request came for its
+	// idleSeconds: the lambda runs no pod.
+	Idle bool
 }
 
-// replicas is spec.replicas, 1 when unset.
+// replicas is spec.replicas, 1 when unset, and 0 while idle.
 func (l *lambda) replicas() int32 {
+	if l.Idle {
+		return 0
+	}
 	if l.Spec.Replicas == nil {
 		return 1
 	}
@@ -97,6 +105,7 @@ func (l *lambda) validate() error {
 		dnsName("spec.ingressClassName", s.IngressClassName),
 		validateEnv(s.Env),
 		validateResources(s.Resources),
+		validateScale(s.ScaleToZero),
 	)
 }
 

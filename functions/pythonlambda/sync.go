@@ -19,9 +19,13 @@ func Sync(req *hookapi.CompositeRequest) (*hookapi.CompositeResponse, error) {
 }
 
 // syncAt is Sync with the clock read: now is the Ready condition's
-// lastTransitionTime when its status changes.
+// lastTransitionTime when its status changes, and the time idleness is judged at.
 func syncAt(req *hookapi.CompositeRequest, now time.Time) (*hookapi.CompositeResponse, error) {
 	l, err := parseParent(req.Parent)
+	if err != nil {
+		return nil, err
+	}
+	resync, err := scaleAt(l, req.Parent, now)
 	if err != nil {
 		return nil, err
 	}
@@ -39,5 +43,5 @@ func syncAt(req *hookapi.CompositeRequest, now time.Time) (*hookapi.CompositeRes
 	if err := roundTrip(makeStatus(l, n, hash, obs, now), &st); err != nil {
 		return nil, err
 	}
-	return &hookapi.CompositeResponse{Status: st, Children: desired, Finalized: req.Finalizing}, nil
+	return &hookapi.CompositeResponse{Status: st, Children: desired, ResyncAfterSeconds: resync, Finalized: req.Finalizing}, nil
 }
