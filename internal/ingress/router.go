@@ -120,6 +120,10 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request) string {
 		return ""
 	}
 	label := hostLabel(rt.host)
+	if t := rt.ingress.wake; t != nil && r.demand != nil { // held or proxied, the request is demand
+		r.demand.begin(t)
+		defer r.demand.end(t)
+	}
 	if len(rt.backend.endpoints) == 0 && r.wakeable(w, rt) {
 		if rt.ingress.wakeErr != "" {
 			return label
@@ -130,10 +134,6 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request) string {
 			return label
 		}
 		rt = held
-	}
-	if t := rt.ingress.wake; t != nil && r.demand != nil {
-		r.demand.begin(t)
-		defer r.demand.end(t)
 	}
 	be := rt.backend
 	if len(be.endpoints) == 0 {

@@ -5,6 +5,7 @@ package platform
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -21,8 +22,10 @@ import (
 	"github.com/metalambda/metalambda/internal/node"
 )
 
-// scaleLambdas are two PythonLambdas: "sleepy" scales to zero after 5 idle seconds,
-// "steady" has no scaleToZero. Their code sleeps for ?sleep= seconds, then answers.
+// scaleLambdas are three PythonLambdas: "sleepy" scales to zero after 5 idle seconds
+// and its code sleeps for ?sleep= seconds, then answers; "broken" scales to zero too
+// but its code has a syntax error, so its pod never becomes Ready; "steady" has no
+// scaleToZero.
 const scaleLambdas = `
 apiVersion: v1
 kind: Namespace
@@ -41,6 +44,15 @@ spec:
 ---
 apiVersion: example.com/v1
 kind: PythonLambda
+metadata: {name: broken, namespace: scale}
+spec:
+  host: broken.example.com
+  scaleToZero: {idleSeconds: 5}
+  code: |
+    output = (
+---
+apiVersion: example.com/v1
+kind: PythonLambda
 metadata: {name: steady, namespace: scale}
 spec:
   host: steady.example.com
@@ -50,7 +62,8 @@ spec:
 
 // TestScaleToZero: a lambda with scaleToZero drops to zero pods when idle; a request
 // through the ingress is then held while it scales up, and answered; a request longer
-// than idleSeconds is not cut; it goes back to zero afterwards. A lambda without
+// than idleSeconds is not cut; it goes back to zero afterwards. A request held longer
+// than the ingress's bound (30 s) answers 503 with Retry-After. A lambda without
 // scaleToZero keeps its pod and its Ingress names no wake target.
 func TestScaleToZero(t *testing.T) {
 	p, ctx := startWithNode(t, node.Options{Bridge: "mls2z0", PodCIDR: "10.244.227.0/24"})
@@ -76,13 +89,13 @@ func TestScaleToZero(t *testing.T) {
 		}
 		return len(list.Items), nil
 	}
-	atZero := func(what string) {
+	atZero := func(name, what string) {
 		kubetest.Eventually(t, 2*time.Minute, what, func(ctx context.Context) (bool, error) {
-			n, err := pods(ctx, "sleepy")
+			n, err := pods(ctx, name)
 			if err != nil || n > 0 {
 				return false, fmt.Errorf("%d pods (%v)", n, err)
 			}
-			obj, err := lambdas.Get(ctx, "sleepy", metav1.GetOptions{})
+			obj, err := lambdas.Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, err
 			}
@@ -101,7 +114,27 @@ func TestScaleToZero(t *testing.T) {
 		c2, b2 := get(t, base+"/", "steady.example.com")
 		return c1 == 200 && b1 == "awake after 0" && c2 == 200 && b2 == "always here", fmt.Errorf("%d %q, %d %q", c1, b1, c2, b2)
 	})
-	atZero("the idle lambda has no pod")
+	atZero("sleepy", "the idle lambda has no pod")
+	atZero("broken", "the idle broken lambda has no pod")
+
+	// A request for the broken lambda is held until the bound, meanwhile.
+	type answer struct {
+		code        int
+		retry, body string
+	}
+	brokenDone := make(chan answer, 1)
+	go func() {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/", nil)
+		req.Host = "broken.example.com"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			brokenDone <- answer{body: err.Error()}
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		brokenDone <- answer{resp.StatusCode, resp.Header.Get("Retry-After"), string(body)}
+	}()
 
 	// A request is held while the lambda scales up, and answered.
 	start := time.Now()
@@ -122,7 +155,13 @@ func TestScaleToZero(t *testing.T) {
 	if code, body := get(t, base+"/?sleep=8", "sleepy.example.com"); code != http.StatusOK || body != "awake after 8" {
 		t.Fatalf("the long request answered %d %q", code, body)
 	}
-	atZero("the lambda is back to zero after the requests")
+	atZero("sleepy", "the lambda is back to zero after the requests")
+
+	got := <-brokenDone
+	wantBody := "backend scale/broken-svc:80 of Ingress scale/broken-ingress: scale/pythonlambdas.v1.example.com/broken is scaled to zero and waking it failed: no endpoint became ready in time (waited 30s, Options.HoldTimeout)\n"
+	if got.code != http.StatusServiceUnavailable || got.retry != "1" || got.body != wantBody {
+		t.Errorf("the request held past the bound answered %d, Retry-After %q, %q; want 503, 1, %q", got.code, got.retry, got.body, wantBody)
+	}
 
 	// The lambda without scaleToZero kept its pod through all this.
 	if n, err := pods(ctx, "steady"); err != nil || n != 1 {
