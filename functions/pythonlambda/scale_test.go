@@ -136,4 +136,3 @@ func TestAnnotationsMatchTheIngress(t *testing.T) {
 		t.Errorf("hook %s, %s; ingress %s, %s", WakeTargetAnnotation, LastDemandAnnotation, localingress.WakeTargetAnnotation, localingress.LastDemandAnnotation)
 	}
 }
-
