@@ -2,6 +2,7 @@ package ingress
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"time"
@@ -9,20 +10,26 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// wakeable reports whether a request for rt, which has no ready endpoint, can be held
-// while its Ingress's wake target scales up; a malformed annotation answers 503 with
-// the reason.
-func (r *Router) wakeable(w http.ResponseWriter, rt route) bool {
-	ref := rt.ingress
-	switch {
-	case r.demand == nil || (ref.wake == nil && ref.wakeErr == ""):
-		return false
-	case ref.wakeErr != "":
+// asleep reports whether rt has no ready endpoint and its Ingress names a wake target
+// (or tries to) that the router can wake.
+func (r *Router) asleep(rt route) bool {
+	return len(rt.backend.endpoints) == 0 && r.demand != nil && (rt.ingress.wake != nil || rt.ingress.wakeErr != "")
+}
+
+// wakeAndHold holds a request for an asleep route and returns the route that has an
+// endpoint now; false when it answered the request with an error instead.
+func (r *Router) wakeAndHold(w http.ResponseWriter, req *http.Request, host, path string, rt route) (route, bool) {
+	if rt.ingress.wakeErr != "" {
 		http.Error(w, fmt.Sprintf("backend %s of Ingress %s is unavailable: %s, and the Ingress's %s",
-			rt.backend.name, ref.key, rt.backend.unavailable, ref.wakeErr), http.StatusServiceUnavailable)
-		return true
+			rt.backend.name, rt.ingress.key, rt.backend.unavailable, rt.ingress.wakeErr), http.StatusServiceUnavailable)
+		return rt, false
 	}
-	return true
+	held, err := r.hold(req.Context(), host, path, rt)
+	if err != nil {
+		holdFailed(w, rt, err)
+		return rt, false
+	}
+	return held, true
 }
 
 // hold waits until the route for host and path has a ready endpoint, after signalling
@@ -44,7 +51,11 @@ func (r *Router) hold(ctx context.Context, host, path string, rt route) (route, 
 	defer timeout.Stop()
 	for {
 		changed := r.rebuilt.wait()
-		if got, ok := r.table.Load().match(host, path); ok && len(got.backend.endpoints) > 0 {
+		tbl := r.table.Load()
+		if tbl == nil { // the router stopped
+			return route{}, &holdError{target: t, err: errors.New("the ingress router stopped")}
+		}
+		if got, ok := tbl.match(host, path); ok && len(got.backend.endpoints) > 0 {
 			r.metrics.hold("served", start)
 			klog.FromContext(ctx).V(2).Info("Held request served", "target", t.key, "held", time.Since(start))
 			return got, nil

@@ -124,16 +124,11 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request) string {
 		r.demand.begin(t)
 		defer r.demand.end(t)
 	}
-	if len(rt.backend.endpoints) == 0 && r.wakeable(w, rt) {
-		if rt.ingress.wakeErr != "" {
+	if r.asleep(rt) {
+		var ok bool
+		if rt, ok = r.wakeAndHold(w, req, host, path, rt); !ok {
 			return label
 		}
-		held, err := r.hold(req.Context(), host, path, rt)
-		if err != nil {
-			holdFailed(w, rt, err)
-			return label
-		}
-		rt = held
 	}
 	be := rt.backend
 	if len(be.endpoints) == 0 {
