@@ -62,7 +62,7 @@ BENCH_SIZES ?= 1000,5000
 bench: build kube ## Benchmarks: engine convergence, resync cost and memory; gateway hook throughput; Go micro-benchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 	$(GO) run ./hack/bench-gateway -duration 5s -clients 16
-	$(GO) run ./hack/bench-platform -runs 5
+	$(GO) run ./hack/bench-platform -runs 5 -cold-runs 10
 	$(GO) run ./hack/bench-engine -engine bin/engine -n $(BENCH_SIZES)
 
 .PHONY: bench-scale

@@ -118,6 +118,7 @@ func ingress(l *lambda, n names) *networkingv1.Ingress {
 	if l.Spec.IngressClassName != "" {
 		ing.Spec.IngressClassName = &l.Spec.IngressClassName
 	}
+	ing.Annotations = ingressAnnotations(l)
 	return ing
 }
 

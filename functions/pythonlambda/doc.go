@@ -10,6 +10,10 @@
 // config revision that rolls the pods when one changes, requirements.go the pip
 // install in an init container.
 //
+// With spec.scaleToZero, an idle lambda has no pod (scale.go): idleness is judged from
+// the last-demand annotation the ingress writes, and the Ingress names the lambda as
+// its wake target.
+//
 // script.py is the Python 3 HTTP server the pods run; it is embedded here and shipped
 // in the ConfigMap next to the user's code, so the server is fixed and the code is
 // data.

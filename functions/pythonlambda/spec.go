@@ -38,6 +38,8 @@ type spec struct {
 	Requirements     string                      `json:"requirements"`
 	Resources        corev1.ResourceRequirements `json:"resources"`
 	IngressClassName string                      `json:"ingressClassName"`
+	// ScaleToZero, when set, lets the lambda drop to zero pods when idle (scale.go).
+	ScaleToZero *scaleToZero `json:"scaleToZero"`
 }
 
 // lambda is the parent as the hook reads it: spec defaulted and validated.
@@ -55,10 +57,16 @@ type lambda struct {
 	ServedConfig string
 	// Pip is the operator's pip environment (Options.Pip).
 	Pip []corev1.EnvVar
+	// Idle is true when spec.scaleToZero is set and no request came for its
+	// idleSeconds: the lambda runs no pod.
+	Idle bool
 }
 
-// replicas is spec.replicas, 1 when unset.
+// replicas is spec.replicas, 1 when unset, and 0 while idle.
 func (l *lambda) replicas() int32 {
+	if l.Idle {
+		return 0
+	}
 	if l.Spec.Replicas == nil {
 		return 1
 	}
@@ -109,6 +117,7 @@ func (l *lambda) validate() error {
 		validateEnvFrom(s.EnvFrom),
 		validateRequirements(s),
 		validateResources(s.Resources),
+		validateScale(s.ScaleToZero),
 	)
 }
 

@@ -25,7 +25,7 @@ const conditionReady = "Ready"
 // Reasons of the Ready condition.
 const (
 	ReasonAllPodsReady     = "AllPodsReady"     // True: every desired pod is current and ready
-	ReasonScaledToZero     = "ScaledToZero"     // True: spec.replicas is 0
+	ReasonScaledToZero     = "ScaledToZero"     // True: spec.replicas is 0, or the lambda is idle (spec.scaleToZero)
 	ReasonCreating         = "Creating"         // a child is not there yet
 	ReasonUpdating         = "Updating"         // pods with an old spec-hash are being replaced
 	ReasonPodsStarting     = "PodsStarting"     // pods are pending or their containers are starting
@@ -200,7 +200,7 @@ func readiness(l *lambda, n names, obs *observed, pods []podReport) metav1.Condi
 		return notReady(ReasonPodsStarting, fmt.Sprintf("%d of %d pods are starting: %s", len(starting), len(pods), joinDetails(starting)))
 	}
 	if l.replicas() == 0 {
-		return metav1.Condition{Type: conditionReady, Status: metav1.ConditionTrue, Reason: ReasonScaledToZero, Message: "spec.replicas is 0: no pod runs"}
+		return metav1.Condition{Type: conditionReady, Status: metav1.ConditionTrue, Reason: ReasonScaledToZero, Message: zeroMessage(l)}
 	}
 	return metav1.Condition{Type: conditionReady, Status: metav1.ConditionTrue, Reason: ReasonAllPodsReady,
 		Message: fmt.Sprintf("%d of %d pods are ready", len(pods), len(pods))}

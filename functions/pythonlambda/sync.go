@@ -27,7 +27,7 @@ func SyncWith(opts Options) func(req *hookapi.CompositeRequest) (*hookapi.Compos
 }
 
 // syncAt is Sync with the clock read: now is the Ready condition's
-// lastTransitionTime when its status changes.
+// lastTransitionTime when its status changes, and the time idleness is judged at.
 func syncAt(req *hookapi.CompositeRequest, now time.Time) (*hookapi.CompositeResponse, error) {
 	return syncWith(req, Options{}, now)
 }
@@ -43,6 +43,10 @@ func syncWith(req *hookapi.CompositeRequest, opts Options, now time.Time) (*hook
 		return nil, fmt.Errorf("read related objects of %s/%s: %w", l.Namespace, l.Name, err)
 	}
 	l.ServedConfig = servedConfig(l.ConfigRevision, config)
+	resync, err := scaleAt(l, req.Parent, now)
+	if err != nil {
+		return nil, err
+	}
 	n := childNames(l)
 	hash := podHash(l, n)
 	obs, err := observe(req.Children)
@@ -59,7 +63,7 @@ func syncWith(req *hookapi.CompositeRequest, opts Options, now time.Time) (*hook
 	if err := roundTrip(st, &out); err != nil {
 		return nil, err
 	}
-	return &hookapi.CompositeResponse{Status: out, Children: desired, Finalized: req.Finalizing}, nil
+	return &hookapi.CompositeResponse{Status: out, Children: desired, ResyncAfterSeconds: resync, Finalized: req.Finalizing}, nil
 }
 
 // servedConfig is the config revision the pods are built with: the one recorded in

@@ -1,9 +1,11 @@
 // Command bench-platform measures the local platform as a newcomer meets it: seconds
 // from applying the PythonLambda sample to the first right answer at the ingress host,
-// and from deleting one of its pods to that pod serving again. It runs the platform
-// with the local node (root and the CNI plugins needed) in a temporary data directory.
+// from deleting one of its pods to that pod serving again, and the cold start of a
+// PythonLambda scaled to zero (request sent to the ingress -> answer), with where its
+// time goes. It runs the platform with the local node (root and the CNI plugins
+// needed) in a temporary data directory.
 //
-//	go run ./hack/bench-platform -runs 5
+//	go run ./hack/bench-platform -runs 5 -cold-runs 10
 package main
 
 import (
@@ -20,6 +22,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -33,14 +36,15 @@ const want = "Hello Martin! Your name in reverse is nitraM"
 
 func main() {
 	runs := flag.Int("runs", 5, "how many times to apply and delete the sample")
+	coldRuns := flag.Int("cold-runs", 10, "how many cold starts of a PythonLambda scaled to zero to measure (0: none)")
 	flag.Parse()
-	if err := run(*runs); err != nil {
+	if err := run(*runs, *coldRuns); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-platform:", err)
 		os.Exit(1)
 	}
 }
 
-func run(runs int) error {
+func run(runs, coldRuns int) error {
 	dir, err := os.MkdirTemp("", "metalambda-bench-")
 	if err != nil {
 		return err
@@ -65,6 +69,7 @@ func run(runs int) error {
 		return err
 	}
 	kube := kubernetes.NewForConfigOrDie(cfg)
+	dyn := dynamic.NewForConfigOrDie(cfg)
 	applier, err := manifest.NewApplier(cfg, "bench")
 	if err != nil {
 		return err
@@ -110,13 +115,10 @@ func run(runs int) error {
 			return err
 		}
 	}
-	fmt.Printf("local platform, PythonLambda sample (2 replicas), %d runs\n", runs)
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "measure\tmedian (s)\tmin (s)\tmax (s)\t")
-	for _, m := range []struct {
-		name string
-		d    []time.Duration
-	}{
+	if runs > 0 {
+		fmt.Printf("local platform, PythonLambda sample (2 replicas), %d runs\n", runs)
+	}
+	if err := printTable([]row{
 		{"kubectl apply -> first right answer at the ingress", firstAnswer},
 		{"pod deleted -> replacement Ready", recovery},
 		{"  of which: old pod gone", stages[stageGone]},
@@ -124,12 +126,49 @@ func run(runs int) error {
 		{"  replacement scheduled", stages[stageScheduled]},
 		{"  replacement's container running", stages[stageRunning]},
 		{"  replacement Ready", stages[stageReady]},
-	} {
+	}); err != nil || coldRuns == 0 {
+		return err
+	}
+	cold, err := coldStart(ctx, kube, dyn, applier, ingress, coldRuns)
+	if err != nil {
+		return fmt.Errorf("cold start: %w", err)
+	}
+	fmt.Printf("\nlocal platform, PythonLambda scaled to zero (scaleToZero.idleSeconds 5), %d cold starts\n", coldRuns)
+	rows := []row{{"request sent -> answer (cold start)", cold[coldAnswer]}}
+	for _, stage := range coldStages {
+		rows = append(rows, row{"  " + stage, cold[stage]})
+	}
+	return printTable(rows)
+}
+
+// median of sorted samples: the middle one, or the mean of the middle two.
+func median(d []time.Duration) time.Duration {
+	n := len(d)
+	if n%2 == 1 {
+		return d[n/2]
+	}
+	return (d[n/2-1] + d[n/2]) / 2
+}
+
+// row is one measure: its samples.
+type row struct {
+	name string
+	d    []time.Duration
+}
+
+// printTable prints median, min and max of each row with samples, if any has.
+func printTable(rows []row) error {
+	if !slices.ContainsFunc(rows, func(r row) bool { return len(r.d) > 0 }) {
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "measure\tmedian (s)\tmin (s)\tmax (s)\t")
+	for _, m := range rows {
 		if len(m.d) == 0 {
 			continue
 		}
 		slices.Sort(m.d)
-		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.2f\t\n", m.name, m.d[len(m.d)/2].Seconds(), m.d[0].Seconds(), m.d[len(m.d)-1].Seconds())
+		fmt.Fprintf(w, "%s\t%.2f\t%.2f\t%.2f\t\n", m.name, median(m.d).Seconds(), m.d[0].Seconds(), m.d[len(m.d)-1].Seconds())
 	}
 	return w.Flush()
 }

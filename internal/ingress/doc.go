@@ -21,4 +21,10 @@
 // Errors are plain text: 404 when no Ingress serves the request, 503 when the matched
 // backend has no such Service, no such port or no ready endpoints, 502 when the
 // chosen endpoint cannot be reached.
+//
+// Scale from zero (wake.go, hold.go): an Ingress whose WakeTargetAnnotation names an
+// object has its requests for a backend without ready endpoints held, within
+// Options.HoldTimeout and Options.MaxHeld, while the router writes the object's
+// LastDemandAnnotation; each routing-table rebuild wakes the held requests. Past a
+// bound the answer is 503 with Retry-After.
 package ingress

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httputil"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
@@ -20,12 +22,24 @@ type Router struct {
 	running atomic.Bool
 	proxy   *httputil.ReverseProxy
 	metrics *metrics
+
+	// Scale from zero (hold.go, wake.go): demand is nil without Options.Targets.
+	demand  *demand
+	held    *holds
+	rebuilt *broadcast // notified after each new routing table
 }
 
 // New builds a router; Run makes it follow the cluster.
 func New(client kubernetes.Interface, opts Options) *Router {
 	opts.setDefaults()
-	return &Router{opts: opts, client: client, proxy: newProxy(opts), metrics: newMetrics(opts.Registerer)}
+	r := &Router{opts: opts, client: client, proxy: newProxy(opts), metrics: newMetrics(opts.Registerer),
+		held: &holds{max: opts.MaxHeld, n: map[string]int{}}, rebuilt: newBroadcast()}
+	if opts.Targets != nil {
+		r.demand = newDemand(func(ctx context.Context, t *wakeTarget, at time.Time) error {
+			return patchDemand(ctx, opts.Targets, t, at)
+		}, opts.DemandInterval)
+	}
+	return r
 }
 
 // Run watches Ingresses, Services and EndpointSlices in every namespace and rebuilds the
@@ -47,6 +61,12 @@ func (r *Router) Run(ctx context.Context) error {
 	}
 	r.rebuild(ctx, w)
 	klog.FromContext(ctx).Info("Ingress router synced", "class", r.opts.ClassName)
+	if r.demand != nil {
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() { defer wg.Done(); r.demand.run(ctx) }()
+		defer wg.Wait()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -65,6 +85,7 @@ func (r *Router) rebuild(ctx context.Context, w *watcher) {
 		return
 	}
 	r.table.Store(buildTable(world, r.opts.ClassName, r.table.Load()))
+	r.rebuilt.notify()
 }
 
 // Ready reports whether the router has synced its caches and built a routing table.
@@ -99,6 +120,16 @@ func (r *Router) serve(w http.ResponseWriter, req *http.Request) string {
 		return ""
 	}
 	label := hostLabel(rt.host)
+	if t := rt.ingress.wake; t != nil && r.demand != nil { // held or proxied, the request is demand
+		r.demand.begin(t)
+		defer r.demand.end(t)
+	}
+	if r.asleep(rt) {
+		var ok bool
+		if rt, ok = r.wakeAndHold(w, req, host, path, rt); !ok {
+			return label
+		}
+	}
 	be := rt.backend
 	if len(be.endpoints) == 0 {
 		http.Error(w, fmt.Sprintf("backend %s of Ingress %s is unavailable: %s", be.name, rt.ingress.key, be.unavailable), http.StatusServiceUnavailable)

@@ -51,8 +51,10 @@ type defaultRoute struct {
 
 // ingressRef names an Ingress and orders Ingresses: oldest first, then by key.
 type ingressRef struct {
-	key     string // namespace/name
-	created int64  // creationTimestamp, Unix seconds
+	key     string      // namespace/name
+	created int64       // creationTimestamp, Unix seconds
+	wake    *wakeTarget // from WakeTargetAnnotation; nil without one
+	wakeErr string      // why WakeTargetAnnotation cannot be read
 }
 
 func (r *ingressRef) compare(o *ingressRef) int {
@@ -187,6 +189,13 @@ func newBuilder(w world, prev *table) *builder {
 
 func (b *builder) addIngress(t *table, ing *networkingv1.Ingress) {
 	ref := &ingressRef{key: ing.Namespace + "/" + ing.Name, created: ing.CreationTimestamp.Unix()}
+	if v, ok := ing.Annotations[WakeTargetAnnotation]; ok {
+		if t, err := parseWakeTarget(ing.Namespace, v); err != nil {
+			ref.wakeErr = err.Error()
+		} else {
+			ref.wake = t
+		}
+	}
 	var hosts []string
 	for _, rule := range ing.Spec.Rules {
 		host := strings.ToLower(rule.Host)

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,10 +21,13 @@ import (
 //
 // With eager set (readiness), a container start that has not passed yet is probed
 // sooner: 25 ms after it starts (or after initialDelaySeconds), then at doubling
-// intervals up to the period. A kubelet waits a whole period after a first failure,
-// which is most of the time a new pod takes to become Ready when its server needs a
-// moment to listen; failures before the first success cannot change a verdict that
-// is already "not ready", so probing them sooner changes nothing else.
+// intervals up to the period, except that during the first period a probe refused
+// because nothing listens on the port yet is repeated every 25 ms (such a probe
+// costs next to nothing, and the server is Ready the moment it listens). A kubelet
+// waits a whole period after a first failure, which is most of the time a new pod
+// takes to become Ready when its server needs a moment to listen; failures before
+// the first success cannot change a verdict that is already "not ready", so probing
+// them sooner changes nothing else.
 func (c *container) probeLoop(ctx context.Context, p *corev1.Probe, verdict func(gen int, ok bool), eager bool) {
 	if p == nil {
 		return
@@ -66,10 +70,13 @@ func (c *container) probeLoop(ctx context.Context, p *corev1.Probe, verdict func
 			continue
 		}
 		err := c.probe(ctx, p)
-		if eager && !passed && err != nil {
+		switch {
+		case eager && !passed && refused(err) && time.Since(startedAt.StartedAt.Time) < period:
+			next = time.Now().Add(firstEager) // nothing listens yet: it costs nothing to ask again soon
+		case eager && !passed && err != nil:
 			next = time.Now().Add(min(interval, period))
 			interval *= 2
-		} else {
+		default:
 			next = time.Now().Add(period)
 		}
 		timer.Reset(time.Until(next))
@@ -87,6 +94,9 @@ func (c *container) probeLoop(ctx context.Context, p *corev1.Probe, verdict func
 		}
 	}
 }
+
+// refused reports whether a probe failed because nothing listens on the port.
+func refused(err error) bool { return errors.Is(err, syscall.ECONNREFUSED) }
 
 func seconds(s int32, def int) time.Duration {
 	if s <= 0 {

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/metalambda/metalambda/crds"
@@ -242,7 +243,11 @@ func (p *Platform) startComponents(log io.Writer) error {
 	}
 	p.run(func(ctx context.Context) error { volumes.Run(ctx, kube); return nil })
 
-	router := ingress.New(kube, ingress.Options{})
+	targets, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	router := ingress.New(kube, ingress.Options{Targets: targets})
 	if err := p.serve(p.opts.IngressAddress, router); err != nil {
 		return err
 	}
