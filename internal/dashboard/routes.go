@@ -19,6 +19,11 @@ func (d *Dashboard) routes() http.Handler {
 		r.Use(d.requireSession, checkCSRF)
 		r.Post("/logout", d.logout)
 		r.Get("/", d.serveView(d.overview()))
+		r.Get("/controllers/{kind}/{name}", d.serveView(d.controller()))
+		r.Get("/controllers/{kind}/{name}/parents/{namespace}/{parent}", d.serveView(d.parent()))
+		r.Get("/hookcalls", d.hookCallsPage)
+		r.Get("/pythonlambdas", d.serveView(d.pythonLambdas()))
+		r.Post("/pythonlambdas/{namespace}/{name}/try", d.tryPythonLambda)
 		r.Get("/functions", d.serveView(d.functions()))
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
