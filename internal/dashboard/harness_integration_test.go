@@ -194,7 +194,7 @@ func newBrowser(t *testing.T, size ...int) context.Context {
 		chromedp.ExecPath(bin),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(w, h),
-		chromedp.NoSandbox,                  // the tests run as root, where chromium's sandbox refuses to start
+		chromedp.NoSandbox,          // the tests run as root, where chromium's sandbox refuses to start
 		chromedp.Env("TMPDIR="+tmp), // what chromium leaves in its temporary directory goes with the test
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
