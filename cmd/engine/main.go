@@ -38,10 +38,7 @@ type options struct {
 	metricsAddress      string
 	healthProbeAddress  string
 	pprofAddress        string
-	// apiAddress serves the hook call history API; "0" (the default) disables it and
-	// the history, so that the engine opens no port upstream Metacontroller does not.
-	apiAddress    string
-	applyStrategy string
+	applyStrategy       string
 	targetLabelSelector string
 	// fieldManager and ssaFieldManager are --field-manager and its upstream name
 	// --apply-strategy-ssa-field-manager.
@@ -54,6 +51,9 @@ type options struct {
 	// logConfig is set by validate from log.
 	logConfig logConfig
 	leader    leaderOptions
+	// apiAddress serves the hook call history API; "0" (the default) disables it and
+	// the history, so that the engine opens no port upstream Metacontroller does not.
+	apiAddress string
 }
 
 func defaultOptions() *options {

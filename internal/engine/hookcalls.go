@@ -175,26 +175,6 @@ func (h *callHistory) snapshot(since uint64) []recordedCall {
 	return out
 }
 
-// lastCall returns the newest call of hookName for the parent with uid, if the ring
-// holds one.
-func (h *callHistory) lastCall(kind, name, hookName, uid string) (recordedCall, bool) {
-	if h == nil {
-		return recordedCall{}, false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for id := h.nextID - 1; id > 0; id-- {
-		c, ok := h.get(id)
-		if !ok {
-			return recordedCall{}, false
-		}
-		if i := c.call.Info; i.ParentUID == uid && i.Hook == hookName && i.Controller == name && i.ControllerType == kind {
-			return c, true
-		}
-	}
-	return recordedCall{}, false
-}
-
 // controllerStats is what a controller's overview shows of the last hour.
 type controllerStats struct {
 	minutes [60]minuteStats // by minute of the hour

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -266,5 +267,22 @@ func TestReadiness(t *testing.T) {
 		if got, reason := readiness(obj); got != tt.want || reason == "" {
 			t.Errorf("%s: %s (%s), want %s", tt.name, got, reason, tt.want)
 		}
+	}
+}
+
+// BenchmarkRecordCall is the cost the call history adds to each hook call, with the
+// ring full and parents seen before (the steady state).
+func BenchmarkRecordCall(b *testing.B) {
+	h := newCallHistory(DefaultHookCallHistory)
+	calls := make([]hook.Call, 100)
+	for i := range calls {
+		calls[i] = hookCall(fmt.Sprintf("p%d", i))
+	}
+	for i := range 2 * DefaultHookCallHistory {
+		h.RecordCall(calls[i%len(calls)])
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		h.RecordCall(calls[i%len(calls)])
 	}
 }

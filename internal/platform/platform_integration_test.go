@@ -51,7 +51,7 @@ func TestUpRestartDown(t *testing.T) {
 	defer p.Stop()
 	var status bytes.Buffer
 	p.Status(&status)
-	for _, want := range []string{"export KUBECONFIG=" + p.Kubeconfig, "curl --resolve example.com:", "local node   off"} {
+	for _, want := range []string{"export KUBECONFIG=" + p.Kubeconfig, "curl --resolve example.com:", "local node   off", "engine API   " + p.EngineURL()} {
 		if !strings.Contains(status.String(), want) {
 			t.Errorf("status lacks %q:\n%s", want, status.String())
 		}
@@ -77,6 +77,7 @@ func TestUpRestartDown(t *testing.T) {
 		t.Errorf("ingress unknown host = %d %q", code, body)
 	}
 	token := checkHookToken(t, opts, "")
+	checkEngineAPI(t, ctx, p)
 	// Keep a marker object, restart on the same data directory, find it again.
 	marker := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	if _, err := dyn.Resource(marker).Namespace("default").Apply(ctx, "kept", mustUnstructured(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept"},"data":{"k":"v"}}`), metav1.ApplyOptions{FieldManager: "test"}); err != nil {
