@@ -3,15 +3,19 @@
 package dashboard_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestDashboardLogin: a wrong token is refused on the login page; the admin's token
 // opens the overview, which names the user and lists the bundled operators'
-// controllers and functions.
+// controllers and functions; a token whose user may list nothing is refused the
+// overview by the API server.
 func TestDashboardLogin(t *testing.T) {
 	e := platformEnv(t)
 	ctx := newBrowser(t)
@@ -29,7 +33,17 @@ func TestDashboardLogin(t *testing.T) {
 	waitText(t, ctx, `[data-testid=user]`, "system:serviceaccount:metalambda-system:metalambda-dashboard-admin", 5*time.Second)
 	waitText(t, ctx, `[data-controller=python-lambda-operator]`, "CompositeController", 30*time.Second)
 	waitText(t, ctx, `[data-function="metalambda-system/pythonlambda"]`, "True", 30*time.Second)
-	screenshot(t, ctx, "overview")
+
+	// A user whom RBAC grants nothing logs in (the token is valid) and is refused
+	// the controllers: the dashboard reads them as that user.
+	nobody := e.Kube.CoreV1().ServiceAccounts("default")
+	if _, err := nobody.Create(context.Background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "dashboard-nobody"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	other := newBrowser(t)
+	login(t, other, e, e.token(t, "default", "dashboard-nobody"))
+	waitText(t, other, `main`, "cannot list resource \"compositecontrollers\"", 10*time.Second)
+	waitText(t, other, `h1`, "Forbidden", time.Second)
 }
 
 const wantAnswer = "Hello Martin! Your name in reverse is nitraM"
@@ -85,6 +99,11 @@ func TestDashboardPythonLambda(t *testing.T) {
 	)
 	waitText(t, ctx, `#try-python-lambda-operator-demo-python-lambda-result [data-testid=try-answer]`, wantAnswer, 30*time.Second)
 	screenshot(t, ctx, "pythonlambdas")
+
+	// The overview with the sample's parent counted and its hook latency charted.
+	run(t, ctx, "open the overview", chromedp.Navigate(e.URL))
+	waitText(t, ctx, `[data-controller=python-lambda-operator]`, "ms", 30*time.Second)
+	screenshot(t, ctx, "overview")
 
 	// A narrow screen: the same overview, its navigation wrapped.
 	narrow := newBrowser(t, 390, 844)

@@ -39,7 +39,7 @@ func (c *fakeClock) add(d time.Duration) {
 // testDashboard is a dashboard whose authenticator accepts goodToken alone, mounted
 // at Prefix as the gateway mounts it. Its Kubernetes API is unreachable: these tests
 // stop before any page reads it.
-func testDashboard(t *testing.T) (http.Handler, *fakeClock) {
+func testDashboard(t *testing.T) (*testServer, *fakeClock) {
 	t.Helper()
 	clock := &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	d, err := New(Options{
@@ -58,12 +58,14 @@ func testDashboard(t *testing.T) (http.Handler, *fakeClock) {
 	}
 	r := chi.NewRouter()
 	r.Mount(Prefix, d.Handler())
-	testSessions[r] = d.sessions
-	return r, clock
+	return &testServer{Handler: r, d: d}, clock
 }
 
-// testSessions are the sessions of each test dashboard.
-var testSessions = map[http.Handler]*sessions{}
+// testServer is a test dashboard's routes, and the dashboard for looking inside.
+type testServer struct {
+	http.Handler
+	d *Dashboard
+}
 
 var hiddenCSRF = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
@@ -96,7 +98,7 @@ func postLogin(h http.Handler, cookie *http.Cookie, csrf, token string) *httptes
 }
 
 // login logs in with goodToken: the session cookie and the session's CSRF token.
-func login(t *testing.T, h http.Handler) (*http.Cookie, string) {
+func login(t *testing.T, h *testServer) (*http.Cookie, string) {
 	t.Helper()
 	c, csrf := getLoginForm(t, h)
 	rec := postLogin(h, c, csrf, goodToken)
@@ -109,7 +111,7 @@ func login(t *testing.T, h http.Handler) (*http.Cookie, string) {
 	if rec.Code != http.StatusSeeOther || session == nil {
 		t.Fatalf("login: %d %s", rec.Code, rec.Body.String())
 	}
-	s := testSessions[h].get(session.Value)
+	s := h.d.sessions.get(session.Value)
 	if s == nil || s.User.Username != "alice" || s.Token != goodToken {
 		t.Fatalf("session %+v", s)
 	}
