@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/metalambda/metalambda/internal/dashboard"
 	"github.com/metalambda/metalambda/internal/runtime"
 )
 
@@ -54,6 +55,12 @@ type Options struct {
 	AllowFunctionNetwork bool
 	// Runtime configures the runtimes.
 	Runtime runtime.Options
+	// IngressAddress (host:port) is where the ingress router serves; the dashboard's
+	// "try it" of PythonLambdas calls through it. Empty turns "try it" off.
+	IngressAddress string
+	// Dashboard configures the web dashboard at /ui/ beyond what the options above
+	// give it (its Config, Authenticate, EngineURL and IngressAddress are set here).
+	Dashboard dashboard.Options
 	// EngineURL is the base URL of the engine's API (package engineapi), which the
 	// dashboard asks for hook calls, controllers and parents; "" when there is none.
 	EngineURL string
@@ -111,6 +118,7 @@ type Gateway struct {
 	store    *store
 	auth     *authorizer
 	calls    *callLimiter
+	dash     *dashboard.Dashboard
 	running  atomic.Bool
 }
 
@@ -131,7 +139,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 	}
 	registry := runtime.NewRegistry(opts.Runtime)
 	policy := networkPolicy{compiler: registry, allow: opts.AllowFunctionNetwork}
-	return &Gateway{
+	g := &Gateway{
 		opts:     opts,
 		dyn:      dyn,
 		registry: registry,
@@ -139,7 +147,15 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 		store:    newStore(dyn, policy, opts.PublicURL, opts.History, newMetrics(reg, registry.Stats)),
 		auth:     newAuthorizer(kube, opts.authOptions()),
 		calls:    newCallLimiter(opts.MaxConcurrentCalls),
-	}, nil
+	}
+	dopts := opts.Dashboard
+	dopts.Config, dopts.Authenticate = cfg, g.auth.login
+	dopts.EngineURL, dopts.IngressAddress = opts.EngineURL, opts.IngressAddress
+	dopts.FunctionRates = g.store.rates
+	if g.dash, err = dashboard.New(dopts); err != nil {
+		return nil, err
+	}
+	return g, nil
 }
 
 // Run watches Function objects until ctx ends.

@@ -177,6 +177,9 @@ func (p *Platform) install(ctx context.Context) error {
 	if err := localstorage.InstallClass(ctx, kube); err != nil {
 		return err
 	}
+	if err := installDashboardAdmin(ctx, kube); err != nil {
+		return err
+	}
 	applier, err := manifest.NewApplier(p.cluster.Config, "metalambda")
 	if err != nil {
 		return err
@@ -215,7 +218,7 @@ func (p *Platform) startComponents(log io.Writer) error {
 	}
 	p.engineURL = "http://" + engineAPI.Addr().String()
 	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(cfg, gateway.Options{PublicURL: gatewayURL, HookToken: token, EngineURL: p.engineURL, Runtime: runtime.Options{Builtins: functions.Builtins()}}, reg)
+	gw, err := gateway.New(cfg, gateway.Options{PublicURL: gatewayURL, HookToken: token, EngineURL: p.engineURL, IngressAddress: p.opts.IngressAddress, Runtime: runtime.Options{Builtins: functions.Builtins()}}, reg)
 	if err != nil {
 		return err
 	}
@@ -315,6 +318,7 @@ Metalambda is up.
 
   API server   %s
   gateway      http://%s (hooks need the bearer token in %s)
+  dashboard    %s
   engine API   %s
   ingress      http://%s
   data         %s
@@ -324,9 +328,15 @@ Next:
   export KUBECONFIG=%s
   kubectl apply -f operators/pythonlambda/sample.yaml
   curl --resolve example.com:%s:%s 'http://example.com:%s/?name=Martin'
-`, p.cluster.Config.Host, p.opts.GatewayAddress, HookTokenFile(p.opts.DataDir), p.engineURL, p.opts.IngressAddress, p.opts.DataDir, onOff(p.opts.Node != nil),
-		p.Kubeconfig, port(p.opts.IngressAddress), host(p.opts.IngressAddress), port(p.opts.IngressAddress))
+
+Dashboard login token (an admin of this local cluster):
+  %s
+`, p.cluster.Config.Host, p.opts.GatewayAddress, HookTokenFile(p.opts.DataDir), p.DashboardURL(), p.engineURL, p.opts.IngressAddress, p.opts.DataDir, onOff(p.opts.Node != nil),
+		p.Kubeconfig, port(p.opts.IngressAddress), host(p.opts.IngressAddress), port(p.opts.IngressAddress), DashboardTokenCommand)
 }
+
+// DashboardURL is where the gateway serves the web dashboard.
+func (p *Platform) DashboardURL() string { return "http://" + p.opts.GatewayAddress + "/ui/" }
 
 func onOff(b bool) string {
 	if b {
