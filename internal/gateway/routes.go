@@ -33,6 +33,9 @@ func (g *Gateway) routes(metrics http.Handler) http.Handler {
 		r.Delete("/{name}", g.authorized("delete", g.deleteFunction))
 		r.Post("/{name}/invoke", g.authorized(verbInvoke, g.limitCalls(g.invoke)))
 		r.Get("/{name}/invocations", g.authorized(verbInvoke, g.invocations))
+		// A replay runs code the caller wrote (update) on recorded requests it then
+		// shows the answers to (invoke): it needs both verbs.
+		r.Post("/{name}/replay", g.authorized("update", g.authorized(verbInvoke, g.limitReplays(g.replay))))
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path))
