@@ -205,6 +205,7 @@ func schemas(function *openapi3.Schema) openapi3.Schemas {
 	replayed := openapi3.NewObjectSchema().
 		WithProperty("time", openapi3.NewDateTimeSchema()).
 		WithProperty("source", str().WithEnum("hook", "invoke")).
+		WithProperty("request", described(anyJSON(), "The recorded request, as the history keeps it.")).
 		WithPropertyRef("old", ref("CallOutcome")).
 		WithPropertyRef("new", ref("CallOutcome")).
 		WithProperty("changed", openapi3.NewBoolSchema()).

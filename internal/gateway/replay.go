@@ -57,9 +57,11 @@ type ReplayResult struct {
 
 // ReplayedCall is one recorded call and what the candidate answers to its request.
 type ReplayedCall struct {
-	Time   time.Time   `json:"time"`
-	Source string      `json:"source"`
-	Old    CallOutcome `json:"old"`
+	Time   time.Time `json:"time"`
+	Source string    `json:"source"`
+	// Request is the recorded request, as the history keeps it.
+	Request json.RawMessage `json:"request,omitempty"`
+	Old     CallOutcome     `json:"old"`
 	// New is nil when the call was not run; Error says why.
 	New     *CallOutcome `json:"new,omitempty"`
 	Changed bool         `json:"changed"`
@@ -188,7 +190,7 @@ func replayCalls(ctx context.Context, c runtime.Compiled, recorded []Invocation)
 }
 
 func replayCall(ctx context.Context, c runtime.Compiled, rec Invocation) ReplayedCall {
-	item := ReplayedCall{Time: rec.Time, Source: rec.Source, Old: CallOutcome{
+	item := ReplayedCall{Time: rec.Time, Source: rec.Source, Request: rec.Request, Old: CallOutcome{
 		Status: rec.Status, Response: rec.Response, Error: rec.Error, Logs: rec.Logs, DurationMS: rec.DurationMS}}
 	switch {
 	case truncationNote(rec.Request):
