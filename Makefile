@@ -18,8 +18,19 @@ VERSION_LDFLAGS := -X github.com/metalambda/metalambda/internal/version.version=
 IMAGE_REPO ?= ghcr.io/metalambda
 DOCKER ?= docker
 
+.PHONY: web
+web: ## Rebuild the dashboard's scripts and stylesheet (web/static/) from web/src/ with npm ci and esbuild.
+	@command -v npm >/dev/null || { echo "web: npm not found; install Node.js 20 or later (Debian: apt-get install nodejs npm)" >&2; exit 1; }
+	cd web && npm ci --no-audit --no-fund --loglevel=error && npm run --silent build
+
+.PHONY: web-check
+web-check: web ## Prove the committed web/static/ is what web/src/ and the lockfile build.
+	@git diff --exit-code --stat -- web/static || { echo "web-check: web/static/ differs from what web/src/ builds: run make web and commit web/static/" >&2; exit 1; }
+	@untracked=$$(git ls-files --others --exclude-standard -- web/static); \
+	  if [[ -n $$untracked ]]; then echo "web-check: built files not committed: $$untracked" >&2; exit 1; fi
+
 .PHONY: build
-build: ## Compile every package and put the commands in bin/.
+build: web ## Rebuild the dashboard's assets, compile every package and put the commands in bin/.
 	$(GO) build ./...
 	$(GO) build -ldflags "$(VERSION_LDFLAGS)" -o bin/ ./cmd/...
 

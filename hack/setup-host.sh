@@ -17,12 +17,13 @@ say() { echo "setup: $*"; }
 
 command -v go >/dev/null || { say "Go is required and not on PATH; install Go 1.26 or later (https://go.dev/dl)" >&2; exit 1; }
 
-# command:package pairs. Each command is what the build, the local node or the gateway's
-# sandbox runs; the package is Debian's name for it.
+# command:package pairs. Each command is what the build, the local node, the gateway's
+# sandbox or the dashboard's browser tests run; the package is Debian's name for it (npm
+# builds the dashboard's assets, chromium is the headless browser of its tests).
 required=(
   make:make git:git gcc:gcc sha256sum:coreutils curl:curl python3:python3
   ip:iproute2 unshare:util-linux prlimit:util-linux setpriv:util-linux
-  bwrap:bubblewrap
+  bwrap:bubblewrap npm:npm chromium:chromium
 )
 missing=()
 for pair in "${required[@]}"; do

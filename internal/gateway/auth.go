@@ -15,6 +15,7 @@ import (
 	"k8s.io/utils/lru"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
+	"github.com/metalambda/metalambda/internal/dashboard"
 )
 
 // verbInvoke is the RBAC verb on functions.metalambda.dev that test calls and the
@@ -68,12 +69,22 @@ func newAuthorizer(kube kubernetes.Interface, o authOptions) *authorizer {
 // authorize returns the user when the request's bearer token may do verb on
 // functions in namespace, else a 401, 403 or 429.
 func (a *authorizer) authorize(ctx context.Context, r *http.Request, verb, namespace string) (*authenticationv1.UserInfo, *apiError) {
-	client := clientAddress(r)
 	token, ok := bearer(r)
+	user, err := a.identify(ctx, r, token, ok)
+	if err != nil {
+		return nil, err
+	}
+	return user, a.allowed(ctx, token, user, verb, namespace)
+}
+
+// identify is the user token belongs to, or a 401; present is false when the request
+// carried no token. Clients with too many failures get a 429 instead.
+func (a *authorizer) identify(ctx context.Context, r *http.Request, token string, present bool) (*authenticationv1.UserInfo, *apiError) {
+	client := clientAddress(r)
 	if retry := a.failures.blocked(client); retry > 0 && !a.knownGood(token) {
 		return nil, tooManyFailures(retry)
 	}
-	if !ok {
+	if !present {
 		a.failures.record(client)
 		return nil, errorf(http.StatusUnauthorized, "unauthorized", "a bearer token is required (Authorization: Bearer <token>), e.g. from `kubectl create token`")
 	}
@@ -84,7 +95,17 @@ func (a *authorizer) authorize(ctx context.Context, r *http.Request, verb, names
 		}
 		return nil, err
 	}
-	return user, a.allowed(ctx, token, user, verb, namespace)
+	return user, nil
+}
+
+// login is the dashboard's check of a pasted token: identify, with the same cache and
+// failure limit as the API.
+func (a *authorizer) login(r *http.Request, token string) (*authenticationv1.UserInfo, error) {
+	user, err := a.identify(r.Context(), r, token, token != "")
+	if err != nil {
+		return nil, &dashboard.AuthError{Status: err.Status, Message: err.Message}
+	}
+	return user, nil
 }
 
 // knownGood reports whether the API accepted token recently: a client held back for

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/metalambda/metalambda/internal/dashboard"
 	"github.com/metalambda/metalambda/internal/runtime"
 )
 
@@ -58,6 +59,12 @@ type Options struct {
 	AllowFunctionNetwork bool
 	// Runtime configures the runtimes.
 	Runtime runtime.Options
+	// IngressAddress (host:port) is where the ingress router serves; the dashboard's
+	// "try it" of PythonLambdas calls through it. Empty turns "try it" off.
+	IngressAddress string
+	// Dashboard configures the web dashboard at /ui/ beyond what the options above
+	// give it (its Config, Authenticate, EngineURL and IngressAddress are set here).
+	Dashboard dashboard.Options
 }
 
 func (o *Options) setDefaults() {
@@ -116,6 +123,7 @@ type Gateway struct {
 	auth     *authorizer
 	calls    *callLimiter
 	replays  *callLimiter // one key: replays are counted over the whole gateway
+	dash     *dashboard.Dashboard
 	running  atomic.Bool
 }
 
@@ -136,7 +144,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 	}
 	registry := runtime.NewRegistry(opts.Runtime)
 	policy := networkPolicy{compiler: registry, allow: opts.AllowFunctionNetwork}
-	return &Gateway{
+	g := &Gateway{
 		opts:     opts,
 		dyn:      dyn,
 		registry: registry,
@@ -145,7 +153,14 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 		auth:     newAuthorizer(kube, opts.authOptions()),
 		calls:    newCallLimiter(opts.MaxConcurrentCalls),
 		replays:  newCallLimiter(opts.MaxConcurrentReplays),
-	}, nil
+	}
+	dopts := opts.Dashboard
+	dopts.Config, dopts.Authenticate, dopts.IngressAddress = cfg, g.auth.login, opts.IngressAddress
+	dopts.FunctionRates = g.store.rates
+	if g.dash, err = dashboard.New(dopts); err != nil {
+		return nil, err
+	}
+	return g, nil
 }
 
 // Run watches Function objects until ctx ends.

@@ -38,11 +38,12 @@ type functionMetrics struct {
 	name     string // function_name: "name.namespace", as OpenFaaS names it
 	ok       prometheus.Counter
 	duration prometheus.Observer
+	rates    *callRates
 }
 
 func (m *metrics) forFunction(namespace, name string) *functionMetrics {
 	fn := name + "." + namespace
-	return &functionMetrics{m: m, name: fn, ok: m.invocations.WithLabelValues(fn, "200"), duration: m.seconds.WithLabelValues(fn)}
+	return &functionMetrics{m: m, name: fn, ok: m.invocations.WithLabelValues(fn, "200"), duration: m.seconds.WithLabelValues(fn), rates: newCallRates(time.Now)}
 }
 
 func (f *functionMetrics) observe(code int, d time.Duration) {
@@ -52,6 +53,7 @@ func (f *functionMetrics) observe(code int, d time.Duration) {
 		f.m.invocations.WithLabelValues(f.name, strconv.Itoa(code)).Inc()
 	}
 	f.duration.Observe(d.Seconds())
+	f.rates.observe(code != 200)
 }
 
 // remove drops the function's series, once the function is deleted.

@@ -6,6 +6,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
+
+	"github.com/metalambda/metalambda/internal/dashboard"
 )
 
 // routes is the gateway's whole route table; openapi.go describes the same routes.
@@ -37,6 +39,7 @@ func (g *Gateway) routes(metrics http.Handler) http.Handler {
 		// shows the answers to (invoke): it needs both verbs.
 		r.Post("/{name}/replay", g.authorized("update", g.authorized(verbInvoke, g.limitReplays(g.replay))))
 	})
+	r.Mount(dashboard.Prefix, g.dash.Handler())
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path))
 	})

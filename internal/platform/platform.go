@@ -165,6 +165,9 @@ func (p *Platform) install(ctx context.Context) error {
 	if err := localstorage.InstallClass(ctx, kube); err != nil {
 		return err
 	}
+	if err := installDashboardAdmin(ctx, kube); err != nil {
+		return err
+	}
 	applier, err := manifest.NewApplier(p.cluster.Config, "metalambda")
 	if err != nil {
 		return err
@@ -198,7 +201,7 @@ func (p *Platform) startComponents(log io.Writer) error {
 		return err
 	}
 	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(cfg, gateway.Options{PublicURL: gatewayURL, HookToken: token, Runtime: runtime.Options{Builtins: functions.Builtins()}}, reg)
+	gw, err := gateway.New(cfg, gateway.Options{PublicURL: gatewayURL, HookToken: token, IngressAddress: p.opts.IngressAddress, Runtime: runtime.Options{Builtins: functions.Builtins()}}, reg)
 	if err != nil {
 		return err
 	}
@@ -287,6 +290,7 @@ Metalambda is up.
 
   API server   %s
   gateway      http://%s (hooks need the bearer token in %s)
+  dashboard    %s
   ingress      http://%s
   data         %s
   local node   %s
@@ -295,9 +299,15 @@ Next:
   export KUBECONFIG=%s
   kubectl apply -f operators/pythonlambda/sample.yaml
   curl --resolve example.com:%s:%s 'http://example.com:%s/?name=Martin'
-`, p.cluster.Config.Host, p.opts.GatewayAddress, HookTokenFile(p.opts.DataDir), p.opts.IngressAddress, p.opts.DataDir, onOff(p.opts.Node != nil),
-		p.Kubeconfig, port(p.opts.IngressAddress), host(p.opts.IngressAddress), port(p.opts.IngressAddress))
+
+Dashboard login token (an admin of this local cluster):
+  %s
+`, p.cluster.Config.Host, p.opts.GatewayAddress, HookTokenFile(p.opts.DataDir), p.DashboardURL(), p.opts.IngressAddress, p.opts.DataDir, onOff(p.opts.Node != nil),
+		p.Kubeconfig, port(p.opts.IngressAddress), host(p.opts.IngressAddress), port(p.opts.IngressAddress), DashboardTokenCommand)
 }
+
+// DashboardURL is where the gateway serves the web dashboard.
+func (p *Platform) DashboardURL() string { return "http://" + p.opts.GatewayAddress + "/ui/" }
 
 func onOff(b bool) string {
 	if b {

@@ -1,0 +1,141 @@
+package engineapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// Errors the client's Error matches with errors.Is, by HTTP status.
+var (
+	ErrUnauthorized = errors.New("unauthorized")
+	ErrForbidden    = errors.New("forbidden")
+	ErrNotFound     = errors.New("not found")
+)
+
+// Error is an error answer of the API. errors.Is(err, ErrUnauthorized) holds for a
+// 401, ErrForbidden for a 403 and ErrNotFound for a 404.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("engine API: %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// Is matches the sentinel errors by status.
+func (e *Error) Is(target error) bool {
+	switch target {
+	case ErrUnauthorized:
+		return e.Status == http.StatusUnauthorized
+	case ErrForbidden:
+		return e.Status == http.StatusForbidden
+	case ErrNotFound:
+		return e.Status == http.StatusNotFound
+	}
+	return false
+}
+
+// Client calls the engine's API. BaseURL is the engine's API address, e.g.
+// "http://127.0.0.1:9095"; HTTP nil means http.DefaultClient.
+type Client struct {
+	BaseURL string
+	HTTP    *http.Client
+}
+
+// Controllers lists the controllers the token's user may get.
+func (c *Client) Controllers(ctx context.Context, token string) (*ControllerList, error) {
+	var out ControllerList
+	return &out, c.get(ctx, token, "/api/v1/controllers", nil, &out)
+}
+
+// HookCalls lists recorded hook calls, newest first, that the token's user may see.
+func (c *Client) HookCalls(ctx context.Context, token string, q HookCallQuery) (*HookCallList, error) {
+	v := url.Values{}
+	set := func(k, val string) {
+		if val != "" {
+			v.Set(k, val)
+		}
+	}
+	set("controller", q.Controller)
+	set("namespace", q.Namespace)
+	set("parent", q.Parent)
+	if q.Since > 0 {
+		v.Set("since", strconv.FormatUint(q.Since, 10))
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	var out HookCallList
+	return &out, c.get(ctx, token, "/api/v1/hookcalls", v, &out)
+}
+
+// Parent returns one parent of a controller with its children. kind is the
+// controller's kind (CompositeController or DecoratorController), name its name;
+// namespace is the parent's namespace, "" or "-" for a cluster-scoped parent.
+func (c *Client) Parent(ctx context.Context, token, kind, name, namespace, parent string) (*ParentDetail, error) {
+	if namespace == "" {
+		namespace = "-"
+	}
+	path := "/api/v1/parents/" + strings.Join([]string{
+		url.PathEscape(kind), url.PathEscape(name), url.PathEscape(namespace), url.PathEscape(parent),
+	}, "/")
+	var out ParentDetail
+	return &out, c.get(ctx, token, path, nil, &out)
+}
+
+func (c *Client) get(ctx context.Context, token, path string, query url.Values, out any) error {
+	u := strings.TrimSuffix(c.BaseURL, "/") + path
+	if len(query) > 0 {
+		u += "?" + query.Encode()
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fmt.Errorf("engine API: %w", err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	req.Header.Set("Accept", "application/json")
+	httpc := c.HTTP
+	if httpc == nil {
+		httpc = http.DefaultClient
+	}
+	resp, err := httpc.Do(req)
+	if err != nil {
+		return fmt.Errorf("engine API: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("engine API: reading GET %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return errorFrom(resp.StatusCode, body)
+	}
+	if err := json.Unmarshal(body, out); err != nil {
+		return fmt.Errorf("engine API: decoding GET %s: %w", path, err)
+	}
+	return nil
+}
+
+// errorFrom reads the API's error shape, or keeps the start of a body that is not it.
+func errorFrom(status int, body []byte) *Error {
+	var eb ErrorBody
+	if json.Unmarshal(body, &eb) == nil && eb.Code != "" {
+		return &Error{Status: status, Code: eb.Code, Message: eb.Message}
+	}
+	msg := strings.TrimSpace(string(body))
+	if len(msg) > 200 {
+		msg = msg[:200] + "..."
+	}
+	return &Error{Status: status, Code: strings.ToLower(strings.ReplaceAll(http.StatusText(status), " ", "_")), Message: msg}
+}
