@@ -157,6 +157,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 	dopts := opts.Dashboard
 	dopts.Config, dopts.Authenticate, dopts.IngressAddress = cfg, g.auth.login, opts.IngressAddress
 	dopts.FunctionRates = g.store.rates
+	dopts.FunctionsAPI = g.functionsAPI()
 	if g.dash, err = dashboard.New(dopts); err != nil {
 		return nil, err
 	}
