@@ -443,14 +443,15 @@ func (d *Dashboard) answerWithFunction(w http.ResponseWriter, r *http.Request, s
 	d.answer(w, r, status, p, fragment)
 }
 
-// answer renders the fragment to htmx and the whole page otherwise.
+// answer renders the fragment to htmx and the whole page, with status, otherwise.
 func (d *Dashboard) answer(w http.ResponseWriter, r *http.Request, status int, p *FunctionPage, fragment string) {
 	title := p.Form.Name
 	if p.New {
 		title = "New function"
 	}
 	if isHTMX(r) {
-		d.execute(w, status, "function.html", fragment, Page{Title: title, Nav: "functions", Session: SessionFrom(r.Context()), Data: p, Now: d.opts.Now()})
+		// htmx swaps only 2xx answers: the fragment says what went wrong.
+		d.execute(w, http.StatusOK, "function.html", fragment, Page{Title: title, Nav: "functions", Session: SessionFrom(r.Context()), Data: p, Now: d.opts.Now()})
 		return
 	}
 	d.render(w, r, status, "function.html", title, "functions", p)
