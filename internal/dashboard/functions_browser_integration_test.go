@@ -134,6 +134,11 @@ func TestFunctionPages(t *testing.T) {
 	if stored := storedSource(t, e, "default", "greet"); !strings.Contains(stored, "bonjour") {
 		t.Errorf("the saved source is not the edited one:\n%s", stored)
 	}
+
+	// The list shows it, served.
+	step(t, ctx, "open the list", chromedp.Navigate(e.URL+"functions"))
+	waitText(t, ctx, `tr[data-function="default/greet"]`, "True", 30*time.Second)
+	screenshot(t, ctx, "functions-list")
 }
 
 // step runs browser actions within a minute like run, and on failure saves a

@@ -2,10 +2,13 @@ package dashboard
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
+
+	"github.com/go-chi/chi/v5"
 )
 
 // The Functions pages act through the gateway's management API (Options.FunctionsAPI),
@@ -48,7 +51,10 @@ func (d *Dashboard) callAPI(r *http.Request, method, path string, body, out any)
 			return err
 		}
 	}
-	req, err := http.NewRequestWithContext(r.Context(), method, path, bytes.NewReader(data))
+	// The API's router must route the request afresh, not as a part of the page's
+	// route: the page's routing context is left out.
+	ctx := context.WithValue(r.Context(), chi.RouteCtxKey, (*chi.Context)(nil))
+	req, err := http.NewRequestWithContext(ctx, method, path, bytes.NewReader(data))
 	if err != nil {
 		return err
 	}
