@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/metalambda/metalambda/web"
@@ -110,5 +112,38 @@ func TestFunctionFragments(t *testing.T) {
 	p.Replay = &ReplayView{Problems: []Problem{{Line: 2, Column: 13, Message: "Unexpected token ;"}}}
 	if got := render("replay-result", p); !strings.Contains(got, `data-line="2" data-column="13"`) {
 		t.Errorf("a replay's compile error has no position:\n%s", got)
+	}
+}
+
+// TestCallAPIFromARoutedPage: a page's handler, itself routed by chi, calls the
+// API's own chi router in process; the API sees the session's token and the client's
+// address, and its error answers become *APIError with their position.
+func TestCallAPIFromARoutedPage(t *testing.T) {
+	api := chi.NewRouter()
+	api.Route("/v1/namespaces/{namespace}/functions", func(r chi.Router) {
+		r.Post("/", func(w http.ResponseWriter, r *http.Request) {
+			if r.Header.Get("Authorization") != "Bearer user-token" || r.RemoteAddr != "192.0.2.1:1234" {
+				w.WriteHeader(http.StatusUnauthorized)
+				return
+			}
+			w.WriteHeader(http.StatusUnprocessableEntity)
+			_, _ = w.Write([]byte(`{"error": "compile_error", "message": "line 3", "line": 3, "column": 20}`))
+		})
+	})
+	d := &Dashboard{opts: Options{FunctionsAPI: api}}
+	var got error
+	pages := chi.NewRouter()
+	pages.Route("/ui", func(r chi.Router) {
+		r.Post("/functions/{namespace}/{name}", func(w http.ResponseWriter, r *http.Request) {
+			ctx := context.WithValue(r.Context(), sessionKey{}, &Session{Token: "user-token"})
+			got = d.callAPI(r.WithContext(ctx), http.MethodPost, functionsPath(chi.URLParam(r, "namespace")), map[string]any{}, nil)
+		})
+	})
+	req := httptest.NewRequest(http.MethodPost, "/ui/functions/ns/f", nil)
+	req.RemoteAddr = "192.0.2.1:1234"
+	pages.ServeHTTP(httptest.NewRecorder(), req)
+	want := &APIError{Status: http.StatusUnprocessableEntity, Code: "compile_error", Message: "line 3", Line: 3, Column: 20}
+	if diff := cmp.Diff(error(want), got); diff != "" {
+		t.Errorf("callAPI (-want +got):\n%s", diff)
 	}
 }
