@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
@@ -50,6 +51,9 @@ type options struct {
 	// logConfig is set by validate from log.
 	logConfig logConfig
 	leader    leaderOptions
+	// apiAddress serves the hook call history API; "0" (the default) disables it and
+	// the history, so that the engine opens no port upstream Metacontroller does not.
+	apiAddress string
 }
 
 func defaultOptions() *options {
@@ -59,6 +63,7 @@ func defaultOptions() *options {
 		metricsAddress:     ":9999",
 		healthProbeAddress: ":8081",
 		pprofAddress:       "0",
+		apiAddress:         "0",
 		applyStrategy:      string(engine.ServerSideApply),
 		fieldManager:       optionalString{value: engine.Defaults().FieldManager},
 		ssaFieldManager:    optionalString{value: engine.Defaults().FieldManager},
@@ -79,6 +84,8 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.metricsAddress, "metrics-address", o.metricsAddress, "Address of the Prometheus /metrics endpoint; \"0\" disables it.")
 	fs.StringVar(&o.healthProbeAddress, "health-probe-bind-address", o.healthProbeAddress, "Address of /healthz and /readyz; \"0\" disables them.")
 	fs.StringVar(&o.pprofAddress, "pprof-address", o.pprofAddress, "Address of net/http/pprof's /debug/pprof/ endpoints; \"0\" disables them.")
+	fs.StringVar(&o.apiAddress, "api-address", o.apiAddress, "Address of the authenticated API of recent hook calls, controllers and parents (docs/engine.md), e.g. :9095; \"0\" disables it and the call history.")
+	fs.IntVar(&o.engine.HookCallHistory, "hook-call-history", o.engine.HookCallHistory, "Recent hook calls kept for the API (each body up to 32 KiB); 0 records none.")
 	fs.Float64Var(&o.engine.EventsQPS, "events-qps", o.engine.EventsQPS, "Events recorded per second on each object once its burst is spent (default: one every 5 minutes).")
 	fs.IntVar(&o.engine.EventsBurst, "events-burst", o.engine.EventsBurst, "Events recorded on each object before --events-qps applies.")
 	fs.StringVar(&o.applyStrategy, "apply-strategy", o.applyStrategy, "How children are written: server-side-apply or three-way (alias dynamic-apply).")
@@ -133,6 +140,12 @@ func (o *options) validate() error {
 	if err := o.leader.validate(); err != nil {
 		return err
 	}
+	if o.engine.HookCallHistory < 0 {
+		return fmt.Errorf("--hook-call-history must not be negative, got %d", o.engine.HookCallHistory)
+	}
+	if o.apiAddress == "0" || o.apiAddress == "" {
+		o.engine.HookCallHistory = 0 // nobody could read it
+	}
 	return o.engine.Validate()
 }
 
@@ -183,7 +196,8 @@ func run(ctx context.Context, o *options) error {
 	klog.InfoS("Starting engine", "apiServer", cfg.Host, "workers", o.engine.Workers, "applyStrategy", o.engine.ApplyStrategy,
 		"fieldManager", o.engine.FieldManager, "qps", o.qps, "burst", o.burst, "discoveryInterval", o.engine.DiscoveryInterval,
 		"cacheFlushInterval", o.engine.CacheFlushInterval, "targetLabelSelector", o.engine.TargetSelector.String(),
-		"eventsQPS", o.engine.EventsQPS, "eventsBurst", o.engine.EventsBurst, "pprofAddress", o.pprofAddress)
+		"eventsQPS", o.engine.EventsQPS, "eventsBurst", o.engine.EventsBurst, "pprofAddress", o.pprofAddress,
+		"apiAddress", o.apiAddress, "hookCallHistory", o.engine.HookCallHistory)
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -193,6 +207,10 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer unregister()
 	mgr, err := engine.New(cfg, o.engine, reg)
+	if err != nil {
+		return err
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
@@ -210,7 +228,7 @@ func run(ctx context.Context, o *options) error {
 	for _, srv := range []struct {
 		addr    string
 		handler http.Handler
-	}{{o.metricsAddress, metricsMux}, {o.healthProbeAddress, healthMux}, {o.pprofAddress, pprofMux()}} {
+	}{{o.metricsAddress, metricsMux}, {o.healthProbeAddress, healthMux}, {o.pprofAddress, pprofMux()}, {o.apiAddress, mgr.API(kube)}} {
 		if err := serve(ctx, srv.addr, srv.handler); err != nil {
 			return err
 		}

@@ -65,6 +65,8 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.gateway.AuthCacheSize, "auth-cache-size", 4096, "Entries of each authentication cache (tokens, decisions, clients with failed authentications).")
 	fs.IntVar(&o.gateway.FailedAuthBurst, "failed-auth-burst", 20, "Failed authentications allowed per client address before 429, refilled at --failed-auth-rate.")
 	fs.Float64Var(&o.gateway.FailedAuthRate, "failed-auth-rate", 1, "Failed authentications allowed per client address per second after the burst.")
+	fs.StringVar(&o.gateway.EngineURL, "engine-url", "", "Base URL of the engine's API (its --api-address), which the dashboard at /ui/ reads controllers, parents and hook calls from; empty leaves those out.")
+	fs.StringVar(&o.gateway.IngressAddress, "ingress-address", "", "host:port of the ingress that serves PythonLambdas' hosts, through which the dashboard's \"try it\" calls them; empty turns \"try it\" off.")
 	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage-collection target (as GOGC); the GOGC environment variable, when set, wins.")
 }
 

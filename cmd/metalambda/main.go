@@ -35,6 +35,7 @@ func up(args []string) error {
 	fs.StringVar(&o.DataDir, "data-dir", ".metalambda", "where the cluster's state, the kubeconfig and logs live")
 	fs.StringVar(&o.IngressAddress, "ingress", "127.0.0.1:8080", "address of the local ingress")
 	fs.StringVar(&o.GatewayAddress, "gateway", "127.0.0.1:8081", "address of the gateway API and hooks")
+	fs.StringVar(&o.EngineAPIAddress, "engine-api", "127.0.0.1:8082", "loopback address of the engine's API of recent hook calls, which the gateway's dashboard reads")
 	withNode := fs.Bool("node", os.Geteuid() == 0, "run the local node, so pods run as processes (needs root and the CNI plugins)")
 	var nodeOpts node.Options
 	fs.StringVar(&nodeOpts.PodCIDR, "pod-cidr", "10.244.0.0/24", "the local node's pod subnet")

@@ -179,6 +179,13 @@ func newBrowser(t *testing.T, size ...int) context.Context {
 		fmt.Fprintf(os.Stderr, "\n!!! SKIPPED: %s !!!\n\n", msg)
 		t.Skip(msg)
 	}
+	// Chromium puts its singleton socket in TMPDIR, whose path must stay short (a Unix
+	// socket's path is at most 107 bytes): t.TempDir's is too long.
+	tmp, err := os.MkdirTemp("", "chromium")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(tmp) }) // runs after the browser is gone
 	w, h := 1280, 800
 	if len(size) == 2 {
 		w, h = size[0], size[1]
@@ -187,8 +194,8 @@ func newBrowser(t *testing.T, size ...int) context.Context {
 		chromedp.ExecPath(bin),
 		chromedp.UserDataDir(t.TempDir()),
 		chromedp.WindowSize(w, h),
-		chromedp.NoSandbox,                  // the tests run as root, where chromium's sandbox refuses to start
-		chromedp.Env("TMPDIR="+t.TempDir()), // what chromium leaves in its temporary directory goes with the test
+		chromedp.NoSandbox,          // the tests run as root, where chromium's sandbox refuses to start
+		chromedp.Env("TMPDIR="+tmp), // what chromium leaves in its temporary directory goes with the test
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelCtx := chromedp.NewContext(allocCtx, chromedp.WithErrorf(t.Logf))

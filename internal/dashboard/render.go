@@ -97,6 +97,7 @@ var funcs = template.FuncMap{
 		return ns
 	},
 	"latency": latencyChart,
+	"deref":   func(t *time.Time) time.Time { return *t },
 	"nav": func(p Page, entry string) template.HTMLAttr {
 		if p.Nav == entry {
 			return `aria-current="page"`

@@ -14,10 +14,10 @@ func isEventStream(r *http.Request) bool {
 }
 
 // Stream sends server-sent events named event, each the HTML render returns, every
-// interval until the client goes away: only when the HTML differs from the last one
-// sent (a comment line otherwise keeps the connection checked). A render error is
-// sent as an event named "error" and the stream goes on; render returning
-// errStop ends it.
+// interval until the client goes away: only when the HTML is not empty and differs
+// from the last one sent (a comment line otherwise keeps the connection checked). A
+// render error is sent as an event named "error" and the stream goes on; render
+// returning errStop ends it.
 func Stream(w http.ResponseWriter, r *http.Request, interval time.Duration, event string, render func(context.Context) (string, error)) {
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Time{}) // a stream outlives the server's write timeout
@@ -41,7 +41,7 @@ func Stream(w http.ResponseWriter, r *http.Request, interval time.Duration, even
 			}
 			name, html = "error", err.Error()
 		}
-		if html != last {
+		if html != "" && html != last {
 			last = html
 			if writeEvent(w, name, html) != nil || rc.Flush() != nil {
 				return

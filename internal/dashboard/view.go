@@ -3,6 +3,7 @@ package dashboard
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -72,7 +73,7 @@ func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case apierrors.IsForbidden(err), errors.Is(err, engineapi.ErrForbidden):
 		status = http.StatusForbidden
-	case apierrors.IsNotFound(err), errors.Is(err, engineapi.ErrNotFound):
+	case apierrors.IsNotFound(err), errors.Is(err, engineapi.ErrNotFound), errors.As(err, new(*notFoundError)):
 		status = http.StatusNotFound
 	case errors.As(err, &se) && se.Status().Code >= 400:
 		status = int(se.Status().Code)
@@ -82,4 +83,13 @@ func (d *Dashboard) fail(w http.ResponseWriter, r *http.Request, err error) {
 
 func unauthorized(err error) bool {
 	return err != nil && (apierrors.IsUnauthorized(err) || errors.Is(err, engineapi.ErrUnauthorized))
+}
+
+// notFoundError is a page that does not exist (a 404).
+type notFoundError struct{ msg string }
+
+func (e *notFoundError) Error() string { return e.msg }
+
+func notFound(format string, args ...any) error {
+	return &notFoundError{msg: fmt.Sprintf(format, args...)}
 }

@@ -188,6 +188,7 @@ func (m *Manager) newController(obj *unstructured.Unstructured, kind, finalizerP
 	c := &controller{
 		kind: kind, name: obj.GetName(), object: obj.DeepCopy().Object,
 		finalizer: finalizerName(finalizerPrefix, obj.GetName()), env: m.env, caller: m.env.hooks,
+		states: newParentStates(m.env.calls != nil),
 	}
 	if resync != nil && *resync > 0 {
 		c.resync = time.Duration(*resync) * time.Second

@@ -265,7 +265,8 @@ func (c *controller) call(ctx context.Context, in *hookInput) (*outcome, error) 
 func (c *controller) callInfo(hookName string, parent *unstructured.Unstructured) hook.CallInfo {
 	return hook.CallInfo{
 		Controller: c.name, ControllerType: c.kind, Hook: hookName,
-		Parent: hook.ObjectKey{Group: groupOf(parent.GetAPIVersion()), Kind: parent.GetKind(), Namespace: parent.GetNamespace(), Name: parent.GetName()},
+		Parent:           hook.ObjectKey{Group: groupOf(parent.GetAPIVersion()), Kind: parent.GetKind(), Namespace: parent.GetNamespace(), Name: parent.GetName()},
+		ParentAPIVersion: parent.GetAPIVersion(), ParentUID: string(parent.GetUID()),
 	}
 }
 

@@ -74,6 +74,7 @@ type controller struct {
 	flavor    flavor
 	related   *relatedTracker
 	rollout   *rollout // nil unless a child type rolls and parents are namespaced
+	states    *parentStates
 
 	env   *environment
 	queue workqueue.TypedRateLimitingInterface[parentKey]
@@ -242,6 +243,7 @@ func (c *controller) process(ctx context.Context, key parentKey) (time.Duration,
 	start := time.Now()
 	after, err := c.reconcile(ctx, key)
 	c.env.metrics.observeSync(c.name, start, err)
+	c.noteSync(key, err)
 	var delay *delayError
 	if errors.As(err, &delay) {
 		if delay.throttled {
@@ -268,8 +270,14 @@ func (c *controller) parentHandler(i int) cache.ResourceEventHandler {
 			enqueue(newObj)
 		},
 		DeleteFunc: func(obj any) {
-			if u := asObject(obj); u != nil && c.related != nil {
-				c.related.forget(parentKey{parent: i, namespace: u.GetNamespace(), name: u.GetName()})
+			u := asObject(obj)
+			if u == nil {
+				return
+			}
+			key := parentKey{parent: i, namespace: u.GetNamespace(), name: u.GetName()}
+			c.states.forget(key)
+			if c.related != nil {
+				c.related.forget(key)
 			}
 		},
 	}

@@ -25,6 +25,7 @@ type environment struct {
 	hooks     *hook.Client
 	recorder  record.EventRecorder
 	metrics   *metrics
+	calls     *callHistory // nil when no calls are recorded
 }
 
 func (e *environment) resource(gvr schema.GroupVersionResource, namespace string) dynamic.ResourceInterface {

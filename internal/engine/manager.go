@@ -92,6 +92,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 		return nil, err
 	}
 	rec := newEventRecorder(kube, opts)
+	calls := newCallHistory(opts.HookCallHistory)
 	env := &environment{
 		opts:      opts,
 		dynamic:   dyn,
@@ -100,6 +101,10 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 		hooks:     &hook.Client{HTTP: opts.HookHTTP, Metrics: hook.NewMetrics(reg)},
 		recorder:  rec.recorder,
 		metrics:   m,
+		calls:     calls,
+	}
+	if calls != nil {
+		env.hooks.Recorder = calls
 	}
 	mgr := &Manager{
 		env:    env,
@@ -263,6 +268,7 @@ func (m *Manager) remove(ctx context.Context, key controllerKey, release bool) e
 		// The controller is gone for good: drop its series, so they do not pile up.
 		m.env.hooks.Metrics.Forget(key.kind, key.name)
 		m.env.metrics.forget(key.kind, key.name)
+		m.env.calls.forget(key.kind, key.name)
 	}
 	klog.FromContext(ctx).Info("Controller stopped", "kind", key.kind, "name", key.name)
 	return nil

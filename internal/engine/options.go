@@ -58,6 +58,9 @@ type Options struct {
 	// EventsBurst, then EventsQPS per second (client-go's event spam filter).
 	EventsQPS   float64
 	EventsBurst int
+	// HookCallHistory is how many recent hook calls the engine keeps for its API
+	// (see api.go); 0 records none.
+	HookCallHistory int
 }
 
 // Defaults are the option values the engine uses unless told otherwise.
@@ -71,6 +74,7 @@ func Defaults() Options {
 		TargetSelector:     labels.Everything(),
 		EventsQPS:          1. / 300.,
 		EventsBurst:        25,
+		HookCallHistory:    DefaultHookCallHistory,
 	}
 }
 
@@ -93,6 +97,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("events QPS must be positive, got %g", o.EventsQPS)
 	case o.EventsBurst < 1:
 		return fmt.Errorf("events burst must be at least 1, got %d", o.EventsBurst)
+	case o.HookCallHistory < 0:
+		return fmt.Errorf("hook call history must not be negative, got %d", o.HookCallHistory)
 	}
 	return nil
 }

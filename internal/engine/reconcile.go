@@ -97,6 +97,7 @@ func (c *controller) sync(ctx context.Context, key parentKey, p *parentType, par
 	var childErr error
 	if manage {
 		childErr = c.applyChildren(ctx, parent, children, out.desired)
+		c.states.applied(key, out.desired)
 	}
 	if err := c.flavor.writeParent(ctx, p, parent, out); err != nil {
 		if terminating && errors.Is(err, errParentGone) {

@@ -65,6 +65,9 @@ type Options struct {
 	// Dashboard configures the web dashboard at /ui/ beyond what the options above
 	// give it (its Config, Authenticate, EngineURL and IngressAddress are set here).
 	Dashboard dashboard.Options
+	// EngineURL is the base URL of the engine's API (package engineapi), which the
+	// dashboard asks for hook calls, controllers and parents; "" when there is none.
+	EngineURL string
 }
 
 func (o *Options) setDefaults() {
@@ -155,7 +158,8 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 		replays:  newCallLimiter(opts.MaxConcurrentReplays),
 	}
 	dopts := opts.Dashboard
-	dopts.Config, dopts.Authenticate, dopts.IngressAddress = cfg, g.auth.login, opts.IngressAddress
+	dopts.Config, dopts.Authenticate = cfg, g.auth.login
+	dopts.EngineURL, dopts.IngressAddress = opts.EngineURL, opts.IngressAddress
 	dopts.FunctionRates = g.store.rates
 	dopts.FunctionsAPI = g.functionsAPI()
 	if g.dash, err = dashboard.New(dopts); err != nil {

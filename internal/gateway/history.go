@@ -1,12 +1,13 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/metalambda/metalambda/internal/redact"
 )
 
 // Invocation is one recorded call of a function.
@@ -26,7 +27,7 @@ type Invocation struct {
 const maxRecordedBody = 16 << 10
 
 // redacted replaces a secret value in the history.
-const redacted = "[redacted]"
+const redacted = redact.Placeholder
 
 // history is a bounded ring of recent invocations, newest last. A disabled history
 // records nothing and holds nothing.
@@ -126,65 +127,5 @@ func secretHeader(name string) bool {
 	return false
 }
 
-// redactJSON replaces, anywhere in a JSON body, the values of the data and stringData
-// of every object of kind Secret (keeping their keys) and every "authorization" value
-// that is not an object. Bodies that cannot hold either are returned as they are
-// without being parsed; a body that is not JSON is replaced by a note.
-func redactJSON(raw json.RawMessage) json.RawMessage {
-	if len(raw) == 0 || !mayHoldSecrets(raw) {
-		return raw
-	}
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		note, _ := json.Marshal(map[string]any{"redacted": "the body is not JSON", "bytes": len(raw)})
-		return note
-	}
-	redact(v)
-	out, err := json.Marshal(v)
-	if err != nil {
-		return nil
-	}
-	return out
-}
-
-// mayHoldSecrets is the fast path of redactJSON: without these bytes (an escaped
-// character could spell them otherwise) a body holds no Secret and no authorization.
-func mayHoldSecrets(raw []byte) bool {
-	return bytes.Contains(raw, []byte("Secret")) || bytes.Contains(raw, []byte("uthorization")) ||
-		bytes.Contains(raw, []byte("UTHORIZATION")) || bytes.Contains(raw, []byte(`\u`))
-}
-
-func redact(v any) {
-	switch t := v.(type) {
-	case map[string]any:
-		if t["kind"] == "Secret" {
-			redactValues(t, "data")
-			redactValues(t, "stringData")
-		}
-		for k, child := range t {
-			if _, isObject := child.(map[string]any); strings.EqualFold(k, "authorization") && !isObject && child != nil {
-				t[k] = redacted
-				continue
-			}
-			redact(child)
-		}
-	case []any:
-		for _, child := range t {
-			redact(child)
-		}
-	}
-}
-
-// redactValues replaces every value of the map at m[field], or m[field] itself when it
-// is not a map.
-func redactValues(m map[string]any, field string) {
-	switch values := m[field].(type) {
-	case nil:
-	case map[string]any:
-		for k := range values {
-			values[k] = redacted
-		}
-	default:
-		m[field] = redacted
-	}
-}
+// redactJSON replaces secret values in a JSON body (see redact.JSON).
+func redactJSON(raw json.RawMessage) json.RawMessage { return redact.JSON(raw) }

@@ -46,6 +46,8 @@ type CallInfo struct {
 	Hook string
 	// Parent is the object the call is about; ETag caching keys on it.
 	Parent ObjectKey
+	// ParentAPIVersion and ParentUID complete Parent for a Recorder.
+	ParentAPIVersion, ParentUID string
 }
 
 // HTTP headers of ETag caching.
@@ -64,6 +66,29 @@ type Client struct {
 	// MaxResponseBytes caps the response body; zero or less means
 	// DefaultMaxResponseBytes.
 	MaxResponseBytes int64
+	// Recorder is told about every call; nil records nothing.
+	Recorder Recorder
+}
+
+// Recorder keeps a record of hook calls. RecordCall runs on the caller's goroutine
+// after each call and must not block; it may keep the call's body slices, which the
+// Client never changes.
+type Recorder interface {
+	RecordCall(Call)
+}
+
+// Call is one finished hook call as a Recorder sees it.
+type Call struct {
+	Info     CallInfo
+	URL      string
+	Start    time.Time
+	Duration time.Duration
+	// Status is the HTTP status of the answer, 0 when none came.
+	Status int
+	// Request is the JSON sent; Response the body received with a 200 (or the cached
+	// body a 304 reused), nil otherwise.
+	Request, Response []byte
+	Err               error
 }
 
 // sharedHTTP is the Doer of clients that do not set one. It holds idle connections
@@ -104,18 +129,24 @@ func (c *Client) Call(ctx context.Context, ep Endpoint, info CallInfo, request, 
 		return fmt.Errorf("POST %s: encode request: %w", ep.URL, err)
 	}
 	done := c.Metrics.start(info, ep.URL)
-	code, err := c.post(ctx, ep, info, payload, response)
+	start := time.Now()
+	code, body, err := c.post(ctx, ep, info, payload, response)
 	done(code)
+	if c.Recorder != nil {
+		status, _ := strconv.Atoi(code)
+		c.Recorder.RecordCall(Call{Info: info, URL: ep.URL, Start: start, Duration: time.Since(start), Status: status, Request: payload, Response: body, Err: err})
+	}
 	return err
 }
 
-// post sends payload and handles the answer; code is the metrics label of the result.
-func (c *Client) post(ctx context.Context, ep Endpoint, info CallInfo, payload []byte, response any) (code string, err error) {
+// post sends payload and handles the answer; code is the metrics label of the result
+// and body the response body of a 200 (or 304).
+func (c *Client) post(ctx context.Context, ep Endpoint, info CallInfo, payload []byte, response any) (code string, body []byte, err error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, ep.timeout(), errDeadline)
 	defer cancel()
 	req, err := newRequest(ctx, ep.URL, payload)
 	if err != nil {
-		return CodeError, fmt.Errorf("POST %s: %w", ep.URL, err)
+		return CodeError, nil, fmt.Errorf("POST %s: %w", ep.URL, err)
 	}
 	if ep.Authorization != "" {
 		req.Header.Set("Authorization", ep.Authorization)
@@ -130,7 +161,8 @@ func (c *Client) post(ctx context.Context, ep Endpoint, info CallInfo, payload [
 	}
 	resp, err := doer.Do(req)
 	if err != nil {
-		return transportFailure(ctx, ep, err)
+		code, err = transportFailure(ctx, ep, err)
+		return code, nil, err
 	}
 	defer drainAndClose(resp.Body)
 	return c.receive(ctx, ep, info, resp, cached, response)
@@ -138,29 +170,30 @@ func (c *Client) post(ctx context.Context, ep Endpoint, info CallInfo, payload [
 
 // receive checks the status and decodes the body of resp into response: the body of
 // cached when the hook says it has not changed.
-func (c *Client) receive(ctx context.Context, ep Endpoint, info CallInfo, resp *http.Response, cached *etagEntry, response any) (code string, err error) {
+func (c *Client) receive(ctx context.Context, ep Endpoint, info CallInfo, resp *http.Response, cached *etagEntry, response any) (code string, body []byte, err error) {
 	code = strconv.Itoa(resp.StatusCode)
 	switch {
 	case notModified(resp.StatusCode) && cached != nil:
-		return code, decode(ep, info, cached.body, response)
+		return code, cached.body, decode(ep, info, cached.body, response)
 	case notModified(resp.StatusCode):
-		return code, fmt.Errorf("%w (no If-None-Match was sent)", statusFailure(ep.URL, resp))
+		return code, nil, fmt.Errorf("%w (no If-None-Match was sent)", statusFailure(ep.URL, resp))
 	case resp.StatusCode != http.StatusOK:
-		return code, statusFailure(ep.URL, resp)
+		return code, nil, statusFailure(ep.URL, resp)
 	}
 	limit := c.maxResponseBytes()
-	body, err := readBody(resp, limit)
+	body, err = readBody(resp, limit)
 	switch {
 	case errors.Is(err, errTooLarge):
-		return code, fmt.Errorf("POST %s: %w: body is larger than %d bytes", ep.URL, ErrBadResponse, limit)
+		return code, nil, fmt.Errorf("POST %s: %w: body is larger than %d bytes", ep.URL, ErrBadResponse, limit)
 	case err != nil:
-		return transportFailure(ctx, ep, err)
+		code, err = transportFailure(ctx, ep, err)
+		return code, nil, err
 	}
 	if err := decode(ep, info, body, response); err != nil {
-		return code, err
+		return code, body, err
 	}
 	ep.ETags.store(info.Parent, resp.Header.Get(headerETag), body)
-	return code, nil
+	return code, body, nil
 }
 
 // notModified reports whether code says "the response you have is current": 304,

@@ -53,6 +53,10 @@ type Options struct {
 	IngressAddress string
 	// GatewayAddress serves the gateway API and hooks. Default 127.0.0.1:8081.
 	GatewayAddress string
+	// EngineAPIAddress serves the engine's API (recent hook calls, controllers and
+	// parents) for the gateway's dashboard; it should stay on loopback. Default
+	// 127.0.0.1:0, a free port (see Platform.EngineURL).
+	EngineAPIAddress string
 	// Node, when set, builds the local node that runs pods as processes (it needs root
 	// and the CNI plugins). Without it pods stay Pending.
 	Node func(kube kubernetes.Interface, dataDir string) (NodeRunner, error)
@@ -74,6 +78,9 @@ func (o *Options) setDefaults() {
 	if o.GatewayAddress == "" {
 		o.GatewayAddress = "127.0.0.1:8081"
 	}
+	if o.EngineAPIAddress == "" {
+		o.EngineAPIAddress = "127.0.0.1:0"
+	}
 }
 
 // Check reports what would stop the platform from starting, in words a person can act
@@ -81,7 +88,7 @@ func (o *Options) setDefaults() {
 func (o *Options) Check() error {
 	o.setDefaults()
 	var errs []error
-	for _, a := range []struct{ what, addr string }{{"ingress", o.IngressAddress}, {"gateway", o.GatewayAddress}} {
+	for _, a := range []struct{ what, addr string }{{"ingress", o.IngressAddress}, {"gateway", o.GatewayAddress}, {"engine API", o.EngineAPIAddress}} {
 		l, err := net.Listen("tcp", a.addr)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("the %s address %s is not free (%v): stop what uses it or pass another address", a.what, a.addr, err))
@@ -109,7 +116,11 @@ type Platform struct {
 	cluster    *localcluster.Cluster
 	Kubeconfig string
 	stops      []func()
+	engineURL  string
 }
+
+// EngineURL is the base URL of the engine's API, once started.
+func (p *Platform) EngineURL() string { return p.engineURL }
 
 // Start brings everything up and returns once it serves. Stop ends it.
 func Start(ctx context.Context, opts Options, log io.Writer) (p *Platform, err error) {
@@ -200,8 +211,13 @@ func (p *Platform) startComponents(log io.Writer) error {
 	if err != nil {
 		return err
 	}
+	engineAPI, err := net.Listen("tcp", p.opts.EngineAPIAddress)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", p.opts.EngineAPIAddress, err)
+	}
+	p.engineURL = "http://" + engineAPI.Addr().String()
 	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(cfg, gateway.Options{PublicURL: gatewayURL, HookToken: token, IngressAddress: p.opts.IngressAddress, Runtime: runtime.Options{Builtins: functions.Builtins()}}, reg)
+	gw, err := gateway.New(cfg, gateway.Options{PublicURL: gatewayURL, HookToken: token, EngineURL: p.engineURL, IngressAddress: p.opts.IngressAddress, Runtime: runtime.Options{Builtins: functions.Builtins()}}, reg)
 	if err != nil {
 		return err
 	}
@@ -217,8 +233,10 @@ func (p *Platform) startComponents(log io.Writer) error {
 	engineOpts.HookHTTP = tokenForHost{host: p.opts.GatewayAddress, token: token, next: newHookHTTP()}
 	mgr, err := engine.New(cfg, engineOpts, prometheus.NewRegistry())
 	if err != nil {
+		engineAPI.Close()
 		return err
 	}
+	p.serveOn(engineAPI, &http.Server{Handler: mgr.API(kube), ReadHeaderTimeout: 10 * time.Second})
 	p.run(mgr.Run)
 
 	volumes, err := localstorage.New(VolumeDir(p.opts.DataDir))
@@ -266,13 +284,18 @@ func (p *Platform) serveWith(addr string, srv *http.Server) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", addr, err)
 	}
+	p.serveOn(l, srv)
+	return nil
+}
+
+// serveOn serves srv on l until Stop.
+func (p *Platform) serveOn(l net.Listener, srv *http.Server) {
 	go func() { _ = srv.Serve(l) }()
 	p.stops = append(p.stops, func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	})
-	return nil
 }
 
 // Stop ends every component, newest first; the data directory stays.
@@ -291,6 +314,7 @@ Metalambda is up.
   API server   %s
   gateway      http://%s (hooks need the bearer token in %s)
   dashboard    %s
+  engine API   %s
   ingress      http://%s
   data         %s
   local node   %s
@@ -302,7 +326,7 @@ Next:
 
 Dashboard login token (an admin of this local cluster):
   %s
-`, p.cluster.Config.Host, p.opts.GatewayAddress, HookTokenFile(p.opts.DataDir), p.DashboardURL(), p.opts.IngressAddress, p.opts.DataDir, onOff(p.opts.Node != nil),
+`, p.cluster.Config.Host, p.opts.GatewayAddress, HookTokenFile(p.opts.DataDir), p.DashboardURL(), p.engineURL, p.opts.IngressAddress, p.opts.DataDir, onOff(p.opts.Node != nil),
 		p.Kubeconfig, port(p.opts.IngressAddress), host(p.opts.IngressAddress), port(p.opts.IngressAddress), DashboardTokenCommand)
 }
 

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/metalambda/metalambda/internal/localcluster"
@@ -51,7 +52,8 @@ func TestUpRestartDown(t *testing.T) {
 	defer p.Stop()
 	var status bytes.Buffer
 	p.Status(&status)
-	for _, want := range []string{"export KUBECONFIG=" + p.Kubeconfig, "curl --resolve example.com:", "local node   off"} {
+	for _, want := range []string{"export KUBECONFIG=" + p.Kubeconfig, "curl --resolve example.com:", "local node   off", "engine API   " + p.EngineURL(),
+		"dashboard    http://" + opts.GatewayAddress + "/ui/", DashboardTokenCommand} {
 		if !strings.Contains(status.String(), want) {
 			t.Errorf("status lacks %q:\n%s", want, status.String())
 		}
@@ -70,6 +72,12 @@ func TestUpRestartDown(t *testing.T) {
 	if code, body := get(t, "http://"+opts.GatewayAddress+"/healthz", ""); code != 200 {
 		t.Errorf("gateway /healthz = %d %s", code, body)
 	}
+	if code, body := get(t, p.DashboardURL()+"login", ""); code != 200 || !strings.Contains(body, "Bearer token") {
+		t.Errorf("dashboard login page = %d %.200s", code, body)
+	}
+	if _, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ServiceAccounts(GatewayNamespace).Get(ctx, DashboardAdmin, metav1.GetOptions{}); err != nil {
+		t.Errorf("the dashboard admin's ServiceAccount: %v", err)
+	}
 	if data, err := os.ReadFile(GatewayURLFile(opts.DataDir)); err != nil || string(data) != "http://"+opts.GatewayAddress+"\n" {
 		t.Errorf("%s = %q, %v; want the gateway's URL http://%s", GatewayURLFile(opts.DataDir), data, err, opts.GatewayAddress)
 	}
@@ -77,6 +85,7 @@ func TestUpRestartDown(t *testing.T) {
 		t.Errorf("ingress unknown host = %d %q", code, body)
 	}
 	token := checkHookToken(t, opts, "")
+	checkEngineAPI(t, ctx, p)
 	// Keep a marker object, restart on the same data directory, find it again.
 	marker := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	if _, err := dyn.Resource(marker).Namespace("default").Apply(ctx, "kept", mustUnstructured(`{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kept"},"data":{"k":"v"}}`), metav1.ApplyOptions{FieldManager: "test"}); err != nil {

@@ -1,0 +1,309 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
+	"github.com/metalambda/metalambda/internal/engineapi"
+)
+
+// Bounds of GET /api/v1/hookcalls.
+const (
+	defaultHookCallLimit = 100
+	maxHookCallLimit     = 1000
+)
+
+// apiServer serves the engine's API (package engineapi holds its types): the hook
+// call history, controller summaries and parent details, each item shown only when
+// the caller may get it (SubjectAccessReview as the caller).
+type apiServer struct {
+	m    *Manager
+	auth *apiAuth
+}
+
+// API returns the handler of the engine's API. kube reviews the callers' tokens and
+// access; the engine's own identity needs create on tokenreviews and
+// subjectaccessreviews.
+func (m *Manager) API(kube kubernetes.Interface) http.Handler {
+	return (&apiServer{m: m, auth: newAPIAuth(kube)}).routes()
+}
+
+// routes is the API's whole route table.
+func (s *apiServer) routes() http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.Recoverer)
+	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		writeAPIJSON(w, map[string]string{"status": "ok"})
+	})
+	r.Route("/api/v1", func(r chi.Router) {
+		r.Get("/controllers", s.authenticated(s.controllers))
+		r.Get("/hookcalls", s.authenticated(s.hookCalls))
+		r.Get("/parents/{kind}/{name}/{namespace}/{parent}", s.authenticated(s.parent))
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeAPIError(w, apiErrorf(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeAPIError(w, apiErrorf(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
+	})
+	return r
+}
+
+// authedHandler is a handler that knows its caller and answers a value or an error.
+type authedHandler func(ctx context.Context, c *caller, r *http.Request) (any, error)
+
+func (s *apiServer) authenticated(h authedHandler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		c, err := s.auth.authenticate(r.Context(), r)
+		if err == nil && !s.m.Ready() {
+			err = apiErrorf(http.StatusServiceUnavailable, "not_ready", "the engine is starting; try again shortly")
+		}
+		var out any
+		if err == nil {
+			out, err = h(r.Context(), c, r)
+		}
+		if err != nil {
+			writeAPIError(w, err)
+			return
+		}
+		writeAPIJSON(w, out)
+	}
+}
+
+// controllers lists the controllers this engine serves that the caller may get.
+func (s *apiServer) controllers(ctx context.Context, c *caller, _ *http.Request) (any, error) {
+	out := engineapi.ControllerList{Items: []engineapi.ControllerSummary{}, HistoryEnabled: s.m.env.calls != nil}
+	for _, obj := range s.m.controllerObjects() {
+		ok, err := c.may(ctx, controllerAccess(obj.GetKind(), obj.GetName()))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out.Items = append(out.Items, s.m.summary(obj))
+		}
+	}
+	return out, nil
+}
+
+// hookCalls lists recorded calls, newest first, that the caller may see: those of a
+// controller and a parent it may both get.
+func (s *apiServer) hookCalls(ctx context.Context, c *caller, r *http.Request) (any, error) {
+	q, err := parseHookCallQuery(r)
+	if err != nil {
+		return nil, err
+	}
+	calls := s.m.env.calls
+	var authErr error
+	keep := func(rc *recordedCall) bool {
+		if authErr != nil || !q.matches(rc) {
+			return false
+		}
+		ok, err := s.mayseeCall(ctx, c, rc)
+		authErr = err
+		return ok
+	}
+	shown, previous := calls.list(q.since, q.limit, keep)
+	if authErr != nil {
+		return nil, authErr
+	}
+	out := engineapi.HookCallList{Items: make([]engineapi.HookCall, len(shown)), LatestID: calls.lastID(), HistoryEnabled: calls != nil}
+	for i := range shown {
+		out.Items[i] = callView(&shown[i], &previous[i])
+	}
+	return out, nil
+}
+
+func (s *apiServer) mayseeCall(ctx context.Context, c *caller, rc *recordedCall) (bool, error) {
+	info := rc.call.Info
+	if ok, err := c.may(ctx, controllerAccess(info.ControllerType, info.Controller)); !ok || err != nil {
+		return false, err
+	}
+	res, err := s.m.env.discovery.GetKind(info.ParentAPIVersion, info.Parent.Kind)
+	if err != nil {
+		return false, nil // a resource that is gone cannot be authorized
+	}
+	return c.may(ctx, access{group: res.Group, resource: res.Resource, namespace: info.Parent.Namespace, name: info.Parent.Name})
+}
+
+// hookCallQuery is a parsed GET /api/v1/hookcalls query.
+type hookCallQuery struct {
+	kind, name, namespace, parent string
+	since                         uint64
+	limit                         int
+}
+
+func parseHookCallQuery(r *http.Request) (hookCallQuery, error) {
+	v := r.URL.Query()
+	q := hookCallQuery{namespace: v.Get("namespace"), parent: v.Get("parent"), limit: defaultHookCallLimit}
+	if ctl := v.Get("controller"); ctl != "" {
+		kind, name, ok := strings.Cut(ctl, "/")
+		if q.kind = controllerKind(kind); !ok || q.kind == "" || name == "" {
+			return q, apiErrorf(http.StatusBadRequest, "bad_request", "controller must be KIND/NAME with KIND CompositeController or DecoratorController, got "+strconv.Quote(ctl))
+		}
+		q.name = name
+	}
+	if since := v.Get("since"); since != "" {
+		n, err := strconv.ParseUint(since, 10, 64)
+		if err != nil {
+			return q, apiErrorf(http.StatusBadRequest, "bad_request", "since must be a call id (a whole number), got "+strconv.Quote(since))
+		}
+		q.since = n
+	}
+	if limit := v.Get("limit"); limit != "" {
+		n, err := strconv.Atoi(limit)
+		if err != nil || n < 1 || n > maxHookCallLimit {
+			return q, apiErrorf(http.StatusBadRequest, "bad_request", "limit must be a number from 1 to "+strconv.Itoa(maxHookCallLimit)+", got "+strconv.Quote(limit))
+		}
+		q.limit = n
+	}
+	return q, nil
+}
+
+func (q hookCallQuery) matches(rc *recordedCall) bool {
+	info := rc.call.Info
+	return (q.kind == "" || (info.ControllerType == q.kind && info.Controller == q.name)) &&
+		(q.namespace == "" || info.Parent.Namespace == q.namespace) &&
+		(q.parent == "" || info.Parent.Name == q.parent)
+}
+
+// parent shows one parent of a controller with its children.
+func (s *apiServer) parent(ctx context.Context, c *caller, r *http.Request) (any, error) {
+	kind := controllerKind(chi.URLParam(r, "kind"))
+	name, namespace, parentName := chi.URLParam(r, "name"), chi.URLParam(r, "namespace"), chi.URLParam(r, "parent")
+	if kind == "" {
+		return nil, apiErrorf(http.StatusBadRequest, "bad_request", "the controller kind must be CompositeController or DecoratorController, got "+strconv.Quote(chi.URLParam(r, "kind")))
+	}
+	if namespace == "-" {
+		namespace = ""
+	}
+	if err := mustMay(ctx, c, controllerAccess(kind, name)); err != nil {
+		return nil, err
+	}
+	ctl := s.m.hostedController(kind, name)
+	if ctl == nil {
+		return nil, apiErrorf(http.StatusNotFound, "not_found", "this engine runs no "+kind+" "+strconv.Quote(name))
+	}
+	key, parent, err := ctl.findParent(namespace, parentName, r.URL.Query().Get("kind"))
+	if err != nil {
+		return nil, err
+	}
+	res := ctl.parents[key.parent].res
+	if err := mustMay(ctx, c, access{group: res.Group, resource: res.Resource, namespace: namespace, name: parentName}); err != nil {
+		return nil, err
+	}
+	detail := ctl.parentDetail(key, parent)
+	shown := detail.Children[:0]
+	for _, child := range detail.Children {
+		ok, err := c.may(ctx, ctl.childAccess(child.ObjectRef))
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			shown = append(shown, child)
+		}
+	}
+	detail.Children = shown
+	return detail, nil
+}
+
+func mustMay(ctx context.Context, c *caller, x access) error {
+	ok, err := c.may(ctx, x)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return c.forbidden(x)
+	}
+	return nil
+}
+
+// controllerKind accepts a controller kind as the API names it, case-insensitively,
+// or its resource name; "" for anything else.
+func controllerKind(s string) string {
+	switch strings.ToLower(s) {
+	case "compositecontroller", "compositecontrollers", "cc":
+		return CompositeKind
+	case "decoratorcontroller", "decoratorcontrollers", "dec":
+		return DecoratorKind
+	}
+	return ""
+}
+
+func controllerAccess(kind, name string) access {
+	res := compositeGVR.Resource
+	if kind == DecoratorKind {
+		res = decoratorGVR.Resource
+	}
+	return access{group: v1alpha1.Group, resource: res, name: name}
+}
+
+// controllerObjects are the controller objects this engine serves, sorted by kind
+// and name.
+func (m *Manager) controllerObjects() []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, kind := range []string{CompositeKind, DecoratorKind} {
+		for _, obj := range m.subs[kind].List("") {
+			if m.env.opts.TargetSelector.Matches(labelsOf(obj)) {
+				out = append(out, obj)
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].GetKind() != out[j].GetKind() {
+			return out[i].GetKind() < out[j].GetKind()
+		}
+		return out[i].GetName() < out[j].GetName()
+	})
+	return out
+}
+
+// hostedController is the running controller of kind and name, or nil.
+func (m *Manager) hostedController(kind, name string) *controller {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	h := m.hosted[controllerKey{kind: kind, name: name}]
+	if h == nil || h.stopped {
+		return nil
+	}
+	return h.controller
+}
+
+// apiError is the API's one error shape (engineapi.ErrorBody) with its status.
+type apiError struct {
+	status int
+	body   engineapi.ErrorBody
+}
+
+func (e *apiError) Error() string { return e.body.Message }
+
+func apiErrorf(status int, code, message string) *apiError {
+	return &apiError{status: status, body: engineapi.ErrorBody{Code: code, Message: message}}
+}
+
+func writeAPIJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeAPIError(w http.ResponseWriter, err error) {
+	var e *apiError
+	if !errors.As(err, &e) {
+		e = apiErrorf(http.StatusInternalServerError, "internal", err.Error())
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(e.status)
+	_ = json.NewEncoder(w).Encode(e.body)
+}

@@ -1,0 +1,364 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pmezard/go-difflib/difflib"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metalambda/metalambda/internal/apply"
+	"github.com/metalambda/metalambda/internal/engineapi"
+	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/redact"
+)
+
+// maxOutOfSyncPaths bounds the differing fields listed per child.
+const maxOutOfSyncPaths = 10
+
+// callView is the API's form of a recorded call: bodies redacted, and the response
+// diffed against prev when prev is the call's previous one.
+func callView(rc, prev *recordedCall) engineapi.HookCall {
+	c := rc.call
+	out := engineapi.HookCall{
+		ID: rc.id, Time: c.Start.UTC(),
+		Controller: engineapi.ControllerRef{Kind: c.Info.ControllerType, Name: c.Info.Controller},
+		Hook:       c.Info.Hook,
+		Parent: engineapi.ObjectRef{
+			APIVersion: c.Info.ParentAPIVersion, Kind: c.Info.Parent.Kind,
+			Namespace: c.Info.Parent.Namespace, Name: c.Info.Parent.Name, UID: c.Info.ParentUID,
+		},
+		URL: c.URL, DurationMS: ms(c.Duration), Status: c.Status,
+		Request:  recordedBody(c.Request, rc.requestBytes),
+		Response: recordedBody(c.Response, rc.responseBytes),
+	}
+	if c.Err != nil {
+		out.Error = c.Err.Error()
+	}
+	if rc.prev != 0 && prev.id == rc.prev {
+		out.PreviousID = prev.id
+		out.Diff = responseDiff(prev, rc)
+	}
+	return out
+}
+
+// recordedBody is a body as the API shows it: redacted, or a note of the size of a
+// body too big to keep.
+func recordedBody(body []byte, tooBig int) json.RawMessage {
+	if tooBig > 0 {
+		note, _ := json.Marshal(map[string]any{"truncated": true, "bytes": tooBig})
+		return note
+	}
+	if len(body) == 0 {
+		return nil
+	}
+	return redact.JSON(body)
+}
+
+// responseDiff is a unified diff of the indented, redacted responses of prev and cur,
+// "" when they are equal or one of them was not kept.
+func responseDiff(prev, cur *recordedCall) string {
+	if prev.call.Response == nil || cur.call.Response == nil {
+		return ""
+	}
+	a, b := indented(prev.call.Response), indented(cur.call.Response)
+	if a == b {
+		return ""
+	}
+	diff, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: difflib.SplitLines(a), B: difflib.SplitLines(b),
+		FromFile: "call " + strconv.FormatUint(prev.id, 10), ToFile: "call " + strconv.FormatUint(cur.id, 10),
+		Context: 3,
+	})
+	if err != nil {
+		return ""
+	}
+	return diff
+}
+
+// indented is a redacted body indented two spaces, with a final newline.
+func indented(body []byte) string {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, redact.JSON(body), "", "  "); err != nil {
+		return string(body) + "\n"
+	}
+	buf.WriteByte('\n')
+	return buf.String()
+}
+
+// summary is the overview of one controller object.
+func (m *Manager) summary(obj *unstructured.Unstructured) engineapi.ControllerSummary {
+	s := engineapi.ControllerSummary{ControllerRef: engineapi.ControllerRef{Kind: obj.GetKind(), Name: obj.GetName()}}
+	if reason, message := notReady(obj); reason != "" {
+		s.Error = message
+	}
+	if c := m.hostedController(s.Kind, s.Name); c != nil {
+		s.Running, s.Error = true, ""
+		c.describeTo(&s)
+	}
+	s.Latency, s.SyncErrorsLastHour = m.env.calls.lastHour(s.Kind, s.Name)
+	return s
+}
+
+// notReady returns the reason and message of a Ready condition that is not True.
+func notReady(obj *unstructured.Unstructured) (reason, message string) {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		cond, _ := c.(map[string]any)
+		if cond["type"] == ConditionReady && cond["status"] != "True" {
+			reason, _ = cond["reason"].(string)
+			message, _ = cond["message"].(string)
+			return reason, message
+		}
+	}
+	return "", ""
+}
+
+// describeTo fills in what the running controller knows of itself.
+func (c *controller) describeTo(s *engineapi.ControllerSummary) {
+	for _, p := range c.parents {
+		s.ParentResources = append(s.ParentResources, engineapi.Resource{APIVersion: p.res.APIVersion(), Resource: p.res.Resource})
+		for _, obj := range p.sub.List("") {
+			if p.selects(obj) {
+				s.Parents++
+			}
+		}
+	}
+	for _, ct := range c.children {
+		s.ChildResources = append(s.ChildResources, engineapi.Resource{APIVersion: ct.res.APIVersion(), Resource: ct.res.Resource})
+	}
+	s.Hooks = map[string]string{}
+	for name, ep := range map[string]*hook.Endpoint{engineapi.HookSync: c.hooks.sync, engineapi.HookFinalize: c.hooks.finalize, engineapi.HookCustomize: c.hooks.customize} {
+		if ep != nil {
+			s.Hooks[name] = ep.URL
+		}
+	}
+}
+
+// lastHour is a controller's latency per minute and its sync errors in the last hour.
+func (h *callHistory) lastHour(kind, name string) ([]engineapi.LatencyPoint, int) {
+	if h == nil {
+		return nil, 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.stats[controllerKey{kind: kind, name: name}]
+	if s == nil {
+		return nil, 0
+	}
+	minutes, syncErrors := s.lastHour(h.now())
+	var points []engineapi.LatencyPoint
+	for i := range minutes {
+		m := &minutes[i]
+		if m.calls == 0 {
+			continue
+		}
+		points = append(points, engineapi.LatencyPoint{
+			Minute: unixMinute(m.minute), Calls: m.calls, Errors: m.errors,
+			P50MS: ms(percentile(&m.latency, 0.5)), P95MS: ms(percentile(&m.latency, 0.95)),
+		})
+	}
+	return points, syncErrors
+}
+
+// findParent finds a parent of the controller by namespace and name; kind, when not
+// empty, picks among the resources of a decorator.
+func (c *controller) findParent(namespace, name, kind string) (parentKey, *unstructured.Unstructured, error) {
+	var found []parentKey
+	var objs []*unstructured.Unstructured
+	for i, p := range c.parents {
+		if (kind != "" && p.res.Kind != kind) || p.res.Namespaced != (namespace != "") {
+			continue
+		}
+		obj, ok := p.sub.Get(namespace, name)
+		if ok && p.selects(obj) {
+			found = append(found, parentKey{parent: i, namespace: namespace, name: name})
+			objs = append(objs, obj)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return parentKey{}, nil, apiErrorf(http.StatusNotFound, "not_found", fmt.Sprintf("%s %s has no parent %s", c.kind, c.name, parentKey{namespace: namespace, name: name}))
+	case 1:
+		return found[0], objs[0], nil
+	}
+	kinds := make([]string, len(objs))
+	for i, o := range objs {
+		kinds[i] = o.GetKind()
+	}
+	return parentKey{}, nil, apiErrorf(http.StatusConflict, "ambiguous", fmt.Sprintf("%s %s has parents of kinds %s named %s; add ?kind=KIND", c.kind, c.name, strings.Join(kinds, ", "), name))
+}
+
+// parentDetail is what the API shows of one parent: its last sync and its children,
+// the ones the hook last asked for and the ones it controls.
+func (c *controller) parentDetail(key parentKey, parent *unstructured.Unstructured) engineapi.ParentDetail {
+	out := engineapi.ParentDetail{
+		Controller: engineapi.ControllerRef{Kind: c.kind, Name: c.name},
+		Parent:     objectRef(parent),
+		Children:   []engineapi.Child{},
+	}
+	st, known := c.states.get(key)
+	if known && !st.lastSync.IsZero() {
+		t := st.lastSync.UTC()
+		out.LastSyncTime = &t
+	}
+	if known && st.lastErr != nil {
+		out.LastError = st.lastErr.Error()
+	}
+	seen := map[string]bool{}
+	for _, d := range st.desired {
+		out.Children = append(out.Children, c.desiredChild(parent, d))
+		seen[childKeyOf(d)] = true
+	}
+	for _, ct := range c.children {
+		for _, o := range ct.sub.Controlled(parent.GetUID()) {
+			if !seen[childKeyOf(o)] {
+				out.Children = append(out.Children, observedChild(o))
+			}
+		}
+	}
+	sort.Slice(out.Children, func(i, j int) bool { return childLess(out.Children[i].ObjectRef, out.Children[j].ObjectRef) })
+	return out
+}
+
+// desiredChild compares a child the hook asked for with the cluster's object, as the
+// engine does before it decides to write (controller.inSync).
+func (c *controller) desiredChild(parent, desired *unstructured.Unstructured) engineapi.Child {
+	child := engineapi.Child{ObjectRef: objectRef(desired), Desired: true, Ready: engineapi.ReadyUnknown, ReadyReason: "the child does not exist"}
+	ct := c.childTypeOf(desired)
+	if ct == nil {
+		return child
+	}
+	observed, ok := ct.sub.Get(desired.GetNamespace(), desired.GetName())
+	if !ok {
+		return child
+	}
+	child.Exists, child.UID = true, string(observed.GetUID())
+	child.Ready, child.ReadyReason = readiness(observed)
+	if !isControlledBy(observed, parent) {
+		child.OutOfSync = []string{"metadata.ownerReferences"}
+		return child
+	}
+	child.InSync = c.inSync(desired, observed)
+	if !child.InSync {
+		paths := apply.Diff(desired.Object, observed.Object)
+		child.OutOfSync = paths[:min(len(paths), maxOutOfSyncPaths)]
+	}
+	return child
+}
+
+// observedChild is a child the parent controls that the hook did not ask for (or
+// whose hook answer the engine has not seen): it is not in sync.
+func observedChild(o *unstructured.Unstructured) engineapi.Child {
+	child := engineapi.Child{ObjectRef: objectRef(o), Exists: true}
+	child.Ready, child.ReadyReason = readiness(o)
+	return child
+}
+
+// childAccess is what a caller needs to see a child.
+func (c *controller) childAccess(ref engineapi.ObjectRef) access {
+	for _, ct := range c.children {
+		if ct.res.Kind == ref.Kind && ct.res.Group == groupOf(ref.APIVersion) {
+			return access{group: ct.res.Group, resource: ct.res.Resource, namespace: ref.Namespace, name: ref.Name}
+		}
+	}
+	return access{group: groupOf(ref.APIVersion), resource: strings.ToLower(ref.Kind), namespace: ref.Namespace, name: ref.Name}
+}
+
+func isControlledBy(obj, parent *unstructured.Unstructured) bool {
+	for _, r := range obj.GetOwnerReferences() {
+		if r.Controller != nil && *r.Controller {
+			return r.UID == parent.GetUID()
+		}
+	}
+	return false
+}
+
+func objectRef(o *unstructured.Unstructured) engineapi.ObjectRef {
+	return engineapi.ObjectRef{APIVersion: o.GetAPIVersion(), Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName(), UID: string(o.GetUID())}
+}
+
+func childKeyOf(o *unstructured.Unstructured) string {
+	return groupOf(o.GetAPIVersion()) + "/" + o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
+}
+
+func childLess(a, b engineapi.ObjectRef) bool {
+	for _, p := range [][2]string{{a.APIVersion, b.APIVersion}, {a.Kind, b.Kind}, {a.Namespace, b.Namespace}, {a.Name, b.Name}} {
+		if p[0] != p[1] {
+			return p[0] < p[1]
+		}
+	}
+	return false
+}
+
+// readiness reads whether an object is ready, in this order:
+//
+//   - a status.observedGeneration below metadata.generation: False (not observed yet);
+//   - a condition Ready, else Available: its status;
+//   - a condition Complete that is True: True; a condition Failed that is True: False;
+//   - a status.phase: True for Running, Succeeded, Active and Bound, else False;
+//   - no status at all (ConfigMaps, Secrets, Services...): True, nothing to wait for;
+//   - anything else: Unknown.
+func readiness(obj *unstructured.Unstructured) (state, reason string) {
+	status, _, _ := unstructured.NestedMap(obj.Object, "status")
+	if len(status) == 0 {
+		return engineapi.ReadyTrue, "the object has no status to wait for"
+	}
+	if og, ok, _ := unstructured.NestedInt64(obj.Object, "status", "observedGeneration"); ok && og < obj.GetGeneration() {
+		return engineapi.ReadyFalse, fmt.Sprintf("generation %d is not observed yet (status is of %d)", obj.GetGeneration(), og)
+	}
+	conds := conditions(status)
+	for _, t := range []string{"Ready", "Available"} {
+		if s, ok := conds[t]; ok {
+			return readyValue(s), "condition " + t + " is " + s
+		}
+	}
+	if conds["Complete"] == "True" {
+		return engineapi.ReadyTrue, "condition Complete is True"
+	}
+	if conds["Failed"] == "True" {
+		return engineapi.ReadyFalse, "condition Failed is True"
+	}
+	if phase, ok := status["phase"].(string); ok {
+		switch phase {
+		case "Running", "Succeeded", "Active", "Bound":
+			return engineapi.ReadyTrue, "phase is " + phase
+		}
+		return engineapi.ReadyFalse, "phase is " + phase
+	}
+	return engineapi.ReadyUnknown, "the status has no Ready or Available condition and no phase"
+}
+
+func conditions(status map[string]any) map[string]string {
+	out := map[string]string{}
+	list, _ := status["conditions"].([]any)
+	for _, c := range list {
+		cond, _ := c.(map[string]any)
+		t, _ := cond["type"].(string)
+		s, _ := cond["status"].(string)
+		if t != "" {
+			out[t] = s
+		}
+	}
+	return out
+}
+
+func readyValue(s string) string {
+	switch s {
+	case "True":
+		return engineapi.ReadyTrue
+	case "False":
+		return engineapi.ReadyFalse
+	}
+	return engineapi.ReadyUnknown
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func unixMinute(m int64) time.Time { return time.Unix(m*60, 0).UTC() }
