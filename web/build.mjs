@@ -5,7 +5,7 @@ import * as esbuild from 'esbuild';
 import { copyFileSync } from 'node:fs';
 
 await esbuild.build({
-  entryPoints: { app: 'src/app.js', editor: 'src/editor.js' },
+  entryPoints: { app: 'src/app.js', editor: 'src/editor.js', functions: 'src/functions.js' },
   bundle: true,
   format: 'iife',
   target: 'es2020',

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,17 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/metalambda/metalambda/internal/starter"
 )
-
-// starter holds the starter hook of each runtime and a sample request it answers.
-//
-//go:embed starter
-var starter embed.FS
-
-// starterFiles maps a runtime to its starter hook's extension.
-var starterFiles = map[string]string{"javascript": ".js", "python": ".py", "jsonnet": ".jsonnet"}
-
-const sampleRequest = "sample-request.json"
 
 func (f *fnCommand) initCommand() *cobra.Command {
 	var rt, dir string
@@ -50,7 +41,7 @@ sample-request.json, a sync request it answers. Existing files are kept unless
 }
 
 func (f *fnCommand) init(name, rt, dir string, force bool) error {
-	ext, ok := starterFiles[rt]
+	ext, ok := starter.Extension(rt)
 	if !ok {
 		return usageError{fmt.Errorf("--runtime %q: want javascript, python or jsonnet", rt)}
 	}
@@ -58,8 +49,15 @@ func (f *fnCommand) init(name, rt, dir string, force bool) error {
 		return usageError{fmt.Errorf("function name %q: %s", name, msgs[0])}
 	}
 	hook := filepath.Join(dir, name+ext)
-	sample := filepath.Join(dir, sampleRequest)
-	files := []struct{ from, to string }{{"starter/hook" + ext, hook}, {"starter/" + sampleRequest, sample}}
+	sample := filepath.Join(dir, starter.SampleRequestFile)
+	source, err := starter.Hook(rt)
+	if err != nil {
+		return err
+	}
+	files := []struct {
+		data []byte
+		to   string
+	}{{source, hook}, {starter.SampleRequest(), sample}}
 	for _, file := range files {
 		if _, err := os.Stat(file.to); err == nil && !force {
 			return fmt.Errorf("%s exists: remove it, or pass --force to overwrite it", file.to)
@@ -68,11 +66,7 @@ func (f *fnCommand) init(name, rt, dir string, force bool) error {
 		}
 	}
 	for _, file := range files {
-		data, err := starter.ReadFile(file.from)
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(file.to, data, 0o644); err != nil {
+		if err := os.WriteFile(file.to, file.data, 0o644); err != nil {
 			return err
 		}
 	}

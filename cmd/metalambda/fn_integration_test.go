@@ -30,6 +30,7 @@ import (
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/localcluster"
 	"github.com/metalambda/metalambda/internal/platform"
+	"github.com/metalambda/metalambda/internal/starter"
 )
 
 var env *kubetest.Env
@@ -364,12 +365,13 @@ func TestFnInitApplyInvoke(t *testing.T) {
 			dir := t.TempDir()
 			name := "starter-" + rt
 			r := c.run(t, "", "fn", "init", name, "--runtime", rt, "--dir", dir).must(t)
-			hook := filepath.Join(dir, name+starterFiles[rt])
+			ext, _ := starter.Extension(rt)
+			hook := filepath.Join(dir, name+ext)
 			if !strings.Contains(r.out, "metalambda fn apply -f "+hook) {
 				t.Errorf("init's next steps %q do not name %s", r.out, hook)
 			}
 			c.run(t, "", "fn", "apply", "-f", hook).must(t)
-			out := c.run(t, "", "fn", "invoke", name, "-d", "@"+filepath.Join(dir, sampleRequest)).must(t)
+			out := c.run(t, "", "fn", "invoke", name, "-d", "@"+filepath.Join(dir, starter.SampleRequestFile)).must(t)
 			var resp struct {
 				Status   map[string]any
 				Children []struct {

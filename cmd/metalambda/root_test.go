@@ -87,7 +87,7 @@ func TestInitWritesStarterFiles(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
-	hook, sample := filepath.Join(dir, "hello.jsonnet"), filepath.Join(dir, sampleRequest)
+	hook, sample := filepath.Join(dir, "hello.jsonnet"), filepath.Join(dir, "sample-request.json")
 	want := "wrote " + hook + " and " + sample + "; next:\n  metalambda fn apply -f " + hook + "\n  metalambda fn invoke hello -d @" + sample + "\n"
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("init printed (-want +got):\n%s", diff)

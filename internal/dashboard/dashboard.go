@@ -45,6 +45,12 @@ type Options struct {
 	// FunctionRates are a Function's recent call and error rates (the gateway's
 	// counters); false when the gateway has not loaded it. Nil shows no rates.
 	FunctionRates func(namespace, name string) (Rates, bool)
+	// FunctionsAPI is the gateway's management API of Functions
+	// (/v1/namespaces/{namespace}/functions/...): the Functions pages call it in
+	// process with the session's token, so that it checks what they do as it checks
+	// any request (RBAC, compile errors with their position) and writes as the user.
+	// Nil leaves the Functions pages unable to change anything.
+	FunctionsAPI http.Handler
 	// SessionTTL is how long a session lasts. Default 8h.
 	SessionTTL time.Duration
 	// LiveInterval is how often a live page is rendered again. Default 2s.

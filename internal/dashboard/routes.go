@@ -25,6 +25,12 @@ func (d *Dashboard) routes() http.Handler {
 		r.Get("/pythonlambdas", d.serveView(d.pythonLambdas()))
 		r.Post("/pythonlambdas/{namespace}/{name}/try", d.tryPythonLambda)
 		r.Get("/functions", d.serveView(d.functions()))
+		r.Get("/functions/new", d.newFunction)
+		r.Post("/functions/new", d.createFunction)
+		r.Get("/functions/{namespace}/{name}", d.serveView(d.functionView()))
+		r.Post("/functions/{namespace}/{name}", d.saveFunction)
+		r.Post("/functions/{namespace}/{name}/test", d.testFunction)
+		r.Post("/functions/{namespace}/{name}/replay", d.replayFunction)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		d.render(w, r, http.StatusNotFound, "error.html", "Not found", "", errorPage{Status: http.StatusNotFound, Message: "No page at " + r.URL.Path})

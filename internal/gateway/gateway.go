@@ -50,6 +50,10 @@ type Options struct {
 	// MaxConcurrentCalls is how many calls of one function run at once; more answer
 	// 429 with Retry-After. Default 64.
 	MaxConcurrentCalls int
+	// MaxConcurrentReplays is how many replays (POST .../replay) the gateway runs at
+	// once, over all functions: each starts workers of its own. More answer 429 with
+	// Retry-After. Default 4.
+	MaxConcurrentReplays int
 	// AllowFunctionNetwork lets a Function ask for the host's network
 	// (spec.network); without it such a Function is refused. Default false.
 	AllowFunctionNetwork bool
@@ -91,6 +95,9 @@ func (o *Options) setDefaults() {
 	if o.MaxConcurrentCalls <= 0 {
 		o.MaxConcurrentCalls = 64
 	}
+	if o.MaxConcurrentReplays <= 0 {
+		o.MaxConcurrentReplays = 4
+	}
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 }
 
@@ -118,6 +125,7 @@ type Gateway struct {
 	store    *store
 	auth     *authorizer
 	calls    *callLimiter
+	replays  *callLimiter // one key: replays are counted over the whole gateway
 	dash     *dashboard.Dashboard
 	running  atomic.Bool
 }
@@ -147,11 +155,13 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 		store:    newStore(dyn, policy, opts.PublicURL, opts.History, newMetrics(reg, registry.Stats)),
 		auth:     newAuthorizer(kube, opts.authOptions()),
 		calls:    newCallLimiter(opts.MaxConcurrentCalls),
+		replays:  newCallLimiter(opts.MaxConcurrentReplays),
 	}
 	dopts := opts.Dashboard
 	dopts.Config, dopts.Authenticate = cfg, g.auth.login
 	dopts.EngineURL, dopts.IngressAddress = opts.EngineURL, opts.IngressAddress
 	dopts.FunctionRates = g.store.rates
+	dopts.FunctionsAPI = g.functionsAPI()
 	if g.dash, err = dashboard.New(dopts); err != nil {
 		return nil, err
 	}

@@ -162,16 +162,8 @@ func (g *Gateway) validate(namespace, name string, req *functionRequest) (*unstr
 		return nil, errorf(http.StatusUnprocessableEntity, "invalid_name", fmt.Sprintf("function name %q: %s", name, msgs[0]))
 	}
 	spec := req.spec()
-	if _, err := g.registry.Get(spec.Runtime); err != nil {
-		return nil, errorf(http.StatusUnprocessableEntity, "invalid_runtime", err.Error())
-	}
-	switch {
-	case spec.Source == "":
-		return nil, errorf(http.StatusUnprocessableEntity, "invalid_source", "source must not be empty")
-	case len(spec.Source) > fnv1.MaxSource:
-		return nil, errorf(http.StatusRequestEntityTooLarge, "source_too_large", fmt.Sprintf("source is %d bytes; the limit is %d", len(spec.Source), fnv1.MaxSource))
-	case spec.TimeoutSeconds < 0 || spec.TimeoutSeconds > 300:
-		return nil, errorf(http.StatusUnprocessableEntity, "invalid_timeout", fmt.Sprintf("timeoutSeconds %d is not between 1 and 300", spec.TimeoutSeconds))
+	if err := g.checkSpec(&spec); err != nil {
+		return nil, err
 	}
 	fn := toRuntime(namespace, name, &spec)
 	if err := g.compiler.check(fn); err != nil {
@@ -193,6 +185,23 @@ func (g *Gateway) validate(namespace, name string, req *functionRequest) (*unstr
 	delete(obj.Object, "status")
 	unstructured.RemoveNestedField(obj.Object, "metadata", "creationTimestamp")
 	return obj, nil
+}
+
+// checkSpec checks what can be checked of a spec without compiling it: a known
+// runtime, a source of a size the API takes, a timeout in range.
+func (g *Gateway) checkSpec(spec *fnv1.FunctionSpec) error {
+	if _, err := g.registry.Get(spec.Runtime); err != nil {
+		return errorf(http.StatusUnprocessableEntity, "invalid_runtime", err.Error())
+	}
+	switch {
+	case spec.Source == "":
+		return errorf(http.StatusUnprocessableEntity, "invalid_source", "source must not be empty")
+	case len(spec.Source) > fnv1.MaxSource:
+		return errorf(http.StatusRequestEntityTooLarge, "source_too_large", fmt.Sprintf("source is %d bytes; the limit is %d", len(spec.Source), fnv1.MaxSource))
+	case spec.TimeoutSeconds < 0 || spec.TimeoutSeconds > 300:
+		return errorf(http.StatusUnprocessableEntity, "invalid_timeout", fmt.Sprintf("timeoutSeconds %d is not between 1 and 300", spec.TimeoutSeconds))
+	}
+	return nil
 }
 
 func (req *functionRequest) labels() map[string]string {

@@ -97,6 +97,10 @@ func operations() map[string]map[string]*openapi3.Operation {
 		"/v1/namespaces/{namespace}/functions/{name}/invocations": {http.MethodGet: operation("Recent calls, newest first.",
 			params(ns, name), nil, nil,
 			ok(200, jsonResponse("The recorded calls.", ref("InvocationList"))), errs(401, 403, 404, 500, 503))},
+		"/v1/namespaces/{namespace}/functions/{name}/replay": {http.MethodPost: operation("Replay: run a candidate version of the function, unsaved, against its last recorded calls and tell per call whether the answer changes. Needs the verbs update and invoke; 422 with the position if the candidate does not compile.",
+			params(ns, name), &openapi3.RequestBodyRef{Value: openapi3.NewRequestBody().WithRequired(true).
+				WithDescription("The candidate; what it leaves out is the stored function's.").WithJSONSchemaRef(ref("ReplayRequest"))}, nil,
+			ok(200, jsonResponse("Each replayed call, newest first.", ref("ReplayResult"))), errs(400, 401, 403, 404, 413, 422, 429, 500, 503))},
 	}
 }
 
@@ -185,7 +189,38 @@ func schemas(function *openapi3.Schema) openapi3.Schemas {
 		WithProperty("message", str()).
 		WithProperty("line", integer()).WithProperty("column", integer()).WithProperty("logs", str())
 	errorSchema.Required = []string{"error", "message"}
+	replayRequest := openapi3.NewObjectSchema().
+		WithProperty("runtime", described(str().WithEnum("javascript", "python", "jsonnet", "builtin"), "Default: the function's.")).
+		WithProperty("source", str().WithMaxLength(fnv1.MaxSource)).
+		WithProperty("handler", described(str(), "Default: the function's, when the runtime is.")).
+		WithProperty("timeoutSeconds", described(integer().WithMin(0).WithMax(300), "Default: the function's.")).
+		WithProperty("env", described(stringMap(), "Default: the function's.")).
+		WithProperty("limit", described(integer().WithMin(0), "How many of the most recent recorded calls to run; default 10, at most the calls the gateway keeps (50)."))
+	replayRequest.Required = []string{"source"}
+	outcome := openapi3.NewObjectSchema().
+		WithProperty("status", described(integer(), "200, or 500 for a failed call.")).
+		WithProperty("response", described(anyJSON(), "Redacted and truncated as the history keeps it.")).
+		WithProperty("error", str()).WithProperty("logs", str()).WithProperty("durationMs", openapi3.NewFloat64Schema())
+	outcome.Required = []string{"status"}
+	replayed := openapi3.NewObjectSchema().
+		WithProperty("time", openapi3.NewDateTimeSchema()).
+		WithProperty("source", str().WithEnum("hook", "invoke")).
+		WithProperty("request", described(anyJSON(), "The recorded request, as the history keeps it.")).
+		WithPropertyRef("old", ref("CallOutcome")).
+		WithPropertyRef("new", ref("CallOutcome")).
+		WithProperty("changed", openapi3.NewBoolSchema()).
+		WithProperty("diff", described(str(), "A unified diff of the recorded and the candidate's answer, when they differ.")).
+		WithProperty("error", described(str(), "Why the call was not run (its request was not kept, the replay ran out of time).")).
+		WithProperty("notes", described(openapi3.NewArraySchema().WithItems(str()), "What limits the comparison: redacted values, a response kept only by its size."))
+	replayed.Required = []string{"time", "source", "old", "changed"}
 	return openapi3.Schemas{
+		"ReplayRequest": replayRequest.NewRef(),
+		"CallOutcome":   outcome.NewRef(),
+		"ReplayedCall":  replayed.NewRef(),
+		"ReplayResult": openapi3.NewObjectSchema().
+			WithProperty("items", &openapi3.Schema{Type: &openapi3.Types{"array"}, Items: ref("ReplayedCall")}).
+			WithProperty("changed", described(integer(), "How many items changed.")).
+			WithProperty("enabled", described(openapi3.NewBoolSchema(), "False when the Function records no calls.")).NewRef(),
 		"Function":        function.NewRef(),
 		"FunctionRequest": {Value: &openapi3.Schema{OneOf: openapi3.SchemaRefs{ref("Function"), ref("FunctionFlat")}}},
 		"FunctionFlat":    flat.NewRef(),

@@ -27,15 +27,7 @@ func (g *Gateway) routes(metrics http.Handler) http.Handler {
 	} else {
 		r.Post("/hooks/{namespace}/{name}", g.hookToken(g.limitCalls(g.hook)))
 	}
-	r.Route("/v1/namespaces/{namespace}/functions", func(r chi.Router) {
-		r.Get("/", g.authorized("list", g.listFunctions))
-		r.Post("/", g.authorized("create", g.createFunction))
-		r.Get("/{name}", g.authorized("get", g.getFunction))
-		r.Put("/{name}", g.authorized("update", g.putFunction))
-		r.Delete("/{name}", g.authorized("delete", g.deleteFunction))
-		r.Post("/{name}/invoke", g.authorized(verbInvoke, g.limitCalls(g.invoke)))
-		r.Get("/{name}/invocations", g.authorized(verbInvoke, g.invocations))
-	})
+	r.Route("/v1/namespaces/{namespace}/functions", g.functionRoutes)
 	r.Mount(dashboard.Prefix, g.dash.Handler())
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path))
@@ -43,6 +35,29 @@ func (g *Gateway) routes(metrics http.Handler) http.Handler {
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
 	})
+	return r
+}
+
+// functionRoutes is the management API of Functions, under /v1/namespaces/{namespace}/functions.
+func (g *Gateway) functionRoutes(r chi.Router) {
+	r.Get("/", g.authorized("list", g.listFunctions))
+	r.Post("/", g.authorized("create", g.createFunction))
+	r.Get("/{name}", g.authorized("get", g.getFunction))
+	r.Put("/{name}", g.authorized("update", g.putFunction))
+	r.Delete("/{name}", g.authorized("delete", g.deleteFunction))
+	r.Post("/{name}/invoke", g.authorized(verbInvoke, g.limitCalls(g.invoke)))
+	r.Get("/{name}/invocations", g.authorized(verbInvoke, g.invocations))
+	// A replay runs code the caller wrote (update) on recorded requests it then
+	// shows the answers to (invoke): it needs both verbs.
+	r.Post("/{name}/replay", g.authorized("update", g.authorized(verbInvoke, g.limitReplays(g.replay))))
+}
+
+// functionsAPI is the management API of Functions alone, for the dashboard's calls in
+// process (with the user's token, checked as any request's).
+func (g *Gateway) functionsAPI() http.Handler {
+	r := chi.NewRouter()
+	r.Use(g.limitBody)
+	r.Route("/v1/namespaces/{namespace}/functions", g.functionRoutes)
 	return r
 }
 

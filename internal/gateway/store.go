@@ -34,6 +34,7 @@ type entry struct {
 	key        string // namespace/name
 	generation int64
 	hash       string
+	fn         runtime.Function // what it runs; a replay's candidate starts from it
 	compiled   runtime.Compiled // nil when compileErr is set
 	compileErr error
 	history    *history
@@ -139,7 +140,7 @@ func (s *store) load(key string, generation int64, fn runtime.Function, record b
 		old.history.setEnabled(record)
 		return old
 	}
-	e := &entry{key: key, generation: generation, hash: hash}
+	e := &entry{key: key, generation: generation, hash: hash, fn: fn}
 	if old != nil {
 		e.history, e.metrics = old.history, old.metrics
 	} else {

@@ -6,13 +6,27 @@
 //   ed.value();
 //
 // Tab is left to the browser (focus moves on), so the page stays usable with the
-// keyboard; Ctrl-] and Ctrl-[ indent and dedent.
-import { EditorView, basicSetup } from 'codemirror';
+// keyboard.
+//
+// The npm package "codemirror" at the locked version is CodeMirror 5, which has no
+// basicSetup: the setup is composed here from the CodeMirror 6 packages the lockfile
+// holds (@codemirror/language and @codemirror/autocomplete come with the language
+// packages). @codemirror/commands is not among them, so there is no undo history.
+import {
+  EditorView, lineNumbers, highlightActiveLine, highlightActiveLineGutter, drawSelection, highlightSpecialChars,
+} from '@codemirror/view';
+import { syntaxHighlighting, defaultHighlightStyle, bracketMatching, indentOnInput } from '@codemirror/language';
+import { closeBrackets } from '@codemirror/autocomplete';
 import { javascript } from '@codemirror/lang-javascript';
 import { python } from '@codemirror/lang-python';
 import { setDiagnostics, lintGutter } from '@codemirror/lint';
 
 const languages = { javascript, python };
+
+const basicSetup = [
+  lineNumbers(), highlightActiveLineGutter(), highlightSpecialChars(), drawSelection(), indentOnInput(),
+  syntaxHighlighting(defaultHighlightStyle, { fallback: true }), bracketMatching(), closeBrackets(), highlightActiveLine(),
+];
 
 // diagnostic turns a 1-based line and column into a CodeMirror range in doc.
 function diagnostic(doc, d) {

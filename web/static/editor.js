@@ -1,15055 +1,4 @@
 (() => {
-  var __create = Object.create;
-  var __defProp = Object.defineProperty;
-  var __getOwnPropDesc = Object.getOwnPropertyDescriptor;
-  var __getOwnPropNames = Object.getOwnPropertyNames;
-  var __getProtoOf = Object.getPrototypeOf;
-  var __hasOwnProp = Object.prototype.hasOwnProperty;
-  var __commonJS = (cb, mod) => function __require() {
-    try {
-      return mod || (0, cb[__getOwnPropNames(cb)[0]])((mod = { exports: {} }).exports, mod), mod.exports;
-    } catch (e) {
-      throw mod = 0, e;
-    }
-  };
-  var __copyProps = (to, from, except, desc) => {
-    if (from && typeof from === "object" || typeof from === "function") {
-      for (let key of __getOwnPropNames(from))
-        if (!__hasOwnProp.call(to, key) && key !== except)
-          __defProp(to, key, { get: () => from[key], enumerable: !(desc = __getOwnPropDesc(from, key)) || desc.enumerable });
-    }
-    return to;
-  };
-  var __toESM = (mod, isNodeMode, target) => (target = mod != null ? __create(__getProtoOf(mod)) : {}, __copyProps(
-    // If the importer is in node compatibility mode or this is not an ESM
-    // file that has been converted to a CommonJS file using a Babel-
-    // compatible transform (i.e. "__esModule" has not been set), then set
-    // "default" to the CommonJS "module.exports" for node compatibility.
-    isNodeMode || !mod || !mod.__esModule ? __defProp(target, "default", { value: mod, enumerable: true }) : target,
-    mod
-  ));
-
-  // node_modules/codemirror/lib/codemirror.js
-  var require_codemirror = __commonJS({
-    "node_modules/codemirror/lib/codemirror.js"(exports, module) {
-      (function(global, factory) {
-        typeof exports === "object" && typeof module !== "undefined" ? module.exports = factory() : typeof define === "function" && define.amd ? define(factory) : (global = global || self, global.CodeMirror = factory());
-      })(exports, (function() {
-        "use strict";
-        var userAgent = navigator.userAgent;
-        var platform = navigator.platform;
-        var gecko2 = /gecko\/\d/i.test(userAgent);
-        var ie_upto102 = /MSIE \d/.test(userAgent);
-        var ie_11up2 = /Trident\/(?:[7-9]|\d{2,})\..*rv:(\d+)/.exec(userAgent);
-        var edge = /Edge\/(\d+)/.exec(userAgent);
-        var ie3 = ie_upto102 || ie_11up2 || edge;
-        var ie_version = ie3 && (ie_upto102 ? document.documentMode || 6 : +(edge || ie_11up2)[1]);
-        var webkit2 = !edge && /WebKit\//.test(userAgent);
-        var qtwebkit = webkit2 && /Qt\/\d+\.\d+/.test(userAgent);
-        var chrome2 = !edge && /Chrome\/(\d+)/.exec(userAgent);
-        var chrome_version = chrome2 && +chrome2[1];
-        var presto = /Opera\//.test(userAgent);
-        var safari2 = /Apple Computer/.test(navigator.vendor);
-        var mac_geMountainLion = /Mac OS X 1\d\D([8-9]|\d\d)\D/.test(userAgent);
-        var phantom = /PhantomJS/.test(userAgent);
-        var ios2 = safari2 && (/Mobile\/\w+/.test(userAgent) || navigator.maxTouchPoints > 2);
-        var android3 = /Android/.test(userAgent);
-        var mobile = ios2 || android3 || /webOS|BlackBerry|Opera Mini|Opera Mobi|IEMobile/i.test(userAgent);
-        var mac2 = ios2 || /Mac/.test(platform);
-        var chromeOS = /\bCrOS\b/.test(userAgent);
-        var windows2 = /win/i.test(platform);
-        var presto_version = presto && userAgent.match(/Version\/(\d*\.\d*)/);
-        if (presto_version) {
-          presto_version = Number(presto_version[1]);
-        }
-        if (presto_version && presto_version >= 15) {
-          presto = false;
-          webkit2 = true;
-        }
-        var flipCtrlCmd = mac2 && (qtwebkit || presto && (presto_version == null || presto_version < 12.11));
-        var captureRightClick = gecko2 || ie3 && ie_version >= 9;
-        function classTest(cls) {
-          return new RegExp("(^|\\s)" + cls + "(?:$|\\s)\\s*");
-        }
-        var rmClass = function(node, cls) {
-          var current = node.className;
-          var match = classTest(cls).exec(current);
-          if (match) {
-            var after = current.slice(match.index + match[0].length);
-            node.className = current.slice(0, match.index) + (after ? match[1] + after : "");
-          }
-        };
-        function removeChildren(e) {
-          for (var count = e.childNodes.length; count > 0; --count) {
-            e.removeChild(e.firstChild);
-          }
-          return e;
-        }
-        function removeChildrenAndAdd(parent, e) {
-          return removeChildren(parent).appendChild(e);
-        }
-        function elt(tag, content2, className, style) {
-          var e = document.createElement(tag);
-          if (className) {
-            e.className = className;
-          }
-          if (style) {
-            e.style.cssText = style;
-          }
-          if (typeof content2 == "string") {
-            e.appendChild(document.createTextNode(content2));
-          } else if (content2) {
-            for (var i3 = 0; i3 < content2.length; ++i3) {
-              e.appendChild(content2[i3]);
-            }
-          }
-          return e;
-        }
-        function eltP(tag, content2, className, style) {
-          var e = elt(tag, content2, className, style);
-          e.setAttribute("role", "presentation");
-          return e;
-        }
-        var range;
-        if (document.createRange) {
-          range = function(node, start, end, endNode) {
-            var r = document.createRange();
-            r.setEnd(endNode || node, end);
-            r.setStart(node, start);
-            return r;
-          };
-        } else {
-          range = function(node, start, end) {
-            var r = document.body.createTextRange();
-            try {
-              r.moveToElementText(node.parentNode);
-            } catch (e) {
-              return r;
-            }
-            r.collapse(true);
-            r.moveEnd("character", end);
-            r.moveStart("character", start);
-            return r;
-          };
-        }
-        function contains2(parent, child) {
-          if (child.nodeType == 3) {
-            child = child.parentNode;
-          }
-          if (parent.contains) {
-            return parent.contains(child);
-          }
-          do {
-            if (child.nodeType == 11) {
-              child = child.host;
-            }
-            if (child == parent) {
-              return true;
-            }
-          } while (child = child.parentNode);
-        }
-        function activeElt(doc3) {
-          var activeElement;
-          try {
-            activeElement = doc3.activeElement;
-          } catch (e) {
-            activeElement = doc3.body || null;
-          }
-          while (activeElement && activeElement.shadowRoot && activeElement.shadowRoot.activeElement) {
-            activeElement = activeElement.shadowRoot.activeElement;
-          }
-          return activeElement;
-        }
-        function addClass(node, cls) {
-          var current = node.className;
-          if (!classTest(cls).test(current)) {
-            node.className += (current ? " " : "") + cls;
-          }
-        }
-        function joinClasses(a, b) {
-          var as = a.split(" ");
-          for (var i3 = 0; i3 < as.length; i3++) {
-            if (as[i3] && !classTest(as[i3]).test(b)) {
-              b += " " + as[i3];
-            }
-          }
-          return b;
-        }
-        var selectInput = function(node) {
-          node.select();
-        };
-        if (ios2) {
-          selectInput = function(node) {
-            node.selectionStart = 0;
-            node.selectionEnd = node.value.length;
-          };
-        } else if (ie3) {
-          selectInput = function(node) {
-            try {
-              node.select();
-            } catch (_e) {
-            }
-          };
-        }
-        function doc2(cm) {
-          return cm.display.wrapper.ownerDocument;
-        }
-        function win(cm) {
-          return doc2(cm).defaultView;
-        }
-        function bind(f) {
-          var args = Array.prototype.slice.call(arguments, 1);
-          return function() {
-            return f.apply(null, args);
-          };
-        }
-        function copyObj(obj, target, overwrite) {
-          if (!target) {
-            target = {};
-          }
-          for (var prop2 in obj) {
-            if (obj.hasOwnProperty(prop2) && (overwrite !== false || !target.hasOwnProperty(prop2))) {
-              target[prop2] = obj[prop2];
-            }
-          }
-          return target;
-        }
-        function countColumn2(string2, end, tabSize, startIndex, startValue) {
-          if (end == null) {
-            end = string2.search(/[^\s\u00a0]/);
-            if (end == -1) {
-              end = string2.length;
-            }
-          }
-          for (var i3 = startIndex || 0, n = startValue || 0; ; ) {
-            var nextTab = string2.indexOf("	", i3);
-            if (nextTab < 0 || nextTab >= end) {
-              return n + (end - i3);
-            }
-            n += nextTab - i3;
-            n += tabSize - n % tabSize;
-            i3 = nextTab + 1;
-          }
-        }
-        var Delayed = function() {
-          this.id = null;
-          this.f = null;
-          this.time = 0;
-          this.handler = bind(this.onTimeout, this);
-        };
-        Delayed.prototype.onTimeout = function(self2) {
-          self2.id = 0;
-          if (self2.time <= +/* @__PURE__ */ new Date()) {
-            self2.f();
-          } else {
-            setTimeout(self2.handler, self2.time - +/* @__PURE__ */ new Date());
-          }
-        };
-        Delayed.prototype.set = function(ms, f) {
-          this.f = f;
-          var time = +/* @__PURE__ */ new Date() + ms;
-          if (!this.id || time < this.time) {
-            clearTimeout(this.id);
-            this.id = setTimeout(this.handler, ms);
-            this.time = time;
-          }
-        };
-        function indexOf(array, elt2) {
-          for (var i3 = 0; i3 < array.length; ++i3) {
-            if (array[i3] == elt2) {
-              return i3;
-            }
-          }
-          return -1;
-        }
-        var scrollerGap = 50;
-        var Pass = { toString: function() {
-          return "CodeMirror.Pass";
-        } };
-        var sel_dontScroll = { scroll: false }, sel_mouse = { origin: "*mouse" }, sel_move = { origin: "+move" };
-        function findColumn2(string2, goal, tabSize) {
-          for (var pos = 0, col = 0; ; ) {
-            var nextTab = string2.indexOf("	", pos);
-            if (nextTab == -1) {
-              nextTab = string2.length;
-            }
-            var skipped = nextTab - pos;
-            if (nextTab == string2.length || col + skipped >= goal) {
-              return pos + Math.min(skipped, goal - col);
-            }
-            col += nextTab - pos;
-            col += tabSize - col % tabSize;
-            pos = nextTab + 1;
-            if (col >= goal) {
-              return pos;
-            }
-          }
-        }
-        var spaceStrs = [""];
-        function spaceStr(n) {
-          while (spaceStrs.length <= n) {
-            spaceStrs.push(lst(spaceStrs) + " ");
-          }
-          return spaceStrs[n];
-        }
-        function lst(arr) {
-          return arr[arr.length - 1];
-        }
-        function map(array, f) {
-          var out = [];
-          for (var i3 = 0; i3 < array.length; i3++) {
-            out[i3] = f(array[i3], i3);
-          }
-          return out;
-        }
-        function insertSorted(array, value, score) {
-          var pos = 0, priority = score(value);
-          while (pos < array.length && score(array[pos]) <= priority) {
-            pos++;
-          }
-          array.splice(pos, 0, value);
-        }
-        function nothing() {
-        }
-        function createObj(base2, props) {
-          var inst;
-          if (Object.create) {
-            inst = Object.create(base2);
-          } else {
-            nothing.prototype = base2;
-            inst = new nothing();
-          }
-          if (props) {
-            copyObj(props, inst);
-          }
-          return inst;
-        }
-        var nonASCIISingleCaseWordChar2 = /[\u00df\u0587\u0590-\u05f4\u0600-\u06ff\u3040-\u309f\u30a0-\u30ff\u3400-\u4db5\u4e00-\u9fcc\uac00-\ud7af]/;
-        function isWordCharBasic(ch) {
-          return /\w/.test(ch) || ch > "\x80" && (ch.toUpperCase() != ch.toLowerCase() || nonASCIISingleCaseWordChar2.test(ch));
-        }
-        function isWordChar(ch, helper) {
-          if (!helper) {
-            return isWordCharBasic(ch);
-          }
-          if (helper.source.indexOf("\\w") > -1 && isWordCharBasic(ch)) {
-            return true;
-          }
-          return helper.test(ch);
-        }
-        function isEmpty(obj) {
-          for (var n in obj) {
-            if (obj.hasOwnProperty(n) && obj[n]) {
-              return false;
-            }
-          }
-          return true;
-        }
-        var extendingChars = /[\u0300-\u036f\u0483-\u0489\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0610-\u061a\u064b-\u065e\u0670\u06d6-\u06dc\u06de-\u06e4\u06e7\u06e8\u06ea-\u06ed\u0711\u0730-\u074a\u07a6-\u07b0\u07eb-\u07f3\u0816-\u0819\u081b-\u0823\u0825-\u0827\u0829-\u082d\u0900-\u0902\u093c\u0941-\u0948\u094d\u0951-\u0955\u0962\u0963\u0981\u09bc\u09be\u09c1-\u09c4\u09cd\u09d7\u09e2\u09e3\u0a01\u0a02\u0a3c\u0a41\u0a42\u0a47\u0a48\u0a4b-\u0a4d\u0a51\u0a70\u0a71\u0a75\u0a81\u0a82\u0abc\u0ac1-\u0ac5\u0ac7\u0ac8\u0acd\u0ae2\u0ae3\u0b01\u0b3c\u0b3e\u0b3f\u0b41-\u0b44\u0b4d\u0b56\u0b57\u0b62\u0b63\u0b82\u0bbe\u0bc0\u0bcd\u0bd7\u0c3e-\u0c40\u0c46-\u0c48\u0c4a-\u0c4d\u0c55\u0c56\u0c62\u0c63\u0cbc\u0cbf\u0cc2\u0cc6\u0ccc\u0ccd\u0cd5\u0cd6\u0ce2\u0ce3\u0d3e\u0d41-\u0d44\u0d4d\u0d57\u0d62\u0d63\u0dca\u0dcf\u0dd2-\u0dd4\u0dd6\u0ddf\u0e31\u0e34-\u0e3a\u0e47-\u0e4e\u0eb1\u0eb4-\u0eb9\u0ebb\u0ebc\u0ec8-\u0ecd\u0f18\u0f19\u0f35\u0f37\u0f39\u0f71-\u0f7e\u0f80-\u0f84\u0f86\u0f87\u0f90-\u0f97\u0f99-\u0fbc\u0fc6\u102d-\u1030\u1032-\u1037\u1039\u103a\u103d\u103e\u1058\u1059\u105e-\u1060\u1071-\u1074\u1082\u1085\u1086\u108d\u109d\u135f\u1712-\u1714\u1732-\u1734\u1752\u1753\u1772\u1773\u17b7-\u17bd\u17c6\u17c9-\u17d3\u17dd\u180b-\u180d\u18a9\u1920-\u1922\u1927\u1928\u1932\u1939-\u193b\u1a17\u1a18\u1a56\u1a58-\u1a5e\u1a60\u1a62\u1a65-\u1a6c\u1a73-\u1a7c\u1a7f\u1b00-\u1b03\u1b34\u1b36-\u1b3a\u1b3c\u1b42\u1b6b-\u1b73\u1b80\u1b81\u1ba2-\u1ba5\u1ba8\u1ba9\u1c2c-\u1c33\u1c36\u1c37\u1cd0-\u1cd2\u1cd4-\u1ce0\u1ce2-\u1ce8\u1ced\u1dc0-\u1de6\u1dfd-\u1dff\u200c\u200d\u20d0-\u20f0\u2cef-\u2cf1\u2de0-\u2dff\u302a-\u302f\u3099\u309a\ua66f-\ua672\ua67c\ua67d\ua6f0\ua6f1\ua802\ua806\ua80b\ua825\ua826\ua8c4\ua8e0-\ua8f1\ua926-\ua92d\ua947-\ua951\ua980-\ua982\ua9b3\ua9b6-\ua9b9\ua9bc\uaa29-\uaa2e\uaa31\uaa32\uaa35\uaa36\uaa43\uaa4c\uaab0\uaab2-\uaab4\uaab7\uaab8\uaabe\uaabf\uaac1\uabe5\uabe8\uabed\udc00-\udfff\ufb1e\ufe00-\ufe0f\ufe20-\ufe26\uff9e\uff9f]/;
-        function isExtendingChar2(ch) {
-          return ch.charCodeAt(0) >= 768 && extendingChars.test(ch);
-        }
-        function skipExtendingChars(str, pos, dir) {
-          while ((dir < 0 ? pos > 0 : pos < str.length) && isExtendingChar2(str.charAt(pos))) {
-            pos += dir;
-          }
-          return pos;
-        }
-        function findFirst(pred, from, to) {
-          var dir = from > to ? -1 : 1;
-          for (; ; ) {
-            if (from == to) {
-              return from;
-            }
-            var midF = (from + to) / 2, mid = dir < 0 ? Math.ceil(midF) : Math.floor(midF);
-            if (mid == from) {
-              return pred(mid) ? from : to;
-            }
-            if (pred(mid)) {
-              to = mid;
-            } else {
-              from = mid + dir;
-            }
-          }
-        }
-        function iterateBidiSections(order, from, to, f) {
-          if (!order) {
-            return f(from, to, "ltr", 0);
-          }
-          var found = false;
-          for (var i3 = 0; i3 < order.length; ++i3) {
-            var part = order[i3];
-            if (part.from < to && part.to > from || from == to && part.to == from) {
-              f(Math.max(part.from, from), Math.min(part.to, to), part.level == 1 ? "rtl" : "ltr", i3);
-              found = true;
-            }
-          }
-          if (!found) {
-            f(from, to, "ltr");
-          }
-        }
-        var bidiOther = null;
-        function getBidiPartAt(order, ch, sticky) {
-          var found;
-          bidiOther = null;
-          for (var i3 = 0; i3 < order.length; ++i3) {
-            var cur = order[i3];
-            if (cur.from < ch && cur.to > ch) {
-              return i3;
-            }
-            if (cur.to == ch) {
-              if (cur.from != cur.to && sticky == "before") {
-                found = i3;
-              } else {
-                bidiOther = i3;
-              }
-            }
-            if (cur.from == ch) {
-              if (cur.from != cur.to && sticky != "before") {
-                found = i3;
-              } else {
-                bidiOther = i3;
-              }
-            }
-          }
-          return found != null ? found : bidiOther;
-        }
-        var bidiOrdering = /* @__PURE__ */ (function() {
-          var lowTypes = "bbbbbbbbbtstwsbbbbbbbbbbbbbbssstwNN%%%NNNNNN,N,N1111111111NNNNNNNLLLLLLLLLLLLLLLLLLLLLLLLLLNNNNNNLLLLLLLLLLLLLLLLLLLLLLLLLLNNNNbbbbbbsbbbbbbbbbbbbbbbbbbbbbbbbbb,N%%%%NNNNLNNNNN%%11NLNNN1LNNNNNLLLLLLLLLLLLLLLLLLLLLLLNLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLLN";
-          var arabicTypes = "nnnnnnNNr%%r,rNNmmmmmmmmmmmrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrmmmmmmmmmmmmmmmmmmmmmnnnnnnnnnn%nnrrrmrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrrmmmmmmmnNmmmmmmrrmmNmmmmrr1111111111";
-          function charType2(code2) {
-            if (code2 <= 247) {
-              return lowTypes.charAt(code2);
-            } else if (1424 <= code2 && code2 <= 1524) {
-              return "R";
-            } else if (1536 <= code2 && code2 <= 1785) {
-              return arabicTypes.charAt(code2 - 1536);
-            } else if (1774 <= code2 && code2 <= 2220) {
-              return "r";
-            } else if (8192 <= code2 && code2 <= 8203) {
-              return "w";
-            } else if (code2 == 8204) {
-              return "b";
-            } else {
-              return "L";
-            }
-          }
-          var bidiRE = /[\u0590-\u05f4\u0600-\u06ff\u0700-\u08ac]/;
-          var isNeutral = /[stwN]/, isStrong = /[LRr]/, countsAsLeft = /[Lb1n]/, countsAsNum = /[1n]/;
-          function BidiSpan2(level, from, to) {
-            this.level = level;
-            this.from = from;
-            this.to = to;
-          }
-          return function(str, direction) {
-            var outerType = direction == "ltr" ? "L" : "R";
-            if (str.length == 0 || direction == "ltr" && !bidiRE.test(str)) {
-              return false;
-            }
-            var len = str.length, types2 = [];
-            for (var i3 = 0; i3 < len; ++i3) {
-              types2.push(charType2(str.charCodeAt(i3)));
-            }
-            for (var i$12 = 0, prev = outerType; i$12 < len; ++i$12) {
-              var type = types2[i$12];
-              if (type == "m") {
-                types2[i$12] = prev;
-              } else {
-                prev = type;
-              }
-            }
-            for (var i$22 = 0, cur = outerType; i$22 < len; ++i$22) {
-              var type$1 = types2[i$22];
-              if (type$1 == "1" && cur == "r") {
-                types2[i$22] = "n";
-              } else if (isStrong.test(type$1)) {
-                cur = type$1;
-                if (type$1 == "r") {
-                  types2[i$22] = "R";
-                }
-              }
-            }
-            for (var i$3 = 1, prev$1 = types2[0]; i$3 < len - 1; ++i$3) {
-              var type$2 = types2[i$3];
-              if (type$2 == "+" && prev$1 == "1" && types2[i$3 + 1] == "1") {
-                types2[i$3] = "1";
-              } else if (type$2 == "," && prev$1 == types2[i$3 + 1] && (prev$1 == "1" || prev$1 == "n")) {
-                types2[i$3] = prev$1;
-              }
-              prev$1 = type$2;
-            }
-            for (var i$4 = 0; i$4 < len; ++i$4) {
-              var type$3 = types2[i$4];
-              if (type$3 == ",") {
-                types2[i$4] = "N";
-              } else if (type$3 == "%") {
-                var end = void 0;
-                for (end = i$4 + 1; end < len && types2[end] == "%"; ++end) {
-                }
-                var replace2 = i$4 && types2[i$4 - 1] == "!" || end < len && types2[end] == "1" ? "1" : "N";
-                for (var j = i$4; j < end; ++j) {
-                  types2[j] = replace2;
-                }
-                i$4 = end - 1;
-              }
-            }
-            for (var i$5 = 0, cur$1 = outerType; i$5 < len; ++i$5) {
-              var type$4 = types2[i$5];
-              if (cur$1 == "L" && type$4 == "1") {
-                types2[i$5] = "L";
-              } else if (isStrong.test(type$4)) {
-                cur$1 = type$4;
-              }
-            }
-            for (var i$6 = 0; i$6 < len; ++i$6) {
-              if (isNeutral.test(types2[i$6])) {
-                var end$1 = void 0;
-                for (end$1 = i$6 + 1; end$1 < len && isNeutral.test(types2[end$1]); ++end$1) {
-                }
-                var before = (i$6 ? types2[i$6 - 1] : outerType) == "L";
-                var after = (end$1 < len ? types2[end$1] : outerType) == "L";
-                var replace$1 = before == after ? before ? "L" : "R" : outerType;
-                for (var j$1 = i$6; j$1 < end$1; ++j$1) {
-                  types2[j$1] = replace$1;
-                }
-                i$6 = end$1 - 1;
-              }
-            }
-            var order = [], m;
-            for (var i$7 = 0; i$7 < len; ) {
-              if (countsAsLeft.test(types2[i$7])) {
-                var start = i$7;
-                for (++i$7; i$7 < len && countsAsLeft.test(types2[i$7]); ++i$7) {
-                }
-                order.push(new BidiSpan2(0, start, i$7));
-              } else {
-                var pos = i$7, at = order.length, isRTL = direction == "rtl" ? 1 : 0;
-                for (++i$7; i$7 < len && types2[i$7] != "L"; ++i$7) {
-                }
-                for (var j$2 = pos; j$2 < i$7; ) {
-                  if (countsAsNum.test(types2[j$2])) {
-                    if (pos < j$2) {
-                      order.splice(at, 0, new BidiSpan2(1, pos, j$2));
-                      at += isRTL;
-                    }
-                    var nstart = j$2;
-                    for (++j$2; j$2 < i$7 && countsAsNum.test(types2[j$2]); ++j$2) {
-                    }
-                    order.splice(at, 0, new BidiSpan2(2, nstart, j$2));
-                    at += isRTL;
-                    pos = j$2;
-                  } else {
-                    ++j$2;
-                  }
-                }
-                if (pos < i$7) {
-                  order.splice(at, 0, new BidiSpan2(1, pos, i$7));
-                }
-              }
-            }
-            if (direction == "ltr") {
-              if (order[0].level == 1 && (m = str.match(/^\s+/))) {
-                order[0].from = m[0].length;
-                order.unshift(new BidiSpan2(0, 0, m[0].length));
-              }
-              if (lst(order).level == 1 && (m = str.match(/\s+$/))) {
-                lst(order).to -= m[0].length;
-                order.push(new BidiSpan2(0, len - m[0].length, len));
-              }
-            }
-            return direction == "rtl" ? order.reverse() : order;
-          };
-        })();
-        function getOrder(line, direction) {
-          var order = line.order;
-          if (order == null) {
-            order = line.order = bidiOrdering(line.text, direction);
-          }
-          return order;
-        }
-        var noHandlers = [];
-        var on = function(emitter, type, f) {
-          if (emitter.addEventListener) {
-            emitter.addEventListener(type, f, false);
-          } else if (emitter.attachEvent) {
-            emitter.attachEvent("on" + type, f);
-          } else {
-            var map2 = emitter._handlers || (emitter._handlers = {});
-            map2[type] = (map2[type] || noHandlers).concat(f);
-          }
-        };
-        function getHandlers(emitter, type) {
-          return emitter._handlers && emitter._handlers[type] || noHandlers;
-        }
-        function off(emitter, type, f) {
-          if (emitter.removeEventListener) {
-            emitter.removeEventListener(type, f, false);
-          } else if (emitter.detachEvent) {
-            emitter.detachEvent("on" + type, f);
-          } else {
-            var map2 = emitter._handlers, arr = map2 && map2[type];
-            if (arr) {
-              var index = indexOf(arr, f);
-              if (index > -1) {
-                map2[type] = arr.slice(0, index).concat(arr.slice(index + 1));
-              }
-            }
-          }
-        }
-        function signal(emitter, type) {
-          var handlers2 = getHandlers(emitter, type);
-          if (!handlers2.length) {
-            return;
-          }
-          var args = Array.prototype.slice.call(arguments, 2);
-          for (var i3 = 0; i3 < handlers2.length; ++i3) {
-            handlers2[i3].apply(null, args);
-          }
-        }
-        function signalDOMEvent(cm, e, override) {
-          if (typeof e == "string") {
-            e = { type: e, preventDefault: function() {
-              this.defaultPrevented = true;
-            } };
-          }
-          signal(cm, override || e.type, cm, e);
-          return e_defaultPrevented(e) || e.codemirrorIgnore;
-        }
-        function signalCursorActivity(cm) {
-          var arr = cm._handlers && cm._handlers.cursorActivity;
-          if (!arr) {
-            return;
-          }
-          var set = cm.curOp.cursorActivityHandlers || (cm.curOp.cursorActivityHandlers = []);
-          for (var i3 = 0; i3 < arr.length; ++i3) {
-            if (indexOf(set, arr[i3]) == -1) {
-              set.push(arr[i3]);
-            }
-          }
-        }
-        function hasHandler(emitter, type) {
-          return getHandlers(emitter, type).length > 0;
-        }
-        function eventMixin(ctor) {
-          ctor.prototype.on = function(type, f) {
-            on(this, type, f);
-          };
-          ctor.prototype.off = function(type, f) {
-            off(this, type, f);
-          };
-        }
-        function e_preventDefault(e) {
-          if (e.preventDefault) {
-            e.preventDefault();
-          } else {
-            e.returnValue = false;
-          }
-        }
-        function e_stopPropagation(e) {
-          if (e.stopPropagation) {
-            e.stopPropagation();
-          } else {
-            e.cancelBubble = true;
-          }
-        }
-        function e_defaultPrevented(e) {
-          return e.defaultPrevented != null ? e.defaultPrevented : e.returnValue == false;
-        }
-        function e_stop(e) {
-          e_preventDefault(e);
-          e_stopPropagation(e);
-        }
-        function e_target(e) {
-          return e.target || e.srcElement;
-        }
-        function e_button(e) {
-          var b = e.which;
-          if (b == null) {
-            if (e.button & 1) {
-              b = 1;
-            } else if (e.button & 2) {
-              b = 3;
-            } else if (e.button & 4) {
-              b = 2;
-            }
-          }
-          if (mac2 && e.ctrlKey && b == 1) {
-            b = 3;
-          }
-          return b;
-        }
-        var dragAndDrop = (function() {
-          if (ie3 && ie_version < 9) {
-            return false;
-          }
-          var div = elt("div");
-          return "draggable" in div || "dragDrop" in div;
-        })();
-        var zwspSupported;
-        function zeroWidthElement(measure) {
-          if (zwspSupported == null) {
-            var test = elt("span", "\u200B");
-            removeChildrenAndAdd(measure, elt("span", [test, document.createTextNode("x")]));
-            if (measure.firstChild.offsetHeight != 0) {
-              zwspSupported = test.offsetWidth <= 1 && test.offsetHeight > 2 && !(ie3 && ie_version < 8);
-            }
-          }
-          var node = zwspSupported ? elt("span", "\u200B") : elt("span", "\xA0", null, "display: inline-block; width: 1px; margin-right: -1px");
-          node.setAttribute("cm-text", "");
-          return node;
-        }
-        var badBidiRects;
-        function hasBadBidiRects(measure) {
-          if (badBidiRects != null) {
-            return badBidiRects;
-          }
-          var txt = removeChildrenAndAdd(measure, document.createTextNode("A\u062EA"));
-          var r0 = range(txt, 0, 1).getBoundingClientRect();
-          var r1 = range(txt, 1, 2).getBoundingClientRect();
-          removeChildren(measure);
-          if (!r0 || r0.left == r0.right) {
-            return false;
-          }
-          return badBidiRects = r1.right - r0.right < 3;
-        }
-        var splitLinesAuto = "\n\nb".split(/\n/).length != 3 ? function(string2) {
-          var pos = 0, result = [], l = string2.length;
-          while (pos <= l) {
-            var nl = string2.indexOf("\n", pos);
-            if (nl == -1) {
-              nl = string2.length;
-            }
-            var line = string2.slice(pos, string2.charAt(nl - 1) == "\r" ? nl - 1 : nl);
-            var rt = line.indexOf("\r");
-            if (rt != -1) {
-              result.push(line.slice(0, rt));
-              pos += rt + 1;
-            } else {
-              result.push(line);
-              pos = nl + 1;
-            }
-          }
-          return result;
-        } : function(string2) {
-          return string2.split(/\r\n?|\n/);
-        };
-        var hasSelection2 = window.getSelection ? function(te) {
-          try {
-            return te.selectionStart != te.selectionEnd;
-          } catch (e) {
-            return false;
-          }
-        } : function(te) {
-          var range2;
-          try {
-            range2 = te.ownerDocument.selection.createRange();
-          } catch (e) {
-          }
-          if (!range2 || range2.parentElement() != te) {
-            return false;
-          }
-          return range2.compareEndPoints("StartToEnd", range2) != 0;
-        };
-        var hasCopyEvent = (function() {
-          var e = elt("div");
-          if ("oncopy" in e) {
-            return true;
-          }
-          e.setAttribute("oncopy", "return;");
-          return typeof e.oncopy == "function";
-        })();
-        var badZoomedRects = null;
-        function hasBadZoomedRects(measure) {
-          if (badZoomedRects != null) {
-            return badZoomedRects;
-          }
-          var node = removeChildrenAndAdd(measure, elt("span", "x"));
-          var normal = node.getBoundingClientRect();
-          var fromRange = range(node, 0, 1).getBoundingClientRect();
-          return badZoomedRects = Math.abs(normal.left - fromRange.left) > 1;
-        }
-        var modes = {}, mimeModes = {};
-        function defineMode(name2, mode) {
-          if (arguments.length > 2) {
-            mode.dependencies = Array.prototype.slice.call(arguments, 2);
-          }
-          modes[name2] = mode;
-        }
-        function defineMIME(mime, spec) {
-          mimeModes[mime] = spec;
-        }
-        function resolveMode(spec) {
-          if (typeof spec == "string" && mimeModes.hasOwnProperty(spec)) {
-            spec = mimeModes[spec];
-          } else if (spec && typeof spec.name == "string" && mimeModes.hasOwnProperty(spec.name)) {
-            var found = mimeModes[spec.name];
-            if (typeof found == "string") {
-              found = { name: found };
-            }
-            spec = createObj(found, spec);
-            spec.name = found.name;
-          } else if (typeof spec == "string" && /^[\w\-]+\/[\w\-]+\+xml$/.test(spec)) {
-            return resolveMode("application/xml");
-          } else if (typeof spec == "string" && /^[\w\-]+\/[\w\-]+\+json$/.test(spec)) {
-            return resolveMode("application/json");
-          }
-          if (typeof spec == "string") {
-            return { name: spec };
-          } else {
-            return spec || { name: "null" };
-          }
-        }
-        function getMode(options, spec) {
-          spec = resolveMode(spec);
-          var mfactory = modes[spec.name];
-          if (!mfactory) {
-            return getMode(options, "text/plain");
-          }
-          var modeObj = mfactory(options, spec);
-          if (modeExtensions.hasOwnProperty(spec.name)) {
-            var exts = modeExtensions[spec.name];
-            for (var prop2 in exts) {
-              if (!exts.hasOwnProperty(prop2)) {
-                continue;
-              }
-              if (modeObj.hasOwnProperty(prop2)) {
-                modeObj["_" + prop2] = modeObj[prop2];
-              }
-              modeObj[prop2] = exts[prop2];
-            }
-          }
-          modeObj.name = spec.name;
-          if (spec.helperType) {
-            modeObj.helperType = spec.helperType;
-          }
-          if (spec.modeProps) {
-            for (var prop$1 in spec.modeProps) {
-              modeObj[prop$1] = spec.modeProps[prop$1];
-            }
-          }
-          return modeObj;
-        }
-        var modeExtensions = {};
-        function extendMode(mode, properties) {
-          var exts = modeExtensions.hasOwnProperty(mode) ? modeExtensions[mode] : modeExtensions[mode] = {};
-          copyObj(properties, exts);
-        }
-        function copyState(mode, state) {
-          if (state === true) {
-            return state;
-          }
-          if (mode.copyState) {
-            return mode.copyState(state);
-          }
-          var nstate = {};
-          for (var n in state) {
-            var val = state[n];
-            if (val instanceof Array) {
-              val = val.concat([]);
-            }
-            nstate[n] = val;
-          }
-          return nstate;
-        }
-        function innerMode(mode, state) {
-          var info;
-          while (mode.innerMode) {
-            info = mode.innerMode(state);
-            if (!info || info.mode == mode) {
-              break;
-            }
-            state = info.state;
-            mode = info.mode;
-          }
-          return info || { mode, state };
-        }
-        function startState(mode, a1, a2) {
-          return mode.startState ? mode.startState(a1, a2) : true;
-        }
-        var StringStream = function(string2, tabSize, lineOracle) {
-          this.pos = this.start = 0;
-          this.string = string2;
-          this.tabSize = tabSize || 8;
-          this.lastColumnPos = this.lastColumnValue = 0;
-          this.lineStart = 0;
-          this.lineOracle = lineOracle;
-        };
-        StringStream.prototype.eol = function() {
-          return this.pos >= this.string.length;
-        };
-        StringStream.prototype.sol = function() {
-          return this.pos == this.lineStart;
-        };
-        StringStream.prototype.peek = function() {
-          return this.string.charAt(this.pos) || void 0;
-        };
-        StringStream.prototype.next = function() {
-          if (this.pos < this.string.length) {
-            return this.string.charAt(this.pos++);
-          }
-        };
-        StringStream.prototype.eat = function(match) {
-          var ch = this.string.charAt(this.pos);
-          var ok;
-          if (typeof match == "string") {
-            ok = ch == match;
-          } else {
-            ok = ch && (match.test ? match.test(ch) : match(ch));
-          }
-          if (ok) {
-            ++this.pos;
-            return ch;
-          }
-        };
-        StringStream.prototype.eatWhile = function(match) {
-          var start = this.pos;
-          while (this.eat(match)) {
-          }
-          return this.pos > start;
-        };
-        StringStream.prototype.eatSpace = function() {
-          var start = this.pos;
-          while (/[\s\u00a0]/.test(this.string.charAt(this.pos))) {
-            ++this.pos;
-          }
-          return this.pos > start;
-        };
-        StringStream.prototype.skipToEnd = function() {
-          this.pos = this.string.length;
-        };
-        StringStream.prototype.skipTo = function(ch) {
-          var found = this.string.indexOf(ch, this.pos);
-          if (found > -1) {
-            this.pos = found;
-            return true;
-          }
-        };
-        StringStream.prototype.backUp = function(n) {
-          this.pos -= n;
-        };
-        StringStream.prototype.column = function() {
-          if (this.lastColumnPos < this.start) {
-            this.lastColumnValue = countColumn2(this.string, this.start, this.tabSize, this.lastColumnPos, this.lastColumnValue);
-            this.lastColumnPos = this.start;
-          }
-          return this.lastColumnValue - (this.lineStart ? countColumn2(this.string, this.lineStart, this.tabSize) : 0);
-        };
-        StringStream.prototype.indentation = function() {
-          return countColumn2(this.string, null, this.tabSize) - (this.lineStart ? countColumn2(this.string, this.lineStart, this.tabSize) : 0);
-        };
-        StringStream.prototype.match = function(pattern, consume, caseInsensitive) {
-          if (typeof pattern == "string") {
-            var cased = function(str) {
-              return caseInsensitive ? str.toLowerCase() : str;
-            };
-            var substr = this.string.substr(this.pos, pattern.length);
-            if (cased(substr) == cased(pattern)) {
-              if (consume !== false) {
-                this.pos += pattern.length;
-              }
-              return true;
-            }
-          } else {
-            var match = this.string.slice(this.pos).match(pattern);
-            if (match && match.index > 0) {
-              return null;
-            }
-            if (match && consume !== false) {
-              this.pos += match[0].length;
-            }
-            return match;
-          }
-        };
-        StringStream.prototype.current = function() {
-          return this.string.slice(this.start, this.pos);
-        };
-        StringStream.prototype.hideFirstChars = function(n, inner) {
-          this.lineStart += n;
-          try {
-            return inner();
-          } finally {
-            this.lineStart -= n;
-          }
-        };
-        StringStream.prototype.lookAhead = function(n) {
-          var oracle = this.lineOracle;
-          return oracle && oracle.lookAhead(n);
-        };
-        StringStream.prototype.baseToken = function() {
-          var oracle = this.lineOracle;
-          return oracle && oracle.baseToken(this.pos);
-        };
-        function getLine(doc3, n) {
-          n -= doc3.first;
-          if (n < 0 || n >= doc3.size) {
-            throw new Error("There is no line " + (n + doc3.first) + " in the document.");
-          }
-          var chunk = doc3;
-          while (!chunk.lines) {
-            for (var i3 = 0; ; ++i3) {
-              var child = chunk.children[i3], sz = child.chunkSize();
-              if (n < sz) {
-                chunk = child;
-                break;
-              }
-              n -= sz;
-            }
-          }
-          return chunk.lines[n];
-        }
-        function getBetween(doc3, start, end) {
-          var out = [], n = start.line;
-          doc3.iter(start.line, end.line + 1, function(line) {
-            var text = line.text;
-            if (n == end.line) {
-              text = text.slice(0, end.ch);
-            }
-            if (n == start.line) {
-              text = text.slice(start.ch);
-            }
-            out.push(text);
-            ++n;
-          });
-          return out;
-        }
-        function getLines(doc3, from, to) {
-          var out = [];
-          doc3.iter(from, to, function(line) {
-            out.push(line.text);
-          });
-          return out;
-        }
-        function updateLineHeight(line, height) {
-          var diff = height - line.height;
-          if (diff) {
-            for (var n = line; n; n = n.parent) {
-              n.height += diff;
-            }
-          }
-        }
-        function lineNo(line) {
-          if (line.parent == null) {
-            return null;
-          }
-          var cur = line.parent, no = indexOf(cur.lines, line);
-          for (var chunk = cur.parent; chunk; cur = chunk, chunk = chunk.parent) {
-            for (var i3 = 0; ; ++i3) {
-              if (chunk.children[i3] == cur) {
-                break;
-              }
-              no += chunk.children[i3].chunkSize();
-            }
-          }
-          return no + cur.first;
-        }
-        function lineAtHeight(chunk, h) {
-          var n = chunk.first;
-          outer: do {
-            for (var i$12 = 0; i$12 < chunk.children.length; ++i$12) {
-              var child = chunk.children[i$12], ch = child.height;
-              if (h < ch) {
-                chunk = child;
-                continue outer;
-              }
-              h -= ch;
-              n += child.chunkSize();
-            }
-            return n;
-          } while (!chunk.lines);
-          var i3 = 0;
-          for (; i3 < chunk.lines.length; ++i3) {
-            var line = chunk.lines[i3], lh = line.height;
-            if (h < lh) {
-              break;
-            }
-            h -= lh;
-          }
-          return n + i3;
-        }
-        function isLine(doc3, l) {
-          return l >= doc3.first && l < doc3.first + doc3.size;
-        }
-        function lineNumberFor(options, i3) {
-          return String(options.lineNumberFormatter(i3 + options.firstLineNumber));
-        }
-        function Pos(line, ch, sticky) {
-          if (sticky === void 0) sticky = null;
-          if (!(this instanceof Pos)) {
-            return new Pos(line, ch, sticky);
-          }
-          this.line = line;
-          this.ch = ch;
-          this.sticky = sticky;
-        }
-        function cmp(a, b) {
-          return a.line - b.line || a.ch - b.ch;
-        }
-        function equalCursorPos(a, b) {
-          return a.sticky == b.sticky && cmp(a, b) == 0;
-        }
-        function copyPos(x) {
-          return Pos(x.line, x.ch);
-        }
-        function maxPos(a, b) {
-          return cmp(a, b) < 0 ? b : a;
-        }
-        function minPos(a, b) {
-          return cmp(a, b) < 0 ? a : b;
-        }
-        function clipLine(doc3, n) {
-          return Math.max(doc3.first, Math.min(n, doc3.first + doc3.size - 1));
-        }
-        function clipPos(doc3, pos) {
-          if (pos.line < doc3.first) {
-            return Pos(doc3.first, 0);
-          }
-          var last2 = doc3.first + doc3.size - 1;
-          if (pos.line > last2) {
-            return Pos(last2, getLine(doc3, last2).text.length);
-          }
-          return clipToLen(pos, getLine(doc3, pos.line).text.length);
-        }
-        function clipToLen(pos, linelen) {
-          var ch = pos.ch;
-          if (ch == null || ch > linelen) {
-            return Pos(pos.line, linelen);
-          } else if (ch < 0) {
-            return Pos(pos.line, 0);
-          } else {
-            return pos;
-          }
-        }
-        function clipPosArray(doc3, array) {
-          var out = [];
-          for (var i3 = 0; i3 < array.length; i3++) {
-            out[i3] = clipPos(doc3, array[i3]);
-          }
-          return out;
-        }
-        var SavedContext = function(state, lookAhead) {
-          this.state = state;
-          this.lookAhead = lookAhead;
-        };
-        var Context2 = function(doc3, state, line, lookAhead) {
-          this.state = state;
-          this.doc = doc3;
-          this.line = line;
-          this.maxLookAhead = lookAhead || 0;
-          this.baseTokens = null;
-          this.baseTokenPos = 1;
-        };
-        Context2.prototype.lookAhead = function(n) {
-          var line = this.doc.getLine(this.line + n);
-          if (line != null && n > this.maxLookAhead) {
-            this.maxLookAhead = n;
-          }
-          return line;
-        };
-        Context2.prototype.baseToken = function(n) {
-          if (!this.baseTokens) {
-            return null;
-          }
-          while (this.baseTokens[this.baseTokenPos] <= n) {
-            this.baseTokenPos += 2;
-          }
-          var type = this.baseTokens[this.baseTokenPos + 1];
-          return {
-            type: type && type.replace(/( |^)overlay .*/, ""),
-            size: this.baseTokens[this.baseTokenPos] - n
-          };
-        };
-        Context2.prototype.nextLine = function() {
-          this.line++;
-          if (this.maxLookAhead > 0) {
-            this.maxLookAhead--;
-          }
-        };
-        Context2.fromSaved = function(doc3, saved, line) {
-          if (saved instanceof SavedContext) {
-            return new Context2(doc3, copyState(doc3.mode, saved.state), line, saved.lookAhead);
-          } else {
-            return new Context2(doc3, copyState(doc3.mode, saved), line);
-          }
-        };
-        Context2.prototype.save = function(copy) {
-          var state = copy !== false ? copyState(this.doc.mode, this.state) : this.state;
-          return this.maxLookAhead > 0 ? new SavedContext(state, this.maxLookAhead) : state;
-        };
-        function highlightLine(cm, line, context, forceToEnd) {
-          var st = [cm.state.modeGen], lineClasses = {};
-          runMode(
-            cm,
-            line.text,
-            cm.doc.mode,
-            context,
-            function(end, style) {
-              return st.push(end, style);
-            },
-            lineClasses,
-            forceToEnd
-          );
-          var state = context.state;
-          var loop = function(o2) {
-            context.baseTokens = st;
-            var overlay = cm.state.overlays[o2], i3 = 1, at = 0;
-            context.state = true;
-            runMode(cm, line.text, overlay.mode, context, function(end, style) {
-              var start = i3;
-              while (at < end) {
-                var i_end = st[i3];
-                if (i_end > end) {
-                  st.splice(i3, 1, end, st[i3 + 1], i_end);
-                }
-                i3 += 2;
-                at = Math.min(end, i_end);
-              }
-              if (!style) {
-                return;
-              }
-              if (overlay.opaque) {
-                st.splice(start, i3 - start, end, "overlay " + style);
-                i3 = start + 2;
-              } else {
-                for (; start < i3; start += 2) {
-                  var cur = st[start + 1];
-                  st[start + 1] = (cur ? cur + " " : "") + "overlay " + style;
-                }
-              }
-            }, lineClasses);
-            context.state = state;
-            context.baseTokens = null;
-            context.baseTokenPos = 1;
-          };
-          for (var o = 0; o < cm.state.overlays.length; ++o) loop(o);
-          return { styles: st, classes: lineClasses.bgClass || lineClasses.textClass ? lineClasses : null };
-        }
-        function getLineStyles(cm, line, updateFrontier) {
-          if (!line.styles || line.styles[0] != cm.state.modeGen) {
-            var context = getContextBefore(cm, lineNo(line));
-            var resetState = line.text.length > cm.options.maxHighlightLength && copyState(cm.doc.mode, context.state);
-            var result = highlightLine(cm, line, context);
-            if (resetState) {
-              context.state = resetState;
-            }
-            line.stateAfter = context.save(!resetState);
-            line.styles = result.styles;
-            if (result.classes) {
-              line.styleClasses = result.classes;
-            } else if (line.styleClasses) {
-              line.styleClasses = null;
-            }
-            if (updateFrontier === cm.doc.highlightFrontier) {
-              cm.doc.modeFrontier = Math.max(cm.doc.modeFrontier, ++cm.doc.highlightFrontier);
-            }
-          }
-          return line.styles;
-        }
-        function getContextBefore(cm, n, precise) {
-          var doc3 = cm.doc, display = cm.display;
-          if (!doc3.mode.startState) {
-            return new Context2(doc3, true, n);
-          }
-          var start = findStartLine(cm, n, precise);
-          var saved = start > doc3.first && getLine(doc3, start - 1).stateAfter;
-          var context = saved ? Context2.fromSaved(doc3, saved, start) : new Context2(doc3, startState(doc3.mode), start);
-          doc3.iter(start, n, function(line) {
-            processLine(cm, line.text, context);
-            var pos = context.line;
-            line.stateAfter = pos == n - 1 || pos % 5 == 0 || pos >= display.viewFrom && pos < display.viewTo ? context.save() : null;
-            context.nextLine();
-          });
-          if (precise) {
-            doc3.modeFrontier = context.line;
-          }
-          return context;
-        }
-        function processLine(cm, text, context, startAt) {
-          var mode = cm.doc.mode;
-          var stream = new StringStream(text, cm.options.tabSize, context);
-          stream.start = stream.pos = startAt || 0;
-          if (text == "") {
-            callBlankLine(mode, context.state);
-          }
-          while (!stream.eol()) {
-            readToken2(mode, stream, context.state);
-            stream.start = stream.pos;
-          }
-        }
-        function callBlankLine(mode, state) {
-          if (mode.blankLine) {
-            return mode.blankLine(state);
-          }
-          if (!mode.innerMode) {
-            return;
-          }
-          var inner = innerMode(mode, state);
-          if (inner.mode.blankLine) {
-            return inner.mode.blankLine(inner.state);
-          }
-        }
-        function readToken2(mode, stream, state, inner) {
-          for (var i3 = 0; i3 < 10; i3++) {
-            if (inner) {
-              inner[0] = innerMode(mode, state).mode;
-            }
-            var style = mode.token(stream, state);
-            if (stream.pos > stream.start) {
-              return style;
-            }
-          }
-          throw new Error("Mode " + mode.name + " failed to advance stream.");
-        }
-        var Token = function(stream, type, state) {
-          this.start = stream.start;
-          this.end = stream.pos;
-          this.string = stream.current();
-          this.type = type || null;
-          this.state = state;
-        };
-        function takeToken(cm, pos, precise, asArray3) {
-          var doc3 = cm.doc, mode = doc3.mode, style;
-          pos = clipPos(doc3, pos);
-          var line = getLine(doc3, pos.line), context = getContextBefore(cm, pos.line, precise);
-          var stream = new StringStream(line.text, cm.options.tabSize, context), tokens;
-          if (asArray3) {
-            tokens = [];
-          }
-          while ((asArray3 || stream.pos < pos.ch) && !stream.eol()) {
-            stream.start = stream.pos;
-            style = readToken2(mode, stream, context.state);
-            if (asArray3) {
-              tokens.push(new Token(stream, style, copyState(doc3.mode, context.state)));
-            }
-          }
-          return asArray3 ? tokens : new Token(stream, style, context.state);
-        }
-        function extractLineClasses(type, output) {
-          if (type) {
-            for (; ; ) {
-              var lineClass = type.match(/(?:^|\s+)line-(background-)?(\S+)/);
-              if (!lineClass) {
-                break;
-              }
-              type = type.slice(0, lineClass.index) + type.slice(lineClass.index + lineClass[0].length);
-              var prop2 = lineClass[1] ? "bgClass" : "textClass";
-              if (output[prop2] == null) {
-                output[prop2] = lineClass[2];
-              } else if (!new RegExp("(?:^|\\s)" + lineClass[2] + "(?:$|\\s)").test(output[prop2])) {
-                output[prop2] += " " + lineClass[2];
-              }
-            }
-          }
-          return type;
-        }
-        function runMode(cm, text, mode, context, f, lineClasses, forceToEnd) {
-          var flattenSpans = mode.flattenSpans;
-          if (flattenSpans == null) {
-            flattenSpans = cm.options.flattenSpans;
-          }
-          var curStart = 0, curStyle = null;
-          var stream = new StringStream(text, cm.options.tabSize, context), style;
-          var inner = cm.options.addModeClass && [null];
-          if (text == "") {
-            extractLineClasses(callBlankLine(mode, context.state), lineClasses);
-          }
-          while (!stream.eol()) {
-            if (stream.pos > cm.options.maxHighlightLength) {
-              flattenSpans = false;
-              if (forceToEnd) {
-                processLine(cm, text, context, stream.pos);
-              }
-              stream.pos = text.length;
-              style = null;
-            } else {
-              style = extractLineClasses(readToken2(mode, stream, context.state, inner), lineClasses);
-            }
-            if (inner) {
-              var mName = inner[0].name;
-              if (mName) {
-                style = "m-" + (style ? mName + " " + style : mName);
-              }
-            }
-            if (!flattenSpans || curStyle != style) {
-              while (curStart < stream.start) {
-                curStart = Math.min(stream.start, curStart + 5e3);
-                f(curStart, curStyle);
-              }
-              curStyle = style;
-            }
-            stream.start = stream.pos;
-          }
-          while (curStart < stream.pos) {
-            var pos = Math.min(stream.pos, curStart + 5e3);
-            f(pos, curStyle);
-            curStart = pos;
-          }
-        }
-        function findStartLine(cm, n, precise) {
-          var minindent, minline, doc3 = cm.doc;
-          var lim = precise ? -1 : n - (cm.doc.mode.innerMode ? 1e3 : 100);
-          for (var search = n; search > lim; --search) {
-            if (search <= doc3.first) {
-              return doc3.first;
-            }
-            var line = getLine(doc3, search - 1), after = line.stateAfter;
-            if (after && (!precise || search + (after instanceof SavedContext ? after.lookAhead : 0) <= doc3.modeFrontier)) {
-              return search;
-            }
-            var indented = countColumn2(line.text, null, cm.options.tabSize);
-            if (minline == null || minindent > indented) {
-              minline = search - 1;
-              minindent = indented;
-            }
-          }
-          return minline;
-        }
-        function retreatFrontier(doc3, n) {
-          doc3.modeFrontier = Math.min(doc3.modeFrontier, n);
-          if (doc3.highlightFrontier < n - 10) {
-            return;
-          }
-          var start = doc3.first;
-          for (var line = n - 1; line > start; line--) {
-            var saved = getLine(doc3, line).stateAfter;
-            if (saved && (!(saved instanceof SavedContext) || line + saved.lookAhead < n)) {
-              start = line + 1;
-              break;
-            }
-          }
-          doc3.highlightFrontier = Math.min(doc3.highlightFrontier, start);
-        }
-        var sawReadOnlySpans = false, sawCollapsedSpans = false;
-        function seeReadOnlySpans() {
-          sawReadOnlySpans = true;
-        }
-        function seeCollapsedSpans() {
-          sawCollapsedSpans = true;
-        }
-        function MarkedSpan(marker, from, to) {
-          this.marker = marker;
-          this.from = from;
-          this.to = to;
-        }
-        function getMarkedSpanFor(spans, marker) {
-          if (spans) {
-            for (var i3 = 0; i3 < spans.length; ++i3) {
-              var span = spans[i3];
-              if (span.marker == marker) {
-                return span;
-              }
-            }
-          }
-        }
-        function removeMarkedSpan(spans, span) {
-          var r;
-          for (var i3 = 0; i3 < spans.length; ++i3) {
-            if (spans[i3] != span) {
-              (r || (r = [])).push(spans[i3]);
-            }
-          }
-          return r;
-        }
-        function addMarkedSpan(line, span, op) {
-          var inThisOp = op && window.WeakSet && (op.markedSpans || (op.markedSpans = /* @__PURE__ */ new WeakSet()));
-          if (inThisOp && line.markedSpans && inThisOp.has(line.markedSpans)) {
-            line.markedSpans.push(span);
-          } else {
-            line.markedSpans = line.markedSpans ? line.markedSpans.concat([span]) : [span];
-            if (inThisOp) {
-              inThisOp.add(line.markedSpans);
-            }
-          }
-          span.marker.attachLine(line);
-        }
-        function markedSpansBefore(old, startCh, isInsert) {
-          var nw;
-          if (old) {
-            for (var i3 = 0; i3 < old.length; ++i3) {
-              var span = old[i3], marker = span.marker;
-              var startsBefore = span.from == null || (marker.inclusiveLeft ? span.from <= startCh : span.from < startCh);
-              if (startsBefore || span.from == startCh && marker.type == "bookmark" && (!isInsert || !span.marker.insertLeft)) {
-                var endsAfter = span.to == null || (marker.inclusiveRight ? span.to >= startCh : span.to > startCh);
-                (nw || (nw = [])).push(new MarkedSpan(marker, span.from, endsAfter ? null : span.to));
-              }
-            }
-          }
-          return nw;
-        }
-        function markedSpansAfter(old, endCh, isInsert) {
-          var nw;
-          if (old) {
-            for (var i3 = 0; i3 < old.length; ++i3) {
-              var span = old[i3], marker = span.marker;
-              var endsAfter = span.to == null || (marker.inclusiveRight ? span.to >= endCh : span.to > endCh);
-              if (endsAfter || span.from == endCh && marker.type == "bookmark" && (!isInsert || span.marker.insertLeft)) {
-                var startsBefore = span.from == null || (marker.inclusiveLeft ? span.from <= endCh : span.from < endCh);
-                (nw || (nw = [])).push(new MarkedSpan(
-                  marker,
-                  startsBefore ? null : span.from - endCh,
-                  span.to == null ? null : span.to - endCh
-                ));
-              }
-            }
-          }
-          return nw;
-        }
-        function stretchSpansOverChange(doc3, change) {
-          if (change.full) {
-            return null;
-          }
-          var oldFirst = isLine(doc3, change.from.line) && getLine(doc3, change.from.line).markedSpans;
-          var oldLast = isLine(doc3, change.to.line) && getLine(doc3, change.to.line).markedSpans;
-          if (!oldFirst && !oldLast) {
-            return null;
-          }
-          var startCh = change.from.ch, endCh = change.to.ch, isInsert = cmp(change.from, change.to) == 0;
-          var first = markedSpansBefore(oldFirst, startCh, isInsert);
-          var last2 = markedSpansAfter(oldLast, endCh, isInsert);
-          var sameLine = change.text.length == 1, offset = lst(change.text).length + (sameLine ? startCh : 0);
-          if (first) {
-            for (var i3 = 0; i3 < first.length; ++i3) {
-              var span = first[i3];
-              if (span.to == null) {
-                var found = getMarkedSpanFor(last2, span.marker);
-                if (!found) {
-                  span.to = startCh;
-                } else if (sameLine) {
-                  span.to = found.to == null ? null : found.to + offset;
-                }
-              }
-            }
-          }
-          if (last2) {
-            for (var i$12 = 0; i$12 < last2.length; ++i$12) {
-              var span$1 = last2[i$12];
-              if (span$1.to != null) {
-                span$1.to += offset;
-              }
-              if (span$1.from == null) {
-                var found$1 = getMarkedSpanFor(first, span$1.marker);
-                if (!found$1) {
-                  span$1.from = offset;
-                  if (sameLine) {
-                    (first || (first = [])).push(span$1);
-                  }
-                }
-              } else {
-                span$1.from += offset;
-                if (sameLine) {
-                  (first || (first = [])).push(span$1);
-                }
-              }
-            }
-          }
-          if (first) {
-            first = clearEmptySpans(first);
-          }
-          if (last2 && last2 != first) {
-            last2 = clearEmptySpans(last2);
-          }
-          var newMarkers = [first];
-          if (!sameLine) {
-            var gap = change.text.length - 2, gapMarkers;
-            if (gap > 0 && first) {
-              for (var i$22 = 0; i$22 < first.length; ++i$22) {
-                if (first[i$22].to == null) {
-                  (gapMarkers || (gapMarkers = [])).push(new MarkedSpan(first[i$22].marker, null, null));
-                }
-              }
-            }
-            for (var i$3 = 0; i$3 < gap; ++i$3) {
-              newMarkers.push(gapMarkers);
-            }
-            newMarkers.push(last2);
-          }
-          return newMarkers;
-        }
-        function clearEmptySpans(spans) {
-          for (var i3 = 0; i3 < spans.length; ++i3) {
-            var span = spans[i3];
-            if (span.from != null && span.from == span.to && span.marker.clearWhenEmpty !== false) {
-              spans.splice(i3--, 1);
-            }
-          }
-          if (!spans.length) {
-            return null;
-          }
-          return spans;
-        }
-        function removeReadOnlyRanges(doc3, from, to) {
-          var markers = null;
-          doc3.iter(from.line, to.line + 1, function(line) {
-            if (line.markedSpans) {
-              for (var i4 = 0; i4 < line.markedSpans.length; ++i4) {
-                var mark = line.markedSpans[i4].marker;
-                if (mark.readOnly && (!markers || indexOf(markers, mark) == -1)) {
-                  (markers || (markers = [])).push(mark);
-                }
-              }
-            }
-          });
-          if (!markers) {
-            return null;
-          }
-          var parts = [{ from, to }];
-          for (var i3 = 0; i3 < markers.length; ++i3) {
-            var mk = markers[i3], m = mk.find(0);
-            for (var j = 0; j < parts.length; ++j) {
-              var p = parts[j];
-              if (cmp(p.to, m.from) < 0 || cmp(p.from, m.to) > 0) {
-                continue;
-              }
-              var newParts = [j, 1], dfrom = cmp(p.from, m.from), dto = cmp(p.to, m.to);
-              if (dfrom < 0 || !mk.inclusiveLeft && !dfrom) {
-                newParts.push({ from: p.from, to: m.from });
-              }
-              if (dto > 0 || !mk.inclusiveRight && !dto) {
-                newParts.push({ from: m.to, to: p.to });
-              }
-              parts.splice.apply(parts, newParts);
-              j += newParts.length - 3;
-            }
-          }
-          return parts;
-        }
-        function detachMarkedSpans(line) {
-          var spans = line.markedSpans;
-          if (!spans) {
-            return;
-          }
-          for (var i3 = 0; i3 < spans.length; ++i3) {
-            spans[i3].marker.detachLine(line);
-          }
-          line.markedSpans = null;
-        }
-        function attachMarkedSpans(line, spans) {
-          if (!spans) {
-            return;
-          }
-          for (var i3 = 0; i3 < spans.length; ++i3) {
-            spans[i3].marker.attachLine(line);
-          }
-          line.markedSpans = spans;
-        }
-        function extraLeft(marker) {
-          return marker.inclusiveLeft ? -1 : 0;
-        }
-        function extraRight(marker) {
-          return marker.inclusiveRight ? 1 : 0;
-        }
-        function compareCollapsedMarkers(a, b) {
-          var lenDiff = a.lines.length - b.lines.length;
-          if (lenDiff != 0) {
-            return lenDiff;
-          }
-          var aPos = a.find(), bPos = b.find();
-          var fromCmp = cmp(aPos.from, bPos.from) || extraLeft(a) - extraLeft(b);
-          if (fromCmp) {
-            return -fromCmp;
-          }
-          var toCmp = cmp(aPos.to, bPos.to) || extraRight(a) - extraRight(b);
-          if (toCmp) {
-            return toCmp;
-          }
-          return b.id - a.id;
-        }
-        function collapsedSpanAtSide(line, start) {
-          var sps = sawCollapsedSpans && line.markedSpans, found;
-          if (sps) {
-            for (var sp = void 0, i3 = 0; i3 < sps.length; ++i3) {
-              sp = sps[i3];
-              if (sp.marker.collapsed && (start ? sp.from : sp.to) == null && (!found || compareCollapsedMarkers(found, sp.marker) < 0)) {
-                found = sp.marker;
-              }
-            }
-          }
-          return found;
-        }
-        function collapsedSpanAtStart(line) {
-          return collapsedSpanAtSide(line, true);
-        }
-        function collapsedSpanAtEnd(line) {
-          return collapsedSpanAtSide(line, false);
-        }
-        function collapsedSpanAround(line, ch) {
-          var sps = sawCollapsedSpans && line.markedSpans, found;
-          if (sps) {
-            for (var i3 = 0; i3 < sps.length; ++i3) {
-              var sp = sps[i3];
-              if (sp.marker.collapsed && (sp.from == null || sp.from < ch) && (sp.to == null || sp.to > ch) && (!found || compareCollapsedMarkers(found, sp.marker) < 0)) {
-                found = sp.marker;
-              }
-            }
-          }
-          return found;
-        }
-        function conflictingCollapsedRange(doc3, lineNo2, from, to, marker) {
-          var line = getLine(doc3, lineNo2);
-          var sps = sawCollapsedSpans && line.markedSpans;
-          if (sps) {
-            for (var i3 = 0; i3 < sps.length; ++i3) {
-              var sp = sps[i3];
-              if (!sp.marker.collapsed) {
-                continue;
-              }
-              var found = sp.marker.find(0);
-              var fromCmp = cmp(found.from, from) || extraLeft(sp.marker) - extraLeft(marker);
-              var toCmp = cmp(found.to, to) || extraRight(sp.marker) - extraRight(marker);
-              if (fromCmp >= 0 && toCmp <= 0 || fromCmp <= 0 && toCmp >= 0) {
-                continue;
-              }
-              if (fromCmp <= 0 && (sp.marker.inclusiveRight && marker.inclusiveLeft ? cmp(found.to, from) >= 0 : cmp(found.to, from) > 0) || fromCmp >= 0 && (sp.marker.inclusiveRight && marker.inclusiveLeft ? cmp(found.from, to) <= 0 : cmp(found.from, to) < 0)) {
-                return true;
-              }
-            }
-          }
-        }
-        function visualLine(line) {
-          var merged;
-          while (merged = collapsedSpanAtStart(line)) {
-            line = merged.find(-1, true).line;
-          }
-          return line;
-        }
-        function visualLineEnd(line) {
-          var merged;
-          while (merged = collapsedSpanAtEnd(line)) {
-            line = merged.find(1, true).line;
-          }
-          return line;
-        }
-        function visualLineContinued(line) {
-          var merged, lines;
-          while (merged = collapsedSpanAtEnd(line)) {
-            line = merged.find(1, true).line;
-            (lines || (lines = [])).push(line);
-          }
-          return lines;
-        }
-        function visualLineNo(doc3, lineN) {
-          var line = getLine(doc3, lineN), vis = visualLine(line);
-          if (line == vis) {
-            return lineN;
-          }
-          return lineNo(vis);
-        }
-        function visualLineEndNo(doc3, lineN) {
-          if (lineN > doc3.lastLine()) {
-            return lineN;
-          }
-          var line = getLine(doc3, lineN), merged;
-          if (!lineIsHidden(doc3, line)) {
-            return lineN;
-          }
-          while (merged = collapsedSpanAtEnd(line)) {
-            line = merged.find(1, true).line;
-          }
-          return lineNo(line) + 1;
-        }
-        function lineIsHidden(doc3, line) {
-          var sps = sawCollapsedSpans && line.markedSpans;
-          if (sps) {
-            for (var sp = void 0, i3 = 0; i3 < sps.length; ++i3) {
-              sp = sps[i3];
-              if (!sp.marker.collapsed) {
-                continue;
-              }
-              if (sp.from == null) {
-                return true;
-              }
-              if (sp.marker.widgetNode) {
-                continue;
-              }
-              if (sp.from == 0 && sp.marker.inclusiveLeft && lineIsHiddenInner(doc3, line, sp)) {
-                return true;
-              }
-            }
-          }
-        }
-        function lineIsHiddenInner(doc3, line, span) {
-          if (span.to == null) {
-            var end = span.marker.find(1, true);
-            return lineIsHiddenInner(doc3, end.line, getMarkedSpanFor(end.line.markedSpans, span.marker));
-          }
-          if (span.marker.inclusiveRight && span.to == line.text.length) {
-            return true;
-          }
-          for (var sp = void 0, i3 = 0; i3 < line.markedSpans.length; ++i3) {
-            sp = line.markedSpans[i3];
-            if (sp.marker.collapsed && !sp.marker.widgetNode && sp.from == span.to && (sp.to == null || sp.to != span.from) && (sp.marker.inclusiveLeft || span.marker.inclusiveRight) && lineIsHiddenInner(doc3, line, sp)) {
-              return true;
-            }
-          }
-        }
-        function heightAtLine(lineObj) {
-          lineObj = visualLine(lineObj);
-          var h = 0, chunk = lineObj.parent;
-          for (var i3 = 0; i3 < chunk.lines.length; ++i3) {
-            var line = chunk.lines[i3];
-            if (line == lineObj) {
-              break;
-            } else {
-              h += line.height;
-            }
-          }
-          for (var p = chunk.parent; p; chunk = p, p = chunk.parent) {
-            for (var i$12 = 0; i$12 < p.children.length; ++i$12) {
-              var cur = p.children[i$12];
-              if (cur == chunk) {
-                break;
-              } else {
-                h += cur.height;
-              }
-            }
-          }
-          return h;
-        }
-        function lineLength(line) {
-          if (line.height == 0) {
-            return 0;
-          }
-          var len = line.text.length, merged, cur = line;
-          while (merged = collapsedSpanAtStart(cur)) {
-            var found = merged.find(0, true);
-            cur = found.from.line;
-            len += found.from.ch - found.to.ch;
-          }
-          cur = line;
-          while (merged = collapsedSpanAtEnd(cur)) {
-            var found$1 = merged.find(0, true);
-            len -= cur.text.length - found$1.from.ch;
-            cur = found$1.to.line;
-            len += cur.text.length - found$1.to.ch;
-          }
-          return len;
-        }
-        function findMaxLine(cm) {
-          var d = cm.display, doc3 = cm.doc;
-          d.maxLine = getLine(doc3, doc3.first);
-          d.maxLineLength = lineLength(d.maxLine);
-          d.maxLineChanged = true;
-          doc3.iter(function(line) {
-            var len = lineLength(line);
-            if (len > d.maxLineLength) {
-              d.maxLineLength = len;
-              d.maxLine = line;
-            }
-          });
-        }
-        var Line2 = function(text, markedSpans, estimateHeight2) {
-          this.text = text;
-          attachMarkedSpans(this, markedSpans);
-          this.height = estimateHeight2 ? estimateHeight2(this) : 1;
-        };
-        Line2.prototype.lineNo = function() {
-          return lineNo(this);
-        };
-        eventMixin(Line2);
-        function updateLine(line, text, markedSpans, estimateHeight2) {
-          line.text = text;
-          if (line.stateAfter) {
-            line.stateAfter = null;
-          }
-          if (line.styles) {
-            line.styles = null;
-          }
-          if (line.order != null) {
-            line.order = null;
-          }
-          detachMarkedSpans(line);
-          attachMarkedSpans(line, markedSpans);
-          var estHeight = estimateHeight2 ? estimateHeight2(line) : 1;
-          if (estHeight != line.height) {
-            updateLineHeight(line, estHeight);
-          }
-        }
-        function cleanUpLine(line) {
-          line.parent = null;
-          detachMarkedSpans(line);
-        }
-        var styleToClassCache = {}, styleToClassCacheWithMode = {};
-        function interpretTokenStyle(style, options) {
-          if (!style || /^\s*$/.test(style)) {
-            return null;
-          }
-          var cache3 = options.addModeClass ? styleToClassCacheWithMode : styleToClassCache;
-          return cache3[style] || (cache3[style] = style.replace(/\S+/g, "cm-$&"));
-        }
-        function buildLineContent(cm, lineView) {
-          var content2 = eltP("span", null, null, webkit2 ? "padding-right: .1px" : null);
-          var builder = {
-            pre: eltP("pre", [content2], "CodeMirror-line"),
-            content: content2,
-            col: 0,
-            pos: 0,
-            cm,
-            trailingSpace: false,
-            splitSpaces: cm.getOption("lineWrapping")
-          };
-          lineView.measure = {};
-          for (var i3 = 0; i3 <= (lineView.rest ? lineView.rest.length : 0); i3++) {
-            var line = i3 ? lineView.rest[i3 - 1] : lineView.line, order = void 0;
-            builder.pos = 0;
-            builder.addToken = buildToken;
-            if (hasBadBidiRects(cm.display.measure) && (order = getOrder(line, cm.doc.direction))) {
-              builder.addToken = buildTokenBadBidi(builder.addToken, order);
-            }
-            builder.map = [];
-            var allowFrontierUpdate = lineView != cm.display.externalMeasured && lineNo(line);
-            insertLineContent(line, builder, getLineStyles(cm, line, allowFrontierUpdate));
-            if (line.styleClasses) {
-              if (line.styleClasses.bgClass) {
-                builder.bgClass = joinClasses(line.styleClasses.bgClass, builder.bgClass || "");
-              }
-              if (line.styleClasses.textClass) {
-                builder.textClass = joinClasses(line.styleClasses.textClass, builder.textClass || "");
-              }
-            }
-            if (builder.map.length == 0) {
-              builder.map.push(0, 0, builder.content.appendChild(zeroWidthElement(cm.display.measure)));
-            }
-            if (i3 == 0) {
-              lineView.measure.map = builder.map;
-              lineView.measure.cache = {};
-            } else {
-              (lineView.measure.maps || (lineView.measure.maps = [])).push(builder.map);
-              (lineView.measure.caches || (lineView.measure.caches = [])).push({});
-            }
-          }
-          if (webkit2) {
-            var last2 = builder.content.lastChild;
-            if (/\bcm-tab\b/.test(last2.className) || last2.querySelector && last2.querySelector(".cm-tab")) {
-              builder.content.className = "cm-tab-wrap-hack";
-            }
-          }
-          signal(cm, "renderLine", cm, lineView.line, builder.pre);
-          if (builder.pre.className) {
-            builder.textClass = joinClasses(builder.pre.className, builder.textClass || "");
-          }
-          return builder;
-        }
-        function defaultSpecialCharPlaceholder(ch) {
-          var token = elt("span", "\u2022", "cm-invalidchar");
-          token.title = "\\u" + ch.charCodeAt(0).toString(16);
-          token.setAttribute("aria-label", token.title);
-          return token;
-        }
-        function buildToken(builder, text, style, startStyle, endStyle, css, attributes) {
-          if (!text) {
-            return;
-          }
-          var displayText = builder.splitSpaces ? splitSpaces(text, builder.trailingSpace) : text;
-          var special = builder.cm.state.specialChars, mustWrap = false;
-          var content2;
-          if (!special.test(text)) {
-            builder.col += text.length;
-            content2 = document.createTextNode(displayText);
-            builder.map.push(builder.pos, builder.pos + text.length, content2);
-            if (ie3 && ie_version < 9) {
-              mustWrap = true;
-            }
-            builder.pos += text.length;
-          } else {
-            content2 = document.createDocumentFragment();
-            var pos = 0;
-            while (true) {
-              special.lastIndex = pos;
-              var m = special.exec(text);
-              var skipped = m ? m.index - pos : text.length - pos;
-              if (skipped) {
-                var txt = document.createTextNode(displayText.slice(pos, pos + skipped));
-                if (ie3 && ie_version < 9) {
-                  content2.appendChild(elt("span", [txt]));
-                } else {
-                  content2.appendChild(txt);
-                }
-                builder.map.push(builder.pos, builder.pos + skipped, txt);
-                builder.col += skipped;
-                builder.pos += skipped;
-              }
-              if (!m) {
-                break;
-              }
-              pos += skipped + 1;
-              var txt$1 = void 0;
-              if (m[0] == "	") {
-                var tabSize = builder.cm.options.tabSize, tabWidth = tabSize - builder.col % tabSize;
-                txt$1 = content2.appendChild(elt("span", spaceStr(tabWidth), "cm-tab"));
-                txt$1.setAttribute("role", "presentation");
-                txt$1.setAttribute("cm-text", "	");
-                builder.col += tabWidth;
-              } else if (m[0] == "\r" || m[0] == "\n") {
-                txt$1 = content2.appendChild(elt("span", m[0] == "\r" ? "\u240D" : "\u2424", "cm-invalidchar"));
-                txt$1.setAttribute("cm-text", m[0]);
-                builder.col += 1;
-              } else {
-                txt$1 = builder.cm.options.specialCharPlaceholder(m[0]);
-                txt$1.setAttribute("cm-text", m[0]);
-                if (ie3 && ie_version < 9) {
-                  content2.appendChild(elt("span", [txt$1]));
-                } else {
-                  content2.appendChild(txt$1);
-                }
-                builder.col += 1;
-              }
-              builder.map.push(builder.pos, builder.pos + 1, txt$1);
-              builder.pos++;
-            }
-          }
-          builder.trailingSpace = displayText.charCodeAt(text.length - 1) == 32;
-          if (style || startStyle || endStyle || mustWrap || css || attributes) {
-            var fullStyle = style || "";
-            if (startStyle) {
-              fullStyle += startStyle;
-            }
-            if (endStyle) {
-              fullStyle += endStyle;
-            }
-            var token = elt("span", [content2], fullStyle, css);
-            if (attributes) {
-              for (var attr in attributes) {
-                if (attributes.hasOwnProperty(attr) && attr != "style" && attr != "class") {
-                  token.setAttribute(attr, attributes[attr]);
-                }
-              }
-            }
-            return builder.content.appendChild(token);
-          }
-          builder.content.appendChild(content2);
-        }
-        function splitSpaces(text, trailingBefore) {
-          if (text.length > 1 && !/  /.test(text)) {
-            return text;
-          }
-          var spaceBefore = trailingBefore, result = "";
-          for (var i3 = 0; i3 < text.length; i3++) {
-            var ch = text.charAt(i3);
-            if (ch == " " && spaceBefore && (i3 == text.length - 1 || text.charCodeAt(i3 + 1) == 32)) {
-              ch = "\xA0";
-            }
-            result += ch;
-            spaceBefore = ch == " ";
-          }
-          return result;
-        }
-        function buildTokenBadBidi(inner, order) {
-          return function(builder, text, style, startStyle, endStyle, css, attributes) {
-            style = style ? style + " cm-force-border" : "cm-force-border";
-            var start = builder.pos, end = start + text.length;
-            for (; ; ) {
-              var part = void 0;
-              for (var i3 = 0; i3 < order.length; i3++) {
-                part = order[i3];
-                if (part.to > start && part.from <= start) {
-                  break;
-                }
-              }
-              if (part.to >= end) {
-                return inner(builder, text, style, startStyle, endStyle, css, attributes);
-              }
-              inner(builder, text.slice(0, part.to - start), style, startStyle, null, css, attributes);
-              startStyle = null;
-              text = text.slice(part.to - start);
-              start = part.to;
-            }
-          };
-        }
-        function buildCollapsedSpan(builder, size, marker, ignoreWidget) {
-          var widget = !ignoreWidget && marker.widgetNode;
-          if (widget) {
-            builder.map.push(builder.pos, builder.pos + size, widget);
-          }
-          if (!ignoreWidget && builder.cm.display.input.needsContentAttribute) {
-            if (!widget) {
-              widget = builder.content.appendChild(document.createElement("span"));
-            }
-            widget.setAttribute("cm-marker", marker.id);
-          }
-          if (widget) {
-            builder.cm.display.input.setUneditable(widget);
-            builder.content.appendChild(widget);
-          }
-          builder.pos += size;
-          builder.trailingSpace = false;
-        }
-        function insertLineContent(line, builder, styles) {
-          var spans = line.markedSpans, allText = line.text, at = 0;
-          if (!spans) {
-            for (var i$12 = 1; i$12 < styles.length; i$12 += 2) {
-              builder.addToken(builder, allText.slice(at, at = styles[i$12]), interpretTokenStyle(styles[i$12 + 1], builder.cm.options));
-            }
-            return;
-          }
-          var len = allText.length, pos = 0, i3 = 1, text = "", style, css;
-          var nextChange = 0, spanStyle, spanEndStyle, spanStartStyle, collapsed, attributes;
-          for (; ; ) {
-            if (nextChange == pos) {
-              spanStyle = spanEndStyle = spanStartStyle = css = "";
-              attributes = null;
-              collapsed = null;
-              nextChange = Infinity;
-              var foundBookmarks = [], endStyles = void 0;
-              for (var j = 0; j < spans.length; ++j) {
-                var sp = spans[j], m = sp.marker;
-                if (m.type == "bookmark" && sp.from == pos && m.widgetNode) {
-                  foundBookmarks.push(m);
-                } else if (sp.from <= pos && (sp.to == null || sp.to > pos || m.collapsed && sp.to == pos && sp.from == pos)) {
-                  if (sp.to != null && sp.to != pos && nextChange > sp.to) {
-                    nextChange = sp.to;
-                    spanEndStyle = "";
-                  }
-                  if (m.className) {
-                    spanStyle += " " + m.className;
-                  }
-                  if (m.css) {
-                    css = (css ? css + ";" : "") + m.css;
-                  }
-                  if (m.startStyle && sp.from == pos) {
-                    spanStartStyle += " " + m.startStyle;
-                  }
-                  if (m.endStyle && sp.to == nextChange) {
-                    (endStyles || (endStyles = [])).push(m.endStyle, sp.to);
-                  }
-                  if (m.title) {
-                    (attributes || (attributes = {})).title = m.title;
-                  }
-                  if (m.attributes) {
-                    for (var attr in m.attributes) {
-                      (attributes || (attributes = {}))[attr] = m.attributes[attr];
-                    }
-                  }
-                  if (m.collapsed && (!collapsed || compareCollapsedMarkers(collapsed.marker, m) < 0)) {
-                    collapsed = sp;
-                  }
-                } else if (sp.from > pos && nextChange > sp.from) {
-                  nextChange = sp.from;
-                }
-              }
-              if (endStyles) {
-                for (var j$1 = 0; j$1 < endStyles.length; j$1 += 2) {
-                  if (endStyles[j$1 + 1] == nextChange) {
-                    spanEndStyle += " " + endStyles[j$1];
-                  }
-                }
-              }
-              if (!collapsed || collapsed.from == pos) {
-                for (var j$2 = 0; j$2 < foundBookmarks.length; ++j$2) {
-                  buildCollapsedSpan(builder, 0, foundBookmarks[j$2]);
-                }
-              }
-              if (collapsed && (collapsed.from || 0) == pos) {
-                buildCollapsedSpan(
-                  builder,
-                  (collapsed.to == null ? len + 1 : collapsed.to) - pos,
-                  collapsed.marker,
-                  collapsed.from == null
-                );
-                if (collapsed.to == null) {
-                  return;
-                }
-                if (collapsed.to == pos) {
-                  collapsed = false;
-                }
-              }
-            }
-            if (pos >= len) {
-              break;
-            }
-            var upto = Math.min(len, nextChange);
-            while (true) {
-              if (text) {
-                var end = pos + text.length;
-                if (!collapsed) {
-                  var tokenText = end > upto ? text.slice(0, upto - pos) : text;
-                  builder.addToken(
-                    builder,
-                    tokenText,
-                    style ? style + spanStyle : spanStyle,
-                    spanStartStyle,
-                    pos + tokenText.length == nextChange ? spanEndStyle : "",
-                    css,
-                    attributes
-                  );
-                }
-                if (end >= upto) {
-                  text = text.slice(upto - pos);
-                  pos = upto;
-                  break;
-                }
-                pos = end;
-                spanStartStyle = "";
-              }
-              text = allText.slice(at, at = styles[i3++]);
-              style = interpretTokenStyle(styles[i3++], builder.cm.options);
-            }
-          }
-        }
-        function LineView(doc3, line, lineN) {
-          this.line = line;
-          this.rest = visualLineContinued(line);
-          this.size = this.rest ? lineNo(lst(this.rest)) - lineN + 1 : 1;
-          this.node = this.text = null;
-          this.hidden = lineIsHidden(doc3, line);
-        }
-        function buildViewArray(cm, from, to) {
-          var array = [], nextPos;
-          for (var pos = from; pos < to; pos = nextPos) {
-            var view = new LineView(cm.doc, getLine(cm.doc, pos), pos);
-            nextPos = pos + view.size;
-            array.push(view);
-          }
-          return array;
-        }
-        var operationGroup = null;
-        function pushOperation(op) {
-          if (operationGroup) {
-            operationGroup.ops.push(op);
-          } else {
-            op.ownsGroup = operationGroup = {
-              ops: [op],
-              delayedCallbacks: []
-            };
-          }
-        }
-        function fireCallbacksForOps(group) {
-          var callbacks = group.delayedCallbacks, i3 = 0;
-          do {
-            for (; i3 < callbacks.length; i3++) {
-              callbacks[i3].call(null);
-            }
-            for (var j = 0; j < group.ops.length; j++) {
-              var op = group.ops[j];
-              if (op.cursorActivityHandlers) {
-                while (op.cursorActivityCalled < op.cursorActivityHandlers.length) {
-                  op.cursorActivityHandlers[op.cursorActivityCalled++].call(null, op.cm);
-                }
-              }
-            }
-          } while (i3 < callbacks.length);
-        }
-        function finishOperation(op, endCb) {
-          var group = op.ownsGroup;
-          if (!group) {
-            return;
-          }
-          try {
-            fireCallbacksForOps(group);
-          } finally {
-            operationGroup = null;
-            endCb(group);
-          }
-        }
-        var orphanDelayedCallbacks = null;
-        function signalLater(emitter, type) {
-          var arr = getHandlers(emitter, type);
-          if (!arr.length) {
-            return;
-          }
-          var args = Array.prototype.slice.call(arguments, 2), list;
-          if (operationGroup) {
-            list = operationGroup.delayedCallbacks;
-          } else if (orphanDelayedCallbacks) {
-            list = orphanDelayedCallbacks;
-          } else {
-            list = orphanDelayedCallbacks = [];
-            setTimeout(fireOrphanDelayed, 0);
-          }
-          var loop = function(i4) {
-            list.push(function() {
-              return arr[i4].apply(null, args);
-            });
-          };
-          for (var i3 = 0; i3 < arr.length; ++i3)
-            loop(i3);
-        }
-        function fireOrphanDelayed() {
-          var delayed = orphanDelayedCallbacks;
-          orphanDelayedCallbacks = null;
-          for (var i3 = 0; i3 < delayed.length; ++i3) {
-            delayed[i3]();
-          }
-        }
-        function updateLineForChanges(cm, lineView, lineN, dims) {
-          for (var j = 0; j < lineView.changes.length; j++) {
-            var type = lineView.changes[j];
-            if (type == "text") {
-              updateLineText(cm, lineView);
-            } else if (type == "gutter") {
-              updateLineGutter(cm, lineView, lineN, dims);
-            } else if (type == "class") {
-              updateLineClasses(cm, lineView);
-            } else if (type == "widget") {
-              updateLineWidgets(cm, lineView, dims);
-            }
-          }
-          lineView.changes = null;
-        }
-        function ensureLineWrapped(lineView) {
-          if (lineView.node == lineView.text) {
-            lineView.node = elt("div", null, null, "position: relative");
-            if (lineView.text.parentNode) {
-              lineView.text.parentNode.replaceChild(lineView.node, lineView.text);
-            }
-            lineView.node.appendChild(lineView.text);
-            if (ie3 && ie_version < 8) {
-              lineView.node.style.zIndex = 2;
-            }
-          }
-          return lineView.node;
-        }
-        function updateLineBackground(cm, lineView) {
-          var cls = lineView.bgClass ? lineView.bgClass + " " + (lineView.line.bgClass || "") : lineView.line.bgClass;
-          if (cls) {
-            cls += " CodeMirror-linebackground";
-          }
-          if (lineView.background) {
-            if (cls) {
-              lineView.background.className = cls;
-            } else {
-              lineView.background.parentNode.removeChild(lineView.background);
-              lineView.background = null;
-            }
-          } else if (cls) {
-            var wrap = ensureLineWrapped(lineView);
-            lineView.background = wrap.insertBefore(elt("div", null, cls), wrap.firstChild);
-            cm.display.input.setUneditable(lineView.background);
-          }
-        }
-        function getLineContent(cm, lineView) {
-          var ext = cm.display.externalMeasured;
-          if (ext && ext.line == lineView.line) {
-            cm.display.externalMeasured = null;
-            lineView.measure = ext.measure;
-            return ext.built;
-          }
-          return buildLineContent(cm, lineView);
-        }
-        function updateLineText(cm, lineView) {
-          var cls = lineView.text.className;
-          var built = getLineContent(cm, lineView);
-          if (lineView.text == lineView.node) {
-            lineView.node = built.pre;
-          }
-          lineView.text.parentNode.replaceChild(built.pre, lineView.text);
-          lineView.text = built.pre;
-          if (built.bgClass != lineView.bgClass || built.textClass != lineView.textClass) {
-            lineView.bgClass = built.bgClass;
-            lineView.textClass = built.textClass;
-            updateLineClasses(cm, lineView);
-          } else if (cls) {
-            lineView.text.className = cls;
-          }
-        }
-        function updateLineClasses(cm, lineView) {
-          updateLineBackground(cm, lineView);
-          if (lineView.line.wrapClass) {
-            ensureLineWrapped(lineView).className = lineView.line.wrapClass;
-          } else if (lineView.node != lineView.text) {
-            lineView.node.className = "";
-          }
-          var textClass = lineView.textClass ? lineView.textClass + " " + (lineView.line.textClass || "") : lineView.line.textClass;
-          lineView.text.className = textClass || "";
-        }
-        function updateLineGutter(cm, lineView, lineN, dims) {
-          if (lineView.gutter) {
-            lineView.node.removeChild(lineView.gutter);
-            lineView.gutter = null;
-          }
-          if (lineView.gutterBackground) {
-            lineView.node.removeChild(lineView.gutterBackground);
-            lineView.gutterBackground = null;
-          }
-          if (lineView.line.gutterClass) {
-            var wrap = ensureLineWrapped(lineView);
-            lineView.gutterBackground = elt(
-              "div",
-              null,
-              "CodeMirror-gutter-background " + lineView.line.gutterClass,
-              "left: " + (cm.options.fixedGutter ? dims.fixedPos : -dims.gutterTotalWidth) + "px; width: " + dims.gutterTotalWidth + "px"
-            );
-            cm.display.input.setUneditable(lineView.gutterBackground);
-            wrap.insertBefore(lineView.gutterBackground, lineView.text);
-          }
-          var markers = lineView.line.gutterMarkers;
-          if (cm.options.lineNumbers || markers) {
-            var wrap$1 = ensureLineWrapped(lineView);
-            var gutterWrap = lineView.gutter = elt("div", null, "CodeMirror-gutter-wrapper", "left: " + (cm.options.fixedGutter ? dims.fixedPos : -dims.gutterTotalWidth) + "px");
-            gutterWrap.setAttribute("aria-hidden", "true");
-            cm.display.input.setUneditable(gutterWrap);
-            wrap$1.insertBefore(gutterWrap, lineView.text);
-            if (lineView.line.gutterClass) {
-              gutterWrap.className += " " + lineView.line.gutterClass;
-            }
-            if (cm.options.lineNumbers && (!markers || !markers["CodeMirror-linenumbers"])) {
-              lineView.lineNumber = gutterWrap.appendChild(
-                elt(
-                  "div",
-                  lineNumberFor(cm.options, lineN),
-                  "CodeMirror-linenumber CodeMirror-gutter-elt",
-                  "left: " + dims.gutterLeft["CodeMirror-linenumbers"] + "px; width: " + cm.display.lineNumInnerWidth + "px"
-                )
-              );
-            }
-            if (markers) {
-              for (var k = 0; k < cm.display.gutterSpecs.length; ++k) {
-                var id2 = cm.display.gutterSpecs[k].className, found = markers.hasOwnProperty(id2) && markers[id2];
-                if (found) {
-                  gutterWrap.appendChild(elt(
-                    "div",
-                    [found],
-                    "CodeMirror-gutter-elt",
-                    "left: " + dims.gutterLeft[id2] + "px; width: " + dims.gutterWidth[id2] + "px"
-                  ));
-                }
-              }
-            }
-          }
-        }
-        function updateLineWidgets(cm, lineView, dims) {
-          if (lineView.alignable) {
-            lineView.alignable = null;
-          }
-          var isWidget = classTest("CodeMirror-linewidget");
-          for (var node = lineView.node.firstChild, next = void 0; node; node = next) {
-            next = node.nextSibling;
-            if (isWidget.test(node.className)) {
-              lineView.node.removeChild(node);
-            }
-          }
-          insertLineWidgets(cm, lineView, dims);
-        }
-        function buildLineElement(cm, lineView, lineN, dims) {
-          var built = getLineContent(cm, lineView);
-          lineView.text = lineView.node = built.pre;
-          if (built.bgClass) {
-            lineView.bgClass = built.bgClass;
-          }
-          if (built.textClass) {
-            lineView.textClass = built.textClass;
-          }
-          updateLineClasses(cm, lineView);
-          updateLineGutter(cm, lineView, lineN, dims);
-          insertLineWidgets(cm, lineView, dims);
-          return lineView.node;
-        }
-        function insertLineWidgets(cm, lineView, dims) {
-          insertLineWidgetsFor(cm, lineView.line, lineView, dims, true);
-          if (lineView.rest) {
-            for (var i3 = 0; i3 < lineView.rest.length; i3++) {
-              insertLineWidgetsFor(cm, lineView.rest[i3], lineView, dims, false);
-            }
-          }
-        }
-        function insertLineWidgetsFor(cm, line, lineView, dims, allowAbove) {
-          if (!line.widgets) {
-            return;
-          }
-          var wrap = ensureLineWrapped(lineView);
-          for (var i3 = 0, ws = line.widgets; i3 < ws.length; ++i3) {
-            var widget = ws[i3], node = elt("div", [widget.node], "CodeMirror-linewidget" + (widget.className ? " " + widget.className : ""));
-            if (!widget.handleMouseEvents) {
-              node.setAttribute("cm-ignore-events", "true");
-            }
-            positionLineWidget(widget, node, lineView, dims);
-            cm.display.input.setUneditable(node);
-            if (allowAbove && widget.above) {
-              wrap.insertBefore(node, lineView.gutter || lineView.text);
-            } else {
-              wrap.appendChild(node);
-            }
-            signalLater(widget, "redraw");
-          }
-        }
-        function positionLineWidget(widget, node, lineView, dims) {
-          if (widget.noHScroll) {
-            (lineView.alignable || (lineView.alignable = [])).push(node);
-            var width = dims.wrapperWidth;
-            node.style.left = dims.fixedPos + "px";
-            if (!widget.coverGutter) {
-              width -= dims.gutterTotalWidth;
-              node.style.paddingLeft = dims.gutterTotalWidth + "px";
-            }
-            node.style.width = width + "px";
-          }
-          if (widget.coverGutter) {
-            node.style.zIndex = 5;
-            node.style.position = "relative";
-            if (!widget.noHScroll) {
-              node.style.marginLeft = -dims.gutterTotalWidth + "px";
-            }
-          }
-        }
-        function widgetHeight(widget) {
-          if (widget.height != null) {
-            return widget.height;
-          }
-          var cm = widget.doc.cm;
-          if (!cm) {
-            return 0;
-          }
-          if (!contains2(document.body, widget.node)) {
-            var parentStyle = "position: relative;";
-            if (widget.coverGutter) {
-              parentStyle += "margin-left: -" + cm.display.gutters.offsetWidth + "px;";
-            }
-            if (widget.noHScroll) {
-              parentStyle += "width: " + cm.display.wrapper.clientWidth + "px;";
-            }
-            removeChildrenAndAdd(cm.display.measure, elt("div", [widget.node], null, parentStyle));
-          }
-          return widget.height = widget.node.parentNode.offsetHeight;
-        }
-        function eventInWidget(display, e) {
-          for (var n = e_target(e); n != display.wrapper; n = n.parentNode) {
-            if (!n || n.nodeType == 1 && n.getAttribute("cm-ignore-events") == "true" || n.parentNode == display.sizer && n != display.mover) {
-              return true;
-            }
-          }
-        }
-        function paddingTop(display) {
-          return display.lineSpace.offsetTop;
-        }
-        function paddingVert(display) {
-          return display.mover.offsetHeight - display.lineSpace.offsetHeight;
-        }
-        function paddingH(display) {
-          if (display.cachedPaddingH) {
-            return display.cachedPaddingH;
-          }
-          var e = removeChildrenAndAdd(display.measure, elt("pre", "x", "CodeMirror-line-like"));
-          var style = window.getComputedStyle ? window.getComputedStyle(e) : e.currentStyle;
-          var data = { left: parseInt(style.paddingLeft), right: parseInt(style.paddingRight) };
-          if (!isNaN(data.left) && !isNaN(data.right)) {
-            display.cachedPaddingH = data;
-          }
-          return data;
-        }
-        function scrollGap(cm) {
-          return scrollerGap - cm.display.nativeBarWidth;
-        }
-        function displayWidth(cm) {
-          return cm.display.scroller.clientWidth - scrollGap(cm) - cm.display.barWidth;
-        }
-        function displayHeight(cm) {
-          return cm.display.scroller.clientHeight - scrollGap(cm) - cm.display.barHeight;
-        }
-        function ensureLineHeights(cm, lineView, rect) {
-          var wrapping = cm.options.lineWrapping;
-          var curWidth = wrapping && displayWidth(cm);
-          if (!lineView.measure.heights || wrapping && lineView.measure.width != curWidth) {
-            var heights = lineView.measure.heights = [];
-            if (wrapping) {
-              lineView.measure.width = curWidth;
-              var rects = lineView.text.firstChild.getClientRects();
-              for (var i3 = 0; i3 < rects.length - 1; i3++) {
-                var cur = rects[i3], next = rects[i3 + 1];
-                if (Math.abs(cur.bottom - next.bottom) > 2) {
-                  heights.push((cur.bottom + next.top) / 2 - rect.top);
-                }
-              }
-            }
-            heights.push(rect.bottom - rect.top);
-          }
-        }
-        function mapFromLineView(lineView, line, lineN) {
-          if (lineView.line == line) {
-            return { map: lineView.measure.map, cache: lineView.measure.cache };
-          }
-          if (lineView.rest) {
-            for (var i3 = 0; i3 < lineView.rest.length; i3++) {
-              if (lineView.rest[i3] == line) {
-                return { map: lineView.measure.maps[i3], cache: lineView.measure.caches[i3] };
-              }
-            }
-            for (var i$12 = 0; i$12 < lineView.rest.length; i$12++) {
-              if (lineNo(lineView.rest[i$12]) > lineN) {
-                return { map: lineView.measure.maps[i$12], cache: lineView.measure.caches[i$12], before: true };
-              }
-            }
-          }
-        }
-        function updateExternalMeasurement(cm, line) {
-          line = visualLine(line);
-          var lineN = lineNo(line);
-          var view = cm.display.externalMeasured = new LineView(cm.doc, line, lineN);
-          view.lineN = lineN;
-          var built = view.built = buildLineContent(cm, view);
-          view.text = built.pre;
-          removeChildrenAndAdd(cm.display.lineMeasure, built.pre);
-          return view;
-        }
-        function measureChar(cm, line, ch, bias) {
-          return measureCharPrepared(cm, prepareMeasureForLine(cm, line), ch, bias);
-        }
-        function findViewForLine(cm, lineN) {
-          if (lineN >= cm.display.viewFrom && lineN < cm.display.viewTo) {
-            return cm.display.view[findViewIndex(cm, lineN)];
-          }
-          var ext = cm.display.externalMeasured;
-          if (ext && lineN >= ext.lineN && lineN < ext.lineN + ext.size) {
-            return ext;
-          }
-        }
-        function prepareMeasureForLine(cm, line) {
-          var lineN = lineNo(line);
-          var view = findViewForLine(cm, lineN);
-          if (view && !view.text) {
-            view = null;
-          } else if (view && view.changes) {
-            updateLineForChanges(cm, view, lineN, getDimensions(cm));
-            cm.curOp.forceUpdate = true;
-          }
-          if (!view) {
-            view = updateExternalMeasurement(cm, line);
-          }
-          var info = mapFromLineView(view, line, lineN);
-          return {
-            line,
-            view,
-            rect: null,
-            map: info.map,
-            cache: info.cache,
-            before: info.before,
-            hasHeights: false
-          };
-        }
-        function measureCharPrepared(cm, prepared, ch, bias, varHeight) {
-          if (prepared.before) {
-            ch = -1;
-          }
-          var key = ch + (bias || ""), found;
-          if (prepared.cache.hasOwnProperty(key)) {
-            found = prepared.cache[key];
-          } else {
-            if (!prepared.rect) {
-              prepared.rect = prepared.view.text.getBoundingClientRect();
-            }
-            if (!prepared.hasHeights) {
-              ensureLineHeights(cm, prepared.view, prepared.rect);
-              prepared.hasHeights = true;
-            }
-            found = measureCharInner(cm, prepared, ch, bias);
-            if (!found.bogus) {
-              prepared.cache[key] = found;
-            }
-          }
-          return {
-            left: found.left,
-            right: found.right,
-            top: varHeight ? found.rtop : found.top,
-            bottom: varHeight ? found.rbottom : found.bottom
-          };
-        }
-        var nullRect = { left: 0, right: 0, top: 0, bottom: 0 };
-        function nodeAndOffsetInLineMap(map2, ch, bias) {
-          var node, start, end, collapse, mStart, mEnd;
-          for (var i3 = 0; i3 < map2.length; i3 += 3) {
-            mStart = map2[i3];
-            mEnd = map2[i3 + 1];
-            if (ch < mStart) {
-              start = 0;
-              end = 1;
-              collapse = "left";
-            } else if (ch < mEnd) {
-              start = ch - mStart;
-              end = start + 1;
-            } else if (i3 == map2.length - 3 || ch == mEnd && map2[i3 + 3] > ch) {
-              end = mEnd - mStart;
-              start = end - 1;
-              if (ch >= mEnd) {
-                collapse = "right";
-              }
-            }
-            if (start != null) {
-              node = map2[i3 + 2];
-              if (mStart == mEnd && bias == (node.insertLeft ? "left" : "right")) {
-                collapse = bias;
-              }
-              if (bias == "left" && start == 0) {
-                while (i3 && map2[i3 - 2] == map2[i3 - 3] && map2[i3 - 1].insertLeft) {
-                  node = map2[(i3 -= 3) + 2];
-                  collapse = "left";
-                }
-              }
-              if (bias == "right" && start == mEnd - mStart) {
-                while (i3 < map2.length - 3 && map2[i3 + 3] == map2[i3 + 4] && !map2[i3 + 5].insertLeft) {
-                  node = map2[(i3 += 3) + 2];
-                  collapse = "right";
-                }
-              }
-              break;
-            }
-          }
-          return { node, start, end, collapse, coverStart: mStart, coverEnd: mEnd };
-        }
-        function getUsefulRect(rects, bias) {
-          var rect = nullRect;
-          if (bias == "left") {
-            for (var i3 = 0; i3 < rects.length; i3++) {
-              if ((rect = rects[i3]).left != rect.right) {
-                break;
-              }
-            }
-          } else {
-            for (var i$12 = rects.length - 1; i$12 >= 0; i$12--) {
-              if ((rect = rects[i$12]).left != rect.right) {
-                break;
-              }
-            }
-          }
-          return rect;
-        }
-        function measureCharInner(cm, prepared, ch, bias) {
-          var place = nodeAndOffsetInLineMap(prepared.map, ch, bias);
-          var node = place.node, start = place.start, end = place.end, collapse = place.collapse;
-          var rect;
-          if (node.nodeType == 3) {
-            for (var i$12 = 0; i$12 < 4; i$12++) {
-              while (start && isExtendingChar2(prepared.line.text.charAt(place.coverStart + start))) {
-                --start;
-              }
-              while (place.coverStart + end < place.coverEnd && isExtendingChar2(prepared.line.text.charAt(place.coverStart + end))) {
-                ++end;
-              }
-              if (ie3 && ie_version < 9 && start == 0 && end == place.coverEnd - place.coverStart) {
-                rect = node.parentNode.getBoundingClientRect();
-              } else {
-                rect = getUsefulRect(range(node, start, end).getClientRects(), bias);
-              }
-              if (rect.left || rect.right || start == 0) {
-                break;
-              }
-              end = start;
-              start = start - 1;
-              collapse = "right";
-            }
-            if (ie3 && ie_version < 11) {
-              rect = maybeUpdateRectForZooming(cm.display.measure, rect);
-            }
-          } else {
-            if (start > 0) {
-              collapse = bias = "right";
-            }
-            var rects;
-            if (cm.options.lineWrapping && (rects = node.getClientRects()).length > 1) {
-              rect = rects[bias == "right" ? rects.length - 1 : 0];
-            } else {
-              rect = node.getBoundingClientRect();
-            }
-          }
-          if (ie3 && ie_version < 9 && !start && (!rect || !rect.left && !rect.right)) {
-            var rSpan = node.parentNode.getClientRects()[0];
-            if (rSpan) {
-              rect = { left: rSpan.left, right: rSpan.left + charWidth(cm.display), top: rSpan.top, bottom: rSpan.bottom };
-            } else {
-              rect = nullRect;
-            }
-          }
-          var rtop = rect.top - prepared.rect.top, rbot = rect.bottom - prepared.rect.top;
-          var mid = (rtop + rbot) / 2;
-          var heights = prepared.view.measure.heights;
-          var i3 = 0;
-          for (; i3 < heights.length - 1; i3++) {
-            if (mid < heights[i3]) {
-              break;
-            }
-          }
-          var top2 = i3 ? heights[i3 - 1] : 0, bot = heights[i3];
-          var result = {
-            left: (collapse == "right" ? rect.right : rect.left) - prepared.rect.left,
-            right: (collapse == "left" ? rect.left : rect.right) - prepared.rect.left,
-            top: top2,
-            bottom: bot
-          };
-          if (!rect.left && !rect.right) {
-            result.bogus = true;
-          }
-          if (!cm.options.singleCursorHeightPerLine) {
-            result.rtop = rtop;
-            result.rbottom = rbot;
-          }
-          return result;
-        }
-        function maybeUpdateRectForZooming(measure, rect) {
-          if (!window.screen || screen.logicalXDPI == null || screen.logicalXDPI == screen.deviceXDPI || !hasBadZoomedRects(measure)) {
-            return rect;
-          }
-          var scaleX = screen.logicalXDPI / screen.deviceXDPI;
-          var scaleY = screen.logicalYDPI / screen.deviceYDPI;
-          return {
-            left: rect.left * scaleX,
-            right: rect.right * scaleX,
-            top: rect.top * scaleY,
-            bottom: rect.bottom * scaleY
-          };
-        }
-        function clearLineMeasurementCacheFor(lineView) {
-          if (lineView.measure) {
-            lineView.measure.cache = {};
-            lineView.measure.heights = null;
-            if (lineView.rest) {
-              for (var i3 = 0; i3 < lineView.rest.length; i3++) {
-                lineView.measure.caches[i3] = {};
-              }
-            }
-          }
-        }
-        function clearLineMeasurementCache(cm) {
-          cm.display.externalMeasure = null;
-          removeChildren(cm.display.lineMeasure);
-          for (var i3 = 0; i3 < cm.display.view.length; i3++) {
-            clearLineMeasurementCacheFor(cm.display.view[i3]);
-          }
-        }
-        function clearCaches(cm) {
-          clearLineMeasurementCache(cm);
-          cm.display.cachedCharWidth = cm.display.cachedTextHeight = cm.display.cachedPaddingH = null;
-          if (!cm.options.lineWrapping) {
-            cm.display.maxLineChanged = true;
-          }
-          cm.display.lineNumChars = null;
-        }
-        function pageScrollX(doc3) {
-          if (chrome2 && android3) {
-            return -(doc3.body.getBoundingClientRect().left - parseInt(getComputedStyle(doc3.body).marginLeft));
-          }
-          return doc3.defaultView.pageXOffset || (doc3.documentElement || doc3.body).scrollLeft;
-        }
-        function pageScrollY(doc3) {
-          if (chrome2 && android3) {
-            return -(doc3.body.getBoundingClientRect().top - parseInt(getComputedStyle(doc3.body).marginTop));
-          }
-          return doc3.defaultView.pageYOffset || (doc3.documentElement || doc3.body).scrollTop;
-        }
-        function widgetTopHeight(lineObj) {
-          var ref = visualLine(lineObj);
-          var widgets = ref.widgets;
-          var height = 0;
-          if (widgets) {
-            for (var i3 = 0; i3 < widgets.length; ++i3) {
-              if (widgets[i3].above) {
-                height += widgetHeight(widgets[i3]);
-              }
-            }
-          }
-          return height;
-        }
-        function intoCoordSystem(cm, lineObj, rect, context, includeWidgets) {
-          if (!includeWidgets) {
-            var height = widgetTopHeight(lineObj);
-            rect.top += height;
-            rect.bottom += height;
-          }
-          if (context == "line") {
-            return rect;
-          }
-          if (!context) {
-            context = "local";
-          }
-          var yOff = heightAtLine(lineObj);
-          if (context == "local") {
-            yOff += paddingTop(cm.display);
-          } else {
-            yOff -= cm.display.viewOffset;
-          }
-          if (context == "page" || context == "window") {
-            var lOff = cm.display.lineSpace.getBoundingClientRect();
-            yOff += lOff.top + (context == "window" ? 0 : pageScrollY(doc2(cm)));
-            var xOff = lOff.left + (context == "window" ? 0 : pageScrollX(doc2(cm)));
-            rect.left += xOff;
-            rect.right += xOff;
-          }
-          rect.top += yOff;
-          rect.bottom += yOff;
-          return rect;
-        }
-        function fromCoordSystem(cm, coords, context) {
-          if (context == "div") {
-            return coords;
-          }
-          var left = coords.left, top2 = coords.top;
-          if (context == "page") {
-            left -= pageScrollX(doc2(cm));
-            top2 -= pageScrollY(doc2(cm));
-          } else if (context == "local" || !context) {
-            var localBox = cm.display.sizer.getBoundingClientRect();
-            left += localBox.left;
-            top2 += localBox.top;
-          }
-          var lineSpaceBox = cm.display.lineSpace.getBoundingClientRect();
-          return { left: left - lineSpaceBox.left, top: top2 - lineSpaceBox.top };
-        }
-        function charCoords(cm, pos, context, lineObj, bias) {
-          if (!lineObj) {
-            lineObj = getLine(cm.doc, pos.line);
-          }
-          return intoCoordSystem(cm, lineObj, measureChar(cm, lineObj, pos.ch, bias), context);
-        }
-        function cursorCoords(cm, pos, context, lineObj, preparedMeasure, varHeight) {
-          lineObj = lineObj || getLine(cm.doc, pos.line);
-          if (!preparedMeasure) {
-            preparedMeasure = prepareMeasureForLine(cm, lineObj);
-          }
-          function get(ch2, right) {
-            var m = measureCharPrepared(cm, preparedMeasure, ch2, right ? "right" : "left", varHeight);
-            if (right) {
-              m.left = m.right;
-            } else {
-              m.right = m.left;
-            }
-            return intoCoordSystem(cm, lineObj, m, context);
-          }
-          var order = getOrder(lineObj, cm.doc.direction), ch = pos.ch, sticky = pos.sticky;
-          if (ch >= lineObj.text.length) {
-            ch = lineObj.text.length;
-            sticky = "before";
-          } else if (ch <= 0) {
-            ch = 0;
-            sticky = "after";
-          }
-          if (!order) {
-            return get(sticky == "before" ? ch - 1 : ch, sticky == "before");
-          }
-          function getBidi(ch2, partPos2, invert) {
-            var part = order[partPos2], right = part.level == 1;
-            return get(invert ? ch2 - 1 : ch2, right != invert);
-          }
-          var partPos = getBidiPartAt(order, ch, sticky);
-          var other = bidiOther;
-          var val = getBidi(ch, partPos, sticky == "before");
-          if (other != null) {
-            val.other = getBidi(ch, other, sticky != "before");
-          }
-          return val;
-        }
-        function estimateCoords(cm, pos) {
-          var left = 0;
-          pos = clipPos(cm.doc, pos);
-          if (!cm.options.lineWrapping) {
-            left = charWidth(cm.display) * pos.ch;
-          }
-          var lineObj = getLine(cm.doc, pos.line);
-          var top2 = heightAtLine(lineObj) + paddingTop(cm.display);
-          return { left, right: left, top: top2, bottom: top2 + lineObj.height };
-        }
-        function PosWithInfo(line, ch, sticky, outside, xRel) {
-          var pos = Pos(line, ch, sticky);
-          pos.xRel = xRel;
-          if (outside) {
-            pos.outside = outside;
-          }
-          return pos;
-        }
-        function coordsChar(cm, x, y) {
-          var doc3 = cm.doc;
-          y += cm.display.viewOffset;
-          if (y < 0) {
-            return PosWithInfo(doc3.first, 0, null, -1, -1);
-          }
-          var lineN = lineAtHeight(doc3, y), last2 = doc3.first + doc3.size - 1;
-          if (lineN > last2) {
-            return PosWithInfo(doc3.first + doc3.size - 1, getLine(doc3, last2).text.length, null, 1, 1);
-          }
-          if (x < 0) {
-            x = 0;
-          }
-          var lineObj = getLine(doc3, lineN);
-          for (; ; ) {
-            var found = coordsCharInner(cm, lineObj, lineN, x, y);
-            var collapsed = collapsedSpanAround(lineObj, found.ch + (found.xRel > 0 || found.outside > 0 ? 1 : 0));
-            if (!collapsed) {
-              return found;
-            }
-            var rangeEnd = collapsed.find(1);
-            if (rangeEnd.line == lineN) {
-              return rangeEnd;
-            }
-            lineObj = getLine(doc3, lineN = rangeEnd.line);
-          }
-        }
-        function wrappedLineExtent(cm, lineObj, preparedMeasure, y) {
-          y -= widgetTopHeight(lineObj);
-          var end = lineObj.text.length;
-          var begin = findFirst(function(ch) {
-            return measureCharPrepared(cm, preparedMeasure, ch - 1).bottom <= y;
-          }, end, 0);
-          end = findFirst(function(ch) {
-            return measureCharPrepared(cm, preparedMeasure, ch).top > y;
-          }, begin, end);
-          return { begin, end };
-        }
-        function wrappedLineExtentChar(cm, lineObj, preparedMeasure, target) {
-          if (!preparedMeasure) {
-            preparedMeasure = prepareMeasureForLine(cm, lineObj);
-          }
-          var targetTop = intoCoordSystem(cm, lineObj, measureCharPrepared(cm, preparedMeasure, target), "line").top;
-          return wrappedLineExtent(cm, lineObj, preparedMeasure, targetTop);
-        }
-        function boxIsAfter(box, x, y, left) {
-          return box.bottom <= y ? false : box.top > y ? true : (left ? box.left : box.right) > x;
-        }
-        function coordsCharInner(cm, lineObj, lineNo2, x, y) {
-          y -= heightAtLine(lineObj);
-          var preparedMeasure = prepareMeasureForLine(cm, lineObj);
-          var widgetHeight2 = widgetTopHeight(lineObj);
-          var begin = 0, end = lineObj.text.length, ltr = true;
-          var order = getOrder(lineObj, cm.doc.direction);
-          if (order) {
-            var part = (cm.options.lineWrapping ? coordsBidiPartWrapped : coordsBidiPart)(cm, lineObj, lineNo2, preparedMeasure, order, x, y);
-            ltr = part.level != 1;
-            begin = ltr ? part.from : part.to - 1;
-            end = ltr ? part.to : part.from - 1;
-          }
-          var chAround = null, boxAround = null;
-          var ch = findFirst(function(ch2) {
-            var box = measureCharPrepared(cm, preparedMeasure, ch2);
-            box.top += widgetHeight2;
-            box.bottom += widgetHeight2;
-            if (!boxIsAfter(box, x, y, false)) {
-              return false;
-            }
-            if (box.top <= y && box.left <= x) {
-              chAround = ch2;
-              boxAround = box;
-            }
-            return true;
-          }, begin, end);
-          var baseX, sticky, outside = false;
-          if (boxAround) {
-            var atLeft = x - boxAround.left < boxAround.right - x, atStart = atLeft == ltr;
-            ch = chAround + (atStart ? 0 : 1);
-            sticky = atStart ? "after" : "before";
-            baseX = atLeft ? boxAround.left : boxAround.right;
-          } else {
-            if (!ltr && (ch == end || ch == begin)) {
-              ch++;
-            }
-            sticky = ch == 0 ? "after" : ch == lineObj.text.length ? "before" : measureCharPrepared(cm, preparedMeasure, ch - (ltr ? 1 : 0)).bottom + widgetHeight2 <= y == ltr ? "after" : "before";
-            var coords = cursorCoords(cm, Pos(lineNo2, ch, sticky), "line", lineObj, preparedMeasure);
-            baseX = coords.left;
-            outside = y < coords.top ? -1 : y >= coords.bottom ? 1 : 0;
-          }
-          ch = skipExtendingChars(lineObj.text, ch, 1);
-          return PosWithInfo(lineNo2, ch, sticky, outside, x - baseX);
-        }
-        function coordsBidiPart(cm, lineObj, lineNo2, preparedMeasure, order, x, y) {
-          var index = findFirst(function(i3) {
-            var part2 = order[i3], ltr2 = part2.level != 1;
-            return boxIsAfter(cursorCoords(
-              cm,
-              Pos(lineNo2, ltr2 ? part2.to : part2.from, ltr2 ? "before" : "after"),
-              "line",
-              lineObj,
-              preparedMeasure
-            ), x, y, true);
-          }, 0, order.length - 1);
-          var part = order[index];
-          if (index > 0) {
-            var ltr = part.level != 1;
-            var start = cursorCoords(
-              cm,
-              Pos(lineNo2, ltr ? part.from : part.to, ltr ? "after" : "before"),
-              "line",
-              lineObj,
-              preparedMeasure
-            );
-            if (boxIsAfter(start, x, y, true) && start.top > y) {
-              part = order[index - 1];
-            }
-          }
-          return part;
-        }
-        function coordsBidiPartWrapped(cm, lineObj, _lineNo, preparedMeasure, order, x, y) {
-          var ref = wrappedLineExtent(cm, lineObj, preparedMeasure, y);
-          var begin = ref.begin;
-          var end = ref.end;
-          if (/\s/.test(lineObj.text.charAt(end - 1))) {
-            end--;
-          }
-          var part = null, closestDist = null;
-          for (var i3 = 0; i3 < order.length; i3++) {
-            var p = order[i3];
-            if (p.from >= end || p.to <= begin) {
-              continue;
-            }
-            var ltr = p.level != 1;
-            var endX = measureCharPrepared(cm, preparedMeasure, ltr ? Math.min(end, p.to) - 1 : Math.max(begin, p.from)).right;
-            var dist2 = endX < x ? x - endX + 1e9 : endX - x;
-            if (!part || closestDist > dist2) {
-              part = p;
-              closestDist = dist2;
-            }
-          }
-          if (!part) {
-            part = order[order.length - 1];
-          }
-          if (part.from < begin) {
-            part = { from: begin, to: part.to, level: part.level };
-          }
-          if (part.to > end) {
-            part = { from: part.from, to: end, level: part.level };
-          }
-          return part;
-        }
-        var measureText;
-        function textHeight(display) {
-          if (display.cachedTextHeight != null) {
-            return display.cachedTextHeight;
-          }
-          if (measureText == null) {
-            measureText = elt("pre", null, "CodeMirror-line-like");
-            for (var i3 = 0; i3 < 49; ++i3) {
-              measureText.appendChild(document.createTextNode("x"));
-              measureText.appendChild(elt("br"));
-            }
-            measureText.appendChild(document.createTextNode("x"));
-          }
-          removeChildrenAndAdd(display.measure, measureText);
-          var height = measureText.offsetHeight / 50;
-          if (height > 3) {
-            display.cachedTextHeight = height;
-          }
-          removeChildren(display.measure);
-          return height || 1;
-        }
-        function charWidth(display) {
-          if (display.cachedCharWidth != null) {
-            return display.cachedCharWidth;
-          }
-          var anchor = elt("span", "xxxxxxxxxx");
-          var pre = elt("pre", [anchor], "CodeMirror-line-like");
-          removeChildrenAndAdd(display.measure, pre);
-          var rect = anchor.getBoundingClientRect(), width = (rect.right - rect.left) / 10;
-          if (width > 2) {
-            display.cachedCharWidth = width;
-          }
-          return width || 10;
-        }
-        function getDimensions(cm) {
-          var d = cm.display, left = {}, width = {};
-          var gutterLeft = d.gutters.clientLeft;
-          for (var n = d.gutters.firstChild, i3 = 0; n; n = n.nextSibling, ++i3) {
-            var id2 = cm.display.gutterSpecs[i3].className;
-            left[id2] = n.offsetLeft + n.clientLeft + gutterLeft;
-            width[id2] = n.clientWidth;
-          }
-          return {
-            fixedPos: compensateForHScroll(d),
-            gutterTotalWidth: d.gutters.offsetWidth,
-            gutterLeft: left,
-            gutterWidth: width,
-            wrapperWidth: d.wrapper.clientWidth
-          };
-        }
-        function compensateForHScroll(display) {
-          return display.scroller.getBoundingClientRect().left - display.sizer.getBoundingClientRect().left;
-        }
-        function estimateHeight(cm) {
-          var th = textHeight(cm.display), wrapping = cm.options.lineWrapping;
-          var perLine = wrapping && Math.max(5, cm.display.scroller.clientWidth / charWidth(cm.display) - 3);
-          return function(line) {
-            if (lineIsHidden(cm.doc, line)) {
-              return 0;
-            }
-            var widgetsHeight = 0;
-            if (line.widgets) {
-              for (var i3 = 0; i3 < line.widgets.length; i3++) {
-                if (line.widgets[i3].height) {
-                  widgetsHeight += line.widgets[i3].height;
-                }
-              }
-            }
-            if (wrapping) {
-              return widgetsHeight + (Math.ceil(line.text.length / perLine) || 1) * th;
-            } else {
-              return widgetsHeight + th;
-            }
-          };
-        }
-        function estimateLineHeights(cm) {
-          var doc3 = cm.doc, est = estimateHeight(cm);
-          doc3.iter(function(line) {
-            var estHeight = est(line);
-            if (estHeight != line.height) {
-              updateLineHeight(line, estHeight);
-            }
-          });
-        }
-        function posFromMouse(cm, e, liberal, forRect) {
-          var display = cm.display;
-          if (!liberal && e_target(e).getAttribute("cm-not-content") == "true") {
-            return null;
-          }
-          var x, y, space3 = display.lineSpace.getBoundingClientRect();
-          try {
-            x = e.clientX - space3.left;
-            y = e.clientY - space3.top;
-          } catch (e$1) {
-            return null;
-          }
-          var coords = coordsChar(cm, x, y), line;
-          if (forRect && coords.xRel > 0 && (line = getLine(cm.doc, coords.line).text).length == coords.ch) {
-            var colDiff = countColumn2(line, line.length, cm.options.tabSize) - line.length;
-            coords = Pos(coords.line, Math.max(0, Math.round((x - paddingH(cm.display).left) / charWidth(cm.display)) - colDiff));
-          }
-          return coords;
-        }
-        function findViewIndex(cm, n) {
-          if (n >= cm.display.viewTo) {
-            return null;
-          }
-          n -= cm.display.viewFrom;
-          if (n < 0) {
-            return null;
-          }
-          var view = cm.display.view;
-          for (var i3 = 0; i3 < view.length; i3++) {
-            n -= view[i3].size;
-            if (n < 0) {
-              return i3;
-            }
-          }
-        }
-        function regChange(cm, from, to, lendiff) {
-          if (from == null) {
-            from = cm.doc.first;
-          }
-          if (to == null) {
-            to = cm.doc.first + cm.doc.size;
-          }
-          if (!lendiff) {
-            lendiff = 0;
-          }
-          var display = cm.display;
-          if (lendiff && to < display.viewTo && (display.updateLineNumbers == null || display.updateLineNumbers > from)) {
-            display.updateLineNumbers = from;
-          }
-          cm.curOp.viewChanged = true;
-          if (from >= display.viewTo) {
-            if (sawCollapsedSpans && visualLineNo(cm.doc, from) < display.viewTo) {
-              resetView(cm);
-            }
-          } else if (to <= display.viewFrom) {
-            if (sawCollapsedSpans && visualLineEndNo(cm.doc, to + lendiff) > display.viewFrom) {
-              resetView(cm);
-            } else {
-              display.viewFrom += lendiff;
-              display.viewTo += lendiff;
-            }
-          } else if (from <= display.viewFrom && to >= display.viewTo) {
-            resetView(cm);
-          } else if (from <= display.viewFrom) {
-            var cut = viewCuttingPoint(cm, to, to + lendiff, 1);
-            if (cut) {
-              display.view = display.view.slice(cut.index);
-              display.viewFrom = cut.lineN;
-              display.viewTo += lendiff;
-            } else {
-              resetView(cm);
-            }
-          } else if (to >= display.viewTo) {
-            var cut$1 = viewCuttingPoint(cm, from, from, -1);
-            if (cut$1) {
-              display.view = display.view.slice(0, cut$1.index);
-              display.viewTo = cut$1.lineN;
-            } else {
-              resetView(cm);
-            }
-          } else {
-            var cutTop = viewCuttingPoint(cm, from, from, -1);
-            var cutBot = viewCuttingPoint(cm, to, to + lendiff, 1);
-            if (cutTop && cutBot) {
-              display.view = display.view.slice(0, cutTop.index).concat(buildViewArray(cm, cutTop.lineN, cutBot.lineN)).concat(display.view.slice(cutBot.index));
-              display.viewTo += lendiff;
-            } else {
-              resetView(cm);
-            }
-          }
-          var ext = display.externalMeasured;
-          if (ext) {
-            if (to < ext.lineN) {
-              ext.lineN += lendiff;
-            } else if (from < ext.lineN + ext.size) {
-              display.externalMeasured = null;
-            }
-          }
-        }
-        function regLineChange(cm, line, type) {
-          cm.curOp.viewChanged = true;
-          var display = cm.display, ext = cm.display.externalMeasured;
-          if (ext && line >= ext.lineN && line < ext.lineN + ext.size) {
-            display.externalMeasured = null;
-          }
-          if (line < display.viewFrom || line >= display.viewTo) {
-            return;
-          }
-          var lineView = display.view[findViewIndex(cm, line)];
-          if (lineView.node == null) {
-            return;
-          }
-          var arr = lineView.changes || (lineView.changes = []);
-          if (indexOf(arr, type) == -1) {
-            arr.push(type);
-          }
-        }
-        function resetView(cm) {
-          cm.display.viewFrom = cm.display.viewTo = cm.doc.first;
-          cm.display.view = [];
-          cm.display.viewOffset = 0;
-        }
-        function viewCuttingPoint(cm, oldN, newN, dir) {
-          var index = findViewIndex(cm, oldN), diff, view = cm.display.view;
-          if (!sawCollapsedSpans || newN == cm.doc.first + cm.doc.size) {
-            return { index, lineN: newN };
-          }
-          var n = cm.display.viewFrom;
-          for (var i3 = 0; i3 < index; i3++) {
-            n += view[i3].size;
-          }
-          if (n != oldN) {
-            if (dir > 0) {
-              if (index == view.length - 1) {
-                return null;
-              }
-              diff = n + view[index].size - oldN;
-              index++;
-            } else {
-              diff = n - oldN;
-            }
-            oldN += diff;
-            newN += diff;
-          }
-          while (visualLineNo(cm.doc, newN) != newN) {
-            if (index == (dir < 0 ? 0 : view.length - 1)) {
-              return null;
-            }
-            newN += dir * view[index - (dir < 0 ? 1 : 0)].size;
-            index += dir;
-          }
-          return { index, lineN: newN };
-        }
-        function adjustView(cm, from, to) {
-          var display = cm.display, view = display.view;
-          if (view.length == 0 || from >= display.viewTo || to <= display.viewFrom) {
-            display.view = buildViewArray(cm, from, to);
-            display.viewFrom = from;
-          } else {
-            if (display.viewFrom > from) {
-              display.view = buildViewArray(cm, from, display.viewFrom).concat(display.view);
-            } else if (display.viewFrom < from) {
-              display.view = display.view.slice(findViewIndex(cm, from));
-            }
-            display.viewFrom = from;
-            if (display.viewTo < to) {
-              display.view = display.view.concat(buildViewArray(cm, display.viewTo, to));
-            } else if (display.viewTo > to) {
-              display.view = display.view.slice(0, findViewIndex(cm, to));
-            }
-          }
-          display.viewTo = to;
-        }
-        function countDirtyView(cm) {
-          var view = cm.display.view, dirty = 0;
-          for (var i3 = 0; i3 < view.length; i3++) {
-            var lineView = view[i3];
-            if (!lineView.hidden && (!lineView.node || lineView.changes)) {
-              ++dirty;
-            }
-          }
-          return dirty;
-        }
-        function updateSelection(cm) {
-          cm.display.input.showSelection(cm.display.input.prepareSelection());
-        }
-        function prepareSelection(cm, primary) {
-          if (primary === void 0) primary = true;
-          var doc3 = cm.doc, result = {};
-          var curFragment = result.cursors = document.createDocumentFragment();
-          var selFragment = result.selection = document.createDocumentFragment();
-          var customCursor = cm.options.$customCursor;
-          if (customCursor) {
-            primary = true;
-          }
-          for (var i3 = 0; i3 < doc3.sel.ranges.length; i3++) {
-            if (!primary && i3 == doc3.sel.primIndex) {
-              continue;
-            }
-            var range2 = doc3.sel.ranges[i3];
-            if (range2.from().line >= cm.display.viewTo || range2.to().line < cm.display.viewFrom) {
-              continue;
-            }
-            var collapsed = range2.empty();
-            if (customCursor) {
-              var head = customCursor(cm, range2);
-              if (head) {
-                drawSelectionCursor(cm, head, curFragment);
-              }
-            } else if (collapsed || cm.options.showCursorWhenSelecting) {
-              drawSelectionCursor(cm, range2.head, curFragment);
-            }
-            if (!collapsed) {
-              drawSelectionRange(cm, range2, selFragment);
-            }
-          }
-          return result;
-        }
-        function drawSelectionCursor(cm, head, output) {
-          var pos = cursorCoords(cm, head, "div", null, null, !cm.options.singleCursorHeightPerLine);
-          var cursor = output.appendChild(elt("div", "\xA0", "CodeMirror-cursor"));
-          cursor.style.left = pos.left + "px";
-          cursor.style.top = pos.top + "px";
-          cursor.style.height = Math.max(0, pos.bottom - pos.top) * cm.options.cursorHeight + "px";
-          if (/\bcm-fat-cursor\b/.test(cm.getWrapperElement().className)) {
-            var charPos = charCoords(cm, head, "div", null, null);
-            var width = charPos.right - charPos.left;
-            cursor.style.width = (width > 0 ? width : cm.defaultCharWidth()) + "px";
-          }
-          if (pos.other) {
-            var otherCursor = output.appendChild(elt("div", "\xA0", "CodeMirror-cursor CodeMirror-secondarycursor"));
-            otherCursor.style.display = "";
-            otherCursor.style.left = pos.other.left + "px";
-            otherCursor.style.top = pos.other.top + "px";
-            otherCursor.style.height = (pos.other.bottom - pos.other.top) * 0.85 + "px";
-          }
-        }
-        function cmpCoords(a, b) {
-          return a.top - b.top || a.left - b.left;
-        }
-        function drawSelectionRange(cm, range2, output) {
-          var display = cm.display, doc3 = cm.doc;
-          var fragment = document.createDocumentFragment();
-          var padding = paddingH(cm.display), leftSide = padding.left;
-          var rightSide = Math.max(display.sizerWidth, displayWidth(cm) - display.sizer.offsetLeft) - padding.right;
-          var docLTR = doc3.direction == "ltr";
-          function add2(left, top2, width, bottom) {
-            if (top2 < 0) {
-              top2 = 0;
-            }
-            top2 = Math.round(top2);
-            bottom = Math.round(bottom);
-            fragment.appendChild(elt("div", null, "CodeMirror-selected", "position: absolute; left: " + left + "px;\n                             top: " + top2 + "px; width: " + (width == null ? rightSide - left : width) + "px;\n                             height: " + (bottom - top2) + "px"));
-          }
-          function drawForLine(line, fromArg, toArg) {
-            var lineObj = getLine(doc3, line);
-            var lineLen = lineObj.text.length;
-            var start, end;
-            function coords(ch, bias) {
-              return charCoords(cm, Pos(line, ch), "div", lineObj, bias);
-            }
-            function wrapX(pos, dir, side) {
-              var extent = wrappedLineExtentChar(cm, lineObj, null, pos);
-              var prop2 = dir == "ltr" == (side == "after") ? "left" : "right";
-              var ch = side == "after" ? extent.begin : extent.end - (/\s/.test(lineObj.text.charAt(extent.end - 1)) ? 2 : 1);
-              return coords(ch, prop2)[prop2];
-            }
-            var order = getOrder(lineObj, doc3.direction);
-            iterateBidiSections(order, fromArg || 0, toArg == null ? lineLen : toArg, function(from, to, dir, i3) {
-              var ltr = dir == "ltr";
-              var fromPos = coords(from, ltr ? "left" : "right");
-              var toPos = coords(to - 1, ltr ? "right" : "left");
-              var openStart = fromArg == null && from == 0, openEnd = toArg == null && to == lineLen;
-              var first = i3 == 0, last2 = !order || i3 == order.length - 1;
-              if (toPos.top - fromPos.top <= 3) {
-                var openLeft = (docLTR ? openStart : openEnd) && first;
-                var openRight = (docLTR ? openEnd : openStart) && last2;
-                var left = openLeft ? leftSide : (ltr ? fromPos : toPos).left;
-                var right = openRight ? rightSide : (ltr ? toPos : fromPos).right;
-                add2(left, fromPos.top, right - left, fromPos.bottom);
-              } else {
-                var topLeft, topRight, botLeft, botRight;
-                if (ltr) {
-                  topLeft = docLTR && openStart && first ? leftSide : fromPos.left;
-                  topRight = docLTR ? rightSide : wrapX(from, dir, "before");
-                  botLeft = docLTR ? leftSide : wrapX(to, dir, "after");
-                  botRight = docLTR && openEnd && last2 ? rightSide : toPos.right;
-                } else {
-                  topLeft = !docLTR ? leftSide : wrapX(from, dir, "before");
-                  topRight = !docLTR && openStart && first ? rightSide : fromPos.right;
-                  botLeft = !docLTR && openEnd && last2 ? leftSide : toPos.left;
-                  botRight = !docLTR ? rightSide : wrapX(to, dir, "after");
-                }
-                add2(topLeft, fromPos.top, topRight - topLeft, fromPos.bottom);
-                if (fromPos.bottom < toPos.top) {
-                  add2(leftSide, fromPos.bottom, null, toPos.top);
-                }
-                add2(botLeft, toPos.top, botRight - botLeft, toPos.bottom);
-              }
-              if (!start || cmpCoords(fromPos, start) < 0) {
-                start = fromPos;
-              }
-              if (cmpCoords(toPos, start) < 0) {
-                start = toPos;
-              }
-              if (!end || cmpCoords(fromPos, end) < 0) {
-                end = fromPos;
-              }
-              if (cmpCoords(toPos, end) < 0) {
-                end = toPos;
-              }
-            });
-            return { start, end };
-          }
-          var sFrom = range2.from(), sTo = range2.to();
-          if (sFrom.line == sTo.line) {
-            drawForLine(sFrom.line, sFrom.ch, sTo.ch);
-          } else {
-            var fromLine = getLine(doc3, sFrom.line), toLine = getLine(doc3, sTo.line);
-            var singleVLine = visualLine(fromLine) == visualLine(toLine);
-            var leftEnd = drawForLine(sFrom.line, sFrom.ch, singleVLine ? fromLine.text.length + 1 : null).end;
-            var rightStart = drawForLine(sTo.line, singleVLine ? 0 : null, sTo.ch).start;
-            if (singleVLine) {
-              if (leftEnd.top < rightStart.top - 2) {
-                add2(leftEnd.right, leftEnd.top, null, leftEnd.bottom);
-                add2(leftSide, rightStart.top, rightStart.left, rightStart.bottom);
-              } else {
-                add2(leftEnd.right, leftEnd.top, rightStart.left - leftEnd.right, leftEnd.bottom);
-              }
-            }
-            if (leftEnd.bottom < rightStart.top) {
-              add2(leftSide, leftEnd.bottom, null, rightStart.top);
-            }
-          }
-          output.appendChild(fragment);
-        }
-        function restartBlink(cm) {
-          if (!cm.state.focused) {
-            return;
-          }
-          var display = cm.display;
-          clearInterval(display.blinker);
-          var on2 = true;
-          display.cursorDiv.style.visibility = "";
-          if (cm.options.cursorBlinkRate > 0) {
-            display.blinker = setInterval(function() {
-              if (!cm.hasFocus()) {
-                onBlur(cm);
-              }
-              display.cursorDiv.style.visibility = (on2 = !on2) ? "" : "hidden";
-            }, cm.options.cursorBlinkRate);
-          } else if (cm.options.cursorBlinkRate < 0) {
-            display.cursorDiv.style.visibility = "hidden";
-          }
-        }
-        function ensureFocus(cm) {
-          if (!cm.hasFocus()) {
-            cm.display.input.focus();
-            if (!cm.state.focused) {
-              onFocus(cm);
-            }
-          }
-        }
-        function delayBlurEvent(cm) {
-          cm.state.delayingBlurEvent = true;
-          setTimeout(function() {
-            if (cm.state.delayingBlurEvent) {
-              cm.state.delayingBlurEvent = false;
-              if (cm.state.focused) {
-                onBlur(cm);
-              }
-            }
-          }, 100);
-        }
-        function onFocus(cm, e) {
-          if (cm.state.delayingBlurEvent && !cm.state.draggingText) {
-            cm.state.delayingBlurEvent = false;
-          }
-          if (cm.options.readOnly == "nocursor") {
-            return;
-          }
-          if (!cm.state.focused) {
-            signal(cm, "focus", cm, e);
-            cm.state.focused = true;
-            addClass(cm.display.wrapper, "CodeMirror-focused");
-            if (!cm.curOp && cm.display.selForContextMenu != cm.doc.sel) {
-              cm.display.input.reset();
-              if (webkit2) {
-                setTimeout(function() {
-                  return cm.display.input.reset(true);
-                }, 20);
-              }
-            }
-            cm.display.input.receivedFocus();
-          }
-          restartBlink(cm);
-        }
-        function onBlur(cm, e) {
-          if (cm.state.delayingBlurEvent) {
-            return;
-          }
-          if (cm.state.focused) {
-            signal(cm, "blur", cm, e);
-            cm.state.focused = false;
-            rmClass(cm.display.wrapper, "CodeMirror-focused");
-          }
-          clearInterval(cm.display.blinker);
-          setTimeout(function() {
-            if (!cm.state.focused) {
-              cm.display.shift = false;
-            }
-          }, 150);
-        }
-        function updateHeightsInViewport(cm) {
-          var display = cm.display;
-          var prevBottom = display.lineDiv.offsetTop;
-          var viewTop = Math.max(0, display.scroller.getBoundingClientRect().top);
-          var oldHeight = display.lineDiv.getBoundingClientRect().top;
-          var mustScroll = 0;
-          for (var i3 = 0; i3 < display.view.length; i3++) {
-            var cur = display.view[i3], wrapping = cm.options.lineWrapping;
-            var height = void 0, width = 0;
-            if (cur.hidden) {
-              continue;
-            }
-            oldHeight += cur.line.height;
-            if (ie3 && ie_version < 8) {
-              var bot = cur.node.offsetTop + cur.node.offsetHeight;
-              height = bot - prevBottom;
-              prevBottom = bot;
-            } else {
-              var box = cur.node.getBoundingClientRect();
-              height = box.bottom - box.top;
-              if (!wrapping && cur.text.firstChild) {
-                width = cur.text.firstChild.getBoundingClientRect().right - box.left - 1;
-              }
-            }
-            var diff = cur.line.height - height;
-            if (diff > 5e-3 || diff < -5e-3) {
-              if (oldHeight < viewTop) {
-                mustScroll -= diff;
-              }
-              updateLineHeight(cur.line, height);
-              updateWidgetHeight(cur.line);
-              if (cur.rest) {
-                for (var j = 0; j < cur.rest.length; j++) {
-                  updateWidgetHeight(cur.rest[j]);
-                }
-              }
-            }
-            if (width > cm.display.sizerWidth) {
-              var chWidth = Math.ceil(width / charWidth(cm.display));
-              if (chWidth > cm.display.maxLineLength) {
-                cm.display.maxLineLength = chWidth;
-                cm.display.maxLine = cur.line;
-                cm.display.maxLineChanged = true;
-              }
-            }
-          }
-          if (Math.abs(mustScroll) > 2) {
-            display.scroller.scrollTop += mustScroll;
-          }
-        }
-        function updateWidgetHeight(line) {
-          if (line.widgets) {
-            for (var i3 = 0; i3 < line.widgets.length; ++i3) {
-              var w = line.widgets[i3], parent = w.node.parentNode;
-              if (parent) {
-                w.height = parent.offsetHeight;
-              }
-            }
-          }
-        }
-        function visibleLines(display, doc3, viewport) {
-          var top2 = viewport && viewport.top != null ? Math.max(0, viewport.top) : display.scroller.scrollTop;
-          top2 = Math.floor(top2 - paddingTop(display));
-          var bottom = viewport && viewport.bottom != null ? viewport.bottom : top2 + display.wrapper.clientHeight;
-          var from = lineAtHeight(doc3, top2), to = lineAtHeight(doc3, bottom);
-          if (viewport && viewport.ensure) {
-            var ensureFrom = viewport.ensure.from.line, ensureTo = viewport.ensure.to.line;
-            if (ensureFrom < from) {
-              from = ensureFrom;
-              to = lineAtHeight(doc3, heightAtLine(getLine(doc3, ensureFrom)) + display.wrapper.clientHeight);
-            } else if (Math.min(ensureTo, doc3.lastLine()) >= to) {
-              from = lineAtHeight(doc3, heightAtLine(getLine(doc3, ensureTo)) - display.wrapper.clientHeight);
-              to = ensureTo;
-            }
-          }
-          return { from, to: Math.max(to, from + 1) };
-        }
-        function maybeScrollWindow(cm, rect) {
-          if (signalDOMEvent(cm, "scrollCursorIntoView")) {
-            return;
-          }
-          var display = cm.display, box = display.sizer.getBoundingClientRect(), doScroll = null;
-          var doc3 = display.wrapper.ownerDocument;
-          if (rect.top + box.top < 0) {
-            doScroll = true;
-          } else if (rect.bottom + box.top > (doc3.defaultView.innerHeight || doc3.documentElement.clientHeight)) {
-            doScroll = false;
-          }
-          if (doScroll != null && !phantom) {
-            var scrollNode = elt("div", "\u200B", null, "position: absolute;\n                         top: " + (rect.top - display.viewOffset - paddingTop(cm.display)) + "px;\n                         height: " + (rect.bottom - rect.top + scrollGap(cm) + display.barHeight) + "px;\n                         left: " + rect.left + "px; width: " + Math.max(2, rect.right - rect.left) + "px;");
-            cm.display.lineSpace.appendChild(scrollNode);
-            scrollNode.scrollIntoView(doScroll);
-            cm.display.lineSpace.removeChild(scrollNode);
-          }
-        }
-        function scrollPosIntoView(cm, pos, end, margin) {
-          if (margin == null) {
-            margin = 0;
-          }
-          var rect;
-          if (!cm.options.lineWrapping && pos == end) {
-            end = pos.sticky == "before" ? Pos(pos.line, pos.ch + 1, "before") : pos;
-            pos = pos.ch ? Pos(pos.line, pos.sticky == "before" ? pos.ch - 1 : pos.ch, "after") : pos;
-          }
-          for (var limit = 0; limit < 5; limit++) {
-            var changed = false;
-            var coords = cursorCoords(cm, pos);
-            var endCoords = !end || end == pos ? coords : cursorCoords(cm, end);
-            rect = {
-              left: Math.min(coords.left, endCoords.left),
-              top: Math.min(coords.top, endCoords.top) - margin,
-              right: Math.max(coords.left, endCoords.left),
-              bottom: Math.max(coords.bottom, endCoords.bottom) + margin
-            };
-            var scrollPos = calculateScrollPos(cm, rect);
-            var startTop = cm.doc.scrollTop, startLeft = cm.doc.scrollLeft;
-            if (scrollPos.scrollTop != null) {
-              updateScrollTop(cm, scrollPos.scrollTop);
-              if (Math.abs(cm.doc.scrollTop - startTop) > 1) {
-                changed = true;
-              }
-            }
-            if (scrollPos.scrollLeft != null) {
-              setScrollLeft(cm, scrollPos.scrollLeft);
-              if (Math.abs(cm.doc.scrollLeft - startLeft) > 1) {
-                changed = true;
-              }
-            }
-            if (!changed) {
-              break;
-            }
-          }
-          return rect;
-        }
-        function scrollIntoView2(cm, rect) {
-          var scrollPos = calculateScrollPos(cm, rect);
-          if (scrollPos.scrollTop != null) {
-            updateScrollTop(cm, scrollPos.scrollTop);
-          }
-          if (scrollPos.scrollLeft != null) {
-            setScrollLeft(cm, scrollPos.scrollLeft);
-          }
-        }
-        function calculateScrollPos(cm, rect) {
-          var display = cm.display, snapMargin = textHeight(cm.display);
-          if (rect.top < 0) {
-            rect.top = 0;
-          }
-          var screentop = cm.curOp && cm.curOp.scrollTop != null ? cm.curOp.scrollTop : display.scroller.scrollTop;
-          var screen2 = displayHeight(cm), result = {};
-          if (rect.bottom - rect.top > screen2) {
-            rect.bottom = rect.top + screen2;
-          }
-          var docBottom = cm.doc.height + paddingVert(display);
-          var atTop = rect.top < snapMargin, atBottom = rect.bottom > docBottom - snapMargin;
-          if (rect.top < screentop) {
-            result.scrollTop = atTop ? 0 : rect.top;
-          } else if (rect.bottom > screentop + screen2) {
-            var newTop = Math.min(rect.top, (atBottom ? docBottom : rect.bottom) - screen2);
-            if (newTop != screentop) {
-              result.scrollTop = newTop;
-            }
-          }
-          var gutterSpace = cm.options.fixedGutter ? 0 : display.gutters.offsetWidth;
-          var screenleft = cm.curOp && cm.curOp.scrollLeft != null ? cm.curOp.scrollLeft : display.scroller.scrollLeft - gutterSpace;
-          var screenw = displayWidth(cm) - display.gutters.offsetWidth;
-          var tooWide = rect.right - rect.left > screenw;
-          if (tooWide) {
-            rect.right = rect.left + screenw;
-          }
-          if (rect.left < 10) {
-            result.scrollLeft = 0;
-          } else if (rect.left < screenleft) {
-            result.scrollLeft = Math.max(0, rect.left + gutterSpace - (tooWide ? 0 : 10));
-          } else if (rect.right > screenw + screenleft - 3) {
-            result.scrollLeft = rect.right + (tooWide ? 0 : 10) - screenw;
-          }
-          return result;
-        }
-        function addToScrollTop(cm, top2) {
-          if (top2 == null) {
-            return;
-          }
-          resolveScrollToPos(cm);
-          cm.curOp.scrollTop = (cm.curOp.scrollTop == null ? cm.doc.scrollTop : cm.curOp.scrollTop) + top2;
-        }
-        function ensureCursorVisible(cm) {
-          resolveScrollToPos(cm);
-          var cur = cm.getCursor();
-          cm.curOp.scrollToPos = { from: cur, to: cur, margin: cm.options.cursorScrollMargin };
-        }
-        function scrollToCoords(cm, x, y) {
-          if (x != null || y != null) {
-            resolveScrollToPos(cm);
-          }
-          if (x != null) {
-            cm.curOp.scrollLeft = x;
-          }
-          if (y != null) {
-            cm.curOp.scrollTop = y;
-          }
-        }
-        function scrollToRange(cm, range2) {
-          resolveScrollToPos(cm);
-          cm.curOp.scrollToPos = range2;
-        }
-        function resolveScrollToPos(cm) {
-          var range2 = cm.curOp.scrollToPos;
-          if (range2) {
-            cm.curOp.scrollToPos = null;
-            var from = estimateCoords(cm, range2.from), to = estimateCoords(cm, range2.to);
-            scrollToCoordsRange(cm, from, to, range2.margin);
-          }
-        }
-        function scrollToCoordsRange(cm, from, to, margin) {
-          var sPos = calculateScrollPos(cm, {
-            left: Math.min(from.left, to.left),
-            top: Math.min(from.top, to.top) - margin,
-            right: Math.max(from.right, to.right),
-            bottom: Math.max(from.bottom, to.bottom) + margin
-          });
-          scrollToCoords(cm, sPos.scrollLeft, sPos.scrollTop);
-        }
-        function updateScrollTop(cm, val) {
-          if (Math.abs(cm.doc.scrollTop - val) < 2) {
-            return;
-          }
-          if (!gecko2) {
-            updateDisplaySimple(cm, { top: val });
-          }
-          setScrollTop(cm, val, true);
-          if (gecko2) {
-            updateDisplaySimple(cm);
-          }
-          startWorker(cm, 100);
-        }
-        function setScrollTop(cm, val, forceScroll) {
-          val = Math.max(0, Math.min(cm.display.scroller.scrollHeight - cm.display.scroller.clientHeight, val));
-          if (cm.display.scroller.scrollTop == val && !forceScroll) {
-            return;
-          }
-          cm.doc.scrollTop = val;
-          cm.display.scrollbars.setScrollTop(val);
-          if (cm.display.scroller.scrollTop != val) {
-            cm.display.scroller.scrollTop = val;
-          }
-        }
-        function setScrollLeft(cm, val, isScroller, forceScroll) {
-          val = Math.max(0, Math.min(val, cm.display.scroller.scrollWidth - cm.display.scroller.clientWidth));
-          if ((isScroller ? val == cm.doc.scrollLeft : Math.abs(cm.doc.scrollLeft - val) < 2) && !forceScroll) {
-            return;
-          }
-          cm.doc.scrollLeft = val;
-          alignHorizontally(cm);
-          if (cm.display.scroller.scrollLeft != val) {
-            cm.display.scroller.scrollLeft = val;
-          }
-          cm.display.scrollbars.setScrollLeft(val);
-        }
-        function measureForScrollbars(cm) {
-          var d = cm.display, gutterW = d.gutters.offsetWidth;
-          var docH = Math.round(cm.doc.height + paddingVert(cm.display));
-          return {
-            clientHeight: d.scroller.clientHeight,
-            viewHeight: d.wrapper.clientHeight,
-            scrollWidth: d.scroller.scrollWidth,
-            clientWidth: d.scroller.clientWidth,
-            viewWidth: d.wrapper.clientWidth,
-            barLeft: cm.options.fixedGutter ? gutterW : 0,
-            docHeight: docH,
-            scrollHeight: docH + scrollGap(cm) + d.barHeight,
-            nativeBarWidth: d.nativeBarWidth,
-            gutterWidth: gutterW
-          };
-        }
-        var NativeScrollbars = function(place, scroll, cm) {
-          this.cm = cm;
-          var vert = this.vert = elt("div", [elt("div", null, null, "min-width: 1px")], "CodeMirror-vscrollbar");
-          var horiz = this.horiz = elt("div", [elt("div", null, null, "height: 100%; min-height: 1px")], "CodeMirror-hscrollbar");
-          vert.tabIndex = horiz.tabIndex = -1;
-          place(vert);
-          place(horiz);
-          on(vert, "scroll", function() {
-            if (vert.clientHeight) {
-              scroll(vert.scrollTop, "vertical");
-            }
-          });
-          on(horiz, "scroll", function() {
-            if (horiz.clientWidth) {
-              scroll(horiz.scrollLeft, "horizontal");
-            }
-          });
-          this.checkedZeroWidth = false;
-          if (ie3 && ie_version < 8) {
-            this.horiz.style.minHeight = this.vert.style.minWidth = "18px";
-          }
-        };
-        NativeScrollbars.prototype.update = function(measure) {
-          var needsH = measure.scrollWidth > measure.clientWidth + 1;
-          var needsV = measure.scrollHeight > measure.clientHeight + 1;
-          var sWidth = measure.nativeBarWidth;
-          if (needsV) {
-            this.vert.style.display = "block";
-            this.vert.style.bottom = needsH ? sWidth + "px" : "0";
-            var totalHeight = measure.viewHeight - (needsH ? sWidth : 0);
-            this.vert.firstChild.style.height = Math.max(0, measure.scrollHeight - measure.clientHeight + totalHeight) + "px";
-          } else {
-            this.vert.scrollTop = 0;
-            this.vert.style.display = "";
-            this.vert.firstChild.style.height = "0";
-          }
-          if (needsH) {
-            this.horiz.style.display = "block";
-            this.horiz.style.right = needsV ? sWidth + "px" : "0";
-            this.horiz.style.left = measure.barLeft + "px";
-            var totalWidth = measure.viewWidth - measure.barLeft - (needsV ? sWidth : 0);
-            this.horiz.firstChild.style.width = Math.max(0, measure.scrollWidth - measure.clientWidth + totalWidth) + "px";
-          } else {
-            this.horiz.style.display = "";
-            this.horiz.firstChild.style.width = "0";
-          }
-          if (!this.checkedZeroWidth && measure.clientHeight > 0) {
-            if (sWidth == 0) {
-              this.zeroWidthHack();
-            }
-            this.checkedZeroWidth = true;
-          }
-          return { right: needsV ? sWidth : 0, bottom: needsH ? sWidth : 0 };
-        };
-        NativeScrollbars.prototype.setScrollLeft = function(pos) {
-          if (this.horiz.scrollLeft != pos) {
-            this.horiz.scrollLeft = pos;
-          }
-          if (this.disableHoriz) {
-            this.enableZeroWidthBar(this.horiz, this.disableHoriz, "horiz");
-          }
-        };
-        NativeScrollbars.prototype.setScrollTop = function(pos) {
-          if (this.vert.scrollTop != pos) {
-            this.vert.scrollTop = pos;
-          }
-          if (this.disableVert) {
-            this.enableZeroWidthBar(this.vert, this.disableVert, "vert");
-          }
-        };
-        NativeScrollbars.prototype.zeroWidthHack = function() {
-          var w = mac2 && !mac_geMountainLion ? "12px" : "18px";
-          this.horiz.style.height = this.vert.style.width = w;
-          this.horiz.style.visibility = this.vert.style.visibility = "hidden";
-          this.disableHoriz = new Delayed();
-          this.disableVert = new Delayed();
-        };
-        NativeScrollbars.prototype.enableZeroWidthBar = function(bar, delay, type) {
-          bar.style.visibility = "";
-          function maybeDisable() {
-            var box = bar.getBoundingClientRect();
-            var elt2 = type == "vert" ? document.elementFromPoint(box.right - 1, (box.top + box.bottom) / 2) : document.elementFromPoint((box.right + box.left) / 2, box.bottom - 1);
-            if (elt2 != bar) {
-              bar.style.visibility = "hidden";
-            } else {
-              delay.set(1e3, maybeDisable);
-            }
-          }
-          delay.set(1e3, maybeDisable);
-        };
-        NativeScrollbars.prototype.clear = function() {
-          var parent = this.horiz.parentNode;
-          parent.removeChild(this.horiz);
-          parent.removeChild(this.vert);
-        };
-        var NullScrollbars = function() {
-        };
-        NullScrollbars.prototype.update = function() {
-          return { bottom: 0, right: 0 };
-        };
-        NullScrollbars.prototype.setScrollLeft = function() {
-        };
-        NullScrollbars.prototype.setScrollTop = function() {
-        };
-        NullScrollbars.prototype.clear = function() {
-        };
-        function updateScrollbars(cm, measure) {
-          if (!measure) {
-            measure = measureForScrollbars(cm);
-          }
-          var startWidth = cm.display.barWidth, startHeight = cm.display.barHeight;
-          updateScrollbarsInner(cm, measure);
-          for (var i3 = 0; i3 < 4 && startWidth != cm.display.barWidth || startHeight != cm.display.barHeight; i3++) {
-            if (startWidth != cm.display.barWidth && cm.options.lineWrapping) {
-              updateHeightsInViewport(cm);
-            }
-            updateScrollbarsInner(cm, measureForScrollbars(cm));
-            startWidth = cm.display.barWidth;
-            startHeight = cm.display.barHeight;
-          }
-        }
-        function updateScrollbarsInner(cm, measure) {
-          var d = cm.display;
-          var sizes = d.scrollbars.update(measure);
-          d.sizer.style.paddingRight = (d.barWidth = sizes.right) + "px";
-          d.sizer.style.paddingBottom = (d.barHeight = sizes.bottom) + "px";
-          d.heightForcer.style.borderBottom = sizes.bottom + "px solid transparent";
-          if (sizes.right && sizes.bottom) {
-            d.scrollbarFiller.style.display = "block";
-            d.scrollbarFiller.style.height = sizes.bottom + "px";
-            d.scrollbarFiller.style.width = sizes.right + "px";
-          } else {
-            d.scrollbarFiller.style.display = "";
-          }
-          if (sizes.bottom && cm.options.coverGutterNextToScrollbar && cm.options.fixedGutter) {
-            d.gutterFiller.style.display = "block";
-            d.gutterFiller.style.height = sizes.bottom + "px";
-            d.gutterFiller.style.width = measure.gutterWidth + "px";
-          } else {
-            d.gutterFiller.style.display = "";
-          }
-        }
-        var scrollbarModel = { "native": NativeScrollbars, "null": NullScrollbars };
-        function initScrollbars(cm) {
-          if (cm.display.scrollbars) {
-            cm.display.scrollbars.clear();
-            if (cm.display.scrollbars.addClass) {
-              rmClass(cm.display.wrapper, cm.display.scrollbars.addClass);
-            }
-          }
-          cm.display.scrollbars = new scrollbarModel[cm.options.scrollbarStyle](function(node) {
-            cm.display.wrapper.insertBefore(node, cm.display.scrollbarFiller);
-            on(node, "mousedown", function() {
-              if (cm.state.focused) {
-                setTimeout(function() {
-                  return cm.display.input.focus();
-                }, 0);
-              }
-            });
-            node.setAttribute("cm-not-content", "true");
-          }, function(pos, axis) {
-            if (axis == "horizontal") {
-              setScrollLeft(cm, pos);
-            } else {
-              updateScrollTop(cm, pos);
-            }
-          }, cm);
-          if (cm.display.scrollbars.addClass) {
-            addClass(cm.display.wrapper, cm.display.scrollbars.addClass);
-          }
-        }
-        var nextOpId = 0;
-        function startOperation(cm) {
-          cm.curOp = {
-            cm,
-            viewChanged: false,
-            // Flag that indicates that lines might need to be redrawn
-            startHeight: cm.doc.height,
-            // Used to detect need to update scrollbar
-            forceUpdate: false,
-            // Used to force a redraw
-            updateInput: 0,
-            // Whether to reset the input textarea
-            typing: false,
-            // Whether this reset should be careful to leave existing text (for compositing)
-            changeObjs: null,
-            // Accumulated changes, for firing change events
-            cursorActivityHandlers: null,
-            // Set of handlers to fire cursorActivity on
-            cursorActivityCalled: 0,
-            // Tracks which cursorActivity handlers have been called already
-            selectionChanged: false,
-            // Whether the selection needs to be redrawn
-            updateMaxLine: false,
-            // Set when the widest line needs to be determined anew
-            scrollLeft: null,
-            scrollTop: null,
-            // Intermediate scroll position, not pushed to DOM yet
-            scrollToPos: null,
-            // Used to scroll to a specific position
-            focus: false,
-            id: ++nextOpId,
-            // Unique ID
-            markArrays: null
-            // Used by addMarkedSpan
-          };
-          pushOperation(cm.curOp);
-        }
-        function endOperation(cm) {
-          var op = cm.curOp;
-          if (op) {
-            finishOperation(op, function(group) {
-              for (var i3 = 0; i3 < group.ops.length; i3++) {
-                group.ops[i3].cm.curOp = null;
-              }
-              endOperations(group);
-            });
-          }
-        }
-        function endOperations(group) {
-          var ops = group.ops;
-          for (var i3 = 0; i3 < ops.length; i3++) {
-            endOperation_R1(ops[i3]);
-          }
-          for (var i$12 = 0; i$12 < ops.length; i$12++) {
-            endOperation_W1(ops[i$12]);
-          }
-          for (var i$22 = 0; i$22 < ops.length; i$22++) {
-            endOperation_R2(ops[i$22]);
-          }
-          for (var i$3 = 0; i$3 < ops.length; i$3++) {
-            endOperation_W2(ops[i$3]);
-          }
-          for (var i$4 = 0; i$4 < ops.length; i$4++) {
-            endOperation_finish(ops[i$4]);
-          }
-        }
-        function endOperation_R1(op) {
-          var cm = op.cm, display = cm.display;
-          maybeClipScrollbars(cm);
-          if (op.updateMaxLine) {
-            findMaxLine(cm);
-          }
-          op.mustUpdate = op.viewChanged || op.forceUpdate || op.scrollTop != null || op.scrollToPos && (op.scrollToPos.from.line < display.viewFrom || op.scrollToPos.to.line >= display.viewTo) || display.maxLineChanged && cm.options.lineWrapping;
-          op.update = op.mustUpdate && new DisplayUpdate(cm, op.mustUpdate && { top: op.scrollTop, ensure: op.scrollToPos }, op.forceUpdate);
-        }
-        function endOperation_W1(op) {
-          op.updatedDisplay = op.mustUpdate && updateDisplayIfNeeded(op.cm, op.update);
-        }
-        function endOperation_R2(op) {
-          var cm = op.cm, display = cm.display;
-          if (op.updatedDisplay) {
-            updateHeightsInViewport(cm);
-          }
-          op.barMeasure = measureForScrollbars(cm);
-          if (display.maxLineChanged && !cm.options.lineWrapping) {
-            op.adjustWidthTo = measureChar(cm, display.maxLine, display.maxLine.text.length).left + 3;
-            cm.display.sizerWidth = op.adjustWidthTo;
-            op.barMeasure.scrollWidth = Math.max(display.scroller.clientWidth, display.sizer.offsetLeft + op.adjustWidthTo + scrollGap(cm) + cm.display.barWidth);
-            op.maxScrollLeft = Math.max(0, display.sizer.offsetLeft + op.adjustWidthTo - displayWidth(cm));
-          }
-          if (op.updatedDisplay || op.selectionChanged) {
-            op.preparedSelection = display.input.prepareSelection();
-          }
-        }
-        function endOperation_W2(op) {
-          var cm = op.cm;
-          if (op.adjustWidthTo != null) {
-            cm.display.sizer.style.minWidth = op.adjustWidthTo + "px";
-            if (op.maxScrollLeft < cm.doc.scrollLeft) {
-              setScrollLeft(cm, Math.min(cm.display.scroller.scrollLeft, op.maxScrollLeft), true);
-            }
-            cm.display.maxLineChanged = false;
-          }
-          var takeFocus = op.focus && op.focus == activeElt(doc2(cm));
-          if (op.preparedSelection) {
-            cm.display.input.showSelection(op.preparedSelection, takeFocus);
-          }
-          if (op.updatedDisplay || op.startHeight != cm.doc.height) {
-            updateScrollbars(cm, op.barMeasure);
-          }
-          if (op.updatedDisplay) {
-            setDocumentHeight(cm, op.barMeasure);
-          }
-          if (op.selectionChanged) {
-            restartBlink(cm);
-          }
-          if (cm.state.focused && op.updateInput) {
-            cm.display.input.reset(op.typing);
-          }
-          if (takeFocus) {
-            ensureFocus(op.cm);
-          }
-        }
-        function endOperation_finish(op) {
-          var cm = op.cm, display = cm.display, doc3 = cm.doc;
-          if (op.updatedDisplay) {
-            postUpdateDisplay(cm, op.update);
-          }
-          if (display.wheelStartX != null && (op.scrollTop != null || op.scrollLeft != null || op.scrollToPos)) {
-            display.wheelStartX = display.wheelStartY = null;
-          }
-          if (op.scrollTop != null) {
-            setScrollTop(cm, op.scrollTop, op.forceScroll);
-          }
-          if (op.scrollLeft != null) {
-            setScrollLeft(cm, op.scrollLeft, true, true);
-          }
-          if (op.scrollToPos) {
-            var rect = scrollPosIntoView(
-              cm,
-              clipPos(doc3, op.scrollToPos.from),
-              clipPos(doc3, op.scrollToPos.to),
-              op.scrollToPos.margin
-            );
-            maybeScrollWindow(cm, rect);
-          }
-          var hidden = op.maybeHiddenMarkers, unhidden = op.maybeUnhiddenMarkers;
-          if (hidden) {
-            for (var i3 = 0; i3 < hidden.length; ++i3) {
-              if (!hidden[i3].lines.length) {
-                signal(hidden[i3], "hide");
-              }
-            }
-          }
-          if (unhidden) {
-            for (var i$12 = 0; i$12 < unhidden.length; ++i$12) {
-              if (unhidden[i$12].lines.length) {
-                signal(unhidden[i$12], "unhide");
-              }
-            }
-          }
-          if (display.wrapper.offsetHeight) {
-            doc3.scrollTop = cm.display.scroller.scrollTop;
-          }
-          if (op.changeObjs) {
-            signal(cm, "changes", cm, op.changeObjs);
-          }
-          if (op.update) {
-            op.update.finish();
-          }
-        }
-        function runInOp(cm, f) {
-          if (cm.curOp) {
-            return f();
-          }
-          startOperation(cm);
-          try {
-            return f();
-          } finally {
-            endOperation(cm);
-          }
-        }
-        function operation(cm, f) {
-          return function() {
-            if (cm.curOp) {
-              return f.apply(cm, arguments);
-            }
-            startOperation(cm);
-            try {
-              return f.apply(cm, arguments);
-            } finally {
-              endOperation(cm);
-            }
-          };
-        }
-        function methodOp(f) {
-          return function() {
-            if (this.curOp) {
-              return f.apply(this, arguments);
-            }
-            startOperation(this);
-            try {
-              return f.apply(this, arguments);
-            } finally {
-              endOperation(this);
-            }
-          };
-        }
-        function docMethodOp(f) {
-          return function() {
-            var cm = this.cm;
-            if (!cm || cm.curOp) {
-              return f.apply(this, arguments);
-            }
-            startOperation(cm);
-            try {
-              return f.apply(this, arguments);
-            } finally {
-              endOperation(cm);
-            }
-          };
-        }
-        function startWorker(cm, time) {
-          if (cm.doc.highlightFrontier < cm.display.viewTo) {
-            cm.state.highlight.set(time, bind(highlightWorker, cm));
-          }
-        }
-        function highlightWorker(cm) {
-          var doc3 = cm.doc;
-          if (doc3.highlightFrontier >= cm.display.viewTo) {
-            return;
-          }
-          var end = +/* @__PURE__ */ new Date() + cm.options.workTime;
-          var context = getContextBefore(cm, doc3.highlightFrontier);
-          var changedLines = [];
-          doc3.iter(context.line, Math.min(doc3.first + doc3.size, cm.display.viewTo + 500), function(line) {
-            if (context.line >= cm.display.viewFrom) {
-              var oldStyles = line.styles;
-              var resetState = line.text.length > cm.options.maxHighlightLength ? copyState(doc3.mode, context.state) : null;
-              var highlighted = highlightLine(cm, line, context, true);
-              if (resetState) {
-                context.state = resetState;
-              }
-              line.styles = highlighted.styles;
-              var oldCls = line.styleClasses, newCls = highlighted.classes;
-              if (newCls) {
-                line.styleClasses = newCls;
-              } else if (oldCls) {
-                line.styleClasses = null;
-              }
-              var ischange = !oldStyles || oldStyles.length != line.styles.length || oldCls != newCls && (!oldCls || !newCls || oldCls.bgClass != newCls.bgClass || oldCls.textClass != newCls.textClass);
-              for (var i3 = 0; !ischange && i3 < oldStyles.length; ++i3) {
-                ischange = oldStyles[i3] != line.styles[i3];
-              }
-              if (ischange) {
-                changedLines.push(context.line);
-              }
-              line.stateAfter = context.save();
-              context.nextLine();
-            } else {
-              if (line.text.length <= cm.options.maxHighlightLength) {
-                processLine(cm, line.text, context);
-              }
-              line.stateAfter = context.line % 5 == 0 ? context.save() : null;
-              context.nextLine();
-            }
-            if (+/* @__PURE__ */ new Date() > end) {
-              startWorker(cm, cm.options.workDelay);
-              return true;
-            }
-          });
-          doc3.highlightFrontier = context.line;
-          doc3.modeFrontier = Math.max(doc3.modeFrontier, context.line);
-          if (changedLines.length) {
-            runInOp(cm, function() {
-              for (var i3 = 0; i3 < changedLines.length; i3++) {
-                regLineChange(cm, changedLines[i3], "text");
-              }
-            });
-          }
-        }
-        var DisplayUpdate = function(cm, viewport, force) {
-          var display = cm.display;
-          this.viewport = viewport;
-          this.visible = visibleLines(display, cm.doc, viewport);
-          this.editorIsHidden = !display.wrapper.offsetWidth;
-          this.wrapperHeight = display.wrapper.clientHeight;
-          this.wrapperWidth = display.wrapper.clientWidth;
-          this.oldDisplayWidth = displayWidth(cm);
-          this.force = force;
-          this.dims = getDimensions(cm);
-          this.events = [];
-        };
-        DisplayUpdate.prototype.signal = function(emitter, type) {
-          if (hasHandler(emitter, type)) {
-            this.events.push(arguments);
-          }
-        };
-        DisplayUpdate.prototype.finish = function() {
-          for (var i3 = 0; i3 < this.events.length; i3++) {
-            signal.apply(null, this.events[i3]);
-          }
-        };
-        function maybeClipScrollbars(cm) {
-          var display = cm.display;
-          if (!display.scrollbarsClipped && display.scroller.offsetWidth) {
-            display.nativeBarWidth = display.scroller.offsetWidth - display.scroller.clientWidth;
-            display.heightForcer.style.height = scrollGap(cm) + "px";
-            display.sizer.style.marginBottom = -display.nativeBarWidth + "px";
-            display.sizer.style.borderRightWidth = scrollGap(cm) + "px";
-            display.scrollbarsClipped = true;
-          }
-        }
-        function selectionSnapshot(cm) {
-          if (cm.hasFocus()) {
-            return null;
-          }
-          var active = activeElt(doc2(cm));
-          if (!active || !contains2(cm.display.lineDiv, active)) {
-            return null;
-          }
-          var result = { activeElt: active };
-          if (window.getSelection) {
-            var sel = win(cm).getSelection();
-            if (sel.anchorNode && sel.extend && contains2(cm.display.lineDiv, sel.anchorNode)) {
-              result.anchorNode = sel.anchorNode;
-              result.anchorOffset = sel.anchorOffset;
-              result.focusNode = sel.focusNode;
-              result.focusOffset = sel.focusOffset;
-            }
-          }
-          return result;
-        }
-        function restoreSelection(snapshot) {
-          if (!snapshot || !snapshot.activeElt || snapshot.activeElt == activeElt(snapshot.activeElt.ownerDocument)) {
-            return;
-          }
-          snapshot.activeElt.focus();
-          if (!/^(INPUT|TEXTAREA)$/.test(snapshot.activeElt.nodeName) && snapshot.anchorNode && contains2(document.body, snapshot.anchorNode) && contains2(document.body, snapshot.focusNode)) {
-            var doc3 = snapshot.activeElt.ownerDocument;
-            var sel = doc3.defaultView.getSelection(), range2 = doc3.createRange();
-            range2.setEnd(snapshot.anchorNode, snapshot.anchorOffset);
-            range2.collapse(false);
-            sel.removeAllRanges();
-            sel.addRange(range2);
-            sel.extend(snapshot.focusNode, snapshot.focusOffset);
-          }
-        }
-        function updateDisplayIfNeeded(cm, update) {
-          var display = cm.display, doc3 = cm.doc;
-          if (update.editorIsHidden) {
-            resetView(cm);
-            return false;
-          }
-          if (!update.force && update.visible.from >= display.viewFrom && update.visible.to <= display.viewTo && (display.updateLineNumbers == null || display.updateLineNumbers >= display.viewTo) && display.renderedView == display.view && countDirtyView(cm) == 0) {
-            return false;
-          }
-          if (maybeUpdateLineNumberWidth(cm)) {
-            resetView(cm);
-            update.dims = getDimensions(cm);
-          }
-          var end = doc3.first + doc3.size;
-          var from = Math.max(update.visible.from - cm.options.viewportMargin, doc3.first);
-          var to = Math.min(end, update.visible.to + cm.options.viewportMargin);
-          if (display.viewFrom < from && from - display.viewFrom < 20) {
-            from = Math.max(doc3.first, display.viewFrom);
-          }
-          if (display.viewTo > to && display.viewTo - to < 20) {
-            to = Math.min(end, display.viewTo);
-          }
-          if (sawCollapsedSpans) {
-            from = visualLineNo(cm.doc, from);
-            to = visualLineEndNo(cm.doc, to);
-          }
-          var different = from != display.viewFrom || to != display.viewTo || display.lastWrapHeight != update.wrapperHeight || display.lastWrapWidth != update.wrapperWidth;
-          adjustView(cm, from, to);
-          display.viewOffset = heightAtLine(getLine(cm.doc, display.viewFrom));
-          cm.display.mover.style.top = display.viewOffset + "px";
-          var toUpdate = countDirtyView(cm);
-          if (!different && toUpdate == 0 && !update.force && display.renderedView == display.view && (display.updateLineNumbers == null || display.updateLineNumbers >= display.viewTo)) {
-            return false;
-          }
-          var selSnapshot = selectionSnapshot(cm);
-          if (toUpdate > 4) {
-            display.lineDiv.style.display = "none";
-          }
-          patchDisplay(cm, display.updateLineNumbers, update.dims);
-          if (toUpdate > 4) {
-            display.lineDiv.style.display = "";
-          }
-          display.renderedView = display.view;
-          restoreSelection(selSnapshot);
-          removeChildren(display.cursorDiv);
-          removeChildren(display.selectionDiv);
-          display.gutters.style.height = display.sizer.style.minHeight = 0;
-          if (different) {
-            display.lastWrapHeight = update.wrapperHeight;
-            display.lastWrapWidth = update.wrapperWidth;
-            startWorker(cm, 400);
-          }
-          display.updateLineNumbers = null;
-          return true;
-        }
-        function postUpdateDisplay(cm, update) {
-          var viewport = update.viewport;
-          for (var first = true; ; first = false) {
-            if (!first || !cm.options.lineWrapping || update.oldDisplayWidth == displayWidth(cm)) {
-              if (viewport && viewport.top != null) {
-                viewport = { top: Math.min(cm.doc.height + paddingVert(cm.display) - displayHeight(cm), viewport.top) };
-              }
-              update.visible = visibleLines(cm.display, cm.doc, viewport);
-              if (update.visible.from >= cm.display.viewFrom && update.visible.to <= cm.display.viewTo) {
-                break;
-              }
-            } else if (first) {
-              update.visible = visibleLines(cm.display, cm.doc, viewport);
-            }
-            if (!updateDisplayIfNeeded(cm, update)) {
-              break;
-            }
-            updateHeightsInViewport(cm);
-            var barMeasure = measureForScrollbars(cm);
-            updateSelection(cm);
-            updateScrollbars(cm, barMeasure);
-            setDocumentHeight(cm, barMeasure);
-            update.force = false;
-          }
-          update.signal(cm, "update", cm);
-          if (cm.display.viewFrom != cm.display.reportedViewFrom || cm.display.viewTo != cm.display.reportedViewTo) {
-            update.signal(cm, "viewportChange", cm, cm.display.viewFrom, cm.display.viewTo);
-            cm.display.reportedViewFrom = cm.display.viewFrom;
-            cm.display.reportedViewTo = cm.display.viewTo;
-          }
-        }
-        function updateDisplaySimple(cm, viewport) {
-          var update = new DisplayUpdate(cm, viewport);
-          if (updateDisplayIfNeeded(cm, update)) {
-            updateHeightsInViewport(cm);
-            postUpdateDisplay(cm, update);
-            var barMeasure = measureForScrollbars(cm);
-            updateSelection(cm);
-            updateScrollbars(cm, barMeasure);
-            setDocumentHeight(cm, barMeasure);
-            update.finish();
-          }
-        }
-        function patchDisplay(cm, updateNumbersFrom, dims) {
-          var display = cm.display, lineNumbers = cm.options.lineNumbers;
-          var container = display.lineDiv, cur = container.firstChild;
-          function rm2(node2) {
-            var next = node2.nextSibling;
-            if (webkit2 && mac2 && cm.display.currentWheelTarget == node2) {
-              node2.style.display = "none";
-            } else {
-              node2.parentNode.removeChild(node2);
-            }
-            return next;
-          }
-          var view = display.view, lineN = display.viewFrom;
-          for (var i3 = 0; i3 < view.length; i3++) {
-            var lineView = view[i3];
-            if (lineView.hidden) ;
-            else if (!lineView.node || lineView.node.parentNode != container) {
-              var node = buildLineElement(cm, lineView, lineN, dims);
-              container.insertBefore(node, cur);
-            } else {
-              while (cur != lineView.node) {
-                cur = rm2(cur);
-              }
-              var updateNumber = lineNumbers && updateNumbersFrom != null && updateNumbersFrom <= lineN && lineView.lineNumber;
-              if (lineView.changes) {
-                if (indexOf(lineView.changes, "gutter") > -1) {
-                  updateNumber = false;
-                }
-                updateLineForChanges(cm, lineView, lineN, dims);
-              }
-              if (updateNumber) {
-                removeChildren(lineView.lineNumber);
-                lineView.lineNumber.appendChild(document.createTextNode(lineNumberFor(cm.options, lineN)));
-              }
-              cur = lineView.node.nextSibling;
-            }
-            lineN += lineView.size;
-          }
-          while (cur) {
-            cur = rm2(cur);
-          }
-        }
-        function updateGutterSpace(display) {
-          var width = display.gutters.offsetWidth;
-          display.sizer.style.marginLeft = width + "px";
-          signalLater(display, "gutterChanged", display);
-        }
-        function setDocumentHeight(cm, measure) {
-          cm.display.sizer.style.minHeight = measure.docHeight + "px";
-          cm.display.heightForcer.style.top = measure.docHeight + "px";
-          cm.display.gutters.style.height = measure.docHeight + cm.display.barHeight + scrollGap(cm) + "px";
-        }
-        function alignHorizontally(cm) {
-          var display = cm.display, view = display.view;
-          if (!display.alignWidgets && (!display.gutters.firstChild || !cm.options.fixedGutter)) {
-            return;
-          }
-          var comp = compensateForHScroll(display) - display.scroller.scrollLeft + cm.doc.scrollLeft;
-          var gutterW = display.gutters.offsetWidth, left = comp + "px";
-          for (var i3 = 0; i3 < view.length; i3++) {
-            if (!view[i3].hidden) {
-              if (cm.options.fixedGutter) {
-                if (view[i3].gutter) {
-                  view[i3].gutter.style.left = left;
-                }
-                if (view[i3].gutterBackground) {
-                  view[i3].gutterBackground.style.left = left;
-                }
-              }
-              var align = view[i3].alignable;
-              if (align) {
-                for (var j = 0; j < align.length; j++) {
-                  align[j].style.left = left;
-                }
-              }
-            }
-          }
-          if (cm.options.fixedGutter) {
-            display.gutters.style.left = comp + gutterW + "px";
-          }
-        }
-        function maybeUpdateLineNumberWidth(cm) {
-          if (!cm.options.lineNumbers) {
-            return false;
-          }
-          var doc3 = cm.doc, last2 = lineNumberFor(cm.options, doc3.first + doc3.size - 1), display = cm.display;
-          if (last2.length != display.lineNumChars) {
-            var test = display.measure.appendChild(elt(
-              "div",
-              [elt("div", last2)],
-              "CodeMirror-linenumber CodeMirror-gutter-elt"
-            ));
-            var innerW = test.firstChild.offsetWidth, padding = test.offsetWidth - innerW;
-            display.lineGutter.style.width = "";
-            display.lineNumInnerWidth = Math.max(innerW, display.lineGutter.offsetWidth - padding) + 1;
-            display.lineNumWidth = display.lineNumInnerWidth + padding;
-            display.lineNumChars = display.lineNumInnerWidth ? last2.length : -1;
-            display.lineGutter.style.width = display.lineNumWidth + "px";
-            updateGutterSpace(cm.display);
-            return true;
-          }
-          return false;
-        }
-        function getGutters(gutters2, lineNumbers) {
-          var result = [], sawLineNumbers = false;
-          for (var i3 = 0; i3 < gutters2.length; i3++) {
-            var name2 = gutters2[i3], style = null;
-            if (typeof name2 != "string") {
-              style = name2.style;
-              name2 = name2.className;
-            }
-            if (name2 == "CodeMirror-linenumbers") {
-              if (!lineNumbers) {
-                continue;
-              } else {
-                sawLineNumbers = true;
-              }
-            }
-            result.push({ className: name2, style });
-          }
-          if (lineNumbers && !sawLineNumbers) {
-            result.push({ className: "CodeMirror-linenumbers", style: null });
-          }
-          return result;
-        }
-        function renderGutters(display) {
-          var gutters2 = display.gutters, specs = display.gutterSpecs;
-          removeChildren(gutters2);
-          display.lineGutter = null;
-          for (var i3 = 0; i3 < specs.length; ++i3) {
-            var ref = specs[i3];
-            var className = ref.className;
-            var style = ref.style;
-            var gElt = gutters2.appendChild(elt("div", null, "CodeMirror-gutter " + className));
-            if (style) {
-              gElt.style.cssText = style;
-            }
-            if (className == "CodeMirror-linenumbers") {
-              display.lineGutter = gElt;
-              gElt.style.width = (display.lineNumWidth || 1) + "px";
-            }
-          }
-          gutters2.style.display = specs.length ? "" : "none";
-          updateGutterSpace(display);
-        }
-        function updateGutters(cm) {
-          renderGutters(cm.display);
-          regChange(cm);
-          alignHorizontally(cm);
-        }
-        function Display(place, doc3, input, options) {
-          var d = this;
-          this.input = input;
-          d.scrollbarFiller = elt("div", null, "CodeMirror-scrollbar-filler");
-          d.scrollbarFiller.setAttribute("cm-not-content", "true");
-          d.gutterFiller = elt("div", null, "CodeMirror-gutter-filler");
-          d.gutterFiller.setAttribute("cm-not-content", "true");
-          d.lineDiv = eltP("div", null, "CodeMirror-code");
-          d.selectionDiv = elt("div", null, null, "position: relative; z-index: 1");
-          d.cursorDiv = elt("div", null, "CodeMirror-cursors");
-          d.measure = elt("div", null, "CodeMirror-measure");
-          d.lineMeasure = elt("div", null, "CodeMirror-measure");
-          d.lineSpace = eltP(
-            "div",
-            [d.measure, d.lineMeasure, d.selectionDiv, d.cursorDiv, d.lineDiv],
-            null,
-            "position: relative; outline: none"
-          );
-          var lines = eltP("div", [d.lineSpace], "CodeMirror-lines");
-          d.mover = elt("div", [lines], null, "position: relative");
-          d.sizer = elt("div", [d.mover], "CodeMirror-sizer");
-          d.sizerWidth = null;
-          d.heightForcer = elt("div", null, null, "position: absolute; height: " + scrollerGap + "px; width: 1px;");
-          d.gutters = elt("div", null, "CodeMirror-gutters");
-          d.lineGutter = null;
-          d.scroller = elt("div", [d.sizer, d.heightForcer, d.gutters], "CodeMirror-scroll");
-          d.scroller.setAttribute("tabIndex", "-1");
-          d.wrapper = elt("div", [d.scrollbarFiller, d.gutterFiller, d.scroller], "CodeMirror");
-          d.wrapper.setAttribute("translate", "no");
-          if (ie3 && ie_version < 8) {
-            d.gutters.style.zIndex = -1;
-            d.scroller.style.paddingRight = 0;
-          }
-          if (!webkit2 && !(gecko2 && mobile)) {
-            d.scroller.draggable = true;
-          }
-          if (place) {
-            if (place.appendChild) {
-              place.appendChild(d.wrapper);
-            } else {
-              place(d.wrapper);
-            }
-          }
-          d.viewFrom = d.viewTo = doc3.first;
-          d.reportedViewFrom = d.reportedViewTo = doc3.first;
-          d.view = [];
-          d.renderedView = null;
-          d.externalMeasured = null;
-          d.viewOffset = 0;
-          d.lastWrapHeight = d.lastWrapWidth = 0;
-          d.updateLineNumbers = null;
-          d.nativeBarWidth = d.barHeight = d.barWidth = 0;
-          d.scrollbarsClipped = false;
-          d.lineNumWidth = d.lineNumInnerWidth = d.lineNumChars = null;
-          d.alignWidgets = false;
-          d.cachedCharWidth = d.cachedTextHeight = d.cachedPaddingH = null;
-          d.maxLine = null;
-          d.maxLineLength = 0;
-          d.maxLineChanged = false;
-          d.wheelDX = d.wheelDY = d.wheelStartX = d.wheelStartY = null;
-          d.shift = false;
-          d.selForContextMenu = null;
-          d.activeTouch = null;
-          d.gutterSpecs = getGutters(options.gutters, options.lineNumbers);
-          renderGutters(d);
-          input.init(d);
-        }
-        var wheelSamples = 0, wheelPixelsPerUnit = null;
-        if (ie3) {
-          wheelPixelsPerUnit = -0.53;
-        } else if (gecko2) {
-          wheelPixelsPerUnit = 15;
-        } else if (chrome2) {
-          wheelPixelsPerUnit = -0.7;
-        } else if (safari2) {
-          wheelPixelsPerUnit = -1 / 3;
-        }
-        function wheelEventDelta(e) {
-          var dx = e.wheelDeltaX, dy = e.wheelDeltaY;
-          if (dx == null && e.detail && e.axis == e.HORIZONTAL_AXIS) {
-            dx = e.detail;
-          }
-          if (dy == null && e.detail && e.axis == e.VERTICAL_AXIS) {
-            dy = e.detail;
-          } else if (dy == null) {
-            dy = e.wheelDelta;
-          }
-          return { x: dx, y: dy };
-        }
-        function wheelEventPixels(e) {
-          var delta = wheelEventDelta(e);
-          delta.x *= wheelPixelsPerUnit;
-          delta.y *= wheelPixelsPerUnit;
-          return delta;
-        }
-        function onScrollWheel(cm, e) {
-          if (chrome2 && chrome_version == 102) {
-            if (cm.display.chromeScrollHack == null) {
-              cm.display.sizer.style.pointerEvents = "none";
-            } else {
-              clearTimeout(cm.display.chromeScrollHack);
-            }
-            cm.display.chromeScrollHack = setTimeout(function() {
-              cm.display.chromeScrollHack = null;
-              cm.display.sizer.style.pointerEvents = "";
-            }, 100);
-          }
-          var delta = wheelEventDelta(e), dx = delta.x, dy = delta.y;
-          var pixelsPerUnit = wheelPixelsPerUnit;
-          if (e.deltaMode === 0) {
-            dx = e.deltaX;
-            dy = e.deltaY;
-            pixelsPerUnit = 1;
-          }
-          var display = cm.display, scroll = display.scroller;
-          var canScrollX = scroll.scrollWidth > scroll.clientWidth;
-          var canScrollY = scroll.scrollHeight > scroll.clientHeight;
-          if (!(dx && canScrollX || dy && canScrollY)) {
-            return;
-          }
-          if (dy && mac2 && webkit2) {
-            outer: for (var cur = e.target, view = display.view; cur != scroll; cur = cur.parentNode) {
-              for (var i3 = 0; i3 < view.length; i3++) {
-                if (view[i3].node == cur) {
-                  cm.display.currentWheelTarget = cur;
-                  break outer;
-                }
-              }
-            }
-          }
-          if (dx && !gecko2 && !presto && pixelsPerUnit != null) {
-            if (dy && canScrollY) {
-              updateScrollTop(cm, Math.max(0, scroll.scrollTop + dy * pixelsPerUnit));
-            }
-            setScrollLeft(cm, Math.max(0, scroll.scrollLeft + dx * pixelsPerUnit));
-            if (!dy || dy && canScrollY) {
-              e_preventDefault(e);
-            }
-            display.wheelStartX = null;
-            return;
-          }
-          if (dy && pixelsPerUnit != null) {
-            var pixels = dy * pixelsPerUnit;
-            var top2 = cm.doc.scrollTop, bot = top2 + display.wrapper.clientHeight;
-            if (pixels < 0) {
-              top2 = Math.max(0, top2 + pixels - 50);
-            } else {
-              bot = Math.min(cm.doc.height, bot + pixels + 50);
-            }
-            updateDisplaySimple(cm, { top: top2, bottom: bot });
-          }
-          if (wheelSamples < 20 && e.deltaMode !== 0) {
-            if (display.wheelStartX == null) {
-              display.wheelStartX = scroll.scrollLeft;
-              display.wheelStartY = scroll.scrollTop;
-              display.wheelDX = dx;
-              display.wheelDY = dy;
-              setTimeout(function() {
-                if (display.wheelStartX == null) {
-                  return;
-                }
-                var movedX = scroll.scrollLeft - display.wheelStartX;
-                var movedY = scroll.scrollTop - display.wheelStartY;
-                var sample = movedY && display.wheelDY && movedY / display.wheelDY || movedX && display.wheelDX && movedX / display.wheelDX;
-                display.wheelStartX = display.wheelStartY = null;
-                if (!sample) {
-                  return;
-                }
-                wheelPixelsPerUnit = (wheelPixelsPerUnit * wheelSamples + sample) / (wheelSamples + 1);
-                ++wheelSamples;
-              }, 200);
-            } else {
-              display.wheelDX += dx;
-              display.wheelDY += dy;
-            }
-          }
-        }
-        var Selection = function(ranges, primIndex) {
-          this.ranges = ranges;
-          this.primIndex = primIndex;
-        };
-        Selection.prototype.primary = function() {
-          return this.ranges[this.primIndex];
-        };
-        Selection.prototype.equals = function(other) {
-          if (other == this) {
-            return true;
-          }
-          if (other.primIndex != this.primIndex || other.ranges.length != this.ranges.length) {
-            return false;
-          }
-          for (var i3 = 0; i3 < this.ranges.length; i3++) {
-            var here = this.ranges[i3], there = other.ranges[i3];
-            if (!equalCursorPos(here.anchor, there.anchor) || !equalCursorPos(here.head, there.head)) {
-              return false;
-            }
-          }
-          return true;
-        };
-        Selection.prototype.deepCopy = function() {
-          var out = [];
-          for (var i3 = 0; i3 < this.ranges.length; i3++) {
-            out[i3] = new Range3(copyPos(this.ranges[i3].anchor), copyPos(this.ranges[i3].head));
-          }
-          return new Selection(out, this.primIndex);
-        };
-        Selection.prototype.somethingSelected = function() {
-          for (var i3 = 0; i3 < this.ranges.length; i3++) {
-            if (!this.ranges[i3].empty()) {
-              return true;
-            }
-          }
-          return false;
-        };
-        Selection.prototype.contains = function(pos, end) {
-          if (!end) {
-            end = pos;
-          }
-          for (var i3 = 0; i3 < this.ranges.length; i3++) {
-            var range2 = this.ranges[i3];
-            if (cmp(end, range2.from()) >= 0 && cmp(pos, range2.to()) <= 0) {
-              return i3;
-            }
-          }
-          return -1;
-        };
-        var Range3 = function(anchor, head) {
-          this.anchor = anchor;
-          this.head = head;
-        };
-        Range3.prototype.from = function() {
-          return minPos(this.anchor, this.head);
-        };
-        Range3.prototype.to = function() {
-          return maxPos(this.anchor, this.head);
-        };
-        Range3.prototype.empty = function() {
-          return this.head.line == this.anchor.line && this.head.ch == this.anchor.ch;
-        };
-        function normalizeSelection(cm, ranges, primIndex) {
-          var mayTouch = cm && cm.options.selectionsMayTouch;
-          var prim = ranges[primIndex];
-          ranges.sort(function(a, b) {
-            return cmp(a.from(), b.from());
-          });
-          primIndex = indexOf(ranges, prim);
-          for (var i3 = 1; i3 < ranges.length; i3++) {
-            var cur = ranges[i3], prev = ranges[i3 - 1];
-            var diff = cmp(prev.to(), cur.from());
-            if (mayTouch && !cur.empty() ? diff > 0 : diff >= 0) {
-              var from = minPos(prev.from(), cur.from()), to = maxPos(prev.to(), cur.to());
-              var inv = prev.empty() ? cur.from() == cur.head : prev.from() == prev.head;
-              if (i3 <= primIndex) {
-                --primIndex;
-              }
-              ranges.splice(--i3, 2, new Range3(inv ? to : from, inv ? from : to));
-            }
-          }
-          return new Selection(ranges, primIndex);
-        }
-        function simpleSelection(anchor, head) {
-          return new Selection([new Range3(anchor, head || anchor)], 0);
-        }
-        function changeEnd(change) {
-          if (!change.text) {
-            return change.to;
-          }
-          return Pos(
-            change.from.line + change.text.length - 1,
-            lst(change.text).length + (change.text.length == 1 ? change.from.ch : 0)
-          );
-        }
-        function adjustForChange(pos, change) {
-          if (cmp(pos, change.from) < 0) {
-            return pos;
-          }
-          if (cmp(pos, change.to) <= 0) {
-            return changeEnd(change);
-          }
-          var line = pos.line + change.text.length - (change.to.line - change.from.line) - 1, ch = pos.ch;
-          if (pos.line == change.to.line) {
-            ch += changeEnd(change).ch - change.to.ch;
-          }
-          return Pos(line, ch);
-        }
-        function computeSelAfterChange(doc3, change) {
-          var out = [];
-          for (var i3 = 0; i3 < doc3.sel.ranges.length; i3++) {
-            var range2 = doc3.sel.ranges[i3];
-            out.push(new Range3(
-              adjustForChange(range2.anchor, change),
-              adjustForChange(range2.head, change)
-            ));
-          }
-          return normalizeSelection(doc3.cm, out, doc3.sel.primIndex);
-        }
-        function offsetPos(pos, old, nw) {
-          if (pos.line == old.line) {
-            return Pos(nw.line, pos.ch - old.ch + nw.ch);
-          } else {
-            return Pos(nw.line + (pos.line - old.line), pos.ch);
-          }
-        }
-        function computeReplacedSel(doc3, changes, hint) {
-          var out = [];
-          var oldPrev = Pos(doc3.first, 0), newPrev = oldPrev;
-          for (var i3 = 0; i3 < changes.length; i3++) {
-            var change = changes[i3];
-            var from = offsetPos(change.from, oldPrev, newPrev);
-            var to = offsetPos(changeEnd(change), oldPrev, newPrev);
-            oldPrev = change.to;
-            newPrev = to;
-            if (hint == "around") {
-              var range2 = doc3.sel.ranges[i3], inv = cmp(range2.head, range2.anchor) < 0;
-              out[i3] = new Range3(inv ? to : from, inv ? from : to);
-            } else {
-              out[i3] = new Range3(from, from);
-            }
-          }
-          return new Selection(out, doc3.sel.primIndex);
-        }
-        function loadMode(cm) {
-          cm.doc.mode = getMode(cm.options, cm.doc.modeOption);
-          resetModeState(cm);
-        }
-        function resetModeState(cm) {
-          cm.doc.iter(function(line) {
-            if (line.stateAfter) {
-              line.stateAfter = null;
-            }
-            if (line.styles) {
-              line.styles = null;
-            }
-          });
-          cm.doc.modeFrontier = cm.doc.highlightFrontier = cm.doc.first;
-          startWorker(cm, 100);
-          cm.state.modeGen++;
-          if (cm.curOp) {
-            regChange(cm);
-          }
-        }
-        function isWholeLineUpdate(doc3, change) {
-          return change.from.ch == 0 && change.to.ch == 0 && lst(change.text) == "" && (!doc3.cm || doc3.cm.options.wholeLineUpdateBefore);
-        }
-        function updateDoc(doc3, change, markedSpans, estimateHeight2) {
-          function spansFor(n) {
-            return markedSpans ? markedSpans[n] : null;
-          }
-          function update(line, text2, spans) {
-            updateLine(line, text2, spans, estimateHeight2);
-            signalLater(line, "change", line, change);
-          }
-          function linesFor(start, end) {
-            var result = [];
-            for (var i3 = start; i3 < end; ++i3) {
-              result.push(new Line2(text[i3], spansFor(i3), estimateHeight2));
-            }
-            return result;
-          }
-          var from = change.from, to = change.to, text = change.text;
-          var firstLine = getLine(doc3, from.line), lastLine = getLine(doc3, to.line);
-          var lastText = lst(text), lastSpans = spansFor(text.length - 1), nlines = to.line - from.line;
-          if (change.full) {
-            doc3.insert(0, linesFor(0, text.length));
-            doc3.remove(text.length, doc3.size - text.length);
-          } else if (isWholeLineUpdate(doc3, change)) {
-            var added = linesFor(0, text.length - 1);
-            update(lastLine, lastLine.text, lastSpans);
-            if (nlines) {
-              doc3.remove(from.line, nlines);
-            }
-            if (added.length) {
-              doc3.insert(from.line, added);
-            }
-          } else if (firstLine == lastLine) {
-            if (text.length == 1) {
-              update(firstLine, firstLine.text.slice(0, from.ch) + lastText + firstLine.text.slice(to.ch), lastSpans);
-            } else {
-              var added$1 = linesFor(1, text.length - 1);
-              added$1.push(new Line2(lastText + firstLine.text.slice(to.ch), lastSpans, estimateHeight2));
-              update(firstLine, firstLine.text.slice(0, from.ch) + text[0], spansFor(0));
-              doc3.insert(from.line + 1, added$1);
-            }
-          } else if (text.length == 1) {
-            update(firstLine, firstLine.text.slice(0, from.ch) + text[0] + lastLine.text.slice(to.ch), spansFor(0));
-            doc3.remove(from.line + 1, nlines);
-          } else {
-            update(firstLine, firstLine.text.slice(0, from.ch) + text[0], spansFor(0));
-            update(lastLine, lastText + lastLine.text.slice(to.ch), lastSpans);
-            var added$2 = linesFor(1, text.length - 1);
-            if (nlines > 1) {
-              doc3.remove(from.line + 1, nlines - 1);
-            }
-            doc3.insert(from.line + 1, added$2);
-          }
-          signalLater(doc3, "change", doc3, change);
-        }
-        function linkedDocs(doc3, f, sharedHistOnly) {
-          function propagate(doc4, skip, sharedHist) {
-            if (doc4.linked) {
-              for (var i3 = 0; i3 < doc4.linked.length; ++i3) {
-                var rel = doc4.linked[i3];
-                if (rel.doc == skip) {
-                  continue;
-                }
-                var shared = sharedHist && rel.sharedHist;
-                if (sharedHistOnly && !shared) {
-                  continue;
-                }
-                f(rel.doc, shared);
-                propagate(rel.doc, doc4, shared);
-              }
-            }
-          }
-          propagate(doc3, null, true);
-        }
-        function attachDoc(cm, doc3) {
-          if (doc3.cm) {
-            throw new Error("This document is already in use.");
-          }
-          cm.doc = doc3;
-          doc3.cm = cm;
-          estimateLineHeights(cm);
-          loadMode(cm);
-          setDirectionClass(cm);
-          cm.options.direction = doc3.direction;
-          if (!cm.options.lineWrapping) {
-            findMaxLine(cm);
-          }
-          cm.options.mode = doc3.modeOption;
-          regChange(cm);
-        }
-        function setDirectionClass(cm) {
-          (cm.doc.direction == "rtl" ? addClass : rmClass)(cm.display.lineDiv, "CodeMirror-rtl");
-        }
-        function directionChanged(cm) {
-          runInOp(cm, function() {
-            setDirectionClass(cm);
-            regChange(cm);
-          });
-        }
-        function History(prev) {
-          this.done = [];
-          this.undone = [];
-          this.undoDepth = prev ? prev.undoDepth : Infinity;
-          this.lastModTime = this.lastSelTime = 0;
-          this.lastOp = this.lastSelOp = null;
-          this.lastOrigin = this.lastSelOrigin = null;
-          this.generation = this.maxGeneration = prev ? prev.maxGeneration : 1;
-        }
-        function historyChangeFromChange(doc3, change) {
-          var histChange = { from: copyPos(change.from), to: changeEnd(change), text: getBetween(doc3, change.from, change.to) };
-          attachLocalSpans(doc3, histChange, change.from.line, change.to.line + 1);
-          linkedDocs(doc3, function(doc4) {
-            return attachLocalSpans(doc4, histChange, change.from.line, change.to.line + 1);
-          }, true);
-          return histChange;
-        }
-        function clearSelectionEvents(array) {
-          while (array.length) {
-            var last2 = lst(array);
-            if (last2.ranges) {
-              array.pop();
-            } else {
-              break;
-            }
-          }
-        }
-        function lastChangeEvent(hist, force) {
-          if (force) {
-            clearSelectionEvents(hist.done);
-            return lst(hist.done);
-          } else if (hist.done.length && !lst(hist.done).ranges) {
-            return lst(hist.done);
-          } else if (hist.done.length > 1 && !hist.done[hist.done.length - 2].ranges) {
-            hist.done.pop();
-            return lst(hist.done);
-          }
-        }
-        function addChangeToHistory(doc3, change, selAfter, opId) {
-          var hist = doc3.history;
-          hist.undone.length = 0;
-          var time = +/* @__PURE__ */ new Date(), cur;
-          var last2;
-          if ((hist.lastOp == opId || hist.lastOrigin == change.origin && change.origin && (change.origin.charAt(0) == "+" && hist.lastModTime > time - (doc3.cm ? doc3.cm.options.historyEventDelay : 500) || change.origin.charAt(0) == "*")) && (cur = lastChangeEvent(hist, hist.lastOp == opId))) {
-            last2 = lst(cur.changes);
-            if (cmp(change.from, change.to) == 0 && cmp(change.from, last2.to) == 0) {
-              last2.to = changeEnd(change);
-            } else {
-              cur.changes.push(historyChangeFromChange(doc3, change));
-            }
-          } else {
-            var before = lst(hist.done);
-            if (!before || !before.ranges) {
-              pushSelectionToHistory(doc3.sel, hist.done);
-            }
-            cur = {
-              changes: [historyChangeFromChange(doc3, change)],
-              generation: hist.generation
-            };
-            hist.done.push(cur);
-            while (hist.done.length > hist.undoDepth) {
-              hist.done.shift();
-              if (!hist.done[0].ranges) {
-                hist.done.shift();
-              }
-            }
-          }
-          hist.done.push(selAfter);
-          hist.generation = ++hist.maxGeneration;
-          hist.lastModTime = hist.lastSelTime = time;
-          hist.lastOp = hist.lastSelOp = opId;
-          hist.lastOrigin = hist.lastSelOrigin = change.origin;
-          if (!last2) {
-            signal(doc3, "historyAdded");
-          }
-        }
-        function selectionEventCanBeMerged(doc3, origin, prev, sel) {
-          var ch = origin.charAt(0);
-          return ch == "*" || ch == "+" && prev.ranges.length == sel.ranges.length && prev.somethingSelected() == sel.somethingSelected() && /* @__PURE__ */ new Date() - doc3.history.lastSelTime <= (doc3.cm ? doc3.cm.options.historyEventDelay : 500);
-        }
-        function addSelectionToHistory(doc3, sel, opId, options) {
-          var hist = doc3.history, origin = options && options.origin;
-          if (opId == hist.lastSelOp || origin && hist.lastSelOrigin == origin && (hist.lastModTime == hist.lastSelTime && hist.lastOrigin == origin || selectionEventCanBeMerged(doc3, origin, lst(hist.done), sel))) {
-            hist.done[hist.done.length - 1] = sel;
-          } else {
-            pushSelectionToHistory(sel, hist.done);
-          }
-          hist.lastSelTime = +/* @__PURE__ */ new Date();
-          hist.lastSelOrigin = origin;
-          hist.lastSelOp = opId;
-          if (options && options.clearRedo !== false) {
-            clearSelectionEvents(hist.undone);
-          }
-        }
-        function pushSelectionToHistory(sel, dest) {
-          var top2 = lst(dest);
-          if (!(top2 && top2.ranges && top2.equals(sel))) {
-            dest.push(sel);
-          }
-        }
-        function attachLocalSpans(doc3, change, from, to) {
-          var existing = change["spans_" + doc3.id], n = 0;
-          doc3.iter(Math.max(doc3.first, from), Math.min(doc3.first + doc3.size, to), function(line) {
-            if (line.markedSpans) {
-              (existing || (existing = change["spans_" + doc3.id] = {}))[n] = line.markedSpans;
-            }
-            ++n;
-          });
-        }
-        function removeClearedSpans(spans) {
-          if (!spans) {
-            return null;
-          }
-          var out;
-          for (var i3 = 0; i3 < spans.length; ++i3) {
-            if (spans[i3].marker.explicitlyCleared) {
-              if (!out) {
-                out = spans.slice(0, i3);
-              }
-            } else if (out) {
-              out.push(spans[i3]);
-            }
-          }
-          return !out ? spans : out.length ? out : null;
-        }
-        function getOldSpans(doc3, change) {
-          var found = change["spans_" + doc3.id];
-          if (!found) {
-            return null;
-          }
-          var nw = [];
-          for (var i3 = 0; i3 < change.text.length; ++i3) {
-            nw.push(removeClearedSpans(found[i3]));
-          }
-          return nw;
-        }
-        function mergeOldSpans(doc3, change) {
-          var old = getOldSpans(doc3, change);
-          var stretched = stretchSpansOverChange(doc3, change);
-          if (!old) {
-            return stretched;
-          }
-          if (!stretched) {
-            return old;
-          }
-          for (var i3 = 0; i3 < old.length; ++i3) {
-            var oldCur = old[i3], stretchCur = stretched[i3];
-            if (oldCur && stretchCur) {
-              spans: for (var j = 0; j < stretchCur.length; ++j) {
-                var span = stretchCur[j];
-                for (var k = 0; k < oldCur.length; ++k) {
-                  if (oldCur[k].marker == span.marker) {
-                    continue spans;
-                  }
-                }
-                oldCur.push(span);
-              }
-            } else if (stretchCur) {
-              old[i3] = stretchCur;
-            }
-          }
-          return old;
-        }
-        function copyHistoryArray(events, newGroup, instantiateSel) {
-          var copy = [];
-          for (var i3 = 0; i3 < events.length; ++i3) {
-            var event = events[i3];
-            if (event.ranges) {
-              copy.push(instantiateSel ? Selection.prototype.deepCopy.call(event) : event);
-              continue;
-            }
-            var changes = event.changes, newChanges = [];
-            copy.push({ changes: newChanges });
-            for (var j = 0; j < changes.length; ++j) {
-              var change = changes[j], m = void 0;
-              newChanges.push({ from: change.from, to: change.to, text: change.text });
-              if (newGroup) {
-                for (var prop2 in change) {
-                  if (m = prop2.match(/^spans_(\d+)$/)) {
-                    if (indexOf(newGroup, Number(m[1])) > -1) {
-                      lst(newChanges)[prop2] = change[prop2];
-                      delete change[prop2];
-                    }
-                  }
-                }
-              }
-            }
-          }
-          return copy;
-        }
-        function extendRange(range2, head, other, extend) {
-          if (extend) {
-            var anchor = range2.anchor;
-            if (other) {
-              var posBefore = cmp(head, anchor) < 0;
-              if (posBefore != cmp(other, anchor) < 0) {
-                anchor = head;
-                head = other;
-              } else if (posBefore != cmp(head, other) < 0) {
-                head = other;
-              }
-            }
-            return new Range3(anchor, head);
-          } else {
-            return new Range3(other || head, head);
-          }
-        }
-        function extendSelection(doc3, head, other, options, extend) {
-          if (extend == null) {
-            extend = doc3.cm && (doc3.cm.display.shift || doc3.extend);
-          }
-          setSelection(doc3, new Selection([extendRange(doc3.sel.primary(), head, other, extend)], 0), options);
-        }
-        function extendSelections(doc3, heads, options) {
-          var out = [];
-          var extend = doc3.cm && (doc3.cm.display.shift || doc3.extend);
-          for (var i3 = 0; i3 < doc3.sel.ranges.length; i3++) {
-            out[i3] = extendRange(doc3.sel.ranges[i3], heads[i3], null, extend);
-          }
-          var newSel = normalizeSelection(doc3.cm, out, doc3.sel.primIndex);
-          setSelection(doc3, newSel, options);
-        }
-        function replaceOneSelection(doc3, i3, range2, options) {
-          var ranges = doc3.sel.ranges.slice(0);
-          ranges[i3] = range2;
-          setSelection(doc3, normalizeSelection(doc3.cm, ranges, doc3.sel.primIndex), options);
-        }
-        function setSimpleSelection(doc3, anchor, head, options) {
-          setSelection(doc3, simpleSelection(anchor, head), options);
-        }
-        function filterSelectionChange(doc3, sel, options) {
-          var obj = {
-            ranges: sel.ranges,
-            update: function(ranges) {
-              this.ranges = [];
-              for (var i3 = 0; i3 < ranges.length; i3++) {
-                this.ranges[i3] = new Range3(
-                  clipPos(doc3, ranges[i3].anchor),
-                  clipPos(doc3, ranges[i3].head)
-                );
-              }
-            },
-            origin: options && options.origin
-          };
-          signal(doc3, "beforeSelectionChange", doc3, obj);
-          if (doc3.cm) {
-            signal(doc3.cm, "beforeSelectionChange", doc3.cm, obj);
-          }
-          if (obj.ranges != sel.ranges) {
-            return normalizeSelection(doc3.cm, obj.ranges, obj.ranges.length - 1);
-          } else {
-            return sel;
-          }
-        }
-        function setSelectionReplaceHistory(doc3, sel, options) {
-          var done = doc3.history.done, last2 = lst(done);
-          if (last2 && last2.ranges) {
-            done[done.length - 1] = sel;
-            setSelectionNoUndo(doc3, sel, options);
-          } else {
-            setSelection(doc3, sel, options);
-          }
-        }
-        function setSelection(doc3, sel, options) {
-          setSelectionNoUndo(doc3, sel, options);
-          addSelectionToHistory(doc3, doc3.sel, doc3.cm ? doc3.cm.curOp.id : NaN, options);
-        }
-        function setSelectionNoUndo(doc3, sel, options) {
-          if (hasHandler(doc3, "beforeSelectionChange") || doc3.cm && hasHandler(doc3.cm, "beforeSelectionChange")) {
-            sel = filterSelectionChange(doc3, sel, options);
-          }
-          var bias = options && options.bias || (cmp(sel.primary().head, doc3.sel.primary().head) < 0 ? -1 : 1);
-          setSelectionInner(doc3, skipAtomicInSelection(doc3, sel, bias, true));
-          if (!(options && options.scroll === false) && doc3.cm && doc3.cm.getOption("readOnly") != "nocursor") {
-            ensureCursorVisible(doc3.cm);
-          }
-        }
-        function setSelectionInner(doc3, sel) {
-          if (sel.equals(doc3.sel)) {
-            return;
-          }
-          doc3.sel = sel;
-          if (doc3.cm) {
-            doc3.cm.curOp.updateInput = 1;
-            doc3.cm.curOp.selectionChanged = true;
-            signalCursorActivity(doc3.cm);
-          }
-          signalLater(doc3, "cursorActivity", doc3);
-        }
-        function reCheckSelection(doc3) {
-          setSelectionInner(doc3, skipAtomicInSelection(doc3, doc3.sel, null, false));
-        }
-        function skipAtomicInSelection(doc3, sel, bias, mayClear) {
-          var out;
-          for (var i3 = 0; i3 < sel.ranges.length; i3++) {
-            var range2 = sel.ranges[i3];
-            var old = sel.ranges.length == doc3.sel.ranges.length && doc3.sel.ranges[i3];
-            var newAnchor = skipAtomic(doc3, range2.anchor, old && old.anchor, bias, mayClear);
-            var newHead = range2.head == range2.anchor ? newAnchor : skipAtomic(doc3, range2.head, old && old.head, bias, mayClear);
-            if (out || newAnchor != range2.anchor || newHead != range2.head) {
-              if (!out) {
-                out = sel.ranges.slice(0, i3);
-              }
-              out[i3] = new Range3(newAnchor, newHead);
-            }
-          }
-          return out ? normalizeSelection(doc3.cm, out, sel.primIndex) : sel;
-        }
-        function skipAtomicInner(doc3, pos, oldPos, dir, mayClear) {
-          var line = getLine(doc3, pos.line);
-          if (line.markedSpans) {
-            for (var i3 = 0; i3 < line.markedSpans.length; ++i3) {
-              var sp = line.markedSpans[i3], m = sp.marker;
-              var preventCursorLeft = "selectLeft" in m ? !m.selectLeft : m.inclusiveLeft;
-              var preventCursorRight = "selectRight" in m ? !m.selectRight : m.inclusiveRight;
-              if ((sp.from == null || (preventCursorLeft ? sp.from <= pos.ch : sp.from < pos.ch)) && (sp.to == null || (preventCursorRight ? sp.to >= pos.ch : sp.to > pos.ch))) {
-                if (mayClear) {
-                  signal(m, "beforeCursorEnter");
-                  if (m.explicitlyCleared) {
-                    if (!line.markedSpans) {
-                      break;
-                    } else {
-                      --i3;
-                      continue;
-                    }
-                  }
-                }
-                if (!m.atomic) {
-                  continue;
-                }
-                if (oldPos) {
-                  var near = m.find(dir < 0 ? 1 : -1), diff = void 0;
-                  if (dir < 0 ? preventCursorRight : preventCursorLeft) {
-                    near = movePos(doc3, near, -dir, near && near.line == pos.line ? line : null);
-                  }
-                  if (near && near.line == pos.line && (diff = cmp(near, oldPos)) && (dir < 0 ? diff < 0 : diff > 0)) {
-                    return skipAtomicInner(doc3, near, pos, dir, mayClear);
-                  }
-                }
-                var far = m.find(dir < 0 ? -1 : 1);
-                if (dir < 0 ? preventCursorLeft : preventCursorRight) {
-                  far = movePos(doc3, far, dir, far.line == pos.line ? line : null);
-                }
-                return far ? skipAtomicInner(doc3, far, pos, dir, mayClear) : null;
-              }
-            }
-          }
-          return pos;
-        }
-        function skipAtomic(doc3, pos, oldPos, bias, mayClear) {
-          var dir = bias || 1;
-          var found = skipAtomicInner(doc3, pos, oldPos, dir, mayClear) || !mayClear && skipAtomicInner(doc3, pos, oldPos, dir, true) || skipAtomicInner(doc3, pos, oldPos, -dir, mayClear) || !mayClear && skipAtomicInner(doc3, pos, oldPos, -dir, true);
-          if (!found) {
-            doc3.cantEdit = true;
-            return Pos(doc3.first, 0);
-          }
-          return found;
-        }
-        function movePos(doc3, pos, dir, line) {
-          if (dir < 0 && pos.ch == 0) {
-            if (pos.line > doc3.first) {
-              return clipPos(doc3, Pos(pos.line - 1));
-            } else {
-              return null;
-            }
-          } else if (dir > 0 && pos.ch == (line || getLine(doc3, pos.line)).text.length) {
-            if (pos.line < doc3.first + doc3.size - 1) {
-              return Pos(pos.line + 1, 0);
-            } else {
-              return null;
-            }
-          } else {
-            return new Pos(pos.line, pos.ch + dir);
-          }
-        }
-        function selectAll(cm) {
-          cm.setSelection(Pos(cm.firstLine(), 0), Pos(cm.lastLine()), sel_dontScroll);
-        }
-        function filterChange(doc3, change, update) {
-          var obj = {
-            canceled: false,
-            from: change.from,
-            to: change.to,
-            text: change.text,
-            origin: change.origin,
-            cancel: function() {
-              return obj.canceled = true;
-            }
-          };
-          if (update) {
-            obj.update = function(from, to, text, origin) {
-              if (from) {
-                obj.from = clipPos(doc3, from);
-              }
-              if (to) {
-                obj.to = clipPos(doc3, to);
-              }
-              if (text) {
-                obj.text = text;
-              }
-              if (origin !== void 0) {
-                obj.origin = origin;
-              }
-            };
-          }
-          signal(doc3, "beforeChange", doc3, obj);
-          if (doc3.cm) {
-            signal(doc3.cm, "beforeChange", doc3.cm, obj);
-          }
-          if (obj.canceled) {
-            if (doc3.cm) {
-              doc3.cm.curOp.updateInput = 2;
-            }
-            return null;
-          }
-          return { from: obj.from, to: obj.to, text: obj.text, origin: obj.origin };
-        }
-        function makeChange(doc3, change, ignoreReadOnly) {
-          if (doc3.cm) {
-            if (!doc3.cm.curOp) {
-              return operation(doc3.cm, makeChange)(doc3, change, ignoreReadOnly);
-            }
-            if (doc3.cm.state.suppressEdits) {
-              return;
-            }
-          }
-          if (hasHandler(doc3, "beforeChange") || doc3.cm && hasHandler(doc3.cm, "beforeChange")) {
-            change = filterChange(doc3, change, true);
-            if (!change) {
-              return;
-            }
-          }
-          var split = sawReadOnlySpans && !ignoreReadOnly && removeReadOnlyRanges(doc3, change.from, change.to);
-          if (split) {
-            for (var i3 = split.length - 1; i3 >= 0; --i3) {
-              makeChangeInner(doc3, { from: split[i3].from, to: split[i3].to, text: i3 ? [""] : change.text, origin: change.origin });
-            }
-          } else {
-            makeChangeInner(doc3, change);
-          }
-        }
-        function makeChangeInner(doc3, change) {
-          if (change.text.length == 1 && change.text[0] == "" && cmp(change.from, change.to) == 0) {
-            return;
-          }
-          var selAfter = computeSelAfterChange(doc3, change);
-          addChangeToHistory(doc3, change, selAfter, doc3.cm ? doc3.cm.curOp.id : NaN);
-          makeChangeSingleDoc(doc3, change, selAfter, stretchSpansOverChange(doc3, change));
-          var rebased = [];
-          linkedDocs(doc3, function(doc4, sharedHist) {
-            if (!sharedHist && indexOf(rebased, doc4.history) == -1) {
-              rebaseHist(doc4.history, change);
-              rebased.push(doc4.history);
-            }
-            makeChangeSingleDoc(doc4, change, null, stretchSpansOverChange(doc4, change));
-          });
-        }
-        function makeChangeFromHistory(doc3, type, allowSelectionOnly) {
-          var suppress = doc3.cm && doc3.cm.state.suppressEdits;
-          if (suppress && !allowSelectionOnly) {
-            return;
-          }
-          var hist = doc3.history, event, selAfter = doc3.sel;
-          var source = type == "undo" ? hist.done : hist.undone, dest = type == "undo" ? hist.undone : hist.done;
-          var i3 = 0;
-          for (; i3 < source.length; i3++) {
-            event = source[i3];
-            if (allowSelectionOnly ? event.ranges && !event.equals(doc3.sel) : !event.ranges) {
-              break;
-            }
-          }
-          if (i3 == source.length) {
-            return;
-          }
-          hist.lastOrigin = hist.lastSelOrigin = null;
-          for (; ; ) {
-            event = source.pop();
-            if (event.ranges) {
-              pushSelectionToHistory(event, dest);
-              if (allowSelectionOnly && !event.equals(doc3.sel)) {
-                setSelection(doc3, event, { clearRedo: false });
-                return;
-              }
-              selAfter = event;
-            } else if (suppress) {
-              source.push(event);
-              return;
-            } else {
-              break;
-            }
-          }
-          var antiChanges = [];
-          pushSelectionToHistory(selAfter, dest);
-          dest.push({ changes: antiChanges, generation: hist.generation });
-          hist.generation = event.generation || ++hist.maxGeneration;
-          var filter = hasHandler(doc3, "beforeChange") || doc3.cm && hasHandler(doc3.cm, "beforeChange");
-          var loop = function(i4) {
-            var change = event.changes[i4];
-            change.origin = type;
-            if (filter && !filterChange(doc3, change, false)) {
-              source.length = 0;
-              return {};
-            }
-            antiChanges.push(historyChangeFromChange(doc3, change));
-            var after = i4 ? computeSelAfterChange(doc3, change) : lst(source);
-            makeChangeSingleDoc(doc3, change, after, mergeOldSpans(doc3, change));
-            if (!i4 && doc3.cm) {
-              doc3.cm.scrollIntoView({ from: change.from, to: changeEnd(change) });
-            }
-            var rebased = [];
-            linkedDocs(doc3, function(doc4, sharedHist) {
-              if (!sharedHist && indexOf(rebased, doc4.history) == -1) {
-                rebaseHist(doc4.history, change);
-                rebased.push(doc4.history);
-              }
-              makeChangeSingleDoc(doc4, change, null, mergeOldSpans(doc4, change));
-            });
-          };
-          for (var i$12 = event.changes.length - 1; i$12 >= 0; --i$12) {
-            var returned = loop(i$12);
-            if (returned) return returned.v;
-          }
-        }
-        function shiftDoc(doc3, distance) {
-          if (distance == 0) {
-            return;
-          }
-          doc3.first += distance;
-          doc3.sel = new Selection(map(doc3.sel.ranges, function(range2) {
-            return new Range3(
-              Pos(range2.anchor.line + distance, range2.anchor.ch),
-              Pos(range2.head.line + distance, range2.head.ch)
-            );
-          }), doc3.sel.primIndex);
-          if (doc3.cm) {
-            regChange(doc3.cm, doc3.first, doc3.first - distance, distance);
-            for (var d = doc3.cm.display, l = d.viewFrom; l < d.viewTo; l++) {
-              regLineChange(doc3.cm, l, "gutter");
-            }
-          }
-        }
-        function makeChangeSingleDoc(doc3, change, selAfter, spans) {
-          if (doc3.cm && !doc3.cm.curOp) {
-            return operation(doc3.cm, makeChangeSingleDoc)(doc3, change, selAfter, spans);
-          }
-          if (change.to.line < doc3.first) {
-            shiftDoc(doc3, change.text.length - 1 - (change.to.line - change.from.line));
-            return;
-          }
-          if (change.from.line > doc3.lastLine()) {
-            return;
-          }
-          if (change.from.line < doc3.first) {
-            var shift2 = change.text.length - 1 - (doc3.first - change.from.line);
-            shiftDoc(doc3, shift2);
-            change = {
-              from: Pos(doc3.first, 0),
-              to: Pos(change.to.line + shift2, change.to.ch),
-              text: [lst(change.text)],
-              origin: change.origin
-            };
-          }
-          var last2 = doc3.lastLine();
-          if (change.to.line > last2) {
-            change = {
-              from: change.from,
-              to: Pos(last2, getLine(doc3, last2).text.length),
-              text: [change.text[0]],
-              origin: change.origin
-            };
-          }
-          change.removed = getBetween(doc3, change.from, change.to);
-          if (!selAfter) {
-            selAfter = computeSelAfterChange(doc3, change);
-          }
-          if (doc3.cm) {
-            makeChangeSingleDocInEditor(doc3.cm, change, spans);
-          } else {
-            updateDoc(doc3, change, spans);
-          }
-          setSelectionNoUndo(doc3, selAfter, sel_dontScroll);
-          if (doc3.cantEdit && skipAtomic(doc3, Pos(doc3.firstLine(), 0))) {
-            doc3.cantEdit = false;
-          }
-        }
-        function makeChangeSingleDocInEditor(cm, change, spans) {
-          var doc3 = cm.doc, display = cm.display, from = change.from, to = change.to;
-          var recomputeMaxLength = false, checkWidthStart = from.line;
-          if (!cm.options.lineWrapping) {
-            checkWidthStart = lineNo(visualLine(getLine(doc3, from.line)));
-            doc3.iter(checkWidthStart, to.line + 1, function(line) {
-              if (line == display.maxLine) {
-                recomputeMaxLength = true;
-                return true;
-              }
-            });
-          }
-          if (doc3.sel.contains(change.from, change.to) > -1) {
-            signalCursorActivity(cm);
-          }
-          updateDoc(doc3, change, spans, estimateHeight(cm));
-          if (!cm.options.lineWrapping) {
-            doc3.iter(checkWidthStart, from.line + change.text.length, function(line) {
-              var len = lineLength(line);
-              if (len > display.maxLineLength) {
-                display.maxLine = line;
-                display.maxLineLength = len;
-                display.maxLineChanged = true;
-                recomputeMaxLength = false;
-              }
-            });
-            if (recomputeMaxLength) {
-              cm.curOp.updateMaxLine = true;
-            }
-          }
-          retreatFrontier(doc3, from.line);
-          startWorker(cm, 400);
-          var lendiff = change.text.length - (to.line - from.line) - 1;
-          if (change.full) {
-            regChange(cm);
-          } else if (from.line == to.line && change.text.length == 1 && !isWholeLineUpdate(cm.doc, change)) {
-            regLineChange(cm, from.line, "text");
-          } else {
-            regChange(cm, from.line, to.line + 1, lendiff);
-          }
-          var changesHandler = hasHandler(cm, "changes"), changeHandler = hasHandler(cm, "change");
-          if (changeHandler || changesHandler) {
-            var obj = {
-              from,
-              to,
-              text: change.text,
-              removed: change.removed,
-              origin: change.origin
-            };
-            if (changeHandler) {
-              signalLater(cm, "change", cm, obj);
-            }
-            if (changesHandler) {
-              (cm.curOp.changeObjs || (cm.curOp.changeObjs = [])).push(obj);
-            }
-          }
-          cm.display.selForContextMenu = null;
-        }
-        function replaceRange(doc3, code2, from, to, origin) {
-          var assign;
-          if (!to) {
-            to = from;
-          }
-          if (cmp(to, from) < 0) {
-            assign = [to, from], from = assign[0], to = assign[1];
-          }
-          if (typeof code2 == "string") {
-            code2 = doc3.splitLines(code2);
-          }
-          makeChange(doc3, { from, to, text: code2, origin });
-        }
-        function rebaseHistSelSingle(pos, from, to, diff) {
-          if (to < pos.line) {
-            pos.line += diff;
-          } else if (from < pos.line) {
-            pos.line = from;
-            pos.ch = 0;
-          }
-        }
-        function rebaseHistArray(array, from, to, diff) {
-          for (var i3 = 0; i3 < array.length; ++i3) {
-            var sub = array[i3], ok = true;
-            if (sub.ranges) {
-              if (!sub.copied) {
-                sub = array[i3] = sub.deepCopy();
-                sub.copied = true;
-              }
-              for (var j = 0; j < sub.ranges.length; j++) {
-                rebaseHistSelSingle(sub.ranges[j].anchor, from, to, diff);
-                rebaseHistSelSingle(sub.ranges[j].head, from, to, diff);
-              }
-              continue;
-            }
-            for (var j$1 = 0; j$1 < sub.changes.length; ++j$1) {
-              var cur = sub.changes[j$1];
-              if (to < cur.from.line) {
-                cur.from = Pos(cur.from.line + diff, cur.from.ch);
-                cur.to = Pos(cur.to.line + diff, cur.to.ch);
-              } else if (from <= cur.to.line) {
-                ok = false;
-                break;
-              }
-            }
-            if (!ok) {
-              array.splice(0, i3 + 1);
-              i3 = 0;
-            }
-          }
-        }
-        function rebaseHist(hist, change) {
-          var from = change.from.line, to = change.to.line, diff = change.text.length - (to - from) - 1;
-          rebaseHistArray(hist.done, from, to, diff);
-          rebaseHistArray(hist.undone, from, to, diff);
-        }
-        function changeLine(doc3, handle, changeType, op) {
-          var no = handle, line = handle;
-          if (typeof handle == "number") {
-            line = getLine(doc3, clipLine(doc3, handle));
-          } else {
-            no = lineNo(handle);
-          }
-          if (no == null) {
-            return null;
-          }
-          if (op(line, no) && doc3.cm) {
-            regLineChange(doc3.cm, no, changeType);
-          }
-          return line;
-        }
-        function LeafChunk(lines) {
-          this.lines = lines;
-          this.parent = null;
-          var height = 0;
-          for (var i3 = 0; i3 < lines.length; ++i3) {
-            lines[i3].parent = this;
-            height += lines[i3].height;
-          }
-          this.height = height;
-        }
-        LeafChunk.prototype = {
-          chunkSize: function() {
-            return this.lines.length;
-          },
-          // Remove the n lines at offset 'at'.
-          removeInner: function(at, n) {
-            for (var i3 = at, e = at + n; i3 < e; ++i3) {
-              var line = this.lines[i3];
-              this.height -= line.height;
-              cleanUpLine(line);
-              signalLater(line, "delete");
-            }
-            this.lines.splice(at, n);
-          },
-          // Helper used to collapse a small branch into a single leaf.
-          collapse: function(lines) {
-            lines.push.apply(lines, this.lines);
-          },
-          // Insert the given array of lines at offset 'at', count them as
-          // having the given height.
-          insertInner: function(at, lines, height) {
-            this.height += height;
-            this.lines = this.lines.slice(0, at).concat(lines).concat(this.lines.slice(at));
-            for (var i3 = 0; i3 < lines.length; ++i3) {
-              lines[i3].parent = this;
-            }
-          },
-          // Used to iterate over a part of the tree.
-          iterN: function(at, n, op) {
-            for (var e = at + n; at < e; ++at) {
-              if (op(this.lines[at])) {
-                return true;
-              }
-            }
-          }
-        };
-        function BranchChunk(children) {
-          this.children = children;
-          var size = 0, height = 0;
-          for (var i3 = 0; i3 < children.length; ++i3) {
-            var ch = children[i3];
-            size += ch.chunkSize();
-            height += ch.height;
-            ch.parent = this;
-          }
-          this.size = size;
-          this.height = height;
-          this.parent = null;
-        }
-        BranchChunk.prototype = {
-          chunkSize: function() {
-            return this.size;
-          },
-          removeInner: function(at, n) {
-            this.size -= n;
-            for (var i3 = 0; i3 < this.children.length; ++i3) {
-              var child = this.children[i3], sz = child.chunkSize();
-              if (at < sz) {
-                var rm2 = Math.min(n, sz - at), oldHeight = child.height;
-                child.removeInner(at, rm2);
-                this.height -= oldHeight - child.height;
-                if (sz == rm2) {
-                  this.children.splice(i3--, 1);
-                  child.parent = null;
-                }
-                if ((n -= rm2) == 0) {
-                  break;
-                }
-                at = 0;
-              } else {
-                at -= sz;
-              }
-            }
-            if (this.size - n < 25 && (this.children.length > 1 || !(this.children[0] instanceof LeafChunk))) {
-              var lines = [];
-              this.collapse(lines);
-              this.children = [new LeafChunk(lines)];
-              this.children[0].parent = this;
-            }
-          },
-          collapse: function(lines) {
-            for (var i3 = 0; i3 < this.children.length; ++i3) {
-              this.children[i3].collapse(lines);
-            }
-          },
-          insertInner: function(at, lines, height) {
-            this.size += lines.length;
-            this.height += height;
-            for (var i3 = 0; i3 < this.children.length; ++i3) {
-              var child = this.children[i3], sz = child.chunkSize();
-              if (at <= sz) {
-                child.insertInner(at, lines, height);
-                if (child.lines && child.lines.length > 50) {
-                  var remaining = child.lines.length % 25 + 25;
-                  for (var pos = remaining; pos < child.lines.length; ) {
-                    var leaf = new LeafChunk(child.lines.slice(pos, pos += 25));
-                    child.height -= leaf.height;
-                    this.children.splice(++i3, 0, leaf);
-                    leaf.parent = this;
-                  }
-                  child.lines = child.lines.slice(0, remaining);
-                  this.maybeSpill();
-                }
-                break;
-              }
-              at -= sz;
-            }
-          },
-          // When a node has grown, check whether it should be split.
-          maybeSpill: function() {
-            if (this.children.length <= 10) {
-              return;
-            }
-            var me = this;
-            do {
-              var spilled = me.children.splice(me.children.length - 5, 5);
-              var sibling = new BranchChunk(spilled);
-              if (!me.parent) {
-                var copy = new BranchChunk(me.children);
-                copy.parent = me;
-                me.children = [copy, sibling];
-                me = copy;
-              } else {
-                me.size -= sibling.size;
-                me.height -= sibling.height;
-                var myIndex = indexOf(me.parent.children, me);
-                me.parent.children.splice(myIndex + 1, 0, sibling);
-              }
-              sibling.parent = me.parent;
-            } while (me.children.length > 10);
-            me.parent.maybeSpill();
-          },
-          iterN: function(at, n, op) {
-            for (var i3 = 0; i3 < this.children.length; ++i3) {
-              var child = this.children[i3], sz = child.chunkSize();
-              if (at < sz) {
-                var used = Math.min(n, sz - at);
-                if (child.iterN(at, used, op)) {
-                  return true;
-                }
-                if ((n -= used) == 0) {
-                  break;
-                }
-                at = 0;
-              } else {
-                at -= sz;
-              }
-            }
-          }
-        };
-        var LineWidget = function(doc3, node, options) {
-          if (options) {
-            for (var opt in options) {
-              if (options.hasOwnProperty(opt)) {
-                this[opt] = options[opt];
-              }
-            }
-          }
-          this.doc = doc3;
-          this.node = node;
-        };
-        LineWidget.prototype.clear = function() {
-          var cm = this.doc.cm, ws = this.line.widgets, line = this.line, no = lineNo(line);
-          if (no == null || !ws) {
-            return;
-          }
-          for (var i3 = 0; i3 < ws.length; ++i3) {
-            if (ws[i3] == this) {
-              ws.splice(i3--, 1);
-            }
-          }
-          if (!ws.length) {
-            line.widgets = null;
-          }
-          var height = widgetHeight(this);
-          updateLineHeight(line, Math.max(0, line.height - height));
-          if (cm) {
-            runInOp(cm, function() {
-              adjustScrollWhenAboveVisible(cm, line, -height);
-              regLineChange(cm, no, "widget");
-            });
-            signalLater(cm, "lineWidgetCleared", cm, this, no);
-          }
-        };
-        LineWidget.prototype.changed = function() {
-          var this$1 = this;
-          var oldH = this.height, cm = this.doc.cm, line = this.line;
-          this.height = null;
-          var diff = widgetHeight(this) - oldH;
-          if (!diff) {
-            return;
-          }
-          if (!lineIsHidden(this.doc, line)) {
-            updateLineHeight(line, line.height + diff);
-          }
-          if (cm) {
-            runInOp(cm, function() {
-              cm.curOp.forceUpdate = true;
-              adjustScrollWhenAboveVisible(cm, line, diff);
-              signalLater(cm, "lineWidgetChanged", cm, this$1, lineNo(line));
-            });
-          }
-        };
-        eventMixin(LineWidget);
-        function adjustScrollWhenAboveVisible(cm, line, diff) {
-          if (heightAtLine(line) < (cm.curOp && cm.curOp.scrollTop || cm.doc.scrollTop)) {
-            addToScrollTop(cm, diff);
-          }
-        }
-        function addLineWidget(doc3, handle, node, options) {
-          var widget = new LineWidget(doc3, node, options);
-          var cm = doc3.cm;
-          if (cm && widget.noHScroll) {
-            cm.display.alignWidgets = true;
-          }
-          changeLine(doc3, handle, "widget", function(line) {
-            var widgets = line.widgets || (line.widgets = []);
-            if (widget.insertAt == null) {
-              widgets.push(widget);
-            } else {
-              widgets.splice(Math.min(widgets.length, Math.max(0, widget.insertAt)), 0, widget);
-            }
-            widget.line = line;
-            if (cm && !lineIsHidden(doc3, line)) {
-              var aboveVisible = heightAtLine(line) < doc3.scrollTop;
-              updateLineHeight(line, line.height + widgetHeight(widget));
-              if (aboveVisible) {
-                addToScrollTop(cm, widget.height);
-              }
-              cm.curOp.forceUpdate = true;
-            }
-            return true;
-          });
-          if (cm) {
-            signalLater(cm, "lineWidgetAdded", cm, widget, typeof handle == "number" ? handle : lineNo(handle));
-          }
-          return widget;
-        }
-        var nextMarkerId = 0;
-        var TextMarker = function(doc3, type) {
-          this.lines = [];
-          this.type = type;
-          this.doc = doc3;
-          this.id = ++nextMarkerId;
-        };
-        TextMarker.prototype.clear = function() {
-          if (this.explicitlyCleared) {
-            return;
-          }
-          var cm = this.doc.cm, withOp = cm && !cm.curOp;
-          if (withOp) {
-            startOperation(cm);
-          }
-          if (hasHandler(this, "clear")) {
-            var found = this.find();
-            if (found) {
-              signalLater(this, "clear", found.from, found.to);
-            }
-          }
-          var min = null, max = null;
-          for (var i3 = 0; i3 < this.lines.length; ++i3) {
-            var line = this.lines[i3];
-            var span = getMarkedSpanFor(line.markedSpans, this);
-            if (cm && !this.collapsed) {
-              regLineChange(cm, lineNo(line), "text");
-            } else if (cm) {
-              if (span.to != null) {
-                max = lineNo(line);
-              }
-              if (span.from != null) {
-                min = lineNo(line);
-              }
-            }
-            line.markedSpans = removeMarkedSpan(line.markedSpans, span);
-            if (span.from == null && this.collapsed && !lineIsHidden(this.doc, line) && cm) {
-              updateLineHeight(line, textHeight(cm.display));
-            }
-          }
-          if (cm && this.collapsed && !cm.options.lineWrapping) {
-            for (var i$12 = 0; i$12 < this.lines.length; ++i$12) {
-              var visual = visualLine(this.lines[i$12]), len = lineLength(visual);
-              if (len > cm.display.maxLineLength) {
-                cm.display.maxLine = visual;
-                cm.display.maxLineLength = len;
-                cm.display.maxLineChanged = true;
-              }
-            }
-          }
-          if (min != null && cm && this.collapsed) {
-            regChange(cm, min, max + 1);
-          }
-          this.lines.length = 0;
-          this.explicitlyCleared = true;
-          if (this.atomic && this.doc.cantEdit) {
-            this.doc.cantEdit = false;
-            if (cm) {
-              reCheckSelection(cm.doc);
-            }
-          }
-          if (cm) {
-            signalLater(cm, "markerCleared", cm, this, min, max);
-          }
-          if (withOp) {
-            endOperation(cm);
-          }
-          if (this.parent) {
-            this.parent.clear();
-          }
-        };
-        TextMarker.prototype.find = function(side, lineObj) {
-          if (side == null && this.type == "bookmark") {
-            side = 1;
-          }
-          var from, to;
-          for (var i3 = 0; i3 < this.lines.length; ++i3) {
-            var line = this.lines[i3];
-            var span = getMarkedSpanFor(line.markedSpans, this);
-            if (span.from != null) {
-              from = Pos(lineObj ? line : lineNo(line), span.from);
-              if (side == -1) {
-                return from;
-              }
-            }
-            if (span.to != null) {
-              to = Pos(lineObj ? line : lineNo(line), span.to);
-              if (side == 1) {
-                return to;
-              }
-            }
-          }
-          return from && { from, to };
-        };
-        TextMarker.prototype.changed = function() {
-          var this$1 = this;
-          var pos = this.find(-1, true), widget = this, cm = this.doc.cm;
-          if (!pos || !cm) {
-            return;
-          }
-          runInOp(cm, function() {
-            var line = pos.line, lineN = lineNo(pos.line);
-            var view = findViewForLine(cm, lineN);
-            if (view) {
-              clearLineMeasurementCacheFor(view);
-              cm.curOp.selectionChanged = cm.curOp.forceUpdate = true;
-            }
-            cm.curOp.updateMaxLine = true;
-            if (!lineIsHidden(widget.doc, line) && widget.height != null) {
-              var oldHeight = widget.height;
-              widget.height = null;
-              var dHeight = widgetHeight(widget) - oldHeight;
-              if (dHeight) {
-                updateLineHeight(line, line.height + dHeight);
-              }
-            }
-            signalLater(cm, "markerChanged", cm, this$1);
-          });
-        };
-        TextMarker.prototype.attachLine = function(line) {
-          if (!this.lines.length && this.doc.cm) {
-            var op = this.doc.cm.curOp;
-            if (!op.maybeHiddenMarkers || indexOf(op.maybeHiddenMarkers, this) == -1) {
-              (op.maybeUnhiddenMarkers || (op.maybeUnhiddenMarkers = [])).push(this);
-            }
-          }
-          this.lines.push(line);
-        };
-        TextMarker.prototype.detachLine = function(line) {
-          this.lines.splice(indexOf(this.lines, line), 1);
-          if (!this.lines.length && this.doc.cm) {
-            var op = this.doc.cm.curOp;
-            (op.maybeHiddenMarkers || (op.maybeHiddenMarkers = [])).push(this);
-          }
-        };
-        eventMixin(TextMarker);
-        function markText(doc3, from, to, options, type) {
-          if (options && options.shared) {
-            return markTextShared(doc3, from, to, options, type);
-          }
-          if (doc3.cm && !doc3.cm.curOp) {
-            return operation(doc3.cm, markText)(doc3, from, to, options, type);
-          }
-          var marker = new TextMarker(doc3, type), diff = cmp(from, to);
-          if (options) {
-            copyObj(options, marker, false);
-          }
-          if (diff > 0 || diff == 0 && marker.clearWhenEmpty !== false) {
-            return marker;
-          }
-          if (marker.replacedWith) {
-            marker.collapsed = true;
-            marker.widgetNode = eltP("span", [marker.replacedWith], "CodeMirror-widget");
-            if (!options.handleMouseEvents) {
-              marker.widgetNode.setAttribute("cm-ignore-events", "true");
-            }
-            if (options.insertLeft) {
-              marker.widgetNode.insertLeft = true;
-            }
-          }
-          if (marker.collapsed) {
-            if (conflictingCollapsedRange(doc3, from.line, from, to, marker) || from.line != to.line && conflictingCollapsedRange(doc3, to.line, from, to, marker)) {
-              throw new Error("Inserting collapsed marker partially overlapping an existing one");
-            }
-            seeCollapsedSpans();
-          }
-          if (marker.addToHistory) {
-            addChangeToHistory(doc3, { from, to, origin: "markText" }, doc3.sel, NaN);
-          }
-          var curLine = from.line, cm = doc3.cm, updateMaxLine;
-          doc3.iter(curLine, to.line + 1, function(line) {
-            if (cm && marker.collapsed && !cm.options.lineWrapping && visualLine(line) == cm.display.maxLine) {
-              updateMaxLine = true;
-            }
-            if (marker.collapsed && curLine != from.line) {
-              updateLineHeight(line, 0);
-            }
-            addMarkedSpan(line, new MarkedSpan(
-              marker,
-              curLine == from.line ? from.ch : null,
-              curLine == to.line ? to.ch : null
-            ), doc3.cm && doc3.cm.curOp);
-            ++curLine;
-          });
-          if (marker.collapsed) {
-            doc3.iter(from.line, to.line + 1, function(line) {
-              if (lineIsHidden(doc3, line)) {
-                updateLineHeight(line, 0);
-              }
-            });
-          }
-          if (marker.clearOnEnter) {
-            on(marker, "beforeCursorEnter", function() {
-              return marker.clear();
-            });
-          }
-          if (marker.readOnly) {
-            seeReadOnlySpans();
-            if (doc3.history.done.length || doc3.history.undone.length) {
-              doc3.clearHistory();
-            }
-          }
-          if (marker.collapsed) {
-            marker.id = ++nextMarkerId;
-            marker.atomic = true;
-          }
-          if (cm) {
-            if (updateMaxLine) {
-              cm.curOp.updateMaxLine = true;
-            }
-            if (marker.collapsed) {
-              regChange(cm, from.line, to.line + 1);
-            } else if (marker.className || marker.startStyle || marker.endStyle || marker.css || marker.attributes || marker.title) {
-              for (var i3 = from.line; i3 <= to.line; i3++) {
-                regLineChange(cm, i3, "text");
-              }
-            }
-            if (marker.atomic) {
-              reCheckSelection(cm.doc);
-            }
-            signalLater(cm, "markerAdded", cm, marker);
-          }
-          return marker;
-        }
-        var SharedTextMarker = function(markers, primary) {
-          this.markers = markers;
-          this.primary = primary;
-          for (var i3 = 0; i3 < markers.length; ++i3) {
-            markers[i3].parent = this;
-          }
-        };
-        SharedTextMarker.prototype.clear = function() {
-          if (this.explicitlyCleared) {
-            return;
-          }
-          this.explicitlyCleared = true;
-          for (var i3 = 0; i3 < this.markers.length; ++i3) {
-            this.markers[i3].clear();
-          }
-          signalLater(this, "clear");
-        };
-        SharedTextMarker.prototype.find = function(side, lineObj) {
-          return this.primary.find(side, lineObj);
-        };
-        eventMixin(SharedTextMarker);
-        function markTextShared(doc3, from, to, options, type) {
-          options = copyObj(options);
-          options.shared = false;
-          var markers = [markText(doc3, from, to, options, type)], primary = markers[0];
-          var widget = options.widgetNode;
-          linkedDocs(doc3, function(doc4) {
-            if (widget) {
-              options.widgetNode = widget.cloneNode(true);
-            }
-            markers.push(markText(doc4, clipPos(doc4, from), clipPos(doc4, to), options, type));
-            for (var i3 = 0; i3 < doc4.linked.length; ++i3) {
-              if (doc4.linked[i3].isParent) {
-                return;
-              }
-            }
-            primary = lst(markers);
-          });
-          return new SharedTextMarker(markers, primary);
-        }
-        function findSharedMarkers(doc3) {
-          return doc3.findMarks(Pos(doc3.first, 0), doc3.clipPos(Pos(doc3.lastLine())), function(m) {
-            return m.parent;
-          });
-        }
-        function copySharedMarkers(doc3, markers) {
-          for (var i3 = 0; i3 < markers.length; i3++) {
-            var marker = markers[i3], pos = marker.find();
-            var mFrom = doc3.clipPos(pos.from), mTo = doc3.clipPos(pos.to);
-            if (cmp(mFrom, mTo)) {
-              var subMark = markText(doc3, mFrom, mTo, marker.primary, marker.primary.type);
-              marker.markers.push(subMark);
-              subMark.parent = marker;
-            }
-          }
-        }
-        function detachSharedMarkers(markers) {
-          var loop = function(i4) {
-            var marker = markers[i4], linked = [marker.primary.doc];
-            linkedDocs(marker.primary.doc, function(d) {
-              return linked.push(d);
-            });
-            for (var j = 0; j < marker.markers.length; j++) {
-              var subMarker = marker.markers[j];
-              if (indexOf(linked, subMarker.doc) == -1) {
-                subMarker.parent = null;
-                marker.markers.splice(j--, 1);
-              }
-            }
-          };
-          for (var i3 = 0; i3 < markers.length; i3++) loop(i3);
-        }
-        var nextDocId = 0;
-        var Doc = function(text, mode, firstLine, lineSep, direction) {
-          if (!(this instanceof Doc)) {
-            return new Doc(text, mode, firstLine, lineSep, direction);
-          }
-          if (firstLine == null) {
-            firstLine = 0;
-          }
-          BranchChunk.call(this, [new LeafChunk([new Line2("", null)])]);
-          this.first = firstLine;
-          this.scrollTop = this.scrollLeft = 0;
-          this.cantEdit = false;
-          this.cleanGeneration = 1;
-          this.modeFrontier = this.highlightFrontier = firstLine;
-          var start = Pos(firstLine, 0);
-          this.sel = simpleSelection(start);
-          this.history = new History(null);
-          this.id = ++nextDocId;
-          this.modeOption = mode;
-          this.lineSep = lineSep;
-          this.direction = direction == "rtl" ? "rtl" : "ltr";
-          this.extend = false;
-          if (typeof text == "string") {
-            text = this.splitLines(text);
-          }
-          updateDoc(this, { from: start, to: start, text });
-          setSelection(this, simpleSelection(start), sel_dontScroll);
-        };
-        Doc.prototype = createObj(BranchChunk.prototype, {
-          constructor: Doc,
-          // Iterate over the document. Supports two forms -- with only one
-          // argument, it calls that for each line in the document. With
-          // three, it iterates over the range given by the first two (with
-          // the second being non-inclusive).
-          iter: function(from, to, op) {
-            if (op) {
-              this.iterN(from - this.first, to - from, op);
-            } else {
-              this.iterN(this.first, this.first + this.size, from);
-            }
-          },
-          // Non-public interface for adding and removing lines.
-          insert: function(at, lines) {
-            var height = 0;
-            for (var i3 = 0; i3 < lines.length; ++i3) {
-              height += lines[i3].height;
-            }
-            this.insertInner(at - this.first, lines, height);
-          },
-          remove: function(at, n) {
-            this.removeInner(at - this.first, n);
-          },
-          // From here, the methods are part of the public interface. Most
-          // are also available from CodeMirror (editor) instances.
-          getValue: function(lineSep) {
-            var lines = getLines(this, this.first, this.first + this.size);
-            if (lineSep === false) {
-              return lines;
-            }
-            return lines.join(lineSep || this.lineSeparator());
-          },
-          setValue: docMethodOp(function(code2) {
-            var top2 = Pos(this.first, 0), last2 = this.first + this.size - 1;
-            makeChange(this, {
-              from: top2,
-              to: Pos(last2, getLine(this, last2).text.length),
-              text: this.splitLines(code2),
-              origin: "setValue",
-              full: true
-            }, true);
-            if (this.cm) {
-              scrollToCoords(this.cm, 0, 0);
-            }
-            setSelection(this, simpleSelection(top2), sel_dontScroll);
-          }),
-          replaceRange: function(code2, from, to, origin) {
-            from = clipPos(this, from);
-            to = to ? clipPos(this, to) : from;
-            replaceRange(this, code2, from, to, origin);
-          },
-          getRange: function(from, to, lineSep) {
-            var lines = getBetween(this, clipPos(this, from), clipPos(this, to));
-            if (lineSep === false) {
-              return lines;
-            }
-            if (lineSep === "") {
-              return lines.join("");
-            }
-            return lines.join(lineSep || this.lineSeparator());
-          },
-          getLine: function(line) {
-            var l = this.getLineHandle(line);
-            return l && l.text;
-          },
-          getLineHandle: function(line) {
-            if (isLine(this, line)) {
-              return getLine(this, line);
-            }
-          },
-          getLineNumber: function(line) {
-            return lineNo(line);
-          },
-          getLineHandleVisualStart: function(line) {
-            if (typeof line == "number") {
-              line = getLine(this, line);
-            }
-            return visualLine(line);
-          },
-          lineCount: function() {
-            return this.size;
-          },
-          firstLine: function() {
-            return this.first;
-          },
-          lastLine: function() {
-            return this.first + this.size - 1;
-          },
-          clipPos: function(pos) {
-            return clipPos(this, pos);
-          },
-          getCursor: function(start) {
-            var range2 = this.sel.primary(), pos;
-            if (start == null || start == "head") {
-              pos = range2.head;
-            } else if (start == "anchor") {
-              pos = range2.anchor;
-            } else if (start == "end" || start == "to" || start === false) {
-              pos = range2.to();
-            } else {
-              pos = range2.from();
-            }
-            return pos;
-          },
-          listSelections: function() {
-            return this.sel.ranges;
-          },
-          somethingSelected: function() {
-            return this.sel.somethingSelected();
-          },
-          setCursor: docMethodOp(function(line, ch, options) {
-            setSimpleSelection(this, clipPos(this, typeof line == "number" ? Pos(line, ch || 0) : line), null, options);
-          }),
-          setSelection: docMethodOp(function(anchor, head, options) {
-            setSimpleSelection(this, clipPos(this, anchor), clipPos(this, head || anchor), options);
-          }),
-          extendSelection: docMethodOp(function(head, other, options) {
-            extendSelection(this, clipPos(this, head), other && clipPos(this, other), options);
-          }),
-          extendSelections: docMethodOp(function(heads, options) {
-            extendSelections(this, clipPosArray(this, heads), options);
-          }),
-          extendSelectionsBy: docMethodOp(function(f, options) {
-            var heads = map(this.sel.ranges, f);
-            extendSelections(this, clipPosArray(this, heads), options);
-          }),
-          setSelections: docMethodOp(function(ranges, primary, options) {
-            if (!ranges.length) {
-              return;
-            }
-            var out = [];
-            for (var i3 = 0; i3 < ranges.length; i3++) {
-              out[i3] = new Range3(
-                clipPos(this, ranges[i3].anchor),
-                clipPos(this, ranges[i3].head || ranges[i3].anchor)
-              );
-            }
-            if (primary == null) {
-              primary = Math.min(ranges.length - 1, this.sel.primIndex);
-            }
-            setSelection(this, normalizeSelection(this.cm, out, primary), options);
-          }),
-          addSelection: docMethodOp(function(anchor, head, options) {
-            var ranges = this.sel.ranges.slice(0);
-            ranges.push(new Range3(clipPos(this, anchor), clipPos(this, head || anchor)));
-            setSelection(this, normalizeSelection(this.cm, ranges, ranges.length - 1), options);
-          }),
-          getSelection: function(lineSep) {
-            var ranges = this.sel.ranges, lines;
-            for (var i3 = 0; i3 < ranges.length; i3++) {
-              var sel = getBetween(this, ranges[i3].from(), ranges[i3].to());
-              lines = lines ? lines.concat(sel) : sel;
-            }
-            if (lineSep === false) {
-              return lines;
-            } else {
-              return lines.join(lineSep || this.lineSeparator());
-            }
-          },
-          getSelections: function(lineSep) {
-            var parts = [], ranges = this.sel.ranges;
-            for (var i3 = 0; i3 < ranges.length; i3++) {
-              var sel = getBetween(this, ranges[i3].from(), ranges[i3].to());
-              if (lineSep !== false) {
-                sel = sel.join(lineSep || this.lineSeparator());
-              }
-              parts[i3] = sel;
-            }
-            return parts;
-          },
-          replaceSelection: function(code2, collapse, origin) {
-            var dup = [];
-            for (var i3 = 0; i3 < this.sel.ranges.length; i3++) {
-              dup[i3] = code2;
-            }
-            this.replaceSelections(dup, collapse, origin || "+input");
-          },
-          replaceSelections: docMethodOp(function(code2, collapse, origin) {
-            var changes = [], sel = this.sel;
-            for (var i3 = 0; i3 < sel.ranges.length; i3++) {
-              var range2 = sel.ranges[i3];
-              changes[i3] = { from: range2.from(), to: range2.to(), text: this.splitLines(code2[i3]), origin };
-            }
-            var newSel = collapse && collapse != "end" && computeReplacedSel(this, changes, collapse);
-            for (var i$12 = changes.length - 1; i$12 >= 0; i$12--) {
-              makeChange(this, changes[i$12]);
-            }
-            if (newSel) {
-              setSelectionReplaceHistory(this, newSel);
-            } else if (this.cm) {
-              ensureCursorVisible(this.cm);
-            }
-          }),
-          undo: docMethodOp(function() {
-            makeChangeFromHistory(this, "undo");
-          }),
-          redo: docMethodOp(function() {
-            makeChangeFromHistory(this, "redo");
-          }),
-          undoSelection: docMethodOp(function() {
-            makeChangeFromHistory(this, "undo", true);
-          }),
-          redoSelection: docMethodOp(function() {
-            makeChangeFromHistory(this, "redo", true);
-          }),
-          setExtending: function(val) {
-            this.extend = val;
-          },
-          getExtending: function() {
-            return this.extend;
-          },
-          historySize: function() {
-            var hist = this.history, done = 0, undone = 0;
-            for (var i3 = 0; i3 < hist.done.length; i3++) {
-              if (!hist.done[i3].ranges) {
-                ++done;
-              }
-            }
-            for (var i$12 = 0; i$12 < hist.undone.length; i$12++) {
-              if (!hist.undone[i$12].ranges) {
-                ++undone;
-              }
-            }
-            return { undo: done, redo: undone };
-          },
-          clearHistory: function() {
-            var this$1 = this;
-            this.history = new History(this.history);
-            linkedDocs(this, function(doc3) {
-              return doc3.history = this$1.history;
-            }, true);
-          },
-          markClean: function() {
-            this.cleanGeneration = this.changeGeneration(true);
-          },
-          changeGeneration: function(forceSplit) {
-            if (forceSplit) {
-              this.history.lastOp = this.history.lastSelOp = this.history.lastOrigin = null;
-            }
-            return this.history.generation;
-          },
-          isClean: function(gen) {
-            return this.history.generation == (gen || this.cleanGeneration);
-          },
-          getHistory: function() {
-            return {
-              done: copyHistoryArray(this.history.done),
-              undone: copyHistoryArray(this.history.undone)
-            };
-          },
-          setHistory: function(histData) {
-            var hist = this.history = new History(this.history);
-            hist.done = copyHistoryArray(histData.done.slice(0), null, true);
-            hist.undone = copyHistoryArray(histData.undone.slice(0), null, true);
-          },
-          setGutterMarker: docMethodOp(function(line, gutterID, value) {
-            return changeLine(this, line, "gutter", function(line2) {
-              var markers = line2.gutterMarkers || (line2.gutterMarkers = {});
-              markers[gutterID] = value;
-              if (!value && isEmpty(markers)) {
-                line2.gutterMarkers = null;
-              }
-              return true;
-            });
-          }),
-          clearGutter: docMethodOp(function(gutterID) {
-            var this$1 = this;
-            this.iter(function(line) {
-              if (line.gutterMarkers && line.gutterMarkers[gutterID]) {
-                changeLine(this$1, line, "gutter", function() {
-                  line.gutterMarkers[gutterID] = null;
-                  if (isEmpty(line.gutterMarkers)) {
-                    line.gutterMarkers = null;
-                  }
-                  return true;
-                });
-              }
-            });
-          }),
-          lineInfo: function(line) {
-            var n;
-            if (typeof line == "number") {
-              if (!isLine(this, line)) {
-                return null;
-              }
-              n = line;
-              line = getLine(this, line);
-              if (!line) {
-                return null;
-              }
-            } else {
-              n = lineNo(line);
-              if (n == null) {
-                return null;
-              }
-            }
-            return {
-              line: n,
-              handle: line,
-              text: line.text,
-              gutterMarkers: line.gutterMarkers,
-              textClass: line.textClass,
-              bgClass: line.bgClass,
-              wrapClass: line.wrapClass,
-              widgets: line.widgets
-            };
-          },
-          addLineClass: docMethodOp(function(handle, where, cls) {
-            return changeLine(this, handle, where == "gutter" ? "gutter" : "class", function(line) {
-              var prop2 = where == "text" ? "textClass" : where == "background" ? "bgClass" : where == "gutter" ? "gutterClass" : "wrapClass";
-              if (!line[prop2]) {
-                line[prop2] = cls;
-              } else if (classTest(cls).test(line[prop2])) {
-                return false;
-              } else {
-                line[prop2] += " " + cls;
-              }
-              return true;
-            });
-          }),
-          removeLineClass: docMethodOp(function(handle, where, cls) {
-            return changeLine(this, handle, where == "gutter" ? "gutter" : "class", function(line) {
-              var prop2 = where == "text" ? "textClass" : where == "background" ? "bgClass" : where == "gutter" ? "gutterClass" : "wrapClass";
-              var cur = line[prop2];
-              if (!cur) {
-                return false;
-              } else if (cls == null) {
-                line[prop2] = null;
-              } else {
-                var found = cur.match(classTest(cls));
-                if (!found) {
-                  return false;
-                }
-                var end = found.index + found[0].length;
-                line[prop2] = cur.slice(0, found.index) + (!found.index || end == cur.length ? "" : " ") + cur.slice(end) || null;
-              }
-              return true;
-            });
-          }),
-          addLineWidget: docMethodOp(function(handle, node, options) {
-            return addLineWidget(this, handle, node, options);
-          }),
-          removeLineWidget: function(widget) {
-            widget.clear();
-          },
-          markText: function(from, to, options) {
-            return markText(this, clipPos(this, from), clipPos(this, to), options, options && options.type || "range");
-          },
-          setBookmark: function(pos, options) {
-            var realOpts = {
-              replacedWith: options && (options.nodeType == null ? options.widget : options),
-              insertLeft: options && options.insertLeft,
-              clearWhenEmpty: false,
-              shared: options && options.shared,
-              handleMouseEvents: options && options.handleMouseEvents
-            };
-            pos = clipPos(this, pos);
-            return markText(this, pos, pos, realOpts, "bookmark");
-          },
-          findMarksAt: function(pos) {
-            pos = clipPos(this, pos);
-            var markers = [], spans = getLine(this, pos.line).markedSpans;
-            if (spans) {
-              for (var i3 = 0; i3 < spans.length; ++i3) {
-                var span = spans[i3];
-                if ((span.from == null || span.from <= pos.ch) && (span.to == null || span.to >= pos.ch)) {
-                  markers.push(span.marker.parent || span.marker);
-                }
-              }
-            }
-            return markers;
-          },
-          findMarks: function(from, to, filter) {
-            from = clipPos(this, from);
-            to = clipPos(this, to);
-            var found = [], lineNo2 = from.line;
-            this.iter(from.line, to.line + 1, function(line) {
-              var spans = line.markedSpans;
-              if (spans) {
-                for (var i3 = 0; i3 < spans.length; i3++) {
-                  var span = spans[i3];
-                  if (!(span.to != null && lineNo2 == from.line && from.ch >= span.to || span.from == null && lineNo2 != from.line || span.from != null && lineNo2 == to.line && span.from >= to.ch) && (!filter || filter(span.marker))) {
-                    found.push(span.marker.parent || span.marker);
-                  }
-                }
-              }
-              ++lineNo2;
-            });
-            return found;
-          },
-          getAllMarks: function() {
-            var markers = [];
-            this.iter(function(line) {
-              var sps = line.markedSpans;
-              if (sps) {
-                for (var i3 = 0; i3 < sps.length; ++i3) {
-                  if (sps[i3].from != null) {
-                    markers.push(sps[i3].marker);
-                  }
-                }
-              }
-            });
-            return markers;
-          },
-          posFromIndex: function(off2) {
-            var ch, lineNo2 = this.first, sepSize = this.lineSeparator().length;
-            this.iter(function(line) {
-              var sz = line.text.length + sepSize;
-              if (sz > off2) {
-                ch = off2;
-                return true;
-              }
-              off2 -= sz;
-              ++lineNo2;
-            });
-            return clipPos(this, Pos(lineNo2, ch));
-          },
-          indexFromPos: function(coords) {
-            coords = clipPos(this, coords);
-            var index = coords.ch;
-            if (coords.line < this.first || coords.ch < 0) {
-              return 0;
-            }
-            var sepSize = this.lineSeparator().length;
-            this.iter(this.first, coords.line, function(line) {
-              index += line.text.length + sepSize;
-            });
-            return index;
-          },
-          copy: function(copyHistory) {
-            var doc3 = new Doc(
-              getLines(this, this.first, this.first + this.size),
-              this.modeOption,
-              this.first,
-              this.lineSep,
-              this.direction
-            );
-            doc3.scrollTop = this.scrollTop;
-            doc3.scrollLeft = this.scrollLeft;
-            doc3.sel = this.sel;
-            doc3.extend = false;
-            if (copyHistory) {
-              doc3.history.undoDepth = this.history.undoDepth;
-              doc3.setHistory(this.getHistory());
-            }
-            return doc3;
-          },
-          linkedDoc: function(options) {
-            if (!options) {
-              options = {};
-            }
-            var from = this.first, to = this.first + this.size;
-            if (options.from != null && options.from > from) {
-              from = options.from;
-            }
-            if (options.to != null && options.to < to) {
-              to = options.to;
-            }
-            var copy = new Doc(getLines(this, from, to), options.mode || this.modeOption, from, this.lineSep, this.direction);
-            if (options.sharedHist) {
-              copy.history = this.history;
-            }
-            (this.linked || (this.linked = [])).push({ doc: copy, sharedHist: options.sharedHist });
-            copy.linked = [{ doc: this, isParent: true, sharedHist: options.sharedHist }];
-            copySharedMarkers(copy, findSharedMarkers(this));
-            return copy;
-          },
-          unlinkDoc: function(other) {
-            if (other instanceof CodeMirror) {
-              other = other.doc;
-            }
-            if (this.linked) {
-              for (var i3 = 0; i3 < this.linked.length; ++i3) {
-                var link = this.linked[i3];
-                if (link.doc != other) {
-                  continue;
-                }
-                this.linked.splice(i3, 1);
-                other.unlinkDoc(this);
-                detachSharedMarkers(findSharedMarkers(this));
-                break;
-              }
-            }
-            if (other.history == this.history) {
-              var splitIds = [other.id];
-              linkedDocs(other, function(doc3) {
-                return splitIds.push(doc3.id);
-              }, true);
-              other.history = new History(null);
-              other.history.done = copyHistoryArray(this.history.done, splitIds);
-              other.history.undone = copyHistoryArray(this.history.undone, splitIds);
-            }
-          },
-          iterLinkedDocs: function(f) {
-            linkedDocs(this, f);
-          },
-          getMode: function() {
-            return this.mode;
-          },
-          getEditor: function() {
-            return this.cm;
-          },
-          splitLines: function(str) {
-            if (this.lineSep) {
-              return str.split(this.lineSep);
-            }
-            return splitLinesAuto(str);
-          },
-          lineSeparator: function() {
-            return this.lineSep || "\n";
-          },
-          setDirection: docMethodOp(function(dir) {
-            if (dir != "rtl") {
-              dir = "ltr";
-            }
-            if (dir == this.direction) {
-              return;
-            }
-            this.direction = dir;
-            this.iter(function(line) {
-              return line.order = null;
-            });
-            if (this.cm) {
-              directionChanged(this.cm);
-            }
-          })
-        });
-        Doc.prototype.eachLine = Doc.prototype.iter;
-        var lastDrop = 0;
-        function onDrop(e) {
-          var cm = this;
-          clearDragCursor(cm);
-          if (signalDOMEvent(cm, e) || eventInWidget(cm.display, e)) {
-            return;
-          }
-          e_preventDefault(e);
-          if (ie3) {
-            lastDrop = +/* @__PURE__ */ new Date();
-          }
-          var pos = posFromMouse(cm, e, true), files = e.dataTransfer.files;
-          if (!pos || cm.isReadOnly()) {
-            return;
-          }
-          if (files && files.length && window.FileReader && window.File) {
-            var n = files.length, text = Array(n), read = 0;
-            var markAsReadAndPasteIfAllFilesAreRead = function() {
-              if (++read == n) {
-                operation(cm, function() {
-                  pos = clipPos(cm.doc, pos);
-                  var change = {
-                    from: pos,
-                    to: pos,
-                    text: cm.doc.splitLines(
-                      text.filter(function(t2) {
-                        return t2 != null;
-                      }).join(cm.doc.lineSeparator())
-                    ),
-                    origin: "paste"
-                  };
-                  makeChange(cm.doc, change);
-                  setSelectionReplaceHistory(cm.doc, simpleSelection(clipPos(cm.doc, pos), clipPos(cm.doc, changeEnd(change))));
-                })();
-              }
-            };
-            var readTextFromFile = function(file, i4) {
-              if (cm.options.allowDropFileTypes && indexOf(cm.options.allowDropFileTypes, file.type) == -1) {
-                markAsReadAndPasteIfAllFilesAreRead();
-                return;
-              }
-              var reader = new FileReader();
-              reader.onerror = function() {
-                return markAsReadAndPasteIfAllFilesAreRead();
-              };
-              reader.onload = function() {
-                var content2 = reader.result;
-                if (/[\x00-\x08\x0e-\x1f]{2}/.test(content2)) {
-                  markAsReadAndPasteIfAllFilesAreRead();
-                  return;
-                }
-                text[i4] = content2;
-                markAsReadAndPasteIfAllFilesAreRead();
-              };
-              reader.readAsText(file);
-            };
-            for (var i3 = 0; i3 < files.length; i3++) {
-              readTextFromFile(files[i3], i3);
-            }
-          } else {
-            if (cm.state.draggingText && cm.doc.sel.contains(pos) > -1) {
-              cm.state.draggingText(e);
-              setTimeout(function() {
-                return cm.display.input.focus();
-              }, 20);
-              return;
-            }
-            try {
-              var text$1 = e.dataTransfer.getData("Text");
-              if (text$1) {
-                var selected;
-                if (cm.state.draggingText && !cm.state.draggingText.copy) {
-                  selected = cm.listSelections();
-                }
-                setSelectionNoUndo(cm.doc, simpleSelection(pos, pos));
-                if (selected) {
-                  for (var i$12 = 0; i$12 < selected.length; ++i$12) {
-                    replaceRange(cm.doc, "", selected[i$12].anchor, selected[i$12].head, "drag");
-                  }
-                }
-                cm.replaceSelection(text$1, "around", "paste");
-                cm.display.input.focus();
-              }
-            } catch (e$1) {
-            }
-          }
-        }
-        function onDragStart(cm, e) {
-          if (ie3 && (!cm.state.draggingText || +/* @__PURE__ */ new Date() - lastDrop < 100)) {
-            e_stop(e);
-            return;
-          }
-          if (signalDOMEvent(cm, e) || eventInWidget(cm.display, e)) {
-            return;
-          }
-          e.dataTransfer.setData("Text", cm.getSelection());
-          e.dataTransfer.effectAllowed = "copyMove";
-          if (e.dataTransfer.setDragImage && !safari2) {
-            var img = elt("img", null, null, "position: fixed; left: 0; top: 0;");
-            img.src = "data:image/gif;base64,R0lGODlhAQABAAAAACH5BAEKAAEALAAAAAABAAEAAAICTAEAOw==";
-            if (presto) {
-              img.width = img.height = 1;
-              cm.display.wrapper.appendChild(img);
-              img._top = img.offsetTop;
-            }
-            e.dataTransfer.setDragImage(img, 0, 0);
-            if (presto) {
-              img.parentNode.removeChild(img);
-            }
-          }
-        }
-        function onDragOver(cm, e) {
-          var pos = posFromMouse(cm, e);
-          if (!pos) {
-            return;
-          }
-          var frag = document.createDocumentFragment();
-          drawSelectionCursor(cm, pos, frag);
-          if (!cm.display.dragCursor) {
-            cm.display.dragCursor = elt("div", null, "CodeMirror-cursors CodeMirror-dragcursors");
-            cm.display.lineSpace.insertBefore(cm.display.dragCursor, cm.display.cursorDiv);
-          }
-          removeChildrenAndAdd(cm.display.dragCursor, frag);
-        }
-        function clearDragCursor(cm) {
-          if (cm.display.dragCursor) {
-            cm.display.lineSpace.removeChild(cm.display.dragCursor);
-            cm.display.dragCursor = null;
-          }
-        }
-        function forEachCodeMirror(f) {
-          if (!document.getElementsByClassName) {
-            return;
-          }
-          var byClass = document.getElementsByClassName("CodeMirror"), editors = [];
-          for (var i3 = 0; i3 < byClass.length; i3++) {
-            var cm = byClass[i3].CodeMirror;
-            if (cm) {
-              editors.push(cm);
-            }
-          }
-          if (editors.length) {
-            editors[0].operation(function() {
-              for (var i4 = 0; i4 < editors.length; i4++) {
-                f(editors[i4]);
-              }
-            });
-          }
-        }
-        var globalsRegistered = false;
-        function ensureGlobalHandlers() {
-          if (globalsRegistered) {
-            return;
-          }
-          registerGlobalHandlers();
-          globalsRegistered = true;
-        }
-        function registerGlobalHandlers() {
-          var resizeTimer;
-          on(window, "resize", function() {
-            if (resizeTimer == null) {
-              resizeTimer = setTimeout(function() {
-                resizeTimer = null;
-                forEachCodeMirror(onResize);
-              }, 100);
-            }
-          });
-          on(window, "blur", function() {
-            return forEachCodeMirror(onBlur);
-          });
-        }
-        function onResize(cm) {
-          var d = cm.display;
-          d.cachedCharWidth = d.cachedTextHeight = d.cachedPaddingH = null;
-          d.scrollbarsClipped = false;
-          cm.setSize();
-        }
-        var keyNames = {
-          3: "Pause",
-          8: "Backspace",
-          9: "Tab",
-          13: "Enter",
-          16: "Shift",
-          17: "Ctrl",
-          18: "Alt",
-          19: "Pause",
-          20: "CapsLock",
-          27: "Esc",
-          32: "Space",
-          33: "PageUp",
-          34: "PageDown",
-          35: "End",
-          36: "Home",
-          37: "Left",
-          38: "Up",
-          39: "Right",
-          40: "Down",
-          44: "PrintScrn",
-          45: "Insert",
-          46: "Delete",
-          59: ";",
-          61: "=",
-          91: "Mod",
-          92: "Mod",
-          93: "Mod",
-          106: "*",
-          107: "=",
-          109: "-",
-          110: ".",
-          111: "/",
-          145: "ScrollLock",
-          173: "-",
-          186: ";",
-          187: "=",
-          188: ",",
-          189: "-",
-          190: ".",
-          191: "/",
-          192: "`",
-          219: "[",
-          220: "\\",
-          221: "]",
-          222: "'",
-          224: "Mod",
-          63232: "Up",
-          63233: "Down",
-          63234: "Left",
-          63235: "Right",
-          63272: "Delete",
-          63273: "Home",
-          63275: "End",
-          63276: "PageUp",
-          63277: "PageDown",
-          63302: "Insert"
-        };
-        for (var i2 = 0; i2 < 10; i2++) {
-          keyNames[i2 + 48] = keyNames[i2 + 96] = String(i2);
-        }
-        for (var i$1 = 65; i$1 <= 90; i$1++) {
-          keyNames[i$1] = String.fromCharCode(i$1);
-        }
-        for (var i$2 = 1; i$2 <= 12; i$2++) {
-          keyNames[i$2 + 111] = keyNames[i$2 + 63235] = "F" + i$2;
-        }
-        var keyMap = {};
-        keyMap.basic = {
-          "Left": "goCharLeft",
-          "Right": "goCharRight",
-          "Up": "goLineUp",
-          "Down": "goLineDown",
-          "End": "goLineEnd",
-          "Home": "goLineStartSmart",
-          "PageUp": "goPageUp",
-          "PageDown": "goPageDown",
-          "Delete": "delCharAfter",
-          "Backspace": "delCharBefore",
-          "Shift-Backspace": "delCharBefore",
-          "Tab": "defaultTab",
-          "Shift-Tab": "indentAuto",
-          "Enter": "newlineAndIndent",
-          "Insert": "toggleOverwrite",
-          "Esc": "singleSelection"
-        };
-        keyMap.pcDefault = {
-          "Ctrl-A": "selectAll",
-          "Ctrl-D": "deleteLine",
-          "Ctrl-Z": "undo",
-          "Shift-Ctrl-Z": "redo",
-          "Ctrl-Y": "redo",
-          "Ctrl-Home": "goDocStart",
-          "Ctrl-End": "goDocEnd",
-          "Ctrl-Up": "goLineUp",
-          "Ctrl-Down": "goLineDown",
-          "Ctrl-Left": "goGroupLeft",
-          "Ctrl-Right": "goGroupRight",
-          "Alt-Left": "goLineStart",
-          "Alt-Right": "goLineEnd",
-          "Ctrl-Backspace": "delGroupBefore",
-          "Ctrl-Delete": "delGroupAfter",
-          "Ctrl-S": "save",
-          "Ctrl-F": "find",
-          "Ctrl-G": "findNext",
-          "Shift-Ctrl-G": "findPrev",
-          "Shift-Ctrl-F": "replace",
-          "Shift-Ctrl-R": "replaceAll",
-          "Ctrl-[": "indentLess",
-          "Ctrl-]": "indentMore",
-          "Ctrl-U": "undoSelection",
-          "Shift-Ctrl-U": "redoSelection",
-          "Alt-U": "redoSelection",
-          "fallthrough": "basic"
-        };
-        keyMap.emacsy = {
-          "Ctrl-F": "goCharRight",
-          "Ctrl-B": "goCharLeft",
-          "Ctrl-P": "goLineUp",
-          "Ctrl-N": "goLineDown",
-          "Ctrl-A": "goLineStart",
-          "Ctrl-E": "goLineEnd",
-          "Ctrl-V": "goPageDown",
-          "Shift-Ctrl-V": "goPageUp",
-          "Ctrl-D": "delCharAfter",
-          "Ctrl-H": "delCharBefore",
-          "Alt-Backspace": "delWordBefore",
-          "Ctrl-K": "killLine",
-          "Ctrl-T": "transposeChars",
-          "Ctrl-O": "openLine"
-        };
-        keyMap.macDefault = {
-          "Cmd-A": "selectAll",
-          "Cmd-D": "deleteLine",
-          "Cmd-Z": "undo",
-          "Shift-Cmd-Z": "redo",
-          "Cmd-Y": "redo",
-          "Cmd-Home": "goDocStart",
-          "Cmd-Up": "goDocStart",
-          "Cmd-End": "goDocEnd",
-          "Cmd-Down": "goDocEnd",
-          "Alt-Left": "goGroupLeft",
-          "Alt-Right": "goGroupRight",
-          "Cmd-Left": "goLineLeft",
-          "Cmd-Right": "goLineRight",
-          "Alt-Backspace": "delGroupBefore",
-          "Ctrl-Alt-Backspace": "delGroupAfter",
-          "Alt-Delete": "delGroupAfter",
-          "Cmd-S": "save",
-          "Cmd-F": "find",
-          "Cmd-G": "findNext",
-          "Shift-Cmd-G": "findPrev",
-          "Cmd-Alt-F": "replace",
-          "Shift-Cmd-Alt-F": "replaceAll",
-          "Cmd-[": "indentLess",
-          "Cmd-]": "indentMore",
-          "Cmd-Backspace": "delWrappedLineLeft",
-          "Cmd-Delete": "delWrappedLineRight",
-          "Cmd-U": "undoSelection",
-          "Shift-Cmd-U": "redoSelection",
-          "Ctrl-Up": "goDocStart",
-          "Ctrl-Down": "goDocEnd",
-          "fallthrough": ["basic", "emacsy"]
-        };
-        keyMap["default"] = mac2 ? keyMap.macDefault : keyMap.pcDefault;
-        function normalizeKeyName2(name2) {
-          var parts = name2.split(/-(?!$)/);
-          name2 = parts[parts.length - 1];
-          var alt, ctrl, shift2, cmd;
-          for (var i3 = 0; i3 < parts.length - 1; i3++) {
-            var mod = parts[i3];
-            if (/^(cmd|meta|m)$/i.test(mod)) {
-              cmd = true;
-            } else if (/^a(lt)?$/i.test(mod)) {
-              alt = true;
-            } else if (/^(c|ctrl|control)$/i.test(mod)) {
-              ctrl = true;
-            } else if (/^s(hift)?$/i.test(mod)) {
-              shift2 = true;
-            } else {
-              throw new Error("Unrecognized modifier name: " + mod);
-            }
-          }
-          if (alt) {
-            name2 = "Alt-" + name2;
-          }
-          if (ctrl) {
-            name2 = "Ctrl-" + name2;
-          }
-          if (cmd) {
-            name2 = "Cmd-" + name2;
-          }
-          if (shift2) {
-            name2 = "Shift-" + name2;
-          }
-          return name2;
-        }
-        function normalizeKeyMap(keymap2) {
-          var copy = {};
-          for (var keyname in keymap2) {
-            if (keymap2.hasOwnProperty(keyname)) {
-              var value = keymap2[keyname];
-              if (/^(name|fallthrough|(de|at)tach)$/.test(keyname)) {
-                continue;
-              }
-              if (value == "...") {
-                delete keymap2[keyname];
-                continue;
-              }
-              var keys = map(keyname.split(" "), normalizeKeyName2);
-              for (var i3 = 0; i3 < keys.length; i3++) {
-                var val = void 0, name2 = void 0;
-                if (i3 == keys.length - 1) {
-                  name2 = keys.join(" ");
-                  val = value;
-                } else {
-                  name2 = keys.slice(0, i3 + 1).join(" ");
-                  val = "...";
-                }
-                var prev = copy[name2];
-                if (!prev) {
-                  copy[name2] = val;
-                } else if (prev != val) {
-                  throw new Error("Inconsistent bindings for " + name2);
-                }
-              }
-              delete keymap2[keyname];
-            }
-          }
-          for (var prop2 in copy) {
-            keymap2[prop2] = copy[prop2];
-          }
-          return keymap2;
-        }
-        function lookupKey(key, map2, handle, context) {
-          map2 = getKeyMap(map2);
-          var found = map2.call ? map2.call(key, context) : map2[key];
-          if (found === false) {
-            return "nothing";
-          }
-          if (found === "...") {
-            return "multi";
-          }
-          if (found != null && handle(found)) {
-            return "handled";
-          }
-          if (map2.fallthrough) {
-            if (Object.prototype.toString.call(map2.fallthrough) != "[object Array]") {
-              return lookupKey(key, map2.fallthrough, handle, context);
-            }
-            for (var i3 = 0; i3 < map2.fallthrough.length; i3++) {
-              var result = lookupKey(key, map2.fallthrough[i3], handle, context);
-              if (result) {
-                return result;
-              }
-            }
-          }
-        }
-        function isModifierKey(value) {
-          var name2 = typeof value == "string" ? value : keyNames[value.keyCode];
-          return name2 == "Ctrl" || name2 == "Alt" || name2 == "Shift" || name2 == "Mod";
-        }
-        function addModifierNames(name2, event, noShift) {
-          var base2 = name2;
-          if (event.altKey && base2 != "Alt") {
-            name2 = "Alt-" + name2;
-          }
-          if ((flipCtrlCmd ? event.metaKey : event.ctrlKey) && base2 != "Ctrl") {
-            name2 = "Ctrl-" + name2;
-          }
-          if ((flipCtrlCmd ? event.ctrlKey : event.metaKey) && base2 != "Mod") {
-            name2 = "Cmd-" + name2;
-          }
-          if (!noShift && event.shiftKey && base2 != "Shift") {
-            name2 = "Shift-" + name2;
-          }
-          return name2;
-        }
-        function keyName2(event, noShift) {
-          if (presto && event.keyCode == 34 && event["char"]) {
-            return false;
-          }
-          var name2 = keyNames[event.keyCode];
-          if (name2 == null || event.altGraphKey) {
-            return false;
-          }
-          if (event.keyCode == 3 && event.code) {
-            name2 = event.code;
-          }
-          return addModifierNames(name2, event, noShift);
-        }
-        function getKeyMap(val) {
-          return typeof val == "string" ? keyMap[val] : val;
-        }
-        function deleteNearSelection(cm, compute) {
-          var ranges = cm.doc.sel.ranges, kill = [];
-          for (var i3 = 0; i3 < ranges.length; i3++) {
-            var toKill = compute(ranges[i3]);
-            while (kill.length && cmp(toKill.from, lst(kill).to) <= 0) {
-              var replaced = kill.pop();
-              if (cmp(replaced.from, toKill.from) < 0) {
-                toKill.from = replaced.from;
-                break;
-              }
-            }
-            kill.push(toKill);
-          }
-          runInOp(cm, function() {
-            for (var i4 = kill.length - 1; i4 >= 0; i4--) {
-              replaceRange(cm.doc, "", kill[i4].from, kill[i4].to, "+delete");
-            }
-            ensureCursorVisible(cm);
-          });
-        }
-        function moveCharLogically(line, ch, dir) {
-          var target = skipExtendingChars(line.text, ch + dir, dir);
-          return target < 0 || target > line.text.length ? null : target;
-        }
-        function moveLogically(line, start, dir) {
-          var ch = moveCharLogically(line, start.ch, dir);
-          return ch == null ? null : new Pos(start.line, ch, dir < 0 ? "after" : "before");
-        }
-        function endOfLine(visually, cm, lineObj, lineNo2, dir) {
-          if (visually) {
-            if (cm.doc.direction == "rtl") {
-              dir = -dir;
-            }
-            var order = getOrder(lineObj, cm.doc.direction);
-            if (order) {
-              var part = dir < 0 ? lst(order) : order[0];
-              var moveInStorageOrder = dir < 0 == (part.level == 1);
-              var sticky = moveInStorageOrder ? "after" : "before";
-              var ch;
-              if (part.level > 0 || cm.doc.direction == "rtl") {
-                var prep = prepareMeasureForLine(cm, lineObj);
-                ch = dir < 0 ? lineObj.text.length - 1 : 0;
-                var targetTop = measureCharPrepared(cm, prep, ch).top;
-                ch = findFirst(function(ch2) {
-                  return measureCharPrepared(cm, prep, ch2).top == targetTop;
-                }, dir < 0 == (part.level == 1) ? part.from : part.to - 1, ch);
-                if (sticky == "before") {
-                  ch = moveCharLogically(lineObj, ch, 1);
-                }
-              } else {
-                ch = dir < 0 ? part.to : part.from;
-              }
-              return new Pos(lineNo2, ch, sticky);
-            }
-          }
-          return new Pos(lineNo2, dir < 0 ? lineObj.text.length : 0, dir < 0 ? "before" : "after");
-        }
-        function moveVisually2(cm, line, start, dir) {
-          var bidi = getOrder(line, cm.doc.direction);
-          if (!bidi) {
-            return moveLogically(line, start, dir);
-          }
-          if (start.ch >= line.text.length) {
-            start.ch = line.text.length;
-            start.sticky = "before";
-          } else if (start.ch <= 0) {
-            start.ch = 0;
-            start.sticky = "after";
-          }
-          var partPos = getBidiPartAt(bidi, start.ch, start.sticky), part = bidi[partPos];
-          if (cm.doc.direction == "ltr" && part.level % 2 == 0 && (dir > 0 ? part.to > start.ch : part.from < start.ch)) {
-            return moveLogically(line, start, dir);
-          }
-          var mv = function(pos, dir2) {
-            return moveCharLogically(line, pos instanceof Pos ? pos.ch : pos, dir2);
-          };
-          var prep;
-          var getWrappedLineExtent = function(ch2) {
-            if (!cm.options.lineWrapping) {
-              return { begin: 0, end: line.text.length };
-            }
-            prep = prep || prepareMeasureForLine(cm, line);
-            return wrappedLineExtentChar(cm, line, prep, ch2);
-          };
-          var wrappedLineExtent2 = getWrappedLineExtent(start.sticky == "before" ? mv(start, -1) : start.ch);
-          if (cm.doc.direction == "rtl" || part.level == 1) {
-            var moveInStorageOrder = part.level == 1 == dir < 0;
-            var ch = mv(start, moveInStorageOrder ? 1 : -1);
-            if (ch != null && (!moveInStorageOrder ? ch >= part.from && ch >= wrappedLineExtent2.begin : ch <= part.to && ch <= wrappedLineExtent2.end)) {
-              var sticky = moveInStorageOrder ? "before" : "after";
-              return new Pos(start.line, ch, sticky);
-            }
-          }
-          var searchInVisualLine = function(partPos2, dir2, wrappedLineExtent3) {
-            var getRes = function(ch3, moveInStorageOrder3) {
-              return moveInStorageOrder3 ? new Pos(start.line, mv(ch3, 1), "before") : new Pos(start.line, ch3, "after");
-            };
-            for (; partPos2 >= 0 && partPos2 < bidi.length; partPos2 += dir2) {
-              var part2 = bidi[partPos2];
-              var moveInStorageOrder2 = dir2 > 0 == (part2.level != 1);
-              var ch2 = moveInStorageOrder2 ? wrappedLineExtent3.begin : mv(wrappedLineExtent3.end, -1);
-              if (part2.from <= ch2 && ch2 < part2.to) {
-                return getRes(ch2, moveInStorageOrder2);
-              }
-              ch2 = moveInStorageOrder2 ? part2.from : mv(part2.to, -1);
-              if (wrappedLineExtent3.begin <= ch2 && ch2 < wrappedLineExtent3.end) {
-                return getRes(ch2, moveInStorageOrder2);
-              }
-            }
-          };
-          var res = searchInVisualLine(partPos + dir, dir, wrappedLineExtent2);
-          if (res) {
-            return res;
-          }
-          var nextCh = dir > 0 ? wrappedLineExtent2.end : mv(wrappedLineExtent2.begin, -1);
-          if (nextCh != null && !(dir > 0 && nextCh == line.text.length)) {
-            res = searchInVisualLine(dir > 0 ? 0 : bidi.length - 1, dir, getWrappedLineExtent(nextCh));
-            if (res) {
-              return res;
-            }
-          }
-          return null;
-        }
-        var commands = {
-          selectAll,
-          singleSelection: function(cm) {
-            return cm.setSelection(cm.getCursor("anchor"), cm.getCursor("head"), sel_dontScroll);
-          },
-          killLine: function(cm) {
-            return deleteNearSelection(cm, function(range2) {
-              if (range2.empty()) {
-                var len = getLine(cm.doc, range2.head.line).text.length;
-                if (range2.head.ch == len && range2.head.line < cm.lastLine()) {
-                  return { from: range2.head, to: Pos(range2.head.line + 1, 0) };
-                } else {
-                  return { from: range2.head, to: Pos(range2.head.line, len) };
-                }
-              } else {
-                return { from: range2.from(), to: range2.to() };
-              }
-            });
-          },
-          deleteLine: function(cm) {
-            return deleteNearSelection(cm, function(range2) {
-              return {
-                from: Pos(range2.from().line, 0),
-                to: clipPos(cm.doc, Pos(range2.to().line + 1, 0))
-              };
-            });
-          },
-          delLineLeft: function(cm) {
-            return deleteNearSelection(cm, function(range2) {
-              return {
-                from: Pos(range2.from().line, 0),
-                to: range2.from()
-              };
-            });
-          },
-          delWrappedLineLeft: function(cm) {
-            return deleteNearSelection(cm, function(range2) {
-              var top2 = cm.charCoords(range2.head, "div").top + 5;
-              var leftPos = cm.coordsChar({ left: 0, top: top2 }, "div");
-              return { from: leftPos, to: range2.from() };
-            });
-          },
-          delWrappedLineRight: function(cm) {
-            return deleteNearSelection(cm, function(range2) {
-              var top2 = cm.charCoords(range2.head, "div").top + 5;
-              var rightPos = cm.coordsChar({ left: cm.display.lineDiv.offsetWidth + 100, top: top2 }, "div");
-              return { from: range2.from(), to: rightPos };
-            });
-          },
-          undo: function(cm) {
-            return cm.undo();
-          },
-          redo: function(cm) {
-            return cm.redo();
-          },
-          undoSelection: function(cm) {
-            return cm.undoSelection();
-          },
-          redoSelection: function(cm) {
-            return cm.redoSelection();
-          },
-          goDocStart: function(cm) {
-            return cm.extendSelection(Pos(cm.firstLine(), 0));
-          },
-          goDocEnd: function(cm) {
-            return cm.extendSelection(Pos(cm.lastLine()));
-          },
-          goLineStart: function(cm) {
-            return cm.extendSelectionsBy(
-              function(range2) {
-                return lineStart(cm, range2.head.line);
-              },
-              { origin: "+move", bias: 1 }
-            );
-          },
-          goLineStartSmart: function(cm) {
-            return cm.extendSelectionsBy(
-              function(range2) {
-                return lineStartSmart(cm, range2.head);
-              },
-              { origin: "+move", bias: 1 }
-            );
-          },
-          goLineEnd: function(cm) {
-            return cm.extendSelectionsBy(
-              function(range2) {
-                return lineEnd(cm, range2.head.line);
-              },
-              { origin: "+move", bias: -1 }
-            );
-          },
-          goLineRight: function(cm) {
-            return cm.extendSelectionsBy(function(range2) {
-              var top2 = cm.cursorCoords(range2.head, "div").top + 5;
-              return cm.coordsChar({ left: cm.display.lineDiv.offsetWidth + 100, top: top2 }, "div");
-            }, sel_move);
-          },
-          goLineLeft: function(cm) {
-            return cm.extendSelectionsBy(function(range2) {
-              var top2 = cm.cursorCoords(range2.head, "div").top + 5;
-              return cm.coordsChar({ left: 0, top: top2 }, "div");
-            }, sel_move);
-          },
-          goLineLeftSmart: function(cm) {
-            return cm.extendSelectionsBy(function(range2) {
-              var top2 = cm.cursorCoords(range2.head, "div").top + 5;
-              var pos = cm.coordsChar({ left: 0, top: top2 }, "div");
-              if (pos.ch < cm.getLine(pos.line).search(/\S/)) {
-                return lineStartSmart(cm, range2.head);
-              }
-              return pos;
-            }, sel_move);
-          },
-          goLineUp: function(cm) {
-            return cm.moveV(-1, "line");
-          },
-          goLineDown: function(cm) {
-            return cm.moveV(1, "line");
-          },
-          goPageUp: function(cm) {
-            return cm.moveV(-1, "page");
-          },
-          goPageDown: function(cm) {
-            return cm.moveV(1, "page");
-          },
-          goCharLeft: function(cm) {
-            return cm.moveH(-1, "char");
-          },
-          goCharRight: function(cm) {
-            return cm.moveH(1, "char");
-          },
-          goColumnLeft: function(cm) {
-            return cm.moveH(-1, "column");
-          },
-          goColumnRight: function(cm) {
-            return cm.moveH(1, "column");
-          },
-          goWordLeft: function(cm) {
-            return cm.moveH(-1, "word");
-          },
-          goGroupRight: function(cm) {
-            return cm.moveH(1, "group");
-          },
-          goGroupLeft: function(cm) {
-            return cm.moveH(-1, "group");
-          },
-          goWordRight: function(cm) {
-            return cm.moveH(1, "word");
-          },
-          delCharBefore: function(cm) {
-            return cm.deleteH(-1, "codepoint");
-          },
-          delCharAfter: function(cm) {
-            return cm.deleteH(1, "char");
-          },
-          delWordBefore: function(cm) {
-            return cm.deleteH(-1, "word");
-          },
-          delWordAfter: function(cm) {
-            return cm.deleteH(1, "word");
-          },
-          delGroupBefore: function(cm) {
-            return cm.deleteH(-1, "group");
-          },
-          delGroupAfter: function(cm) {
-            return cm.deleteH(1, "group");
-          },
-          indentAuto: function(cm) {
-            return cm.indentSelection("smart");
-          },
-          indentMore: function(cm) {
-            return cm.indentSelection("add");
-          },
-          indentLess: function(cm) {
-            return cm.indentSelection("subtract");
-          },
-          insertTab: function(cm) {
-            return cm.replaceSelection("	");
-          },
-          insertSoftTab: function(cm) {
-            var spaces2 = [], ranges = cm.listSelections(), tabSize = cm.options.tabSize;
-            for (var i3 = 0; i3 < ranges.length; i3++) {
-              var pos = ranges[i3].from();
-              var col = countColumn2(cm.getLine(pos.line), pos.ch, tabSize);
-              spaces2.push(spaceStr(tabSize - col % tabSize));
-            }
-            cm.replaceSelections(spaces2);
-          },
-          defaultTab: function(cm) {
-            if (cm.somethingSelected()) {
-              cm.indentSelection("add");
-            } else {
-              cm.execCommand("insertTab");
-            }
-          },
-          // Swap the two chars left and right of each selection's head.
-          // Move cursor behind the two swapped characters afterwards.
-          //
-          // Doesn't consider line feeds a character.
-          // Doesn't scan more than one line above to find a character.
-          // Doesn't do anything on an empty line.
-          // Doesn't do anything with non-empty selections.
-          transposeChars: function(cm) {
-            return runInOp(cm, function() {
-              var ranges = cm.listSelections(), newSel = [];
-              for (var i3 = 0; i3 < ranges.length; i3++) {
-                if (!ranges[i3].empty()) {
-                  continue;
-                }
-                var cur = ranges[i3].head, line = getLine(cm.doc, cur.line).text;
-                if (line) {
-                  if (cur.ch == line.length) {
-                    cur = new Pos(cur.line, cur.ch - 1);
-                  }
-                  if (cur.ch > 0) {
-                    cur = new Pos(cur.line, cur.ch + 1);
-                    cm.replaceRange(
-                      line.charAt(cur.ch - 1) + line.charAt(cur.ch - 2),
-                      Pos(cur.line, cur.ch - 2),
-                      cur,
-                      "+transpose"
-                    );
-                  } else if (cur.line > cm.doc.first) {
-                    var prev = getLine(cm.doc, cur.line - 1).text;
-                    if (prev) {
-                      cur = new Pos(cur.line, 1);
-                      cm.replaceRange(
-                        line.charAt(0) + cm.doc.lineSeparator() + prev.charAt(prev.length - 1),
-                        Pos(cur.line - 1, prev.length - 1),
-                        cur,
-                        "+transpose"
-                      );
-                    }
-                  }
-                }
-                newSel.push(new Range3(cur, cur));
-              }
-              cm.setSelections(newSel);
-            });
-          },
-          newlineAndIndent: function(cm) {
-            return runInOp(cm, function() {
-              var sels = cm.listSelections();
-              for (var i3 = sels.length - 1; i3 >= 0; i3--) {
-                cm.replaceRange(cm.doc.lineSeparator(), sels[i3].anchor, sels[i3].head, "+input");
-              }
-              sels = cm.listSelections();
-              for (var i$12 = 0; i$12 < sels.length; i$12++) {
-                cm.indentLine(sels[i$12].from().line, null, true);
-              }
-              ensureCursorVisible(cm);
-            });
-          },
-          openLine: function(cm) {
-            return cm.replaceSelection("\n", "start");
-          },
-          toggleOverwrite: function(cm) {
-            return cm.toggleOverwrite();
-          }
-        };
-        function lineStart(cm, lineN) {
-          var line = getLine(cm.doc, lineN);
-          var visual = visualLine(line);
-          if (visual != line) {
-            lineN = lineNo(visual);
-          }
-          return endOfLine(true, cm, visual, lineN, 1);
-        }
-        function lineEnd(cm, lineN) {
-          var line = getLine(cm.doc, lineN);
-          var visual = visualLineEnd(line);
-          if (visual != line) {
-            lineN = lineNo(visual);
-          }
-          return endOfLine(true, cm, line, lineN, -1);
-        }
-        function lineStartSmart(cm, pos) {
-          var start = lineStart(cm, pos.line);
-          var line = getLine(cm.doc, start.line);
-          var order = getOrder(line, cm.doc.direction);
-          if (!order || order[0].level == 0) {
-            var firstNonWS = Math.max(start.ch, line.text.search(/\S/));
-            var inWS = pos.line == start.line && pos.ch <= firstNonWS && pos.ch;
-            return Pos(start.line, inWS ? 0 : firstNonWS, start.sticky);
-          }
-          return start;
-        }
-        function doHandleBinding(cm, bound, dropShift) {
-          if (typeof bound == "string") {
-            bound = commands[bound];
-            if (!bound) {
-              return false;
-            }
-          }
-          cm.display.input.ensurePolled();
-          var prevShift = cm.display.shift, done = false;
-          try {
-            if (cm.isReadOnly()) {
-              cm.state.suppressEdits = true;
-            }
-            if (dropShift) {
-              cm.display.shift = false;
-            }
-            done = bound(cm) != Pass;
-          } finally {
-            cm.display.shift = prevShift;
-            cm.state.suppressEdits = false;
-          }
-          return done;
-        }
-        function lookupKeyForEditor(cm, name2, handle) {
-          for (var i3 = 0; i3 < cm.state.keyMaps.length; i3++) {
-            var result = lookupKey(name2, cm.state.keyMaps[i3], handle, cm);
-            if (result) {
-              return result;
-            }
-          }
-          return cm.options.extraKeys && lookupKey(name2, cm.options.extraKeys, handle, cm) || lookupKey(name2, cm.options.keyMap, handle, cm);
-        }
-        var stopSeq = new Delayed();
-        function dispatchKey2(cm, name2, e, handle) {
-          var seq = cm.state.keySeq;
-          if (seq) {
-            if (isModifierKey(name2)) {
-              return "handled";
-            }
-            if (/\'$/.test(name2)) {
-              cm.state.keySeq = null;
-            } else {
-              stopSeq.set(50, function() {
-                if (cm.state.keySeq == seq) {
-                  cm.state.keySeq = null;
-                  cm.display.input.reset();
-                }
-              });
-            }
-            if (dispatchKeyInner(cm, seq + " " + name2, e, handle)) {
-              return true;
-            }
-          }
-          return dispatchKeyInner(cm, name2, e, handle);
-        }
-        function dispatchKeyInner(cm, name2, e, handle) {
-          var result = lookupKeyForEditor(cm, name2, handle);
-          if (result == "multi") {
-            cm.state.keySeq = name2;
-          }
-          if (result == "handled") {
-            signalLater(cm, "keyHandled", cm, name2, e);
-          }
-          if (result == "handled" || result == "multi") {
-            e_preventDefault(e);
-            restartBlink(cm);
-          }
-          return !!result;
-        }
-        function handleKeyBinding(cm, e) {
-          var name2 = keyName2(e, true);
-          if (!name2) {
-            return false;
-          }
-          if (e.shiftKey && !cm.state.keySeq) {
-            return dispatchKey2(cm, "Shift-" + name2, e, function(b) {
-              return doHandleBinding(cm, b, true);
-            }) || dispatchKey2(cm, name2, e, function(b) {
-              if (typeof b == "string" ? /^go[A-Z]/.test(b) : b.motion) {
-                return doHandleBinding(cm, b);
-              }
-            });
-          } else {
-            return dispatchKey2(cm, name2, e, function(b) {
-              return doHandleBinding(cm, b);
-            });
-          }
-        }
-        function handleCharBinding(cm, e, ch) {
-          return dispatchKey2(cm, "'" + ch + "'", e, function(b) {
-            return doHandleBinding(cm, b, true);
-          });
-        }
-        var lastStoppedKey = null;
-        function onKeyDown(e) {
-          var cm = this;
-          if (e.target && e.target != cm.display.input.getField()) {
-            return;
-          }
-          cm.curOp.focus = activeElt(doc2(cm));
-          if (signalDOMEvent(cm, e)) {
-            return;
-          }
-          if (ie3 && ie_version < 11 && e.keyCode == 27) {
-            e.returnValue = false;
-          }
-          var code2 = e.keyCode;
-          cm.display.shift = code2 == 16 || e.shiftKey;
-          var handled = handleKeyBinding(cm, e);
-          if (presto) {
-            lastStoppedKey = handled ? code2 : null;
-            if (!handled && code2 == 88 && !hasCopyEvent && (mac2 ? e.metaKey : e.ctrlKey)) {
-              cm.replaceSelection("", null, "cut");
-            }
-          }
-          if (gecko2 && !mac2 && !handled && code2 == 46 && e.shiftKey && !e.ctrlKey && document.execCommand) {
-            document.execCommand("cut");
-          }
-          if (code2 == 18 && !/\bCodeMirror-crosshair\b/.test(cm.display.lineDiv.className)) {
-            showCrossHair(cm);
-          }
-        }
-        function showCrossHair(cm) {
-          var lineDiv = cm.display.lineDiv;
-          addClass(lineDiv, "CodeMirror-crosshair");
-          function up(e) {
-            if (e.keyCode == 18 || !e.altKey) {
-              rmClass(lineDiv, "CodeMirror-crosshair");
-              off(document, "keyup", up);
-              off(document, "mouseover", up);
-            }
-          }
-          on(document, "keyup", up);
-          on(document, "mouseover", up);
-        }
-        function onKeyUp(e) {
-          if (e.keyCode == 16) {
-            this.doc.sel.shift = false;
-          }
-          signalDOMEvent(this, e);
-        }
-        function onKeyPress(e) {
-          var cm = this;
-          if (e.target && e.target != cm.display.input.getField()) {
-            return;
-          }
-          if (eventInWidget(cm.display, e) || signalDOMEvent(cm, e) || e.ctrlKey && !e.altKey || mac2 && e.metaKey) {
-            return;
-          }
-          var keyCode = e.keyCode, charCode = e.charCode;
-          if (presto && keyCode == lastStoppedKey) {
-            lastStoppedKey = null;
-            e_preventDefault(e);
-            return;
-          }
-          if (presto && (!e.which || e.which < 10) && handleKeyBinding(cm, e)) {
-            return;
-          }
-          var ch = String.fromCharCode(charCode == null ? keyCode : charCode);
-          if (ch == "\b") {
-            return;
-          }
-          if (handleCharBinding(cm, e, ch)) {
-            return;
-          }
-          cm.display.input.onKeyPress(e);
-        }
-        var DOUBLECLICK_DELAY = 400;
-        var PastClick = function(time, pos, button) {
-          this.time = time;
-          this.pos = pos;
-          this.button = button;
-        };
-        PastClick.prototype.compare = function(time, pos, button) {
-          return this.time + DOUBLECLICK_DELAY > time && cmp(pos, this.pos) == 0 && button == this.button;
-        };
-        var lastClick, lastDoubleClick;
-        function clickRepeat(pos, button) {
-          var now = +/* @__PURE__ */ new Date();
-          if (lastDoubleClick && lastDoubleClick.compare(now, pos, button)) {
-            lastClick = lastDoubleClick = null;
-            return "triple";
-          } else if (lastClick && lastClick.compare(now, pos, button)) {
-            lastDoubleClick = new PastClick(now, pos, button);
-            lastClick = null;
-            return "double";
-          } else {
-            lastClick = new PastClick(now, pos, button);
-            lastDoubleClick = null;
-            return "single";
-          }
-        }
-        function onMouseDown(e) {
-          var cm = this, display = cm.display;
-          if (signalDOMEvent(cm, e) || display.activeTouch && display.input.supportsTouch()) {
-            return;
-          }
-          display.input.ensurePolled();
-          display.shift = e.shiftKey;
-          if (eventInWidget(display, e)) {
-            if (!webkit2) {
-              display.scroller.draggable = false;
-              setTimeout(function() {
-                return display.scroller.draggable = true;
-              }, 100);
-            }
-            return;
-          }
-          if (clickInGutter(cm, e)) {
-            return;
-          }
-          var pos = posFromMouse(cm, e), button = e_button(e), repeat = pos ? clickRepeat(pos, button) : "single";
-          win(cm).focus();
-          if (button == 1 && cm.state.selectingText) {
-            cm.state.selectingText(e);
-          }
-          if (pos && handleMappedButton(cm, button, pos, repeat, e)) {
-            return;
-          }
-          if (button == 1) {
-            if (pos) {
-              leftButtonDown(cm, pos, repeat, e);
-            } else if (e_target(e) == display.scroller) {
-              e_preventDefault(e);
-            }
-          } else if (button == 2) {
-            if (pos) {
-              extendSelection(cm.doc, pos);
-            }
-            setTimeout(function() {
-              return display.input.focus();
-            }, 20);
-          } else if (button == 3) {
-            if (captureRightClick) {
-              cm.display.input.onContextMenu(e);
-            } else {
-              delayBlurEvent(cm);
-            }
-          }
-        }
-        function handleMappedButton(cm, button, pos, repeat, event) {
-          var name2 = "Click";
-          if (repeat == "double") {
-            name2 = "Double" + name2;
-          } else if (repeat == "triple") {
-            name2 = "Triple" + name2;
-          }
-          name2 = (button == 1 ? "Left" : button == 2 ? "Middle" : "Right") + name2;
-          return dispatchKey2(cm, addModifierNames(name2, event), event, function(bound) {
-            if (typeof bound == "string") {
-              bound = commands[bound];
-            }
-            if (!bound) {
-              return false;
-            }
-            var done = false;
-            try {
-              if (cm.isReadOnly()) {
-                cm.state.suppressEdits = true;
-              }
-              done = bound(cm, pos) != Pass;
-            } finally {
-              cm.state.suppressEdits = false;
-            }
-            return done;
-          });
-        }
-        function configureMouse(cm, repeat, event) {
-          var option = cm.getOption("configureMouse");
-          var value = option ? option(cm, repeat, event) : {};
-          if (value.unit == null) {
-            var rect = chromeOS ? event.shiftKey && event.metaKey : event.altKey;
-            value.unit = rect ? "rectangle" : repeat == "single" ? "char" : repeat == "double" ? "word" : "line";
-          }
-          if (value.extend == null || cm.doc.extend) {
-            value.extend = cm.doc.extend || event.shiftKey;
-          }
-          if (value.addNew == null) {
-            value.addNew = mac2 ? event.metaKey : event.ctrlKey;
-          }
-          if (value.moveOnDrag == null) {
-            value.moveOnDrag = !(mac2 ? event.altKey : event.ctrlKey);
-          }
-          return value;
-        }
-        function leftButtonDown(cm, pos, repeat, event) {
-          if (ie3) {
-            setTimeout(bind(ensureFocus, cm), 0);
-          } else {
-            cm.curOp.focus = activeElt(doc2(cm));
-          }
-          var behavior = configureMouse(cm, repeat, event);
-          var sel = cm.doc.sel, contained;
-          if (cm.options.dragDrop && dragAndDrop && !cm.isReadOnly() && repeat == "single" && (contained = sel.contains(pos)) > -1 && (cmp((contained = sel.ranges[contained]).from(), pos) < 0 || pos.xRel > 0) && (cmp(contained.to(), pos) > 0 || pos.xRel < 0)) {
-            leftButtonStartDrag(cm, event, pos, behavior);
-          } else {
-            leftButtonSelect(cm, event, pos, behavior);
-          }
-        }
-        function leftButtonStartDrag(cm, event, pos, behavior) {
-          var display = cm.display, moved = false;
-          var dragEnd = operation(cm, function(e) {
-            if (webkit2) {
-              display.scroller.draggable = false;
-            }
-            cm.state.draggingText = false;
-            if (cm.state.delayingBlurEvent) {
-              if (cm.hasFocus()) {
-                cm.state.delayingBlurEvent = false;
-              } else {
-                delayBlurEvent(cm);
-              }
-            }
-            off(display.wrapper.ownerDocument, "mouseup", dragEnd);
-            off(display.wrapper.ownerDocument, "mousemove", mouseMove);
-            off(display.scroller, "dragstart", dragStart);
-            off(display.scroller, "drop", dragEnd);
-            if (!moved) {
-              e_preventDefault(e);
-              if (!behavior.addNew) {
-                extendSelection(cm.doc, pos, null, null, behavior.extend);
-              }
-              if (webkit2 && !safari2 || ie3 && ie_version == 9) {
-                setTimeout(function() {
-                  display.wrapper.ownerDocument.body.focus({ preventScroll: true });
-                  display.input.focus();
-                }, 20);
-              } else {
-                display.input.focus();
-              }
-            }
-          });
-          var mouseMove = function(e2) {
-            moved = moved || Math.abs(event.clientX - e2.clientX) + Math.abs(event.clientY - e2.clientY) >= 10;
-          };
-          var dragStart = function() {
-            return moved = true;
-          };
-          if (webkit2) {
-            display.scroller.draggable = true;
-          }
-          cm.state.draggingText = dragEnd;
-          dragEnd.copy = !behavior.moveOnDrag;
-          on(display.wrapper.ownerDocument, "mouseup", dragEnd);
-          on(display.wrapper.ownerDocument, "mousemove", mouseMove);
-          on(display.scroller, "dragstart", dragStart);
-          on(display.scroller, "drop", dragEnd);
-          cm.state.delayingBlurEvent = true;
-          setTimeout(function() {
-            return display.input.focus();
-          }, 20);
-          if (display.scroller.dragDrop) {
-            display.scroller.dragDrop();
-          }
-        }
-        function rangeForUnit(cm, pos, unit) {
-          if (unit == "char") {
-            return new Range3(pos, pos);
-          }
-          if (unit == "word") {
-            return cm.findWordAt(pos);
-          }
-          if (unit == "line") {
-            return new Range3(Pos(pos.line, 0), clipPos(cm.doc, Pos(pos.line + 1, 0)));
-          }
-          var result = unit(cm, pos);
-          return new Range3(result.from, result.to);
-        }
-        function leftButtonSelect(cm, event, start, behavior) {
-          if (ie3) {
-            delayBlurEvent(cm);
-          }
-          var display = cm.display, doc$1 = cm.doc;
-          e_preventDefault(event);
-          var ourRange, ourIndex, startSel = doc$1.sel, ranges = startSel.ranges;
-          if (behavior.addNew && !behavior.extend) {
-            ourIndex = doc$1.sel.contains(start);
-            if (ourIndex > -1) {
-              ourRange = ranges[ourIndex];
-            } else {
-              ourRange = new Range3(start, start);
-            }
-          } else {
-            ourRange = doc$1.sel.primary();
-            ourIndex = doc$1.sel.primIndex;
-          }
-          if (behavior.unit == "rectangle") {
-            if (!behavior.addNew) {
-              ourRange = new Range3(start, start);
-            }
-            start = posFromMouse(cm, event, true, true);
-            ourIndex = -1;
-          } else {
-            var range2 = rangeForUnit(cm, start, behavior.unit);
-            if (behavior.extend) {
-              ourRange = extendRange(ourRange, range2.anchor, range2.head, behavior.extend);
-            } else {
-              ourRange = range2;
-            }
-          }
-          if (!behavior.addNew) {
-            ourIndex = 0;
-            setSelection(doc$1, new Selection([ourRange], 0), sel_mouse);
-            startSel = doc$1.sel;
-          } else if (ourIndex == -1) {
-            ourIndex = ranges.length;
-            setSelection(
-              doc$1,
-              normalizeSelection(cm, ranges.concat([ourRange]), ourIndex),
-              { scroll: false, origin: "*mouse" }
-            );
-          } else if (ranges.length > 1 && ranges[ourIndex].empty() && behavior.unit == "char" && !behavior.extend) {
-            setSelection(
-              doc$1,
-              normalizeSelection(cm, ranges.slice(0, ourIndex).concat(ranges.slice(ourIndex + 1)), 0),
-              { scroll: false, origin: "*mouse" }
-            );
-            startSel = doc$1.sel;
-          } else {
-            replaceOneSelection(doc$1, ourIndex, ourRange, sel_mouse);
-          }
-          var lastPos = start;
-          function extendTo(pos) {
-            if (cmp(lastPos, pos) == 0) {
-              return;
-            }
-            lastPos = pos;
-            if (behavior.unit == "rectangle") {
-              var ranges2 = [], tabSize = cm.options.tabSize;
-              var startCol = countColumn2(getLine(doc$1, start.line).text, start.ch, tabSize);
-              var posCol = countColumn2(getLine(doc$1, pos.line).text, pos.ch, tabSize);
-              var left = Math.min(startCol, posCol), right = Math.max(startCol, posCol);
-              for (var line = Math.min(start.line, pos.line), end = Math.min(cm.lastLine(), Math.max(start.line, pos.line)); line <= end; line++) {
-                var text = getLine(doc$1, line).text, leftPos = findColumn2(text, left, tabSize);
-                if (left == right) {
-                  ranges2.push(new Range3(Pos(line, leftPos), Pos(line, leftPos)));
-                } else if (text.length > leftPos) {
-                  ranges2.push(new Range3(Pos(line, leftPos), Pos(line, findColumn2(text, right, tabSize))));
-                }
-              }
-              if (!ranges2.length) {
-                ranges2.push(new Range3(start, start));
-              }
-              setSelection(
-                doc$1,
-                normalizeSelection(cm, startSel.ranges.slice(0, ourIndex).concat(ranges2), ourIndex),
-                { origin: "*mouse", scroll: false }
-              );
-              cm.scrollIntoView(pos);
-            } else {
-              var oldRange = ourRange;
-              var range3 = rangeForUnit(cm, pos, behavior.unit);
-              var anchor = oldRange.anchor, head;
-              if (cmp(range3.anchor, anchor) > 0) {
-                head = range3.head;
-                anchor = minPos(oldRange.from(), range3.anchor);
-              } else {
-                head = range3.anchor;
-                anchor = maxPos(oldRange.to(), range3.head);
-              }
-              var ranges$1 = startSel.ranges.slice(0);
-              ranges$1[ourIndex] = bidiSimplify(cm, new Range3(clipPos(doc$1, anchor), head));
-              setSelection(doc$1, normalizeSelection(cm, ranges$1, ourIndex), sel_mouse);
-            }
-          }
-          var editorSize = display.wrapper.getBoundingClientRect();
-          var counter = 0;
-          function extend(e) {
-            var curCount = ++counter;
-            var cur = posFromMouse(cm, e, true, behavior.unit == "rectangle");
-            if (!cur) {
-              return;
-            }
-            if (cmp(cur, lastPos) != 0) {
-              cm.curOp.focus = activeElt(doc2(cm));
-              extendTo(cur);
-              var visible = visibleLines(display, doc$1);
-              if (cur.line >= visible.to || cur.line < visible.from) {
-                setTimeout(operation(cm, function() {
-                  if (counter == curCount) {
-                    extend(e);
-                  }
-                }), 150);
-              }
-            } else {
-              var outside = e.clientY < editorSize.top ? -20 : e.clientY > editorSize.bottom ? 20 : 0;
-              if (outside) {
-                setTimeout(operation(cm, function() {
-                  if (counter != curCount) {
-                    return;
-                  }
-                  display.scroller.scrollTop += outside;
-                  extend(e);
-                }), 50);
-              }
-            }
-          }
-          function done(e) {
-            cm.state.selectingText = false;
-            counter = Infinity;
-            if (e) {
-              e_preventDefault(e);
-              display.input.focus();
-            }
-            off(display.wrapper.ownerDocument, "mousemove", move);
-            off(display.wrapper.ownerDocument, "mouseup", up);
-            doc$1.history.lastSelOrigin = null;
-          }
-          var move = operation(cm, function(e) {
-            if (e.buttons === 0 || !e_button(e)) {
-              done(e);
-            } else {
-              extend(e);
-            }
-          });
-          var up = operation(cm, done);
-          cm.state.selectingText = up;
-          on(display.wrapper.ownerDocument, "mousemove", move);
-          on(display.wrapper.ownerDocument, "mouseup", up);
-        }
-        function bidiSimplify(cm, range2) {
-          var anchor = range2.anchor;
-          var head = range2.head;
-          var anchorLine = getLine(cm.doc, anchor.line);
-          if (cmp(anchor, head) == 0 && anchor.sticky == head.sticky) {
-            return range2;
-          }
-          var order = getOrder(anchorLine);
-          if (!order) {
-            return range2;
-          }
-          var index = getBidiPartAt(order, anchor.ch, anchor.sticky), part = order[index];
-          if (part.from != anchor.ch && part.to != anchor.ch) {
-            return range2;
-          }
-          var boundary = index + (part.from == anchor.ch == (part.level != 1) ? 0 : 1);
-          if (boundary == 0 || boundary == order.length) {
-            return range2;
-          }
-          var leftSide;
-          if (head.line != anchor.line) {
-            leftSide = (head.line - anchor.line) * (cm.doc.direction == "ltr" ? 1 : -1) > 0;
-          } else {
-            var headIndex = getBidiPartAt(order, head.ch, head.sticky);
-            var dir = headIndex - index || (head.ch - anchor.ch) * (part.level == 1 ? -1 : 1);
-            if (headIndex == boundary - 1 || headIndex == boundary) {
-              leftSide = dir < 0;
-            } else {
-              leftSide = dir > 0;
-            }
-          }
-          var usePart = order[boundary + (leftSide ? -1 : 0)];
-          var from = leftSide == (usePart.level == 1);
-          var ch = from ? usePart.from : usePart.to, sticky = from ? "after" : "before";
-          return anchor.ch == ch && anchor.sticky == sticky ? range2 : new Range3(new Pos(anchor.line, ch, sticky), head);
-        }
-        function gutterEvent(cm, e, type, prevent) {
-          var mX, mY;
-          if (e.touches) {
-            mX = e.touches[0].clientX;
-            mY = e.touches[0].clientY;
-          } else {
-            try {
-              mX = e.clientX;
-              mY = e.clientY;
-            } catch (e$1) {
-              return false;
-            }
-          }
-          if (mX >= Math.floor(cm.display.gutters.getBoundingClientRect().right)) {
-            return false;
-          }
-          if (prevent) {
-            e_preventDefault(e);
-          }
-          var display = cm.display;
-          var lineBox = display.lineDiv.getBoundingClientRect();
-          if (mY > lineBox.bottom || !hasHandler(cm, type)) {
-            return e_defaultPrevented(e);
-          }
-          mY -= lineBox.top - display.viewOffset;
-          for (var i3 = 0; i3 < cm.display.gutterSpecs.length; ++i3) {
-            var g = display.gutters.childNodes[i3];
-            if (g && g.getBoundingClientRect().right >= mX) {
-              var line = lineAtHeight(cm.doc, mY);
-              var gutter2 = cm.display.gutterSpecs[i3];
-              signal(cm, type, cm, line, gutter2.className, e);
-              return e_defaultPrevented(e);
-            }
-          }
-        }
-        function clickInGutter(cm, e) {
-          return gutterEvent(cm, e, "gutterClick", true);
-        }
-        function onContextMenu(cm, e) {
-          if (eventInWidget(cm.display, e) || contextMenuInGutter(cm, e)) {
-            return;
-          }
-          if (signalDOMEvent(cm, e, "contextmenu")) {
-            return;
-          }
-          if (!captureRightClick) {
-            cm.display.input.onContextMenu(e);
-          }
-        }
-        function contextMenuInGutter(cm, e) {
-          if (!hasHandler(cm, "gutterContextMenu")) {
-            return false;
-          }
-          return gutterEvent(cm, e, "gutterContextMenu", false);
-        }
-        function themeChanged(cm) {
-          cm.display.wrapper.className = cm.display.wrapper.className.replace(/\s*cm-s-\S+/g, "") + cm.options.theme.replace(/(^|\s)\s*/g, " cm-s-");
-          clearCaches(cm);
-        }
-        var Init = { toString: function() {
-          return "CodeMirror.Init";
-        } };
-        var defaults2 = {};
-        var optionHandlers = {};
-        function defineOptions(CodeMirror2) {
-          var optionHandlers2 = CodeMirror2.optionHandlers;
-          function option(name2, deflt, handle, notOnInit) {
-            CodeMirror2.defaults[name2] = deflt;
-            if (handle) {
-              optionHandlers2[name2] = notOnInit ? function(cm, val, old) {
-                if (old != Init) {
-                  handle(cm, val, old);
-                }
-              } : handle;
-            }
-          }
-          CodeMirror2.defineOption = option;
-          CodeMirror2.Init = Init;
-          option("value", "", function(cm, val) {
-            return cm.setValue(val);
-          }, true);
-          option("mode", null, function(cm, val) {
-            cm.doc.modeOption = val;
-            loadMode(cm);
-          }, true);
-          option("indentUnit", 2, loadMode, true);
-          option("indentWithTabs", false);
-          option("smartIndent", true);
-          option("tabSize", 4, function(cm) {
-            resetModeState(cm);
-            clearCaches(cm);
-            regChange(cm);
-          }, true);
-          option("lineSeparator", null, function(cm, val) {
-            cm.doc.lineSep = val;
-            if (!val) {
-              return;
-            }
-            var newBreaks = [], lineNo2 = cm.doc.first;
-            cm.doc.iter(function(line) {
-              for (var pos = 0; ; ) {
-                var found = line.text.indexOf(val, pos);
-                if (found == -1) {
-                  break;
-                }
-                pos = found + val.length;
-                newBreaks.push(Pos(lineNo2, found));
-              }
-              lineNo2++;
-            });
-            for (var i3 = newBreaks.length - 1; i3 >= 0; i3--) {
-              replaceRange(cm.doc, val, newBreaks[i3], Pos(newBreaks[i3].line, newBreaks[i3].ch + val.length));
-            }
-          });
-          option("specialChars", /[\u0000-\u001f\u007f-\u009f\u00ad\u061c\u200b\u200e\u200f\u2028\u2029\ufeff\ufff9-\ufffc]/g, function(cm, val, old) {
-            cm.state.specialChars = new RegExp(val.source + (val.test("	") ? "" : "|	"), "g");
-            if (old != Init) {
-              cm.refresh();
-            }
-          });
-          option("specialCharPlaceholder", defaultSpecialCharPlaceholder, function(cm) {
-            return cm.refresh();
-          }, true);
-          option("electricChars", true);
-          option("inputStyle", mobile ? "contenteditable" : "textarea", function() {
-            throw new Error("inputStyle can not (yet) be changed in a running editor");
-          }, true);
-          option("spellcheck", false, function(cm, val) {
-            return cm.getInputField().spellcheck = val;
-          }, true);
-          option("autocorrect", false, function(cm, val) {
-            return cm.getInputField().autocorrect = val;
-          }, true);
-          option("autocapitalize", false, function(cm, val) {
-            return cm.getInputField().autocapitalize = val;
-          }, true);
-          option("rtlMoveVisually", !windows2);
-          option("wholeLineUpdateBefore", true);
-          option("theme", "default", function(cm) {
-            themeChanged(cm);
-            updateGutters(cm);
-          }, true);
-          option("keyMap", "default", function(cm, val, old) {
-            var next = getKeyMap(val);
-            var prev = old != Init && getKeyMap(old);
-            if (prev && prev.detach) {
-              prev.detach(cm, next);
-            }
-            if (next.attach) {
-              next.attach(cm, prev || null);
-            }
-          });
-          option("extraKeys", null);
-          option("configureMouse", null);
-          option("lineWrapping", false, wrappingChanged, true);
-          option("gutters", [], function(cm, val) {
-            cm.display.gutterSpecs = getGutters(val, cm.options.lineNumbers);
-            updateGutters(cm);
-          }, true);
-          option("fixedGutter", true, function(cm, val) {
-            cm.display.gutters.style.left = val ? compensateForHScroll(cm.display) + "px" : "0";
-            cm.refresh();
-          }, true);
-          option("coverGutterNextToScrollbar", false, function(cm) {
-            return updateScrollbars(cm);
-          }, true);
-          option("scrollbarStyle", "native", function(cm) {
-            initScrollbars(cm);
-            updateScrollbars(cm);
-            cm.display.scrollbars.setScrollTop(cm.doc.scrollTop);
-            cm.display.scrollbars.setScrollLeft(cm.doc.scrollLeft);
-          }, true);
-          option("lineNumbers", false, function(cm, val) {
-            cm.display.gutterSpecs = getGutters(cm.options.gutters, val);
-            updateGutters(cm);
-          }, true);
-          option("firstLineNumber", 1, updateGutters, true);
-          option("lineNumberFormatter", function(integer) {
-            return integer;
-          }, updateGutters, true);
-          option("showCursorWhenSelecting", false, updateSelection, true);
-          option("resetSelectionOnContextMenu", true);
-          option("lineWiseCopyCut", true);
-          option("pasteLinesPerSelection", true);
-          option("selectionsMayTouch", false);
-          option("readOnly", false, function(cm, val) {
-            if (val == "nocursor") {
-              onBlur(cm);
-              cm.display.input.blur();
-            }
-            cm.display.input.readOnlyChanged(val);
-          });
-          option("screenReaderLabel", null, function(cm, val) {
-            val = val === "" ? null : val;
-            cm.display.input.screenReaderLabelChanged(val);
-          });
-          option("disableInput", false, function(cm, val) {
-            if (!val) {
-              cm.display.input.reset();
-            }
-          }, true);
-          option("dragDrop", true, dragDropChanged);
-          option("allowDropFileTypes", null);
-          option("cursorBlinkRate", 530);
-          option("cursorScrollMargin", 0);
-          option("cursorHeight", 1, updateSelection, true);
-          option("singleCursorHeightPerLine", true, updateSelection, true);
-          option("workTime", 100);
-          option("workDelay", 100);
-          option("flattenSpans", true, resetModeState, true);
-          option("addModeClass", false, resetModeState, true);
-          option("pollInterval", 100);
-          option("undoDepth", 200, function(cm, val) {
-            return cm.doc.history.undoDepth = val;
-          });
-          option("historyEventDelay", 1250);
-          option("viewportMargin", 10, function(cm) {
-            return cm.refresh();
-          }, true);
-          option("maxHighlightLength", 1e4, resetModeState, true);
-          option("moveInputWithCursor", true, function(cm, val) {
-            if (!val) {
-              cm.display.input.resetPosition();
-            }
-          });
-          option("tabindex", null, function(cm, val) {
-            return cm.display.input.getField().tabIndex = val || "";
-          });
-          option("autofocus", null);
-          option("direction", "ltr", function(cm, val) {
-            return cm.doc.setDirection(val);
-          }, true);
-          option("phrases", null);
-        }
-        function dragDropChanged(cm, value, old) {
-          var wasOn = old && old != Init;
-          if (!value != !wasOn) {
-            var funcs = cm.display.dragFunctions;
-            var toggle = value ? on : off;
-            toggle(cm.display.scroller, "dragstart", funcs.start);
-            toggle(cm.display.scroller, "dragenter", funcs.enter);
-            toggle(cm.display.scroller, "dragover", funcs.over);
-            toggle(cm.display.scroller, "dragleave", funcs.leave);
-            toggle(cm.display.scroller, "drop", funcs.drop);
-          }
-        }
-        function wrappingChanged(cm) {
-          if (cm.options.lineWrapping) {
-            addClass(cm.display.wrapper, "CodeMirror-wrap");
-            cm.display.sizer.style.minWidth = "";
-            cm.display.sizerWidth = null;
-          } else {
-            rmClass(cm.display.wrapper, "CodeMirror-wrap");
-            findMaxLine(cm);
-          }
-          estimateLineHeights(cm);
-          regChange(cm);
-          clearCaches(cm);
-          setTimeout(function() {
-            return updateScrollbars(cm);
-          }, 100);
-        }
-        function CodeMirror(place, options) {
-          var this$1 = this;
-          if (!(this instanceof CodeMirror)) {
-            return new CodeMirror(place, options);
-          }
-          this.options = options = options ? copyObj(options) : {};
-          copyObj(defaults2, options, false);
-          var doc3 = options.value;
-          if (typeof doc3 == "string") {
-            doc3 = new Doc(doc3, options.mode, null, options.lineSeparator, options.direction);
-          } else if (options.mode) {
-            doc3.modeOption = options.mode;
-          }
-          this.doc = doc3;
-          var input = new CodeMirror.inputStyles[options.inputStyle](this);
-          var display = this.display = new Display(place, doc3, input, options);
-          display.wrapper.CodeMirror = this;
-          themeChanged(this);
-          if (options.lineWrapping) {
-            this.display.wrapper.className += " CodeMirror-wrap";
-          }
-          initScrollbars(this);
-          this.state = {
-            keyMaps: [],
-            // stores maps added by addKeyMap
-            overlays: [],
-            // highlighting overlays, as added by addOverlay
-            modeGen: 0,
-            // bumped when mode/overlay changes, used to invalidate highlighting info
-            overwrite: false,
-            delayingBlurEvent: false,
-            focused: false,
-            suppressEdits: false,
-            // used to disable editing during key handlers when in readOnly mode
-            pasteIncoming: -1,
-            cutIncoming: -1,
-            // help recognize paste/cut edits in input.poll
-            selectingText: false,
-            draggingText: false,
-            highlight: new Delayed(),
-            // stores highlight worker timeout
-            keySeq: null,
-            // Unfinished key sequence
-            specialChars: null
-          };
-          if (options.autofocus && !mobile) {
-            display.input.focus();
-          }
-          if (ie3 && ie_version < 11) {
-            setTimeout(function() {
-              return this$1.display.input.reset(true);
-            }, 20);
-          }
-          registerEventHandlers(this);
-          ensureGlobalHandlers();
-          startOperation(this);
-          this.curOp.forceUpdate = true;
-          attachDoc(this, doc3);
-          if (options.autofocus && !mobile || this.hasFocus()) {
-            setTimeout(function() {
-              if (this$1.hasFocus() && !this$1.state.focused) {
-                onFocus(this$1);
-              }
-            }, 20);
-          } else {
-            onBlur(this);
-          }
-          for (var opt in optionHandlers) {
-            if (optionHandlers.hasOwnProperty(opt)) {
-              optionHandlers[opt](this, options[opt], Init);
-            }
-          }
-          maybeUpdateLineNumberWidth(this);
-          if (options.finishInit) {
-            options.finishInit(this);
-          }
-          for (var i3 = 0; i3 < initHooks.length; ++i3) {
-            initHooks[i3](this);
-          }
-          endOperation(this);
-          if (webkit2 && options.lineWrapping && getComputedStyle(display.lineDiv).textRendering == "optimizelegibility") {
-            display.lineDiv.style.textRendering = "auto";
-          }
-        }
-        CodeMirror.defaults = defaults2;
-        CodeMirror.optionHandlers = optionHandlers;
-        function registerEventHandlers(cm) {
-          var d = cm.display;
-          on(d.scroller, "mousedown", operation(cm, onMouseDown));
-          if (ie3 && ie_version < 11) {
-            on(d.scroller, "dblclick", operation(cm, function(e) {
-              if (signalDOMEvent(cm, e)) {
-                return;
-              }
-              var pos = posFromMouse(cm, e);
-              if (!pos || clickInGutter(cm, e) || eventInWidget(cm.display, e)) {
-                return;
-              }
-              e_preventDefault(e);
-              var word = cm.findWordAt(pos);
-              extendSelection(cm.doc, word.anchor, word.head);
-            }));
-          } else {
-            on(d.scroller, "dblclick", function(e) {
-              return signalDOMEvent(cm, e) || e_preventDefault(e);
-            });
-          }
-          on(d.scroller, "contextmenu", function(e) {
-            return onContextMenu(cm, e);
-          });
-          on(d.input.getField(), "contextmenu", function(e) {
-            if (!d.scroller.contains(e.target)) {
-              onContextMenu(cm, e);
-            }
-          });
-          var touchFinished, prevTouch = { end: 0 };
-          function finishTouch() {
-            if (d.activeTouch) {
-              touchFinished = setTimeout(function() {
-                return d.activeTouch = null;
-              }, 1e3);
-              prevTouch = d.activeTouch;
-              prevTouch.end = +/* @__PURE__ */ new Date();
-            }
-          }
-          function isMouseLikeTouchEvent(e) {
-            if (e.touches.length != 1) {
-              return false;
-            }
-            var touch = e.touches[0];
-            return touch.radiusX <= 1 && touch.radiusY <= 1;
-          }
-          function farAway(touch, other) {
-            if (other.left == null) {
-              return true;
-            }
-            var dx = other.left - touch.left, dy = other.top - touch.top;
-            return dx * dx + dy * dy > 20 * 20;
-          }
-          on(d.scroller, "touchstart", function(e) {
-            if (!signalDOMEvent(cm, e) && !isMouseLikeTouchEvent(e) && !clickInGutter(cm, e)) {
-              d.input.ensurePolled();
-              clearTimeout(touchFinished);
-              var now = +/* @__PURE__ */ new Date();
-              d.activeTouch = {
-                start: now,
-                moved: false,
-                prev: now - prevTouch.end <= 300 ? prevTouch : null
-              };
-              if (e.touches.length == 1) {
-                d.activeTouch.left = e.touches[0].pageX;
-                d.activeTouch.top = e.touches[0].pageY;
-              }
-            }
-          });
-          on(d.scroller, "touchmove", function() {
-            if (d.activeTouch) {
-              d.activeTouch.moved = true;
-            }
-          });
-          on(d.scroller, "touchend", function(e) {
-            var touch = d.activeTouch;
-            if (touch && !eventInWidget(d, e) && touch.left != null && !touch.moved && /* @__PURE__ */ new Date() - touch.start < 300) {
-              var pos = cm.coordsChar(d.activeTouch, "page"), range2;
-              if (!touch.prev || farAway(touch, touch.prev)) {
-                range2 = new Range3(pos, pos);
-              } else if (!touch.prev.prev || farAway(touch, touch.prev.prev)) {
-                range2 = cm.findWordAt(pos);
-              } else {
-                range2 = new Range3(Pos(pos.line, 0), clipPos(cm.doc, Pos(pos.line + 1, 0)));
-              }
-              cm.setSelection(range2.anchor, range2.head);
-              cm.focus();
-              e_preventDefault(e);
-            }
-            finishTouch();
-          });
-          on(d.scroller, "touchcancel", finishTouch);
-          on(d.scroller, "scroll", function() {
-            if (d.scroller.clientHeight) {
-              updateScrollTop(cm, d.scroller.scrollTop);
-              setScrollLeft(cm, d.scroller.scrollLeft, true);
-              signal(cm, "scroll", cm);
-            }
-          });
-          on(d.scroller, "mousewheel", function(e) {
-            return onScrollWheel(cm, e);
-          });
-          on(d.scroller, "DOMMouseScroll", function(e) {
-            return onScrollWheel(cm, e);
-          });
-          on(d.wrapper, "scroll", function() {
-            return d.wrapper.scrollTop = d.wrapper.scrollLeft = 0;
-          });
-          d.dragFunctions = {
-            enter: function(e) {
-              if (!signalDOMEvent(cm, e)) {
-                e_stop(e);
-              }
-            },
-            over: function(e) {
-              if (!signalDOMEvent(cm, e)) {
-                onDragOver(cm, e);
-                e_stop(e);
-              }
-            },
-            start: function(e) {
-              return onDragStart(cm, e);
-            },
-            drop: operation(cm, onDrop),
-            leave: function(e) {
-              if (!signalDOMEvent(cm, e)) {
-                clearDragCursor(cm);
-              }
-            }
-          };
-          var inp = d.input.getField();
-          on(inp, "keyup", function(e) {
-            return onKeyUp.call(cm, e);
-          });
-          on(inp, "keydown", operation(cm, onKeyDown));
-          on(inp, "keypress", operation(cm, onKeyPress));
-          on(inp, "focus", function(e) {
-            return onFocus(cm, e);
-          });
-          on(inp, "blur", function(e) {
-            return onBlur(cm, e);
-          });
-        }
-        var initHooks = [];
-        CodeMirror.defineInitHook = function(f) {
-          return initHooks.push(f);
-        };
-        function indentLine(cm, n, how, aggressive) {
-          var doc3 = cm.doc, state;
-          if (how == null) {
-            how = "add";
-          }
-          if (how == "smart") {
-            if (!doc3.mode.indent) {
-              how = "prev";
-            } else {
-              state = getContextBefore(cm, n).state;
-            }
-          }
-          var tabSize = cm.options.tabSize;
-          var line = getLine(doc3, n), curSpace = countColumn2(line.text, null, tabSize);
-          if (line.stateAfter) {
-            line.stateAfter = null;
-          }
-          var curSpaceString = line.text.match(/^\s*/)[0], indentation2;
-          if (!aggressive && !/\S/.test(line.text)) {
-            indentation2 = 0;
-            how = "not";
-          } else if (how == "smart") {
-            indentation2 = doc3.mode.indent(state, line.text.slice(curSpaceString.length), line.text);
-            if (indentation2 == Pass || indentation2 > 150) {
-              if (!aggressive) {
-                return;
-              }
-              how = "prev";
-            }
-          }
-          if (how == "prev") {
-            if (n > doc3.first) {
-              indentation2 = countColumn2(getLine(doc3, n - 1).text, null, tabSize);
-            } else {
-              indentation2 = 0;
-            }
-          } else if (how == "add") {
-            indentation2 = curSpace + cm.options.indentUnit;
-          } else if (how == "subtract") {
-            indentation2 = curSpace - cm.options.indentUnit;
-          } else if (typeof how == "number") {
-            indentation2 = curSpace + how;
-          }
-          indentation2 = Math.max(0, indentation2);
-          var indentString = "", pos = 0;
-          if (cm.options.indentWithTabs) {
-            for (var i3 = Math.floor(indentation2 / tabSize); i3; --i3) {
-              pos += tabSize;
-              indentString += "	";
-            }
-          }
-          if (pos < indentation2) {
-            indentString += spaceStr(indentation2 - pos);
-          }
-          if (indentString != curSpaceString) {
-            replaceRange(doc3, indentString, Pos(n, 0), Pos(n, curSpaceString.length), "+input");
-            line.stateAfter = null;
-            return true;
-          } else {
-            for (var i$12 = 0; i$12 < doc3.sel.ranges.length; i$12++) {
-              var range2 = doc3.sel.ranges[i$12];
-              if (range2.head.line == n && range2.head.ch < curSpaceString.length) {
-                var pos$1 = Pos(n, curSpaceString.length);
-                replaceOneSelection(doc3, i$12, new Range3(pos$1, pos$1));
-                break;
-              }
-            }
-          }
-        }
-        var lastCopied = null;
-        function setLastCopied(newLastCopied) {
-          lastCopied = newLastCopied;
-        }
-        function applyTextInput(cm, inserted, deleted, sel, origin) {
-          var doc3 = cm.doc;
-          cm.display.shift = false;
-          if (!sel) {
-            sel = doc3.sel;
-          }
-          var recent = +/* @__PURE__ */ new Date() - 200;
-          var paste = origin == "paste" || cm.state.pasteIncoming > recent;
-          var textLines = splitLinesAuto(inserted), multiPaste = null;
-          if (paste && sel.ranges.length > 1) {
-            if (lastCopied && lastCopied.text.join("\n") == inserted) {
-              if (sel.ranges.length % lastCopied.text.length == 0) {
-                multiPaste = [];
-                for (var i3 = 0; i3 < lastCopied.text.length; i3++) {
-                  multiPaste.push(doc3.splitLines(lastCopied.text[i3]));
-                }
-              }
-            } else if (textLines.length == sel.ranges.length && cm.options.pasteLinesPerSelection) {
-              multiPaste = map(textLines, function(l) {
-                return [l];
-              });
-            }
-          }
-          var updateInput = cm.curOp.updateInput;
-          for (var i$12 = sel.ranges.length - 1; i$12 >= 0; i$12--) {
-            var range2 = sel.ranges[i$12];
-            var from = range2.from(), to = range2.to();
-            if (range2.empty()) {
-              if (deleted && deleted > 0) {
-                from = Pos(from.line, from.ch - deleted);
-              } else if (cm.state.overwrite && !paste) {
-                to = Pos(to.line, Math.min(getLine(doc3, to.line).text.length, to.ch + lst(textLines).length));
-              } else if (paste && lastCopied && lastCopied.lineWise && lastCopied.text.join("\n") == textLines.join("\n")) {
-                from = to = Pos(from.line, 0);
-              }
-            }
-            var changeEvent = {
-              from,
-              to,
-              text: multiPaste ? multiPaste[i$12 % multiPaste.length] : textLines,
-              origin: origin || (paste ? "paste" : cm.state.cutIncoming > recent ? "cut" : "+input")
-            };
-            makeChange(cm.doc, changeEvent);
-            signalLater(cm, "inputRead", cm, changeEvent);
-          }
-          if (inserted && !paste) {
-            triggerElectric(cm, inserted);
-          }
-          ensureCursorVisible(cm);
-          if (cm.curOp.updateInput < 2) {
-            cm.curOp.updateInput = updateInput;
-          }
-          cm.curOp.typing = true;
-          cm.state.pasteIncoming = cm.state.cutIncoming = -1;
-        }
-        function handlePaste(e, cm) {
-          var pasted = e.clipboardData && e.clipboardData.getData("Text");
-          if (pasted) {
-            e.preventDefault();
-            if (!cm.isReadOnly() && !cm.options.disableInput && cm.hasFocus()) {
-              runInOp(cm, function() {
-                return applyTextInput(cm, pasted, 0, null, "paste");
-              });
-            }
-            return true;
-          }
-        }
-        function triggerElectric(cm, inserted) {
-          if (!cm.options.electricChars || !cm.options.smartIndent) {
-            return;
-          }
-          var sel = cm.doc.sel;
-          for (var i3 = sel.ranges.length - 1; i3 >= 0; i3--) {
-            var range2 = sel.ranges[i3];
-            if (range2.head.ch > 100 || i3 && sel.ranges[i3 - 1].head.line == range2.head.line) {
-              continue;
-            }
-            var mode = cm.getModeAt(range2.head);
-            var indented = false;
-            if (mode.electricChars) {
-              for (var j = 0; j < mode.electricChars.length; j++) {
-                if (inserted.indexOf(mode.electricChars.charAt(j)) > -1) {
-                  indented = indentLine(cm, range2.head.line, "smart");
-                  break;
-                }
-              }
-            } else if (mode.electricInput) {
-              if (mode.electricInput.test(getLine(cm.doc, range2.head.line).text.slice(0, range2.head.ch))) {
-                indented = indentLine(cm, range2.head.line, "smart");
-              }
-            }
-            if (indented) {
-              signalLater(cm, "electricInput", cm, range2.head.line);
-            }
-          }
-        }
-        function copyableRanges(cm) {
-          var text = [], ranges = [];
-          for (var i3 = 0; i3 < cm.doc.sel.ranges.length; i3++) {
-            var line = cm.doc.sel.ranges[i3].head.line;
-            var lineRange = { anchor: Pos(line, 0), head: Pos(line + 1, 0) };
-            ranges.push(lineRange);
-            text.push(cm.getRange(lineRange.anchor, lineRange.head));
-          }
-          return { text, ranges };
-        }
-        function disableBrowserMagic(field, spellcheck, autocorrect, autocapitalize) {
-          field.setAttribute("autocorrect", autocorrect ? "" : "off");
-          field.setAttribute("autocapitalize", autocapitalize ? "" : "off");
-          field.setAttribute("spellcheck", !!spellcheck);
-        }
-        function hiddenTextarea() {
-          var te = elt("textarea", null, null, "position: absolute; bottom: -1em; padding: 0; width: 1px; height: 1em; min-height: 1em; outline: none");
-          var div = elt("div", [te], null, "overflow: hidden; position: relative; width: 3px; height: 0px;");
-          if (webkit2) {
-            te.style.width = "1000px";
-          } else {
-            te.setAttribute("wrap", "off");
-          }
-          if (ios2) {
-            te.style.border = "1px solid black";
-          }
-          disableBrowserMagic(te);
-          return div;
-        }
-        function addEditorMethods(CodeMirror2) {
-          var optionHandlers2 = CodeMirror2.optionHandlers;
-          var helpers = CodeMirror2.helpers = {};
-          CodeMirror2.prototype = {
-            constructor: CodeMirror2,
-            focus: function() {
-              win(this).focus();
-              this.display.input.focus();
-            },
-            setOption: function(option, value) {
-              var options = this.options, old = options[option];
-              if (options[option] == value && option != "mode") {
-                return;
-              }
-              options[option] = value;
-              if (optionHandlers2.hasOwnProperty(option)) {
-                operation(this, optionHandlers2[option])(this, value, old);
-              }
-              signal(this, "optionChange", this, option);
-            },
-            getOption: function(option) {
-              return this.options[option];
-            },
-            getDoc: function() {
-              return this.doc;
-            },
-            addKeyMap: function(map2, bottom) {
-              this.state.keyMaps[bottom ? "push" : "unshift"](getKeyMap(map2));
-            },
-            removeKeyMap: function(map2) {
-              var maps = this.state.keyMaps;
-              for (var i3 = 0; i3 < maps.length; ++i3) {
-                if (maps[i3] == map2 || maps[i3].name == map2) {
-                  maps.splice(i3, 1);
-                  return true;
-                }
-              }
-            },
-            addOverlay: methodOp(function(spec, options) {
-              var mode = spec.token ? spec : CodeMirror2.getMode(this.options, spec);
-              if (mode.startState) {
-                throw new Error("Overlays may not be stateful.");
-              }
-              insertSorted(
-                this.state.overlays,
-                {
-                  mode,
-                  modeSpec: spec,
-                  opaque: options && options.opaque,
-                  priority: options && options.priority || 0
-                },
-                function(overlay) {
-                  return overlay.priority;
-                }
-              );
-              this.state.modeGen++;
-              regChange(this);
-            }),
-            removeOverlay: methodOp(function(spec) {
-              var overlays = this.state.overlays;
-              for (var i3 = 0; i3 < overlays.length; ++i3) {
-                var cur = overlays[i3].modeSpec;
-                if (cur == spec || typeof spec == "string" && cur.name == spec) {
-                  overlays.splice(i3, 1);
-                  this.state.modeGen++;
-                  regChange(this);
-                  return;
-                }
-              }
-            }),
-            indentLine: methodOp(function(n, dir, aggressive) {
-              if (typeof dir != "string" && typeof dir != "number") {
-                if (dir == null) {
-                  dir = this.options.smartIndent ? "smart" : "prev";
-                } else {
-                  dir = dir ? "add" : "subtract";
-                }
-              }
-              if (isLine(this.doc, n)) {
-                indentLine(this, n, dir, aggressive);
-              }
-            }),
-            indentSelection: methodOp(function(how) {
-              var ranges = this.doc.sel.ranges, end = -1;
-              for (var i3 = 0; i3 < ranges.length; i3++) {
-                var range2 = ranges[i3];
-                if (!range2.empty()) {
-                  var from = range2.from(), to = range2.to();
-                  var start = Math.max(end, from.line);
-                  end = Math.min(this.lastLine(), to.line - (to.ch ? 0 : 1)) + 1;
-                  for (var j = start; j < end; ++j) {
-                    indentLine(this, j, how);
-                  }
-                  var newRanges = this.doc.sel.ranges;
-                  if (from.ch == 0 && ranges.length == newRanges.length && newRanges[i3].from().ch > 0) {
-                    replaceOneSelection(this.doc, i3, new Range3(from, newRanges[i3].to()), sel_dontScroll);
-                  }
-                } else if (range2.head.line > end) {
-                  indentLine(this, range2.head.line, how, true);
-                  end = range2.head.line;
-                  if (i3 == this.doc.sel.primIndex) {
-                    ensureCursorVisible(this);
-                  }
-                }
-              }
-            }),
-            // Fetch the parser token for a given character. Useful for hacks
-            // that want to inspect the mode state (say, for completion).
-            getTokenAt: function(pos, precise) {
-              return takeToken(this, pos, precise);
-            },
-            getLineTokens: function(line, precise) {
-              return takeToken(this, Pos(line), precise, true);
-            },
-            getTokenTypeAt: function(pos) {
-              pos = clipPos(this.doc, pos);
-              var styles = getLineStyles(this, getLine(this.doc, pos.line));
-              var before = 0, after = (styles.length - 1) / 2, ch = pos.ch;
-              var type;
-              if (ch == 0) {
-                type = styles[2];
-              } else {
-                for (; ; ) {
-                  var mid = before + after >> 1;
-                  if ((mid ? styles[mid * 2 - 1] : 0) >= ch) {
-                    after = mid;
-                  } else if (styles[mid * 2 + 1] < ch) {
-                    before = mid + 1;
-                  } else {
-                    type = styles[mid * 2 + 2];
-                    break;
-                  }
-                }
-              }
-              var cut = type ? type.indexOf("overlay ") : -1;
-              return cut < 0 ? type : cut == 0 ? null : type.slice(0, cut - 1);
-            },
-            getModeAt: function(pos) {
-              var mode = this.doc.mode;
-              if (!mode.innerMode) {
-                return mode;
-              }
-              return CodeMirror2.innerMode(mode, this.getTokenAt(pos).state).mode;
-            },
-            getHelper: function(pos, type) {
-              return this.getHelpers(pos, type)[0];
-            },
-            getHelpers: function(pos, type) {
-              var found = [];
-              if (!helpers.hasOwnProperty(type)) {
-                return found;
-              }
-              var help = helpers[type], mode = this.getModeAt(pos);
-              if (typeof mode[type] == "string") {
-                if (help[mode[type]]) {
-                  found.push(help[mode[type]]);
-                }
-              } else if (mode[type]) {
-                for (var i3 = 0; i3 < mode[type].length; i3++) {
-                  var val = help[mode[type][i3]];
-                  if (val) {
-                    found.push(val);
-                  }
-                }
-              } else if (mode.helperType && help[mode.helperType]) {
-                found.push(help[mode.helperType]);
-              } else if (help[mode.name]) {
-                found.push(help[mode.name]);
-              }
-              for (var i$12 = 0; i$12 < help._global.length; i$12++) {
-                var cur = help._global[i$12];
-                if (cur.pred(mode, this) && indexOf(found, cur.val) == -1) {
-                  found.push(cur.val);
-                }
-              }
-              return found;
-            },
-            getStateAfter: function(line, precise) {
-              var doc3 = this.doc;
-              line = clipLine(doc3, line == null ? doc3.first + doc3.size - 1 : line);
-              return getContextBefore(this, line + 1, precise).state;
-            },
-            cursorCoords: function(start, mode) {
-              var pos, range2 = this.doc.sel.primary();
-              if (start == null) {
-                pos = range2.head;
-              } else if (typeof start == "object") {
-                pos = clipPos(this.doc, start);
-              } else {
-                pos = start ? range2.from() : range2.to();
-              }
-              return cursorCoords(this, pos, mode || "page");
-            },
-            charCoords: function(pos, mode) {
-              return charCoords(this, clipPos(this.doc, pos), mode || "page");
-            },
-            coordsChar: function(coords, mode) {
-              coords = fromCoordSystem(this, coords, mode || "page");
-              return coordsChar(this, coords.left, coords.top);
-            },
-            lineAtHeight: function(height, mode) {
-              height = fromCoordSystem(this, { top: height, left: 0 }, mode || "page").top;
-              return lineAtHeight(this.doc, height + this.display.viewOffset);
-            },
-            heightAtLine: function(line, mode, includeWidgets) {
-              var end = false, lineObj;
-              if (typeof line == "number") {
-                var last2 = this.doc.first + this.doc.size - 1;
-                if (line < this.doc.first) {
-                  line = this.doc.first;
-                } else if (line > last2) {
-                  line = last2;
-                  end = true;
-                }
-                lineObj = getLine(this.doc, line);
-              } else {
-                lineObj = line;
-              }
-              return intoCoordSystem(this, lineObj, { top: 0, left: 0 }, mode || "page", includeWidgets || end).top + (end ? this.doc.height - heightAtLine(lineObj) : 0);
-            },
-            defaultTextHeight: function() {
-              return textHeight(this.display);
-            },
-            defaultCharWidth: function() {
-              return charWidth(this.display);
-            },
-            getViewport: function() {
-              return { from: this.display.viewFrom, to: this.display.viewTo };
-            },
-            addWidget: function(pos, node, scroll, vert, horiz) {
-              var display = this.display;
-              pos = cursorCoords(this, clipPos(this.doc, pos));
-              var top2 = pos.bottom, left = pos.left;
-              node.style.position = "absolute";
-              node.setAttribute("cm-ignore-events", "true");
-              this.display.input.setUneditable(node);
-              display.sizer.appendChild(node);
-              if (vert == "over") {
-                top2 = pos.top;
-              } else if (vert == "above" || vert == "near") {
-                var vspace = Math.max(display.wrapper.clientHeight, this.doc.height), hspace = Math.max(display.sizer.clientWidth, display.lineSpace.clientWidth);
-                if ((vert == "above" || pos.bottom + node.offsetHeight > vspace) && pos.top > node.offsetHeight) {
-                  top2 = pos.top - node.offsetHeight;
-                } else if (pos.bottom + node.offsetHeight <= vspace) {
-                  top2 = pos.bottom;
-                }
-                if (left + node.offsetWidth > hspace) {
-                  left = hspace - node.offsetWidth;
-                }
-              }
-              node.style.top = top2 + "px";
-              node.style.left = node.style.right = "";
-              if (horiz == "right") {
-                left = display.sizer.clientWidth - node.offsetWidth;
-                node.style.right = "0px";
-              } else {
-                if (horiz == "left") {
-                  left = 0;
-                } else if (horiz == "middle") {
-                  left = (display.sizer.clientWidth - node.offsetWidth) / 2;
-                }
-                node.style.left = left + "px";
-              }
-              if (scroll) {
-                scrollIntoView2(this, { left, top: top2, right: left + node.offsetWidth, bottom: top2 + node.offsetHeight });
-              }
-            },
-            triggerOnKeyDown: methodOp(onKeyDown),
-            triggerOnKeyPress: methodOp(onKeyPress),
-            triggerOnKeyUp: onKeyUp,
-            triggerOnMouseDown: methodOp(onMouseDown),
-            execCommand: function(cmd) {
-              if (commands.hasOwnProperty(cmd)) {
-                return commands[cmd].call(null, this);
-              }
-            },
-            triggerElectric: methodOp(function(text) {
-              triggerElectric(this, text);
-            }),
-            findPosH: function(from, amount, unit, visually) {
-              var dir = 1;
-              if (amount < 0) {
-                dir = -1;
-                amount = -amount;
-              }
-              var cur = clipPos(this.doc, from);
-              for (var i3 = 0; i3 < amount; ++i3) {
-                cur = findPosH(this.doc, cur, dir, unit, visually);
-                if (cur.hitSide) {
-                  break;
-                }
-              }
-              return cur;
-            },
-            moveH: methodOp(function(dir, unit) {
-              var this$1 = this;
-              this.extendSelectionsBy(function(range2) {
-                if (this$1.display.shift || this$1.doc.extend || range2.empty()) {
-                  return findPosH(this$1.doc, range2.head, dir, unit, this$1.options.rtlMoveVisually);
-                } else {
-                  return dir < 0 ? range2.from() : range2.to();
-                }
-              }, sel_move);
-            }),
-            deleteH: methodOp(function(dir, unit) {
-              var sel = this.doc.sel, doc3 = this.doc;
-              if (sel.somethingSelected()) {
-                doc3.replaceSelection("", null, "+delete");
-              } else {
-                deleteNearSelection(this, function(range2) {
-                  var other = findPosH(doc3, range2.head, dir, unit, false);
-                  return dir < 0 ? { from: other, to: range2.head } : { from: range2.head, to: other };
-                });
-              }
-            }),
-            findPosV: function(from, amount, unit, goalColumn) {
-              var dir = 1, x = goalColumn;
-              if (amount < 0) {
-                dir = -1;
-                amount = -amount;
-              }
-              var cur = clipPos(this.doc, from);
-              for (var i3 = 0; i3 < amount; ++i3) {
-                var coords = cursorCoords(this, cur, "div");
-                if (x == null) {
-                  x = coords.left;
-                } else {
-                  coords.left = x;
-                }
-                cur = findPosV(this, coords, dir, unit);
-                if (cur.hitSide) {
-                  break;
-                }
-              }
-              return cur;
-            },
-            moveV: methodOp(function(dir, unit) {
-              var this$1 = this;
-              var doc3 = this.doc, goals = [];
-              var collapse = !this.display.shift && !doc3.extend && doc3.sel.somethingSelected();
-              doc3.extendSelectionsBy(function(range2) {
-                if (collapse) {
-                  return dir < 0 ? range2.from() : range2.to();
-                }
-                var headPos = cursorCoords(this$1, range2.head, "div");
-                if (range2.goalColumn != null) {
-                  headPos.left = range2.goalColumn;
-                }
-                goals.push(headPos.left);
-                var pos = findPosV(this$1, headPos, dir, unit);
-                if (unit == "page" && range2 == doc3.sel.primary()) {
-                  addToScrollTop(this$1, charCoords(this$1, pos, "div").top - headPos.top);
-                }
-                return pos;
-              }, sel_move);
-              if (goals.length) {
-                for (var i3 = 0; i3 < doc3.sel.ranges.length; i3++) {
-                  doc3.sel.ranges[i3].goalColumn = goals[i3];
-                }
-              }
-            }),
-            // Find the word at the given position (as returned by coordsChar).
-            findWordAt: function(pos) {
-              var doc3 = this.doc, line = getLine(doc3, pos.line).text;
-              var start = pos.ch, end = pos.ch;
-              if (line) {
-                var helper = this.getHelper(pos, "wordChars");
-                if ((pos.sticky == "before" || end == line.length) && start) {
-                  --start;
-                } else {
-                  ++end;
-                }
-                var startChar = line.charAt(start);
-                var check = isWordChar(startChar, helper) ? function(ch) {
-                  return isWordChar(ch, helper);
-                } : /\s/.test(startChar) ? function(ch) {
-                  return /\s/.test(ch);
-                } : function(ch) {
-                  return !/\s/.test(ch) && !isWordChar(ch);
-                };
-                while (start > 0 && check(line.charAt(start - 1))) {
-                  --start;
-                }
-                while (end < line.length && check(line.charAt(end))) {
-                  ++end;
-                }
-              }
-              return new Range3(Pos(pos.line, start), Pos(pos.line, end));
-            },
-            toggleOverwrite: function(value) {
-              if (value != null && value == this.state.overwrite) {
-                return;
-              }
-              if (this.state.overwrite = !this.state.overwrite) {
-                addClass(this.display.cursorDiv, "CodeMirror-overwrite");
-              } else {
-                rmClass(this.display.cursorDiv, "CodeMirror-overwrite");
-              }
-              signal(this, "overwriteToggle", this, this.state.overwrite);
-            },
-            hasFocus: function() {
-              return this.display.input.getField() == activeElt(doc2(this));
-            },
-            isReadOnly: function() {
-              return !!(this.options.readOnly || this.doc.cantEdit);
-            },
-            scrollTo: methodOp(function(x, y) {
-              scrollToCoords(this, x, y);
-            }),
-            getScrollInfo: function() {
-              var scroller = this.display.scroller;
-              return {
-                left: scroller.scrollLeft,
-                top: scroller.scrollTop,
-                height: scroller.scrollHeight - scrollGap(this) - this.display.barHeight,
-                width: scroller.scrollWidth - scrollGap(this) - this.display.barWidth,
-                clientHeight: displayHeight(this),
-                clientWidth: displayWidth(this)
-              };
-            },
-            scrollIntoView: methodOp(function(range2, margin) {
-              if (range2 == null) {
-                range2 = { from: this.doc.sel.primary().head, to: null };
-                if (margin == null) {
-                  margin = this.options.cursorScrollMargin;
-                }
-              } else if (typeof range2 == "number") {
-                range2 = { from: Pos(range2, 0), to: null };
-              } else if (range2.from == null) {
-                range2 = { from: range2, to: null };
-              }
-              if (!range2.to) {
-                range2.to = range2.from;
-              }
-              range2.margin = margin || 0;
-              if (range2.from.line != null) {
-                scrollToRange(this, range2);
-              } else {
-                scrollToCoordsRange(this, range2.from, range2.to, range2.margin);
-              }
-            }),
-            setSize: methodOp(function(width, height) {
-              var this$1 = this;
-              var interpret = function(val) {
-                return typeof val == "number" || /^\d+$/.test(String(val)) ? val + "px" : val;
-              };
-              if (width != null) {
-                this.display.wrapper.style.width = interpret(width);
-              }
-              if (height != null) {
-                this.display.wrapper.style.height = interpret(height);
-              }
-              if (this.options.lineWrapping) {
-                clearLineMeasurementCache(this);
-              }
-              var lineNo2 = this.display.viewFrom;
-              this.doc.iter(lineNo2, this.display.viewTo, function(line) {
-                if (line.widgets) {
-                  for (var i3 = 0; i3 < line.widgets.length; i3++) {
-                    if (line.widgets[i3].noHScroll) {
-                      regLineChange(this$1, lineNo2, "widget");
-                      break;
-                    }
-                  }
-                }
-                ++lineNo2;
-              });
-              this.curOp.forceUpdate = true;
-              signal(this, "refresh", this);
-            }),
-            operation: function(f) {
-              return runInOp(this, f);
-            },
-            startOperation: function() {
-              return startOperation(this);
-            },
-            endOperation: function() {
-              return endOperation(this);
-            },
-            refresh: methodOp(function() {
-              var oldHeight = this.display.cachedTextHeight;
-              regChange(this);
-              this.curOp.forceUpdate = true;
-              clearCaches(this);
-              scrollToCoords(this, this.doc.scrollLeft, this.doc.scrollTop);
-              updateGutterSpace(this.display);
-              if (oldHeight == null || Math.abs(oldHeight - textHeight(this.display)) > 0.5 || this.options.lineWrapping) {
-                estimateLineHeights(this);
-              }
-              signal(this, "refresh", this);
-            }),
-            swapDoc: methodOp(function(doc3) {
-              var old = this.doc;
-              old.cm = null;
-              if (this.state.selectingText) {
-                this.state.selectingText();
-              }
-              attachDoc(this, doc3);
-              clearCaches(this);
-              this.display.input.reset();
-              scrollToCoords(this, doc3.scrollLeft, doc3.scrollTop);
-              this.curOp.forceScroll = true;
-              signalLater(this, "swapDoc", this, old);
-              return old;
-            }),
-            phrase: function(phraseText) {
-              var phrases = this.options.phrases;
-              return phrases && Object.prototype.hasOwnProperty.call(phrases, phraseText) ? phrases[phraseText] : phraseText;
-            },
-            getInputField: function() {
-              return this.display.input.getField();
-            },
-            getWrapperElement: function() {
-              return this.display.wrapper;
-            },
-            getScrollerElement: function() {
-              return this.display.scroller;
-            },
-            getGutterElement: function() {
-              return this.display.gutters;
-            }
-          };
-          eventMixin(CodeMirror2);
-          CodeMirror2.registerHelper = function(type, name2, value) {
-            if (!helpers.hasOwnProperty(type)) {
-              helpers[type] = CodeMirror2[type] = { _global: [] };
-            }
-            helpers[type][name2] = value;
-          };
-          CodeMirror2.registerGlobalHelper = function(type, name2, predicate, value) {
-            CodeMirror2.registerHelper(type, name2, value);
-            helpers[type]._global.push({ pred: predicate, val: value });
-          };
-        }
-        function findPosH(doc3, pos, dir, unit, visually) {
-          var oldPos = pos;
-          var origDir = dir;
-          var lineObj = getLine(doc3, pos.line);
-          var lineDir = visually && doc3.direction == "rtl" ? -dir : dir;
-          function findNextLine() {
-            var l = pos.line + lineDir;
-            if (l < doc3.first || l >= doc3.first + doc3.size) {
-              return false;
-            }
-            pos = new Pos(l, pos.ch, pos.sticky);
-            return lineObj = getLine(doc3, l);
-          }
-          function moveOnce(boundToLine) {
-            var next;
-            if (unit == "codepoint") {
-              var ch = lineObj.text.charCodeAt(pos.ch + (dir > 0 ? 0 : -1));
-              if (isNaN(ch)) {
-                next = null;
-              } else {
-                var astral = dir > 0 ? ch >= 55296 && ch < 56320 : ch >= 56320 && ch < 57343;
-                next = new Pos(pos.line, Math.max(0, Math.min(lineObj.text.length, pos.ch + dir * (astral ? 2 : 1))), -dir);
-              }
-            } else if (visually) {
-              next = moveVisually2(doc3.cm, lineObj, pos, dir);
-            } else {
-              next = moveLogically(lineObj, pos, dir);
-            }
-            if (next == null) {
-              if (!boundToLine && findNextLine()) {
-                pos = endOfLine(visually, doc3.cm, lineObj, pos.line, lineDir);
-              } else {
-                return false;
-              }
-            } else {
-              pos = next;
-            }
-            return true;
-          }
-          if (unit == "char" || unit == "codepoint") {
-            moveOnce();
-          } else if (unit == "column") {
-            moveOnce(true);
-          } else if (unit == "word" || unit == "group") {
-            var sawType = null, group = unit == "group";
-            var helper = doc3.cm && doc3.cm.getHelper(pos, "wordChars");
-            for (var first = true; ; first = false) {
-              if (dir < 0 && !moveOnce(!first)) {
-                break;
-              }
-              var cur = lineObj.text.charAt(pos.ch) || "\n";
-              var type = isWordChar(cur, helper) ? "w" : group && cur == "\n" ? "n" : !group || /\s/.test(cur) ? null : "p";
-              if (group && !first && !type) {
-                type = "s";
-              }
-              if (sawType && sawType != type) {
-                if (dir < 0) {
-                  dir = 1;
-                  moveOnce();
-                  pos.sticky = "after";
-                }
-                break;
-              }
-              if (type) {
-                sawType = type;
-              }
-              if (dir > 0 && !moveOnce(!first)) {
-                break;
-              }
-            }
-          }
-          var result = skipAtomic(doc3, pos, oldPos, origDir, true);
-          if (equalCursorPos(oldPos, result)) {
-            result.hitSide = true;
-          }
-          return result;
-        }
-        function findPosV(cm, pos, dir, unit) {
-          var doc3 = cm.doc, x = pos.left, y;
-          if (unit == "page") {
-            var pageSize = Math.min(cm.display.wrapper.clientHeight, win(cm).innerHeight || doc3(cm).documentElement.clientHeight);
-            var moveAmount = Math.max(pageSize - 0.5 * textHeight(cm.display), 3);
-            y = (dir > 0 ? pos.bottom : pos.top) + dir * moveAmount;
-          } else if (unit == "line") {
-            y = dir > 0 ? pos.bottom + 3 : pos.top - 3;
-          }
-          var target;
-          for (; ; ) {
-            target = coordsChar(cm, x, y);
-            if (!target.outside) {
-              break;
-            }
-            if (dir < 0 ? y <= 0 : y >= doc3.height) {
-              target.hitSide = true;
-              break;
-            }
-            y += dir * 5;
-          }
-          return target;
-        }
-        var ContentEditableInput = function(cm) {
-          this.cm = cm;
-          this.lastAnchorNode = this.lastAnchorOffset = this.lastFocusNode = this.lastFocusOffset = null;
-          this.polling = new Delayed();
-          this.composing = null;
-          this.gracePeriod = false;
-          this.readDOMTimeout = null;
-        };
-        ContentEditableInput.prototype.init = function(display) {
-          var this$1 = this;
-          var input = this, cm = input.cm;
-          var div = input.div = display.lineDiv;
-          div.contentEditable = true;
-          disableBrowserMagic(div, cm.options.spellcheck, cm.options.autocorrect, cm.options.autocapitalize);
-          function belongsToInput(e) {
-            for (var t2 = e.target; t2; t2 = t2.parentNode) {
-              if (t2 == div) {
-                return true;
-              }
-              if (/\bCodeMirror-(?:line)?widget\b/.test(t2.className)) {
-                break;
-              }
-            }
-            return false;
-          }
-          on(div, "paste", function(e) {
-            if (!belongsToInput(e) || signalDOMEvent(cm, e) || handlePaste(e, cm)) {
-              return;
-            }
-            if (ie_version <= 11) {
-              setTimeout(operation(cm, function() {
-                return this$1.updateFromDOM();
-              }), 20);
-            }
-          });
-          on(div, "compositionstart", function(e) {
-            this$1.composing = { data: e.data, done: false };
-          });
-          on(div, "compositionupdate", function(e) {
-            if (!this$1.composing) {
-              this$1.composing = { data: e.data, done: false };
-            }
-          });
-          on(div, "compositionend", function(e) {
-            if (this$1.composing) {
-              if (e.data != this$1.composing.data) {
-                this$1.readFromDOMSoon();
-              }
-              this$1.composing.done = true;
-            }
-          });
-          on(div, "touchstart", function() {
-            return input.forceCompositionEnd();
-          });
-          on(div, "input", function() {
-            if (!this$1.composing) {
-              this$1.readFromDOMSoon();
-            }
-          });
-          function onCopyCut(e) {
-            if (!belongsToInput(e) || signalDOMEvent(cm, e)) {
-              return;
-            }
-            if (cm.somethingSelected()) {
-              setLastCopied({ lineWise: false, text: cm.getSelections() });
-              if (e.type == "cut") {
-                cm.replaceSelection("", null, "cut");
-              }
-            } else if (!cm.options.lineWiseCopyCut) {
-              return;
-            } else {
-              var ranges = copyableRanges(cm);
-              setLastCopied({ lineWise: true, text: ranges.text });
-              if (e.type == "cut") {
-                cm.operation(function() {
-                  cm.setSelections(ranges.ranges, 0, sel_dontScroll);
-                  cm.replaceSelection("", null, "cut");
-                });
-              }
-            }
-            if (e.clipboardData) {
-              e.clipboardData.clearData();
-              var content2 = lastCopied.text.join("\n");
-              e.clipboardData.setData("Text", content2);
-              if (e.clipboardData.getData("Text") == content2) {
-                e.preventDefault();
-                return;
-              }
-            }
-            var kludge = hiddenTextarea(), te = kludge.firstChild;
-            cm.display.lineSpace.insertBefore(kludge, cm.display.lineSpace.firstChild);
-            te.value = lastCopied.text.join("\n");
-            var hadFocus = activeElt(div.ownerDocument);
-            selectInput(te);
-            setTimeout(function() {
-              cm.display.lineSpace.removeChild(kludge);
-              hadFocus.focus();
-              if (hadFocus == div) {
-                input.showPrimarySelection();
-              }
-            }, 50);
-          }
-          on(div, "copy", onCopyCut);
-          on(div, "cut", onCopyCut);
-        };
-        ContentEditableInput.prototype.screenReaderLabelChanged = function(label) {
-          if (label) {
-            this.div.setAttribute("aria-label", label);
-          } else {
-            this.div.removeAttribute("aria-label");
-          }
-        };
-        ContentEditableInput.prototype.prepareSelection = function() {
-          var result = prepareSelection(this.cm, false);
-          result.focus = activeElt(this.div.ownerDocument) == this.div;
-          return result;
-        };
-        ContentEditableInput.prototype.showSelection = function(info, takeFocus) {
-          if (!info || !this.cm.display.view.length) {
-            return;
-          }
-          if (info.focus || takeFocus) {
-            this.showPrimarySelection();
-          }
-          this.showMultipleSelections(info);
-        };
-        ContentEditableInput.prototype.getSelection = function() {
-          return this.cm.display.wrapper.ownerDocument.getSelection();
-        };
-        ContentEditableInput.prototype.showPrimarySelection = function() {
-          var sel = this.getSelection(), cm = this.cm, prim = cm.doc.sel.primary();
-          var from = prim.from(), to = prim.to();
-          if (cm.display.viewTo == cm.display.viewFrom || from.line >= cm.display.viewTo || to.line < cm.display.viewFrom) {
-            sel.removeAllRanges();
-            return;
-          }
-          var curAnchor = domToPos(cm, sel.anchorNode, sel.anchorOffset);
-          var curFocus = domToPos(cm, sel.focusNode, sel.focusOffset);
-          if (curAnchor && !curAnchor.bad && curFocus && !curFocus.bad && cmp(minPos(curAnchor, curFocus), from) == 0 && cmp(maxPos(curAnchor, curFocus), to) == 0) {
-            return;
-          }
-          var view = cm.display.view;
-          var start = from.line >= cm.display.viewFrom && posToDOM(cm, from) || { node: view[0].measure.map[2], offset: 0 };
-          var end = to.line < cm.display.viewTo && posToDOM(cm, to);
-          if (!end) {
-            var measure = view[view.length - 1].measure;
-            var map2 = measure.maps ? measure.maps[measure.maps.length - 1] : measure.map;
-            end = { node: map2[map2.length - 1], offset: map2[map2.length - 2] - map2[map2.length - 3] };
-          }
-          if (!start || !end) {
-            sel.removeAllRanges();
-            return;
-          }
-          var old = sel.rangeCount && sel.getRangeAt(0), rng;
-          try {
-            rng = range(start.node, start.offset, end.offset, end.node);
-          } catch (e) {
-          }
-          if (rng) {
-            if (!gecko2 && cm.state.focused) {
-              sel.collapse(start.node, start.offset);
-              if (!rng.collapsed) {
-                sel.removeAllRanges();
-                sel.addRange(rng);
-              }
-            } else {
-              sel.removeAllRanges();
-              sel.addRange(rng);
-            }
-            if (old && sel.anchorNode == null) {
-              sel.addRange(old);
-            } else if (gecko2) {
-              this.startGracePeriod();
-            }
-          }
-          this.rememberSelection();
-        };
-        ContentEditableInput.prototype.startGracePeriod = function() {
-          var this$1 = this;
-          clearTimeout(this.gracePeriod);
-          this.gracePeriod = setTimeout(function() {
-            this$1.gracePeriod = false;
-            if (this$1.selectionChanged()) {
-              this$1.cm.operation(function() {
-                return this$1.cm.curOp.selectionChanged = true;
-              });
-            }
-          }, 20);
-        };
-        ContentEditableInput.prototype.showMultipleSelections = function(info) {
-          removeChildrenAndAdd(this.cm.display.cursorDiv, info.cursors);
-          removeChildrenAndAdd(this.cm.display.selectionDiv, info.selection);
-        };
-        ContentEditableInput.prototype.rememberSelection = function() {
-          var sel = this.getSelection();
-          this.lastAnchorNode = sel.anchorNode;
-          this.lastAnchorOffset = sel.anchorOffset;
-          this.lastFocusNode = sel.focusNode;
-          this.lastFocusOffset = sel.focusOffset;
-        };
-        ContentEditableInput.prototype.selectionInEditor = function() {
-          var sel = this.getSelection();
-          if (!sel.rangeCount) {
-            return false;
-          }
-          var node = sel.getRangeAt(0).commonAncestorContainer;
-          return contains2(this.div, node);
-        };
-        ContentEditableInput.prototype.focus = function() {
-          if (this.cm.options.readOnly != "nocursor") {
-            if (!this.selectionInEditor() || activeElt(this.div.ownerDocument) != this.div) {
-              this.showSelection(this.prepareSelection(), true);
-            }
-            this.div.focus();
-          }
-        };
-        ContentEditableInput.prototype.blur = function() {
-          this.div.blur();
-        };
-        ContentEditableInput.prototype.getField = function() {
-          return this.div;
-        };
-        ContentEditableInput.prototype.supportsTouch = function() {
-          return true;
-        };
-        ContentEditableInput.prototype.receivedFocus = function() {
-          var this$1 = this;
-          var input = this;
-          if (this.selectionInEditor()) {
-            setTimeout(function() {
-              return this$1.pollSelection();
-            }, 20);
-          } else {
-            runInOp(this.cm, function() {
-              return input.cm.curOp.selectionChanged = true;
-            });
-          }
-          function poll() {
-            if (input.cm.state.focused) {
-              input.pollSelection();
-              input.polling.set(input.cm.options.pollInterval, poll);
-            }
-          }
-          this.polling.set(this.cm.options.pollInterval, poll);
-        };
-        ContentEditableInput.prototype.selectionChanged = function() {
-          var sel = this.getSelection();
-          return sel.anchorNode != this.lastAnchorNode || sel.anchorOffset != this.lastAnchorOffset || sel.focusNode != this.lastFocusNode || sel.focusOffset != this.lastFocusOffset;
-        };
-        ContentEditableInput.prototype.pollSelection = function() {
-          if (this.readDOMTimeout != null || this.gracePeriod || !this.selectionChanged()) {
-            return;
-          }
-          var sel = this.getSelection(), cm = this.cm;
-          if (android3 && chrome2 && this.cm.display.gutterSpecs.length && isInGutter(sel.anchorNode)) {
-            this.cm.triggerOnKeyDown({ type: "keydown", keyCode: 8, preventDefault: Math.abs });
-            this.blur();
-            this.focus();
-            return;
-          }
-          if (this.composing) {
-            return;
-          }
-          this.rememberSelection();
-          var anchor = domToPos(cm, sel.anchorNode, sel.anchorOffset);
-          var head = domToPos(cm, sel.focusNode, sel.focusOffset);
-          if (anchor && head) {
-            runInOp(cm, function() {
-              setSelection(cm.doc, simpleSelection(anchor, head), sel_dontScroll);
-              if (anchor.bad || head.bad) {
-                cm.curOp.selectionChanged = true;
-              }
-            });
-          }
-        };
-        ContentEditableInput.prototype.pollContent = function() {
-          if (this.readDOMTimeout != null) {
-            clearTimeout(this.readDOMTimeout);
-            this.readDOMTimeout = null;
-          }
-          var cm = this.cm, display = cm.display, sel = cm.doc.sel.primary();
-          var from = sel.from(), to = sel.to();
-          if (from.ch == 0 && from.line > cm.firstLine()) {
-            from = Pos(from.line - 1, getLine(cm.doc, from.line - 1).length);
-          }
-          if (to.ch == getLine(cm.doc, to.line).text.length && to.line < cm.lastLine()) {
-            to = Pos(to.line + 1, 0);
-          }
-          if (from.line < display.viewFrom || to.line > display.viewTo - 1) {
-            return false;
-          }
-          var fromIndex, fromLine, fromNode;
-          if (from.line == display.viewFrom || (fromIndex = findViewIndex(cm, from.line)) == 0) {
-            fromLine = lineNo(display.view[0].line);
-            fromNode = display.view[0].node;
-          } else {
-            fromLine = lineNo(display.view[fromIndex].line);
-            fromNode = display.view[fromIndex - 1].node.nextSibling;
-          }
-          var toIndex = findViewIndex(cm, to.line);
-          var toLine, toNode;
-          if (toIndex == display.view.length - 1) {
-            toLine = display.viewTo - 1;
-            toNode = display.lineDiv.lastChild;
-          } else {
-            toLine = lineNo(display.view[toIndex + 1].line) - 1;
-            toNode = display.view[toIndex + 1].node.previousSibling;
-          }
-          if (!fromNode) {
-            return false;
-          }
-          var newText = cm.doc.splitLines(domTextBetween(cm, fromNode, toNode, fromLine, toLine));
-          var oldText = getBetween(cm.doc, Pos(fromLine, 0), Pos(toLine, getLine(cm.doc, toLine).text.length));
-          while (newText.length > 1 && oldText.length > 1) {
-            if (lst(newText) == lst(oldText)) {
-              newText.pop();
-              oldText.pop();
-              toLine--;
-            } else if (newText[0] == oldText[0]) {
-              newText.shift();
-              oldText.shift();
-              fromLine++;
-            } else {
-              break;
-            }
-          }
-          var cutFront = 0, cutEnd = 0;
-          var newTop = newText[0], oldTop = oldText[0], maxCutFront = Math.min(newTop.length, oldTop.length);
-          while (cutFront < maxCutFront && newTop.charCodeAt(cutFront) == oldTop.charCodeAt(cutFront)) {
-            ++cutFront;
-          }
-          var newBot = lst(newText), oldBot = lst(oldText);
-          var maxCutEnd = Math.min(
-            newBot.length - (newText.length == 1 ? cutFront : 0),
-            oldBot.length - (oldText.length == 1 ? cutFront : 0)
-          );
-          while (cutEnd < maxCutEnd && newBot.charCodeAt(newBot.length - cutEnd - 1) == oldBot.charCodeAt(oldBot.length - cutEnd - 1)) {
-            ++cutEnd;
-          }
-          if (newText.length == 1 && oldText.length == 1 && fromLine == from.line) {
-            while (cutFront && cutFront > from.ch && newBot.charCodeAt(newBot.length - cutEnd - 1) == oldBot.charCodeAt(oldBot.length - cutEnd - 1)) {
-              cutFront--;
-              cutEnd++;
-            }
-          }
-          newText[newText.length - 1] = newBot.slice(0, newBot.length - cutEnd).replace(/^\u200b+/, "");
-          newText[0] = newText[0].slice(cutFront).replace(/\u200b+$/, "");
-          var chFrom = Pos(fromLine, cutFront);
-          var chTo = Pos(toLine, oldText.length ? lst(oldText).length - cutEnd : 0);
-          if (newText.length > 1 || newText[0] || cmp(chFrom, chTo)) {
-            replaceRange(cm.doc, newText, chFrom, chTo, "+input");
-            return true;
-          }
-        };
-        ContentEditableInput.prototype.ensurePolled = function() {
-          this.forceCompositionEnd();
-        };
-        ContentEditableInput.prototype.reset = function() {
-          this.forceCompositionEnd();
-        };
-        ContentEditableInput.prototype.forceCompositionEnd = function() {
-          if (!this.composing) {
-            return;
-          }
-          clearTimeout(this.readDOMTimeout);
-          this.composing = null;
-          this.updateFromDOM();
-          this.div.blur();
-          this.div.focus();
-        };
-        ContentEditableInput.prototype.readFromDOMSoon = function() {
-          var this$1 = this;
-          if (this.readDOMTimeout != null) {
-            return;
-          }
-          this.readDOMTimeout = setTimeout(function() {
-            this$1.readDOMTimeout = null;
-            if (this$1.composing) {
-              if (this$1.composing.done) {
-                this$1.composing = null;
-              } else {
-                return;
-              }
-            }
-            this$1.updateFromDOM();
-          }, 80);
-        };
-        ContentEditableInput.prototype.updateFromDOM = function() {
-          var this$1 = this;
-          if (this.cm.isReadOnly() || !this.pollContent()) {
-            runInOp(this.cm, function() {
-              return regChange(this$1.cm);
-            });
-          }
-        };
-        ContentEditableInput.prototype.setUneditable = function(node) {
-          node.contentEditable = "false";
-        };
-        ContentEditableInput.prototype.onKeyPress = function(e) {
-          if (e.charCode == 0 || this.composing) {
-            return;
-          }
-          e.preventDefault();
-          if (!this.cm.isReadOnly()) {
-            operation(this.cm, applyTextInput)(this.cm, String.fromCharCode(e.charCode == null ? e.keyCode : e.charCode), 0);
-          }
-        };
-        ContentEditableInput.prototype.readOnlyChanged = function(val) {
-          this.div.contentEditable = String(val != "nocursor");
-        };
-        ContentEditableInput.prototype.onContextMenu = function() {
-        };
-        ContentEditableInput.prototype.resetPosition = function() {
-        };
-        ContentEditableInput.prototype.needsContentAttribute = true;
-        function posToDOM(cm, pos) {
-          var view = findViewForLine(cm, pos.line);
-          if (!view || view.hidden) {
-            return null;
-          }
-          var line = getLine(cm.doc, pos.line);
-          var info = mapFromLineView(view, line, pos.line);
-          var order = getOrder(line, cm.doc.direction), side = "left";
-          if (order) {
-            var partPos = getBidiPartAt(order, pos.ch);
-            side = partPos % 2 ? "right" : "left";
-          }
-          var result = nodeAndOffsetInLineMap(info.map, pos.ch, side);
-          result.offset = result.collapse == "right" ? result.end : result.start;
-          return result;
-        }
-        function isInGutter(node) {
-          for (var scan = node; scan; scan = scan.parentNode) {
-            if (/CodeMirror-gutter-wrapper/.test(scan.className)) {
-              return true;
-            }
-          }
-          return false;
-        }
-        function badPos(pos, bad) {
-          if (bad) {
-            pos.bad = true;
-          }
-          return pos;
-        }
-        function domTextBetween(cm, from, to, fromLine, toLine) {
-          var text = "", closing = false, lineSep = cm.doc.lineSeparator(), extraLinebreak = false;
-          function recognizeMarker(id2) {
-            return function(marker) {
-              return marker.id == id2;
-            };
-          }
-          function close() {
-            if (closing) {
-              text += lineSep;
-              if (extraLinebreak) {
-                text += lineSep;
-              }
-              closing = extraLinebreak = false;
-            }
-          }
-          function addText(str) {
-            if (str) {
-              close();
-              text += str;
-            }
-          }
-          function walk(node) {
-            if (node.nodeType == 1) {
-              var cmText = node.getAttribute("cm-text");
-              if (cmText) {
-                addText(cmText);
-                return;
-              }
-              var markerID = node.getAttribute("cm-marker"), range2;
-              if (markerID) {
-                var found = cm.findMarks(Pos(fromLine, 0), Pos(toLine + 1, 0), recognizeMarker(+markerID));
-                if (found.length && (range2 = found[0].find(0))) {
-                  addText(getBetween(cm.doc, range2.from, range2.to).join(lineSep));
-                }
-                return;
-              }
-              if (node.getAttribute("contenteditable") == "false") {
-                return;
-              }
-              var isBlock = /^(pre|div|p|li|table|br)$/i.test(node.nodeName);
-              if (!/^br$/i.test(node.nodeName) && node.textContent.length == 0) {
-                return;
-              }
-              if (isBlock) {
-                close();
-              }
-              for (var i3 = 0; i3 < node.childNodes.length; i3++) {
-                walk(node.childNodes[i3]);
-              }
-              if (/^(pre|p)$/i.test(node.nodeName)) {
-                extraLinebreak = true;
-              }
-              if (isBlock) {
-                closing = true;
-              }
-            } else if (node.nodeType == 3) {
-              addText(node.nodeValue.replace(/\u200b/g, "").replace(/\u00a0/g, " "));
-            }
-          }
-          for (; ; ) {
-            walk(from);
-            if (from == to) {
-              break;
-            }
-            from = from.nextSibling;
-            extraLinebreak = false;
-          }
-          return text;
-        }
-        function domToPos(cm, node, offset) {
-          var lineNode;
-          if (node == cm.display.lineDiv) {
-            lineNode = cm.display.lineDiv.childNodes[offset];
-            if (!lineNode) {
-              return badPos(cm.clipPos(Pos(cm.display.viewTo - 1)), true);
-            }
-            node = null;
-            offset = 0;
-          } else {
-            for (lineNode = node; ; lineNode = lineNode.parentNode) {
-              if (!lineNode || lineNode == cm.display.lineDiv) {
-                return null;
-              }
-              if (lineNode.parentNode && lineNode.parentNode == cm.display.lineDiv) {
-                break;
-              }
-            }
-          }
-          for (var i3 = 0; i3 < cm.display.view.length; i3++) {
-            var lineView = cm.display.view[i3];
-            if (lineView.node == lineNode) {
-              return locateNodeInLineView(lineView, node, offset);
-            }
-          }
-        }
-        function locateNodeInLineView(lineView, node, offset) {
-          var wrapper = lineView.text.firstChild, bad = false;
-          if (!node || !contains2(wrapper, node)) {
-            return badPos(Pos(lineNo(lineView.line), 0), true);
-          }
-          if (node == wrapper) {
-            bad = true;
-            node = wrapper.childNodes[offset];
-            offset = 0;
-            if (!node) {
-              var line = lineView.rest ? lst(lineView.rest) : lineView.line;
-              return badPos(Pos(lineNo(line), line.text.length), bad);
-            }
-          }
-          var textNode = node.nodeType == 3 ? node : null, topNode = node;
-          if (!textNode && node.childNodes.length == 1 && node.firstChild.nodeType == 3) {
-            textNode = node.firstChild;
-            if (offset) {
-              offset = textNode.nodeValue.length;
-            }
-          }
-          while (topNode.parentNode != wrapper) {
-            topNode = topNode.parentNode;
-          }
-          var measure = lineView.measure, maps = measure.maps;
-          function find2(textNode2, topNode2, offset2) {
-            for (var i3 = -1; i3 < (maps ? maps.length : 0); i3++) {
-              var map2 = i3 < 0 ? measure.map : maps[i3];
-              for (var j = 0; j < map2.length; j += 3) {
-                var curNode = map2[j + 2];
-                if (curNode == textNode2 || curNode == topNode2) {
-                  var line2 = lineNo(i3 < 0 ? lineView.line : lineView.rest[i3]);
-                  var ch = map2[j] + offset2;
-                  if (offset2 < 0 || curNode != textNode2) {
-                    ch = map2[j + (offset2 ? 1 : 0)];
-                  }
-                  return Pos(line2, ch);
-                }
-              }
-            }
-          }
-          var found = find2(textNode, topNode, offset);
-          if (found) {
-            return badPos(found, bad);
-          }
-          for (var after = topNode.nextSibling, dist2 = textNode ? textNode.nodeValue.length - offset : 0; after; after = after.nextSibling) {
-            found = find2(after, after.firstChild, 0);
-            if (found) {
-              return badPos(Pos(found.line, found.ch - dist2), bad);
-            } else {
-              dist2 += after.textContent.length;
-            }
-          }
-          for (var before = topNode.previousSibling, dist$1 = offset; before; before = before.previousSibling) {
-            found = find2(before, before.firstChild, -1);
-            if (found) {
-              return badPos(Pos(found.line, found.ch + dist$1), bad);
-            } else {
-              dist$1 += before.textContent.length;
-            }
-          }
-        }
-        var TextareaInput = function(cm) {
-          this.cm = cm;
-          this.prevInput = "";
-          this.pollingFast = false;
-          this.polling = new Delayed();
-          this.hasSelection = false;
-          this.composing = null;
-        };
-        TextareaInput.prototype.init = function(display) {
-          var this$1 = this;
-          var input = this, cm = this.cm;
-          this.createField(display);
-          var te = this.textarea;
-          display.wrapper.insertBefore(this.wrapper, display.wrapper.firstChild);
-          if (ios2) {
-            te.style.width = "0px";
-          }
-          on(te, "input", function() {
-            if (ie3 && ie_version >= 9 && this$1.hasSelection) {
-              this$1.hasSelection = null;
-            }
-            input.poll();
-          });
-          on(te, "paste", function(e) {
-            if (signalDOMEvent(cm, e) || handlePaste(e, cm)) {
-              return;
-            }
-            cm.state.pasteIncoming = +/* @__PURE__ */ new Date();
-            input.fastPoll();
-          });
-          function prepareCopyCut(e) {
-            if (signalDOMEvent(cm, e)) {
-              return;
-            }
-            if (cm.somethingSelected()) {
-              setLastCopied({ lineWise: false, text: cm.getSelections() });
-            } else if (!cm.options.lineWiseCopyCut) {
-              return;
-            } else {
-              var ranges = copyableRanges(cm);
-              setLastCopied({ lineWise: true, text: ranges.text });
-              if (e.type == "cut") {
-                cm.setSelections(ranges.ranges, null, sel_dontScroll);
-              } else {
-                input.prevInput = "";
-                te.value = ranges.text.join("\n");
-                selectInput(te);
-              }
-            }
-            if (e.type == "cut") {
-              cm.state.cutIncoming = +/* @__PURE__ */ new Date();
-            }
-          }
-          on(te, "cut", prepareCopyCut);
-          on(te, "copy", prepareCopyCut);
-          on(display.scroller, "paste", function(e) {
-            if (eventInWidget(display, e) || signalDOMEvent(cm, e)) {
-              return;
-            }
-            if (!te.dispatchEvent) {
-              cm.state.pasteIncoming = +/* @__PURE__ */ new Date();
-              input.focus();
-              return;
-            }
-            var event = new Event("paste");
-            event.clipboardData = e.clipboardData;
-            te.dispatchEvent(event);
-          });
-          on(display.lineSpace, "selectstart", function(e) {
-            if (!eventInWidget(display, e)) {
-              e_preventDefault(e);
-            }
-          });
-          on(te, "compositionstart", function() {
-            var start = cm.getCursor("from");
-            if (input.composing) {
-              input.composing.range.clear();
-            }
-            input.composing = {
-              start,
-              range: cm.markText(start, cm.getCursor("to"), { className: "CodeMirror-composing" })
-            };
-          });
-          on(te, "compositionend", function() {
-            if (input.composing) {
-              input.poll();
-              input.composing.range.clear();
-              input.composing = null;
-            }
-          });
-        };
-        TextareaInput.prototype.createField = function(_display) {
-          this.wrapper = hiddenTextarea();
-          this.textarea = this.wrapper.firstChild;
-        };
-        TextareaInput.prototype.screenReaderLabelChanged = function(label) {
-          if (label) {
-            this.textarea.setAttribute("aria-label", label);
-          } else {
-            this.textarea.removeAttribute("aria-label");
-          }
-        };
-        TextareaInput.prototype.prepareSelection = function() {
-          var cm = this.cm, display = cm.display, doc3 = cm.doc;
-          var result = prepareSelection(cm);
-          if (cm.options.moveInputWithCursor) {
-            var headPos = cursorCoords(cm, doc3.sel.primary().head, "div");
-            var wrapOff = display.wrapper.getBoundingClientRect(), lineOff = display.lineDiv.getBoundingClientRect();
-            result.teTop = Math.max(0, Math.min(
-              display.wrapper.clientHeight - 10,
-              headPos.top + lineOff.top - wrapOff.top
-            ));
-            result.teLeft = Math.max(0, Math.min(
-              display.wrapper.clientWidth - 10,
-              headPos.left + lineOff.left - wrapOff.left
-            ));
-          }
-          return result;
-        };
-        TextareaInput.prototype.showSelection = function(drawn) {
-          var cm = this.cm, display = cm.display;
-          removeChildrenAndAdd(display.cursorDiv, drawn.cursors);
-          removeChildrenAndAdd(display.selectionDiv, drawn.selection);
-          if (drawn.teTop != null) {
-            this.wrapper.style.top = drawn.teTop + "px";
-            this.wrapper.style.left = drawn.teLeft + "px";
-          }
-        };
-        TextareaInput.prototype.reset = function(typing) {
-          if (this.contextMenuPending || this.composing) {
-            return;
-          }
-          var cm = this.cm;
-          if (cm.somethingSelected()) {
-            this.prevInput = "";
-            var content2 = cm.getSelection();
-            this.textarea.value = content2;
-            if (cm.state.focused) {
-              selectInput(this.textarea);
-            }
-            if (ie3 && ie_version >= 9) {
-              this.hasSelection = content2;
-            }
-          } else if (!typing) {
-            this.prevInput = this.textarea.value = "";
-            if (ie3 && ie_version >= 9) {
-              this.hasSelection = null;
-            }
-          }
-        };
-        TextareaInput.prototype.getField = function() {
-          return this.textarea;
-        };
-        TextareaInput.prototype.supportsTouch = function() {
-          return false;
-        };
-        TextareaInput.prototype.focus = function() {
-          if (this.cm.options.readOnly != "nocursor" && (!mobile || activeElt(this.textarea.ownerDocument) != this.textarea)) {
-            try {
-              this.textarea.focus();
-            } catch (e) {
-            }
-          }
-        };
-        TextareaInput.prototype.blur = function() {
-          this.textarea.blur();
-        };
-        TextareaInput.prototype.resetPosition = function() {
-          this.wrapper.style.top = this.wrapper.style.left = 0;
-        };
-        TextareaInput.prototype.receivedFocus = function() {
-          this.slowPoll();
-        };
-        TextareaInput.prototype.slowPoll = function() {
-          var this$1 = this;
-          if (this.pollingFast) {
-            return;
-          }
-          this.polling.set(this.cm.options.pollInterval, function() {
-            this$1.poll();
-            if (this$1.cm.state.focused) {
-              this$1.slowPoll();
-            }
-          });
-        };
-        TextareaInput.prototype.fastPoll = function() {
-          var missed = false, input = this;
-          input.pollingFast = true;
-          function p() {
-            var changed = input.poll();
-            if (!changed && !missed) {
-              missed = true;
-              input.polling.set(60, p);
-            } else {
-              input.pollingFast = false;
-              input.slowPoll();
-            }
-          }
-          input.polling.set(20, p);
-        };
-        TextareaInput.prototype.poll = function() {
-          var this$1 = this;
-          var cm = this.cm, input = this.textarea, prevInput = this.prevInput;
-          if (this.contextMenuPending || !cm.state.focused || hasSelection2(input) && !prevInput && !this.composing || cm.isReadOnly() || cm.options.disableInput || cm.state.keySeq) {
-            return false;
-          }
-          var text = input.value;
-          if (text == prevInput && !cm.somethingSelected()) {
-            return false;
-          }
-          if (ie3 && ie_version >= 9 && this.hasSelection === text || mac2 && /[\uf700-\uf7ff]/.test(text)) {
-            cm.display.input.reset();
-            return false;
-          }
-          if (cm.doc.sel == cm.display.selForContextMenu) {
-            var first = text.charCodeAt(0);
-            if (first == 8203 && !prevInput) {
-              prevInput = "\u200B";
-            }
-            if (first == 8666) {
-              this.reset();
-              return this.cm.execCommand("undo");
-            }
-          }
-          var same = 0, l = Math.min(prevInput.length, text.length);
-          while (same < l && prevInput.charCodeAt(same) == text.charCodeAt(same)) {
-            ++same;
-          }
-          runInOp(cm, function() {
-            applyTextInput(
-              cm,
-              text.slice(same),
-              prevInput.length - same,
-              null,
-              this$1.composing ? "*compose" : null
-            );
-            if (text.length > 1e3 || text.indexOf("\n") > -1) {
-              input.value = this$1.prevInput = "";
-            } else {
-              this$1.prevInput = text;
-            }
-            if (this$1.composing) {
-              this$1.composing.range.clear();
-              this$1.composing.range = cm.markText(
-                this$1.composing.start,
-                cm.getCursor("to"),
-                { className: "CodeMirror-composing" }
-              );
-            }
-          });
-          return true;
-        };
-        TextareaInput.prototype.ensurePolled = function() {
-          if (this.pollingFast && this.poll()) {
-            this.pollingFast = false;
-          }
-        };
-        TextareaInput.prototype.onKeyPress = function() {
-          if (ie3 && ie_version >= 9) {
-            this.hasSelection = null;
-          }
-          this.fastPoll();
-        };
-        TextareaInput.prototype.onContextMenu = function(e) {
-          var input = this, cm = input.cm, display = cm.display, te = input.textarea;
-          if (input.contextMenuPending) {
-            input.contextMenuPending();
-          }
-          var pos = posFromMouse(cm, e), scrollPos = display.scroller.scrollTop;
-          if (!pos || presto) {
-            return;
-          }
-          var reset = cm.options.resetSelectionOnContextMenu;
-          if (reset && cm.doc.sel.contains(pos) == -1) {
-            operation(cm, setSelection)(cm.doc, simpleSelection(pos), sel_dontScroll);
-          }
-          var oldCSS = te.style.cssText, oldWrapperCSS = input.wrapper.style.cssText;
-          var wrapperBox = input.wrapper.offsetParent.getBoundingClientRect();
-          input.wrapper.style.cssText = "position: static";
-          te.style.cssText = "position: absolute; width: 30px; height: 30px;\n      top: " + (e.clientY - wrapperBox.top - 5) + "px; left: " + (e.clientX - wrapperBox.left - 5) + "px;\n      z-index: 1000; background: " + (ie3 ? "rgba(255, 255, 255, .05)" : "transparent") + ";\n      outline: none; border-width: 0; outline: none; overflow: hidden; opacity: .05; filter: alpha(opacity=5);";
-          var oldScrollY;
-          if (webkit2) {
-            oldScrollY = te.ownerDocument.defaultView.scrollY;
-          }
-          display.input.focus();
-          if (webkit2) {
-            te.ownerDocument.defaultView.scrollTo(null, oldScrollY);
-          }
-          display.input.reset();
-          if (!cm.somethingSelected()) {
-            te.value = input.prevInput = " ";
-          }
-          input.contextMenuPending = rehide;
-          display.selForContextMenu = cm.doc.sel;
-          clearTimeout(display.detectingSelectAll);
-          function prepareSelectAllHack() {
-            if (te.selectionStart != null) {
-              var selected = cm.somethingSelected();
-              var extval = "\u200B" + (selected ? te.value : "");
-              te.value = "\u21DA";
-              te.value = extval;
-              input.prevInput = selected ? "" : "\u200B";
-              te.selectionStart = 1;
-              te.selectionEnd = extval.length;
-              display.selForContextMenu = cm.doc.sel;
-            }
-          }
-          function rehide() {
-            if (input.contextMenuPending != rehide) {
-              return;
-            }
-            input.contextMenuPending = false;
-            input.wrapper.style.cssText = oldWrapperCSS;
-            te.style.cssText = oldCSS;
-            if (ie3 && ie_version < 9) {
-              display.scrollbars.setScrollTop(display.scroller.scrollTop = scrollPos);
-            }
-            if (te.selectionStart != null) {
-              if (!ie3 || ie3 && ie_version < 9) {
-                prepareSelectAllHack();
-              }
-              var i3 = 0, poll = function() {
-                if (display.selForContextMenu == cm.doc.sel && te.selectionStart == 0 && te.selectionEnd > 0 && input.prevInput == "\u200B") {
-                  operation(cm, selectAll)(cm);
-                } else if (i3++ < 10) {
-                  display.detectingSelectAll = setTimeout(poll, 500);
-                } else {
-                  display.selForContextMenu = null;
-                  display.input.reset();
-                }
-              };
-              display.detectingSelectAll = setTimeout(poll, 200);
-            }
-          }
-          if (ie3 && ie_version >= 9) {
-            prepareSelectAllHack();
-          }
-          if (captureRightClick) {
-            e_stop(e);
-            var mouseup = function() {
-              off(window, "mouseup", mouseup);
-              setTimeout(rehide, 20);
-            };
-            on(window, "mouseup", mouseup);
-          } else {
-            setTimeout(rehide, 50);
-          }
-        };
-        TextareaInput.prototype.readOnlyChanged = function(val) {
-          if (!val) {
-            this.reset();
-          }
-          this.textarea.disabled = val == "nocursor";
-          this.textarea.readOnly = !!val;
-        };
-        TextareaInput.prototype.setUneditable = function() {
-        };
-        TextareaInput.prototype.needsContentAttribute = false;
-        function fromTextArea(textarea, options) {
-          options = options ? copyObj(options) : {};
-          options.value = textarea.value;
-          if (!options.tabindex && textarea.tabIndex) {
-            options.tabindex = textarea.tabIndex;
-          }
-          if (!options.placeholder && textarea.placeholder) {
-            options.placeholder = textarea.placeholder;
-          }
-          if (options.autofocus == null) {
-            var hasFocus = activeElt(textarea.ownerDocument);
-            options.autofocus = hasFocus == textarea || textarea.getAttribute("autofocus") != null && hasFocus == document.body;
-          }
-          function save() {
-            textarea.value = cm.getValue();
-          }
-          var realSubmit;
-          if (textarea.form) {
-            on(textarea.form, "submit", save);
-            if (!options.leaveSubmitMethodAlone) {
-              var form = textarea.form;
-              realSubmit = form.submit;
-              try {
-                var wrappedSubmit = form.submit = function() {
-                  save();
-                  form.submit = realSubmit;
-                  form.submit();
-                  form.submit = wrappedSubmit;
-                };
-              } catch (e) {
-              }
-            }
-          }
-          options.finishInit = function(cm2) {
-            cm2.save = save;
-            cm2.getTextArea = function() {
-              return textarea;
-            };
-            cm2.toTextArea = function() {
-              cm2.toTextArea = isNaN;
-              save();
-              textarea.parentNode.removeChild(cm2.getWrapperElement());
-              textarea.style.display = "";
-              if (textarea.form) {
-                off(textarea.form, "submit", save);
-                if (!options.leaveSubmitMethodAlone && typeof textarea.form.submit == "function") {
-                  textarea.form.submit = realSubmit;
-                }
-              }
-            };
-          };
-          textarea.style.display = "none";
-          var cm = CodeMirror(
-            function(node) {
-              return textarea.parentNode.insertBefore(node, textarea.nextSibling);
-            },
-            options
-          );
-          return cm;
-        }
-        function addLegacyProps(CodeMirror2) {
-          CodeMirror2.off = off;
-          CodeMirror2.on = on;
-          CodeMirror2.wheelEventPixels = wheelEventPixels;
-          CodeMirror2.Doc = Doc;
-          CodeMirror2.splitLines = splitLinesAuto;
-          CodeMirror2.countColumn = countColumn2;
-          CodeMirror2.findColumn = findColumn2;
-          CodeMirror2.isWordChar = isWordCharBasic;
-          CodeMirror2.Pass = Pass;
-          CodeMirror2.signal = signal;
-          CodeMirror2.Line = Line2;
-          CodeMirror2.changeEnd = changeEnd;
-          CodeMirror2.scrollbarModel = scrollbarModel;
-          CodeMirror2.Pos = Pos;
-          CodeMirror2.cmpPos = cmp;
-          CodeMirror2.modes = modes;
-          CodeMirror2.mimeModes = mimeModes;
-          CodeMirror2.resolveMode = resolveMode;
-          CodeMirror2.getMode = getMode;
-          CodeMirror2.modeExtensions = modeExtensions;
-          CodeMirror2.extendMode = extendMode;
-          CodeMirror2.copyState = copyState;
-          CodeMirror2.startState = startState;
-          CodeMirror2.innerMode = innerMode;
-          CodeMirror2.commands = commands;
-          CodeMirror2.keyMap = keyMap;
-          CodeMirror2.keyName = keyName2;
-          CodeMirror2.isModifierKey = isModifierKey;
-          CodeMirror2.lookupKey = lookupKey;
-          CodeMirror2.normalizeKeyMap = normalizeKeyMap;
-          CodeMirror2.StringStream = StringStream;
-          CodeMirror2.SharedTextMarker = SharedTextMarker;
-          CodeMirror2.TextMarker = TextMarker;
-          CodeMirror2.LineWidget = LineWidget;
-          CodeMirror2.e_preventDefault = e_preventDefault;
-          CodeMirror2.e_stopPropagation = e_stopPropagation;
-          CodeMirror2.e_stop = e_stop;
-          CodeMirror2.addClass = addClass;
-          CodeMirror2.contains = contains2;
-          CodeMirror2.rmClass = rmClass;
-          CodeMirror2.keyNames = keyNames;
-        }
-        defineOptions(CodeMirror);
-        addEditorMethods(CodeMirror);
-        var dontDelegate = "iter insert remove copy getEditor constructor".split(" ");
-        for (var prop in Doc.prototype) {
-          if (Doc.prototype.hasOwnProperty(prop) && indexOf(dontDelegate, prop) < 0) {
-            CodeMirror.prototype[prop] = /* @__PURE__ */ (function(method) {
-              return function() {
-                return method.apply(this.doc, arguments);
-              };
-            })(Doc.prototype[prop]);
-          }
-        }
-        eventMixin(Doc);
-        CodeMirror.inputStyles = { "textarea": TextareaInput, "contenteditable": ContentEditableInput };
-        CodeMirror.defineMode = function(name2) {
-          if (!CodeMirror.defaults.mode && name2 != "null") {
-            CodeMirror.defaults.mode = name2;
-          }
-          defineMode.apply(this, arguments);
-        };
-        CodeMirror.defineMIME = defineMIME;
-        CodeMirror.defineMode("null", function() {
-          return { token: function(stream) {
-            return stream.skipToEnd();
-          } };
-        });
-        CodeMirror.defineMIME("text/plain", "null");
-        CodeMirror.defineExtension = function(name2, func) {
-          CodeMirror.prototype[name2] = func;
-        };
-        CodeMirror.defineDocExtension = function(name2, func) {
-          Doc.prototype[name2] = func;
-        };
-        CodeMirror.fromTextArea = fromTextArea;
-        addLegacyProps(CodeMirror);
-        CodeMirror.version = "6.65.7";
-        return CodeMirror;
-      }));
-    }
-  });
-
-  // src/editor.js
-  var import_codemirror = __toESM(require_codemirror());
-
-  // node_modules/@lezer/common/dist/index.js
-  var DefaultBufferLength = 1024;
-  var nextPropID = 0;
-  var Range = class {
-    constructor(from, to) {
-      this.from = from;
-      this.to = to;
-    }
-  };
-  var NodeProp = class {
-    /**
-    Create a new node prop type.
-    */
-    constructor(config = {}) {
-      this.id = nextPropID++;
-      this.perNode = !!config.perNode;
-      this.deserialize = config.deserialize || (() => {
-        throw new Error("This node type doesn't define a deserialize function");
-      });
-      this.combine = config.combine || null;
-    }
-    /**
-    This is meant to be used with
-    [`NodeSet.extend`](#common.NodeSet.extend) or
-    [`LRParser.configure`](#lr.ParserConfig.props) to compute
-    prop values for each node type in the set. Takes a [match
-    object](#common.NodeType^match) or function that returns undefined
-    if the node type doesn't get this prop, and the prop's value if
-    it does.
-    */
-    add(match) {
-      if (this.perNode)
-        throw new RangeError("Can't add per-node props to node types");
-      if (typeof match != "function")
-        match = NodeType.match(match);
-      return (type) => {
-        let result = match(type);
-        return result === void 0 ? null : [this, result];
-      };
-    }
-  };
-  NodeProp.closedBy = new NodeProp({ deserialize: (str) => str.split(" ") });
-  NodeProp.openedBy = new NodeProp({ deserialize: (str) => str.split(" ") });
-  NodeProp.group = new NodeProp({ deserialize: (str) => str.split(" ") });
-  NodeProp.isolate = new NodeProp({ deserialize: (value) => {
-    if (value && value != "rtl" && value != "ltr" && value != "auto")
-      throw new RangeError("Invalid value for isolate: " + value);
-    return value || "auto";
-  } });
-  NodeProp.contextHash = new NodeProp({ perNode: true });
-  NodeProp.lookAhead = new NodeProp({ perNode: true });
-  NodeProp.mounted = new NodeProp({ perNode: true });
-  var MountedTree = class {
-    constructor(tree, overlay, parser3, bracketed2 = false) {
-      this.tree = tree;
-      this.overlay = overlay;
-      this.parser = parser3;
-      this.bracketed = bracketed2;
-    }
-    /**
-    @internal
-    */
-    static get(tree) {
-      return tree && tree.props && tree.props[NodeProp.mounted.id];
-    }
-  };
-  var noProps = /* @__PURE__ */ Object.create(null);
-  var NodeType = class _NodeType {
-    /**
-    @internal
-    */
-    constructor(name2, props, id2, flags = 0) {
-      this.name = name2;
-      this.props = props;
-      this.id = id2;
-      this.flags = flags;
-    }
-    /**
-    Define a node type.
-    */
-    static define(spec) {
-      let props = spec.props && spec.props.length ? /* @__PURE__ */ Object.create(null) : noProps;
-      let flags = (spec.top ? 1 : 0) | (spec.skipped ? 2 : 0) | (spec.error ? 4 : 0) | (spec.name == null ? 8 : 0);
-      let type = new _NodeType(spec.name || "", props, spec.id, flags);
-      if (spec.props)
-        for (let src of spec.props) {
-          if (!Array.isArray(src))
-            src = src(type);
-          if (src) {
-            if (src[0].perNode)
-              throw new RangeError("Can't store a per-node prop on a node type");
-            props[src[0].id] = src[1];
-          }
-        }
-      return type;
-    }
-    /**
-    Retrieves a node prop for this type. Will return `undefined` if
-    the prop isn't present on this node.
-    */
-    prop(prop) {
-      return this.props[prop.id];
-    }
-    /**
-    True when this is the top node of a grammar.
-    */
-    get isTop() {
-      return (this.flags & 1) > 0;
-    }
-    /**
-    True when this node is produced by a skip rule.
-    */
-    get isSkipped() {
-      return (this.flags & 2) > 0;
-    }
-    /**
-    Indicates whether this is an error node.
-    */
-    get isError() {
-      return (this.flags & 4) > 0;
-    }
-    /**
-    When true, this node type doesn't correspond to a user-declared
-    named node, for example because it is used to cache repetition.
-    */
-    get isAnonymous() {
-      return (this.flags & 8) > 0;
-    }
-    /**
-    Returns true when this node's name or one of its
-    [groups](#common.NodeProp^group) matches the given string.
-    */
-    is(name2) {
-      if (typeof name2 == "string") {
-        if (this.name == name2)
-          return true;
-        let group = this.prop(NodeProp.group);
-        return group ? group.indexOf(name2) > -1 : false;
-      }
-      return this.id == name2;
-    }
-    /**
-    Create a function from node types to arbitrary values by
-    specifying an object whose property names are node or
-    [group](#common.NodeProp^group) names. Often useful with
-    [`NodeProp.add`](#common.NodeProp.add). You can put multiple
-    names, separated by spaces, in a single property name to map
-    multiple node names to a single value.
-    */
-    static match(map) {
-      let direct = /* @__PURE__ */ Object.create(null);
-      for (let prop in map)
-        for (let name2 of prop.split(" "))
-          direct[name2] = map[prop];
-      return (node) => {
-        for (let groups = node.prop(NodeProp.group), i2 = -1; i2 < (groups ? groups.length : 0); i2++) {
-          let found = direct[i2 < 0 ? node.name : groups[i2]];
-          if (found)
-            return found;
-        }
-      };
-    }
-  };
-  NodeType.none = new NodeType(
-    "",
-    /* @__PURE__ */ Object.create(null),
-    0,
-    8
-    /* NodeFlag.Anonymous */
-  );
-  var NodeSet = class _NodeSet {
-    /**
-    Create a set with the given types. The `id` property of each
-    type should correspond to its position within the array.
-    */
-    constructor(types2) {
-      this.types = types2;
-      for (let i2 = 0; i2 < types2.length; i2++)
-        if (types2[i2].id != i2)
-          throw new RangeError("Node type ids should correspond to array positions when creating a node set");
-    }
-    /**
-    Create a copy of this set with some node properties added. The
-    arguments to this method can be created with
-    [`NodeProp.add`](#common.NodeProp.add).
-    */
-    extend(...props) {
-      let newTypes = [];
-      for (let type of this.types) {
-        let newProps = null;
-        for (let source of props) {
-          let add2 = source(type);
-          if (add2) {
-            if (!newProps)
-              newProps = Object.assign({}, type.props);
-            let value = add2[1], prop = add2[0];
-            if (prop.combine && prop.id in newProps)
-              value = prop.combine(newProps[prop.id], value);
-            newProps[prop.id] = value;
-          }
-        }
-        newTypes.push(newProps ? new NodeType(type.name, newProps, type.id, type.flags) : type);
-      }
-      return new _NodeSet(newTypes);
-    }
-  };
-  var CachedNode = /* @__PURE__ */ new WeakMap();
-  var CachedInnerNode = /* @__PURE__ */ new WeakMap();
-  var IterMode;
-  (function(IterMode2) {
-    IterMode2[IterMode2["ExcludeBuffers"] = 1] = "ExcludeBuffers";
-    IterMode2[IterMode2["IncludeAnonymous"] = 2] = "IncludeAnonymous";
-    IterMode2[IterMode2["IgnoreMounts"] = 4] = "IgnoreMounts";
-    IterMode2[IterMode2["IgnoreOverlays"] = 8] = "IgnoreOverlays";
-    IterMode2[IterMode2["EnterBracketed"] = 16] = "EnterBracketed";
-  })(IterMode || (IterMode = {}));
-  var Tree = class _Tree {
-    /**
-    Construct a new tree. See also [`Tree.build`](#common.Tree^build).
-    */
-    constructor(type, children, positions, length, props) {
-      this.type = type;
-      this.children = children;
-      this.positions = positions;
-      this.length = length;
-      this.props = null;
-      if (props && props.length) {
-        this.props = /* @__PURE__ */ Object.create(null);
-        for (let [prop, value] of props)
-          this.props[typeof prop == "number" ? prop : prop.id] = value;
-      }
-    }
-    /**
-    @internal
-    */
-    toString() {
-      let mounted = MountedTree.get(this);
-      if (mounted && !mounted.overlay)
-        return mounted.tree.toString();
-      let children = "";
-      for (let ch of this.children) {
-        let str = ch.toString();
-        if (str) {
-          if (children)
-            children += ",";
-          children += str;
-        }
-      }
-      return !this.type.name ? children : (/\W/.test(this.type.name) && !this.type.isError ? JSON.stringify(this.type.name) : this.type.name) + (children.length ? "(" + children + ")" : "");
-    }
-    /**
-    Get a [tree cursor](#common.TreeCursor) positioned at the top of
-    the tree. Mode can be used to [control](#common.IterMode) which
-    nodes the cursor visits.
-    */
-    cursor(mode = 0) {
-      return new TreeCursor(this.topNode, mode);
-    }
-    /**
-    Get a [tree cursor](#common.TreeCursor) pointing into this tree
-    at the given position and side (see
-    [`moveTo`](#common.TreeCursor.moveTo).
-    */
-    cursorAt(pos, side = 0, mode = 0) {
-      let scope = CachedNode.get(this) || this.topNode;
-      let cursor = new TreeCursor(scope);
-      cursor.moveTo(pos, side);
-      CachedNode.set(this, cursor._tree);
-      return cursor;
-    }
-    /**
-    Get a [syntax node](#common.SyntaxNode) object for the top of the
-    tree.
-    */
-    get topNode() {
-      return new TreeNode(this, 0, 0, null);
-    }
-    /**
-    Get the [syntax node](#common.SyntaxNode) at the given position.
-    If `side` is -1, this will move into nodes that end at the
-    position. If 1, it'll move into nodes that start at the
-    position. With 0, it'll only enter nodes that cover the position
-    from both sides.
-    
-    Note that this will not enter
-    [overlays](#common.MountedTree.overlay), and you often want
-    [`resolveInner`](#common.Tree.resolveInner) instead.
-    */
-    resolve(pos, side = 0) {
-      let node = resolveNode(CachedNode.get(this) || this.topNode, pos, side, false);
-      CachedNode.set(this, node);
-      return node;
-    }
-    /**
-    Like [`resolve`](#common.Tree.resolve), but will enter
-    [overlaid](#common.MountedTree.overlay) nodes, producing a syntax node
-    pointing into the innermost overlaid tree at the given position
-    (with parent links going through all parent structure, including
-    the host trees).
-    */
-    resolveInner(pos, side = 0) {
-      let node = resolveNode(CachedInnerNode.get(this) || this.topNode, pos, side, true);
-      CachedInnerNode.set(this, node);
-      return node;
-    }
-    /**
-    In some situations, it can be useful to iterate through all
-    nodes around a position, including those in overlays that don't
-    directly cover the position. This method gives you an iterator
-    that will produce all nodes, from small to big, around the given
-    position.
-    */
-    resolveStack(pos, side = 0) {
-      return stackIterator(this, pos, side);
-    }
-    /**
-    Iterate over the tree and its children, calling `enter` for any
-    node that touches the `from`/`to` region (if given) before
-    running over such a node's children, and `leave` (if given) when
-    leaving the node. When `enter` returns `false`, that node will
-    not have its children iterated over (or `leave` called).
-    */
-    iterate(spec) {
-      let { enter, leave, from = 0, to = this.length } = spec;
-      let mode = spec.mode || 0, anon = (mode & IterMode.IncludeAnonymous) > 0;
-      for (let c = this.cursor(mode | IterMode.IncludeAnonymous); ; ) {
-        let entered = false;
-        if (c.from <= to && c.to >= from && (!anon && c.type.isAnonymous || enter(c) !== false)) {
-          if (c.firstChild())
-            continue;
-          entered = true;
-        }
-        for (; ; ) {
-          if (entered && leave && (anon || !c.type.isAnonymous))
-            leave(c);
-          if (c.nextSibling())
-            break;
-          if (!c.parent())
-            return;
-          entered = true;
-        }
-      }
-    }
-    /**
-    Get the value of the given [node prop](#common.NodeProp) for this
-    node. Works with both per-node and per-type props.
-    */
-    prop(prop) {
-      return !prop.perNode ? this.type.prop(prop) : this.props ? this.props[prop.id] : void 0;
-    }
-    /**
-    Returns the node's [per-node props](#common.NodeProp.perNode) in a
-    format that can be passed to the [`Tree`](#common.Tree)
-    constructor.
-    */
-    get propValues() {
-      let result = [];
-      if (this.props)
-        for (let id2 in this.props)
-          result.push([+id2, this.props[id2]]);
-      return result;
-    }
-    /**
-    Balance the direct children of this tree, producing a copy of
-    which may have children grouped into subtrees with type
-    [`NodeType.none`](#common.NodeType^none).
-    */
-    balance(config = {}) {
-      return this.children.length <= 8 ? this : balanceRange(NodeType.none, this.children, this.positions, 0, this.children.length, 0, this.length, (children, positions, length) => new _Tree(this.type, children, positions, length, this.propValues), config.makeTree || ((children, positions, length) => new _Tree(NodeType.none, children, positions, length)));
-    }
-    /**
-    Build a tree from a postfix-ordered buffer of node information,
-    or a cursor over such a buffer.
-    */
-    static build(data) {
-      return buildTree(data);
-    }
-  };
-  Tree.empty = new Tree(NodeType.none, [], [], 0);
-  var FlatBufferCursor = class _FlatBufferCursor {
-    constructor(buffer, index) {
-      this.buffer = buffer;
-      this.index = index;
-    }
-    get id() {
-      return this.buffer[this.index - 4];
-    }
-    get start() {
-      return this.buffer[this.index - 3];
-    }
-    get end() {
-      return this.buffer[this.index - 2];
-    }
-    get size() {
-      return this.buffer[this.index - 1];
-    }
-    get pos() {
-      return this.index;
-    }
-    next() {
-      this.index -= 4;
-    }
-    fork() {
-      return new _FlatBufferCursor(this.buffer, this.index);
-    }
-  };
-  var TreeBuffer = class _TreeBuffer {
-    /**
-    Create a tree buffer.
-    */
-    constructor(buffer, length, set) {
-      this.buffer = buffer;
-      this.length = length;
-      this.set = set;
-    }
-    /**
-    @internal
-    */
-    get type() {
-      return NodeType.none;
-    }
-    /**
-    @internal
-    */
-    toString() {
-      let result = [];
-      for (let index = 0; index < this.buffer.length; ) {
-        result.push(this.childString(index));
-        index = this.buffer[index + 3];
-      }
-      return result.join(",");
-    }
-    /**
-    @internal
-    */
-    childString(index) {
-      let id2 = this.buffer[index], endIndex = this.buffer[index + 3];
-      let type = this.set.types[id2], result = type.name;
-      if (/\W/.test(result) && !type.isError)
-        result = JSON.stringify(result);
-      index += 4;
-      if (endIndex == index)
-        return result;
-      let children = [];
-      while (index < endIndex) {
-        children.push(this.childString(index));
-        index = this.buffer[index + 3];
-      }
-      return result + "(" + children.join(",") + ")";
-    }
-    /**
-    @internal
-    */
-    findChild(startIndex, endIndex, dir, pos, side) {
-      let { buffer } = this, pick = -1;
-      for (let i2 = startIndex; i2 != endIndex; i2 = buffer[i2 + 3]) {
-        if (checkSide(side, pos, buffer[i2 + 1], buffer[i2 + 2])) {
-          pick = i2;
-          if (dir > 0)
-            break;
-        }
-      }
-      return pick;
-    }
-    /**
-    @internal
-    */
-    slice(startI, endI, from) {
-      let b = this.buffer;
-      let copy = new Uint16Array(endI - startI), len = 0;
-      for (let i2 = startI, j = 0; i2 < endI; ) {
-        copy[j++] = b[i2++];
-        copy[j++] = b[i2++] - from;
-        let to = copy[j++] = b[i2++] - from;
-        copy[j++] = b[i2++] - startI;
-        len = Math.max(len, to);
-      }
-      return new _TreeBuffer(copy, len, this.set);
-    }
-  };
-  function checkSide(side, pos, from, to) {
-    switch (side) {
-      case -2:
-        return from < pos;
-      case -1:
-        return to >= pos && from < pos;
-      case 0:
-        return from < pos && to > pos;
-      case 1:
-        return from <= pos && to > pos;
-      case 2:
-        return to > pos;
-      case 4:
-        return true;
-    }
-  }
-  function resolveNode(node, pos, side, overlays) {
-    var _a2;
-    while (node.from == node.to || (side < 1 ? node.from >= pos : node.from > pos) || (side > -1 ? node.to <= pos : node.to < pos)) {
-      let parent = !overlays && node instanceof TreeNode && node.index < 0 ? null : node.parent;
-      if (!parent)
-        return node;
-      node = parent;
-    }
-    let mode = overlays ? 0 : IterMode.IgnoreOverlays;
-    if (overlays)
-      for (let scan = node, parent = scan.parent; parent; scan = parent, parent = scan.parent) {
-        if (scan instanceof TreeNode && scan.index < 0 && ((_a2 = parent.enter(pos, side, mode)) === null || _a2 === void 0 ? void 0 : _a2.from) != scan.from)
-          node = parent;
-      }
-    for (; ; ) {
-      let inner = node.enter(pos, side, mode);
-      if (!inner)
-        return node;
-      node = inner;
-    }
-  }
-  var BaseNode = class {
-    cursor(mode = 0) {
-      return new TreeCursor(this, mode);
-    }
-    getChild(type, before = null, after = null) {
-      let r = getChildren(this, type, before, after);
-      return r.length ? r[0] : null;
-    }
-    getChildren(type, before = null, after = null) {
-      return getChildren(this, type, before, after);
-    }
-    resolve(pos, side = 0) {
-      return resolveNode(this, pos, side, false);
-    }
-    resolveInner(pos, side = 0) {
-      return resolveNode(this, pos, side, true);
-    }
-    matchContext(context) {
-      return matchNodeContext(this.parent, context);
-    }
-    enterUnfinishedNodesBefore(pos) {
-      let scan = this.childBefore(pos), node = this;
-      while (scan) {
-        let last2 = scan.lastChild;
-        if (!last2 || last2.to != scan.to)
-          break;
-        if (last2.type.isError && last2.from == last2.to) {
-          node = scan;
-          scan = last2.prevSibling;
-        } else {
-          scan = last2;
-        }
-      }
-      return node;
-    }
-    get node() {
-      return this;
-    }
-    get next() {
-      return this.parent;
-    }
-  };
-  var TreeNode = class _TreeNode extends BaseNode {
-    constructor(_tree, from, index, _parent) {
-      super();
-      this._tree = _tree;
-      this.from = from;
-      this.index = index;
-      this._parent = _parent;
-    }
-    get type() {
-      return this._tree.type;
-    }
-    get name() {
-      return this._tree.type.name;
-    }
-    get to() {
-      return this.from + this._tree.length;
-    }
-    nextChild(i2, dir, pos, side, mode = 0) {
-      for (let parent = this; ; ) {
-        for (let { children, positions } = parent._tree, e = dir > 0 ? children.length : -1; i2 != e; i2 += dir) {
-          let next = children[i2], start = positions[i2] + parent.from, mounted;
-          if (!(mode & IterMode.EnterBracketed && next instanceof Tree && (mounted = MountedTree.get(next)) && !mounted.overlay && mounted.bracketed && pos >= start && pos <= start + next.length) && !checkSide(side, pos, start, start + next.length))
-            continue;
-          if (next instanceof TreeBuffer) {
-            if (mode & IterMode.ExcludeBuffers)
-              continue;
-            let index = next.findChild(0, next.buffer.length, dir, pos - start, side);
-            if (index > -1)
-              return new BufferNode(new BufferContext(parent, next, i2, start), null, index);
-          } else if (mode & IterMode.IncludeAnonymous || (!next.type.isAnonymous || hasChild(next))) {
-            let mounted2;
-            if (!(mode & IterMode.IgnoreMounts) && (mounted2 = MountedTree.get(next)) && !mounted2.overlay)
-              return new _TreeNode(mounted2.tree, start, i2, parent);
-            let inner = new _TreeNode(next, start, i2, parent);
-            return mode & IterMode.IncludeAnonymous || !inner.type.isAnonymous ? inner : inner.nextChild(dir < 0 ? next.children.length - 1 : 0, dir, pos, side, mode);
-          }
-        }
-        if (mode & IterMode.IncludeAnonymous || !parent.type.isAnonymous)
-          return null;
-        if (parent.index >= 0)
-          i2 = parent.index + dir;
-        else
-          i2 = dir < 0 ? -1 : parent._parent._tree.children.length;
-        parent = parent._parent;
-        if (!parent)
-          return null;
-      }
-    }
-    get firstChild() {
-      return this.nextChild(
-        0,
-        1,
-        0,
-        4
-        /* Side.DontCare */
-      );
-    }
-    get lastChild() {
-      return this.nextChild(
-        this._tree.children.length - 1,
-        -1,
-        0,
-        4
-        /* Side.DontCare */
-      );
-    }
-    childAfter(pos) {
-      return this.nextChild(
-        0,
-        1,
-        pos,
-        2
-        /* Side.After */
-      );
-    }
-    childBefore(pos) {
-      return this.nextChild(
-        this._tree.children.length - 1,
-        -1,
-        pos,
-        -2
-        /* Side.Before */
-      );
-    }
-    prop(prop) {
-      return this._tree.prop(prop);
-    }
-    enter(pos, side, mode = 0) {
-      let mounted;
-      if (!(mode & IterMode.IgnoreOverlays) && (mounted = MountedTree.get(this._tree)) && mounted.overlay) {
-        let rPos = pos - this.from, enterBracketed = mode & IterMode.EnterBracketed && mounted.bracketed;
-        for (let { from, to } of mounted.overlay) {
-          if ((side > 0 || enterBracketed ? from <= rPos : from < rPos) && (side < 0 || enterBracketed ? to >= rPos : to > rPos))
-            return new _TreeNode(mounted.tree, mounted.overlay[0].from + this.from, -1, this);
-        }
-      }
-      return this.nextChild(0, 1, pos, side, mode);
-    }
-    nextSignificantParent() {
-      let val = this;
-      while (val.type.isAnonymous && val._parent)
-        val = val._parent;
-      return val;
-    }
-    get parent() {
-      return this._parent ? this._parent.nextSignificantParent() : null;
-    }
-    get nextSibling() {
-      return this._parent && this.index >= 0 ? this._parent.nextChild(
-        this.index + 1,
-        1,
-        0,
-        4
-        /* Side.DontCare */
-      ) : null;
-    }
-    get prevSibling() {
-      return this._parent && this.index >= 0 ? this._parent.nextChild(
-        this.index - 1,
-        -1,
-        0,
-        4
-        /* Side.DontCare */
-      ) : null;
-    }
-    get tree() {
-      return this._tree;
-    }
-    toTree() {
-      return this._tree;
-    }
-    /**
-    @internal
-    */
-    toString() {
-      return this._tree.toString();
-    }
-  };
-  function getChildren(node, type, before, after) {
-    let cur = node.cursor(), result = [];
-    if (!cur.firstChild())
-      return result;
-    if (before != null)
-      for (let found = false; !found; ) {
-        found = cur.type.is(before);
-        if (!cur.nextSibling())
-          return result;
-      }
-    for (; ; ) {
-      if (after != null && cur.type.is(after))
-        return result;
-      if (cur.type.is(type))
-        result.push(cur.node);
-      if (!cur.nextSibling())
-        return after == null ? result : [];
-    }
-  }
-  function matchNodeContext(node, context, i2 = context.length - 1) {
-    for (let p = node; i2 >= 0; p = p.parent) {
-      if (!p)
-        return false;
-      if (!p.type.isAnonymous) {
-        if (context[i2] && context[i2] != p.name)
-          return false;
-        i2--;
-      }
-    }
-    return true;
-  }
-  var BufferContext = class {
-    constructor(parent, buffer, index, start) {
-      this.parent = parent;
-      this.buffer = buffer;
-      this.index = index;
-      this.start = start;
-    }
-  };
-  var BufferNode = class _BufferNode extends BaseNode {
-    get name() {
-      return this.type.name;
-    }
-    get from() {
-      return this.context.start + this.context.buffer.buffer[this.index + 1];
-    }
-    get to() {
-      return this.context.start + this.context.buffer.buffer[this.index + 2];
-    }
-    constructor(context, _parent, index) {
-      super();
-      this.context = context;
-      this._parent = _parent;
-      this.index = index;
-      this.type = context.buffer.set.types[context.buffer.buffer[index]];
-    }
-    child(dir, pos, side) {
-      let { buffer } = this.context;
-      let index = buffer.findChild(this.index + 4, buffer.buffer[this.index + 3], dir, pos - this.context.start, side);
-      return index < 0 ? null : new _BufferNode(this.context, this, index);
-    }
-    get firstChild() {
-      return this.child(
-        1,
-        0,
-        4
-        /* Side.DontCare */
-      );
-    }
-    get lastChild() {
-      return this.child(
-        -1,
-        0,
-        4
-        /* Side.DontCare */
-      );
-    }
-    childAfter(pos) {
-      return this.child(
-        1,
-        pos,
-        2
-        /* Side.After */
-      );
-    }
-    childBefore(pos) {
-      return this.child(
-        -1,
-        pos,
-        -2
-        /* Side.Before */
-      );
-    }
-    prop(prop) {
-      return this.type.prop(prop);
-    }
-    enter(pos, side, mode = 0) {
-      if (mode & IterMode.ExcludeBuffers)
-        return null;
-      let { buffer } = this.context;
-      let index = buffer.findChild(this.index + 4, buffer.buffer[this.index + 3], side > 0 ? 1 : -1, pos - this.context.start, side);
-      return index < 0 ? null : new _BufferNode(this.context, this, index);
-    }
-    get parent() {
-      return this._parent || this.context.parent.nextSignificantParent();
-    }
-    externalSibling(dir) {
-      return this._parent ? null : this.context.parent.nextChild(
-        this.context.index + dir,
-        dir,
-        0,
-        4
-        /* Side.DontCare */
-      );
-    }
-    get nextSibling() {
-      let { buffer } = this.context;
-      let after = buffer.buffer[this.index + 3];
-      if (after < (this._parent ? buffer.buffer[this._parent.index + 3] : buffer.buffer.length))
-        return new _BufferNode(this.context, this._parent, after);
-      return this.externalSibling(1);
-    }
-    get prevSibling() {
-      let { buffer } = this.context;
-      let parentStart = this._parent ? this._parent.index + 4 : 0;
-      if (this.index == parentStart)
-        return this.externalSibling(-1);
-      return new _BufferNode(this.context, this._parent, buffer.findChild(
-        parentStart,
-        this.index,
-        -1,
-        0,
-        4
-        /* Side.DontCare */
-      ));
-    }
-    get tree() {
-      return null;
-    }
-    toTree() {
-      let children = [], positions = [];
-      let { buffer } = this.context;
-      let startI = this.index + 4, endI = buffer.buffer[this.index + 3];
-      if (endI > startI) {
-        let from = buffer.buffer[this.index + 1];
-        children.push(buffer.slice(startI, endI, from));
-        positions.push(0);
-      }
-      return new Tree(this.type, children, positions, this.to - this.from);
-    }
-    /**
-    @internal
-    */
-    toString() {
-      return this.context.buffer.childString(this.index);
-    }
-  };
-  function iterStack(heads) {
-    if (!heads.length)
-      return null;
-    let pick = 0, picked = heads[0];
-    for (let i2 = 1; i2 < heads.length; i2++) {
-      let node = heads[i2];
-      if (node.from > picked.from || node.to < picked.to) {
-        picked = node;
-        pick = i2;
-      }
-    }
-    let next = picked instanceof TreeNode && picked.index < 0 ? null : picked.parent;
-    let newHeads = heads.slice();
-    if (next)
-      newHeads[pick] = next;
-    else
-      newHeads.splice(pick, 1);
-    return new StackIterator(newHeads, picked);
-  }
-  var StackIterator = class {
-    constructor(heads, node) {
-      this.heads = heads;
-      this.node = node;
-    }
-    get next() {
-      return iterStack(this.heads);
-    }
-  };
-  function stackIterator(tree, pos, side) {
-    let inner = tree.resolveInner(pos, side), layers = null;
-    for (let scan = inner instanceof TreeNode ? inner : inner.context.parent; scan; scan = scan.parent) {
-      if (scan.index < 0) {
-        let parent = scan.parent;
-        (layers || (layers = [inner])).push(parent.resolve(pos, side));
-        scan = parent;
-      } else {
-        let mount = MountedTree.get(scan.tree);
-        if (mount && mount.overlay && mount.overlay[0].from <= pos && mount.overlay[mount.overlay.length - 1].to >= pos) {
-          let root = new TreeNode(mount.tree, mount.overlay[0].from + scan.from, -1, scan);
-          (layers || (layers = [inner])).push(resolveNode(root, pos, side, false));
-        }
-      }
-    }
-    return layers ? iterStack(layers) : inner;
-  }
-  var TreeCursor = class {
-    /**
-    Shorthand for `.type.name`.
-    */
-    get name() {
-      return this.type.name;
-    }
-    /**
-    @internal
-    */
-    constructor(node, mode = 0) {
-      this.buffer = null;
-      this.stack = [];
-      this.index = 0;
-      this.bufferNode = null;
-      this.mode = mode & ~IterMode.EnterBracketed;
-      if (node instanceof TreeNode) {
-        this.yieldNode(node);
-      } else {
-        this._tree = node.context.parent;
-        this.buffer = node.context;
-        for (let n = node._parent; n; n = n._parent)
-          this.stack.unshift(n.index);
-        this.bufferNode = node;
-        this.yieldBuf(node.index);
-      }
-    }
-    yieldNode(node) {
-      if (!node)
-        return false;
-      this._tree = node;
-      this.type = node.type;
-      this.from = node.from;
-      this.to = node.to;
-      return true;
-    }
-    yieldBuf(index, type) {
-      this.index = index;
-      let { start, buffer } = this.buffer;
-      this.type = type || buffer.set.types[buffer.buffer[index]];
-      this.from = start + buffer.buffer[index + 1];
-      this.to = start + buffer.buffer[index + 2];
-      return true;
-    }
-    /**
-    @internal
-    */
-    yield(node) {
-      if (!node)
-        return false;
-      if (node instanceof TreeNode) {
-        this.buffer = null;
-        return this.yieldNode(node);
-      }
-      this.buffer = node.context;
-      return this.yieldBuf(node.index, node.type);
-    }
-    /**
-    @internal
-    */
-    toString() {
-      return this.buffer ? this.buffer.buffer.childString(this.index) : this._tree.toString();
-    }
-    /**
-    @internal
-    */
-    enterChild(dir, pos, side) {
-      if (!this.buffer)
-        return this.yield(this._tree.nextChild(dir < 0 ? this._tree._tree.children.length - 1 : 0, dir, pos, side, this.mode));
-      let { buffer } = this.buffer;
-      let index = buffer.findChild(this.index + 4, buffer.buffer[this.index + 3], dir, pos - this.buffer.start, side);
-      if (index < 0)
-        return false;
-      this.stack.push(this.index);
-      return this.yieldBuf(index);
-    }
-    /**
-    Move the cursor to this node's first child. When this returns
-    false, the node has no child, and the cursor has not been moved.
-    */
-    firstChild() {
-      return this.enterChild(
-        1,
-        0,
-        4
-        /* Side.DontCare */
-      );
-    }
-    /**
-    Move the cursor to this node's last child.
-    */
-    lastChild() {
-      return this.enterChild(
-        -1,
-        0,
-        4
-        /* Side.DontCare */
-      );
-    }
-    /**
-    Move the cursor to the first child that ends after `pos`.
-    */
-    childAfter(pos) {
-      return this.enterChild(
-        1,
-        pos,
-        2
-        /* Side.After */
-      );
-    }
-    /**
-    Move to the last child that starts before `pos`.
-    */
-    childBefore(pos) {
-      return this.enterChild(
-        -1,
-        pos,
-        -2
-        /* Side.Before */
-      );
-    }
-    /**
-    Move the cursor to the child around `pos`. If side is -1 the
-    child may end at that position, when 1 it may start there. This
-    will also enter [overlaid](#common.MountedTree.overlay)
-    [mounted](#common.NodeProp^mounted) trees unless `overlays` is
-    set to false.
-    */
-    enter(pos, side, mode = this.mode) {
-      if (!this.buffer)
-        return this.yield(this._tree.enter(pos, side, mode));
-      return mode & IterMode.ExcludeBuffers ? false : this.enterChild(1, pos, side);
-    }
-    /**
-    Move to the node's parent node, if this isn't the top node.
-    */
-    parent() {
-      if (!this.buffer)
-        return this.yieldNode(this.mode & IterMode.IncludeAnonymous ? this._tree._parent : this._tree.parent);
-      if (this.stack.length)
-        return this.yieldBuf(this.stack.pop());
-      let parent = this.mode & IterMode.IncludeAnonymous ? this.buffer.parent : this.buffer.parent.nextSignificantParent();
-      this.buffer = null;
-      return this.yieldNode(parent);
-    }
-    /**
-    @internal
-    */
-    sibling(dir) {
-      if (!this.buffer)
-        return !this._tree._parent ? false : this.yield(this._tree.index < 0 ? null : this._tree._parent.nextChild(this._tree.index + dir, dir, 0, 4, this.mode));
-      let { buffer } = this.buffer, d = this.stack.length - 1;
-      if (dir < 0) {
-        let parentStart = d < 0 ? 0 : this.stack[d] + 4;
-        if (this.index != parentStart)
-          return this.yieldBuf(buffer.findChild(
-            parentStart,
-            this.index,
-            -1,
-            0,
-            4
-            /* Side.DontCare */
-          ));
-      } else {
-        let after = buffer.buffer[this.index + 3];
-        if (after < (d < 0 ? buffer.buffer.length : buffer.buffer[this.stack[d] + 3]))
-          return this.yieldBuf(after);
-      }
-      return d < 0 ? this.yield(this.buffer.parent.nextChild(this.buffer.index + dir, dir, 0, 4, this.mode)) : false;
-    }
-    /**
-    Move to this node's next sibling, if any.
-    */
-    nextSibling() {
-      return this.sibling(1);
-    }
-    /**
-    Move to this node's previous sibling, if any.
-    */
-    prevSibling() {
-      return this.sibling(-1);
-    }
-    atLastNode(dir) {
-      let index, parent, { buffer } = this;
-      if (buffer) {
-        if (dir > 0) {
-          if (this.index < buffer.buffer.buffer.length)
-            return false;
-        } else {
-          for (let i2 = 0; i2 < this.index; i2++)
-            if (buffer.buffer.buffer[i2 + 3] < this.index)
-              return false;
-        }
-        ({ index, parent } = buffer);
-      } else {
-        ({ index, _parent: parent } = this._tree);
-      }
-      for (; parent; { index, _parent: parent } = parent) {
-        if (index > -1)
-          for (let i2 = index + dir, e = dir < 0 ? -1 : parent._tree.children.length; i2 != e; i2 += dir) {
-            let child = parent._tree.children[i2];
-            if (this.mode & IterMode.IncludeAnonymous || child instanceof TreeBuffer || !child.type.isAnonymous || hasChild(child))
-              return false;
-          }
-      }
-      return true;
-    }
-    move(dir, enter) {
-      if (enter && this.enterChild(
-        dir,
-        0,
-        4
-        /* Side.DontCare */
-      ))
-        return true;
-      for (; ; ) {
-        if (this.sibling(dir))
-          return true;
-        if (this.atLastNode(dir) || !this.parent())
-          return false;
-      }
-    }
-    /**
-    Move to the next node in a
-    [pre-order](https://en.wikipedia.org/wiki/Tree_traversal#Pre-order,_NLR)
-    traversal, going from a node to its first child or, if the
-    current node is empty or `enter` is false, its next sibling or
-    the next sibling of the first parent node that has one.
-    */
-    next(enter = true) {
-      return this.move(1, enter);
-    }
-    /**
-    Move to the next node in a last-to-first pre-order traversal. A
-    node is followed by its last child or, if it has none, its
-    previous sibling or the previous sibling of the first parent
-    node that has one.
-    */
-    prev(enter = true) {
-      return this.move(-1, enter);
-    }
-    /**
-    Move the cursor to the innermost node that covers `pos`. If
-    `side` is -1, it will enter nodes that end at `pos`. If it is 1,
-    it will enter nodes that start at `pos`.
-    */
-    moveTo(pos, side = 0) {
-      while (this.from == this.to || (side < 1 ? this.from >= pos : this.from > pos) || (side > -1 ? this.to <= pos : this.to < pos))
-        if (!this.parent())
-          break;
-      while (this.enterChild(1, pos, side)) {
-      }
-      return this;
-    }
-    /**
-    Get a [syntax node](#common.SyntaxNode) at the cursor's current
-    position.
-    */
-    get node() {
-      if (!this.buffer)
-        return this._tree;
-      let cache3 = this.bufferNode, result = null, depth = 0;
-      if (cache3 && cache3.context == this.buffer) {
-        scan: for (let index = this.index, d = this.stack.length; d >= 0; ) {
-          for (let c = cache3; c; c = c._parent)
-            if (c.index == index) {
-              if (index == this.index)
-                return c;
-              result = c;
-              depth = d + 1;
-              break scan;
-            }
-          index = this.stack[--d];
-        }
-      }
-      for (let i2 = depth; i2 < this.stack.length; i2++)
-        result = new BufferNode(this.buffer, result, this.stack[i2]);
-      return this.bufferNode = new BufferNode(this.buffer, result, this.index);
-    }
-    /**
-    Get the [tree](#common.Tree) that represents the current node, if
-    any. Will return null when the node is in a [tree
-    buffer](#common.TreeBuffer).
-    */
-    get tree() {
-      return this.buffer ? null : this._tree._tree;
-    }
-    /**
-    Iterate over the current node and all its descendants, calling
-    `enter` when entering a node and `leave`, if given, when leaving
-    one. When `enter` returns `false`, any children of that node are
-    skipped, and `leave` isn't called for it.
-    */
-    iterate(enter, leave) {
-      for (let depth = 0; ; ) {
-        let mustLeave = false;
-        if (this.type.isAnonymous || enter(this) !== false) {
-          if (this.firstChild()) {
-            depth++;
-            continue;
-          }
-          if (!this.type.isAnonymous)
-            mustLeave = true;
-        }
-        for (; ; ) {
-          if (mustLeave && leave)
-            leave(this);
-          mustLeave = this.type.isAnonymous;
-          if (!depth)
-            return;
-          if (this.nextSibling())
-            break;
-          this.parent();
-          depth--;
-          mustLeave = true;
-        }
-      }
-    }
-    /**
-    Test whether the current node matches a given context—a sequence
-    of direct parent node names. Empty strings in the context array
-    are treated as wildcards.
-    */
-    matchContext(context) {
-      if (!this.buffer)
-        return matchNodeContext(this.node.parent, context);
-      let { buffer } = this.buffer, { types: types2 } = buffer.set;
-      for (let i2 = context.length - 1, d = this.stack.length - 1; i2 >= 0; d--) {
-        if (d < 0)
-          return matchNodeContext(this._tree, context, i2);
-        let type = types2[buffer.buffer[this.stack[d]]];
-        if (!type.isAnonymous) {
-          if (context[i2] && context[i2] != type.name)
-            return false;
-          i2--;
-        }
-      }
-      return true;
-    }
-  };
-  function hasChild(tree) {
-    return tree.children.some((ch) => ch instanceof TreeBuffer || !ch.type.isAnonymous || hasChild(ch));
-  }
-  function buildTree(data) {
-    var _a2;
-    let { buffer, nodeSet, maxBufferLength = DefaultBufferLength, reused = [], minRepeatType = nodeSet.types.length } = data;
-    let cursor = Array.isArray(buffer) ? new FlatBufferCursor(buffer, buffer.length) : buffer;
-    let types2 = nodeSet.types;
-    let contextHash = 0, lookAhead = 0;
-    function takeNode(parentStart, minPos, children2, positions2, inRepeat, depth) {
-      let { id: id2, start, end, size } = cursor;
-      let lookAheadAtStart = lookAhead, contextAtStart = contextHash;
-      if (size < 0) {
-        cursor.next();
-        if (size == -1) {
-          let node2 = reused[id2];
-          children2.push(node2);
-          positions2.push(start - parentStart);
-          return;
-        } else if (size == -3) {
-          contextHash = id2;
-          return;
-        } else if (size == -4) {
-          lookAhead = id2;
-          return;
-        } else {
-          throw new RangeError(`Unrecognized record size: ${size}`);
-        }
-      }
-      let type = types2[id2], node, buffer2;
-      let startPos = start - parentStart;
-      if (end - start <= maxBufferLength && (buffer2 = findBufferSize(cursor.pos - minPos, inRepeat))) {
-        let data2 = new Uint16Array(buffer2.size - buffer2.skip);
-        let endPos = cursor.pos - buffer2.size, index = data2.length;
-        while (cursor.pos > endPos)
-          index = copyToBuffer(buffer2.start, data2, index);
-        node = new TreeBuffer(data2, end - buffer2.start, nodeSet);
-        startPos = buffer2.start - parentStart;
-      } else {
-        let endPos = cursor.pos - size;
-        cursor.next();
-        let localChildren = [], localPositions = [];
-        let localInRepeat = id2 >= minRepeatType ? id2 : -1;
-        let lastGroup = 0, lastEnd = end, groupLookAhead = lookAheadAtStart;
-        while (cursor.pos > endPos) {
-          if (localInRepeat >= 0 && cursor.id == localInRepeat && cursor.size >= 0) {
-            if (cursor.end <= lastEnd - maxBufferLength) {
-              makeRepeatLeaf(localChildren, localPositions, start, lastGroup, cursor.end, lastEnd, localInRepeat, groupLookAhead, contextAtStart);
-              lastGroup = localChildren.length;
-              lastEnd = cursor.end;
-              groupLookAhead = lookAhead;
-            }
-            cursor.next();
-          } else if (depth > 2500) {
-            takeFlatNode(start, endPos, localChildren, localPositions);
-          } else {
-            if (localInRepeat >= 0 && cursor.size == -1 && reused[cursor.id].type == nodeSet.types[localInRepeat]) {
-              if (lastGroup < localChildren.length)
-                makeRepeatLeaf(localChildren, localPositions, start, lastGroup, cursor.end, lastEnd, localInRepeat, groupLookAhead, contextAtStart);
-              lastGroup = localChildren.length + 1;
-              lastEnd = cursor.start;
-              groupLookAhead = lookAhead;
-            }
-            takeNode(start, endPos, localChildren, localPositions, localInRepeat, depth + 1);
-          }
-        }
-        if (localInRepeat >= 0 && lastGroup > 0 && lastGroup < localChildren.length)
-          makeRepeatLeaf(localChildren, localPositions, start, lastGroup, start, lastEnd, localInRepeat, groupLookAhead, contextAtStart);
-        localChildren.reverse();
-        localPositions.reverse();
-        if (localInRepeat > -1 && lastGroup > 0) {
-          let make = makeBalanced(type, contextAtStart);
-          node = balanceRange(type, localChildren, localPositions, 0, localChildren.length, 0, end - start, make, make);
-        } else {
-          node = makeTree(type, localChildren, localPositions, end - start, lookAheadAtStart - end, contextAtStart);
-        }
-      }
-      children2.push(node);
-      positions2.push(startPos);
-    }
-    function takeFlatNode(parentStart, minPos, children2, positions2) {
-      let nodes = [];
-      let nodeCount = 0, stopAt = -1;
-      while (cursor.pos > minPos) {
-        let { id: id2, start, end, size } = cursor;
-        if (size > 4) {
-          cursor.next();
-        } else if (stopAt > -1 && start < stopAt) {
-          break;
-        } else {
-          if (stopAt < 0)
-            stopAt = end - maxBufferLength;
-          nodes.push(id2, start, end);
-          nodeCount++;
-          cursor.next();
-        }
-      }
-      if (nodeCount) {
-        let buffer2 = new Uint16Array(nodeCount * 4);
-        let start = nodes[nodes.length - 2];
-        for (let i2 = nodes.length - 3, j = 0; i2 >= 0; i2 -= 3) {
-          buffer2[j++] = nodes[i2];
-          buffer2[j++] = nodes[i2 + 1] - start;
-          buffer2[j++] = nodes[i2 + 2] - start;
-          buffer2[j++] = j;
-        }
-        children2.push(new TreeBuffer(buffer2, nodes[2] - start, nodeSet));
-        positions2.push(start - parentStart);
-      }
-    }
-    function makeBalanced(type, contextHash2) {
-      return (children2, positions2, length2) => {
-        let lookAhead2 = 0, lastI = children2.length - 1, last2, lookAheadProp;
-        if (lastI >= 0 && (last2 = children2[lastI]) instanceof Tree) {
-          if (!lastI && last2.type == type && last2.length == length2)
-            return last2;
-          if (lookAheadProp = last2.prop(NodeProp.lookAhead))
-            lookAhead2 = positions2[lastI] + last2.length + lookAheadProp - length2;
-        }
-        return makeTree(type, children2, positions2, length2, lookAhead2, contextHash2);
-      };
-    }
-    function makeRepeatLeaf(children2, positions2, base2, i2, from, to, type, lookAhead2, contextHash2) {
-      let localChildren = [], localPositions = [];
-      while (children2.length > i2) {
-        localChildren.push(children2.pop());
-        localPositions.push(positions2.pop() + base2 - from);
-      }
-      children2.push(makeTree(nodeSet.types[type], localChildren, localPositions, to - from, lookAhead2 - to, contextHash2));
-      positions2.push(from - base2);
-    }
-    function makeTree(type, children2, positions2, length2, lookAhead2, contextHash2, props) {
-      if (contextHash2) {
-        let pair2 = [NodeProp.contextHash, contextHash2];
-        props = props ? [pair2].concat(props) : [pair2];
-      }
-      if (lookAhead2 > 25) {
-        let pair2 = [NodeProp.lookAhead, lookAhead2];
-        props = props ? [pair2].concat(props) : [pair2];
-      }
-      return new Tree(type, children2, positions2, length2, props);
-    }
-    function findBufferSize(maxSize, inRepeat) {
-      let fork = cursor.fork();
-      let size = 0, start = 0, skip = 0, minStart = fork.end - maxBufferLength;
-      let result = { size: 0, start: 0, skip: 0 };
-      scan: for (let minPos = fork.pos - maxSize; fork.pos > minPos; ) {
-        let nodeSize2 = fork.size;
-        if (fork.id == inRepeat && nodeSize2 >= 0) {
-          result.size = size;
-          result.start = start;
-          result.skip = skip;
-          skip += 4;
-          size += 4;
-          fork.next();
-          continue;
-        }
-        let startPos = fork.pos - nodeSize2;
-        if (nodeSize2 < 0 || startPos < minPos || fork.start < minStart)
-          break;
-        let localSkipped = fork.id >= minRepeatType ? 4 : 0;
-        let nodeStart = fork.start;
-        fork.next();
-        while (fork.pos > startPos) {
-          if (fork.size < 0) {
-            if (fork.size == -3 || fork.size == -4)
-              localSkipped += 4;
-            else
-              break scan;
-          } else if (fork.id >= minRepeatType) {
-            localSkipped += 4;
-          }
-          fork.next();
-        }
-        start = nodeStart;
-        size += nodeSize2;
-        skip += localSkipped;
-      }
-      if (inRepeat < 0 || size == maxSize) {
-        result.size = size;
-        result.start = start;
-        result.skip = skip;
-      }
-      return result.size > 4 ? result : void 0;
-    }
-    function copyToBuffer(bufferStart, buffer2, index) {
-      let { id: id2, start, end, size } = cursor;
-      cursor.next();
-      if (size >= 0 && id2 < minRepeatType) {
-        let startIndex = index;
-        if (size > 4) {
-          let endPos = cursor.pos - (size - 4);
-          while (cursor.pos > endPos)
-            index = copyToBuffer(bufferStart, buffer2, index);
-        }
-        buffer2[--index] = startIndex;
-        buffer2[--index] = end - bufferStart;
-        buffer2[--index] = start - bufferStart;
-        buffer2[--index] = id2;
-      } else if (size == -3) {
-        contextHash = id2;
-      } else if (size == -4) {
-        lookAhead = id2;
-      }
-      return index;
-    }
-    let children = [], positions = [];
-    while (cursor.pos > 0)
-      takeNode(data.start || 0, data.bufferStart || 0, children, positions, -1, 0);
-    let length = (_a2 = data.length) !== null && _a2 !== void 0 ? _a2 : children.length ? positions[0] + children[0].length : 0;
-    return new Tree(types2[data.topID], children.reverse(), positions.reverse(), length);
-  }
-  var nodeSizeCache = /* @__PURE__ */ new WeakMap();
-  function nodeSize(balanceType, node) {
-    if (!balanceType.isAnonymous || node instanceof TreeBuffer || node.type != balanceType)
-      return 1;
-    let size = nodeSizeCache.get(node);
-    if (size == null) {
-      size = 1;
-      for (let child of node.children) {
-        if (child.type != balanceType || !(child instanceof Tree)) {
-          size = 1;
-          break;
-        }
-        size += nodeSize(balanceType, child);
-      }
-      nodeSizeCache.set(node, size);
-    }
-    return size;
-  }
-  function balanceRange(balanceType, children, positions, from, to, start, length, mkTop, mkTree) {
-    let total = 0;
-    for (let i2 = from; i2 < to; i2++)
-      total += nodeSize(balanceType, children[i2]);
-    let maxChild = Math.ceil(
-      total * 1.5 / 8
-      /* Balance.BranchFactor */
-    );
-    let localChildren = [], localPositions = [];
-    function divide(children2, positions2, from2, to2, offset) {
-      for (let i2 = from2; i2 < to2; ) {
-        let groupFrom = i2, groupStart = positions2[i2], groupSize = nodeSize(balanceType, children2[i2]);
-        i2++;
-        for (; i2 < to2; i2++) {
-          let nextSize = nodeSize(balanceType, children2[i2]);
-          if (groupSize + nextSize >= maxChild)
-            break;
-          groupSize += nextSize;
-        }
-        if (i2 == groupFrom + 1) {
-          if (groupSize > maxChild) {
-            let only = children2[groupFrom];
-            divide(only.children, only.positions, 0, only.children.length, positions2[groupFrom] + offset);
-            continue;
-          }
-          localChildren.push(children2[groupFrom]);
-        } else {
-          let length2 = positions2[i2 - 1] + children2[i2 - 1].length - groupStart;
-          localChildren.push(balanceRange(balanceType, children2, positions2, groupFrom, i2, groupStart, length2, null, mkTree));
-        }
-        localPositions.push(groupStart + offset - start);
-      }
-    }
-    divide(children, positions, from, to, 0);
-    return (mkTop || mkTree)(localChildren, localPositions, length);
-  }
-  var NodeWeakMap = class {
-    constructor() {
-      this.map = /* @__PURE__ */ new WeakMap();
-    }
-    setBuffer(buffer, index, value) {
-      let inner = this.map.get(buffer);
-      if (!inner)
-        this.map.set(buffer, inner = /* @__PURE__ */ new Map());
-      inner.set(index, value);
-    }
-    getBuffer(buffer, index) {
-      let inner = this.map.get(buffer);
-      return inner && inner.get(index);
-    }
-    /**
-    Set the value for this syntax node.
-    */
-    set(node, value) {
-      if (node instanceof BufferNode)
-        this.setBuffer(node.context.buffer, node.index, value);
-      else if (node instanceof TreeNode)
-        this.map.set(node.tree, value);
-    }
-    /**
-    Retrieve value for this syntax node, if it exists in the map.
-    */
-    get(node) {
-      return node instanceof BufferNode ? this.getBuffer(node.context.buffer, node.index) : node instanceof TreeNode ? this.map.get(node.tree) : void 0;
-    }
-    /**
-    Set the value for the node that a cursor currently points to.
-    */
-    cursorSet(cursor, value) {
-      if (cursor.buffer)
-        this.setBuffer(cursor.buffer.buffer, cursor.index, value);
-      else
-        this.map.set(cursor.tree, value);
-    }
-    /**
-    Retrieve the value for the node that a cursor currently points
-    to.
-    */
-    cursorGet(cursor) {
-      return cursor.buffer ? this.getBuffer(cursor.buffer.buffer, cursor.index) : this.map.get(cursor.tree);
-    }
-  };
-  var TreeFragment = class _TreeFragment {
-    /**
-    Construct a tree fragment. You'll usually want to use
-    [`addTree`](#common.TreeFragment^addTree) and
-    [`applyChanges`](#common.TreeFragment^applyChanges) instead of
-    calling this directly.
-    */
-    constructor(from, to, tree, offset, openStart = false, openEnd = false) {
-      this.from = from;
-      this.to = to;
-      this.tree = tree;
-      this.offset = offset;
-      this.open = (openStart ? 1 : 0) | (openEnd ? 2 : 0);
-    }
-    /**
-    Whether the start of the fragment represents the start of a
-    parse, or the end of a change. (In the second case, it may not
-    be safe to reuse some nodes at the start, depending on the
-    parsing algorithm.)
-    */
-    get openStart() {
-      return (this.open & 1) > 0;
-    }
-    /**
-    Whether the end of the fragment represents the end of a
-    full-document parse, or the start of a change.
-    */
-    get openEnd() {
-      return (this.open & 2) > 0;
-    }
-    /**
-    Create a set of fragments from a freshly parsed tree, or update
-    an existing set of fragments by replacing the ones that overlap
-    with a tree with content from the new tree. When `partial` is
-    true, the parse is treated as incomplete, and the resulting
-    fragment has [`openEnd`](#common.TreeFragment.openEnd) set to
-    true.
-    */
-    static addTree(tree, fragments = [], partial = false) {
-      let result = [new _TreeFragment(0, tree.length, tree, 0, false, partial)];
-      for (let f of fragments)
-        if (f.to > tree.length)
-          result.push(f);
-      return result;
-    }
-    /**
-    Apply a set of edits to an array of fragments, removing or
-    splitting fragments as necessary to remove edited ranges, and
-    adjusting offsets for fragments that moved.
-    */
-    static applyChanges(fragments, changes, minGap = 128) {
-      if (!changes.length)
-        return fragments;
-      let result = [];
-      let fI = 1, nextF = fragments.length ? fragments[0] : null;
-      for (let cI = 0, pos = 0, off = 0; ; cI++) {
-        let nextC = cI < changes.length ? changes[cI] : null;
-        let nextPos = nextC ? nextC.fromA : 1e9;
-        if (nextPos - pos >= minGap)
-          while (nextF && nextF.from < nextPos) {
-            let cut = nextF;
-            if (pos >= cut.from || nextPos <= cut.to || off) {
-              let fFrom = Math.max(cut.from, pos) - off, fTo = Math.min(cut.to, nextPos) - off;
-              cut = fFrom >= fTo ? null : new _TreeFragment(fFrom, fTo, cut.tree, cut.offset + off, cI > 0, !!nextC);
-            }
-            if (cut)
-              result.push(cut);
-            if (nextF.to > nextPos)
-              break;
-            nextF = fI < fragments.length ? fragments[fI++] : null;
-          }
-        if (!nextC)
-          break;
-        pos = nextC.toA;
-        off = nextC.toA - nextC.toB;
-      }
-      return result;
-    }
-  };
-  var Parser = class {
-    /**
-    Start a parse, returning a [partial parse](#common.PartialParse)
-    object. [`fragments`](#common.TreeFragment) can be passed in to
-    make the parse incremental.
-    
-    By default, the entire input is parsed. You can pass `ranges`,
-    which should be a sorted array of non-empty, non-overlapping
-    ranges, to parse only those ranges. The tree returned in that
-    case will start at `ranges[0].from`.
-    */
-    startParse(input, fragments, ranges) {
-      if (typeof input == "string")
-        input = new StringInput(input);
-      ranges = !ranges ? [new Range(0, input.length)] : ranges.length ? ranges.map((r) => new Range(r.from, r.to)) : [new Range(0, 0)];
-      return this.createParse(input, fragments || [], ranges);
-    }
-    /**
-    Run a full parse, returning the resulting tree.
-    */
-    parse(input, fragments, ranges) {
-      let parse = this.startParse(input, fragments, ranges);
-      for (; ; ) {
-        let done = parse.advance();
-        if (done)
-          return done;
-      }
-    }
-  };
-  var StringInput = class {
-    constructor(string2) {
-      this.string = string2;
-    }
-    get length() {
-      return this.string.length;
-    }
-    chunk(from) {
-      return this.string.slice(from);
-    }
-    get lineChunks() {
-      return false;
-    }
-    read(from, to) {
-      return this.string.slice(from, to);
-    }
-  };
-  var stoppedInner = new NodeProp({ perNode: true });
-
-  // node_modules/@lezer/lr/dist/index.js
-  var Stack = class _Stack {
-    /**
-    @internal
-    */
-    constructor(p, stack, state, reducePos, pos, score, buffer, bufferBase, curContext, lookAhead = 0, parent) {
-      this.p = p;
-      this.stack = stack;
-      this.state = state;
-      this.reducePos = reducePos;
-      this.pos = pos;
-      this.score = score;
-      this.buffer = buffer;
-      this.bufferBase = bufferBase;
-      this.curContext = curContext;
-      this.lookAhead = lookAhead;
-      this.parent = parent;
-    }
-    /**
-    @internal
-    */
-    toString() {
-      return `[${this.stack.filter((_, i2) => i2 % 3 == 0).concat(this.state)}]@${this.pos}${this.score ? "!" + this.score : ""}`;
-    }
-    // Start an empty stack
-    /**
-    @internal
-    */
-    static start(p, state, pos = 0) {
-      let cx = p.parser.context;
-      return new _Stack(p, [], state, pos, pos, 0, [], 0, cx ? new StackContext(cx, cx.start) : null, 0, null);
-    }
-    /**
-    The stack's current [context](#lr.ContextTracker) value, if
-    any. Its type will depend on the context tracker's type
-    parameter, or it will be `null` if there is no context
-    tracker.
-    */
-    get context() {
-      return this.curContext ? this.curContext.context : null;
-    }
-    // Push a state onto the stack, tracking its start position as well
-    // as the buffer base at that point.
-    /**
-    @internal
-    */
-    pushState(state, start) {
-      this.stack.push(this.state, start, this.bufferBase + this.buffer.length);
-      this.state = state;
-    }
-    // Apply a reduce action
-    /**
-    @internal
-    */
-    reduce(action) {
-      var _a2;
-      let depth = action >> 19, type = action & 65535;
-      let { parser: parser3 } = this.p;
-      let lookaheadRecord = this.reducePos < this.pos - 25 && this.setLookAhead(this.pos);
-      let dPrec = parser3.dynamicPrecedence(type);
-      if (dPrec)
-        this.score += dPrec;
-      if (depth == 0) {
-        if (type < parser3.minRepeatTerm && this.reducePos < this.pos)
-          this.reducePos = this.pos;
-        this.pushState(parser3.getGoto(this.state, type, true), this.reducePos);
-        if (type < parser3.minRepeatTerm)
-          this.storeNode(type, this.reducePos, this.reducePos, lookaheadRecord ? 8 : 4, true);
-        this.reduceContext(type, this.reducePos);
-        return;
-      }
-      let base2 = this.stack.length - (depth - 1) * 3 - (action & 262144 ? 6 : 0);
-      let start = base2 ? this.stack[base2 - 2] : this.p.ranges[0].from;
-      if (type < parser3.minRepeatTerm && start == this.reducePos && this.reducePos < this.pos)
-        this.reducePos = this.pos;
-      let size = this.reducePos - start;
-      if (size >= 2e3 && !((_a2 = this.p.parser.nodeSet.types[type]) === null || _a2 === void 0 ? void 0 : _a2.isAnonymous)) {
-        if (start == this.p.lastBigReductionStart) {
-          this.p.bigReductionCount++;
-          this.p.lastBigReductionSize = size;
-        } else if (this.p.lastBigReductionSize < size) {
-          this.p.bigReductionCount = 1;
-          this.p.lastBigReductionStart = start;
-          this.p.lastBigReductionSize = size;
-        }
-      }
-      let bufferBase = base2 ? this.stack[base2 - 1] : 0, count = this.bufferBase + this.buffer.length - bufferBase;
-      if (type < parser3.minRepeatTerm || action & 131072) {
-        let pos = parser3.stateFlag(
-          this.state,
-          1
-          /* StateFlag.Skipped */
-        ) ? this.pos : this.reducePos;
-        this.storeNode(type, start, pos, count + 4, true);
-      }
-      if (action & 262144) {
-        this.state = this.stack[base2];
-      } else {
-        let baseStateID = this.stack[base2 - 3];
-        this.state = parser3.getGoto(baseStateID, type, true);
-      }
-      while (this.stack.length > base2)
-        this.stack.pop();
-      this.reduceContext(type, start);
-    }
-    // Shift a value into the buffer
-    /**
-    @internal
-    */
-    storeNode(term, start, end, size = 4, mustSink = false) {
-      if (term == 0 && (!this.stack.length || this.stack[this.stack.length - 1] < this.buffer.length + this.bufferBase)) {
-        let top2 = this.buffer.length;
-        if (top2 > 0 && this.buffer[top2 - 4] == 0 && this.buffer[top2 - 1] > -1) {
-          if (start == end)
-            return;
-          if (this.buffer[top2 - 2] >= start) {
-            this.buffer[top2 - 2] = end;
-            return;
-          }
-        }
-      }
-      if (!mustSink || this.pos == end) {
-        this.buffer.push(term, start, end, size);
-      } else {
-        let index = this.buffer.length;
-        if (index > 0 && (this.buffer[index - 4] != 0 || this.buffer[index - 1] < 0)) {
-          let mustMove = false;
-          for (let scan = index; scan > 0 && this.buffer[scan - 2] > end; scan -= 4) {
-            if (this.buffer[scan - 1] >= 0) {
-              mustMove = true;
-              break;
-            }
-          }
-          if (mustMove)
-            while (index > 0 && this.buffer[index - 2] > end) {
-              this.buffer[index] = this.buffer[index - 4];
-              this.buffer[index + 1] = this.buffer[index - 3];
-              this.buffer[index + 2] = this.buffer[index - 2];
-              this.buffer[index + 3] = this.buffer[index - 1];
-              index -= 4;
-              if (size > 4)
-                size -= 4;
-            }
-        }
-        this.buffer[index] = term;
-        this.buffer[index + 1] = start;
-        this.buffer[index + 2] = end;
-        this.buffer[index + 3] = size;
-      }
-    }
-    // Apply a shift action
-    /**
-    @internal
-    */
-    shift(action, type, start, end) {
-      if (action & 131072) {
-        this.pushState(action & 65535, this.pos);
-      } else if ((action & 262144) == 0) {
-        let nextState = action, { parser: parser3 } = this.p;
-        this.pos = end;
-        let skipped = parser3.stateFlag(
-          nextState,
-          1
-          /* StateFlag.Skipped */
-        );
-        if (!skipped && (end > start || type <= parser3.maxNode))
-          this.reducePos = end;
-        this.pushState(nextState, skipped ? start : Math.min(start, this.reducePos));
-        this.shiftContext(type, start);
-        if (type <= parser3.maxNode)
-          this.buffer.push(type, start, end, 4);
-      } else {
-        this.pos = end;
-        this.shiftContext(type, start);
-        if (type <= this.p.parser.maxNode)
-          this.buffer.push(type, start, end, 4);
-      }
-    }
-    // Apply an action
-    /**
-    @internal
-    */
-    apply(action, next, nextStart, nextEnd) {
-      if (action & 65536)
-        this.reduce(action);
-      else
-        this.shift(action, next, nextStart, nextEnd);
-    }
-    // Add a prebuilt (reused) node into the buffer.
-    /**
-    @internal
-    */
-    useNode(value, next, start) {
-      let index = this.p.reused.length - 1;
-      if (index < 0 || this.p.reused[index] != value) {
-        this.p.reused.push(value);
-        index++;
-      }
-      let end = this.reducePos = this.pos = start + value.length;
-      this.pushState(next, start);
-      this.buffer.push(
-        index,
-        start,
-        end,
-        -1
-        /* size == -1 means this is a reused value */
-      );
-      if (this.curContext)
-        this.updateContext(this.curContext.tracker.reuse(this.curContext.context, value, this, this.p.stream.reset(this.pos - value.length)));
-    }
-    // Split the stack. Due to the buffer sharing and the fact
-    // that `this.stack` tends to stay quite shallow, this isn't very
-    // expensive.
-    /**
-    @internal
-    */
-    split() {
-      let parent = this;
-      let off = parent.buffer.length;
-      if (off && parent.buffer[off - 4] == 0)
-        off -= 4;
-      while (off > 0 && parent.buffer[off - 2] > parent.reducePos)
-        off -= 4;
-      let buffer = parent.buffer.slice(off), base2 = parent.bufferBase + off;
-      while (parent && base2 == parent.bufferBase)
-        parent = parent.parent;
-      return new _Stack(this.p, this.stack.slice(), this.state, this.reducePos, this.pos, this.score, buffer, base2, this.curContext, this.lookAhead, parent);
-    }
-    // Try to recover from an error by 'deleting' (ignoring) one token.
-    /**
-    @internal
-    */
-    recoverByDelete(next, nextEnd) {
-      let isNode = next <= this.p.parser.maxNode;
-      if (isNode)
-        this.storeNode(next, this.pos, nextEnd, 4);
-      this.storeNode(0, this.pos, nextEnd, isNode ? 8 : 4);
-      this.pos = this.reducePos = nextEnd;
-      this.score -= 190;
-    }
-    /**
-    Check if the given term would be able to be shifted (optionally
-    after some reductions) on this stack. This can be useful for
-    external tokenizers that want to make sure they only provide a
-    given token when it applies.
-    */
-    canShift(term) {
-      for (let sim = new SimulatedStack(this); ; ) {
-        let action = this.p.parser.stateSlot(
-          sim.state,
-          4
-          /* ParseState.DefaultReduce */
-        ) || this.p.parser.hasAction(sim.state, term);
-        if (action == 0)
-          return false;
-        if ((action & 65536) == 0)
-          return true;
-        sim.reduce(action);
-      }
-    }
-    // Apply up to Recover.MaxNext recovery actions that conceptually
-    // inserts some missing token or rule.
-    /**
-    @internal
-    */
-    recoverByInsert(next) {
-      if (this.stack.length >= 300)
-        return [];
-      let nextStates = this.p.parser.nextStates(this.state);
-      if (nextStates.length > 4 << 1 || this.stack.length >= 120) {
-        let best = [];
-        for (let i2 = 0, s; i2 < nextStates.length; i2 += 2) {
-          if ((s = nextStates[i2 + 1]) != this.state && this.p.parser.hasAction(s, next))
-            best.push(nextStates[i2], s);
-        }
-        if (this.stack.length < 120)
-          for (let i2 = 0; best.length < 4 << 1 && i2 < nextStates.length; i2 += 2) {
-            let s = nextStates[i2 + 1];
-            if (!best.some((v, i3) => i3 & 1 && v == s))
-              best.push(nextStates[i2], s);
-          }
-        nextStates = best;
-      }
-      let result = [];
-      for (let i2 = 0; i2 < nextStates.length && result.length < 4; i2 += 2) {
-        let s = nextStates[i2 + 1];
-        if (s == this.state)
-          continue;
-        let stack = this.split();
-        stack.pushState(s, this.pos);
-        stack.storeNode(0, stack.pos, stack.pos, 4, true);
-        stack.shiftContext(nextStates[i2], this.pos);
-        stack.reducePos = this.pos;
-        stack.score -= 200;
-        result.push(stack);
-      }
-      return result;
-    }
-    // Force a reduce, if possible. Return false if that can't
-    // be done.
-    /**
-    @internal
-    */
-    forceReduce() {
-      let { parser: parser3 } = this.p;
-      let reduce = parser3.stateSlot(
-        this.state,
-        5
-        /* ParseState.ForcedReduce */
-      );
-      if ((reduce & 65536) == 0)
-        return false;
-      if (!parser3.validAction(this.state, reduce)) {
-        let depth = reduce >> 19, term = reduce & 65535;
-        let target = this.stack.length - depth * 3;
-        if (target < 0 || parser3.getGoto(this.stack[target], term, false) < 0) {
-          let backup = this.findForcedReduction();
-          if (backup == null)
-            return false;
-          reduce = backup;
-        }
-        this.storeNode(0, this.pos, this.pos, 4, true);
-        this.score -= 100;
-      }
-      this.reducePos = this.pos;
-      this.reduce(reduce);
-      return true;
-    }
-    /**
-    Try to scan through the automaton to find some kind of reduction
-    that can be applied. Used when the regular ForcedReduce field
-    isn't a valid action. @internal
-    */
-    findForcedReduction() {
-      let { parser: parser3 } = this.p, seen = [];
-      let explore = (state, depth) => {
-        if (seen.includes(state))
-          return;
-        seen.push(state);
-        return parser3.allActions(state, (action) => {
-          if (action & (262144 | 131072)) ;
-          else if (action & 65536) {
-            let rDepth = (action >> 19) - depth;
-            if (rDepth > 1) {
-              let term = action & 65535, target = this.stack.length - rDepth * 3;
-              if (target >= 0 && parser3.getGoto(this.stack[target], term, false) >= 0)
-                return rDepth << 19 | 65536 | term;
-            }
-          } else {
-            let found = explore(action, depth + 1);
-            if (found != null)
-              return found;
-          }
-        });
-      };
-      return explore(this.state, 0);
-    }
-    /**
-    @internal
-    */
-    forceAll() {
-      while (!this.p.parser.stateFlag(
-        this.state,
-        2
-        /* StateFlag.Accepting */
-      )) {
-        if (!this.forceReduce()) {
-          this.storeNode(0, this.pos, this.pos, 4, true);
-          break;
-        }
-      }
-      return this;
-    }
-    /**
-    Check whether this state has no further actions (assumed to be a direct descendant of the
-    top state, since any other states must be able to continue
-    somehow). @internal
-    */
-    get deadEnd() {
-      if (this.stack.length != 3)
-        return false;
-      let { parser: parser3 } = this.p;
-      return parser3.data[parser3.stateSlot(
-        this.state,
-        1
-        /* ParseState.Actions */
-      )] == 65535 && !parser3.stateSlot(
-        this.state,
-        4
-        /* ParseState.DefaultReduce */
-      );
-    }
-    /**
-    Restart the stack (put it back in its start state). Only safe
-    when this.stack.length == 3 (state is directly below the top
-    state). @internal
-    */
-    restart() {
-      this.storeNode(0, this.pos, this.pos, 4, true);
-      this.state = this.stack[0];
-      this.stack.length = 0;
-    }
-    /**
-    @internal
-    */
-    sameState(other) {
-      if (this.state != other.state || this.stack.length != other.stack.length)
-        return false;
-      for (let i2 = 0; i2 < this.stack.length; i2 += 3)
-        if (this.stack[i2] != other.stack[i2])
-          return false;
-      return true;
-    }
-    /**
-    Get the parser used by this stack.
-    */
-    get parser() {
-      return this.p.parser;
-    }
-    /**
-    Test whether a given dialect (by numeric ID, as exported from
-    the terms file) is enabled.
-    */
-    dialectEnabled(dialectID) {
-      return this.p.parser.dialect.flags[dialectID];
-    }
-    shiftContext(term, start) {
-      if (this.curContext)
-        this.updateContext(this.curContext.tracker.shift(this.curContext.context, term, this, this.p.stream.reset(start)));
-    }
-    reduceContext(term, start) {
-      if (this.curContext)
-        this.updateContext(this.curContext.tracker.reduce(this.curContext.context, term, this, this.p.stream.reset(start)));
-    }
-    /**
-    @internal
-    */
-    emitContext() {
-      let last2 = this.buffer.length - 1;
-      if (last2 < 0 || this.buffer[last2] != -3)
-        this.storeNode(this.curContext.hash, this.reducePos, this.reducePos, -3, true);
-    }
-    /**
-    @internal
-    */
-    emitLookAhead() {
-      let last2 = this.buffer.length - 1;
-      if (last2 < 0 || this.buffer[last2] != -4)
-        this.buffer.push(this.lookAhead, this.pos, this.pos, -4);
-    }
-    updateContext(context) {
-      if (context != this.curContext.context) {
-        let newCx = new StackContext(this.curContext.tracker, context);
-        if (newCx.hash != this.curContext.hash)
-          this.emitContext();
-        this.curContext = newCx;
-      }
-    }
-    /**
-    @internal
-    */
-    setLookAhead(lookAhead) {
-      if (lookAhead <= this.lookAhead)
-        return false;
-      this.emitLookAhead();
-      this.lookAhead = lookAhead;
-      return true;
-    }
-    /**
-    @internal
-    */
-    close() {
-      if (this.curContext && this.curContext.tracker.strict)
-        this.emitContext();
-      if (this.lookAhead > 0)
-        this.emitLookAhead();
-    }
-  };
-  var StackContext = class {
-    constructor(tracker, context) {
-      this.tracker = tracker;
-      this.context = context;
-      this.hash = tracker.strict ? tracker.hash(context) : 0;
-    }
-  };
-  var SimulatedStack = class {
-    constructor(start) {
-      this.start = start;
-      this.state = start.state;
-      this.stack = start.stack;
-      this.base = this.stack.length;
-    }
-    reduce(action) {
-      let term = action & 65535, depth = action >> 19;
-      if (depth == 0) {
-        if (this.stack == this.start.stack)
-          this.stack = this.stack.slice();
-        this.stack.push(this.state, 0, 0);
-        this.base += 3;
-      } else {
-        this.base -= (depth - 1) * 3;
-      }
-      let goto = this.start.p.parser.getGoto(this.stack[this.base - 3], term, true);
-      this.state = goto;
-    }
-  };
-  var StackBufferCursor = class _StackBufferCursor {
-    constructor(stack, pos, index) {
-      this.stack = stack;
-      this.pos = pos;
-      this.index = index;
-      this.buffer = stack.buffer;
-      if (this.index == 0)
-        this.maybeNext();
-    }
-    static create(stack, pos = stack.bufferBase + stack.buffer.length) {
-      return new _StackBufferCursor(stack, pos, pos - stack.bufferBase);
-    }
-    maybeNext() {
-      let next = this.stack.parent;
-      if (next != null) {
-        this.index = this.stack.bufferBase - next.bufferBase;
-        this.stack = next;
-        this.buffer = next.buffer;
-      }
-    }
-    get id() {
-      return this.buffer[this.index - 4];
-    }
-    get start() {
-      return this.buffer[this.index - 3];
-    }
-    get end() {
-      return this.buffer[this.index - 2];
-    }
-    get size() {
-      return this.buffer[this.index - 1];
-    }
-    next() {
-      this.index -= 4;
-      this.pos -= 4;
-      if (this.index == 0)
-        this.maybeNext();
-    }
-    fork() {
-      return new _StackBufferCursor(this.stack, this.pos, this.index);
-    }
-  };
-  function decodeArray(input, Type = Uint16Array) {
-    if (typeof input != "string")
-      return input;
-    let array = null;
-    for (let pos = 0, out = 0; pos < input.length; ) {
-      let value = 0;
-      for (; ; ) {
-        let next = input.charCodeAt(pos++), stop = false;
-        if (next == 126) {
-          value = 65535;
-          break;
-        }
-        if (next >= 92)
-          next--;
-        if (next >= 34)
-          next--;
-        let digit = next - 32;
-        if (digit >= 46) {
-          digit -= 46;
-          stop = true;
-        }
-        value += digit;
-        if (stop)
-          break;
-        value *= 46;
-      }
-      if (array)
-        array[out++] = value;
-      else
-        array = new Type(value);
-    }
-    return array;
-  }
-  var CachedToken = class {
-    constructor() {
-      this.start = -1;
-      this.value = -1;
-      this.end = -1;
-      this.extended = -1;
-      this.lookAhead = 0;
-      this.mask = 0;
-      this.context = 0;
-    }
-  };
-  var nullToken = new CachedToken();
-  var InputStream = class {
-    /**
-    @internal
-    */
-    constructor(input, ranges) {
-      this.input = input;
-      this.ranges = ranges;
-      this.chunk = "";
-      this.chunkOff = 0;
-      this.chunk2 = "";
-      this.chunk2Pos = 0;
-      this.next = -1;
-      this.token = nullToken;
-      this.rangeIndex = 0;
-      this.pos = this.chunkPos = ranges[0].from;
-      this.range = ranges[0];
-      this.end = ranges[ranges.length - 1].to;
-      this.readNext();
-    }
-    /**
-    @internal
-    */
-    resolveOffset(offset, assoc) {
-      let range = this.range, index = this.rangeIndex;
-      let pos = this.pos + offset;
-      while (pos < range.from) {
-        if (!index)
-          return null;
-        let next = this.ranges[--index];
-        pos -= range.from - next.to;
-        range = next;
-      }
-      while (assoc < 0 ? pos > range.to : pos >= range.to) {
-        if (index == this.ranges.length - 1)
-          return null;
-        let next = this.ranges[++index];
-        pos += next.from - range.to;
-        range = next;
-      }
-      return pos;
-    }
-    /**
-    @internal
-    */
-    clipPos(pos) {
-      if (pos >= this.range.from && pos < this.range.to)
-        return pos;
-      for (let range of this.ranges)
-        if (range.to > pos)
-          return Math.max(pos, range.from);
-      return this.end;
-    }
-    /**
-    Look at a code unit near the stream position. `.peek(0)` equals
-    `.next`, `.peek(-1)` gives you the previous character, and so
-    on.
-    
-    Note that looking around during tokenizing creates dependencies
-    on potentially far-away content, which may reduce the
-    effectiveness incremental parsing—when looking forward—or even
-    cause invalid reparses when looking backward more than 25 code
-    units, since the library does not track lookbehind.
-    */
-    peek(offset) {
-      let idx = this.chunkOff + offset, pos, result;
-      if (idx >= 0 && idx < this.chunk.length) {
-        pos = this.pos + offset;
-        result = this.chunk.charCodeAt(idx);
-      } else {
-        let resolved = this.resolveOffset(offset, 1);
-        if (resolved == null)
-          return -1;
-        pos = resolved;
-        if (pos >= this.chunk2Pos && pos < this.chunk2Pos + this.chunk2.length) {
-          result = this.chunk2.charCodeAt(pos - this.chunk2Pos);
-        } else {
-          let i2 = this.rangeIndex, range = this.range;
-          while (range.to <= pos)
-            range = this.ranges[++i2];
-          this.chunk2 = this.input.chunk(this.chunk2Pos = pos);
-          if (pos + this.chunk2.length > range.to)
-            this.chunk2 = this.chunk2.slice(0, range.to - pos);
-          result = this.chunk2.charCodeAt(0);
-        }
-      }
-      if (pos >= this.token.lookAhead)
-        this.token.lookAhead = pos + 1;
-      return result;
-    }
-    /**
-    Accept a token. By default, the end of the token is set to the
-    current stream position, but you can pass an offset (relative to
-    the stream position) to change that.
-    */
-    acceptToken(token, endOffset = 0) {
-      let end = endOffset ? this.resolveOffset(endOffset, -1) : this.pos;
-      if (end == null || end < this.token.start)
-        throw new RangeError("Token end out of bounds");
-      this.token.value = token;
-      this.token.end = end;
-    }
-    /**
-    Accept a token ending at a specific given position.
-    */
-    acceptTokenTo(token, endPos) {
-      this.token.value = token;
-      this.token.end = endPos;
-    }
-    getChunk() {
-      if (this.pos >= this.chunk2Pos && this.pos < this.chunk2Pos + this.chunk2.length) {
-        let { chunk, chunkPos } = this;
-        this.chunk = this.chunk2;
-        this.chunkPos = this.chunk2Pos;
-        this.chunk2 = chunk;
-        this.chunk2Pos = chunkPos;
-        this.chunkOff = this.pos - this.chunkPos;
-      } else {
-        this.chunk2 = this.chunk;
-        this.chunk2Pos = this.chunkPos;
-        let nextChunk = this.input.chunk(this.pos);
-        let end = this.pos + nextChunk.length;
-        this.chunk = end > this.range.to ? nextChunk.slice(0, this.range.to - this.pos) : nextChunk;
-        this.chunkPos = this.pos;
-        this.chunkOff = 0;
-      }
-    }
-    readNext() {
-      if (this.chunkOff >= this.chunk.length) {
-        this.getChunk();
-        if (this.chunkOff == this.chunk.length)
-          return this.next = -1;
-      }
-      return this.next = this.chunk.charCodeAt(this.chunkOff);
-    }
-    /**
-    Move the stream forward N (defaults to 1) code units. Returns
-    the new value of [`next`](#lr.InputStream.next).
-    */
-    advance(n = 1) {
-      this.chunkOff += n;
-      while (this.pos + n >= this.range.to) {
-        if (this.rangeIndex == this.ranges.length - 1)
-          return this.setDone();
-        n -= this.range.to - this.pos;
-        this.range = this.ranges[++this.rangeIndex];
-        this.pos = this.range.from;
-      }
-      this.pos += n;
-      if (this.pos >= this.token.lookAhead)
-        this.token.lookAhead = this.pos + 1;
-      return this.readNext();
-    }
-    setDone() {
-      this.pos = this.chunkPos = this.end;
-      this.range = this.ranges[this.rangeIndex = this.ranges.length - 1];
-      this.chunk = "";
-      return this.next = -1;
-    }
-    /**
-    @internal
-    */
-    reset(pos, token) {
-      if (token) {
-        this.token = token;
-        token.start = pos;
-        token.lookAhead = pos + 1;
-        token.value = token.extended = -1;
-      } else {
-        this.token = nullToken;
-      }
-      if (this.pos != pos) {
-        this.pos = pos;
-        if (pos == this.end) {
-          this.setDone();
-          return this;
-        }
-        while (pos < this.range.from)
-          this.range = this.ranges[--this.rangeIndex];
-        while (pos >= this.range.to)
-          this.range = this.ranges[++this.rangeIndex];
-        if (pos >= this.chunkPos && pos < this.chunkPos + this.chunk.length) {
-          this.chunkOff = pos - this.chunkPos;
-        } else {
-          this.chunk = "";
-          this.chunkOff = 0;
-        }
-        this.readNext();
-      }
-      return this;
-    }
-    /**
-    @internal
-    */
-    read(from, to) {
-      if (from >= this.chunkPos && to <= this.chunkPos + this.chunk.length)
-        return this.chunk.slice(from - this.chunkPos, to - this.chunkPos);
-      if (from >= this.chunk2Pos && to <= this.chunk2Pos + this.chunk2.length)
-        return this.chunk2.slice(from - this.chunk2Pos, to - this.chunk2Pos);
-      if (from >= this.range.from && to <= this.range.to)
-        return this.input.read(from, to);
-      let result = "";
-      for (let r of this.ranges) {
-        if (r.from >= to)
-          break;
-        if (r.to > from)
-          result += this.input.read(Math.max(r.from, from), Math.min(r.to, to));
-      }
-      return result;
-    }
-  };
-  var TokenGroup = class {
-    constructor(data, id2) {
-      this.data = data;
-      this.id = id2;
-    }
-    token(input, stack) {
-      let { parser: parser3 } = stack.p;
-      readToken(this.data, input, stack, this.id, parser3.data, parser3.tokenPrecTable);
-    }
-  };
-  TokenGroup.prototype.contextual = TokenGroup.prototype.fallback = TokenGroup.prototype.extend = false;
-  var LocalTokenGroup = class {
-    constructor(data, precTable, elseToken) {
-      this.precTable = precTable;
-      this.elseToken = elseToken;
-      this.data = typeof data == "string" ? decodeArray(data) : data;
-    }
-    token(input, stack) {
-      let start = input.pos, skipped = 0;
-      for (; ; ) {
-        let atEof = input.next < 0, nextPos = input.resolveOffset(1, 1);
-        readToken(this.data, input, stack, 0, this.data, this.precTable);
-        if (input.token.value > -1)
-          break;
-        if (this.elseToken == null)
-          return;
-        if (!atEof)
-          skipped++;
-        if (nextPos == null)
-          break;
-        input.reset(nextPos, input.token);
-      }
-      if (skipped) {
-        input.reset(start, input.token);
-        input.acceptToken(this.elseToken, skipped);
-      }
-    }
-  };
-  LocalTokenGroup.prototype.contextual = TokenGroup.prototype.fallback = TokenGroup.prototype.extend = false;
-  var ExternalTokenizer = class {
-    /**
-    Create a tokenizer. The first argument is the function that,
-    given an input stream, scans for the types of tokens it
-    recognizes at the stream's position, and calls
-    [`acceptToken`](#lr.InputStream.acceptToken) when it finds
-    one.
-    */
-    constructor(token, options = {}) {
-      this.token = token;
-      this.contextual = !!options.contextual;
-      this.fallback = !!options.fallback;
-      this.extend = !!options.extend;
-    }
-  };
-  function readToken(data, input, stack, group, precTable, precOffset) {
-    let state = 0, groupMask = 1 << group, { dialect } = stack.p.parser;
-    scan: for (; ; ) {
-      if ((groupMask & data[state]) == 0)
-        break;
-      let accEnd = data[state + 1];
-      for (let i2 = state + 3; i2 < accEnd; i2 += 2)
-        if ((data[i2 + 1] & groupMask) > 0) {
-          let term = data[i2];
-          if (dialect.allows(term) && (input.token.value == -1 || input.token.value == term || overrides(term, input.token.value, precTable, precOffset))) {
-            input.acceptToken(term);
-            break;
-          }
-        }
-      let next = input.next, low = 0, high = data[state + 2];
-      if (input.next < 0 && high > low && data[accEnd + high * 3 - 3] == 65535) {
-        state = data[accEnd + high * 3 - 1];
-        continue scan;
-      }
-      for (; low < high; ) {
-        let mid = low + high >> 1;
-        let index = accEnd + mid + (mid << 1);
-        let from = data[index], to = data[index + 1] || 65536;
-        if (next < from)
-          high = mid;
-        else if (next >= to)
-          low = mid + 1;
-        else {
-          state = data[index + 2];
-          input.advance();
-          continue scan;
-        }
-      }
-      break;
-    }
-  }
-  function findOffset(data, start, term) {
-    for (let i2 = start, next; (next = data[i2]) != 65535; i2++)
-      if (next == term)
-        return i2 - start;
-    return -1;
-  }
-  function overrides(token, prev, tableData, tableOffset) {
-    let iPrev = findOffset(tableData, tableOffset, prev);
-    return iPrev < 0 || findOffset(tableData, tableOffset, token) < iPrev;
-  }
-  var verbose = typeof process != "undefined" && process.env && /\bparse\b/.test(process.env.LOG);
-  var stackIDs = null;
-  function cutAt(tree, pos, side) {
-    let cursor = tree.cursor(IterMode.IncludeAnonymous);
-    cursor.moveTo(pos);
-    for (; ; ) {
-      if (!(side < 0 ? cursor.childBefore(pos) : cursor.childAfter(pos)))
-        for (; ; ) {
-          if ((side < 0 ? cursor.to < pos : cursor.from > pos) && !cursor.type.isError)
-            return side < 0 ? Math.max(0, Math.min(
-              cursor.to - 1,
-              pos - 25
-              /* Lookahead.Margin */
-            )) : Math.min(tree.length, Math.max(
-              cursor.from + 1,
-              pos + 25
-              /* Lookahead.Margin */
-            ));
-          if (side < 0 ? cursor.prevSibling() : cursor.nextSibling())
-            break;
-          if (!cursor.parent())
-            return side < 0 ? 0 : tree.length;
-        }
-    }
-  }
-  var FragmentCursor = class {
-    constructor(fragments, minRepeat) {
-      this.fragments = fragments;
-      this.minRepeat = minRepeat;
-      this.i = 0;
-      this.fragment = null;
-      this.safeFrom = -1;
-      this.safeTo = -1;
-      this.trees = [];
-      this.start = [];
-      this.index = [];
-      this.lastRepeat = null;
-      this.lastRepeatPos = -1;
-      this.nextFragment();
-    }
-    nextFragment() {
-      let fr = this.fragment = this.i == this.fragments.length ? null : this.fragments[this.i++];
-      if (fr) {
-        this.safeFrom = fr.openStart ? cutAt(fr.tree, fr.from + fr.offset, 1) - fr.offset : fr.from;
-        this.safeTo = fr.openEnd ? cutAt(fr.tree, fr.to + fr.offset, -1) - fr.offset : fr.to;
-        while (this.trees.length) {
-          this.trees.pop();
-          this.start.pop();
-          this.index.pop();
-        }
-        this.trees.push(fr.tree);
-        this.start.push(-fr.offset);
-        this.index.push(0);
-        this.nextStart = this.safeFrom;
-      } else {
-        this.nextStart = 1e9;
-      }
-    }
-    // `pos` must be >= any previously given `pos` for this cursor
-    nodeAt(pos) {
-      if (pos < this.nextStart)
-        return null;
-      while (this.fragment && this.safeTo <= pos)
-        this.nextFragment();
-      if (!this.fragment)
-        return null;
-      for (; ; ) {
-        let last2 = this.trees.length - 1;
-        if (last2 < 0) {
-          this.nextFragment();
-          return null;
-        }
-        if (pos < this.safeFrom)
-          return null;
-        let top2 = this.trees[last2], index = this.index[last2];
-        if (index == top2.children.length) {
-          this.trees.pop();
-          this.start.pop();
-          this.index.pop();
-          continue;
-        }
-        let next = top2.children[index];
-        let start = this.start[last2] + top2.positions[index];
-        if (start > pos) {
-          this.nextStart = start;
-          return null;
-        }
-        if (next instanceof Tree) {
-          let storeRepeat = start > this.lastRepeatPos && next.type.id >= this.minRepeat;
-          if (start == pos || storeRepeat) {
-            let end = start + next.length, lookahead;
-            if (start >= this.safeFrom && end <= this.safeTo && (!(lookahead = next.prop(NodeProp.lookAhead)) || end + lookahead < this.fragment.to)) {
-              if (storeRepeat) {
-                this.lastRepeat = next;
-                this.lastRepeatPos = start;
-              }
-              if (start == pos)
-                return next;
-            }
-          }
-          this.index[last2]++;
-          if (start + next.length >= Math.max(this.safeFrom, pos)) {
-            this.trees.push(next);
-            this.start.push(start);
-            this.index.push(0);
-          }
-        } else {
-          this.index[last2]++;
-          this.nextStart = start + next.length;
-        }
-      }
-    }
-  };
-  var TokenCache = class {
-    constructor(parser3, stream) {
-      this.stream = stream;
-      this.tokens = [];
-      this.mainToken = null;
-      this.actions = [];
-      this.tokens = parser3.tokenizers.map((_) => new CachedToken());
-    }
-    getActions(stack) {
-      let actionIndex = 0;
-      let main = null;
-      let { parser: parser3 } = stack.p, { tokenizers } = parser3;
-      let mask = parser3.stateSlot(
-        stack.state,
-        3
-        /* ParseState.TokenizerMask */
-      );
-      let context = stack.curContext ? stack.curContext.hash : 0;
-      let lookAhead = 0;
-      for (let i2 = 0; i2 < tokenizers.length; i2++) {
-        if ((1 << i2 & mask) == 0)
-          continue;
-        let tokenizer = tokenizers[i2], token = this.tokens[i2];
-        if (main && !tokenizer.fallback)
-          continue;
-        if (tokenizer.contextual || token.start != stack.pos || token.mask != mask || token.context != context) {
-          this.updateCachedToken(token, tokenizer, stack);
-          token.mask = mask;
-          token.context = context;
-        }
-        if (token.lookAhead > token.end + 25)
-          lookAhead = Math.max(token.lookAhead, lookAhead);
-        if (token.value != 0) {
-          let startIndex = actionIndex;
-          if (token.extended > -1)
-            actionIndex = this.addActions(stack, token.extended, token.end, actionIndex);
-          actionIndex = this.addActions(stack, token.value, token.end, actionIndex);
-          if (!tokenizer.extend) {
-            main = token;
-            if (actionIndex > startIndex)
-              break;
-          }
-        }
-      }
-      while (this.actions.length > actionIndex)
-        this.actions.pop();
-      if (lookAhead)
-        stack.setLookAhead(lookAhead);
-      if (!main && stack.pos == this.stream.end) {
-        main = new CachedToken();
-        main.value = stack.p.parser.eofTerm;
-        main.start = main.end = stack.pos;
-        actionIndex = this.addActions(stack, main.value, main.end, actionIndex);
-      }
-      this.mainToken = main;
-      return this.actions;
-    }
-    getMainToken(stack) {
-      if (this.mainToken)
-        return this.mainToken;
-      let main = new CachedToken(), { pos, p } = stack;
-      main.start = pos;
-      main.end = Math.min(pos + 1, p.stream.end);
-      main.value = pos == p.stream.end ? p.parser.eofTerm : 0;
-      return main;
-    }
-    updateCachedToken(token, tokenizer, stack) {
-      let start = this.stream.clipPos(stack.pos);
-      tokenizer.token(this.stream.reset(start, token), stack);
-      if (token.value > -1) {
-        let { parser: parser3 } = stack.p;
-        for (let i2 = 0; i2 < parser3.specialized.length; i2++)
-          if (parser3.specialized[i2] == token.value) {
-            let result = parser3.specializers[i2](this.stream.read(token.start, token.end), stack);
-            if (result >= 0 && stack.p.parser.dialect.allows(result >> 1)) {
-              if ((result & 1) == 0)
-                token.value = result >> 1;
-              else
-                token.extended = result >> 1;
-              break;
-            }
-          }
-      } else {
-        token.value = 0;
-        token.end = this.stream.clipPos(start + 1);
-      }
-    }
-    putAction(action, token, end, index) {
-      for (let i2 = 0; i2 < index; i2 += 3)
-        if (this.actions[i2] == action)
-          return index;
-      this.actions[index++] = action;
-      this.actions[index++] = token;
-      this.actions[index++] = end;
-      return index;
-    }
-    addActions(stack, token, end, index) {
-      let { state } = stack, { parser: parser3 } = stack.p, { data } = parser3;
-      for (let set = 0; set < 2; set++) {
-        for (let i2 = parser3.stateSlot(
-          state,
-          set ? 2 : 1
-          /* ParseState.Actions */
-        ); ; i2 += 3) {
-          if (data[i2] == 65535) {
-            if (data[i2 + 1] == 1) {
-              i2 = pair(data, i2 + 2);
-            } else {
-              if (index == 0 && data[i2 + 1] == 2)
-                index = this.putAction(pair(data, i2 + 2), token, end, index);
-              break;
-            }
-          }
-          if (data[i2] == token)
-            index = this.putAction(pair(data, i2 + 1), token, end, index);
-        }
-      }
-      return index;
-    }
-  };
-  var Parse = class {
-    constructor(parser3, input, fragments, ranges) {
-      this.parser = parser3;
-      this.input = input;
-      this.ranges = ranges;
-      this.recovering = 0;
-      this.nextStackID = 9812;
-      this.minStackPos = 0;
-      this.reused = [];
-      this.stoppedAt = null;
-      this.lastBigReductionStart = -1;
-      this.lastBigReductionSize = 0;
-      this.bigReductionCount = 0;
-      this.stream = new InputStream(input, ranges);
-      this.tokens = new TokenCache(parser3, this.stream);
-      this.topTerm = parser3.top[1];
-      let { from } = ranges[0];
-      this.stacks = [Stack.start(this, parser3.top[0], from)];
-      this.fragments = fragments.length && this.stream.end - from > parser3.bufferLength * 4 ? new FragmentCursor(fragments, parser3.minRepeatTerm) : null;
-    }
-    get parsedPos() {
-      return this.minStackPos;
-    }
-    // Move the parser forward. This will process all parse stacks at
-    // `this.pos` and try to advance them to a further position. If no
-    // stack for such a position is found, it'll start error-recovery.
-    //
-    // When the parse is finished, this will return a syntax tree. When
-    // not, it returns `null`.
-    advance() {
-      let stacks = this.stacks, pos = this.minStackPos;
-      let newStacks = this.stacks = [];
-      let stopped, stoppedTokens;
-      if (this.bigReductionCount > 300 && stacks.length == 1) {
-        let [s] = stacks;
-        while (s.forceReduce() && s.stack.length && s.stack[s.stack.length - 2] >= this.lastBigReductionStart) {
-        }
-        this.bigReductionCount = this.lastBigReductionSize = 0;
-      }
-      for (let i2 = 0; i2 < stacks.length; i2++) {
-        let stack = stacks[i2];
-        for (; ; ) {
-          this.tokens.mainToken = null;
-          if (stack.pos > pos) {
-            newStacks.push(stack);
-          } else if (this.advanceStack(stack, newStacks, stacks)) {
-            continue;
-          } else {
-            if (!stopped) {
-              stopped = [];
-              stoppedTokens = [];
-            }
-            stopped.push(stack);
-            let tok = this.tokens.getMainToken(stack);
-            stoppedTokens.push(tok.value, tok.end);
-          }
-          break;
-        }
-      }
-      if (!newStacks.length) {
-        let finished = stopped && findFinished(stopped);
-        if (finished) {
-          if (verbose)
-            console.log("Finish with " + this.stackID(finished));
-          return this.stackToTree(finished);
-        }
-        if (this.parser.strict) {
-          if (verbose && stopped)
-            console.log("Stuck with token " + (this.tokens.mainToken ? this.parser.getName(this.tokens.mainToken.value) : "none"));
-          throw new SyntaxError("No parse at " + pos);
-        }
-        if (!this.recovering)
-          this.recovering = 5;
-      }
-      if (this.recovering && stopped) {
-        let finished = this.stoppedAt != null && stopped[0].pos > this.stoppedAt ? stopped[0] : this.runRecovery(stopped, stoppedTokens, newStacks);
-        if (finished) {
-          if (verbose)
-            console.log("Force-finish " + this.stackID(finished));
-          return this.stackToTree(finished.forceAll());
-        }
-      }
-      if (this.recovering) {
-        let maxRemaining = this.recovering == 1 ? 1 : this.recovering * 3;
-        if (newStacks.length > maxRemaining) {
-          newStacks.sort((a, b) => b.score - a.score);
-          while (newStacks.length > maxRemaining)
-            newStacks.pop();
-        }
-        if (newStacks.some((s) => s.reducePos > pos))
-          this.recovering--;
-      } else if (newStacks.length > 1) {
-        outer: for (let i2 = 0; i2 < newStacks.length - 1; i2++) {
-          let stack = newStacks[i2];
-          for (let j = i2 + 1; j < newStacks.length; j++) {
-            let other = newStacks[j];
-            if (stack.sameState(other) || stack.buffer.length > 500 && other.buffer.length > 500) {
-              if ((stack.score - other.score || stack.buffer.length - other.buffer.length) > 0) {
-                newStacks.splice(j--, 1);
-              } else {
-                newStacks.splice(i2--, 1);
-                continue outer;
-              }
-            }
-          }
-        }
-        if (newStacks.length > 12) {
-          newStacks.sort((a, b) => b.score - a.score);
-          newStacks.splice(
-            12,
-            newStacks.length - 12
-            /* Rec.MaxStackCount */
-          );
-        }
-      }
-      this.minStackPos = newStacks[0].pos;
-      for (let i2 = 1; i2 < newStacks.length; i2++)
-        if (newStacks[i2].pos < this.minStackPos)
-          this.minStackPos = newStacks[i2].pos;
-      return null;
-    }
-    stopAt(pos) {
-      if (this.stoppedAt != null && this.stoppedAt < pos)
-        throw new RangeError("Can't move stoppedAt forward");
-      this.stoppedAt = pos;
-    }
-    // See if a given tree, or a descendant right at its start, can be
-    // reused in the given stack.
-    tryReuse(stack, start, tree, repeatOnly) {
-      if (!tree)
-        return null;
-      let strictCx = stack.curContext && stack.curContext.tracker.strict, cxHash = strictCx ? stack.curContext.hash : 0;
-      for (; tree; ) {
-        let match = this.parser.nodeSet.types[tree.type.id] != tree.type ? -1 : this.parser.getGoto(stack.state, tree.type.id);
-        if (match > -1 && tree.length && (!strictCx || (tree.prop(NodeProp.contextHash) || 0) == cxHash)) {
-          stack.useNode(tree, match, start);
-          return tree;
-        }
-        if (tree.children.length == 0 || tree.positions[0] > 0)
-          break;
-        let inner = tree.children[0];
-        if (inner instanceof Tree && (!repeatOnly || inner.type.id >= this.parser.minRepeatTerm))
-          tree = inner;
-        else
-          break;
-      }
-      return null;
-    }
-    // Returns an updated version of the given stack, or null if the
-    // stack can't advance normally. When `split` and `stacks` are
-    // given, stacks split off by ambiguous operations will be pushed to
-    // `split`, or added to `stacks` if they move `pos` forward.
-    advanceStack(stack, stacks, split) {
-      let start = stack.pos, { parser: parser3 } = this;
-      let base2 = verbose ? this.stackID(stack) + " -> " : "";
-      if (this.stoppedAt != null && start > this.stoppedAt)
-        return stack.forceReduce() ? stack : null;
-      if (this.fragments) {
-        let reused = stack.reducePos < start && stack.buffer.length && stack.buffer[stack.buffer.length - 2] <= stack.reducePos && this.fragments.lastRepeatPos == stack.reducePos && this.tryReuse(stack, stack.reducePos, this.fragments.lastRepeat, true) || this.tryReuse(stack, start, this.fragments.nodeAt(start), false);
-        if (reused) {
-          if (verbose)
-            console.log(base2 + this.stackID(stack) + ` (via reuse of ${parser3.getName(reused.type.id)})`);
-          return true;
-        }
-      }
-      let defaultReduce = parser3.stateSlot(
-        stack.state,
-        4
-        /* ParseState.DefaultReduce */
-      );
-      if (defaultReduce > 0) {
-        stack.reduce(defaultReduce);
-        if (verbose)
-          console.log(base2 + this.stackID(stack) + ` (via always-reduce ${parser3.getName(
-            defaultReduce & 65535
-            /* Action.ValueMask */
-          )})`);
-        return true;
-      }
-      if (stack.stack.length >= 8400) {
-        while (stack.stack.length > 6e3 && stack.forceReduce()) {
-        }
-      }
-      let actions = this.tokens.getActions(stack);
-      for (let i2 = 0; i2 < actions.length; ) {
-        let action = actions[i2++], term = actions[i2++], end = actions[i2++];
-        let last2 = i2 == actions.length || !split;
-        let localStack = last2 ? stack : stack.split();
-        let main = this.tokens.mainToken;
-        localStack.apply(action, term, main ? main.start : localStack.pos, end);
-        if (verbose)
-          console.log(base2 + this.stackID(localStack) + ` (via ${(action & 65536) == 0 ? "shift" : `reduce of ${parser3.getName(
-            action & 65535
-            /* Action.ValueMask */
-          )}`} for ${parser3.getName(term)} @ ${start}${localStack == stack ? "" : ", split"})`);
-        if (last2)
-          return true;
-        else if (localStack.pos > start)
-          stacks.push(localStack);
-        else
-          split.push(localStack);
-      }
-      return false;
-    }
-    // Advance a given stack forward as far as it will go. Returns the
-    // (possibly updated) stack if it got stuck, or null if it moved
-    // forward and was given to `pushStackDedup`.
-    advanceFully(stack, newStacks) {
-      let pos = stack.pos;
-      for (; ; ) {
-        if (!this.advanceStack(stack, null, null))
-          return false;
-        if (stack.pos > pos) {
-          pushStackDedup(stack, newStacks);
-          return true;
-        }
-      }
-    }
-    runRecovery(stacks, tokens, newStacks) {
-      let finished = null, restarted = false;
-      for (let i2 = 0; i2 < stacks.length; i2++) {
-        let stack = stacks[i2], token = tokens[i2 << 1], tokenEnd = tokens[(i2 << 1) + 1];
-        let base2 = verbose ? this.stackID(stack) + " -> " : "";
-        if (stack.deadEnd) {
-          if (restarted)
-            continue;
-          restarted = true;
-          stack.restart();
-          if (verbose)
-            console.log(base2 + this.stackID(stack) + " (restarted)");
-          let done = this.advanceFully(stack, newStacks);
-          if (done)
-            continue;
-        }
-        let force = stack.split(), forceBase = base2;
-        for (let j = 0; j < 10 && force.forceReduce(); j++) {
-          if (verbose)
-            console.log(forceBase + this.stackID(force) + " (via force-reduce)");
-          let done = this.advanceFully(force, newStacks);
-          if (done)
-            break;
-          if (verbose)
-            forceBase = this.stackID(force) + " -> ";
-        }
-        for (let insert2 of stack.recoverByInsert(token)) {
-          if (verbose)
-            console.log(base2 + this.stackID(insert2) + " (via recover-insert)");
-          this.advanceFully(insert2, newStacks);
-        }
-        if (this.stream.end > stack.pos) {
-          if (tokenEnd == stack.pos) {
-            tokenEnd++;
-            token = 0;
-          }
-          stack.recoverByDelete(token, tokenEnd);
-          if (verbose)
-            console.log(base2 + this.stackID(stack) + ` (via recover-delete ${this.parser.getName(token)})`);
-          pushStackDedup(stack, newStacks);
-        } else if (!finished || finished.score < force.score) {
-          finished = force;
-        }
-      }
-      return finished;
-    }
-    // Convert the stack's buffer to a syntax tree.
-    stackToTree(stack) {
-      stack.close();
-      return Tree.build({
-        buffer: StackBufferCursor.create(stack),
-        nodeSet: this.parser.nodeSet,
-        topID: this.topTerm,
-        maxBufferLength: this.parser.bufferLength,
-        reused: this.reused,
-        start: this.ranges[0].from,
-        length: stack.pos - this.ranges[0].from,
-        minRepeatType: this.parser.minRepeatTerm
-      });
-    }
-    stackID(stack) {
-      let id2 = (stackIDs || (stackIDs = /* @__PURE__ */ new WeakMap())).get(stack);
-      if (!id2)
-        stackIDs.set(stack, id2 = String.fromCodePoint(this.nextStackID++));
-      return id2 + stack;
-    }
-  };
-  function pushStackDedup(stack, newStacks) {
-    for (let i2 = 0; i2 < newStacks.length; i2++) {
-      let other = newStacks[i2];
-      if (other.pos == stack.pos && other.sameState(stack)) {
-        if (newStacks[i2].score < stack.score)
-          newStacks[i2] = stack;
-        return;
-      }
-    }
-    newStacks.push(stack);
-  }
-  var Dialect = class {
-    constructor(source, flags, disabled) {
-      this.source = source;
-      this.flags = flags;
-      this.disabled = disabled;
-    }
-    allows(term) {
-      return !this.disabled || this.disabled[term] == 0;
-    }
-  };
-  var id = (x) => x;
-  var ContextTracker = class {
-    /**
-    Define a context tracker.
-    */
-    constructor(spec) {
-      this.start = spec.start;
-      this.shift = spec.shift || id;
-      this.reduce = spec.reduce || id;
-      this.reuse = spec.reuse || id;
-      this.hash = spec.hash || (() => 0);
-      this.strict = spec.strict !== false;
-    }
-  };
-  var LRParser = class _LRParser extends Parser {
-    /**
-    @internal
-    */
-    constructor(spec) {
-      super();
-      this.wrappers = [];
-      if (spec.version != 14)
-        throw new RangeError(`Parser version (${spec.version}) doesn't match runtime version (${14})`);
-      let nodeNames = spec.nodeNames.split(" ");
-      this.minRepeatTerm = nodeNames.length;
-      for (let i2 = 0; i2 < spec.repeatNodeCount; i2++)
-        nodeNames.push("");
-      let topTerms = Object.keys(spec.topRules).map((r) => spec.topRules[r][1]);
-      let nodeProps = [];
-      for (let i2 = 0; i2 < nodeNames.length; i2++)
-        nodeProps.push([]);
-      function setProp(nodeID, prop, value) {
-        nodeProps[nodeID].push([prop, prop.deserialize(String(value))]);
-      }
-      if (spec.nodeProps)
-        for (let propSpec of spec.nodeProps) {
-          let prop = propSpec[0];
-          if (typeof prop == "string")
-            prop = NodeProp[prop];
-          for (let i2 = 1; i2 < propSpec.length; ) {
-            let next = propSpec[i2++];
-            if (next >= 0) {
-              setProp(next, prop, propSpec[i2++]);
-            } else {
-              let value = propSpec[i2 + -next];
-              for (let j = -next; j > 0; j--)
-                setProp(propSpec[i2++], prop, value);
-              i2++;
-            }
-          }
-        }
-      this.nodeSet = new NodeSet(nodeNames.map((name2, i2) => NodeType.define({
-        name: i2 >= this.minRepeatTerm ? void 0 : name2,
-        id: i2,
-        props: nodeProps[i2],
-        top: topTerms.indexOf(i2) > -1,
-        error: i2 == 0,
-        skipped: spec.skippedNodes && spec.skippedNodes.indexOf(i2) > -1
-      })));
-      if (spec.propSources)
-        this.nodeSet = this.nodeSet.extend(...spec.propSources);
-      this.strict = false;
-      this.bufferLength = DefaultBufferLength;
-      let tokenArray = decodeArray(spec.tokenData);
-      this.context = spec.context;
-      this.specializerSpecs = spec.specialized || [];
-      this.specialized = new Uint16Array(this.specializerSpecs.length);
-      for (let i2 = 0; i2 < this.specializerSpecs.length; i2++)
-        this.specialized[i2] = this.specializerSpecs[i2].term;
-      this.specializers = this.specializerSpecs.map(getSpecializer);
-      this.states = decodeArray(spec.states, Uint32Array);
-      this.data = decodeArray(spec.stateData);
-      this.goto = decodeArray(spec.goto);
-      this.maxTerm = spec.maxTerm;
-      this.tokenizers = spec.tokenizers.map((value) => typeof value == "number" ? new TokenGroup(tokenArray, value) : value);
-      this.topRules = spec.topRules;
-      this.dialects = spec.dialects || {};
-      this.dynamicPrecedences = spec.dynamicPrecedences || null;
-      this.tokenPrecTable = spec.tokenPrec;
-      this.termNames = spec.termNames || null;
-      this.maxNode = this.nodeSet.types.length - 1;
-      this.dialect = this.parseDialect();
-      this.top = this.topRules[Object.keys(this.topRules)[0]];
-    }
-    createParse(input, fragments, ranges) {
-      let parse = new Parse(this, input, fragments, ranges);
-      for (let w of this.wrappers)
-        parse = w(parse, input, fragments, ranges);
-      return parse;
-    }
-    /**
-    Get a goto table entry @internal
-    */
-    getGoto(state, term, loose = false) {
-      let table = this.goto;
-      if (term >= table[0])
-        return -1;
-      for (let pos = table[term + 1]; ; ) {
-        let groupTag = table[pos++], last2 = groupTag & 1;
-        let target = table[pos++];
-        if (last2 && loose)
-          return target;
-        for (let end = pos + (groupTag >> 1); pos < end; pos++)
-          if (table[pos] == state)
-            return target;
-        if (last2)
-          return -1;
-      }
-    }
-    /**
-    Check if this state has an action for a given terminal @internal
-    */
-    hasAction(state, terminal) {
-      let data = this.data;
-      for (let set = 0; set < 2; set++) {
-        for (let i2 = this.stateSlot(
-          state,
-          set ? 2 : 1
-          /* ParseState.Actions */
-        ), next; ; i2 += 3) {
-          if ((next = data[i2]) == 65535) {
-            if (data[i2 + 1] == 1)
-              next = data[i2 = pair(data, i2 + 2)];
-            else if (data[i2 + 1] == 2)
-              return pair(data, i2 + 2);
-            else
-              break;
-          }
-          if (next == terminal || next == 0)
-            return pair(data, i2 + 1);
-        }
-      }
-      return 0;
-    }
-    /**
-    @internal
-    */
-    stateSlot(state, slot) {
-      return this.states[state * 6 + slot];
-    }
-    /**
-    @internal
-    */
-    stateFlag(state, flag) {
-      return (this.stateSlot(
-        state,
-        0
-        /* ParseState.Flags */
-      ) & flag) > 0;
-    }
-    /**
-    @internal
-    */
-    validAction(state, action) {
-      return !!this.allActions(state, (a) => a == action ? true : null);
-    }
-    /**
-    @internal
-    */
-    allActions(state, action) {
-      let deflt = this.stateSlot(
-        state,
-        4
-        /* ParseState.DefaultReduce */
-      );
-      let result = deflt ? action(deflt) : void 0;
-      for (let i2 = this.stateSlot(
-        state,
-        1
-        /* ParseState.Actions */
-      ); result == null; i2 += 3) {
-        if (this.data[i2] == 65535) {
-          if (this.data[i2 + 1] == 1)
-            i2 = pair(this.data, i2 + 2);
-          else
-            break;
-        }
-        result = action(pair(this.data, i2 + 1));
-      }
-      return result;
-    }
-    /**
-    Get the states that can follow this one through shift actions or
-    goto jumps. @internal
-    */
-    nextStates(state) {
-      let result = [];
-      for (let i2 = this.stateSlot(
-        state,
-        1
-        /* ParseState.Actions */
-      ); ; i2 += 3) {
-        if (this.data[i2] == 65535) {
-          if (this.data[i2 + 1] == 1)
-            i2 = pair(this.data, i2 + 2);
-          else
-            break;
-        }
-        if ((this.data[i2 + 2] & 65536 >> 16) == 0) {
-          let value = this.data[i2 + 1];
-          if (!result.some((v, i3) => i3 & 1 && v == value))
-            result.push(this.data[i2], value);
-        }
-      }
-      return result;
-    }
-    /**
-    Configure the parser. Returns a new parser instance that has the
-    given settings modified. Settings not provided in `config` are
-    kept from the original parser.
-    */
-    configure(config) {
-      let copy = Object.assign(Object.create(_LRParser.prototype), this);
-      if (config.props)
-        copy.nodeSet = this.nodeSet.extend(...config.props);
-      if (config.top) {
-        let info = this.topRules[config.top];
-        if (!info)
-          throw new RangeError(`Invalid top rule name ${config.top}`);
-        copy.top = info;
-      }
-      if (config.tokenizers)
-        copy.tokenizers = this.tokenizers.map((t2) => {
-          let found = config.tokenizers.find((r) => r.from == t2);
-          return found ? found.to : t2;
-        });
-      if (config.specializers) {
-        copy.specializers = this.specializers.slice();
-        copy.specializerSpecs = this.specializerSpecs.map((s, i2) => {
-          let found = config.specializers.find((r) => r.from == s.external);
-          if (!found)
-            return s;
-          let spec = Object.assign(Object.assign({}, s), { external: found.to });
-          copy.specializers[i2] = getSpecializer(spec);
-          return spec;
-        });
-      }
-      if (config.contextTracker)
-        copy.context = config.contextTracker;
-      if (config.dialect)
-        copy.dialect = this.parseDialect(config.dialect);
-      if (config.strict != null)
-        copy.strict = config.strict;
-      if (config.wrap)
-        copy.wrappers = copy.wrappers.concat(config.wrap);
-      if (config.bufferLength != null)
-        copy.bufferLength = config.bufferLength;
-      return copy;
-    }
-    /**
-    Tells you whether any [parse wrappers](#lr.ParserConfig.wrap)
-    are registered for this parser.
-    */
-    hasWrappers() {
-      return this.wrappers.length > 0;
-    }
-    /**
-    Returns the name associated with a given term. This will only
-    work for all terms when the parser was generated with the
-    `--names` option. By default, only the names of tagged terms are
-    stored.
-    */
-    getName(term) {
-      return this.termNames ? this.termNames[term] : String(term <= this.maxNode && this.nodeSet.types[term].name || term);
-    }
-    /**
-    The eof term id is always allocated directly after the node
-    types. @internal
-    */
-    get eofTerm() {
-      return this.maxNode + 1;
-    }
-    /**
-    The type of top node produced by the parser.
-    */
-    get topNode() {
-      return this.nodeSet.types[this.top[1]];
-    }
-    /**
-    @internal
-    */
-    dynamicPrecedence(term) {
-      let prec2 = this.dynamicPrecedences;
-      return prec2 == null ? 0 : prec2[term] || 0;
-    }
-    /**
-    @internal
-    */
-    parseDialect(dialect) {
-      let values = Object.keys(this.dialects), flags = values.map(() => false);
-      if (dialect)
-        for (let part of dialect.split(" ")) {
-          let id2 = values.indexOf(part);
-          if (id2 >= 0)
-            flags[id2] = true;
-        }
-      let disabled = null;
-      for (let i2 = 0; i2 < values.length; i2++)
-        if (!flags[i2]) {
-          for (let j = this.dialects[values[i2]], id2; (id2 = this.data[j++]) != 65535; )
-            (disabled || (disabled = new Uint8Array(this.maxTerm + 1)))[id2] = 1;
-        }
-      return new Dialect(dialect, flags, disabled);
-    }
-    /**
-    Used by the output of the parser generator. Not available to
-    user code. @hide
-    */
-    static deserialize(spec) {
-      return new _LRParser(spec);
-    }
-  };
-  function pair(data, off) {
-    return data[off] | data[off + 1] << 16;
-  }
-  function findFinished(stacks) {
-    let best = null;
-    for (let stack of stacks) {
-      let stopped = stack.p.stoppedAt;
-      if ((stack.pos == stack.p.stream.end || stopped != null && stack.pos > stopped) && stack.p.parser.stateFlag(
-        stack.state,
-        2
-        /* StateFlag.Accepting */
-      ) && (!best || best.score < stack.score))
-        best = stack;
-    }
-    return best;
-  }
-  function getSpecializer(spec) {
-    if (spec.external) {
-      let mask = spec.extend ? 1 : 0;
-      return (value, stack) => spec.external(value, stack) << 1 | mask;
-    }
-    return spec.get;
-  }
-
-  // node_modules/@lezer/highlight/dist/index.js
-  var nextTagID = 0;
-  var Tag = class _Tag {
-    /**
-    @internal
-    */
-    constructor(name2, set, base2, modified) {
-      this.name = name2;
-      this.set = set;
-      this.base = base2;
-      this.modified = modified;
-      this.id = nextTagID++;
-    }
-    toString() {
-      let { name: name2 } = this;
-      for (let mod of this.modified)
-        if (mod.name)
-          name2 = `${mod.name}(${name2})`;
-      return name2;
-    }
-    static define(nameOrParent, parent) {
-      let name2 = typeof nameOrParent == "string" ? nameOrParent : "?";
-      if (nameOrParent instanceof _Tag)
-        parent = nameOrParent;
-      if (parent === null || parent === void 0 ? void 0 : parent.base)
-        throw new Error("Can not derive from a modified tag");
-      let tag = new _Tag(name2, [], null, []);
-      tag.set.push(tag);
-      if (parent)
-        for (let t2 of parent.set)
-          tag.set.push(t2);
-      return tag;
-    }
-    /**
-    Define a tag _modifier_, which is a function that, given a tag,
-    will return a tag that is a subtag of the original. Applying the
-    same modifier to a twice tag will return the same value (`m1(t1)
-    == m1(t1)`) and applying multiple modifiers will, regardless or
-    order, produce the same tag (`m1(m2(t1)) == m2(m1(t1))`).
-    
-    When multiple modifiers are applied to a given base tag, each
-    smaller set of modifiers is registered as a parent, so that for
-    example `m1(m2(m3(t1)))` is a subtype of `m1(m2(t1))`,
-    `m1(m3(t1)`, and so on.
-    */
-    static defineModifier(name2) {
-      let mod = new Modifier(name2);
-      return (tag) => {
-        if (tag.modified.indexOf(mod) > -1)
-          return tag;
-        return Modifier.get(tag.base || tag, tag.modified.concat(mod).sort((a, b) => a.id - b.id));
-      };
-    }
-  };
-  var nextModifierID = 0;
-  var Modifier = class _Modifier {
-    constructor(name2) {
-      this.name = name2;
-      this.instances = [];
-      this.id = nextModifierID++;
-    }
-    static get(base2, mods) {
-      if (!mods.length)
-        return base2;
-      let exists = mods[0].instances.find((t2) => t2.base == base2 && sameArray(mods, t2.modified));
-      if (exists)
-        return exists;
-      let set = [], tag = new Tag(base2.name, set, base2, mods);
-      for (let m of mods)
-        m.instances.push(tag);
-      let configs = powerSet(mods);
-      for (let parent of base2.set)
-        if (!parent.modified.length)
-          for (let config of configs)
-            set.push(_Modifier.get(parent, config));
-      return tag;
-    }
-  };
-  function sameArray(a, b) {
-    return a.length == b.length && a.every((x, i2) => x == b[i2]);
-  }
-  function powerSet(array) {
-    let sets = [[]];
-    for (let i2 = 0; i2 < array.length; i2++) {
-      for (let j = 0, e = sets.length; j < e; j++) {
-        sets.push(sets[j].concat(array[i2]));
-      }
-    }
-    return sets.sort((a, b) => b.length - a.length);
-  }
-  function styleTags(spec) {
-    let byName = /* @__PURE__ */ Object.create(null);
-    for (let prop in spec) {
-      let tags2 = spec[prop];
-      if (!Array.isArray(tags2))
-        tags2 = [tags2];
-      for (let part of prop.split(" "))
-        if (part) {
-          let pieces = [], mode = 2, rest = part;
-          for (let pos = 0; ; ) {
-            if (rest == "..." && pos > 0 && pos + 3 == part.length) {
-              mode = 1;
-              break;
-            }
-            let m = /^"(?:[^"\\]|\\.)*?"|[^\/!]+/.exec(rest);
-            if (!m)
-              throw new RangeError("Invalid path: " + part);
-            pieces.push(m[0] == "*" ? "" : m[0][0] == '"' ? JSON.parse(m[0]) : m[0]);
-            pos += m[0].length;
-            if (pos == part.length)
-              break;
-            let next = part[pos++];
-            if (pos == part.length && next == "!") {
-              mode = 0;
-              break;
-            }
-            if (next != "/")
-              throw new RangeError("Invalid path: " + part);
-            rest = part.slice(pos);
-          }
-          let last2 = pieces.length - 1, inner = pieces[last2];
-          if (!inner)
-            throw new RangeError("Invalid path: " + part);
-          let rule = new Rule(tags2, mode, last2 > 0 ? pieces.slice(0, last2) : null);
-          byName[inner] = rule.sort(byName[inner]);
-        }
-    }
-    return ruleNodeProp.add(byName);
-  }
-  var ruleNodeProp = new NodeProp({
-    combine(a, b) {
-      let cur, root, take;
-      while (a || b) {
-        if (!a || b && a.depth <= b.depth) {
-          take = b;
-          b = b.next;
-        } else {
-          take = a;
-          a = a.next;
-        }
-        if (cur && cur.mode == take.mode && !take.context && !cur.context)
-          continue;
-        let copy = new Rule(take.tags, take.mode, take.context);
-        if (cur)
-          cur.next = copy;
-        else
-          root = copy;
-        cur = copy;
-      }
-      return root;
-    }
-  });
-  var Rule = class {
-    constructor(tags2, mode, context, next) {
-      this.tags = tags2;
-      this.mode = mode;
-      this.context = context;
-      this.next = next;
-    }
-    get opaque() {
-      return this.mode == 0;
-    }
-    get inherit() {
-      return this.mode == 1;
-    }
-    sort(other) {
-      if (!other || other.depth < this.depth) {
-        this.next = other;
-        return this;
-      }
-      other.next = this.sort(other.next);
-      return other;
-    }
-    get depth() {
-      return this.context ? this.context.length : 0;
-    }
-  };
-  Rule.empty = new Rule([], 2, null);
-  function tagHighlighter(tags2, options) {
-    let map = /* @__PURE__ */ Object.create(null);
-    for (let style of tags2) {
-      if (!Array.isArray(style.tag))
-        map[style.tag.id] = style.class;
-      else
-        for (let tag of style.tag)
-          map[tag.id] = style.class;
-    }
-    let { scope, all = null } = options || {};
-    return {
-      style: (tags3) => {
-        let cls = all;
-        for (let tag of tags3) {
-          for (let sub of tag.set) {
-            let tagClass = map[sub.id];
-            if (tagClass) {
-              cls = cls ? cls + " " + tagClass : tagClass;
-              break;
-            }
-          }
-        }
-        return cls;
-      },
-      scope
-    };
-  }
-  var t = Tag.define;
-  var comment = t();
-  var name = t();
-  var typeName = t(name);
-  var propertyName = t(name);
-  var literal = t();
-  var string = t(literal);
-  var number = t(literal);
-  var content = t();
-  var heading = t(content);
-  var keyword = t();
-  var operator = t();
-  var punctuation = t();
-  var bracket = t(punctuation);
-  var meta = t();
-  var tags = {
-    /**
-    A comment.
-    */
-    comment,
-    /**
-    A line [comment](#highlight.tags.comment).
-    */
-    lineComment: t(comment),
-    /**
-    A block [comment](#highlight.tags.comment).
-    */
-    blockComment: t(comment),
-    /**
-    A documentation [comment](#highlight.tags.comment).
-    */
-    docComment: t(comment),
-    /**
-    Any kind of identifier.
-    */
-    name,
-    /**
-    The [name](#highlight.tags.name) of a variable.
-    */
-    variableName: t(name),
-    /**
-    A type [name](#highlight.tags.name).
-    */
-    typeName,
-    /**
-    A tag name (subtag of [`typeName`](#highlight.tags.typeName)).
-    */
-    tagName: t(typeName),
-    /**
-    A property or field [name](#highlight.tags.name).
-    */
-    propertyName,
-    /**
-    An attribute name (subtag of [`propertyName`](#highlight.tags.propertyName)).
-    */
-    attributeName: t(propertyName),
-    /**
-    The [name](#highlight.tags.name) of a class.
-    */
-    className: t(name),
-    /**
-    A label [name](#highlight.tags.name).
-    */
-    labelName: t(name),
-    /**
-    A namespace [name](#highlight.tags.name).
-    */
-    namespace: t(name),
-    /**
-    The [name](#highlight.tags.name) of a macro.
-    */
-    macroName: t(name),
-    /**
-    A literal value.
-    */
-    literal,
-    /**
-    A string [literal](#highlight.tags.literal).
-    */
-    string,
-    /**
-    A documentation [string](#highlight.tags.string).
-    */
-    docString: t(string),
-    /**
-    A character literal (subtag of [string](#highlight.tags.string)).
-    */
-    character: t(string),
-    /**
-    An attribute value (subtag of [string](#highlight.tags.string)).
-    */
-    attributeValue: t(string),
-    /**
-    A number [literal](#highlight.tags.literal).
-    */
-    number,
-    /**
-    An integer [number](#highlight.tags.number) literal.
-    */
-    integer: t(number),
-    /**
-    A floating-point [number](#highlight.tags.number) literal.
-    */
-    float: t(number),
-    /**
-    A boolean [literal](#highlight.tags.literal).
-    */
-    bool: t(literal),
-    /**
-    Regular expression [literal](#highlight.tags.literal).
-    */
-    regexp: t(literal),
-    /**
-    An escape [literal](#highlight.tags.literal), for example a
-    backslash escape in a string.
-    */
-    escape: t(literal),
-    /**
-    A color [literal](#highlight.tags.literal).
-    */
-    color: t(literal),
-    /**
-    A URL [literal](#highlight.tags.literal).
-    */
-    url: t(literal),
-    /**
-    A language keyword.
-    */
-    keyword,
-    /**
-    The [keyword](#highlight.tags.keyword) for the self or this
-    object.
-    */
-    self: t(keyword),
-    /**
-    The [keyword](#highlight.tags.keyword) for null.
-    */
-    null: t(keyword),
-    /**
-    A [keyword](#highlight.tags.keyword) denoting some atomic value.
-    */
-    atom: t(keyword),
-    /**
-    A [keyword](#highlight.tags.keyword) that represents a unit.
-    */
-    unit: t(keyword),
-    /**
-    A modifier [keyword](#highlight.tags.keyword).
-    */
-    modifier: t(keyword),
-    /**
-    A [keyword](#highlight.tags.keyword) that acts as an operator.
-    */
-    operatorKeyword: t(keyword),
-    /**
-    A control-flow related [keyword](#highlight.tags.keyword).
-    */
-    controlKeyword: t(keyword),
-    /**
-    A [keyword](#highlight.tags.keyword) that defines something.
-    */
-    definitionKeyword: t(keyword),
-    /**
-    A [keyword](#highlight.tags.keyword) related to defining or
-    interfacing with modules.
-    */
-    moduleKeyword: t(keyword),
-    /**
-    An operator.
-    */
-    operator,
-    /**
-    An [operator](#highlight.tags.operator) that dereferences something.
-    */
-    derefOperator: t(operator),
-    /**
-    Arithmetic-related [operator](#highlight.tags.operator).
-    */
-    arithmeticOperator: t(operator),
-    /**
-    Logical [operator](#highlight.tags.operator).
-    */
-    logicOperator: t(operator),
-    /**
-    Bit [operator](#highlight.tags.operator).
-    */
-    bitwiseOperator: t(operator),
-    /**
-    Comparison [operator](#highlight.tags.operator).
-    */
-    compareOperator: t(operator),
-    /**
-    [Operator](#highlight.tags.operator) that updates its operand.
-    */
-    updateOperator: t(operator),
-    /**
-    [Operator](#highlight.tags.operator) that defines something.
-    */
-    definitionOperator: t(operator),
-    /**
-    Type-related [operator](#highlight.tags.operator).
-    */
-    typeOperator: t(operator),
-    /**
-    Control-flow [operator](#highlight.tags.operator).
-    */
-    controlOperator: t(operator),
-    /**
-    Program or markup punctuation.
-    */
-    punctuation,
-    /**
-    [Punctuation](#highlight.tags.punctuation) that separates
-    things.
-    */
-    separator: t(punctuation),
-    /**
-    Bracket-style [punctuation](#highlight.tags.punctuation).
-    */
-    bracket,
-    /**
-    Angle [brackets](#highlight.tags.bracket) (usually `<` and `>`
-    tokens).
-    */
-    angleBracket: t(bracket),
-    /**
-    Square [brackets](#highlight.tags.bracket) (usually `[` and `]`
-    tokens).
-    */
-    squareBracket: t(bracket),
-    /**
-    Parentheses (usually `(` and `)` tokens). Subtag of
-    [bracket](#highlight.tags.bracket).
-    */
-    paren: t(bracket),
-    /**
-    Braces (usually `{` and `}` tokens). Subtag of
-    [bracket](#highlight.tags.bracket).
-    */
-    brace: t(bracket),
-    /**
-    Content, for example plain text in XML or markup documents.
-    */
-    content,
-    /**
-    [Content](#highlight.tags.content) that represents a heading.
-    */
-    heading,
-    /**
-    A level 1 [heading](#highlight.tags.heading).
-    */
-    heading1: t(heading),
-    /**
-    A level 2 [heading](#highlight.tags.heading).
-    */
-    heading2: t(heading),
-    /**
-    A level 3 [heading](#highlight.tags.heading).
-    */
-    heading3: t(heading),
-    /**
-    A level 4 [heading](#highlight.tags.heading).
-    */
-    heading4: t(heading),
-    /**
-    A level 5 [heading](#highlight.tags.heading).
-    */
-    heading5: t(heading),
-    /**
-    A level 6 [heading](#highlight.tags.heading).
-    */
-    heading6: t(heading),
-    /**
-    A prose [content](#highlight.tags.content) separator (such as a horizontal rule).
-    */
-    contentSeparator: t(content),
-    /**
-    [Content](#highlight.tags.content) that represents a list.
-    */
-    list: t(content),
-    /**
-    [Content](#highlight.tags.content) that represents a quote.
-    */
-    quote: t(content),
-    /**
-    [Content](#highlight.tags.content) that is emphasized.
-    */
-    emphasis: t(content),
-    /**
-    [Content](#highlight.tags.content) that is styled strong.
-    */
-    strong: t(content),
-    /**
-    [Content](#highlight.tags.content) that is part of a link.
-    */
-    link: t(content),
-    /**
-    [Content](#highlight.tags.content) that is styled as code or
-    monospace.
-    */
-    monospace: t(content),
-    /**
-    [Content](#highlight.tags.content) that has a strike-through
-    style.
-    */
-    strikethrough: t(content),
-    /**
-    Inserted text in a change-tracking format.
-    */
-    inserted: t(),
-    /**
-    Deleted text.
-    */
-    deleted: t(),
-    /**
-    Changed text.
-    */
-    changed: t(),
-    /**
-    An invalid or unsyntactic element.
-    */
-    invalid: t(),
-    /**
-    Metadata or meta-instruction.
-    */
-    meta,
-    /**
-    [Metadata](#highlight.tags.meta) that applies to the entire
-    document.
-    */
-    documentMeta: t(meta),
-    /**
-    [Metadata](#highlight.tags.meta) that annotates or adds
-    attributes to a given syntactic element.
-    */
-    annotation: t(meta),
-    /**
-    Processing instruction or preprocessor directive. Subtag of
-    [meta](#highlight.tags.meta).
-    */
-    processingInstruction: t(meta),
-    /**
-    [Modifier](#highlight.Tag^defineModifier) that indicates that a
-    given element is being defined. Expected to be used with the
-    various [name](#highlight.tags.name) tags.
-    */
-    definition: Tag.defineModifier("definition"),
-    /**
-    [Modifier](#highlight.Tag^defineModifier) that indicates that
-    something is constant. Mostly expected to be used with
-    [variable names](#highlight.tags.variableName).
-    */
-    constant: Tag.defineModifier("constant"),
-    /**
-    [Modifier](#highlight.Tag^defineModifier) used to indicate that
-    a [variable](#highlight.tags.variableName) or [property
-    name](#highlight.tags.propertyName) is being called or defined
-    as a function.
-    */
-    function: Tag.defineModifier("function"),
-    /**
-    [Modifier](#highlight.Tag^defineModifier) that can be applied to
-    [names](#highlight.tags.name) to indicate that they belong to
-    the language's standard environment.
-    */
-    standard: Tag.defineModifier("standard"),
-    /**
-    [Modifier](#highlight.Tag^defineModifier) that indicates a given
-    [names](#highlight.tags.name) is local to some scope.
-    */
-    local: Tag.defineModifier("local"),
-    /**
-    A generic variant [modifier](#highlight.Tag^defineModifier) that
-    can be used to tag language-specific alternative variants of
-    some common tag. It is recommended for themes to define special
-    forms of at least the [string](#highlight.tags.string) and
-    [variable name](#highlight.tags.variableName) tags, since those
-    come up a lot.
-    */
-    special: Tag.defineModifier("special")
-  };
-  for (let name2 in tags) {
-    let val = tags[name2];
-    if (val instanceof Tag)
-      val.name = name2;
-  }
-  var classHighlighter = tagHighlighter([
-    { tag: tags.link, class: "tok-link" },
-    { tag: tags.heading, class: "tok-heading" },
-    { tag: tags.emphasis, class: "tok-emphasis" },
-    { tag: tags.strong, class: "tok-strong" },
-    { tag: tags.keyword, class: "tok-keyword" },
-    { tag: tags.atom, class: "tok-atom" },
-    { tag: tags.bool, class: "tok-bool" },
-    { tag: tags.url, class: "tok-url" },
-    { tag: tags.labelName, class: "tok-labelName" },
-    { tag: tags.inserted, class: "tok-inserted" },
-    { tag: tags.deleted, class: "tok-deleted" },
-    { tag: tags.literal, class: "tok-literal" },
-    { tag: tags.string, class: "tok-string" },
-    { tag: tags.number, class: "tok-number" },
-    { tag: [tags.regexp, tags.escape, tags.special(tags.string)], class: "tok-string2" },
-    { tag: tags.variableName, class: "tok-variableName" },
-    { tag: tags.local(tags.variableName), class: "tok-variableName tok-local" },
-    { tag: tags.definition(tags.variableName), class: "tok-variableName tok-definition" },
-    { tag: tags.special(tags.variableName), class: "tok-variableName2" },
-    { tag: tags.definition(tags.propertyName), class: "tok-propertyName tok-definition" },
-    { tag: tags.typeName, class: "tok-typeName" },
-    { tag: tags.namespace, class: "tok-namespace" },
-    { tag: tags.className, class: "tok-className" },
-    { tag: tags.macroName, class: "tok-macroName" },
-    { tag: tags.propertyName, class: "tok-propertyName" },
-    { tag: tags.operator, class: "tok-operator" },
-    { tag: tags.comment, class: "tok-comment" },
-    { tag: tags.meta, class: "tok-meta" },
-    { tag: tags.invalid, class: "tok-invalid" },
-    { tag: tags.punctuation, class: "tok-punctuation" }
-  ]);
-
-  // node_modules/@lezer/javascript/dist/index.js
-  var noSemi = 317;
-  var noSemiType = 318;
-  var incdec = 1;
-  var incdecPrefix = 2;
-  var questionDot = 3;
-  var JSXStartTag = 4;
-  var insertSemi = 319;
-  var spaces = 321;
-  var newline = 322;
-  var LineComment = 5;
-  var BlockComment = 6;
-  var Dialect_jsx = 0;
-  var space = [
-    9,
-    10,
-    11,
-    12,
-    13,
-    32,
-    133,
-    160,
-    5760,
-    8192,
-    8193,
-    8194,
-    8195,
-    8196,
-    8197,
-    8198,
-    8199,
-    8200,
-    8201,
-    8202,
-    8232,
-    8233,
-    8239,
-    8287,
-    12288
-  ];
-  var braceR = 125;
-  var semicolon = 59;
-  var slash = 47;
-  var star = 42;
-  var plus = 43;
-  var minus = 45;
-  var lt = 60;
-  var comma = 44;
-  var question = 63;
-  var dot = 46;
-  var bracketL = 91;
-  var trackNewline = new ContextTracker({
-    start: false,
-    shift(context, term) {
-      return term == LineComment || term == BlockComment || term == spaces ? context : term == newline;
-    },
-    strict: false
-  });
-  var insertSemicolon = new ExternalTokenizer((input, stack) => {
-    let { next } = input;
-    if (next == braceR || next == -1 || stack.context)
-      input.acceptToken(insertSemi);
-  }, { contextual: true, fallback: true });
-  var noSemicolon = new ExternalTokenizer((input, stack) => {
-    let { next } = input, after;
-    if (space.indexOf(next) > -1) return;
-    if (next == slash && ((after = input.peek(1)) == slash || after == star)) return;
-    if (next != braceR && next != semicolon && next != -1 && !stack.context)
-      input.acceptToken(noSemi);
-  }, { contextual: true });
-  var noSemicolonType = new ExternalTokenizer((input, stack) => {
-    if (input.next == bracketL && !stack.context) input.acceptToken(noSemiType);
-  }, { contextual: true });
-  var operatorToken = new ExternalTokenizer((input, stack) => {
-    let { next } = input;
-    if (next == plus || next == minus) {
-      input.advance();
-      if (next == input.next) {
-        input.advance();
-        let mayPostfix = !stack.context && stack.canShift(incdec);
-        input.acceptToken(mayPostfix ? incdec : incdecPrefix);
-      }
-    } else if (next == question && input.peek(1) == dot) {
-      input.advance();
-      input.advance();
-      if (input.next < 48 || input.next > 57)
-        input.acceptToken(questionDot);
-    }
-  }, { contextual: true });
-  function identifierChar(ch, start) {
-    return ch >= 65 && ch <= 90 || ch >= 97 && ch <= 122 || ch == 95 || ch >= 192 || !start && ch >= 48 && ch <= 57;
-  }
-  var jsx = new ExternalTokenizer((input, stack) => {
-    if (input.next != lt || !stack.dialectEnabled(Dialect_jsx)) return;
-    input.advance();
-    if (input.next == slash) return;
-    let back = 0;
-    while (space.indexOf(input.next) > -1) {
-      input.advance();
-      back++;
-    }
-    if (identifierChar(input.next, true)) {
-      input.advance();
-      back++;
-      while (identifierChar(input.next, false)) {
-        input.advance();
-        back++;
-      }
-      while (space.indexOf(input.next) > -1) {
-        input.advance();
-        back++;
-      }
-      if (input.next == comma) return;
-      for (let i2 = 0; ; i2++) {
-        if (i2 == 7) {
-          if (!identifierChar(input.next, true)) return;
-          break;
-        }
-        if (input.next != "extends".charCodeAt(i2)) break;
-        input.advance();
-        back++;
-      }
-    }
-    input.acceptToken(JSXStartTag, -back);
-  });
-  var jsHighlight = styleTags({
-    "get set async static": tags.modifier,
-    "for while do if else switch try catch finally return throw break continue default case defer": tags.controlKeyword,
-    "in of await yield void typeof delete instanceof as satisfies": tags.operatorKeyword,
-    "let var const using function class extends": tags.definitionKeyword,
-    "import export from": tags.moduleKeyword,
-    "with debugger new": tags.keyword,
-    TemplateString: tags.special(tags.string),
-    super: tags.atom,
-    BooleanLiteral: tags.bool,
-    this: tags.self,
-    null: tags.null,
-    Star: tags.modifier,
-    VariableName: tags.variableName,
-    "CallExpression/VariableName TaggedTemplateExpression/VariableName": tags.function(tags.variableName),
-    VariableDefinition: tags.definition(tags.variableName),
-    Label: tags.labelName,
-    PropertyName: tags.propertyName,
-    PrivatePropertyName: tags.special(tags.propertyName),
-    "CallExpression/MemberExpression/PropertyName": tags.function(tags.propertyName),
-    "FunctionDeclaration/VariableDefinition": tags.function(tags.definition(tags.variableName)),
-    "ClassDeclaration/VariableDefinition": tags.definition(tags.className),
-    "NewExpression/VariableName": tags.className,
-    PropertyDefinition: tags.definition(tags.propertyName),
-    PrivatePropertyDefinition: tags.definition(tags.special(tags.propertyName)),
-    UpdateOp: tags.updateOperator,
-    "LineComment Hashbang": tags.lineComment,
-    BlockComment: tags.blockComment,
-    Number: tags.number,
-    String: tags.string,
-    Escape: tags.escape,
-    ArithOp: tags.arithmeticOperator,
-    LogicOp: tags.logicOperator,
-    BitOp: tags.bitwiseOperator,
-    CompareOp: tags.compareOperator,
-    RegExp: tags.regexp,
-    Equals: tags.definitionOperator,
-    Arrow: tags.function(tags.punctuation),
-    ": Spread": tags.punctuation,
-    "( )": tags.paren,
-    "[ ]": tags.squareBracket,
-    "{ }": tags.brace,
-    "InterpolationStart InterpolationEnd": tags.special(tags.brace),
-    ".": tags.derefOperator,
-    ", ;": tags.separator,
-    "@": tags.meta,
-    TypeName: tags.typeName,
-    TypeDefinition: tags.definition(tags.typeName),
-    "type enum interface implements namespace module declare": tags.definitionKeyword,
-    "abstract global Privacy readonly override": tags.modifier,
-    "is keyof unique infer asserts": tags.operatorKeyword,
-    JSXAttributeValue: tags.attributeValue,
-    JSXText: tags.content,
-    "JSXStartTag JSXStartCloseTag JSXSelfCloseEndTag JSXEndTag": tags.angleBracket,
-    "JSXIdentifier JSXNameSpacedName": tags.tagName,
-    "JSXAttribute/JSXIdentifier JSXAttribute/JSXNameSpacedName": tags.attributeName,
-    "JSXBuiltin/JSXIdentifier": tags.standard(tags.tagName)
-  });
-  var spec_identifier = { __proto__: null, export: 20, as: 25, from: 33, default: 36, async: 41, function: 42, in: 52, out: 55, const: 56, extends: 60, this: 64, true: 72, false: 72, null: 84, void: 88, typeof: 92, super: 108, new: 142, delete: 154, yield: 163, await: 167, class: 172, public: 237, private: 237, protected: 237, readonly: 239, instanceof: 258, satisfies: 261, import: 294, keyof: 351, unique: 355, infer: 361, asserts: 397, is: 399, abstract: 419, implements: 421, type: 423, let: 426, var: 428, using: 431, interface: 437, enum: 441, namespace: 447, module: 449, declare: 453, global: 457, defer: 473, for: 478, of: 487, while: 490, with: 494, do: 498, if: 502, else: 504, switch: 508, case: 514, try: 520, catch: 524, finally: 528, return: 532, throw: 536, break: 540, continue: 544, debugger: 548 };
-  var spec_word = { __proto__: null, async: 129, get: 131, set: 133, declare: 195, public: 197, private: 197, protected: 197, static: 199, abstract: 201, override: 203, readonly: 209, accessor: 211, new: 403 };
-  var spec_LessThan = { __proto__: null, "<": 193 };
-  var parser = LRParser.deserialize({
-    version: 14,
-    states: "$GSQ%TQlOOO%[QlOOO'_QpOOP(lO`OOO*zQ!0MxO'#CiO+RO#tO'#CjO+aO&jO'#CjO+oO#@ItO'#DaO.QQlO'#DgO.bQlO'#DrO%[QlO'#DzO0fQlO'#ESOOQ!0Lf'#E['#E[O1PQ`O'#EXOOQO'#Ep'#EpOOQO'#Im'#ImO1XQ`O'#GtO1dQ`O'#EoO1iQ`O'#EoO3hQ!0MxO'#JsO6[Q!0MxO'#JtO6uQ`O'#F^O6zQ,UO'#FuOOQ!0Lf'#Fg'#FgO7VO7dO'#FgO9XQMhO'#F}O9`Q`O'#F|OOQ!0Lf'#Jt'#JtOOQ!0Lb'#Js'#JsO9eQ`O'#GxOOQ['#K`'#K`O9pQ`O'#IZO9uQ!0LrO'#I[OOQ['#Ja'#JaOOQ['#I`'#I`Q`QlOOQ`QlOOO9}Q!L^O'#DvO:UQlO'#EOO:]QlO'#EQO9kQ`O'#GtO:dQMhO'#CoO:rQ`O'#EnO:}Q`O'#EzO;hQMhO'#FfO;xQ`O'#GtOOQO'#Ka'#KaO;}Q`O'#KaO<]Q`O'#G|O<]Q`O'#G}O<]Q`O'#HPO9kQ`O'#HSO=SQ`O'#HVO>kQ`O'#CeO>{Q`O'#HdO?TQ`O'#HjO?TQ`O'#HlO`QlO'#HnO?TQ`O'#HpO?TQ`O'#HsO?YQ`O'#HyO?_Q!0LsO'#IPO%[QlO'#IRO?jQ!0LsO'#ITO?uQ!0LsO'#IVO9uQ!0LrO'#IXO@QQ!0MxO'#CiOASQpO'#DlQOQ`OOO%[QlO'#EQOAjQ`O'#ETO:dQMhO'#EnOAuQ`O'#EnOBQQ!bO'#FfOOQ['#Cg'#CgOOQ!0Lb'#Dq'#DqOOQ!0Lb'#Jw'#JwO%[QlO'#JwOOQO'#Jz'#JzOOQO'#Ii'#IiOCQQpO'#EgOOQ!0Lb'#Ef'#EfOOQ!0Lb'#KO'#KOOC|Q!0MSO'#EgODWQpO'#EWOOQO'#Jy'#JyODlQpO'#JzOEyQpO'#EWODWQpO'#EgPFWO&2DjO'#CbPOOO)CEO)CEOOOOO'#Ia'#IaOFcO#tO,59UOOQ!0Lh,59U,59UOOOO'#Ib'#IbOFqO&jO,59UOGPQ!L^O'#DcOOOO'#Id'#IdOGWO#@ItO,59{OOQ!0Lf,59{,59{OGfQlO'#IeOGyQ`O'#JuOIxQ!fO'#JuO+}QlO'#JuOJPQ`O,5:ROJgQ`O'#EpOJtQ`O'#KUOKPQ`O'#KTOKPQ`O'#KTOKXQ`O,5;^OK^Q`O'#KSOOQ!0Ln,5:^,5:^OKeQlO,5:^OMcQ!0MxO,5:fONSQ`O,5:nONmQ!0LrO'#KRONtQ`O'#KQO9eQ`O'#KQO! YQ`O'#KQO! bQ`O,5;]O! gQ`O'#KQO!#lQ!fO'#JtOOQ!0Lh'#Ci'#CiO%[QlO'#ESO!$[Q!fO,5:sOOQS'#J{'#J{OOQO-E<k-E<kO9kQ`O,5=`O!$rQ`O,5=`O!$wQlO,5;ZO!&zQMhO'#EkO!(eQ`O,5;ZO!(jQlO'#DyO!(tQpO,5;eO!(|QpO,5;eO%[QlO,5;eOOQ['#FU'#FUOOQ['#FW'#FWO%[QlO,5;fO%[QlO,5;fO%[QlO,5;fO%[QlO,5;fO%[QlO,5;fO%[QlO,5;fO%[QlO,5;fO%[QlO,5;fO%[QlO,5;fO%[QlO,5;fOOQ['#F['#F[O!)[QlO,5;uOOQ!0Lf,5;z,5;zOOQ!0Lf,5;{,5;{OOQ!0Lf,5;},5;}O%[QlO'#IqO!+_Q!0LrO,5<jO%[QlO,5;fO!&zQMhO,5;fO!+|QMhO,5;fO!-nQMhO'#E^O%[QlO,5;xOOQ!0Lf,5;|,5;|O!-uQ,UO'#FkO!.rQ,UO'#KYO!.^Q,UO'#KYO!.yQ,UO'#KYOOQO'#KY'#KYO!/_Q,UO,5<TOOOW,5<a,5<aO!/pQlO'#FwOOOW'#Ip'#IpO7VO7dO,5<RO!/wQ,UO'#FyOOQ!0Lf,5<R,5<RO!0hQ$IUO'#CyOOQ!0Lh'#C}'#C}O!0{O#@ItO'#DRO!1iQMjO,5<fO!1pQ`O,5<iO!3YQ(CWO'#GYO!3jQ`O'#GZO!3oQ`O'#GZO!5_Q(CWO'#G_O!6dQpO'#GcOOQO'#Go'#GoO!,TQMhO'#GnOOQO'#Gq'#GqO!,TQMhO'#GpO!7VQ$IUO'#JmOOQ!0Lh'#Jm'#JmO!7aQ`O'#JlO!7oQ`O'#JkO!7wQ`O'#CuOOQ!0Lh'#C{'#C{O!8YQ`O'#C}OOQ!0Lh'#DV'#DVOOQ!0Lh'#DX'#DXO!8_Q`O,5<fO1SQ`O'#DZO!,TQMhO'#GQO!,TQMhO'#GSO!8gQ`O'#GUO!8lQ`O'#GVO!3oQ`O'#G]O!,TQMhO'#GbO<]Q`O'#JlO!8qQ`O'#EqO!9`Q`O,5<hOOQ!0Lb'#Cr'#CrO!9hQ`O'#ErO!:bQpO'#EsOOQ!0Lb'#KS'#KSO!:iQ!0LrO'#KbO9uQ!0LrO,5=dO`QlO,5>uOOQ['#Ji'#JiOOQ[,5>v,5>vOOQ[-E<^-E<^O!<hQ!0MxO,5:bO!=[QpO,5:`O!?WQ!0MxO,5:jO%[QlO,5:jO!AnQ!0MxO,5:lOOQO,5@{,5@{O!B_QMhO,5=`O!BmQ!0LrO'#JjO9`Q`O'#JjO!COQ!0LrO,59ZO!CZQpO,59ZO!CcQMhO,59ZO:dQMhO,59ZO!CnQ`O,5;ZO!CvQ`O'#HcO!D[Q`O'#KeO%[QlO,5<OO!=[QpO,5<QO!DdQ`O,5={O!DiQ`O,5={O!DnQ`O,5={O!D|Q`O,5={O9uQ!0LrO,5={O<]Q`O,5=kOOQO'#Cy'#CyO!ETQpO,5=hO!E]QMhO,5=iO!EhQ`O,5=kO!EmQ!bO,5=nO!EuQ`O'#KaO?YQ`O'#HXO9kQ`O'#HZO!EzQ`O'#HZO:dQMhO'#H]O!FPQ`O'#H]OOQ[,5=q,5=qO!FUQ`O'#H^O!FgQ`O'#CoO!FlQ`O,59PO!FvQ`O,59PO!H{QlO,59POOQ[,59P,59PO!I]Q!0LrO,59PO%[QlO,59PO!KhQlO'#HfOOQ['#Hg'#HgOOQ['#Hh'#HhO`QlO,5>OO!LOQ`O,5>OO`QlO,5>UO`QlO,5>WO!LTQ`O,5>YO`QlO,5>[O!LYQ`O,5>_O!L_QlO,5>eOOQ[,5>k,5>kO%[QlO,5>kO9uQ!0LrO,5>mOOQ[,5>o,5>oO#!iQ`O,5>oOOQ[,5>q,5>qO#!iQ`O,5>qOOQ[,5>s,5>sO##VQpO'#D_O%[QlO'#JwO##aQpO'#JwO##{QpO'#DmO#$^QpO'#DmO#&oQlO'#DmO#&vQ`O'#JvO#'OQ`O,5:WO#'TQ`O'#EtO#'`Q`O'#EtO#'eQ`O'#KVO#'mQ`O,5;_O#'rQpO'#DmO#(PQpO'#EVOOQ!0Lf,5:o,5:oO%[QlO,5:oO#(WQ`O,5:oO?YQ`O,5;YO!CZQpO,5;YO!CcQMhO,5;YO:dQMhO,5;YO#(`Q`O,5@cO#(eQ07dO,5:sOOQO-E<g-E<gO#)kQ!0MSO,5;RODWQpO,5:rO#)uQpO,5:rODWQpO,5;RO!COQ!0LrO,5:rOOQ!0Lb'#Ej'#EjOOQO,5;R,5;RO%[QlO,5;RO#*SQ!0LrO,5;RO#*_Q!0LrO,5;RO!CZQpO,5:rOOQO,5;X,5;XO#*mQ!0LrO,5;RPOOO'#I_'#I_P#+RO&2DjO,58|POOO,58|,58|OOOO-E<_-E<_OOQ!0Lh1G.p1G.pOOOO-E<`-E<`OOOO,59},59}O#+^Q!bO,59}OOOO-E<b-E<bOOQ!0Lf1G/g1G/gO#+cQ!fO,5?PO+}QlO,5?POOQO,5?V,5?VO#+mQlO'#IeOOQO-E<c-E<cO#+zQ`O,5@aO#,SQ!fO,5@aO#,ZQ`O,5@oOOQ!0Lf1G/m1G/mO%[QlO,5@pO#,cQ`O'#IkOOQO-E<i-E<iO#,ZQ`O,5@oOOQ!0Lb1G0x1G0xOOQ!0Ln1G/x1G/xOOQ!0Ln1G0Y1G0YO%[QlO,5@mO#,wQ!0LrO,5@mO#-YQ!0LrO,5@mO#-aQ`O,5@lO9eQ`O,5@lO#-iQ`O,5@lO#-wQ`O'#InO#-aQ`O,5@lOOQ!0Lb1G0w1G0wO!(tQpO,5:uO!)PQpO,5:uOOQS,5:w,5:wO#.iQdO,5:wO#.qQMhO1G2zO9kQ`O1G2zOOQ!0Lf1G0u1G0uO#/PQ!0MxO1G0uO#0UQ!0MvO,5;VOOQ!0Lh'#GX'#GXO#0rQ!0MzO'#JmO!$wQlO1G0uO#2}Q!fO'#JxO%[QlO'#JxO#3XQ`O,5:eOOQ!0Lh'#D_'#D_OOQ!0Lf1G1P1G1PO%[QlO1G1POOQ!0Lf1G1g1G1gO#3^Q`O1G1PO#5rQ!0MxO1G1QO#5yQ!0MxO1G1QO#8aQ!0MxO1G1QO#8hQ!0MxO1G1QO#;OQ!0MxO1G1QO#=fQ!0MxO1G1QO#=mQ!0MxO1G1QO#=tQ!0MxO1G1QO#@[Q!0MxO1G1QO#@cQ!0MxO1G1QO#BpQ?MtO'#CiO#DkQ?MtO1G1aO#DrQ?MtO'#JtO#EVQ!0MxO,5?]OOQ!0Lb-E<o-E<oO#GdQ!0MxO1G1QO#HaQ!0MzO1G1QOOQ!0Lf1G1Q1G1QO#IdQMjO'#J}O#InQ`O,5:xO#IsQ!0MxO1G1dO#JgQ,UO,5<XO#JoQ,UO,5<YO#JwQ,UO'#FpO#K`Q`O'#FoOOQO'#KZ'#KZOOQO'#Io'#IoO#KeQ,UO1G1oOOQ!0Lf1G1o1G1oOOOW1G1z1G1zO#KvQ?MtO'#JsO#LQQ`O,5<cO!)[QlO,5<cOOOW-E<n-E<nOOQ!0Lf1G1m1G1mO#LVQpO'#KYOOQ!0Lf,5<e,5<eO#L_QpO,5<eO#LdQMhO'#DTOOOO'#Ic'#IcO#LkO#@ItO,59mOOQ!0Lh,59m,59mO%[QlO1G2QO!8lQ`O'#IsO#LvQ`O,5<{OOQ!0Lh,5<x,5<xO!,TQMhO'#IvO#MdQMjO,5=YO!,TQMhO'#IxO#NVQMjO,5=[O!&zQMhO,5=^OOQO1G2T1G2TO#NaQ!dO'#CrO#NtQ(CWO'#ErO$ |QpO'#GcO$!dQ!dO,5<tO$!kQ`O'#K]O9eQ`O'#K]O$!yQ`O,5<vO$#aQ!dO'#C{O!,TQMhO,5<uO$#kQ`O'#G[O$$PQ`O,5<uO$$UQ!dO'#GXO$$cQ!dO'#K^O$$mQ`O'#K^O!&zQMhO'#K^O$$rQ`O,5<yO$$wQlO'#JwO$%RQpO'#GdO#$^QpO'#GdO$%dQ`O'#GhO!3oQ`O'#GlO$%iQ!0LrO'#IuO$%tQpO,5<}OOQ!0Lp,5<},5<}O$%{QpO'#GdO$&YQpO'#GeO$&kQpO'#GeO$&pQMjO,5=YO$'QQMjO,5=[OOQ!0Lh,5=_,5=_O!,TQMhO,5@WO!,TQMhO,5@WO$'bQ`O'#IzO$'vQ`O,5@VO$(OQ`O,59aOOQ!0Lh,59i,59iO$(TQ`O,5@WO$)TQ$IYO,59uOOQ!0Lh'#Jq'#JqO$)vQMjO,5<lO$*iQMjO,5<nO@zQ`O,5<pOOQ!0Lh,5<q,5<qO$*sQ`O,5<wO$*xQMjO,5<|O$+YQ`O'#KQO!$wQlO1G2SO$+_Q`O1G2SO9eQ`O'#KTO$+dQ`O'#D_O9eQ`O'#EtO%[QlO'#EtO9eQ`O'#I|O$+rQ!0LrO,5@|OOQ[1G3O1G3OOOQ[1G4a1G4aOOQ!0Lf1G/|1G/|OOQ!0Lf1G/z1G/zO$-tQ!0MxO1G0UOOQ[1G2z1G2zO!&zQMhO1G2zO%[QlO1G2zO#.tQ`O1G2zO$/xQMhO'#EkOOQ!0Lb,5@U,5@UO$0VQ!0LrO,5@UOOQ[1G.u1G.uO!COQ!0LrO1G.uO!CZQpO1G.uO!CcQMhO1G.uO$0hQ`O1G0uO$0mQ`O'#CiO$0xQ`O'#KfO$1QQ`O,5=}O$1VQ`O'#KfO$1[Q`O'#KfO$1jQ`O'#JSO$1xQ`O,5APO$2QQ!fO1G1jOOQ!0Lf1G1l1G1lO9kQ`O1G3gO@zQ`O1G3gO$2XQ`O1G3gO$2^Q`O1G3gO!DnQ`O1G3gO9uQ!0LrO1G3gOOQ[1G3g1G3gO!EhQ`O1G3VO!&zQMhO1G3SO$2cQ`O1G3SOOQ[1G3T1G3TO!&zQMhO1G3TO$2hQ`O1G3TO$2pQpO'#HROOQ[1G3V1G3VO!6_QpO'#JOO!EmQ!bO1G3YOOQ[1G3Y1G3YOOQ[,5=s,5=sO$2xQMhO,5=uO9kQ`O,5=uO$%dQ`O,5=wO9`Q`O,5=wO!CZQpO,5=wO!CcQMhO,5=wO:dQMhO,5=wO$3WQ`O'#KdO$3cQ`O,5=xOOQ[1G.k1G.kO$3hQ!0LrO1G.kO@zQ`O1G.kO$3sQ`O1G.kO9uQ!0LrO1G.kO$5{Q!fO,5ARO$6YQ`O,5ARO9eQ`O,5ARO$6eQlO,5>QO$6lQ`O,5>QOOQ[1G3j1G3jO`QlO1G3jOOQ[1G3p1G3pOOQ[1G3r1G3rO?TQ`O1G3tO$6qQlO1G3vO$:uQlO'#HuOOQ[1G3y1G3yO$;SQ`O'#H{O?YQ`O'#H}OOQ[1G4P1G4PO$;[QlO1G4PO9uQ!0LrO1G4VOOQ[1G4X1G4XOOQ!0Lb'#G`'#G`O9uQ!0LrO1G4ZO9uQ!0LrO1G4]O$?cQ`O,5@cO9eQ`O,5;`O?YQ`O,5:XO!)[QlO,5:XO!CZQpO,5:XO$?hQ?MtO,5:XOOQO,5;`,5;`O$?rQpO'#IfO$@YQ`O,5@bOOQ!0Lf1G/r1G/rO!)[QlO,5;`O$@bQpO'#IlO$@lQ`O,5@qOOQ!0Lb1G0y1G0yO#$^QpO,5:XOOQO'#Ih'#IhO$@tQpO,5:qOOQ!0Ln,5:q,5:qO#(ZQ`O1G0ZOOQ!0Lf1G0Z1G0ZO%[QlO1G0ZOOQ!0Lf1G0t1G0tO?YQ`O1G0tO!CZQpO1G0tO!CcQMhO1G0tOOQ!0Lb1G5}1G5}O!COQ!0LrO1G0^OOQO1G0m1G0mO%[QlO1G0mO$@{Q!0LrO1G0mO$AWQ!0LrO1G0mO!CZQpO1G0^ODWQpO1G0^O$AfQ!0LrO1G0mOOQO1G0^1G0^O$AzQ!0MxO1G0mPOOO-E<]-E<]POOO1G.h1G.hOOOO1G/i1G/iO$BUQ!bO,5<jO$B^Q!fO1G4kOOQO1G4q1G4qO%[QlO,5?PO$BhQ`O1G5{O$BpQ`O1G6ZO$BxQ!fO1G6[O9eQ`O,5?VO$CSQ!0MxO1G6XO%[QlO1G6XO$CdQ!0LrO1G6XO$CuQ`O1G6WO$CuQ`O1G6WO9eQ`O1G6WO$C}Q`O,5?YO9eQ`O,5?YOOQO,5?Y,5?YO$DcQ`O,5?YO$+YQ`O,5?YOOQO-E<l-E<lOOQS1G0a1G0aOOQS1G0c1G0cO#.lQ`O1G0cOOQ[7+(f7+(fO!&zQMhO7+(fO%[QlO7+(fO$DqQ`O7+(fO$D|QMhO7+(fO$E[Q!0MzO,5=YO$GgQ!0MzO,5=[O$IrQ!0MzO,5=YO$LTQ!0MzO,5=[O$NfQ!0MzO,59uO%!kQ!0MzO,5<lO%$vQ!0MzO,5<nO%'RQ!0MzO,5<|OOQ!0Lf7+&a7+&aO%)dQ!0MxO7+&aO%*WQlO'#IgO%*eQ`O,5@dO%*mQ!fO,5@dOOQ!0Lf1G0P1G0PO%*wQ`O7+&kOOQ!0Lf7+&k7+&kO%*|Q?MtO,5:fO%[QlO7+&{O%+WQ?MtO,5:bO%+eQ?MtO,5:jO%+oQ?MtO,5:lO%+yQMhO'#IjO%,TQ`O,5@iOOQ!0Lh1G0d1G0dOOQO1G1s1G1sOOQO1G1t1G1tO%,]Q!jO,5<[O!)[QlO,5<ZOOQO-E<m-E<mOOQ!0Lf7+'Z7+'ZOOOW7+'f7+'fOOOW1G1}1G1}O%,hQ`O1G1}OOQ!0Lf1G2P1G2POOOO,59o,59oO%,mQ!dO,59oOOOO-E<a-E<aOOQ!0Lh1G/X1G/XO%,tQ!0MxO7+'lOOQ!0Lh,5?_,5?_O%-hQMhO1G2gP%-oQ`O'#IsPOQ!0Lh-E<q-E<qO%.]QMjO,5?bOOQ!0Lh-E<t-E<tO%/OQMjO,5?dOOQ!0Lh-E<v-E<vO%/YQ!dO1G2xO%/aQ!dO'#CrO%/wQMhO'#KTO$$wQlO'#JwOOQ!0Lh1G2`1G2`O%0RQ`O'#IrO%0jQ`O,5@wO%0jQ`O,5@wO%0rQ`O,5@wO%0}Q`O,5@wOOQO1G2b1G2bO%1]QMjO1G2aO$+YQ`O'#K]O!,TQMhO1G2aO%1mQ(CWO'#ItO%1zQ`O,5@xO!&zQMhO,5@xO%2SQ!dO,5@xOOQ!0Lh1G2e1G2eO%4dQ!fO'#CiO%4nQ`O,5=QOOQ!0Lb,5=O,5=OO%4vQpO,5=OOOQ!0Lb,5=P,5=POCwQ`O,5=OO%5RQpO,5=OOOQ!0Lb,5=S,5=SO$+YQ`O,5=WOOQO,5?a,5?aOOQO-E<s-E<sOOQ!0Lp1G2i1G2iO#$^QpO,5=OO$$wQlO,5=QO%5aQ`O,5=PO%5lQpO,5=PO!,TQMhO'#IvO%6fQMjO1G2tO!,TQMhO'#IxO%7XQMjO1G2vO%7cQMjO1G5rO%7mQMjO1G5rOOQO,5?f,5?fOOQO-E<x-E<xOOQO1G.{1G.{O!,TQMhO1G5rO!,TQMhO1G5rO!=[QpO,59wO%[QlO,59wOOQ!0Lh,5<k,5<kO%7zQ`O1G2[O!,TQMhO1G2cO%8PQ!0MxO7+'nOOQ!0Lf7+'n7+'nO!$wQlO7+'nO%8sQ`O,5;`OOQ!0Lb,5?h,5?hOOQ!0Lb-E<z-E<zO%8xQ!dO'#K_O#(ZQ`O7+(fO4UQ!fO7+(fO$DtQ`O7+(fO%9SQ!0MvO'#CiO%9gQ!0MvO,5=TO%9zQ`O,5=TO%:SQ`O,5=TOOQ!0Lb1G5p1G5pOOQ[7+$a7+$aO!COQ!0LrO7+$aO!CZQpO7+$aO!$wQlO7+&aO%:XQ`O'#JRO%:pQ`O,5AQOOQO1G3i1G3iO9kQ`O,5AQO%:pQ`O,5AQO%:xQ`O,5AQOOQO,5?n,5?nOOQO-E=Q-E=QOOQ!0Lf7+'U7+'UO%:}Q`O7+)RO9uQ!0LrO7+)RO9kQ`O7+)RO@zQ`O7+)RO%;SQ`O7+)ROOQ[7+)R7+)ROOQ[7+(q7+(qO%;XQ!0MvO7+(nO!&zQMhO7+(nO!EcQ`O7+(oOOQ[7+(o7+(oO!&zQMhO7+(oO%;cQ`O'#KcO%;nQ`O,5=mOOQO,5?j,5?jOOQO-E<|-E<|OOQ[7+(t7+(tO%=QQpO'#H[OOQ[1G3a1G3aO!&zQMhO1G3aO%[QlO1G3aO%=XQ`O1G3aO%=dQMhO1G3aO9uQ!0LrO1G3cO$%dQ`O1G3cO9`Q`O1G3cO!CZQpO1G3cO!CcQMhO1G3cO%=rQ`O'#JQO%>WQ`O,5AOO%>`QpO,5AOOOQ!0Lb1G3d1G3dOOQ[7+$V7+$VO@zQ`O7+$VO9uQ!0LrO7+$VO%>kQ`O7+$VO%[QlO1G6mO%[QlO1G6nO%>pQ!0LrO1G6mO%>zQlO1G3lO%?RQ`O1G3lO%?WQlO1G3lOOQ[7+)U7+)UO9uQ!0LrO7+)`O`QlO7+)bOOQ['#Ki'#KiOOQ['#JT'#JTO%?_QlO,5>aOOQ[,5>a,5>aO%[QlO'#HvO%?lQ`O'#HxOOQ[,5>g,5>gO9eQ`O,5>gOOQ[,5>i,5>iOOQ[7+)k7+)kOOQ[7+)q7+)qOOQ[7+)u7+)uOOQ[7+)w7+)wO%?qQpO1G5}O%@]Q`O1G0zOOQO1G/s1G/sO%@hQ?MtO1G/sO?YQ`O1G/sO!)[QlO'#DmOOQO,5?Q,5?QOOQO-E<d-E<dO%@rQ?MtO1G0zOOQO,5?W,5?WOOQO-E<j-E<jO!CZQpO1G/sOOQO-E<f-E<fOOQ!0Ln1G0]1G0]OOQ!0Lf7+%u7+%uO#(ZQ`O7+%uOOQ!0Lf7+&`7+&`O?YQ`O7+&`O!CZQpO7+&`OOQO7+%x7+%xO$AzQ!0MxO7+&XOOQO7+&X7+&XO%[QlO7+&XO%@|Q!0LrO7+&XO!COQ!0LrO7+%xO!CZQpO7+%xO%AXQ!0LrO7+&XO%AgQ!0MxO7++sO%[QlO7++sO%AwQ`O7++rO%AwQ`O7++rOOQO1G4t1G4tO9eQ`O1G4tO%BPQ`O1G4tOOQS7+%}7+%}O#(ZQ`O<<LQO4UQ!fO<<LQO%B_Q`O<<LQOOQ[<<LQ<<LQO!&zQMhO<<LQO%[QlO<<LQO%BgQ`O<<LQO%BrQ!0MzO,5?bO%D}Q!0MzO,5?dO%GYQ!0MzO1G2aO%IkQ!0MzO1G2tO%KvQ!0MzO1G2vO%NRQ!fO,5?RO%[QlO,5?ROOQO-E<e-E<eO%N]Q`O1G6OOOQ!0Lf<<JV<<JVO%NeQ?MtO1G0uO&!lQ?MtO1G1QO&!sQ?MtO1G1QO&$tQ?MtO1G1QO&${Q?MtO1G1QO&&|Q?MtO1G1QO&(}Q?MtO1G1QO&)UQ?MtO1G1QO&)]Q?MtO1G1QO&+^Q?MtO1G1QO&+eQ?MtO1G1QO&+lQ!0MxO<<JgO&-dQ?MtO1G1QO&.aQ?MvO1G1QO&/dQ?MvO'#JmO&1jQ?MtO1G1dO&1wQ?MtO1G0UO&2RQMjO,5?UOOQO-E<h-E<hO!)[QlO'#FrOOQO'#K['#K[OOQO1G1v1G1vO&2]Q`O1G1uO&2bQ?MtO,5?]OOOW7+'i7+'iOOOO1G/Z1G/ZO&2lQ!dO1G4yOOQ!0Lh7+(R7+(RP!&zQMhO,5?_O!,TQMhO7+(dO&2sQ`O,5?^O9eQ`O,5?^O$+YQ`O,5?^OOQO-E<p-E<pO&3RQ`O1G6cO&3RQ`O1G6cO&3ZQ`O1G6cO&3fQMjO7+'{O&3vQ!dO,5?`O&4QQ`O,5?`O!&zQMhO,5?`OOQO-E<r-E<rO&4VQ!dO1G6dO&4aQ`O1G6dO&4iQ`O1G2lO!&zQMhO1G2lOOQ!0Lb1G2j1G2jOOQ!0Lb1G2k1G2kO%4vQpO1G2jO!CZQpO1G2jOCwQ`O1G2jOOQ!0Lb1G2r1G2rO&4nQpO1G2jO&4|Q`O1G2lO$+YQ`O1G2kOCwQ`O1G2kO$$wQlO1G2lO&5UQ`O1G2kO&5xQMjO,5?bOOQ!0Lh-E<u-E<uO&6kQMjO,5?dOOQ!0Lh-E<w-E<wO!,TQMhO7++^O&6uQMjO7++^O&7PQMjO7++^OOQ!0Lh1G/c1G/cO&7^Q`O1G/cOOQ!0Lh7+'v7+'vO&7cQMjO7+'}O&7sQ!0MxO<<KYOOQ!0Lf<<KY<<KYO&8gQ`O1G0zO!&zQMhO'#I{O&8lQ`O,5@yO&:nQ!fO<<LQO!&zQMhO1G2oO&:uQ!0LrO1G2oOOQ[<<G{<<G{O!COQ!0LrO<<G{O&;WQ!0MxO<<I{OOQ!0Lf<<I{<<I{OOQO,5?m,5?mO&;zQ`O,5?mO&<PQ`O,5?mOOQO-E=P-E=PO&<_Q`O1G6lO&<_Q`O1G6lO9kQ`O1G6lO@zQ`O<<LmOOQ[<<Lm<<LmO&<gQ`O<<LmO9uQ!0LrO<<LmO9kQ`O<<LmOOQ[<<LY<<LYO%;XQ!0MvO<<LYOOQ[<<LZ<<LZO!EcQ`O<<LZO&<lQpO'#I}O&<wQ`O,5@}O!)[QlO,5@}OOQ[1G3X1G3XOOQO'#JP'#JPO9uQ!0LrO'#JPO&=PQpO,5=vOOQ[,5=v,5=vO&=WQpO'#EgO&=_QpO'#GfO&=dQ`O7+({O&=iQ`O7+({OOQ[7+({7+({O!&zQMhO7+({O%[QlO7+({O&=qQ`O7+({OOQ[7+(}7+(}O9uQ!0LrO7+(}O$%dQ`O7+(}O9`Q`O7+(}O!CZQpO7+(}O&=|Q`O,5?lOOQO-E=O-E=OOOQO'#H_'#H_O&>XQ`O1G6jO9uQ!0LrO<<GqOOQ[<<Gq<<GqO@zQ`O<<GqO&>aQ`O7+,XO&>fQ`O7+,YO%[QlO7+,XO%[QlO7+,YOOQ[7+)W7+)WO&>kQ`O7+)WO&>pQlO7+)WO&>wQ`O7+)WOOQ[<<Lz<<LzOOQ[<<L|<<L|OOQ[-E=R-E=ROOQ[1G3{1G3{O&>|Q`O,5>bOOQ[,5>d,5>dO&?RQ`O1G4RO9eQ`O7+&fO!)[QlO7+&fOOQO7+%_7+%_O&?WQ?MtO1G6[O?YQ`O7+%_OOQ!0Lf<<Ia<<IaOOQ!0Lf<<Iz<<IzO?YQ`O<<IzOOQO<<Is<<IsO$AzQ!0MxO<<IsO%[QlO<<IsOOQO<<Id<<IdO!COQ!0LrO<<IdO&?bQ!0LrO<<IsO&?mQ!0MxO<= _O&?}Q`O<= ^OOQO7+*`7+*`O9eQ`O7+*`OOQ[ANAlANAlO&@VQ!fOANAlO!&zQMhOANAlO#(ZQ`OANAlO4UQ!fOANAlO&@^Q`OANAlO%[QlOANAlO&@fQ!0MzO7+'{O&BwQ!0MzO,5?bO&ESQ!0MzO,5?dO&G_Q!0MzO7+'}O&IpQ!fO1G4mO&IzQ?MtO7+&aO&LOQ?MvO,5=YO&NVQ?MvO,5=[O&NgQ?MvO,5=YO&NwQ?MvO,5=[O' XQ?MvO,59uO'#_Q?MvO,5<lO'%bQ?MvO,5<nO''vQ?MvO,5<|O')lQ?MtO7+'lO')yQ?MtO7+'nO'*WQ`O,5<^OOQO7+'a7+'aOOQ!0Lh7+*e7+*eO'*]QMjO<<LOOOQO1G4x1G4xO'*dQ`O1G4xO'*oQ`O1G4xO'*}Q`O7++}O'*}Q`O7++}O!&zQMhO1G4zO'+VQ!dO1G4zO'+aQ`O7+,OO'+iQ`O7+(WO'+tQ!dO7+(WOOQ!0Lb7+(U7+(UOOQ!0Lb7+(V7+(VO!CZQpO7+(UOCwQ`O7+(UO',OQ`O7+(WO!&zQMhO7+(WO$+YQ`O7+(VO',TQ`O7+(WOCwQ`O7+(VO',]QMjO<<NxO!,TQMhO<<NxOOQ!0Lh7+$}7+$}O',gQ!dO,5?gOOQO-E<y-E<yO',qQ!0MvO7+(ZO!&zQMhO7+(ZOOQ[AN=gAN=gO9kQ`O1G5XOOQO1G5X1G5XO'-RQ`O1G5XO'-WQ`O7+,WO'-WQ`O7+,WO9uQ!0LrOANBXO@zQ`OANBXOOQ[ANBXANBXO'-`Q`OANBXOOQ[ANAtANAtOOQ[ANAuANAuO'-eQ`O,5?iOOQO-E<{-E<{O'-pQ?MtO1G6iOOQO,5?k,5?kOOQO-E<}-E<}OOQ[1G3b1G3bO'-zQ`O,5=QOOQ[<<Lg<<LgO!&zQMhO<<LgO&=dQ`O<<LgO'.PQ`O<<LgO%[QlO<<LgOOQ[<<Li<<LiO9uQ!0LrO<<LiO$%dQ`O<<LiO9`Q`O<<LiO'.XQpO1G5WO'.dQ`O7+,UOOQ[AN=]AN=]O9uQ!0LrOAN=]OOQ[<= s<= sOOQ[<= t<= tO'.lQ`O<= sO'.qQ`O<= tOOQ[<<Lr<<LrO'.vQ`O<<LrO'.{QlO<<LrOOQ[1G3|1G3|O?YQ`O7+)mO'/SQ`O<<JQO'/_Q?MtO<<JQOOQO<<Hy<<HyOOQ!0LfAN?fAN?fOOQOAN?_AN?_O$AzQ!0MxOAN?_OOQOAN?OAN?OO%[QlOAN?_OOQO<<Mz<<MzOOQ[G27WG27WO!&zQMhOG27WO#(ZQ`OG27WO'/iQ!fOG27WO4UQ!fOG27WO'/pQ`OG27WO'/xQ?MtO<<JgO'0VQ?MvO1G2aO'1{Q?MvO,5?bO'4OQ?MvO,5?dO'6RQ?MvO1G2tO'8UQ?MvO1G2vO':XQ?MtO<<KYO':fQ?MtO<<I{OOQO1G1x1G1xO!,TQMhOANAjOOQO7+*d7+*dO':sQ`O7+*dO';OQ`O<= iO';WQ!dO7+*fOOQ!0Lb<<Kr<<KrO$+YQ`O<<KrOCwQ`O<<KrO';bQ`O<<KrO!&zQMhO<<KrOOQ!0Lb<<Kp<<KpO!CZQpO<<KpO';mQ!dO<<KrOOQ!0Lb<<Kq<<KqO';wQ`O<<KrO!&zQMhO<<KrO$+YQ`O<<KqO';|QMjOANDdO'<WQ!0MvO<<KuOOQO7+*s7+*sO9kQ`O7+*sO'<hQ`O<= rOOQ[G27sG27sO9uQ!0LrOG27sO@zQ`OG27sO!)[QlO1G5TO'<pQ`O7+,TO'<xQ`O1G2lO&=dQ`OANBROOQ[ANBRANBRO!&zQMhOANBRO'<}Q`OANBROOQ[ANBTANBTO9uQ!0LrOANBTO$%dQ`OANBTOOQO'#H`'#H`OOQO7+*r7+*rOOQ[G22wG22wOOQ[ANE_ANE_OOQ[ANE`ANE`OOQ[ANB^ANB^O'=VQ`OANB^OOQ[<<MX<<MXO!)[QlOAN?lOOQOG24yG24yO$AzQ!0MxOG24yO#(ZQ`OLD,rOOQ[LD,rLD,rO!&zQMhOLD,rO'=[Q!fOLD,rO'=cQ?MvO7+'{O'?XQ?MvO,5?bO'A[Q?MvO,5?dO'C_Q?MvO7+'}O'ETQMjOG27UOOQO<<NO<<NOOOQ!0LbANA^ANA^O$+YQ`OANA^OCwQ`OANA^O'EeQ!dOANA^OOQ!0LbANA[ANA[O'ElQ`OANA^O!&zQMhOANA^O'EwQ!dOANA^OOQ!0LbANA]ANA]OOQO<<N_<<N_OOQ[LD-_LD-_O9uQ!0LrOLD-_O'FRQ?MtO7+*oOOQO'#Gg'#GgOOQ[G27mG27mO&=dQ`OG27mO!&zQMhOG27mOOQ[G27oG27oO9uQ!0LrOG27oOOQ[G27xG27xO'F]Q?MtOG25WOOQOLD*eLD*eOOQ[!$(!^!$(!^O#(ZQ`O!$(!^O!&zQMhO!$(!^O'FgQ!0MzOG27UOOQ!0LbG26xG26xO$+YQ`OG26xO'HxQ`OG26xOCwQ`OG26xO'ITQ!dOG26xO!&zQMhOG26xOOQ[!$(!y!$(!yOOQ[LD-XLD-XO&=dQ`OLD-XOOQ[LD-ZLD-ZOOQ[!)9Ex!)9ExO#(ZQ`O!)9ExOOQ!0LbLD,dLD,dO$+YQ`OLD,dOCwQ`OLD,dO'I[Q`OLD,dO'IgQ!dOLD,dOOQ[!$(!s!$(!sOOQ[!.K;d!.K;dO'InQ?MvOG27UOOQ!0Lb!$(!O!$(!OO$+YQ`O!$(!OOCwQ`O!$(!OO'KdQ`O!$(!OOOQ!0Lb!)9Ej!)9EjO$+YQ`O!)9EjOCwQ`O!)9EjOOQ!0Lb!.K;U!.K;UO$+YQ`O!.K;UOOQ!0Lb!4/0p!4/0pO!)[QlO'#DzO1PQ`O'#EXO'KoQ!fO'#JsO'KvQ!L^O'#DvO'K}QlO'#EOO'LUQ!fO'#CiO'NlQ!fO'#CiO!)[QlO'#EQO'N|QlO,5;ZO!)[QlO,5;fO!)[QlO,5;fO!)[QlO,5;fO!)[QlO,5;fO!)[QlO,5;fO!)[QlO,5;fO!)[QlO,5;fO!)[QlO,5;fO!)[QlO,5;fO!)[QlO,5;fO!)[QlO'#IqO(#PQ`O,5<jO!)[QlO,5;fO(#XQMhO,5;fO($rQMhO,5;fO!)[QlO,5;xO!&zQMhO'#GnO(#XQMhO'#GnO!&zQMhO'#GpO(#XQMhO'#GpO1SQ`O'#DZO1SQ`O'#DZO!&zQMhO'#GQO(#XQMhO'#GQO!&zQMhO'#GSO(#XQMhO'#GSO!&zQMhO'#GbO(#XQMhO'#GbO!)[QlO,5:jO($yQpO'#D_O!)[QlO,5@pO'N|QlO1G0uO(%TQ?MtO'#CiO!)[QlO1G2QO!&zQMhO'#IvO(#XQMhO'#IvO!&zQMhO'#IxO(#XQMhO'#IxO(%_Q!dO'#CrO!&zQMhO,5<uO(#XQMhO,5<uO'N|QlO1G2SO!)[QlO7+&{O!&zQMhO1G2aO(#XQMhO1G2aO!&zQMhO'#IvO(#XQMhO'#IvO!&zQMhO'#IxO(#XQMhO'#IxO!&zQMhO1G2cO(#XQMhO1G2cO'N|QlO7+'nO'N|QlO7+&aO!&zQMhOANAjO(#XQMhOANAjO(%rQ`O'#EoO(%wQ`O'#EoO(&PQ`O'#F^O(&UQ`O'#EzO(&ZQ`O'#KUO(&fQ`O'#KSO(&qQ`O,5;ZO(&vQMjO,5<fO(&}Q`O'#GZO('SQ`O'#GZO('XQ`O,5<fO('aQ`O,5<hO('iQ`O,5;ZO('qQ?MtO1G1aO('xQ`O,5<uO('}Q`O,5<uO((SQ`O,5<wO((XQ`O,5<wO((^Q`O1G2SO((cQ`O1G0uO((hQMjO<<LOO((oQMjO<<LOO((vQMhO'#F}O9`Q`O'#F|OAuQ`O'#EnO!)[QlO,5;uO!3oQ`O'#GZO!3oQ`O'#GZO!3oQ`O'#G]O!3oQ`O'#G]O!,TQMhO7+(dO!,TQMhO7+(dO%/YQ!dO1G2xO%/YQ!dO1G2xO!&zQMhO,5=^O!&zQMhO,5=^",
-    stateData: "(){~O'}OS(OOSTOS(PRQ~OPYOQYOSfOY!VOaqOdzOeyOl!POpkOrYOskOtkOzkO|YO!OYO!SWO!WkO!XkO!_XO!iuO!lZO!oYO!pYO!qYO!svO!uwO!xxO!|]O$X|O$oiO%i}O%k!QO%m!OO%n!OO%o!OO%r!RO%t!SO%w!TO%x!TO%z!UO&X!WO&_!XO&a!YO&c!ZO&e![O&h!]O&n!^O&t!_O&v!`O&x!aO&z!bO&|!cO(USO(WTO(ZUO(bVO(p[O~OWtO~P`OPYOQYOSfOd!jOe!iOpkOrYOskOtkOzkO|YO!OYO!SWO!WkO!XkO!_!eO!iuO!lZO!oYO!pYO!qYO!svO!u!gO!x!hO$X!kO$oiO(U!dO(WTO(ZUO(bVO(p[O~Oa!wOs!nO!S!oO!b!yO!c!vO!d!vO!|<XO#T!pO#U!pO#V!xO#W!pO#X!pO#[!zO#]!zO(V!lO(WTO(ZUO(f!mO(p!sO~O(P!{O~OP]XR]X[]Xa]Xj]Xr]X!Q]X!S]X!]]X!l]X!p]X#R]X#S]X#`]X#lfX#o]X#p]X#q]X#r]X#s]X#t]X#u]X#v]X#w]X#y]X#{]X#|]X$R]X'{]X(b]X(s]X(z]X({]X~O!g%SX~P(qO_!}O(W#PO(X!}O(Y#PO~O_#QO(Y#PO(Z#PO([#QO~Ox#SO!U#TO(c#TO(d#VO~OPYOQYOSfOd!jOe!iOpkOrYOskOtkOzkO|YO!OYO!SWO!WkO!XkO!_!eO!iuO!lZO!oYO!pYO!qYO!svO!u!gO!x!hO$X!kO$oiO(U<]O(WTO(ZUO(bVO(p[O~O![#ZO!]#WO!Y(iP!Y(wP~P+}O!^#cO~P`OPYOQYOSfOd!jOe!iOrYOskOtkOzkO|YO!OYO!SWO!WkO!XkO!_!eO!iuO!lZO!oYO!pYO!qYO!svO!u!gO!x!hO$X!kO$oiO(WTO(ZUO(bVO(p[O~Op#mO![#iO!|]O#j#lO#k#iO(U<^O!k(tP~P.iO!l#oO(U#nO~O!x#sO!|]O%i#tO~O#l#uO~O!g#vO#l#uO~OP$[OR#zO[$cOj$ROr$aO!Q#yO!S#{O!]$_O!l#xO!p$[O#R$RO#o$OO#p$PO#q$PO#r$PO#s$QO#t$RO#u$RO#v$bO#w$SO#y$UO#{$WO#|$XO(bVO(s$YO(z#|O({#}O~Oa(gX'{(gX'x(gX!k(gX!Y(gX!_(gX%j(gX!g(gX~P1qO#S$dO#`$eO$R$eOP(hXR(hX[(hXj(hXr(hX!Q(hX!S(hX!](hX!l(hX!p(hX#R(hX#o(hX#p(hX#q(hX#r(hX#s(hX#t(hX#u(hX#v(hX#w(hX#y(hX#{(hX#|(hX(b(hX(s(hX(z(hX({(hX!_(hX%j(hX~Oa(hX'{(hX'x(hX!Y(hX!k(hXv(hX!g(hX~P4UO#`$eO~O$^$hO$`$gO$g$mO~OSfO!_$nO$j$oO$l$qO~Oh%VOj%dOk%dOp%WOr%XOs$tOt$tOz%YO|%ZO!O%]O!S${O!_$|O!i%bO!l$xO#k%cO$X%`O$u%^O$w%_O$z%aO(U$sO(WTO(ZUO(b$uO(z$}O({%POg(_P~Ol%[O~P7eO!l%eO~O!S%hO!_%iO(U%gO~O!g%mO~Oa%nO'{%nO~O!Q%rO~P%[O(V!lO~P%[O%o%vO~P%[Oh%VO!l%eO(U%gO(V!lO~Oe%}O!l%eO(U%gO~Oj$RO~O!_&PO(U%gO(V!lO(WTO(ZUO`)XP~O!Q&SO!l&RO%k&VO&U&WO~P;SO!x#sO~O%t&YO!S)TX!_)TX(U)TX~O(U&ZO~Ol!PO!u&`O%k!QO%m!OO%n!OO%o!OO%r!RO%t!SO%w!TO%x!TO~Od&eOe&dO!x&bO%i&cO%|&aO~P<bOd&hOeyOl!PO!_&gO!u&`O!xxO!|]O%i}O%m!OO%n!OO%o!OO%r!RO%t!SO%w!TO%x!TO%z!UO~Ob&kO#`&nO%k&iO(V!lO~P=gO!l&oO!u&sO~O!l#oO~O!_XO~Oa%nO'y&{O'{%nO~Oa%nO'y'OO'{%nO~Oa%nO'y'QO'{%nO~O'x]X!Y]Xv]X!k]X&]]X!_]X%j]X!g]X~P(qO!b'`O!c'WO!d'WO(V!lO(WTO(ZUO~Os'UO!S'TO!['XO(f'SO!^(jP!^(yP~P@nOn'cO!_'aO(U%gO~Oe'hO!l%eO(U%gO~O!Q&SO!l&RO~Os!nO!S!oO!|<XO#T!pO#U!pO#W!pO#X!pO(V!lO(WTO(ZUO(f!mO(p!sO~O!b'nO!c'mO!d'mO#V!pO#['oO#]'oO~PBYOa%nOh%VO!g#vO!l%eO'{%nO(s'qO~O!p'uO#`'sO~PChOs!nO!S!oO(WTO(ZUO(f!mO(p!sO~O!_XOs(nX!S(nX!b(nX!c(nX!d(nX!|(nX#T(nX#U(nX#V(nX#W(nX#X(nX#[(nX#](nX(V(nX(W(nX(Z(nX(f(nX(p(nX~O!c'mO!d'mO(V!lO~PDWO(Q'yO(R'yO(S'{O~O_!}O(W'}O(X!}O(Y'}O~O_#QO(Y'}O(Z'}O([#QO~Ov(PO~P%[Ox#SO!U#TO(c#TO(d(SO~O![(UO!Y'XX!Y'_X!]'XX!]'_X~P+}O!](WO!Y(iX~OP$[OR#zO[$cOj$ROr$aO!Q#yO!S#{O!](WO!l#xO!p$[O#R$RO#o$OO#p$PO#q$PO#r$PO#s$QO#t$RO#u$RO#v$bO#w$SO#y$UO#{$WO#|$XO(bVO(s$YO(z#|O({#}O~O!Y(iX~PHRO!Y(]O~O!Y(vX!](vX!g(vX!k(vX(s(vX~O#`(vX#l#dX!^(vX~PJUO#`(^O!Y(xX!](xX~O!](_O!Y(wX~O!Y(bO~O#`$eO~PJUO!^(cO~P`OR#zO!Q#yO!S#{O!l#xO(bVOP!na[!naj!nar!na!]!na!p!na#R!na#o!na#p!na#q!na#r!na#s!na#t!na#u!na#v!na#w!na#y!na#{!na#|!na(s!na(z!na({!na~Oa!na'{!na'x!na!Y!na!k!nav!na!_!na%j!na!g!na~PKlO!k(dO~O!g#vO#`(eO(s'qO!](uXa(uX'{(uX~O!k(uX~PNXO!S%hO!_%iO!|]O#j(jO#k(iO(U%gO~O!](kO!k(tX~O!k(mO~O!S%hO!_%iO#k(iO(U%gO~OP(hXR(hX[(hXj(hXr(hX!Q(hX!S(hX!](hX!l(hX!p(hX#R(hX#o(hX#p(hX#q(hX#r(hX#s(hX#t(hX#u(hX#v(hX#w(hX#y(hX#{(hX#|(hX(b(hX(s(hX(z(hX({(hX~O!g#vO!k(hX~P! uOR(oO!Q(nO!l#xO#S$dO!|!{a!S!{a~O!x!{a%i!{a!_!{a#j!{a#k!{a(U!{a~P!#vO!x(sO~OPYOQYOSfOd!jOe!iOpkOrYOskOtkOzkO|YO!OYO!SWO!WkO!XkO!_XO!iuO!lZO!oYO!pYO!qYO!svO!u!gO!x!hO$X!kO$oiO(U!dO(WTO(ZUO(bVO(p[O~Oh%VOp%WOr%XOs$tOt$tOz%YO|%ZO!O<uO!S${O!_$|O!i>WO!l$xO#k<{O$X%`O$u<wO$w<yO$z%aO(U(wO(WTO(ZUO(b$uO(z$}O({%PO~O#l(yO~O![({O!k(lP~P%[O(f(}O(p[O~O!S)PO!l#xO(f(}O(p[O~OP<WOQ<WOSfOd>SOe!iOpkOr<WOskOtkOzkO|<WO!O<WO!SWO!WkO!XkO!_!eO!i<ZO!lZO!o<WO!p<WO!q<WO!s<[O!u<_O!x!hO$X!kO$o>QO(U)^O(WTO(ZUO(bVO(p[O~O!]$_Oa$ra'{$ra'x$ra!k$ra!Y$ra!_$ra%j$ra!g$ra~Ol)eO~P!&zOh%VOp%WOr%XOs$tOt$tOz%YO|%ZO!O%]O!S${O!_$|O!i%bO!l$xO#k%cO$X%`O$u%^O$w%_O$z%aO(U(wO(WTO(ZUO(b$uO(z$}O({%PO~Og(qP~P!,TO!Q)jO!g)iO!_$_X$[$_X$^$_X$`$_X$g$_X~O!g)iO!_(|X$[(|X$^(|X$`(|X$g(|X~O!Q)jO~P!.^O!Q)jO!_(|X$[(|X$^(|X$`(|X$g(|X~O!_)lO$[)pO$^)kO$`)kO$g)qO~O![)tO~P!)[O$^$hO$`$gO$g)xO~On${X!Q${X#S${X'z${X(z${X({${X~OgmXg${XnmX!]mX#`mX~P!0SOx)zO(c){O(d)}O~On*WO!Q*PO'z*QO(z$}O({%PO~Og*OO~P!1WOg*XO~Oh%VOr%XOs$tOt$tOz%YO|%ZO!O<uO!S*ZO!_*[O!i>WO!l$xO#k<{O$X%`O$u<wO$w<yO$z%aO(WTO(ZUO(b$uO(z$}O({%PO~Op*aO![*_O(U*YO!k)PP~P!1uO#l*bO~O!l*cO~Oh%VOp%WOr%XOs$tOt$tOz%YO|%ZO!O<uO!S${O!_$|O!i>WO!l$xO#k<{O$X%`O$u<wO$w<yO$z%aO(U*eO(WTO(ZUO(b$uO(z$}O({%PO~O![*hO!Y)QP~P!3tOr*tOs!nO!S*jO!b*rO!c*lO!d*lO!l*cO#[*sO%a*nO(V!lO(WTO(ZUO(f!mO~O!^*qO~P!5iO#S$dOn(aX!Q(aX'z(aX(z(aX({(aX!](aX#`(aX~Og(aX$P(aX~P!6kOn*yO#`*xOg(`X!](`X~O!]*zOg(_X~Oj%dOk%dOl%dO(U&ZOg(_P~Os*}O~Og*OO(U&ZO~O!l+TO~O(U(wO~Op+XO!S%hO![#iO!_%iO!|]O#j#lO#k#iO(U%gO!k(tP~O!g#vO#l+YO~O!S%hO![+[O!](_O!_%iO(U%gO!Y(wP~Os']O!S+_O![+^O(WTO(ZUO(f+]O~O!^(yP~P!9|O!]+`Oa)UX'{)UX~OP$[OR#zO[$cOj$ROr$aO!Q#yO!S#{O!l#xO!p$[O#R$RO#o$OO#p$PO#q$PO#r$PO#s$QO#t$RO#u$RO#v$bO#w$SO#y$UO#{$WO#|$XO(bVO(s$YO(z#|O({#}O~Oa!ja!]!ja'{!ja'x!ja!Y!ja!k!jav!ja!_!ja%j!ja!g!ja~P!:tO(f(}O~OR#zO!Q#yO!S#{O!l#xO(bVOP!ra[!raj!rar!ra!]!ra!p!ra#R!ra#o!ra#p!ra#q!ra#r!ra#s!ra#t!ra#u!ra#v!ra#w!ra#y!ra#{!ra#|!ra(s!ra(z!ra({!ra~Oa!ra'{!ra'x!ra!Y!ra!k!rav!ra!_!ra%j!ra!g!ra~P!=aOR#zO!Q#yO!S#{O!l#xO(bVOP!ta[!taj!tar!ta!]!ta!p!ta#R!ta#o!ta#p!ta#q!ta#r!ta#s!ta#t!ta#u!ta#v!ta#w!ta#y!ta#{!ta#|!ta(s!ta(z!ta({!ta~Oa!ta'{!ta'x!ta!Y!ta!k!tav!ta!_!ta%j!ta!g!ta~P!?wOh%VOn+iO!_'aO%j+hO~O!g+kOa(^X!_(^X'{(^X!](^X~Oa%nO!_XO'{%nO~Oh%VO!l%eO~Oh%VO!l%eO(U%gO~O!g#vO#l(yO~Ob+vO%k+wO(U+sO(WTO(ZUO!^)YP~O!]+xO`)XX~O[+|O~O`+}O~O!_&PO(U%gO(V!lO`)XP~O%k,QO~P;SOh%VO#`,UO~Oh%VOn,XO!_$|O~O!_,ZO~O!Q,]O!_XO~O%o%vO~O!x,bO~Oe,gO~Ob,hO(U#nO(WTO(ZUO!^)WP~Oe%}O~O%k!QO(U&ZO~P=gO[,mO`,lO~OPYOQYOSfOdzOeyOpkOrYOskOtkOzkO|YO!OYO!SWO!WkO!XkO!iuO!lZO!oYO!pYO!qYO!svO!xxO!|]O$oiO%i}O(WTO(ZUO(bVO(p[O~O!_!eO!u!gO$X!kO(U!dO~P!GOO`,lOa%nO'{%nO~OPYOQYOSfOd!jOe!iOpkOrYOskOtkOzkO|YO!OYO!SWO!WkO!XkO!_!eO!iuO!lZO!oYO!pYO!qYO!svO!x!hO$X!kO$oiO(U!dO(WTO(ZUO(bVO(p[O~Oa,rOl!OO!uwO%m!OO%n!OO%o!OO~P!IhO!l&oO~O&_,xO~O!_,zO~O&p,|O&r,}OP&maQ&maS&maY&maa&mad&mae&mal&map&mar&mas&mat&maz&ma|&ma!O&ma!S&ma!W&ma!X&ma!_&ma!i&ma!l&ma!o&ma!p&ma!q&ma!s&ma!u&ma!x&ma!|&ma$X&ma$o&ma%i&ma%k&ma%m&ma%n&ma%o&ma%r&ma%t&ma%w&ma%x&ma%z&ma&X&ma&_&ma&a&ma&c&ma&e&ma&h&ma&n&ma&t&ma&v&ma&x&ma&z&ma&|&ma'x&ma(U&ma(W&ma(Z&ma(b&ma(p&ma!^&ma&f&mab&ma&k&ma~O(U-SO~Oh!eX!]#iX!^#iX!g!RX!g!eX!l!eX#`#iX~O!]!eX!^!eX~P#!nO!g-WOh(kX!](kX!^(kX!g(kX!l(kXr(kX(s(kX~Oh%VO!g-YO!l%eO!]!aX!^!aX~Os!nO!S!oO(WTO(ZUO(f!mO~OP<WOQ<WOSfOd>SOe!iOpkOr<WOskOtkOzkO|<WO!O<WO!SWO!WkO!XkO!_!eO!i<ZO!lZO!o<WO!p<WO!q<WO!s<[O!u<_O!x!hO$X!kO$o>QO(WTO(ZUO(bVO(p[O~O(U=RO~P#$oO!]-^O!^(jX~O!^-`O~O#`-aO!]#hX!^#hX~O!g-WO~O!]-bO!^(yX~O!^-dO~O!c-eO!d-eO(V!lO~P#$^O!^-hO~P'_On-kO!_'aO~O!Y-pO~Os!{a!b!{a!c!{a!d!{a#T!{a#U!{a#V!{a#W!{a#X!{a#[!{a#]!{a(V!{a(W!{a(Z!{a(f!{a(p!{a~P!#vO!p-uO#`-sO~PChO!c-wO!d-wO(V!lO~PDWOa%nO#`-sO'{%nO~Oa%nO!g#vO#`-sO'{%nO~Oa%nO!g#vO!p-uO#`-sO'{%nO(s'qO~O(Q'yO(R'yO(S-|O~Ov-}O~O!Y'Xa!]'Xa~P!:tO![.RO!Y'XX!]'XX~P%[O!](WO!Y(ia~O!Y(ia~PHRO!](_O!Y(wa~O!S%hO![.VO!_%iO(U%gO!Y'_X!]'_X~O#`.XO!](ua!k(uaa(ua'{(ua~O!g#vO~P#,wO!](kO!k(ta~O!S%hO!_%iO#k.]O(U%gO~Op.bO!S%hO![._O!_%iO!|]O#j.aO#k._O(U%gO!]'bX!k'bX~OR.fO!l#xO~Oh%VOn.iO!_'aO%j.hO~Oa#ci!]#ci'{#ci'x#ci!Y#ci!k#civ#ci!_#ci%j#ci!g#ci~P!:tOn>^O!Q*PO'z*QO(z$}O({%PO~O#l#_aa#_a#`#_a'{#_a!]#_a!k#_a!_#_a!Y#_a~P#/sO#l(aXP(aXR(aX[(aXa(aXj(aXr(aX!S(aX!l(aX!p(aX#R(aX#o(aX#p(aX#q(aX#r(aX#s(aX#t(aX#u(aX#v(aX#w(aX#y(aX#{(aX#|(aX'{(aX(b(aX(s(aX!k(aX!Y(aX'x(aXv(aX!_(aX%j(aX!g(aX~P!6kO!].vO!k(lX~P!:tO!k.yO~O!Y.{O~OP$[OR#zO!Q#yO!S#{O!l#xO!p$[O(bVO[#nia#nij#nir#ni!]#ni#R#ni#p#ni#q#ni#r#ni#s#ni#t#ni#u#ni#v#ni#w#ni#y#ni#{#ni#|#ni'{#ni(s#ni(z#ni({#ni'x#ni!Y#ni!k#niv#ni!_#ni%j#ni!g#ni~O#o#ni~P#3cO#o$OO~P#3cOP$[OR#zOr$aO!Q#yO!S#{O!l#xO!p$[O#o$OO#p$PO#q$PO#r$PO(bVO[#nia#nij#ni!]#ni#R#ni#t#ni#u#ni#v#ni#w#ni#y#ni#{#ni#|#ni'{#ni(s#ni(z#ni({#ni'x#ni!Y#ni!k#niv#ni!_#ni%j#ni!g#ni~O#s#ni~P#6QO#s$QO~P#6QOP$[OR#zO[$cOj$ROr$aO!Q#yO!S#{O!l#xO!p$[O#R$RO#o$OO#p$PO#q$PO#r$PO#s$QO#t$RO#u$RO#v$bO(bVOa#ni!]#ni#y#ni#{#ni#|#ni'{#ni(s#ni(z#ni({#ni'x#ni!Y#ni!k#niv#ni!_#ni%j#ni!g#ni~O#w#ni~P#8oOP$[OR#zO[$cOj$ROr$aO!Q#yO!S#{O!l#xO!p$[O#R$RO#o$OO#p$PO#q$PO#r$PO#s$QO#t$RO#u$RO#v$bO#w$SO(bVO({#}Oa#ni!]#ni#{#ni#|#ni'{#ni(s#ni(z#ni'x#ni!Y#ni!k#niv#ni!_#ni%j#ni!g#ni~O#y$UO~P#;VO#y#ni~P#;VO#w$SO~P#8oOP$[OR#zO[$cOj$ROr$aO!Q#yO!S#{O!l#xO!p$[O#R$RO#o$OO#p$PO#q$PO#r$PO#s$QO#t$RO#u$RO#v$bO#w$SO#y$UO(bVO(z#|O({#}Oa#ni!]#ni#|#ni'{#ni(s#ni'x#ni!Y#ni!k#niv#ni!_#ni%j#ni!g#ni~O#{#ni~P#={O#{$WO~P#={OP]XR]X[]Xj]Xr]X!Q]X!S]X!l]X!p]X#R]X#S]X#`]X#lfX#o]X#p]X#q]X#r]X#s]X#t]X#u]X#v]X#w]X#y]X#{]X#|]X$R]X(b]X(s]X(z]X({]X!]]X!^]X~O$P]X~P#@jOP$[OR#zO[<oOj<dOr<mO!Q#yO!S#{O!l#xO!p$[O#R<dO#o<aO#p<bO#q<bO#r<bO#s<cO#t<dO#u<dO#v<nO#w<eO#y<gO#{<iO#|<jO(bVO(s$YO(z#|O({#}O~O$P.}O~P#BwO#S$dO#`<pO$R<pO$P(hX!^(hX~P! uOa'ea!]'ea'{'ea'x'ea!k'ea!Y'eav'ea!_'ea%j'ea!g'ea~P!:tO[#nia#nij#nir#ni!]#ni#R#ni#s#ni#t#ni#u#ni#v#ni#w#ni#y#ni#{#ni#|#ni'{#ni(s#ni'x#ni!Y#ni!k#niv#ni!_#ni%j#ni!g#ni~OP$[OR#zO!Q#yO!S#{O!l#xO!p$[O#o$OO#p$PO#q$PO#r$PO(bVO(z#ni({#ni~P#EyOn>^O!Q*PO'z*QO(z$}O({%POP#niR#ni!S#ni!l#ni!p#ni#o#ni#p#ni#q#ni#r#ni(b#ni~P#EyO!]/ROg(qX~P!1WOg/TO~Oa$Qi!]$Qi'{$Qi'x$Qi!Y$Qi!k$Qiv$Qi!_$Qi%j$Qi!g$Qi~P!:tO$^/UO$`/UO~O$^/VO$`/VO~O!g)iO#`/WO!_$dX$[$dX$^$dX$`$dX$g$dX~O![/XO~O!_)lO$[/ZO$^)kO$`)kO$g/[O~O!]<kO!^(gX~P#BwO!^/]O~O!g)iO$g(|X~O$g/_O~Ov/`O~P!&zOx)zO(c){O(d/cO~O!S/fO~O(z$}On%ba!Q%ba'z%ba({%ba!]%ba#`%ba~Og%ba$P%ba~P#L{O({%POn%da!Q%da'z%da(z%da!]%da#`%da~Og%da$P%da~P#MnO!]fX!gfX!kfX!k${X(sfX~P!0SOp%WO![/oO!](_O(U/nO!Y(wP!Y)QP~P!1uOr*tO!b*rO!c*lO!d*lO!l*cO#[*sO%a*nO(V!lO(WTO(ZUO~Os'UO!S/pO![+^O!^*qO(f=OO!^(yP~P$ [O!k/qO~P#/sO!]/rO!g#vO(s'qO!k)PX~O!k/wO~OnoX!QoX'zoX(zoX({oX~O!g#vO!koX~P$#OOp/yO!S%hO![*_O!_%iO(U%gO!k)PP~O#l/zO~O!Y${X!]${X!g%SX~P!0SO!]/{O!Y)QX~P#/sO!g/}O~O!Y0PO~OpkO(U0QO~P.iOh%VOr0VO!g#vO!l%eO(s'qO~O!g+kO~Oa%nO!]0ZO'{%nO~O!^0]O~P!5iO!c0^O!d0^O(V!lO~P#$^Os!nO!S0_O(WTO(ZUO(f!mO~O#[0aO~Og%ba!]%ba#`%ba$P%ba~P!1WOg%da!]%da#`%da$P%da~P!1WOj%dOk%dOl%dO(U&ZOg'nX!]'nX~O!]*zOg(_a~Og0jO~On0lO#`0kOg(`a!](`a~OR0mO!Q0mO!S0nO#S$dOn}a'z}a(z}a({}a!]}a#`}a~Og}a$P}a~P$(cO!Q*PO'z*QOn$ta(z$ta({$ta!]$ta#`$ta~Og$ta$P$ta~P$)_O!Q*PO'z*QOn$va(z$va({$va!]$va#`$va~Og$va$P$va~P$*QO#l0qO~Og%Ua!]%Ua#`%Ua$P%Ua~P!1WO!g#vO~O#l0tO~O!]#iX!^#iX!g!RX#`#iX~O!]+`Oa)Ua'{)Ua~OR#zO!Q#yO!S#{O!l#xO(bVOP!ri[!rij!rir!ri!]!ri!p!ri#R!ri#o!ri#p!ri#q!ri#r!ri#s!ri#t!ri#u!ri#v!ri#w!ri#y!ri#{!ri#|!ri(s!ri(z!ri({!ri~Oa!ri'{!ri'x!ri!Y!ri!k!riv!ri!_!ri%j!ri!g!ri~P$+}Oh%VOr%XOs$tOt$tOz%YO|%ZO!O<uO!S${O!_$|O!i>WO!l$xO#k<{O$X%`O$u<wO$w<yO$z%aO(WTO(ZUO(b$uO(z$}O({%PO~Op0}O%^1OO(U0|O~P$.eO!g+kOa(^a!_(^a'{(^a!](^a~O#l1UO~O[]X!]fX!^fX~O!]1VO!^)YX~O!^1XO~O[1YO~Ob1[O(U+sO(WTO(ZUO~O!_&PO(U%gO`'vX!]'vX~O!]+xO`)Xa~O!k1_O~P!:tO[1bO~O`1cO~O#`1hO~On1kO!_$|O~O(f(}O!^)VP~Oh%VOn1tO!_1qO%j1sO~O[2OO!]1|O!^)WX~O!^2PO~O`2ROa%nO'{%nO~O(U#nO(WTO(ZUO~O#S$dO#`$eO$R$eOP(hXR(hX[(hXr(hX!Q(hX!S(hX!](hX!l(hX!p(hX#R(hX#o(hX#p(hX#q(hX#r(hX#s(hX#t(hX#u(hX#v(hX#w(hX#y(hX#{(hX#|(hX(b(hX(s(hX(z(hX({(hX~Oj2UO&]2VOa(hX~P$4OOj2UO#`$eO&]2VO~Oa2XO~P%[Oa2ZO~O&f2^OP&diQ&diS&diY&dia&did&die&dil&dip&dir&dis&dit&diz&di|&di!O&di!S&di!W&di!X&di!_&di!i&di!l&di!o&di!p&di!q&di!s&di!u&di!x&di!|&di$X&di$o&di%i&di%k&di%m&di%n&di%o&di%r&di%t&di%w&di%x&di%z&di&X&di&_&di&a&di&c&di&e&di&h&di&n&di&t&di&v&di&x&di&z&di&|&di'x&di(U&di(W&di(Z&di(b&di(p&di!^&dib&di&k&di~Ob2dO!^2bO&k2cO~P`O!_XO!l2fO~O&r,}OP&miQ&miS&miY&mia&mid&mie&mil&mip&mir&mis&mit&miz&mi|&mi!O&mi!S&mi!W&mi!X&mi!_&mi!i&mi!l&mi!o&mi!p&mi!q&mi!s&mi!u&mi!x&mi!|&mi$X&mi$o&mi%i&mi%k&mi%m&mi%n&mi%o&mi%r&mi%t&mi%w&mi%x&mi%z&mi&X&mi&_&mi&a&mi&c&mi&e&mi&h&mi&n&mi&t&mi&v&mi&x&mi&z&mi&|&mi'x&mi(U&mi(W&mi(Z&mi(b&mi(p&mi!^&mi&f&mib&mi&k&mi~O!Y2lO~O!]!aa!^!aa~P#BwOs!nO!S!oO![2qO(f!mO!]'YX!^'YX~P@nO!]-^O!^(ja~O!]'`X!^'`X~P!9|O!]-bO!^(ya~O!^2yO~P'_Oa%nO#`3SO'{%nO~Oa%nO!g#vO#`3SO'{%nO~Oa%nO!g#vO!p3WO#`3SO'{%nO(s'qO~Oa%nO'{%nO~P!:tO!]$_Ov$ra~O!Y'Xi!]'Xi~P!:tO!](WO!Y(ii~O!](_O!Y(wi~O!Y(xi!](xi~P!:tO!](ui!k(uia(ui'{(ui~P!:tO#`3YO!](ui!k(uia(ui'{(ui~O!](kO!k(ti~O!S%hO!_%iO!|]O#j3_O#k3^O(U%gO~O!S%hO!_%iO#k3^O(U%gO~On3fO!_'aO%j3eO~Oh%VOn3fO!_'aO%j3eO~O#l%baP%baR%ba[%baa%baj%bar%ba!S%ba!l%ba!p%ba#R%ba#o%ba#p%ba#q%ba#r%ba#s%ba#t%ba#u%ba#v%ba#w%ba#y%ba#{%ba#|%ba'{%ba(b%ba(s%ba!k%ba!Y%ba'x%bav%ba!_%ba%j%ba!g%ba~P#L{O#l%daP%daR%da[%daa%daj%dar%da!S%da!l%da!p%da#R%da#o%da#p%da#q%da#r%da#s%da#t%da#u%da#v%da#w%da#y%da#{%da#|%da'{%da(b%da(s%da!k%da!Y%da'x%dav%da!_%da%j%da!g%da~P#MnO#l%baP%baR%ba[%baa%baj%bar%ba!S%ba!]%ba!l%ba!p%ba#R%ba#o%ba#p%ba#q%ba#r%ba#s%ba#t%ba#u%ba#v%ba#w%ba#y%ba#{%ba#|%ba'{%ba(b%ba(s%ba!k%ba!Y%ba'x%ba#`%bav%ba!_%ba%j%ba!g%ba~P#/sO#l%daP%daR%da[%daa%daj%dar%da!S%da!]%da!l%da!p%da#R%da#o%da#p%da#q%da#r%da#s%da#t%da#u%da#v%da#w%da#y%da#{%da#|%da'{%da(b%da(s%da!k%da!Y%da'x%da#`%dav%da!_%da%j%da!g%da~P#/sO#l}aP}a[}aa}aj}ar}a!l}a!p}a#R}a#o}a#p}a#q}a#r}a#s}a#t}a#u}a#v}a#w}a#y}a#{}a#|}a'{}a(b}a(s}a!k}a!Y}a'x}av}a!_}a%j}a!g}a~P$(cO#l$taP$taR$ta[$taa$taj$tar$ta!S$ta!l$ta!p$ta#R$ta#o$ta#p$ta#q$ta#r$ta#s$ta#t$ta#u$ta#v$ta#w$ta#y$ta#{$ta#|$ta'{$ta(b$ta(s$ta!k$ta!Y$ta'x$tav$ta!_$ta%j$ta!g$ta~P$)_O#l$vaP$vaR$va[$vaa$vaj$var$va!S$va!l$va!p$va#R$va#o$va#p$va#q$va#r$va#s$va#t$va#u$va#v$va#w$va#y$va#{$va#|$va'{$va(b$va(s$va!k$va!Y$va'x$vav$va!_$va%j$va!g$va~P$*QO#l%UaP%UaR%Ua[%Uaa%Uaj%Uar%Ua!S%Ua!]%Ua!l%Ua!p%Ua#R%Ua#o%Ua#p%Ua#q%Ua#r%Ua#s%Ua#t%Ua#u%Ua#v%Ua#w%Ua#y%Ua#{%Ua#|%Ua'{%Ua(b%Ua(s%Ua!k%Ua!Y%Ua'x%Ua#`%Uav%Ua!_%Ua%j%Ua!g%Ua~P#/sOa#cq!]#cq'{#cq'x#cq!Y#cq!k#cqv#cq!_#cq%j#cq!g#cq~P!:tO![3nO!]'ZX!k'ZX~P%[O!].vO!k(la~O!].vO!k(la~P!:tO!Y3qO~O$P!na!^!na~PKlO$P!ja!]!ja!^!ja~P#BwO$P!ra!^!ra~P!=aO$P!ta!^!ta~P!?wOg'^X!]'^X~P!,TO!]/ROg(qa~OSfO!_4VO$e4WO~O!^4[O~Ov4]O~P#/sOa$nq!]$nq'{$nq'x$nq!Y$nq!k$nqv$nq!_$nq%j$nq!g$nq~P!:tO!Y4_O~P!&zO!S4`O~O!Q*PO'z*QO({%POn'ja(z'ja!]'ja#`'ja~Og'ja$P'ja~P%-tO!Q*PO'z*QOn'la(z'la({'la!]'la#`'la~Og'la$P'la~P%.gO(s$YO~P#/sO!YfX!Y${X!]fX!]${X!g%SX#`fX~P!0SOp%WO(U=XO~P!1uOp4dO!S%hO![4cO!_%iO(U%gO!]'fX!k'fX~O!]/rO!k)Pa~O!]/rO!g#vO!k)Pa~O!]/rO!g#vO(s'qO!k)Pa~Og$}i!]$}i#`$}i$P$}i~P!1WO![4lO!Y'hX!]'hX~P!3tO!]/{O!Y)Qa~O!]/{O!Y)Qa~P#/sOP]XR]X[]Xj]Xr]X!Q]X!S]X!Y]X!]]X!l]X!p]X#R]X#S]X#`]X#lfX#o]X#p]X#q]X#r]X#s]X#t]X#u]X#v]X#w]X#y]X#{]X#|]X$R]X(b]X(s]X(z]X({]X~Oj%ZX!g%ZX~P%2^Oj4qO!g#vO~Oh%VO!g#vO!l%eO~Oh%VOr4vO!l%eO(s'qO~Or4{O!g#vO(s'qO~Os!nO!S4|O(WTO(ZUO(f!mO~O(z$}On%bi!Q%bi'z%bi({%bi!]%bi#`%bi~Og%bi$P%bi~P%5}O({%POn%di!Q%di'z%di(z%di!]%di#`%di~Og%di$P%di~P%6pOg(`i!](`i~P!1WO#`5SOg(`i!](`i~P!1WO!k5XO~Oa$pq!]$pq'{$pq'x$pq!Y$pq!k$pqv$pq!_$pq%j$pq!g$pq~P!:tO!Y5]O~O!]5^O!_)RX~P#/sOa${X!_${X%_]X'{${X!]${X~P!0SO%_5aOaoX!_oX'{oX!]oX~P$#OOp5bO(U#nO~O%_5aO~Ob5hO%k5iO(U+sO(WTO(ZUO!]'uX!^'uX~O!]1VO!^)Ya~O[5mO~O`5nO~O[5rO~Oa%nO'{%nO~P#/sO!]5wO#`5yO!^)VX~O!^5zO~Or6QOs!nO!S*jO!b!yO!c!vO!d!vO!|<XO#T!pO#U!pO#V!pO#W!pO#X!pO#[6PO#]!zO(V!lO(WTO(ZUO(f!mO(p!sO~O!^6OO~P%;sOn6VO!_1qO%j6UO~Oh%VOn6VO!_1qO%j6UO~Ob6^O(U#nO(WTO(ZUO!]'tX!^'tX~O!]1|O!^)Wa~O(WTO(ZUO(f6`O~O`6dO~Oj6gO&]6hO~PNXO!k6iO~P%[Oa6kO~Oa6kO~P%[Ob2dO!^6pO&k2cO~P`O!g6rO~O!g6tOh(ki!](ki!^(ki!g(ki!l(kir(ki(s(ki~O#`6uO!]#hi!^#hi~O!]!ai!^!ai~P#BwO!]#hi!^#hi~P#BwOa%nO#`7OO'{%nO~Oa%nO!g#vO#`7OO'{%nO~O!](uq!k(uqa(uq'{(uq~P!:tO!](kO!k(tq~O!S%hO!_%iO#k7VO(U%gO~O!_'aO%j7YO~On7^O!_'aO%j7YO~O#l'jaP'jaR'ja['jaa'jaj'jar'ja!S'ja!l'ja!p'ja#R'ja#o'ja#p'ja#q'ja#r'ja#s'ja#t'ja#u'ja#v'ja#w'ja#y'ja#{'ja#|'ja'{'ja(b'ja(s'ja!k'ja!Y'ja'x'jav'ja!_'ja%j'ja!g'ja~P%-tO#l'laP'laR'la['laa'laj'lar'la!S'la!l'la!p'la#R'la#o'la#p'la#q'la#r'la#s'la#t'la#u'la#v'la#w'la#y'la#{'la#|'la'{'la(b'la(s'la!k'la!Y'la'x'lav'la!_'la%j'la!g'la~P%.gO#l$}iP$}iR$}i[$}ia$}ij$}ir$}i!S$}i!]$}i!l$}i!p$}i#R$}i#o$}i#p$}i#q$}i#r$}i#s$}i#t$}i#u$}i#v$}i#w$}i#y$}i#{$}i#|$}i'{$}i(b$}i(s$}i!k$}i!Y$}i'x$}i#`$}iv$}i!_$}i%j$}i!g$}i~P#/sO#l%biP%biR%bi[%bia%bij%bir%bi!S%bi!l%bi!p%bi#R%bi#o%bi#p%bi#q%bi#r%bi#s%bi#t%bi#u%bi#v%bi#w%bi#y%bi#{%bi#|%bi'{%bi(b%bi(s%bi!k%bi!Y%bi'x%biv%bi!_%bi%j%bi!g%bi~P%5}O#l%diP%diR%di[%dia%dij%dir%di!S%di!l%di!p%di#R%di#o%di#p%di#q%di#r%di#s%di#t%di#u%di#v%di#w%di#y%di#{%di#|%di'{%di(b%di(s%di!k%di!Y%di'x%div%di!_%di%j%di!g%di~P%6pO!]'Za!k'Za~P!:tO!].vO!k(li~O$P#ci!]#ci!^#ci~P#BwOP$[OR#zO!Q#yO!S#{O!l#xO!p$[O(bVO[#nij#nir#ni#R#ni#p#ni#q#ni#r#ni#s#ni#t#ni#u#ni#v#ni#w#ni#y#ni#{#ni#|#ni$P#ni(s#ni(z#ni({#ni!]#ni!^#ni~O#o#ni~P%NrO#o<aO~P%NrOP$[OR#zOr<mO!Q#yO!S#{O!l#xO!p$[O#o<aO#p<bO#q<bO#r<bO(bVO[#nij#ni#R#ni#t#ni#u#ni#v#ni#w#ni#y#ni#{#ni#|#ni$P#ni(s#ni(z#ni({#ni!]#ni!^#ni~O#s#ni~P&!zO#s<cO~P&!zOP$[OR#zO[<oOj<dOr<mO!Q#yO!S#{O!l#xO!p$[O#R<dO#o<aO#p<bO#q<bO#r<bO#s<cO#t<dO#u<dO#v<nO(bVO#y#ni#{#ni#|#ni$P#ni(s#ni(z#ni({#ni!]#ni!^#ni~O#w#ni~P&%SOP$[OR#zO[<oOj<dOr<mO!Q#yO!S#{O!l#xO!p$[O#R<dO#o<aO#p<bO#q<bO#r<bO#s<cO#t<dO#u<dO#v<nO#w<eO(bVO({#}O#{#ni#|#ni$P#ni(s#ni(z#ni!]#ni!^#ni~O#y<gO~P&'TO#y#ni~P&'TO#w<eO~P&%SOP$[OR#zO[<oOj<dOr<mO!Q#yO!S#{O!l#xO!p$[O#R<dO#o<aO#p<bO#q<bO#r<bO#s<cO#t<dO#u<dO#v<nO#w<eO#y<gO(bVO(z#|O({#}O#|#ni$P#ni(s#ni!]#ni!^#ni~O#{#ni~P&)dO#{<iO~P&)dOa#}y!]#}y'{#}y'x#}y!Y#}y!k#}yv#}y!_#}y%j#}y!g#}y~P!:tO[#nij#nir#ni#R#ni#s#ni#t#ni#u#ni#v#ni#w#ni#y#ni#{#ni#|#ni$P#ni(s#ni!]#ni!^#ni~OP$[OR#zO!Q#yO!S#{O!l#xO!p$[O#o<aO#p<bO#q<bO#r<bO(bVO(z#ni({#ni~P&,`On>_O!Q*PO'z*QO(z$}O({%POP#niR#ni!S#ni!l#ni!p#ni#o#ni#p#ni#q#ni#r#ni(b#ni~P&,`O#S$dOP(aXR(aX[(aXj(aXn(aXr(aX!Q(aX!S(aX!l(aX!p(aX#R(aX#o(aX#p(aX#q(aX#r(aX#s(aX#t(aX#u(aX#v(aX#w(aX#y(aX#{(aX#|(aX$P(aX'z(aX(b(aX(s(aX(z(aX({(aX!](aX!^(aX~O$P$Qi!]$Qi!^$Qi~P#BwO$P!ri!^!ri~P$+}Og'^a!]'^a~P!1WO!^7pO~O!]'ea!^'ea~P#BwO!Y7qO~P#/sO!g#vO(s'qO!]'fa!k'fa~O!]/rO!k)Pi~O!]/rO!g#vO!k)Pi~Og$}q!]$}q#`$}q$P$}q~P!1WO!Y'ha!]'ha~P#/sO!g7xO~O!]/{O!Y)Qi~P#/sO!]/{O!Y)Qi~O!Y7{O~Oh%VOr8QO!l%eO(s'qO~Oj8SO!g#vO~Or8VO!g#vO(s'qO~O!Q*PO'z*QO({%POn'ka(z'ka!]'ka#`'ka~Og'ka$P'ka~P&5aO!Q*PO'z*QOn'ma(z'ma({'ma!]'ma#`'ma~Og'ma$P'ma~P&6SOg(`q!](`q~P!1WO#`8XOg(`q!](`q~P!1WO!Y8YO~Og%Pq!]%Pq#`%Pq$P%Pq~P!1WOa$py!]$py'{$py'x$py!Y$py!k$pyv$py!_$py%j$py!g$py~P!:tO!g6tO~O!]5^O!_)Ra~O!_'aOP$UaR$Ua[$Uaj$Uar$Ua!Q$Ua!S$Ua!]$Ua!l$Ua!p$Ua#R$Ua#o$Ua#p$Ua#q$Ua#r$Ua#s$Ua#t$Ua#u$Ua#v$Ua#w$Ua#y$Ua#{$Ua#|$Ua(b$Ua(s$Ua(z$Ua({$Ua~O%j7YO~P&8tO%_8^Oa%]i!_%]i'{%]i!]%]i~Oa#cy!]#cy'{#cy'x#cy!Y#cy!k#cyv#cy!_#cy%j#cy!g#cy~P!:tO[8`O~Ob8bO(U+sO(WTO(ZUO~O!]1VO!^)Yi~O`8fO~O(f(}O!]'qX!^'qX~O!]5wO!^)Va~O!^8pO~P%;sO(p!sO~P$&YO#[8qO~O!_1qO~O!_1qO%j8sO~On8vO!_1qO%j8sO~O[8{O!]'ta!^'ta~O!]1|O!^)Wi~O!k9PO~O!k9QO~O!k9TO~O!k9TO~P%[Oa9VO~O!g9WO~O!k9XO~O!](xi!^(xi~P#BwOa%nO#`9aO'{%nO~O!](uy!k(uya(uy'{(uy~P!:tO!](kO!k(ty~O%j9dO~P&8tO!_'aO%j9dO~O#l$}qP$}qR$}q[$}qa$}qj$}qr$}q!S$}q!]$}q!l$}q!p$}q#R$}q#o$}q#p$}q#q$}q#r$}q#s$}q#t$}q#u$}q#v$}q#w$}q#y$}q#{$}q#|$}q'{$}q(b$}q(s$}q!k$}q!Y$}q'x$}q#`$}qv$}q!_$}q%j$}q!g$}q~P#/sO#l'kaP'kaR'ka['kaa'kaj'kar'ka!S'ka!l'ka!p'ka#R'ka#o'ka#p'ka#q'ka#r'ka#s'ka#t'ka#u'ka#v'ka#w'ka#y'ka#{'ka#|'ka'{'ka(b'ka(s'ka!k'ka!Y'ka'x'kav'ka!_'ka%j'ka!g'ka~P&5aO#l'maP'maR'ma['maa'maj'mar'ma!S'ma!l'ma!p'ma#R'ma#o'ma#p'ma#q'ma#r'ma#s'ma#t'ma#u'ma#v'ma#w'ma#y'ma#{'ma#|'ma'{'ma(b'ma(s'ma!k'ma!Y'ma'x'mav'ma!_'ma%j'ma!g'ma~P&6SO#l%PqP%PqR%Pq[%Pqa%Pqj%Pqr%Pq!S%Pq!]%Pq!l%Pq!p%Pq#R%Pq#o%Pq#p%Pq#q%Pq#r%Pq#s%Pq#t%Pq#u%Pq#v%Pq#w%Pq#y%Pq#{%Pq#|%Pq'{%Pq(b%Pq(s%Pq!k%Pq!Y%Pq'x%Pq#`%Pqv%Pq!_%Pq%j%Pq!g%Pq~P#/sO!]'Zi!k'Zi~P!:tO$P#cq!]#cq!^#cq~P#BwO(z$}OP%baR%ba[%baj%bar%ba!S%ba!l%ba!p%ba#R%ba#o%ba#p%ba#q%ba#r%ba#s%ba#t%ba#u%ba#v%ba#w%ba#y%ba#{%ba#|%ba$P%ba(b%ba(s%ba!]%ba!^%ba~On%ba!Q%ba'z%ba({%ba~P&JXO({%POP%daR%da[%daj%dar%da!S%da!l%da!p%da#R%da#o%da#p%da#q%da#r%da#s%da#t%da#u%da#v%da#w%da#y%da#{%da#|%da$P%da(b%da(s%da!]%da!^%da~On%da!Q%da'z%da(z%da~P&L`On>_O!Q*PO'z*QO({%PO~P&JXOn>_O!Q*PO'z*QO(z$}O~P&L`OR0mO!Q0mO!S0nO#S$dOP}a[}aj}an}ar}a!l}a!p}a#R}a#o}a#p}a#q}a#r}a#s}a#t}a#u}a#v}a#w}a#y}a#{}a#|}a$P}a'z}a(b}a(s}a(z}a({}a!]}a!^}a~O!Q*PO'z*QOP$taR$ta[$taj$tan$tar$ta!S$ta!l$ta!p$ta#R$ta#o$ta#p$ta#q$ta#r$ta#s$ta#t$ta#u$ta#v$ta#w$ta#y$ta#{$ta#|$ta$P$ta(b$ta(s$ta(z$ta({$ta!]$ta!^$ta~O!Q*PO'z*QOP$vaR$va[$vaj$van$var$va!S$va!l$va!p$va#R$va#o$va#p$va#q$va#r$va#s$va#t$va#u$va#v$va#w$va#y$va#{$va#|$va$P$va(b$va(s$va(z$va({$va!]$va!^$va~On>_O!Q*PO'z*QO(z$}O({%PO~OP%UaR%Ua[%Uaj%Uar%Ua!S%Ua!l%Ua!p%Ua#R%Ua#o%Ua#p%Ua#q%Ua#r%Ua#s%Ua#t%Ua#u%Ua#v%Ua#w%Ua#y%Ua#{%Ua#|%Ua$P%Ua(b%Ua(s%Ua!]%Ua!^%Ua~P''eO$P$nq!]$nq!^$nq~P#BwO$P$pq!]$pq!^$pq~P#BwO!^9qO~O$P9rO~P!1WO!g#vO!]'fi!k'fi~O!g#vO(s'qO!]'fi!k'fi~O!]/rO!k)Pq~O!Y'hi!]'hi~P#/sO!]/{O!Y)Qq~Or9yO!g#vO(s'qO~O[9{O!Y9zO~P#/sO!Y9zO~Oj:RO!g#vO~Og(`y!](`y~P!1WO!]'oa!_'oa~P#/sOa%]q!_%]q'{%]q!]%]q~P#/sO[:WO~O!]1VO!^)Yq~O`:[O~O#`:]O!]'qa!^'qa~O!]5wO!^)Vi~P#BwO!S:_O~O!_1qO%j:bO~O(WTO(ZUO(f:gO~O!]1|O!^)Wq~O!k:jO~O!k:kO~O!k:lO~O!k:lO~P%[O#`:oO!]#hy!^#hy~O!]#hy!^#hy~P#BwO%j:tO~P&8tO!_'aO%j:tO~O$P#}y!]#}y!^#}y~P#BwOP$}iR$}i[$}ij$}ir$}i!S$}i!l$}i!p$}i#R$}i#o$}i#p$}i#q$}i#r$}i#s$}i#t$}i#u$}i#v$}i#w$}i#y$}i#{$}i#|$}i$P$}i(b$}i(s$}i!]$}i!^$}i~P''eO!Q*PO'z*QO({%POP'jaR'ja['jaj'jan'jar'ja!S'ja!l'ja!p'ja#R'ja#o'ja#p'ja#q'ja#r'ja#s'ja#t'ja#u'ja#v'ja#w'ja#y'ja#{'ja#|'ja$P'ja(b'ja(s'ja(z'ja!]'ja!^'ja~O!Q*PO'z*QOP'laR'la['laj'lan'lar'la!S'la!l'la!p'la#R'la#o'la#p'la#q'la#r'la#s'la#t'la#u'la#v'la#w'la#y'la#{'la#|'la$P'la(b'la(s'la(z'la({'la!]'la!^'la~O(z$}OP%biR%bi[%bij%bin%bir%bi!Q%bi!S%bi!l%bi!p%bi#R%bi#o%bi#p%bi#q%bi#r%bi#s%bi#t%bi#u%bi#v%bi#w%bi#y%bi#{%bi#|%bi$P%bi'z%bi(b%bi(s%bi({%bi!]%bi!^%bi~O({%POP%diR%di[%dij%din%dir%di!Q%di!S%di!l%di!p%di#R%di#o%di#p%di#q%di#r%di#s%di#t%di#u%di#v%di#w%di#y%di#{%di#|%di$P%di'z%di(b%di(s%di(z%di!]%di!^%di~O$P$py!]$py!^$py~P#BwO$P#cy!]#cy!^#cy~P#BwO!g#vO!]'fq!k'fq~O!]/rO!k)Py~O!Y'hq!]'hq~P#/sOr;OO!g#vO(s'qO~O[;SO!Y;RO~P#/sO!Y;RO~Og(`!R!](`!R~P!1WOa%]y!_%]y'{%]y!]%]y~P#/sO!]1VO!^)Yy~O!]5wO!^)Vq~O(U;ZO~O!_1qO%j;^O~O!k;aO~O%j;fO~P&8tOP$}qR$}q[$}qj$}qr$}q!S$}q!l$}q!p$}q#R$}q#o$}q#p$}q#q$}q#r$}q#s$}q#t$}q#u$}q#v$}q#w$}q#y$}q#{$}q#|$}q$P$}q(b$}q(s$}q!]$}q!^$}q~P''eO!Q*PO'z*QO({%POP'kaR'ka['kaj'kan'kar'ka!S'ka!l'ka!p'ka#R'ka#o'ka#p'ka#q'ka#r'ka#s'ka#t'ka#u'ka#v'ka#w'ka#y'ka#{'ka#|'ka$P'ka(b'ka(s'ka(z'ka!]'ka!^'ka~O!Q*PO'z*QOP'maR'ma['maj'man'mar'ma!S'ma!l'ma!p'ma#R'ma#o'ma#p'ma#q'ma#r'ma#s'ma#t'ma#u'ma#v'ma#w'ma#y'ma#{'ma#|'ma$P'ma(b'ma(s'ma(z'ma({'ma!]'ma!^'ma~OP%PqR%Pq[%Pqj%Pqr%Pq!S%Pq!l%Pq!p%Pq#R%Pq#o%Pq#p%Pq#q%Pq#r%Pq#s%Pq#t%Pq#u%Pq#v%Pq#w%Pq#y%Pq#{%Pq#|%Pq$P%Pq(b%Pq(s%Pq!]%Pq!^%Pq~P''eOg%f!Z!]%f!Z#`%f!Z$P%f!Z~P!1WO!Y;jO~P#/sOr;kO!g#vO(s'qO~O[;mO!Y;jO~P#/sO!]'qq!^'qq~P#BwO!]#h!Z!^#h!Z~P#BwO#l%f!ZP%f!ZR%f!Z[%f!Za%f!Zj%f!Zr%f!Z!S%f!Z!]%f!Z!l%f!Z!p%f!Z#R%f!Z#o%f!Z#p%f!Z#q%f!Z#r%f!Z#s%f!Z#t%f!Z#u%f!Z#v%f!Z#w%f!Z#y%f!Z#{%f!Z#|%f!Z'{%f!Z(b%f!Z(s%f!Z!k%f!Z!Y%f!Z'x%f!Z#`%f!Zv%f!Z!_%f!Z%j%f!Z!g%f!Z~P#/sOr;vO!g#vO(s'qO~O!Y;wO~P#/sOr<OO!g#vO(s'qO~O!Y<PO~P#/sOP%f!ZR%f!Z[%f!Zj%f!Zr%f!Z!S%f!Z!l%f!Z!p%f!Z#R%f!Z#o%f!Z#p%f!Z#q%f!Z#r%f!Z#s%f!Z#t%f!Z#u%f!Z#v%f!Z#w%f!Z#y%f!Z#{%f!Z#|%f!Z$P%f!Z(b%f!Z(s%f!Z!]%f!Z!^%f!Z~P''eOr<SO!g#vO(s'qO~Ov(gX~P1qO!Q%rO~P!)[O(V!lO~P!)[O!YfX!]fX#`fX~P%2^OP]XR]X[]Xj]Xr]X!Q]X!S]X!]]X!]fX!l]X!p]X#R]X#S]X#`]X#`fX#lfX#o]X#p]X#q]X#r]X#s]X#t]X#u]X#v]X#w]X#y]X#{]X#|]X$R]X(b]X(s]X(z]X({]X~O!gfX!k]X!kfX(sfX~P'LcOP<WOQ<WOSfOd>SOe!iOpkOr<WOskOtkOzkO|<WO!O<WO!SWO!WkO!XkO!_XO!i<ZO!lZO!o<WO!p<WO!q<WO!s<[O!u<_O!x!hO$X!kO$o>QO(U)^O(WTO(ZUO(bVO(p[O~O!]<kO!^$ra~Oh%VOp%WOr%XOs$tOt$tOz%YO|%ZO!O<vO!S${O!_$|O!i>XO!l$xO#k<|O$X%`O$u<xO$w<zO$z%aO(U(wO(WTO(ZUO(b$uO(z$}O({%PO~Ol)eO~P(#XOr!eX(s!eX~P#!nO!^]X!^fX~P'LcO!YfX!Y${X!]fX!]${X#`fX~P!0SO#l<`O~O!g#vO#l<`O~O#`<pO~Oj<dO~O#`=PO!](xX!^(xX~O#`<pO!](vX!^(vX~O#l=QO~Og=SO~P!1WO#l=YO~O#l=ZO~Og=SO(U&ZO~O!g#vO#l=[O~O!g#vO#l=QO~O$P=]O~P#BwO#l=^O~O#l=_O~O#l=dO~O#l=eO~O#l=fO~O#l=gO~O$P=hO~P!1WO$P=iO~P!1WOl=tO~P7eOk#S#T#U#W#X#[#j#k#v$o$u$w$z%^%_%i%j%k%r%t%w%x%z%|~(PT#p!X'}(V#qs#o#rr!Q(O$^(U$`(f~",
-    goto: "$9_)^PPPPPP)_PP)bP)sP+X/^PPPP6lPP7SPP=PPPP@sPA]PA]PPPA]PCePA]PA]PA]PCiPCnPD]PIVPPPIZPPPPIZL^PPPLdMUPIZPIZPP! dIZPPPIZPIZP!#kIZP!'R!(W!(aP!)T!)X!)T!,fPPPPPPP!-V!(WPP!-g!/XP!2hIZIZ!2m!5y!:g!:g!>f!>nPPP!>tIZPPPPPPPPP!BTP!CbPPIZ!DsPIZPIZIZIZIZIZPIZ!FVP!IaP!LgP!Lk!Lu!Ly!LyP!I^P!L}!L}P#!TP#!XIZPIZ#!_#%dCiA]PA]PA]A]P#&qA]A]#)TA]#+{A]#.XA]A]#.w#1]#1]#1b#1k#1]#1vPP#1]PA]#2`A]#6_A]A]6lPPP#:dPPP#:}#:}P#:}P#;e#:}PP#;kP#;bP#;b#<O#;b#<j#<p#<s)bP#<v)bP#=P#=P#=PP)bP)bP)bP)bPP)bP#=V#=YP#=Y)bP#=^P#=aP)bP)bP)bP)bP)bP)b)bPP#=g#=m#=x#>O#>U#>[#>b#>p#>v#?Q#?W#?b#?h#?x#@O#@p#AS#AY#A`#An#BT#Cx#DW#D_#Ey#FX#Gy#HX#H_#He#Hk#Hu#H{#IR#I]#Io#IuPPPPPPPPPPP#I{PPPPPPP#Jp#M}$ g$ n$ vPPP$'bP$'k$*d$0}$1Q$1T$2S$2V$2^$2fP$2l$2oP$3]$3a$4X$5g$5l$6SPP$6X$6_$6c$6f$6j$6n$7j$8R$8j$8n$8q$8t$9O$9R$9V$9ZR!|RoqOXst!Z#d%m&r&t&u&w,u,z2^2aY!vQ'a-g1q5}Q%tvQ%|yQ&T|Q&j!VS'W!e-^Q'g!iS'm!r!yU*l$|*[*pQ+q%}S,O&V&WQ,f&dQ-e'`Q-o'hQ-w'nQ0^*rQ1d,QQ1{,gR<}<[%SdOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$_$a$e%m%t&R&k&n&r&t&u&w&{'T'c's(U(W(^(e(y({)P*O*j+Y+_,r,u,z-k-s.R.X.v.}/p0_0n0t1U1t2U2V2X2Z2^2a2c3S3Y3n4|6V6g6h6k7O8v9V9aS#q]<X!r)`$Z$n'X)t-Y-a/X2q4V5y6u:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TU+Q%]<u<vQ+v&PQ,h&gQ,o&oQ0z+iQ1P+kQ1[+wQ2T,mQ3b.iQ5b1OQ5h1VQ6^1|Q7[3fQ8b5iR9g7^'QkOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$Z$_$a$e$n%m%t&R&k&n&o&r&t&u&w&{'T'X'c's(U(W(^(e(y({)P)t*O*j+Y+_+i,r,u,z-Y-a-k-s.R.X.i.v.}/X/p0_0n0t1U1t2U2V2X2Z2^2a2c2q3S3Y3f3n4V4|5y6V6g6h6k6u7O7^8v9V9a:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>T!S!nQ!r!v!y!z$|'W'`'a'm'n'o*l*p*r*s-^-e-g-w0^0a1q5}6P%[$ti#v$b$c$d$x${%O%Q%^%_%c)z*S*U*W*Z*b*h*x*y+h+k,U,X.h/R/f/o/z/{/}0b0d0k0l0q1h1k1s3e4`4a4l4q5S5^5a6U7Y7x8S8X8^8s9d9r9{:R:b:t;S;^;f;m<n<o<q<r<s<t<w<x<y<z<{<|=T=U=V=W=Y=Z=^=_=`=a=b=c=d=e=h=i>Q>Y>Z>^>_Q&X|S'U!e*[S']%i-bQ+v&PQ,R&WQ,h&gQ0p+TQ1[+wQ1a+}Q2S,lQ2T,mQ5h1VQ5q1cQ6^1|Q6a2OQ6b2RQ8b5iQ8e5nQ9O6dQ:Z8fQ:h8{R;X:[rnOXst!V!Z#d%m&i&r&t&u&w,u,z2^2aR,j&k&z^OPXYstuvwz!Z!`!g!j!o#S#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$Z$_$a$e$n%m%t&R&k&n&o&r&t&u&w&{'T'c's(W(^(e(y({)P)t*O*j+Y+_+i,r,u,z-Y-a-k-s.R.X.i.v.}/X/p0_0n0t1U1t2U2V2X2Z2^2a2c2q3S3Y3f3n4V4|5y6V6g6h6k6u7O7^8v9V9a:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>S>T[#]WZ#W#Z'X(U!b%jm#h#i#l$x%e%h(_(i(j(k*Z*_*c+[+^+`,q-W.V.].^._.a/o/r2f3^3_4c6t7VQ%wxQ%{yW&Q|&V&W,QQ&_!TQ'd!hQ'f!iQ(r#sS+p%|%}Q+t&PQ,a&bQ,e&dS-n'g'hQ.k(sQ1T+qQ1Z+wQ1]+xQ1`+|Q1v,bS1z,f,gQ3O-oQ5g1VQ5k1YQ5p1bQ6]1{Q8a5iQ8d5mQ8h5rQ:V8`R;V:W!U$zi$d%O%Q%^%_%c*S*U*b*x*y/R/z0b0d0k0l0q4a5S8X9r>Q>Y>Z!^%yy!i!u%{%|%}'V'f'g'h'l'v*k+p+q-Z-n-o-v0T0W1T2w3O3V4t4u4x8P9}Q+j%wQ,V&[Q,Y&]Q,d&dQ.j(rQ1u,aU1y,e,f,gQ3g.kQ6W1vS6[1z1{Q8z6]#f>U#v$b$c$x${)z*W*Z*h+h+k,U,X.h/f/o/{/}1h1k1s3e4`4l4q5^5a6U7Y7x8S8^8s9d9{:R:b:t;S;^;f;m<q<s<w<y<{=T=V=Y=^=`=b=d=h>^>_o>V<n<o<r<t<x<z<|=U=W=Z=_=a=c=e=iW%Ti%V*z>QS&[!Q&iQ&]!RQ&^!SU+O%[%d=tR,T&Y%]%Si#v$b$c$d$x${%O%Q%^%_%c)z*S*U*W*Z*b*h*x*y+h+k,U,X.h/R/f/o/z/{/}0b0d0k0l0q1h1k1s3e4`4a4l4q5S5^5a6U7Y7x8S8X8^8s9d9r9{:R:b:t;S;^;f;m<n<o<q<r<s<t<w<x<y<z<{<|=T=U=V=W=Y=Z=^=_=`=a=b=c=d=e=h=i>Q>Y>Z>^>_T){$u)|V+Q%]<u<vW']!e%i*[-bS)O#y#zQ+e%rQ+{&SS.d(n(oQ1l,ZQ5V0mR8k5w'QkOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$Z$_$a$e$n%m%t&R&k&n&o&r&t&u&w&{'T'X'c's(U(W(^(e(y({)P)t*O*j+Y+_+i,r,u,z-Y-a-k-s.R.X.i.v.}/X/p0_0n0t1U1t2U2V2X2Z2^2a2c2q3S3Y3f3n4V4|5y6V6g6h6k6u7O7^8v9V9a:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>T$i$^c#Y#e%q%s%u(T(Z(u(z)S)T)U)V)W)X)Y)Z)[)])_)a)c)h)r+f+z-[-z.P.U.W.u.x.|/O/P/Q/d0r2o2t3Q3X3m3r3s3t3u3v3w3x3y3z3{3|3}4O4R4S4Z5Z5e6w6}7S7c7d7m7n8m9Z9_9i9o9p:q;Y;b<Y=wT#TV#U'RkOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$Z$_$a$e$n%m%t&R&k&n&o&r&t&u&w&{'T'X'c's(U(W(^(e(y({)P)t*O*j+Y+_+i,r,u,z-Y-a-k-s.R.X.i.v.}/X/p0_0n0t1U1t2U2V2X2Z2^2a2c2q3S3Y3f3n4V4|5y6V6g6h6k6u7O7^8v9V9a:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TQ'Y!eR2r-^!W!nQ!e!r!v!y!z$|'W'`'a'm'n'o*[*l*p*r*s-^-e-g-w0^0a1q5}6PR1n,]nqOXst!Z#d%m&r&t&u&w,u,z2^2aQ&y!^Q'w!xS(t#u<`Q+n%zQ,_&_Q,`&aQ-l'eQ-y'pS.t(y=QS0s+Y=[Q1R+oQ1p,^Q2e,|Q2g,}Q2n-XQ2|-mQ3P-qS5[0t=fQ5c1SS5f1U=gQ6v2pQ6z2}Q7P3UQ8_5dQ9[6xQ9]6{Q9`7QR:n9X$d$]c#Y#e%s%u(T(Z(u(z)S)T)U)V)W)X)Y)Z)[)])_)a)c)h)r+f+z-[-z.P.U.W.u.x.|/P/Q/d0r2o2t3Q3X3m3r3s3t3u3v3w3x3y3z3{3|3}4O4R4S4Z5Z5e6w6}7S7c7d7m7n8m9Z9_9i9o9p:q;Y;b<Y=wS(p#p'jQ)Q#zS+d%q/OS.e(o(qR3`.f'QkOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$Z$_$a$e$n%m%t&R&k&n&o&r&t&u&w&{'T'X'c's(U(W(^(e(y({)P)t*O*j+Y+_+i,r,u,z-Y-a-k-s.R.X.i.v.}/X/p0_0n0t1U1t2U2V2X2Z2^2a2c2q3S3Y3f3n4V4|5y6V6g6h6k6u7O7^8v9V9a:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TS#q]<XQ&t!XQ&u!YQ&w![Q&x!]R2],xQ'b!hQ+g%wQ-j'dS.g(r+jQ2z-iW3d.j.k0y0{Q6y2{W7W3a3c3g5`U9c7X7Z7]U:s9e9f9hS;d:r:uQ;r;eR;z;sU!wQ'a-gT5{1q5}!Q_OXZ`st!V!Z#d#h%e%m&i&k&r&t&u&w(k,u,z.^2^2a]!pQ!r'a-g1q5}T#q]<X%^{OPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$_$a$e%m%t&R&k&n&o&r&t&u&w&{'T'c's(U(W(^(e(y({)P*O*j+Y+_+i,r,u,z-k-s.R.X.i.v.}/p0_0n0t1U1t2U2V2X2Z2^2a2c3S3Y3f3n4|6V6g6h6k7O7^8v9V9aS)O#y#zS.d(n(o!s=m$Z$n'X)t-Y-a/X2q4V5y6u:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TU$fd)`,oS(q#p'jU*w%R(x4QU0o+P.p7iQ5`0zQ7X3bQ9f7[R:u9gm!tQ!r!v!y!z'a'm'n'o-g-w1q5}6PQ'u!uS(g#g2WS-u'l'xQ/u*^Q0T*kQ3W-xQ4h/vQ4t0VQ4u0WQ4z0`Q7t4bS8P4v4xS8T4{4}Q9t7uQ9x7{Q9}8QQ:S8VS:}9y9zS;i;O;RS;u;j;kS;};v;wS<R<O<PR<U<SQ#wbQ't!uS(f#g2WS(h#m+XQ+Z%fQ+l%xQ+r&OU-t'l'u'xQ.Y(gU/t*^*a/yQ0U*kQ0X*mQ1Q+mQ1w,cS3T-u-xQ3].bS4g/u/vQ4p0RS4s0T0`Q4w0YQ6Y1xQ7R3WS7s4b4dQ7w4hU8O4t4z4}Q8R4yQ8x6ZS9s7t7uQ9w7{Q:P8TQ:Q8UQ:e8yQ:{9tS:|9x9zQ;U:SQ;`:fS;h:};RS;t;i;jS;|;u;wS<Q;}<PQ<T<RQ<V<UQ=p=kQ=|=uR=}=vV!wQ'a-g%^aOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$_$a$e%m%t&R&k&n&o&r&t&u&w&{'T'c's(U(W(^(e(y({)P*O*j+Y+_+i,r,u,z-k-s.R.X.i.v.}/p0_0n0t1U1t2U2V2X2Z2^2a2c3S3Y3f3n4|6V6g6h6k7O7^8v9V9aS#wz!j!r=j$Z$n'X)t-Y-a/X2q4V5y6u:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TR=p>S%^bOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$_$a$e%m%t&R&k&n&o&r&t&u&w&{'T'c's(U(W(^(e(y({)P*O*j+Y+_+i,r,u,z-k-s.R.X.i.v.}/p0_0n0t1U1t2U2V2X2Z2^2a2c3S3Y3f3n4|6V6g6h6k7O7^8v9V9aQ%fj!^%xy!i!u%{%|%}'V'f'g'h'l'v*k+p+q-Z-n-o-v0T0W1T2w3O3V4t4u4x8P9}S&Oz!jQ+m%yQ,c&dW1x,d,e,f,gU6Z1y1z1{S8y6[6]Q:f8z!r=k$Z$n'X)t-Y-a/X2q4V5y6u:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TQ=u>RR=v>S%QeOPXYstuvw!Z!`!g!o#S#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$_$a$e%m%t&R&k&n&r&t&u&w&{'T'c's(W(^(e(y({)P*O*j+Y+_+i,r,u,z-k-s.R.X.i.v.}/p0_0n0t1U1t2U2V2X2Z2^2a2c3S3Y3f3n4|6V6g6h6k7O7^8v9V9aY#bWZ#W#Z(U!b%jm#h#i#l$x%e%h(_(i(j(k*Z*_*c+[+^+`,q-W.V.].^._.a/o/r2f3^3_4c6t7VQ,p&o!p=l$Z$n)t-Y-a/X2q4V5y6u:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TR=o'XU'^!e%i*[R2u-bX'[!e%i*[-b%SdOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$_$a$e%m%t&R&k&n&r&t&u&w&{'T'c's(U(W(^(e(y({)P*O*j+Y+_,r,u,z-k-s.R.X.v.}/p0_0n0t1U1t2U2V2X2Z2^2a2c3S3Y3n4|6V6g6h6k7O8v9V9a!r)`$Z$n'X)t-Y-a/X2q4V5y6u:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TQ,o&oQ0z+iQ3b.iQ7[3fR9g7^!b$Tc#Y%q(T(Z(u(z)[)])a)h+z-z.P.U.W.u.x/d0r3Q3X3m3}5Z5e6}7S7c9_:q<Y!P<f)_)r-[/O2o2t3r3{3|4R4Z6w7d7m7n8m9Z9i9o9p;Y;b=w!f$Vc#Y%q(T(Z(u(z)X)Y)[)])a)h+z-z.P.U.W.u.x/d0r3Q3X3m3}5Z5e6}7S7c9_:q<Y!T<h)_)r-[/O2o2t3r3x3y3{3|4R4Z6w7d7m7n8m9Z9i9o9p;Y;b=w!^$Zc#Y%q(T(Z(u(z)a)h+z-z.P.U.W.u.x/d0r3Q3X3m3}5Z5e6}7S7c9_:q<YQ4a/mz>T)_)r-[/O2o2t3r4R4Z6w7d7m7n8m9Z9i9o9p;Y;b=wQ>Y>[R>Z>]'QkOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$Z$_$a$e$n%m%t&R&k&n&o&r&t&u&w&{'T'X'c's(U(W(^(e(y({)P)t*O*j+Y+_+i,r,u,z-Y-a-k-s.R.X.i.v.}/X/p0_0n0t1U1t2U2V2X2Z2^2a2c2q3S3Y3f3n4V4|5y6V6g6h6k6u7O7^8v9V9a:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TS$oh$pR4W/W'XgOPWXYZhstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$Z$_$a$e$n$p%m%t&R&k&n&o&r&t&u&w&{'T'X'c's(U(W(^(e(y({)P)t*O*j+Y+_+i,r,u,z-Y-a-k-s.R.X.i.v.}/W/X/p0_0n0t1U1t2U2V2X2Z2^2a2c2q3S3Y3f3n4V4|5y6V6g6h6k6u7O7^8v9V9a:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TT$kf$qQ$ifS)k$l)oR)w$qT$jf$qT)m$l)o'XhOPWXYZhstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$Z$_$a$e$n$p%m%t&R&k&n&o&r&t&u&w&{'T'X'c's(U(W(^(e(y({)P)t*O*j+Y+_+i,r,u,z-Y-a-k-s.R.X.i.v.}/W/X/p0_0n0t1U1t2U2V2X2Z2^2a2c2q3S3Y3f3n4V4|5y6V6g6h6k6u7O7^8v9V9a:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TT$oh$pQ$rhR)v$p%^jOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$_$a$e%m%t&R&k&n&o&r&t&u&w&{'T'c's(U(W(^(e(y({)P*O*j+Y+_+i,r,u,z-k-s.R.X.i.v.}/p0_0n0t1U1t2U2V2X2Z2^2a2c3S3Y3f3n4|6V6g6h6k7O7^8v9V9a!s>R$Z$n'X)t-Y-a/X2q4V5y6u:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>T#glOPXZst!Z!`!o#S#d#o#{$n%m&k&n&o&r&t&u&w&{'T'c)P)t*j+_+i,r,u,z-k.i/X/p0_0n1t2U2V2X2Z2^2a2c3f4V4|6V6g6h6k7^8v9V!U%Ri$d%O%Q%^%_%c*S*U*b*x*y/R/z0b0d0k0l0q4a5S8X9r>Q>Y>Z#f(x#v$b$c$x${)z*W*Z*h+h+k,U,X.h/f/o/{/}1h1k1s3e4`4l4q5^5a6U7Y7x8S8^8s9d9{:R:b:t;S;^;f;m<q<s<w<y<{=T=V=Y=^=`=b=d=h>^>_Q+U%aQ/e*Po4Q<n<o<r<t<x<z<|=U=W=Z=_=a=c=e=i!U$yi$d%O%Q%^%_%c*S*U*b*x*y/R/z0b0d0k0l0q4a5S8X9r>Q>Y>ZQ*d$zU*m$|*[*pQ+V%bQ0Y*n#f=r#v$b$c$x${)z*W*Z*h+h+k,U,X.h/f/o/{/}1h1k1s3e4`4l4q5^5a6U7Y7x8S8^8s9d9{:R:b:t;S;^;f;m<q<s<w<y<{=T=V=Y=^=`=b=d=h>^>_n=s<n<o<r<t<x<z<|=U=W=Z=_=a=c=e=iQ=x>UQ=y>VQ=z>WR={>X!U%Ri$d%O%Q%^%_%c*S*U*b*x*y/R/z0b0d0k0l0q4a5S8X9r>Q>Y>Z#f(x#v$b$c$x${)z*W*Z*h+h+k,U,X.h/f/o/{/}1h1k1s3e4`4l4q5^5a6U7Y7x8S8^8s9d9{:R:b:t;S;^;f;m<q<s<w<y<{=T=V=Y=^=`=b=d=h>^>_o4Q<n<o<r<t<x<z<|=U=W=Z=_=a=c=e=inoOXst!Z#d%m&r&t&u&w,u,z2^2aS*g${*ZQ-T'OQ-U'QR4k/{%[%Si#v$b$c$d$x${%O%Q%^%_%c)z*S*U*W*Z*b*h*x*y+h+k,U,X.h/R/f/o/z/{/}0b0d0k0l0q1h1k1s3e4`4a4l4q5S5^5a6U7Y7x8S8X8^8s9d9r9{:R:b:t;S;^;f;m<n<o<q<r<s<t<w<x<y<z<{<|=T=U=V=W=Y=Z=^=_=`=a=b=c=d=e=h=i>Q>Y>Z>^>_Q,W&]Q1j,YQ5u1iR8j5vV*o$|*[*pU*o$|*[*pT5|1q5}S0R*j/pQ4y0_T8U4|:_Q+l%xQ0X*mQ1Q+mQ1w,cQ6Y1xQ8x6ZQ:e8yR;`:f!U%Oi$d%O%Q%^%_%c*S*U*b*x*y/R/z0b0d0k0l0q4a5S8X9r>Q>Y>Zx*S$v)f*T*v+W/x0f0g4T4i5T5U5Y7r8W:T:z=q>O>PS0b*u0c#f<q#v$b$c$x${)z*W*Z*h+h+k,U,X.h/f/o/{/}1h1k1s3e4`4l4q5^5a6U7Y7x8S8^8s9d9{:R:b:t;S;^;f;m<q<s<w<y<{=T=V=Y=^=`=b=d=h>^>_n<r<n<o<r<t<x<z<|=U=W=Z=_=a=c=e=i!d=T(v)d*]*f.l.o.s/a/m0O0x1g3j4^4j4n5t7_7b7y7|8Z8]9v:O:U;P;T;g;l;x>[>]`=U4P7e7h7l9j:v:y;{S=`.n3kT=a7g9m!U%Qi$d%O%Q%^%_%c*S*U*b*x*y/R/z0b0d0k0l0q4a5S8X9r>Q>Y>Z|*U$v)f*V*u+W/i/x0f0g4T4i5O5T5U5Y7r8W:T:z=q>O>PS0d*v0e#f<s#v$b$c$x${)z*W*Z*h+h+k,U,X.h/f/o/{/}1h1k1s3e4`4l4q5^5a6U7Y7x8S8^8s9d9{:R:b:t;S;^;f;m<q<s<w<y<{=T=V=Y=^=`=b=d=h>^>_n<t<n<o<r<t<x<z<|=U=W=Z=_=a=c=e=i!h=V(v)d*]*f.m.n.s/a/m0O0x1g3h3j4^4j4n5t7_7`7b7y7|8Z8]9v:O:U;P;T;g;l;x>[>]d=W4P7f7g7l9j9k:v:w:y;{S=b.o3lT=c7h9nrnOXst!V!Z#d%m&i&r&t&u&w,u,z2^2aQ&f!UR,r&ornOXst!V!Z#d%m&i&r&t&u&w,u,z2^2aR&f!UQ,[&^R1f,TsnOXst!V!Z#d%m&i&r&t&u&w,u,z2^2aQ1r,aS6T1u1vU8r6R6S6WS:a8t8uS;[:`:cQ;o;]R;y;pQ&m!VR,k&iR6a2OR:h8{W&Q|&V&W,QR1]+xQ&r!WR,u&sR,{&xT2_,z2aR-P&yQ-O&yR2h-PQ'z!{R-{'zSsOtQ#dXT%ps#dQ#OTR'|#OQ#RUR(O#RQ)|$uR/b)|Q#UVR(R#UQ#XWU(X#X(Y.SQ(Y#YR.S(ZQ-_'YR2s-_Q.w(zS3o.w3pR3p.xQ-g'aR2x-gY!rQ'a-g1q5}R'k!rQ/S)fR4U/SU#_W%h*ZU(`#_(a.TQ(a#`R.T([Q-c'^R2v-ct`OXst!V!Z#d%m&i&k&r&t&u&w,u,z2^2aS#hZ%eU#r`#h.^R.^(kQ(l#jQ.Z(hW.c(l.Z3Z7TQ3Z.[R7T3[Q)o$lR/Y)oQ$phR)u$pQ$`cU)b$`.O<lQ.O<YR<l)rQ/s*^W4e/s4f7v9uU4f/t/u/vS7v4g4hR9u7w$e*R$v(v)d)f*]*f*u*v+R+S+W.n.o.q.r.s/a/i/k/m/x0O0f0g0x1g3h3i3j4P4T4^4i4j4n5O5Q5T5U5Y5t7_7`7a7b7g7h7j7k7l7r7y7|8W8Z8]9j9k9l9v:O:T:U:v:w:x:y:z;P;T;g;l;x;{=q>O>P>[>]Q/|*fU4m/|4o7zQ4o0OR7z4nS*p$|*[R0[*px*T$v)f*u*v+W/x0f0g4T4i5T5U5Y7r8W:T:z=q>O>P!d.l(v)d*]*f.n.o.s/a/m0O0x1g3j4^4j4n5t7_7b7y7|8Z8]9v:O:U;P;T;g;l;x>[>]U/j*T.l7ea7e4P7g7h7l9j:v:y;{Q0c*uQ3k.nU5P0c3k9mR9m7g|*V$v)f*u*v+W/i/x0f0g4T4i5O5T5U5Y7r8W:T:z=q>O>P!h.m(v)d*]*f.n.o.s/a/m0O0x1g3h3j4^4j4n5t7_7`7b7y7|8Z8]9v:O:U;P;T;g;l;x>[>]U/l*V.m7fe7f4P7g7h7l9j9k:v:w:y;{Q0e*vQ3l.oU5R0e3l9nR9n7hQ*{%UR0i*{Q5_0xR8[5_Q+a%kR0w+aQ5x1lS8l5x:^R:^8mQ,^&_R1o,^Q5}1qR8o5}Q1},hS6_1}8|R8|6aQ1W+tW5j1W5l8c:XQ5l1ZQ8c5kR:X8dQ+y&QR1^+yQ2a,zR6o2aYrOXst#dQ&v!ZQ+c%mQ,t&rQ,v&tQ,w&uQ,y&wQ2[,uS2_,z2aR6n2^Q%opQ&z!_Q&}!aQ'P!bQ'R!cQ'r!uQ+b%lQ+n%zQ,S&XQ,j&mQ-R&|W-r'l't'u'xQ-y'pQ0Z*oQ1R+oQ1e,RS2Q,k,nQ2i-QQ2j-TQ2k-UQ3P-qW3R-t-u-x-zQ5c1SQ5o1aQ5s1gQ6X1wQ6c2SQ6m2]U6|3Q3T3WQ7P3UQ8_5dQ8g5qQ8i5tQ8n5|Q8w6YQ8}6bS9^6}7RQ9`7QQ:Y8eQ:d8xQ:i9OQ:p9_Q;W:ZQ;_:eQ;c:qQ;n;XR;q;`Q%zyQ'e!iQ'p!uU+o%{%|%}Q-X'VU-m'f'g'hS-q'l'vQ0S*kS1S+p+qQ2p-ZS2}-n-oQ3U-vS4r0T0WQ5d1TQ6x2wQ6{3OQ7Q3VU7}4t4u4xQ9|8PR;Q9}S$wi>QR*|%VU%Ui%V>QR0h*zQ$viS(v#v+kS)d$b$cQ)f$dQ*]$xS*f${*ZQ*u%OQ*v%QQ+R%^Q+S%_Q+W%cQ.n<qQ.o<sQ.q<wQ.r<yQ.s<{Q/a)zQ/i*SQ/k*UQ/m*WQ/x*bS0O*h/oQ0f*xQ0g*yl0x+h,X.h1k1s3e6U7Y8s9d:b:t;^;fQ1g,UQ3h=TQ3i=VQ3j=YS4P<n<oQ4T/RS4^/f4`Q4i/zQ4j/{Q4n/}Q5O0bQ5Q0dQ5T0kQ5U0lQ5Y0qQ5t1hQ7_=^Q7`=`Q7a=bQ7b=dQ7g<rQ7h<tQ7j<xQ7k<zQ7l<|Q7r4aQ7y4lQ7|4qQ8W5SQ8Z5^Q8]5aQ9j=ZQ9k=UQ9l=WQ9v7xQ:O8SQ:T8XQ:U8^Q:v=_Q:w=aQ:x=cQ:y=eQ:z9rQ;P9{Q;T:RQ;g=hQ;l;SQ;x;mQ;{=iQ=q>QQ>O>YQ>P>ZQ>[>^R>]>_Q+P%]Q.p<uR7i<vnpOXst!Z#d%m&r&t&u&w,u,z2^2aQ!fPS#fZ#oQ&|!`W'i!o*j0_4|Q(Q#SQ)R#{Q)s$nS,n&k&nQ,s&oQ-Q&{S-V'T/pQ-i'cQ.z)PQ/^)tQ0u+_Q0{+iQ2Y,rQ2{-kQ3c.iQ4Y/XQ5W0nQ6S1tQ6e2UQ6f2VQ6j2XQ6l2ZQ6q2cQ7]3fQ7o4VQ8u6VQ9R6gQ9S6hQ9U6kQ9h7^Q:c8vR:m9V#[cOPXZst!Z!`!o#d#o#{%m&k&n&o&r&t&u&w&{'T'c)P*j+_+i,r,u,z-k.i/p0_0n1t2U2V2X2Z2^2a2c3f4|6V6g6h6k7^8v9VQ#YWQ#eYQ%quQ%svS%uw!gS(T#W(WQ(Z#ZQ(u#uQ(z#xQ)S$OQ)T$PQ)U$QQ)V$RQ)W$SQ)X$TQ)Y$UQ)Z$VQ)[$WQ)]$XQ)_$ZQ)a$_Q)c$aQ)h$eW)r$n)t/X4VQ+f%tQ+z&RS-['X2qQ-z'sS.P(U.RQ.U(^Q.W(eQ.u(yQ.x({Q.|<WQ/O<ZQ/P<[Q/Q<_Q/d*OQ0r+YQ2o-YQ2t-aQ3Q-sQ3X.XQ3m.vQ3r<`Q3s<aQ3t<bQ3u<cQ3v<dQ3w<eQ3x<fQ3y<gQ3z<hQ3{<iQ3|<jQ3}.}Q4O<mQ4R<pQ4S<}Q4Z<kQ5Z0tQ5e1UQ6w=PQ6}3SQ7S3YQ7c3nQ7d=QQ7m=SQ7n=[Q8m5yQ9Z6uQ9_7OQ9i=]Q9o=fQ9p=gQ:q9aQ;Y:]Q;b:oQ<Y#SR=w>TR#[WR'Z!el!tQ!r!v!y!z'a'm'n'o-g-w1q5}6PS'V!e-^U*k$|*[*pS-Z'W'`S0W*l*rQ0`*sQ2w-eQ4x0^R4}0aR(|#xQ!fQT-f'a-g]!qQ!r'a-g1q5}Q#p]R'j<XR)g$dY!uQ'a-g1q5}Q'l!rS'v!v!yS'x!z6PS-v'm'nQ-x'oR3V-wT#kZ%eS#jZ%eS%km,qU(h#h#i#lS.[(i(jQ.`(kQ0v+`Q3[.]U3].^._.aS7U3^3_R9b7Vd#^W#W#Z%h(U(_*Z+[.V/or#gZm#h#i#l%e(i(j(k+`.].^._.a3^3_7VS*^$x*cQ/v*_Q2W,qQ2m-WQ4b/rQ6s2fQ7u4cQ9Y6tT=n'X+^V#aW%h*ZU#`W%h*ZS(V#W(_U([#Z+[/oS-]'X+^T.Q(U.VV'_!e%i*[Q$lfR)y$qT)n$l)oR4X/WT*`$x*cT*i${*ZQ0y+hQ1i,XQ3a.hQ5v1kQ6R1sQ7Z3eQ8t6UQ9e7YQ:`8sQ:r9dQ;]:bQ;e:tQ;p;^R;s;fnqOXst!Z#d%m&r&t&u&w,u,z2^2aQ&l!VR,j&itmOXst!U!V!Z#d%m&i&r&t&u&w,u,z2^2aR,q&oT%lm,qR1m,ZR,i&gQ&U|S,P&V&WR1`,QR+u&PT&p!W&sT&q!W&sT2`,z2a",
-    nodeNames: "\u26A0 ArithOp ArithOp ?. JSXStartTag LineComment BlockComment Script Hashbang ExportDeclaration export Star as VariableName String Escape from ; default FunctionDeclaration async function VariableDefinition > < TypeParamList in out const TypeDefinition extends ThisType this LiteralType ArithOp Number BooleanLiteral TemplateType InterpolationEnd Interpolation InterpolationStart NullType null VoidType void TypeofType typeof MemberExpression . PropertyName [ TemplateString Escape Interpolation super RegExp ] ArrayExpression Spread , } { ObjectExpression Property async get set PropertyDefinition Block : NewTarget new NewExpression ) ( ArgList UnaryExpression delete LogicOp BitOp YieldExpression yield AwaitExpression await ParenthesizedExpression ClassExpression class ClassBody MethodDeclaration Decorator @ MemberExpression PrivatePropertyName CallExpression TypeArgList CompareOp < declare Privacy static abstract override PrivatePropertyDefinition PropertyDeclaration readonly accessor Optional TypeAnnotation Equals StaticBlock FunctionExpression ArrowFunction ParamList ParamList ArrayPattern ObjectPattern PatternProperty VariableDefinition Privacy readonly Arrow MemberExpression BinaryExpression ArithOp ArithOp ArithOp ArithOp BitOp CompareOp instanceof satisfies CompareOp BitOp BitOp BitOp LogicOp LogicOp ConditionalExpression LogicOp LogicOp AssignmentExpression UpdateOp PostfixExpression CallExpression InstantiationExpression TaggedTemplateExpression DynamicImport import ImportMeta JSXElement JSXSelfCloseEndTag JSXSelfClosingTag JSXIdentifier JSXBuiltin JSXIdentifier JSXNamespacedName JSXMemberExpression JSXSpreadAttribute JSXAttribute JSXAttributeValue JSXEscape JSXEndTag JSXOpenTag JSXFragmentTag JSXText JSXEscape JSXStartCloseTag JSXCloseTag PrefixCast < ArrowFunction TypeParamList SequenceExpression InstantiationExpression KeyofType keyof UniqueType unique ImportType InferredType infer TypeName ParenthesizedType FunctionSignature ParamList NewSignature IndexedType TupleType Label ArrayType ReadonlyType ObjectType MethodType PropertyType IndexSignature PropertyDefinition CallSignature TypePredicate asserts is NewSignature new UnionType LogicOp IntersectionType LogicOp ConditionalType ParameterizedType ClassDeclaration abstract implements type VariableDeclaration let var using TypeAliasDeclaration InterfaceDeclaration interface EnumDeclaration enum EnumBody NamespaceDeclaration namespace module AmbientDeclaration declare GlobalDeclaration global ClassDeclaration ClassBody AmbientFunctionDeclaration ExportGroup VariableName VariableName ImportDeclaration defer ImportGroup ForStatement for ForSpec ForInSpec ForOfSpec of WhileStatement while WithStatement with DoStatement do IfStatement if else SwitchStatement switch SwitchBody CaseLabel case DefaultLabel TryStatement try CatchClause catch FinallyClause finally ReturnStatement return ThrowStatement throw BreakStatement break ContinueStatement continue DebuggerStatement debugger LabeledStatement ExpressionStatement SingleExpression SingleClassItem",
-    maxTerm: 381,
-    context: trackNewline,
-    nodeProps: [
-      ["isolate", -8, 5, 6, 14, 37, 39, 51, 53, 55, ""],
-      ["group", -26, 9, 17, 19, 68, 208, 212, 216, 217, 219, 222, 225, 235, 238, 244, 246, 248, 250, 253, 259, 265, 267, 269, 271, 273, 275, 276, "Statement", -34, 13, 14, 32, 35, 36, 42, 51, 54, 55, 57, 62, 70, 72, 76, 80, 82, 84, 85, 110, 111, 121, 122, 137, 140, 142, 143, 144, 145, 146, 148, 149, 168, 170, 172, "Expression", -23, 31, 33, 37, 41, 43, 45, 174, 176, 178, 179, 181, 182, 183, 185, 186, 187, 189, 190, 191, 202, 204, 206, 207, "Type", -3, 88, 103, 109, "ClassItem"],
-      ["openedBy", 23, "<", 38, "InterpolationStart", 56, "[", 60, "{", 73, "(", 161, "JSXStartCloseTag"],
-      ["closedBy", -2, 24, 169, ">", 40, "InterpolationEnd", 50, "]", 61, "}", 74, ")", 166, "JSXEndTag"]
-    ],
-    propSources: [jsHighlight],
-    skippedNodes: [0, 5, 6, 279],
-    repeatNodeCount: 37,
-    tokenData: "$Fq07[R!bOX%ZXY+gYZ-yZ[+g[]%Z]^.c^p%Zpq+gqr/mrs3cst:_tuEruvJSvwLkwx! Yxy!'iyz!(sz{!)}{|!,q|}!.O}!O!,q!O!P!/Y!P!Q!9j!Q!R#:O!R![#<_![!]#I_!]!^#Jk!^!_#Ku!_!`$![!`!a$$v!a!b$*T!b!c$,r!c!}Er!}#O$-|#O#P$/W#P#Q$4o#Q#R$5y#R#SEr#S#T$7W#T#o$8b#o#p$<r#p#q$=h#q#r$>x#r#s$@U#s$f%Z$f$g+g$g#BYEr#BY#BZ$A`#BZ$ISEr$IS$I_$A`$I_$I|Er$I|$I}$Dk$I}$JO$Dk$JO$JTEr$JT$JU$A`$JU$KVEr$KV$KW$A`$KW&FUEr&FU&FV$A`&FV;'SEr;'S;=`I|<%l?HTEr?HT?HU$A`?HUOEr(n%d_$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z&j&hT$j&jO!^&c!_#o&c#p;'S&c;'S;=`&w<%lO&c&j&zP;=`<%l&c'|'U]$j&j([!bOY&}YZ&cZw&}wx&cx!^&}!^!_'}!_#O&}#O#P&c#P#o&}#o#p'}#p;'S&};'S;=`(l<%lO&}!b(SU([!bOY'}Zw'}x#O'}#P;'S'};'S;=`(f<%lO'}!b(iP;=`<%l'}'|(oP;=`<%l&}'[(y]$j&j(XpOY(rYZ&cZr(rrs&cs!^(r!^!_)r!_#O(r#O#P&c#P#o(r#o#p)r#p;'S(r;'S;=`*a<%lO(rp)wU(XpOY)rZr)rs#O)r#P;'S)r;'S;=`*Z<%lO)rp*^P;=`<%l)r'[*dP;=`<%l(r#S*nX(Xp([!bOY*gZr*grs'}sw*gwx)rx#O*g#P;'S*g;'S;=`+Z<%lO*g#S+^P;=`<%l*g(n+dP;=`<%l%Z07[+rq$j&j(Xp([!b'}0/lOX%ZXY+gYZ&cZ[+g[p%Zpq+gqr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p$f%Z$f$g+g$g#BY%Z#BY#BZ+g#BZ$IS%Z$IS$I_+g$I_$JT%Z$JT$JU+g$JU$KV%Z$KV$KW+g$KW&FU%Z&FU&FV+g&FV;'S%Z;'S;=`+a<%l?HT%Z?HT?HU+g?HUO%Z07[.ST(Y#S$j&j(O0/lO!^&c!_#o&c#p;'S&c;'S;=`&w<%lO&c07[.n_$j&j(Xp([!b(O0/lOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z)3p/x`$j&j!p),Q(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`0z!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KW1V`#w(Ch$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`2X!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KW2d_#w(Ch$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'At3l_(W':f$j&j([!bOY4kYZ5qZr4krs7nsw4kwx5qx!^4k!^!_8p!_#O4k#O#P5q#P#o4k#o#p8p#p;'S4k;'S;=`:X<%lO4k(^4r_$j&j([!bOY4kYZ5qZr4krs7nsw4kwx5qx!^4k!^!_8p!_#O4k#O#P5q#P#o4k#o#p8p#p;'S4k;'S;=`:X<%lO4k&z5vX$j&jOr5qrs6cs!^5q!^!_6y!_#o5q#o#p6y#p;'S5q;'S;=`7h<%lO5q&z6jT$e`$j&jO!^&c!_#o&c#p;'S&c;'S;=`&w<%lO&c`6|TOr6yrs7]s;'S6y;'S;=`7b<%lO6y`7bO$e``7eP;=`<%l6y&z7kP;=`<%l5q(^7w]$e`$j&j([!bOY&}YZ&cZw&}wx&cx!^&}!^!_'}!_#O&}#O#P&c#P#o&}#o#p'}#p;'S&};'S;=`(l<%lO&}!r8uZ([!bOY8pYZ6yZr8prs9hsw8pwx6yx#O8p#O#P6y#P;'S8p;'S;=`:R<%lO8p!r9oU$e`([!bOY'}Zw'}x#O'}#P;'S'};'S;=`(f<%lO'}!r:UP;=`<%l8p(^:[P;=`<%l4k%9[:hh$j&j(Xp([!bOY%ZYZ&cZq%Zqr<Srs&}st%ZtuCruw%Zwx(rx!^%Z!^!_*g!_!c%Z!c!}Cr!}#O%Z#O#P&c#P#R%Z#R#SCr#S#T%Z#T#oCr#o#p*g#p$g%Z$g;'SCr;'S;=`El<%lOCr(r<__WS$j&j(Xp([!bOY<SYZ&cZr<Srs=^sw<Swx@nx!^<S!^!_Bm!_#O<S#O#P>`#P#o<S#o#pBm#p;'S<S;'S;=`Cl<%lO<S(Q=g]WS$j&j([!bOY=^YZ&cZw=^wx>`x!^=^!^!_?q!_#O=^#O#P>`#P#o=^#o#p?q#p;'S=^;'S;=`@h<%lO=^&n>gXWS$j&jOY>`YZ&cZ!^>`!^!_?S!_#o>`#o#p?S#p;'S>`;'S;=`?k<%lO>`S?XSWSOY?SZ;'S?S;'S;=`?e<%lO?SS?hP;=`<%l?S&n?nP;=`<%l>`!f?xWWS([!bOY?qZw?qwx?Sx#O?q#O#P?S#P;'S?q;'S;=`@b<%lO?q!f@eP;=`<%l?q(Q@kP;=`<%l=^'`@w]WS$j&j(XpOY@nYZ&cZr@nrs>`s!^@n!^!_Ap!_#O@n#O#P>`#P#o@n#o#pAp#p;'S@n;'S;=`Bg<%lO@ntAwWWS(XpOYApZrAprs?Ss#OAp#O#P?S#P;'SAp;'S;=`Ba<%lOAptBdP;=`<%lAp'`BjP;=`<%l@n#WBvYWS(Xp([!bOYBmZrBmrs?qswBmwxApx#OBm#O#P?S#P;'SBm;'S;=`Cf<%lOBm#WCiP;=`<%lBm(rCoP;=`<%l<S%9[C}i$j&j(p%1l(Xp([!bOY%ZYZ&cZr%Zrs&}st%ZtuCruw%Zwx(rx!Q%Z!Q![Cr![!^%Z!^!_*g!_!c%Z!c!}Cr!}#O%Z#O#P&c#P#R%Z#R#SCr#S#T%Z#T#oCr#o#p*g#p$g%Z$g;'SCr;'S;=`El<%lOCr%9[EoP;=`<%lCr07[FRk$j&j(Xp([!b$^#t(U,2j(f$I[OY%ZYZ&cZr%Zrs&}st%ZtuEruw%Zwx(rx}%Z}!OGv!O!Q%Z!Q![Er![!^%Z!^!_*g!_!c%Z!c!}Er!}#O%Z#O#P&c#P#R%Z#R#SEr#S#T%Z#T#oEr#o#p*g#p$g%Z$g;'SEr;'S;=`I|<%lOEr+dHRk$j&j(Xp([!b$^#tOY%ZYZ&cZr%Zrs&}st%ZtuGvuw%Zwx(rx}%Z}!OGv!O!Q%Z!Q![Gv![!^%Z!^!_*g!_!c%Z!c!}Gv!}#O%Z#O#P&c#P#R%Z#R#SGv#S#T%Z#T#oGv#o#p*g#p$g%Z$g;'SGv;'S;=`Iv<%lOGv+dIyP;=`<%lGv07[JPP;=`<%lEr(KWJ_`$j&j(Xp([!b#q(ChOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KWKl_$j&j$R(Ch(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z,#xLva({+JY$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sv%ZvwM{wx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KWNW`$j&j#{(Ch(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'At! c_(Z';W$j&j(XpOY!!bYZ!#hZr!!brs!#hsw!!bwx!$xx!^!!b!^!_!%z!_#O!!b#O#P!#h#P#o!!b#o#p!%z#p;'S!!b;'S;=`!'c<%lO!!b'l!!i_$j&j(XpOY!!bYZ!#hZr!!brs!#hsw!!bwx!$xx!^!!b!^!_!%z!_#O!!b#O#P!#h#P#o!!b#o#p!%z#p;'S!!b;'S;=`!'c<%lO!!b&z!#mX$j&jOw!#hwx6cx!^!#h!^!_!$Y!_#o!#h#o#p!$Y#p;'S!#h;'S;=`!$r<%lO!#h`!$]TOw!$Ywx7]x;'S!$Y;'S;=`!$l<%lO!$Y`!$oP;=`<%l!$Y&z!$uP;=`<%l!#h'l!%R]$e`$j&j(XpOY(rYZ&cZr(rrs&cs!^(r!^!_)r!_#O(r#O#P&c#P#o(r#o#p)r#p;'S(r;'S;=`*a<%lO(r!Q!&PZ(XpOY!%zYZ!$YZr!%zrs!$Ysw!%zwx!&rx#O!%z#O#P!$Y#P;'S!%z;'S;=`!']<%lO!%z!Q!&yU$e`(XpOY)rZr)rs#O)r#P;'S)r;'S;=`*Z<%lO)r!Q!'`P;=`<%l!%z'l!'fP;=`<%l!!b/5|!'t_!l/.^$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z#&U!)O_!k!Lf$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z-!n!*[b$j&j(Xp([!b(V%&f#r(ChOY%ZYZ&cZr%Zrs&}sw%Zwx(rxz%Zz{!+d{!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KW!+o`$j&j(Xp([!b#o(ChOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z+;x!,|`$j&j(Xp([!br+4YOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z,$U!.Z_!]+Jf$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z07[!/ec$j&j(Xp([!b!Q.2^OY%ZYZ&cZr%Zrs&}sw%Zwx(rx!O%Z!O!P!0p!P!Q%Z!Q![!3Y![!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z#%|!0ya$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!O%Z!O!P!2O!P!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z#%|!2Z_![!L^$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad!3eg$j&j(Xp([!bs'9tOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q![!3Y![!^%Z!^!_*g!_!g%Z!g!h!4|!h#O%Z#O#P&c#P#R%Z#R#S!3Y#S#X%Z#X#Y!4|#Y#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad!5Vg$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx{%Z{|!6n|}%Z}!O!6n!O!Q%Z!Q![!8S![!^%Z!^!_*g!_#O%Z#O#P&c#P#R%Z#R#S!8S#S#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad!6wc$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q![!8S![!^%Z!^!_*g!_#O%Z#O#P&c#P#R%Z#R#S!8S#S#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad!8_c$j&j(Xp([!bs'9tOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q![!8S![!^%Z!^!_*g!_#O%Z#O#P&c#P#R%Z#R#S!8S#S#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z07[!9uf$j&j(Xp([!b#p(ChOY!;ZYZ&cZr!;Zrs!<nsw!;Zwx!Lcxz!;Zz{#-}{!P!;Z!P!Q#/d!Q!^!;Z!^!_#(i!_!`#7S!`!a#8i!a!}!;Z!}#O#,f#O#P!Dy#P#o!;Z#o#p#(i#p;'S!;Z;'S;=`#-w<%lO!;Z?O!;fb$j&j(Xp([!b!X7`OY!;ZYZ&cZr!;Zrs!<nsw!;Zwx!Lcx!P!;Z!P!Q#&`!Q!^!;Z!^!_#(i!_!}!;Z!}#O#,f#O#P!Dy#P#o!;Z#o#p#(i#p;'S!;Z;'S;=`#-w<%lO!;Z>^!<w`$j&j([!b!X7`OY!<nYZ&cZw!<nwx!=yx!P!<n!P!Q!Eq!Q!^!<n!^!_!Gr!_!}!<n!}#O!KS#O#P!Dy#P#o!<n#o#p!Gr#p;'S!<n;'S;=`!L]<%lO!<n<z!>Q^$j&j!X7`OY!=yYZ&cZ!P!=y!P!Q!>|!Q!^!=y!^!_!@c!_!}!=y!}#O!CW#O#P!Dy#P#o!=y#o#p!@c#p;'S!=y;'S;=`!Ek<%lO!=y<z!?Td$j&j!X7`O!^&c!_#W&c#W#X!>|#X#Z&c#Z#[!>|#[#]&c#]#^!>|#^#a&c#a#b!>|#b#g&c#g#h!>|#h#i&c#i#j!>|#j#k!>|#k#m&c#m#n!>|#n#o&c#p;'S&c;'S;=`&w<%lO&c7`!@hX!X7`OY!@cZ!P!@c!P!Q!AT!Q!}!@c!}#O!Ar#O#P!Bq#P;'S!@c;'S;=`!CQ<%lO!@c7`!AYW!X7`#W#X!AT#Z#[!AT#]#^!AT#a#b!AT#g#h!AT#i#j!AT#j#k!AT#m#n!AT7`!AuVOY!ArZ#O!Ar#O#P!B[#P#Q!@c#Q;'S!Ar;'S;=`!Bk<%lO!Ar7`!B_SOY!ArZ;'S!Ar;'S;=`!Bk<%lO!Ar7`!BnP;=`<%l!Ar7`!BtSOY!@cZ;'S!@c;'S;=`!CQ<%lO!@c7`!CTP;=`<%l!@c<z!C][$j&jOY!CWYZ&cZ!^!CW!^!_!Ar!_#O!CW#O#P!DR#P#Q!=y#Q#o!CW#o#p!Ar#p;'S!CW;'S;=`!Ds<%lO!CW<z!DWX$j&jOY!CWYZ&cZ!^!CW!^!_!Ar!_#o!CW#o#p!Ar#p;'S!CW;'S;=`!Ds<%lO!CW<z!DvP;=`<%l!CW<z!EOX$j&jOY!=yYZ&cZ!^!=y!^!_!@c!_#o!=y#o#p!@c#p;'S!=y;'S;=`!Ek<%lO!=y<z!EnP;=`<%l!=y>^!Ezl$j&j([!b!X7`OY&}YZ&cZw&}wx&cx!^&}!^!_'}!_#O&}#O#P&c#P#W&}#W#X!Eq#X#Z&}#Z#[!Eq#[#]&}#]#^!Eq#^#a&}#a#b!Eq#b#g&}#g#h!Eq#h#i&}#i#j!Eq#j#k!Eq#k#m&}#m#n!Eq#n#o&}#o#p'}#p;'S&};'S;=`(l<%lO&}8r!GyZ([!b!X7`OY!GrZw!Grwx!@cx!P!Gr!P!Q!Hl!Q!}!Gr!}#O!JU#O#P!Bq#P;'S!Gr;'S;=`!J|<%lO!Gr8r!Hse([!b!X7`OY'}Zw'}x#O'}#P#W'}#W#X!Hl#X#Z'}#Z#[!Hl#[#]'}#]#^!Hl#^#a'}#a#b!Hl#b#g'}#g#h!Hl#h#i'}#i#j!Hl#j#k!Hl#k#m'}#m#n!Hl#n;'S'};'S;=`(f<%lO'}8r!JZX([!bOY!JUZw!JUwx!Arx#O!JU#O#P!B[#P#Q!Gr#Q;'S!JU;'S;=`!Jv<%lO!JU8r!JyP;=`<%l!JU8r!KPP;=`<%l!Gr>^!KZ^$j&j([!bOY!KSYZ&cZw!KSwx!CWx!^!KS!^!_!JU!_#O!KS#O#P!DR#P#Q!<n#Q#o!KS#o#p!JU#p;'S!KS;'S;=`!LV<%lO!KS>^!LYP;=`<%l!KS>^!L`P;=`<%l!<n=l!Ll`$j&j(Xp!X7`OY!LcYZ&cZr!Lcrs!=ys!P!Lc!P!Q!Mn!Q!^!Lc!^!_# o!_!}!Lc!}#O#%P#O#P!Dy#P#o!Lc#o#p# o#p;'S!Lc;'S;=`#&Y<%lO!Lc=l!Mwl$j&j(Xp!X7`OY(rYZ&cZr(rrs&cs!^(r!^!_)r!_#O(r#O#P&c#P#W(r#W#X!Mn#X#Z(r#Z#[!Mn#[#](r#]#^!Mn#^#a(r#a#b!Mn#b#g(r#g#h!Mn#h#i(r#i#j!Mn#j#k!Mn#k#m(r#m#n!Mn#n#o(r#o#p)r#p;'S(r;'S;=`*a<%lO(r8Q# vZ(Xp!X7`OY# oZr# ors!@cs!P# o!P!Q#!i!Q!}# o!}#O#$R#O#P!Bq#P;'S# o;'S;=`#$y<%lO# o8Q#!pe(Xp!X7`OY)rZr)rs#O)r#P#W)r#W#X#!i#X#Z)r#Z#[#!i#[#])r#]#^#!i#^#a)r#a#b#!i#b#g)r#g#h#!i#h#i)r#i#j#!i#j#k#!i#k#m)r#m#n#!i#n;'S)r;'S;=`*Z<%lO)r8Q#$WX(XpOY#$RZr#$Rrs!Ars#O#$R#O#P!B[#P#Q# o#Q;'S#$R;'S;=`#$s<%lO#$R8Q#$vP;=`<%l#$R8Q#$|P;=`<%l# o=l#%W^$j&j(XpOY#%PYZ&cZr#%Prs!CWs!^#%P!^!_#$R!_#O#%P#O#P!DR#P#Q!Lc#Q#o#%P#o#p#$R#p;'S#%P;'S;=`#&S<%lO#%P=l#&VP;=`<%l#%P=l#&]P;=`<%l!Lc?O#&kn$j&j(Xp([!b!X7`OY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#W%Z#W#X#&`#X#Z%Z#Z#[#&`#[#]%Z#]#^#&`#^#a%Z#a#b#&`#b#g%Z#g#h#&`#h#i%Z#i#j#&`#j#k#&`#k#m%Z#m#n#&`#n#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z9d#(r](Xp([!b!X7`OY#(iZr#(irs!Grsw#(iwx# ox!P#(i!P!Q#)k!Q!}#(i!}#O#+`#O#P!Bq#P;'S#(i;'S;=`#,`<%lO#(i9d#)th(Xp([!b!X7`OY*gZr*grs'}sw*gwx)rx#O*g#P#W*g#W#X#)k#X#Z*g#Z#[#)k#[#]*g#]#^#)k#^#a*g#a#b#)k#b#g*g#g#h#)k#h#i*g#i#j#)k#j#k#)k#k#m*g#m#n#)k#n;'S*g;'S;=`+Z<%lO*g9d#+gZ(Xp([!bOY#+`Zr#+`rs!JUsw#+`wx#$Rx#O#+`#O#P!B[#P#Q#(i#Q;'S#+`;'S;=`#,Y<%lO#+`9d#,]P;=`<%l#+`9d#,cP;=`<%l#(i?O#,o`$j&j(Xp([!bOY#,fYZ&cZr#,frs!KSsw#,fwx#%Px!^#,f!^!_#+`!_#O#,f#O#P!DR#P#Q!;Z#Q#o#,f#o#p#+`#p;'S#,f;'S;=`#-q<%lO#,f?O#-tP;=`<%l#,f?O#-zP;=`<%l!;Z07[#.[b$j&j(Xp([!b(P0/l!X7`OY!;ZYZ&cZr!;Zrs!<nsw!;Zwx!Lcx!P!;Z!P!Q#&`!Q!^!;Z!^!_#(i!_!}!;Z!}#O#,f#O#P!Dy#P#o!;Z#o#p#(i#p;'S!;Z;'S;=`#-w<%lO!;Z07[#/o_$j&j(Xp([!bT0/lOY#/dYZ&cZr#/drs#0nsw#/dwx#4Ox!^#/d!^!_#5}!_#O#/d#O#P#1p#P#o#/d#o#p#5}#p;'S#/d;'S;=`#6|<%lO#/d06j#0w]$j&j([!bT0/lOY#0nYZ&cZw#0nwx#1px!^#0n!^!_#3R!_#O#0n#O#P#1p#P#o#0n#o#p#3R#p;'S#0n;'S;=`#3x<%lO#0n05W#1wX$j&jT0/lOY#1pYZ&cZ!^#1p!^!_#2d!_#o#1p#o#p#2d#p;'S#1p;'S;=`#2{<%lO#1p0/l#2iST0/lOY#2dZ;'S#2d;'S;=`#2u<%lO#2d0/l#2xP;=`<%l#2d05W#3OP;=`<%l#1p01O#3YW([!bT0/lOY#3RZw#3Rwx#2dx#O#3R#O#P#2d#P;'S#3R;'S;=`#3r<%lO#3R01O#3uP;=`<%l#3R06j#3{P;=`<%l#0n05x#4X]$j&j(XpT0/lOY#4OYZ&cZr#4Ors#1ps!^#4O!^!_#5Q!_#O#4O#O#P#1p#P#o#4O#o#p#5Q#p;'S#4O;'S;=`#5w<%lO#4O00^#5XW(XpT0/lOY#5QZr#5Qrs#2ds#O#5Q#O#P#2d#P;'S#5Q;'S;=`#5q<%lO#5Q00^#5tP;=`<%l#5Q05x#5zP;=`<%l#4O01p#6WY(Xp([!bT0/lOY#5}Zr#5}rs#3Rsw#5}wx#5Qx#O#5}#O#P#2d#P;'S#5};'S;=`#6v<%lO#5}01p#6yP;=`<%l#5}07[#7PP;=`<%l#/d)3h#7ab$j&j$R(Ch(Xp([!b!X7`OY!;ZYZ&cZr!;Zrs!<nsw!;Zwx!Lcx!P!;Z!P!Q#&`!Q!^!;Z!^!_#(i!_!}!;Z!}#O#,f#O#P!Dy#P#o!;Z#o#p#(i#p;'S!;Z;'S;=`#-w<%lO!;ZAt#8vb$[#t$j&j(Xp([!b!X7`OY!;ZYZ&cZr!;Zrs!<nsw!;Zwx!Lcx!P!;Z!P!Q#&`!Q!^!;Z!^!_#(i!_!}!;Z!}#O#,f#O#P!Dy#P#o!;Z#o#p#(i#p;'S!;Z;'S;=`#-w<%lO!;Z'Ad#:Zp$j&j(Xp([!bs'9tOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!O%Z!O!P!3Y!P!Q%Z!Q![#<_![!^%Z!^!_*g!_!g%Z!g!h!4|!h#O%Z#O#P&c#P#R%Z#R#S#<_#S#U%Z#U#V#?i#V#X%Z#X#Y!4|#Y#b%Z#b#c#>_#c#d#Bq#d#l%Z#l#m#Es#m#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad#<jk$j&j(Xp([!bs'9tOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!O%Z!O!P!3Y!P!Q%Z!Q![#<_![!^%Z!^!_*g!_!g%Z!g!h!4|!h#O%Z#O#P&c#P#R%Z#R#S#<_#S#X%Z#X#Y!4|#Y#b%Z#b#c#>_#c#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad#>j_$j&j(Xp([!bs'9tOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad#?rd$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q!R#AQ!R!S#AQ!S!^%Z!^!_*g!_#O%Z#O#P&c#P#R%Z#R#S#AQ#S#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad#A]f$j&j(Xp([!bs'9tOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q!R#AQ!R!S#AQ!S!^%Z!^!_*g!_#O%Z#O#P&c#P#R%Z#R#S#AQ#S#b%Z#b#c#>_#c#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad#Bzc$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q!Y#DV!Y!^%Z!^!_*g!_#O%Z#O#P&c#P#R%Z#R#S#DV#S#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad#Dbe$j&j(Xp([!bs'9tOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q!Y#DV!Y!^%Z!^!_*g!_#O%Z#O#P&c#P#R%Z#R#S#DV#S#b%Z#b#c#>_#c#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad#E|g$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q![#Ge![!^%Z!^!_*g!_!c%Z!c!i#Ge!i#O%Z#O#P&c#P#R%Z#R#S#Ge#S#T%Z#T#Z#Ge#Z#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad#Gpi$j&j(Xp([!bs'9tOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q![#Ge![!^%Z!^!_*g!_!c%Z!c!i#Ge!i#O%Z#O#P&c#P#R%Z#R#S#Ge#S#T%Z#T#Z#Ge#Z#b%Z#b#c#>_#c#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z*)x#Il_!g$b$j&j$P)Lv(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z)[#Jv_al$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z04f#LS^h#)`#R-<U(Xp([!b$o7`OY*gZr*grs'}sw*gwx)rx!P*g!P!Q#MO!Q!^*g!^!_#Mt!_!`$ f!`#O*g#P;'S*g;'S;=`+Z<%lO*g(n#MXX$l&j(Xp([!bOY*gZr*grs'}sw*gwx)rx#O*g#P;'S*g;'S;=`+Z<%lO*g(El#M}Z#s(Ch(Xp([!bOY*gZr*grs'}sw*gwx)rx!_*g!_!`#Np!`#O*g#P;'S*g;'S;=`+Z<%lO*g(El#NyX$R(Ch(Xp([!bOY*gZr*grs'}sw*gwx)rx#O*g#P;'S*g;'S;=`+Z<%lO*g(El$ oX#t(Ch(Xp([!bOY*gZr*grs'}sw*gwx)rx#O*g#P;'S*g;'S;=`+Z<%lO*g*)x$!ga#`*!Y$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`0z!`!a$#l!a#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(K[$#w_#l(Cl$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z*)x$%Vag!*r#t(Ch$g#|$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`$&[!`!a$'f!a#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KW$&g_#t(Ch$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KW$'qa#s(Ch$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`!a$(v!a#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KW$)R`#s(Ch$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(Kd$*`a(s(Ct$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!a%Z!a!b$+e!b#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KW$+p`$j&j#|(Ch(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z%#`$,}_!|$Ip$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z04f$.X_!S0,v$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(n$/]Z$j&jO!^$0O!^!_$0f!_#i$0O#i#j$0k#j#l$0O#l#m$2^#m#o$0O#o#p$0f#p;'S$0O;'S;=`$4i<%lO$0O(n$0VT_#S$j&jO!^&c!_#o&c#p;'S&c;'S;=`&w<%lO&c#S$0kO_#S(n$0p[$j&jO!Q&c!Q![$1f![!^&c!_!c&c!c!i$1f!i#T&c#T#Z$1f#Z#o&c#o#p$3|#p;'S&c;'S;=`&w<%lO&c(n$1kZ$j&jO!Q&c!Q![$2^![!^&c!_!c&c!c!i$2^!i#T&c#T#Z$2^#Z#o&c#p;'S&c;'S;=`&w<%lO&c(n$2cZ$j&jO!Q&c!Q![$3U![!^&c!_!c&c!c!i$3U!i#T&c#T#Z$3U#Z#o&c#p;'S&c;'S;=`&w<%lO&c(n$3ZZ$j&jO!Q&c!Q![$0O![!^&c!_!c&c!c!i$0O!i#T&c#T#Z$0O#Z#o&c#p;'S&c;'S;=`&w<%lO&c#S$4PR!Q![$4Y!c!i$4Y#T#Z$4Y#S$4]S!Q![$4Y!c!i$4Y#T#Z$4Y#q#r$0f(n$4lP;=`<%l$0O#1[$4z_!Y#)l$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KW$6U`#y(Ch$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z+;p$7c_$j&j(Xp([!b(b+4QOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z07[$8qk$j&j(Xp([!b(U,2j$`#t(f$I[OY%ZYZ&cZr%Zrs&}st%Ztu$8buw%Zwx(rx}%Z}!O$:f!O!Q%Z!Q![$8b![!^%Z!^!_*g!_!c%Z!c!}$8b!}#O%Z#O#P&c#P#R%Z#R#S$8b#S#T%Z#T#o$8b#o#p*g#p$g%Z$g;'S$8b;'S;=`$<l<%lO$8b+d$:qk$j&j(Xp([!b$`#tOY%ZYZ&cZr%Zrs&}st%Ztu$:fuw%Zwx(rx}%Z}!O$:f!O!Q%Z!Q![$:f![!^%Z!^!_*g!_!c%Z!c!}$:f!}#O%Z#O#P&c#P#R%Z#R#S$:f#S#T%Z#T#o$:f#o#p*g#p$g%Z$g;'S$:f;'S;=`$<f<%lO$:f+d$<iP;=`<%l$:f07[$<oP;=`<%l$8b#Jf$<{X!_#Hb(Xp([!bOY*gZr*grs'}sw*gwx)rx#O*g#P;'S*g;'S;=`+Z<%lO*g,#x$=sa(z+JY$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p#q$+e#q;'S%Z;'S;=`+a<%lO%Z)>v$?V_!^(CdvBr$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z?O$@a_!q7`$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z07[$Aq|$j&j(Xp([!b'}0/l$^#t(U,2j(f$I[OX%ZXY+gYZ&cZ[+g[p%Zpq+gqr%Zrs&}st%ZtuEruw%Zwx(rx}%Z}!OGv!O!Q%Z!Q![Er![!^%Z!^!_*g!_!c%Z!c!}Er!}#O%Z#O#P&c#P#R%Z#R#SEr#S#T%Z#T#oEr#o#p*g#p$f%Z$f$g+g$g#BYEr#BY#BZ$A`#BZ$ISEr$IS$I_$A`$I_$JTEr$JT$JU$A`$JU$KVEr$KV$KW$A`$KW&FUEr&FU&FV$A`&FV;'SEr;'S;=`I|<%l?HTEr?HT?HU$A`?HUOEr07[$D|k$j&j(Xp([!b(O0/l$^#t(U,2j(f$I[OY%ZYZ&cZr%Zrs&}st%ZtuEruw%Zwx(rx}%Z}!OGv!O!Q%Z!Q![Er![!^%Z!^!_*g!_!c%Z!c!}Er!}#O%Z#O#P&c#P#R%Z#R#SEr#S#T%Z#T#oEr#o#p*g#p$g%Z$g;'SEr;'S;=`I|<%lOEr",
-    tokenizers: [noSemicolon, noSemicolonType, operatorToken, jsx, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, insertSemicolon, new LocalTokenGroup("$S~RRtu[#O#Pg#S#T#|~_P#o#pb~gOx~~jVO#i!P#i#j!U#j#l!P#l#m!q#m;'S!P;'S;=`#v<%lO!P~!UO!U~~!XS!Q![!e!c!i!e#T#Z!e#o#p#Z~!hR!Q![!q!c!i!q#T#Z!q~!tR!Q![!}!c!i!}#T#Z!}~#QR!Q![!P!c!i!P#T#Z!P~#^R!Q![#g!c!i#g#T#Z#g~#jS!Q![#g!c!i#g#T#Z#g#q#r!P~#yP;=`<%l!P~$RO(d~~", 141, 341), new LocalTokenGroup("j~RQYZXz{^~^O(R~~aP!P!Qd~iO(S~~", 25, 324)],
-    topRules: { "Script": [0, 7], "SingleExpression": [1, 277], "SingleClassItem": [2, 278] },
-    dialects: { jsx: 0, ts: 15179 },
-    dynamicPrecedences: { "80": 1, "82": 1, "94": 1, "170": 1, "200": 1 },
-    specialized: [{ term: 328, get: (value) => spec_identifier[value] || -1 }, { term: 344, get: (value) => spec_word[value] || -1 }, { term: 95, get: (value) => spec_LessThan[value] || -1 }],
-    tokenPrec: 15205
-  });
-
   // node_modules/@marijn/find-cluster-break/src/index.js
   var rangeFrom = [];
   var rangeTo = [];
@@ -15692,6 +641,12 @@
     if (!surrogateLow2(code1))
       return code0;
     return (code0 - 55296 << 10) + (code1 - 56320) + 65536;
+  }
+  function fromCodePoint(code2) {
+    if (code2 <= 65535)
+      return String.fromCharCode(code2);
+    code2 -= 65536;
+    return String.fromCharCode((code2 >> 10) + 55296, (code2 & 1023) + 56320);
   }
   function codePointSize2(code2) {
     return code2 < 65536 ? 1 : 2;
@@ -16557,8 +1512,8 @@
     /**
     Define a new facet.
     */
-    static define(config = {}) {
-      return new _Facet(config.combine || ((a) => a), config.compareInput || ((a, b) => a === b), config.compare || (!config.combine ? sameArray2 : (a, b) => a === b), !!config.static, config.enables);
+    static define(config2 = {}) {
+      return new _Facet(config2.combine || ((a) => a), config2.compareInput || ((a, b) => a === b), config2.compare || (!config2.combine ? sameArray : (a, b) => a === b), !!config2.static, config2.enables);
     }
     /**
     Returns an extension that adds the given value to this facet.
@@ -16595,7 +1550,7 @@
       return this.compute([field], (state) => get(state.field(field)));
     }
   };
-  function sameArray2(a, b) {
+  function sameArray(a, b) {
     return a == b || a.length == b.length && a.every((e, i2) => e === b[i2]);
   }
   var FacetProvider = class {
@@ -16708,7 +1663,7 @@
       reconfigure(state, oldState) {
         let depChanged = ensureAll(state, providerAddrs);
         let oldProviders = oldState.config.facets[facet.id], oldValue = oldState.facet(facet);
-        if (oldProviders && !depChanged && sameArray2(providers, oldProviders)) {
+        if (oldProviders && !depChanged && sameArray(providers, oldProviders)) {
           state.values[idx] = oldValue;
           return 0;
         }
@@ -16735,10 +1690,10 @@
     /**
     Define a state field.
     */
-    static define(config) {
-      let field = new _StateField(nextID++, config.create, config.update, config.compare || ((a, b) => a === b), config);
-      if (config.provide)
-        field.provides = config.provide(field);
+    static define(config2) {
+      let field = new _StateField(nextID++, config2.create, config2.update, config2.compare || ((a, b) => a === b), config2);
+      if (config2.provide)
+        field.provides = config2.provide(field);
       return field;
     }
     create(state) {
@@ -16911,7 +1866,7 @@
           /* Provider.Static */
         )) {
           address[facet.id] = staticValues.length << 1 | 1;
-          if (sameArray2(oldProviders, providers)) {
+          if (sameArray(oldProviders, providers)) {
             staticValues.push(oldState.facet(facet));
           } else {
             let value = facet.combine(providers.map((p) => p.value));
@@ -17339,12 +2294,12 @@
     };
   }
   var EditorState = class _EditorState {
-    constructor(config, doc2, selection, values, computeSlot, tr) {
-      this.config = config;
+    constructor(config2, doc2, selection, values, computeSlot, tr) {
+      this.config = config2;
       this.doc = doc2;
       this.selection = selection;
       this.values = values;
-      this.status = config.statusTemplate.slice();
+      this.status = config2.statusTemplate.slice();
       this.computeSlot = computeSlot;
       if (tr)
         tr._state = this;
@@ -17515,7 +2470,7 @@
     to [`toJSON`](https://codemirror.net/6/docs/ref/#state.EditorState.toJSON) when serializing as
     third argument.
     */
-    static fromJSON(json, config = {}, fields) {
+    static fromJSON(json, config2 = {}, fields) {
       if (!json || typeof json.doc != "string")
         throw new RangeError("Invalid JSON representation for EditorState");
       let fieldInit = [];
@@ -17529,7 +2484,7 @@
       return _EditorState.create({
         doc: json.doc,
         selection: EditorSelection.fromJSON(json.selection),
-        extensions: config.extensions ? fieldInit.concat([config.extensions]) : fieldInit
+        extensions: config2.extensions ? fieldInit.concat([config2.extensions]) : fieldInit
       });
     }
     /**
@@ -17537,10 +2492,10 @@
     initializing an editor—updated states are created by applying
     transactions.
     */
-    static create(config = {}) {
-      let configuration = Configuration.resolve(config.extensions || [], /* @__PURE__ */ new Map());
-      let doc2 = config.doc instanceof Text ? config.doc : Text.of((config.doc || "").split(configuration.staticFacet(_EditorState.lineSeparator) || DefaultSplit));
-      let selection = !config.selection ? EditorSelection.single(0) : config.selection instanceof EditorSelection ? config.selection : EditorSelection.single(config.selection.anchor, config.selection.head);
+    static create(config2 = {}) {
+      let configuration = Configuration.resolve(config2.extensions || [], /* @__PURE__ */ new Map());
+      let doc2 = config2.doc instanceof Text ? config2.doc : Text.of((config2.doc || "").split(configuration.staticFacet(_EditorState.lineSeparator) || DefaultSplit));
+      let selection = !config2.selection ? EditorSelection.single(0) : config2.selection instanceof EditorSelection ? config2.selection : EditorSelection.single(config2.selection.anchor, config2.selection.head);
       checkSelection(selection, doc2.length);
       if (!configuration.staticFacet(allowMultipleSelections))
         selection = selection.asSingle();
@@ -17675,11 +2630,11 @@
   EditorState.transactionFilter = transactionFilter;
   EditorState.transactionExtender = transactionExtender;
   Compartment.reconfigure = /* @__PURE__ */ StateEffect.define();
-  function combineConfig(configs, defaults2, combine = {}) {
+  function combineConfig(configs, defaults3, combine = {}) {
     let result = {};
-    for (let config of configs)
-      for (let key of Object.keys(config)) {
-        let value = config[key], current = result[key];
+    for (let config2 of configs)
+      for (let key of Object.keys(config2)) {
+        let value = config2[key], current = result[key];
         if (current === void 0)
           result[key] = value;
         else if (current === value || value === void 0) ;
@@ -17688,9 +2643,9 @@
         else
           throw new Error("Config merge conflict for field " + key);
       }
-    for (let key in defaults2)
+    for (let key in defaults3)
       if (result[key] === void 0)
-        result[key] = defaults2[key];
+        result[key] = defaults3[key];
     return result;
   }
   var RangeValue = class {
@@ -17708,7 +2663,7 @@
     Create a [range](https://codemirror.net/6/docs/ref/#state.Range) with this value.
     */
     range(from, to = from) {
-      return Range2.create(from, to, this);
+      return Range.create(from, to, this);
     }
   };
   RangeValue.prototype.startSide = RangeValue.prototype.endSide = 0;
@@ -17717,7 +2672,7 @@
   function cmpVal(a, b) {
     return a == b || a.constructor == b.constructor && a.eq(b);
   }
-  var Range2 = class _Range {
+  var Range = class _Range {
     constructor(from, to, value) {
       this.from = from;
       this.to = to;
@@ -17883,7 +2838,7 @@
         } else {
           if (!filter || filterFrom > cur.to || filterTo < cur.from || filter(cur.from, cur.to, cur.value)) {
             if (!builder.addInner(cur.from, cur.to, cur.value, false))
-              spill.push(Range2.create(cur.from, cur.to, cur.value));
+              spill.push(Range.create(cur.from, cur.to, cur.value));
           }
           cur.next();
         }
@@ -18035,7 +2990,7 @@
     */
     static of(ranges, sort = false) {
       let build = new RangeSetBuilder();
-      for (let range of ranges instanceof Range2 ? [ranges] : sort ? lazySort(ranges) : ranges)
+      for (let range of ranges instanceof Range ? [ranges] : sort ? lazySort(ranges) : ranges)
         build.add(range.from, range.to, range.value);
       return build.finish();
     }
@@ -18047,8 +3002,8 @@
         return _RangeSet.empty;
       let result = last(sets);
       for (let i2 = sets.length - 2; i2 >= 0; i2--) {
-        for (let layer = sets[i2]; layer != _RangeSet.empty; layer = layer.nextLayer)
-          result = new _RangeSet(layer.chunkPos, layer.chunk, result, Math.max(layer.maxPoint, result.maxPoint));
+        for (let layer2 = sets[i2]; layer2 != _RangeSet.empty; layer2 = layer2.nextLayer)
+          result = new _RangeSet(layer2.chunkPos, layer2.chunk, result, Math.max(layer2.maxPoint, result.maxPoint));
       }
       return result;
     }
@@ -18188,8 +3143,8 @@
     return shared;
   }
   var LayerCursor = class {
-    constructor(layer, skip, minPoint, rank = 0) {
-      this.layer = layer;
+    constructor(layer2, skip, minPoint, rank = 0) {
+      this.layer = layer2;
       this.skip = skip;
       this.minPoint = minPoint;
       this.rank = rank;
@@ -18504,6 +3459,19 @@
         foundPos = array[i2];
       }
     return found;
+  }
+  function countColumn(string2, tabSize, to = string2.length) {
+    let n = 0;
+    for (let i2 = 0; i2 < to && i2 < string2.length; ) {
+      if (string2.charCodeAt(i2) == 9) {
+        n += tabSize - n % tabSize;
+        i2++;
+      } else {
+        n++;
+        i2 = findClusterBreak2(string2, i2);
+      }
+    }
+    return n;
   }
   function findColumn(string2, col, tabSize, strict) {
     for (let i2 = 0, n = 0; ; ) {
@@ -26116,7 +11084,7 @@
     option, or put `view.dom` into your document after creating a
     view, so that the user can see the editor.
     */
-    constructor(config = {}) {
+    constructor(config2 = {}) {
       var _a2;
       this.plugins = [];
       this.pluginMap = /* @__PURE__ */ new Map();
@@ -26139,15 +11107,15 @@
       this.dom = document.createElement("div");
       this.dom.appendChild(this.announceDOM);
       this.dom.appendChild(this.scrollDOM);
-      if (config.parent)
-        config.parent.appendChild(this.dom);
-      let { dispatch } = config;
-      this.dispatchTransactions = config.dispatchTransactions || dispatch && ((trs) => trs.forEach((tr) => dispatch(tr, this))) || ((trs) => this.update(trs));
+      if (config2.parent)
+        config2.parent.appendChild(this.dom);
+      let { dispatch } = config2;
+      this.dispatchTransactions = config2.dispatchTransactions || dispatch && ((trs) => trs.forEach((tr) => dispatch(tr, this))) || ((trs) => this.update(trs));
       this.dispatch = this.dispatch.bind(this);
-      this._root = config.root || getRoot(config.parent) || document;
-      this.viewState = new ViewState(this, config.state || EditorState.create(config));
-      if (config.scrollTo && config.scrollTo.is(scrollIntoView))
-        this.viewState.scrollTarget = config.scrollTo.value.clip(this.viewState.state);
+      this._root = config2.root || getRoot(config2.parent) || document;
+      this.viewState = new ViewState(this, config2.state || EditorState.create(config2));
+      if (config2.scrollTo && config2.scrollTo.is(scrollIntoView))
+        this.viewState.scrollTarget = config2.scrollTo.value.clip(this.viewState.state);
       this.plugins = this.state.facet(viewPlugin).map((spec) => new PluginInstance(spec));
       for (let plugin of this.plugins)
         plugin.update(this);
@@ -27244,7 +12212,319 @@
     currentKeyEvent = null;
     return handled;
   }
+  var RectangleMarker = class _RectangleMarker {
+    /**
+    Create a marker with the given class and dimensions. If `width`
+    is null, the DOM element will get no width style.
+    */
+    constructor(className, left, top2, width, height) {
+      this.className = className;
+      this.left = left;
+      this.top = top2;
+      this.width = width;
+      this.height = height;
+    }
+    draw() {
+      let elt = document.createElement("div");
+      elt.className = this.className;
+      this.adjust(elt);
+      return elt;
+    }
+    update(elt, prev) {
+      if (prev.className != this.className)
+        return false;
+      this.adjust(elt);
+      return true;
+    }
+    adjust(elt) {
+      elt.style.left = this.left + "px";
+      elt.style.top = this.top + "px";
+      if (this.width != null)
+        elt.style.width = this.width + "px";
+      elt.style.height = this.height + "px";
+    }
+    eq(p) {
+      return this.left == p.left && this.top == p.top && this.width == p.width && this.height == p.height && this.className == p.className;
+    }
+    /**
+    Create a set of rectangles for the given selection range,
+    assigning them theclass`className`. Will create a single
+    rectangle for empty ranges, and a set of selection-style
+    rectangles covering the range's content (in a bidi-aware
+    way) for non-empty ones.
+    */
+    static forRange(view, className, range) {
+      if (range.empty) {
+        let pos = view.coordsAtPos(range.head, range.assoc || 1);
+        if (!pos)
+          return [];
+        let base2 = getBase(view);
+        return [new _RectangleMarker(className, pos.left - base2.left, pos.top - base2.top, null, pos.bottom - pos.top)];
+      } else {
+        return rectanglesForRange(view, className, range);
+      }
+    }
+  };
+  function getBase(view) {
+    let rect = view.scrollDOM.getBoundingClientRect();
+    let left = view.textDirection == Direction.LTR ? rect.left : rect.right - view.scrollDOM.clientWidth * view.scaleX;
+    return { left: left - view.scrollDOM.scrollLeft * view.scaleX, top: rect.top - view.scrollDOM.scrollTop * view.scaleY };
+  }
+  function wrappedLine(view, pos, side, inside) {
+    let coords = view.coordsAtPos(pos, side * 2);
+    if (!coords)
+      return inside;
+    let editorRect = view.dom.getBoundingClientRect();
+    let y = (coords.top + coords.bottom) / 2;
+    let left = view.posAtCoords({ x: editorRect.left + 1, y });
+    let right = view.posAtCoords({ x: editorRect.right - 1, y });
+    if (left == null || right == null)
+      return inside;
+    return { from: Math.max(inside.from, Math.min(left, right)), to: Math.min(inside.to, Math.max(left, right)) };
+  }
+  function rectanglesForRange(view, className, range) {
+    if (range.to <= view.viewport.from || range.from >= view.viewport.to)
+      return [];
+    let from = Math.max(range.from, view.viewport.from), to = Math.min(range.to, view.viewport.to);
+    let ltr = view.textDirection == Direction.LTR;
+    let content2 = view.contentDOM, contentRect = content2.getBoundingClientRect(), base2 = getBase(view);
+    let lineElt = content2.querySelector(".cm-line"), lineStyle = lineElt && window.getComputedStyle(lineElt);
+    let leftSide = contentRect.left + (lineStyle ? parseInt(lineStyle.paddingLeft) + Math.min(0, parseInt(lineStyle.textIndent)) : 0);
+    let rightSide = contentRect.right - (lineStyle ? parseInt(lineStyle.paddingRight) : 0);
+    let startBlock = blockAt(view, from, 1), endBlock = blockAt(view, to, -1);
+    let visualStart = startBlock.type == BlockType.Text ? startBlock : null;
+    let visualEnd = endBlock.type == BlockType.Text ? endBlock : null;
+    if (visualStart && (view.lineWrapping || startBlock.widgetLineBreaks))
+      visualStart = wrappedLine(view, from, 1, visualStart);
+    if (visualEnd && (view.lineWrapping || endBlock.widgetLineBreaks))
+      visualEnd = wrappedLine(view, to, -1, visualEnd);
+    if (visualStart && visualEnd && visualStart.from == visualEnd.from && visualStart.to == visualEnd.to) {
+      return pieces(drawForLine(range.from, range.to, visualStart));
+    } else {
+      let top2 = visualStart ? drawForLine(range.from, null, visualStart) : drawForWidget(startBlock, false);
+      let bottom = visualEnd ? drawForLine(null, range.to, visualEnd) : drawForWidget(endBlock, true);
+      let between = [];
+      if ((visualStart || startBlock).to < (visualEnd || endBlock).from - (visualStart && visualEnd ? 1 : 0) || startBlock.widgetLineBreaks > 1 && top2.bottom + view.defaultLineHeight / 2 < bottom.top)
+        between.push(piece(leftSide, top2.bottom, rightSide, bottom.top));
+      else if (top2.bottom < bottom.top && view.elementAtHeight((top2.bottom + bottom.top) / 2).type == BlockType.Text)
+        top2.bottom = bottom.top = (top2.bottom + bottom.top) / 2;
+      return pieces(top2).concat(between).concat(pieces(bottom));
+    }
+    function piece(left, top2, right, bottom) {
+      return new RectangleMarker(className, left - base2.left, top2 - base2.top, Math.max(0, right - left), bottom - top2);
+    }
+    function pieces({ top: top2, bottom, horizontal }) {
+      let pieces2 = [];
+      for (let i2 = 0; i2 < horizontal.length; i2 += 2)
+        pieces2.push(piece(horizontal[i2], top2, horizontal[i2 + 1], bottom));
+      return pieces2;
+    }
+    function drawForLine(from2, to2, line) {
+      let top2 = 1e9, bottom = -1e9, horizontal = [];
+      function addSpan(from3, fromOpen, to3, toOpen, dir) {
+        let fromCoords = view.coordsAtPos(from3, from3 == line.to ? -2 : 2);
+        let toCoords = view.coordsAtPos(to3, to3 == line.from ? 2 : -2);
+        if (!fromCoords || !toCoords)
+          return;
+        top2 = Math.min(fromCoords.top, toCoords.top, top2);
+        bottom = Math.max(fromCoords.bottom, toCoords.bottom, bottom);
+        if (dir == Direction.LTR)
+          horizontal.push(ltr && fromOpen ? leftSide : fromCoords.left, ltr && toOpen ? rightSide : toCoords.right);
+        else
+          horizontal.push(!ltr && toOpen ? leftSide : toCoords.left, !ltr && fromOpen ? rightSide : fromCoords.right);
+      }
+      let start = from2 !== null && from2 !== void 0 ? from2 : line.from, end = to2 !== null && to2 !== void 0 ? to2 : line.to;
+      for (let r of view.visibleRanges)
+        if (r.to > start && r.from < end) {
+          for (let pos = Math.max(r.from, start), endPos = Math.min(r.to, end); ; ) {
+            let docLine = view.state.doc.lineAt(pos);
+            for (let span of view.bidiSpans(docLine)) {
+              let spanFrom = span.from + docLine.from, spanTo = span.to + docLine.from;
+              if (spanFrom >= endPos)
+                break;
+              if (spanTo > pos)
+                addSpan(Math.max(spanFrom, pos), from2 == null && spanFrom <= start, Math.min(spanTo, endPos), to2 == null && spanTo >= end, span.dir);
+            }
+            pos = docLine.to + 1;
+            if (pos >= endPos)
+              break;
+          }
+        }
+      if (horizontal.length == 0)
+        addSpan(start, from2 == null, end, to2 == null, view.textDirection);
+      return { top: top2, bottom, horizontal };
+    }
+    function drawForWidget(block, top2) {
+      let y = contentRect.top + (top2 ? block.top : block.bottom);
+      return { top: y, bottom: y, horizontal: [] };
+    }
+  }
+  function sameMarker(a, b) {
+    return a.constructor == b.constructor && a.eq(b);
+  }
+  var LayerView = class {
+    constructor(view, layer2) {
+      this.view = view;
+      this.layer = layer2;
+      this.drawn = [];
+      this.scaleX = 1;
+      this.scaleY = 1;
+      this.measureReq = { read: this.measure.bind(this), write: this.draw.bind(this) };
+      this.dom = view.scrollDOM.appendChild(document.createElement("div"));
+      this.dom.classList.add("cm-layer");
+      if (layer2.above)
+        this.dom.classList.add("cm-layer-above");
+      if (layer2.class)
+        this.dom.classList.add(layer2.class);
+      this.scale();
+      this.dom.setAttribute("aria-hidden", "true");
+      this.setOrder(view.state);
+      view.requestMeasure(this.measureReq);
+      if (layer2.mount)
+        layer2.mount(this.dom, view);
+    }
+    update(update) {
+      if (update.startState.facet(layerOrder) != update.state.facet(layerOrder))
+        this.setOrder(update.state);
+      if (this.layer.update(update, this.dom) || update.geometryChanged) {
+        this.scale();
+        update.view.requestMeasure(this.measureReq);
+      }
+    }
+    docViewUpdate(view) {
+      if (this.layer.updateOnDocViewUpdate !== false)
+        view.requestMeasure(this.measureReq);
+    }
+    setOrder(state) {
+      let pos = 0, order = state.facet(layerOrder);
+      while (pos < order.length && order[pos] != this.layer)
+        pos++;
+      this.dom.style.zIndex = String((this.layer.above ? 150 : -1) - pos);
+    }
+    measure() {
+      return this.layer.markers(this.view);
+    }
+    scale() {
+      let { scaleX, scaleY } = this.view;
+      if (scaleX != this.scaleX || scaleY != this.scaleY) {
+        this.scaleX = scaleX;
+        this.scaleY = scaleY;
+        this.dom.style.transform = `scale(${1 / scaleX}, ${1 / scaleY})`;
+      }
+    }
+    draw(markers) {
+      if (markers.length != this.drawn.length || markers.some((p, i2) => !sameMarker(p, this.drawn[i2]))) {
+        let old = this.dom.firstChild, oldI = 0;
+        for (let marker of markers) {
+          if (marker.update && old && marker.constructor && this.drawn[oldI].constructor && marker.update(old, this.drawn[oldI])) {
+            old = old.nextSibling;
+            oldI++;
+          } else {
+            this.dom.insertBefore(marker.draw(), old);
+          }
+        }
+        while (old) {
+          let next = old.nextSibling;
+          old.remove();
+          old = next;
+        }
+        this.drawn = markers;
+        if (browser.webkit)
+          this.dom.style.display = this.dom.firstChild ? "" : "none";
+      }
+    }
+    destroy() {
+      if (this.layer.destroy)
+        this.layer.destroy(this.dom, this.view);
+      this.dom.remove();
+    }
+  };
+  var layerOrder = /* @__PURE__ */ Facet.define();
+  function layer(config2) {
+    return [
+      ViewPlugin.define((v) => new LayerView(v, config2)),
+      layerOrder.of(config2)
+    ];
+  }
   var drawMainRange = !browser.ios;
+  var selectionConfig = /* @__PURE__ */ Facet.define({
+    combine(configs) {
+      return combineConfig(configs, {
+        cursorBlinkRate: 1200,
+        drawRangeCursor: true,
+        iosSelectionHandles: true
+      }, {
+        cursorBlinkRate: (a, b) => Math.min(a, b),
+        drawRangeCursor: (a, b) => a || b
+      });
+    }
+  });
+  function drawSelection(config2 = {}) {
+    return [
+      selectionConfig.of(config2),
+      cursorLayer,
+      selectionLayer,
+      hideNativeSelection,
+      nativeSelectionHidden.of(true)
+    ];
+  }
+  function configChanged(update) {
+    return update.startState.facet(selectionConfig) != update.state.facet(selectionConfig);
+  }
+  var cursorLayer = /* @__PURE__ */ layer({
+    above: true,
+    markers(view) {
+      let { state } = view, conf = state.facet(selectionConfig);
+      let cursors = [];
+      for (let r of state.selection.ranges) {
+        let prim = r == state.selection.main;
+        if (r.empty || conf.drawRangeCursor && !(prim && browser.ios && conf.iosSelectionHandles)) {
+          let className = prim ? "cm-cursor cm-cursor-primary" : "cm-cursor cm-cursor-secondary";
+          let cursor = r.empty ? r : EditorSelection.cursor(r.head, r.assoc);
+          for (let piece of RectangleMarker.forRange(view, className, cursor))
+            cursors.push(piece);
+        }
+      }
+      return cursors;
+    },
+    update(update, dom) {
+      if (update.transactions.some((tr) => tr.selection))
+        dom.style.animationName = dom.style.animationName == "cm-blink" ? "cm-blink2" : "cm-blink";
+      let confChange = configChanged(update);
+      if (confChange)
+        setBlinkRate(update.state, dom);
+      return update.docChanged || update.selectionSet || confChange;
+    },
+    mount(dom, view) {
+      setBlinkRate(view.state, dom);
+    },
+    class: "cm-cursorLayer"
+  });
+  function setBlinkRate(state, dom) {
+    dom.style.animationDuration = state.facet(selectionConfig).cursorBlinkRate + "ms";
+  }
+  var selectionLayer = /* @__PURE__ */ layer({
+    above: false,
+    markers(view) {
+      let markers = [], { main, ranges } = view.state.selection;
+      for (let r of ranges)
+        if (!r.empty && (drawMainRange || r != main)) {
+          for (let marker of RectangleMarker.forRange(view, "cm-selectionBackground", r))
+            markers.push(marker);
+        }
+      if (browser.ios && !main.empty && view.state.facet(selectionConfig).iosSelectionHandles) {
+        for (let piece of RectangleMarker.forRange(view, "cm-selectionHandle cm-selectionHandle-start", EditorSelection.cursor(main.from, 1)))
+          markers.push(piece);
+        for (let piece of RectangleMarker.forRange(view, "cm-selectionHandle cm-selectionHandle-end", EditorSelection.cursor(main.to, 1)))
+          markers.push(piece);
+      }
+      return markers;
+    },
+    update(update, dom) {
+      return update.docChanged || update.selectionSet || update.viewportChanged || configChanged(update);
+    },
+    class: "cm-selectionLayer"
+  });
   var selectionBg = browser.gecko && browser.gecko_version == 153 ? "#ffffff01" : "transparent";
   var hideNativeSelection = /* @__PURE__ */ Prec.highest(/* @__PURE__ */ EditorView.theme({
     ".cm-line": {
@@ -27265,7 +12545,289 @@
       }
     }
   }));
+  function iterMatches(doc2, re, from, to, f) {
+    re.lastIndex = 0;
+    for (let cursor = doc2.iterRange(from, to), pos = from, m; !cursor.next().done; pos += cursor.value.length) {
+      if (!cursor.lineBreak)
+        while (m = re.exec(cursor.value))
+          f(pos + m.index, m);
+    }
+  }
+  function matchRanges(view, maxLength) {
+    let visible = view.visibleRanges;
+    if (visible.length == 1 && visible[0].from == view.viewport.from && visible[0].to == view.viewport.to)
+      return visible;
+    let result = [];
+    for (let { from, to } of visible) {
+      from = Math.max(view.state.doc.lineAt(from).from, from - maxLength);
+      to = Math.min(view.state.doc.lineAt(to).to, to + maxLength);
+      if (result.length && result[result.length - 1].to >= from)
+        result[result.length - 1].to = to;
+      else
+        result.push({ from, to });
+    }
+    return result;
+  }
+  var MatchDecorator = class {
+    /**
+    Create a decorator.
+    */
+    constructor(config2) {
+      const { regexp, decoration, decorate, boundary, maxLength = 1e3 } = config2;
+      if (!regexp.global)
+        throw new RangeError("The regular expression given to MatchDecorator should have its 'g' flag set");
+      this.regexp = regexp;
+      if (decorate) {
+        this.addMatch = (match, view, from, add2) => decorate(add2, from, from + match[0].length, match, view);
+      } else if (typeof decoration == "function") {
+        this.addMatch = (match, view, from, add2) => {
+          let deco = decoration(match, view, from);
+          if (deco)
+            add2(from, from + match[0].length, deco);
+        };
+      } else if (decoration) {
+        this.addMatch = (match, _view, from, add2) => add2(from, from + match[0].length, decoration);
+      } else {
+        throw new RangeError("Either 'decorate' or 'decoration' should be provided to MatchDecorator");
+      }
+      this.boundary = boundary;
+      this.maxLength = maxLength;
+    }
+    /**
+    Compute the full set of decorations for matches in the given
+    view's viewport. You'll want to call this when initializing your
+    plugin.
+    */
+    createDeco(view) {
+      let build = new RangeSetBuilder(), add2 = build.add.bind(build);
+      for (let { from, to } of matchRanges(view, this.maxLength))
+        iterMatches(view.state.doc, this.regexp, from, to, (from2, m) => this.addMatch(m, view, from2, add2));
+      return build.finish();
+    }
+    /**
+    Update a set of decorations for a view update. `deco` _must_ be
+    the set of decorations produced by _this_ `MatchDecorator` for
+    the view state before the update.
+    */
+    updateDeco(update, deco) {
+      let changeFrom = 1e9, changeTo = -1;
+      if (update.docChanged)
+        update.changes.iterChanges((_f, _t, from, to) => {
+          if (to >= update.view.viewport.from && from <= update.view.viewport.to) {
+            changeFrom = Math.min(from, changeFrom);
+            changeTo = Math.max(to, changeTo);
+          }
+        });
+      if (update.viewportMoved || changeTo - changeFrom > 1e3)
+        return this.createDeco(update.view);
+      if (changeTo > -1)
+        return this.updateRange(update.view, deco.map(update.changes), changeFrom, changeTo);
+      return deco;
+    }
+    updateRange(view, deco, updateFrom, updateTo) {
+      for (let r of view.visibleRanges) {
+        let from = Math.max(r.from, updateFrom), to = Math.min(r.to, updateTo);
+        if (to >= from) {
+          let fromLine = view.state.doc.lineAt(from), toLine = fromLine.to < to ? view.state.doc.lineAt(to) : fromLine;
+          let start = Math.max(r.from, fromLine.from), end = Math.min(r.to, toLine.to);
+          if (this.boundary) {
+            for (; from > fromLine.from; from--)
+              if (this.boundary.test(fromLine.text[from - 1 - fromLine.from])) {
+                start = from;
+                break;
+              }
+            for (; to < toLine.to; to++)
+              if (this.boundary.test(toLine.text[to - toLine.from])) {
+                end = to;
+                break;
+              }
+          }
+          let ranges = [], m;
+          let add2 = (from2, to2, deco2) => ranges.push(deco2.range(from2, to2));
+          if (fromLine == toLine) {
+            this.regexp.lastIndex = start - fromLine.from;
+            while ((m = this.regexp.exec(fromLine.text)) && m.index < end - fromLine.from)
+              this.addMatch(m, view, m.index + fromLine.from, add2);
+          } else {
+            iterMatches(view.state.doc, this.regexp, start, end, (from2, m2) => this.addMatch(m2, view, from2, add2));
+          }
+          deco = deco.update({ filterFrom: start, filterTo: end, filter: (from2, to2) => from2 < start || to2 > end, add: ranges });
+        }
+      }
+      return deco;
+    }
+  };
   var UnicodeRegexpSupport = /x/.unicode != null ? "gu" : "g";
+  var Specials = /* @__PURE__ */ new RegExp("[\0-\b\n-\x7F-\x9F\xAD\u061C\u200B\u200E\u200F\u2028\u2029\u202D\u202E\u2066\u2067\u2069\uFEFF\uFFF9-\uFFFC]", UnicodeRegexpSupport);
+  var Names = {
+    0: "null",
+    7: "bell",
+    8: "backspace",
+    10: "newline",
+    11: "vertical tab",
+    13: "carriage return",
+    27: "escape",
+    8203: "zero width space",
+    8204: "zero width non-joiner",
+    8205: "zero width joiner",
+    8206: "left-to-right mark",
+    8207: "right-to-left mark",
+    8232: "line separator",
+    8237: "left-to-right override",
+    8238: "right-to-left override",
+    8294: "left-to-right isolate",
+    8295: "right-to-left isolate",
+    8297: "pop directional isolate",
+    8233: "paragraph separator",
+    65279: "zero width no-break space",
+    65532: "object replacement"
+  };
+  var _supportsTabSize = null;
+  function supportsTabSize() {
+    var _a2;
+    if (_supportsTabSize == null && typeof document != "undefined" && document.body) {
+      let styles = document.body.style;
+      _supportsTabSize = ((_a2 = styles.tabSize) !== null && _a2 !== void 0 ? _a2 : styles.MozTabSize) != null;
+    }
+    return _supportsTabSize || false;
+  }
+  var specialCharConfig = /* @__PURE__ */ Facet.define({
+    combine(configs) {
+      let config2 = combineConfig(configs, {
+        render: null,
+        specialChars: Specials,
+        addSpecialChars: null
+      });
+      if (config2.replaceTabs = !supportsTabSize())
+        config2.specialChars = new RegExp("	|" + config2.specialChars.source, UnicodeRegexpSupport);
+      if (config2.addSpecialChars)
+        config2.specialChars = new RegExp(config2.specialChars.source + "|" + config2.addSpecialChars.source, UnicodeRegexpSupport);
+      return config2;
+    }
+  });
+  function highlightSpecialChars(config2 = {}) {
+    return [specialCharConfig.of(config2), specialCharPlugin()];
+  }
+  var _plugin = null;
+  function specialCharPlugin() {
+    return _plugin || (_plugin = ViewPlugin.fromClass(class {
+      constructor(view) {
+        this.view = view;
+        this.decorations = Decoration.none;
+        this.decorationCache = /* @__PURE__ */ Object.create(null);
+        this.decorator = this.makeDecorator(view.state.facet(specialCharConfig));
+        this.decorations = this.decorator.createDeco(view);
+      }
+      makeDecorator(conf) {
+        return new MatchDecorator({
+          regexp: conf.specialChars,
+          decoration: (m, view, pos) => {
+            let { doc: doc2 } = view.state;
+            let code2 = codePointAt2(m[0], 0);
+            if (code2 == 9) {
+              let line = doc2.lineAt(pos);
+              let size = view.state.tabSize, col = countColumn(line.text, size, pos - line.from);
+              return Decoration.replace({
+                widget: new TabWidget((size - col % size) * this.view.defaultCharacterWidth / this.view.scaleX)
+              });
+            }
+            return this.decorationCache[code2] || (this.decorationCache[code2] = Decoration.replace({ widget: new SpecialCharWidget(conf, code2) }));
+          },
+          boundary: conf.replaceTabs ? void 0 : /[^]/
+        });
+      }
+      update(update) {
+        let conf = update.state.facet(specialCharConfig);
+        if (update.startState.facet(specialCharConfig) != conf) {
+          this.decorator = this.makeDecorator(conf);
+          this.decorations = this.decorator.createDeco(update.view);
+        } else {
+          this.decorations = this.decorator.updateDeco(update, this.decorations);
+        }
+      }
+    }, {
+      decorations: (v) => v.decorations
+    }));
+  }
+  var DefaultPlaceholder = "\u2022";
+  function placeholder$1(code2) {
+    if (code2 >= 32)
+      return DefaultPlaceholder;
+    if (code2 == 10)
+      return "\u2424";
+    return String.fromCharCode(9216 + code2);
+  }
+  var SpecialCharWidget = class extends WidgetType {
+    constructor(options, code2) {
+      super();
+      this.options = options;
+      this.code = code2;
+    }
+    eq(other) {
+      return other.code == this.code;
+    }
+    toDOM(view) {
+      let ph = placeholder$1(this.code);
+      let desc = view.state.phrase("Control character") + " " + (Names[this.code] || "0x" + this.code.toString(16));
+      let custom = this.options.render && this.options.render(this.code, desc, ph);
+      if (custom)
+        return custom;
+      let span = document.createElement("span");
+      span.textContent = ph;
+      span.title = desc;
+      span.setAttribute("aria-label", desc);
+      span.className = "cm-specialChar";
+      return span;
+    }
+    ignoreEvent() {
+      return false;
+    }
+  };
+  var TabWidget = class extends WidgetType {
+    constructor(width) {
+      super();
+      this.width = width;
+    }
+    eq(other) {
+      return other.width == this.width;
+    }
+    toDOM() {
+      let span = document.createElement("span");
+      span.textContent = "	";
+      span.className = "cm-tab";
+      span.style.width = this.width + "px";
+      return span;
+    }
+    ignoreEvent() {
+      return false;
+    }
+  };
+  function highlightActiveLine() {
+    return activeLineHighlighter;
+  }
+  var lineDeco = /* @__PURE__ */ Decoration.line({ class: "cm-activeLine" });
+  var activeLineHighlighter = /* @__PURE__ */ ViewPlugin.fromClass(class {
+    constructor(view) {
+      this.decorations = this.getDeco(view);
+    }
+    update(update) {
+      if (update.docChanged || update.selectionSet)
+        this.decorations = this.getDeco(update.view);
+    }
+    getDeco(view) {
+      let lastLineStart = -1, deco = [];
+      for (let r of view.state.selection.ranges) {
+        let line = view.lineBlockAt(r.head);
+        if (line.from > lastLineStart) {
+          deco.push(lineDeco.range(line.from));
+          lastLineStart = line.from;
+        }
+      }
+      return Decoration.set(deco);
+    }
+  }, {
+    decorations: (v) => v.decorations
+  });
   var Outside = "-10000px";
   var TooltipViewManager = class {
     constructor(view, facet, createTooltipView, removeTooltipView) {
@@ -27358,9 +12920,9 @@
       this.madeAbsolute = false;
       this.lastTransaction = 0;
       this.measureTimeout = -1;
-      let config = view.state.facet(tooltipConfig);
-      this.position = config.position;
-      this.parent = config.parent;
+      let config2 = view.state.facet(tooltipConfig);
+      this.position = config2.position;
+      this.parent = config2.parent;
       this.classes = view.themeClasses;
       this.createContainer();
       this.measureReq = { read: this.readMeasure.bind(this), write: this.writeMeasure.bind(this), key: this };
@@ -28144,17 +13706,17 @@
     side: "before"
   };
   var activeGutters = /* @__PURE__ */ Facet.define();
-  function gutter(config) {
-    return [gutters(), activeGutters.of({ ...defaults, ...config })];
+  function gutter(config2) {
+    return [gutters(), activeGutters.of({ ...defaults, ...config2 })];
   }
   var unfixGutters = /* @__PURE__ */ Facet.define({
     combine: (values) => values.some((x) => x)
   });
-  function gutters(config) {
+  function gutters(config2) {
     let result = [
       gutterView
     ];
-    if (config && config.fixed === false)
+    if (config2 && config2.fixed === false)
       result.push(unfixGutters.of(true));
     return result;
   }
@@ -28367,14 +13929,14 @@
     }
   };
   var SingleGutterView = class {
-    constructor(view, config) {
+    constructor(view, config2) {
       this.view = view;
-      this.config = config;
+      this.config = config2;
       this.elements = [];
       this.spacer = null;
       this.dom = document.createElement("div");
       this.dom.className = "cm-gutter" + (this.config.class ? " " + this.config.class : "");
-      for (let prop in config.domEventHandlers) {
+      for (let prop in config2.domEventHandlers) {
         this.dom.addEventListener(prop, (event) => {
           let target = event.target, y;
           if (target != this.dom && this.dom.contains(target)) {
@@ -28386,13 +13948,13 @@
             y = event.clientY;
           }
           let line = view.lineBlockAtHeight(y - view.documentTop);
-          if (config.domEventHandlers[prop](view, line, event))
+          if (config2.domEventHandlers[prop](view, line, event))
             event.preventDefault();
         });
       }
-      this.markers = asArray2(config.markers(view));
-      if (config.initialSpacer) {
-        this.spacer = new GutterElement(view, 0, 0, [config.initialSpacer(view)]);
+      this.markers = asArray2(config2.markers(view));
+      if (config2.initialSpacer) {
+        this.spacer = new GutterElement(view, 0, 0, [config2.initialSpacer(view)]);
         this.dom.appendChild(this.spacer.dom);
         this.spacer.dom.style.cssText += "visibility: hidden; pointer-events: none";
       }
@@ -28484,6 +14046,2502 @@
         return false;
     return true;
   }
+  var lineNumberMarkers = /* @__PURE__ */ Facet.define();
+  var lineNumberWidgetMarker = /* @__PURE__ */ Facet.define();
+  var lineNumberConfig = /* @__PURE__ */ Facet.define({
+    combine(values) {
+      return combineConfig(values, { formatNumber: String, domEventHandlers: {} }, {
+        domEventHandlers(a, b) {
+          let result = Object.assign({}, a);
+          for (let event in b) {
+            let exists = result[event], add2 = b[event];
+            result[event] = exists ? (view, line, event2) => exists(view, line, event2) || add2(view, line, event2) : add2;
+          }
+          return result;
+        }
+      });
+    }
+  });
+  var NumberMarker = class extends GutterMarker {
+    constructor(number2) {
+      super();
+      this.number = number2;
+    }
+    eq(other) {
+      return this.number == other.number;
+    }
+    toDOM() {
+      return document.createTextNode(this.number);
+    }
+  };
+  function formatNumber(view, number2) {
+    return view.state.facet(lineNumberConfig).formatNumber(number2, view.state);
+  }
+  var lineNumberGutter = /* @__PURE__ */ activeGutters.compute([lineNumberConfig], (state) => ({
+    class: "cm-lineNumbers",
+    renderEmptyElements: false,
+    markers(view) {
+      return view.state.facet(lineNumberMarkers);
+    },
+    lineMarker(view, line, others) {
+      if (others.some((m) => m.toDOM))
+        return null;
+      return new NumberMarker(formatNumber(view, view.state.doc.lineAt(line.from).number));
+    },
+    widgetMarker: (view, widget, block) => {
+      for (let m of view.state.facet(lineNumberWidgetMarker)) {
+        let result = m(view, widget, block);
+        if (result)
+          return result;
+      }
+      return null;
+    },
+    lineMarkerChange: (update) => update.startState.facet(lineNumberConfig) != update.state.facet(lineNumberConfig),
+    initialSpacer(view) {
+      return new NumberMarker(formatNumber(view, maxLineNumber(view.state.doc.lines)));
+    },
+    updateSpacer(spacer, update) {
+      let max = formatNumber(update.view, maxLineNumber(update.view.state.doc.lines));
+      return max == spacer.number ? spacer : new NumberMarker(max);
+    },
+    domEventHandlers: state.facet(lineNumberConfig).domEventHandlers,
+    side: "before"
+  }));
+  function lineNumbers(config2 = {}) {
+    return [
+      lineNumberConfig.of(config2),
+      gutters(),
+      lineNumberGutter
+    ];
+  }
+  function maxLineNumber(lines) {
+    let last2 = 9;
+    while (last2 < lines)
+      last2 = last2 * 10 + 9;
+    return last2;
+  }
+  var activeLineGutterMarker = /* @__PURE__ */ new class extends GutterMarker {
+    constructor() {
+      super(...arguments);
+      this.elementClass = "cm-activeLineGutter";
+    }
+  }();
+  var activeLineGutterHighlighter = /* @__PURE__ */ gutterLineClass.compute(["selection"], (state) => {
+    let marks2 = [], last2 = -1;
+    for (let range of state.selection.ranges) {
+      let linePos = state.doc.lineAt(range.head).from;
+      if (linePos > last2) {
+        last2 = linePos;
+        marks2.push(activeLineGutterMarker.range(linePos));
+      }
+    }
+    return RangeSet.of(marks2);
+  });
+  function highlightActiveLineGutter() {
+    return activeLineGutterHighlighter;
+  }
+
+  // node_modules/@lezer/common/dist/index.js
+  var DefaultBufferLength = 1024;
+  var nextPropID = 0;
+  var Range2 = class {
+    constructor(from, to) {
+      this.from = from;
+      this.to = to;
+    }
+  };
+  var NodeProp = class {
+    /**
+    Create a new node prop type.
+    */
+    constructor(config2 = {}) {
+      this.id = nextPropID++;
+      this.perNode = !!config2.perNode;
+      this.deserialize = config2.deserialize || (() => {
+        throw new Error("This node type doesn't define a deserialize function");
+      });
+      this.combine = config2.combine || null;
+    }
+    /**
+    This is meant to be used with
+    [`NodeSet.extend`](#common.NodeSet.extend) or
+    [`LRParser.configure`](#lr.ParserConfig.props) to compute
+    prop values for each node type in the set. Takes a [match
+    object](#common.NodeType^match) or function that returns undefined
+    if the node type doesn't get this prop, and the prop's value if
+    it does.
+    */
+    add(match) {
+      if (this.perNode)
+        throw new RangeError("Can't add per-node props to node types");
+      if (typeof match != "function")
+        match = NodeType.match(match);
+      return (type) => {
+        let result = match(type);
+        return result === void 0 ? null : [this, result];
+      };
+    }
+  };
+  NodeProp.closedBy = new NodeProp({ deserialize: (str) => str.split(" ") });
+  NodeProp.openedBy = new NodeProp({ deserialize: (str) => str.split(" ") });
+  NodeProp.group = new NodeProp({ deserialize: (str) => str.split(" ") });
+  NodeProp.isolate = new NodeProp({ deserialize: (value) => {
+    if (value && value != "rtl" && value != "ltr" && value != "auto")
+      throw new RangeError("Invalid value for isolate: " + value);
+    return value || "auto";
+  } });
+  NodeProp.contextHash = new NodeProp({ perNode: true });
+  NodeProp.lookAhead = new NodeProp({ perNode: true });
+  NodeProp.mounted = new NodeProp({ perNode: true });
+  var MountedTree = class {
+    constructor(tree, overlay, parser3, bracketed2 = false) {
+      this.tree = tree;
+      this.overlay = overlay;
+      this.parser = parser3;
+      this.bracketed = bracketed2;
+    }
+    /**
+    @internal
+    */
+    static get(tree) {
+      return tree && tree.props && tree.props[NodeProp.mounted.id];
+    }
+  };
+  var noProps = /* @__PURE__ */ Object.create(null);
+  var NodeType = class _NodeType {
+    /**
+    @internal
+    */
+    constructor(name2, props, id2, flags = 0) {
+      this.name = name2;
+      this.props = props;
+      this.id = id2;
+      this.flags = flags;
+    }
+    /**
+    Define a node type.
+    */
+    static define(spec) {
+      let props = spec.props && spec.props.length ? /* @__PURE__ */ Object.create(null) : noProps;
+      let flags = (spec.top ? 1 : 0) | (spec.skipped ? 2 : 0) | (spec.error ? 4 : 0) | (spec.name == null ? 8 : 0);
+      let type = new _NodeType(spec.name || "", props, spec.id, flags);
+      if (spec.props)
+        for (let src of spec.props) {
+          if (!Array.isArray(src))
+            src = src(type);
+          if (src) {
+            if (src[0].perNode)
+              throw new RangeError("Can't store a per-node prop on a node type");
+            props[src[0].id] = src[1];
+          }
+        }
+      return type;
+    }
+    /**
+    Retrieves a node prop for this type. Will return `undefined` if
+    the prop isn't present on this node.
+    */
+    prop(prop) {
+      return this.props[prop.id];
+    }
+    /**
+    True when this is the top node of a grammar.
+    */
+    get isTop() {
+      return (this.flags & 1) > 0;
+    }
+    /**
+    True when this node is produced by a skip rule.
+    */
+    get isSkipped() {
+      return (this.flags & 2) > 0;
+    }
+    /**
+    Indicates whether this is an error node.
+    */
+    get isError() {
+      return (this.flags & 4) > 0;
+    }
+    /**
+    When true, this node type doesn't correspond to a user-declared
+    named node, for example because it is used to cache repetition.
+    */
+    get isAnonymous() {
+      return (this.flags & 8) > 0;
+    }
+    /**
+    Returns true when this node's name or one of its
+    [groups](#common.NodeProp^group) matches the given string.
+    */
+    is(name2) {
+      if (typeof name2 == "string") {
+        if (this.name == name2)
+          return true;
+        let group = this.prop(NodeProp.group);
+        return group ? group.indexOf(name2) > -1 : false;
+      }
+      return this.id == name2;
+    }
+    /**
+    Create a function from node types to arbitrary values by
+    specifying an object whose property names are node or
+    [group](#common.NodeProp^group) names. Often useful with
+    [`NodeProp.add`](#common.NodeProp.add). You can put multiple
+    names, separated by spaces, in a single property name to map
+    multiple node names to a single value.
+    */
+    static match(map) {
+      let direct = /* @__PURE__ */ Object.create(null);
+      for (let prop in map)
+        for (let name2 of prop.split(" "))
+          direct[name2] = map[prop];
+      return (node) => {
+        for (let groups = node.prop(NodeProp.group), i2 = -1; i2 < (groups ? groups.length : 0); i2++) {
+          let found = direct[i2 < 0 ? node.name : groups[i2]];
+          if (found)
+            return found;
+        }
+      };
+    }
+  };
+  NodeType.none = new NodeType(
+    "",
+    /* @__PURE__ */ Object.create(null),
+    0,
+    8
+    /* NodeFlag.Anonymous */
+  );
+  var NodeSet = class _NodeSet {
+    /**
+    Create a set with the given types. The `id` property of each
+    type should correspond to its position within the array.
+    */
+    constructor(types2) {
+      this.types = types2;
+      for (let i2 = 0; i2 < types2.length; i2++)
+        if (types2[i2].id != i2)
+          throw new RangeError("Node type ids should correspond to array positions when creating a node set");
+    }
+    /**
+    Create a copy of this set with some node properties added. The
+    arguments to this method can be created with
+    [`NodeProp.add`](#common.NodeProp.add).
+    */
+    extend(...props) {
+      let newTypes = [];
+      for (let type of this.types) {
+        let newProps = null;
+        for (let source of props) {
+          let add2 = source(type);
+          if (add2) {
+            if (!newProps)
+              newProps = Object.assign({}, type.props);
+            let value = add2[1], prop = add2[0];
+            if (prop.combine && prop.id in newProps)
+              value = prop.combine(newProps[prop.id], value);
+            newProps[prop.id] = value;
+          }
+        }
+        newTypes.push(newProps ? new NodeType(type.name, newProps, type.id, type.flags) : type);
+      }
+      return new _NodeSet(newTypes);
+    }
+  };
+  var CachedNode = /* @__PURE__ */ new WeakMap();
+  var CachedInnerNode = /* @__PURE__ */ new WeakMap();
+  var IterMode;
+  (function(IterMode2) {
+    IterMode2[IterMode2["ExcludeBuffers"] = 1] = "ExcludeBuffers";
+    IterMode2[IterMode2["IncludeAnonymous"] = 2] = "IncludeAnonymous";
+    IterMode2[IterMode2["IgnoreMounts"] = 4] = "IgnoreMounts";
+    IterMode2[IterMode2["IgnoreOverlays"] = 8] = "IgnoreOverlays";
+    IterMode2[IterMode2["EnterBracketed"] = 16] = "EnterBracketed";
+  })(IterMode || (IterMode = {}));
+  var Tree = class _Tree {
+    /**
+    Construct a new tree. See also [`Tree.build`](#common.Tree^build).
+    */
+    constructor(type, children, positions, length, props) {
+      this.type = type;
+      this.children = children;
+      this.positions = positions;
+      this.length = length;
+      this.props = null;
+      if (props && props.length) {
+        this.props = /* @__PURE__ */ Object.create(null);
+        for (let [prop, value] of props)
+          this.props[typeof prop == "number" ? prop : prop.id] = value;
+      }
+    }
+    /**
+    @internal
+    */
+    toString() {
+      let mounted = MountedTree.get(this);
+      if (mounted && !mounted.overlay)
+        return mounted.tree.toString();
+      let children = "";
+      for (let ch of this.children) {
+        let str = ch.toString();
+        if (str) {
+          if (children)
+            children += ",";
+          children += str;
+        }
+      }
+      return !this.type.name ? children : (/\W/.test(this.type.name) && !this.type.isError ? JSON.stringify(this.type.name) : this.type.name) + (children.length ? "(" + children + ")" : "");
+    }
+    /**
+    Get a [tree cursor](#common.TreeCursor) positioned at the top of
+    the tree. Mode can be used to [control](#common.IterMode) which
+    nodes the cursor visits.
+    */
+    cursor(mode = 0) {
+      return new TreeCursor(this.topNode, mode);
+    }
+    /**
+    Get a [tree cursor](#common.TreeCursor) pointing into this tree
+    at the given position and side (see
+    [`moveTo`](#common.TreeCursor.moveTo).
+    */
+    cursorAt(pos, side = 0, mode = 0) {
+      let scope = CachedNode.get(this) || this.topNode;
+      let cursor = new TreeCursor(scope);
+      cursor.moveTo(pos, side);
+      CachedNode.set(this, cursor._tree);
+      return cursor;
+    }
+    /**
+    Get a [syntax node](#common.SyntaxNode) object for the top of the
+    tree.
+    */
+    get topNode() {
+      return new TreeNode(this, 0, 0, null);
+    }
+    /**
+    Get the [syntax node](#common.SyntaxNode) at the given position.
+    If `side` is -1, this will move into nodes that end at the
+    position. If 1, it'll move into nodes that start at the
+    position. With 0, it'll only enter nodes that cover the position
+    from both sides.
+    
+    Note that this will not enter
+    [overlays](#common.MountedTree.overlay), and you often want
+    [`resolveInner`](#common.Tree.resolveInner) instead.
+    */
+    resolve(pos, side = 0) {
+      let node = resolveNode(CachedNode.get(this) || this.topNode, pos, side, false);
+      CachedNode.set(this, node);
+      return node;
+    }
+    /**
+    Like [`resolve`](#common.Tree.resolve), but will enter
+    [overlaid](#common.MountedTree.overlay) nodes, producing a syntax node
+    pointing into the innermost overlaid tree at the given position
+    (with parent links going through all parent structure, including
+    the host trees).
+    */
+    resolveInner(pos, side = 0) {
+      let node = resolveNode(CachedInnerNode.get(this) || this.topNode, pos, side, true);
+      CachedInnerNode.set(this, node);
+      return node;
+    }
+    /**
+    In some situations, it can be useful to iterate through all
+    nodes around a position, including those in overlays that don't
+    directly cover the position. This method gives you an iterator
+    that will produce all nodes, from small to big, around the given
+    position.
+    */
+    resolveStack(pos, side = 0) {
+      return stackIterator(this, pos, side);
+    }
+    /**
+    Iterate over the tree and its children, calling `enter` for any
+    node that touches the `from`/`to` region (if given) before
+    running over such a node's children, and `leave` (if given) when
+    leaving the node. When `enter` returns `false`, that node will
+    not have its children iterated over (or `leave` called).
+    */
+    iterate(spec) {
+      let { enter, leave, from = 0, to = this.length } = spec;
+      let mode = spec.mode || 0, anon = (mode & IterMode.IncludeAnonymous) > 0;
+      for (let c = this.cursor(mode | IterMode.IncludeAnonymous); ; ) {
+        let entered = false;
+        if (c.from <= to && c.to >= from && (!anon && c.type.isAnonymous || enter(c) !== false)) {
+          if (c.firstChild())
+            continue;
+          entered = true;
+        }
+        for (; ; ) {
+          if (entered && leave && (anon || !c.type.isAnonymous))
+            leave(c);
+          if (c.nextSibling())
+            break;
+          if (!c.parent())
+            return;
+          entered = true;
+        }
+      }
+    }
+    /**
+    Get the value of the given [node prop](#common.NodeProp) for this
+    node. Works with both per-node and per-type props.
+    */
+    prop(prop) {
+      return !prop.perNode ? this.type.prop(prop) : this.props ? this.props[prop.id] : void 0;
+    }
+    /**
+    Returns the node's [per-node props](#common.NodeProp.perNode) in a
+    format that can be passed to the [`Tree`](#common.Tree)
+    constructor.
+    */
+    get propValues() {
+      let result = [];
+      if (this.props)
+        for (let id2 in this.props)
+          result.push([+id2, this.props[id2]]);
+      return result;
+    }
+    /**
+    Balance the direct children of this tree, producing a copy of
+    which may have children grouped into subtrees with type
+    [`NodeType.none`](#common.NodeType^none).
+    */
+    balance(config2 = {}) {
+      return this.children.length <= 8 ? this : balanceRange(NodeType.none, this.children, this.positions, 0, this.children.length, 0, this.length, (children, positions, length) => new _Tree(this.type, children, positions, length, this.propValues), config2.makeTree || ((children, positions, length) => new _Tree(NodeType.none, children, positions, length)));
+    }
+    /**
+    Build a tree from a postfix-ordered buffer of node information,
+    or a cursor over such a buffer.
+    */
+    static build(data) {
+      return buildTree(data);
+    }
+  };
+  Tree.empty = new Tree(NodeType.none, [], [], 0);
+  var FlatBufferCursor = class _FlatBufferCursor {
+    constructor(buffer, index) {
+      this.buffer = buffer;
+      this.index = index;
+    }
+    get id() {
+      return this.buffer[this.index - 4];
+    }
+    get start() {
+      return this.buffer[this.index - 3];
+    }
+    get end() {
+      return this.buffer[this.index - 2];
+    }
+    get size() {
+      return this.buffer[this.index - 1];
+    }
+    get pos() {
+      return this.index;
+    }
+    next() {
+      this.index -= 4;
+    }
+    fork() {
+      return new _FlatBufferCursor(this.buffer, this.index);
+    }
+  };
+  var TreeBuffer = class _TreeBuffer {
+    /**
+    Create a tree buffer.
+    */
+    constructor(buffer, length, set) {
+      this.buffer = buffer;
+      this.length = length;
+      this.set = set;
+    }
+    /**
+    @internal
+    */
+    get type() {
+      return NodeType.none;
+    }
+    /**
+    @internal
+    */
+    toString() {
+      let result = [];
+      for (let index = 0; index < this.buffer.length; ) {
+        result.push(this.childString(index));
+        index = this.buffer[index + 3];
+      }
+      return result.join(",");
+    }
+    /**
+    @internal
+    */
+    childString(index) {
+      let id2 = this.buffer[index], endIndex = this.buffer[index + 3];
+      let type = this.set.types[id2], result = type.name;
+      if (/\W/.test(result) && !type.isError)
+        result = JSON.stringify(result);
+      index += 4;
+      if (endIndex == index)
+        return result;
+      let children = [];
+      while (index < endIndex) {
+        children.push(this.childString(index));
+        index = this.buffer[index + 3];
+      }
+      return result + "(" + children.join(",") + ")";
+    }
+    /**
+    @internal
+    */
+    findChild(startIndex, endIndex, dir, pos, side) {
+      let { buffer } = this, pick = -1;
+      for (let i2 = startIndex; i2 != endIndex; i2 = buffer[i2 + 3]) {
+        if (checkSide(side, pos, buffer[i2 + 1], buffer[i2 + 2])) {
+          pick = i2;
+          if (dir > 0)
+            break;
+        }
+      }
+      return pick;
+    }
+    /**
+    @internal
+    */
+    slice(startI, endI, from) {
+      let b = this.buffer;
+      let copy = new Uint16Array(endI - startI), len = 0;
+      for (let i2 = startI, j = 0; i2 < endI; ) {
+        copy[j++] = b[i2++];
+        copy[j++] = b[i2++] - from;
+        let to = copy[j++] = b[i2++] - from;
+        copy[j++] = b[i2++] - startI;
+        len = Math.max(len, to);
+      }
+      return new _TreeBuffer(copy, len, this.set);
+    }
+  };
+  function checkSide(side, pos, from, to) {
+    switch (side) {
+      case -2:
+        return from < pos;
+      case -1:
+        return to >= pos && from < pos;
+      case 0:
+        return from < pos && to > pos;
+      case 1:
+        return from <= pos && to > pos;
+      case 2:
+        return to > pos;
+      case 4:
+        return true;
+    }
+  }
+  function resolveNode(node, pos, side, overlays) {
+    var _a2;
+    while (node.from == node.to || (side < 1 ? node.from >= pos : node.from > pos) || (side > -1 ? node.to <= pos : node.to < pos)) {
+      let parent = !overlays && node instanceof TreeNode && node.index < 0 ? null : node.parent;
+      if (!parent)
+        return node;
+      node = parent;
+    }
+    let mode = overlays ? 0 : IterMode.IgnoreOverlays;
+    if (overlays)
+      for (let scan = node, parent = scan.parent; parent; scan = parent, parent = scan.parent) {
+        if (scan instanceof TreeNode && scan.index < 0 && ((_a2 = parent.enter(pos, side, mode)) === null || _a2 === void 0 ? void 0 : _a2.from) != scan.from)
+          node = parent;
+      }
+    for (; ; ) {
+      let inner = node.enter(pos, side, mode);
+      if (!inner)
+        return node;
+      node = inner;
+    }
+  }
+  var BaseNode = class {
+    cursor(mode = 0) {
+      return new TreeCursor(this, mode);
+    }
+    getChild(type, before = null, after = null) {
+      let r = getChildren(this, type, before, after);
+      return r.length ? r[0] : null;
+    }
+    getChildren(type, before = null, after = null) {
+      return getChildren(this, type, before, after);
+    }
+    resolve(pos, side = 0) {
+      return resolveNode(this, pos, side, false);
+    }
+    resolveInner(pos, side = 0) {
+      return resolveNode(this, pos, side, true);
+    }
+    matchContext(context) {
+      return matchNodeContext(this.parent, context);
+    }
+    enterUnfinishedNodesBefore(pos) {
+      let scan = this.childBefore(pos), node = this;
+      while (scan) {
+        let last2 = scan.lastChild;
+        if (!last2 || last2.to != scan.to)
+          break;
+        if (last2.type.isError && last2.from == last2.to) {
+          node = scan;
+          scan = last2.prevSibling;
+        } else {
+          scan = last2;
+        }
+      }
+      return node;
+    }
+    get node() {
+      return this;
+    }
+    get next() {
+      return this.parent;
+    }
+  };
+  var TreeNode = class _TreeNode extends BaseNode {
+    constructor(_tree, from, index, _parent) {
+      super();
+      this._tree = _tree;
+      this.from = from;
+      this.index = index;
+      this._parent = _parent;
+    }
+    get type() {
+      return this._tree.type;
+    }
+    get name() {
+      return this._tree.type.name;
+    }
+    get to() {
+      return this.from + this._tree.length;
+    }
+    nextChild(i2, dir, pos, side, mode = 0) {
+      for (let parent = this; ; ) {
+        for (let { children, positions } = parent._tree, e = dir > 0 ? children.length : -1; i2 != e; i2 += dir) {
+          let next = children[i2], start = positions[i2] + parent.from, mounted;
+          if (!(mode & IterMode.EnterBracketed && next instanceof Tree && (mounted = MountedTree.get(next)) && !mounted.overlay && mounted.bracketed && pos >= start && pos <= start + next.length) && !checkSide(side, pos, start, start + next.length))
+            continue;
+          if (next instanceof TreeBuffer) {
+            if (mode & IterMode.ExcludeBuffers)
+              continue;
+            let index = next.findChild(0, next.buffer.length, dir, pos - start, side);
+            if (index > -1)
+              return new BufferNode(new BufferContext(parent, next, i2, start), null, index);
+          } else if (mode & IterMode.IncludeAnonymous || (!next.type.isAnonymous || hasChild(next))) {
+            let mounted2;
+            if (!(mode & IterMode.IgnoreMounts) && (mounted2 = MountedTree.get(next)) && !mounted2.overlay)
+              return new _TreeNode(mounted2.tree, start, i2, parent);
+            let inner = new _TreeNode(next, start, i2, parent);
+            return mode & IterMode.IncludeAnonymous || !inner.type.isAnonymous ? inner : inner.nextChild(dir < 0 ? next.children.length - 1 : 0, dir, pos, side, mode);
+          }
+        }
+        if (mode & IterMode.IncludeAnonymous || !parent.type.isAnonymous)
+          return null;
+        if (parent.index >= 0)
+          i2 = parent.index + dir;
+        else
+          i2 = dir < 0 ? -1 : parent._parent._tree.children.length;
+        parent = parent._parent;
+        if (!parent)
+          return null;
+      }
+    }
+    get firstChild() {
+      return this.nextChild(
+        0,
+        1,
+        0,
+        4
+        /* Side.DontCare */
+      );
+    }
+    get lastChild() {
+      return this.nextChild(
+        this._tree.children.length - 1,
+        -1,
+        0,
+        4
+        /* Side.DontCare */
+      );
+    }
+    childAfter(pos) {
+      return this.nextChild(
+        0,
+        1,
+        pos,
+        2
+        /* Side.After */
+      );
+    }
+    childBefore(pos) {
+      return this.nextChild(
+        this._tree.children.length - 1,
+        -1,
+        pos,
+        -2
+        /* Side.Before */
+      );
+    }
+    prop(prop) {
+      return this._tree.prop(prop);
+    }
+    enter(pos, side, mode = 0) {
+      let mounted;
+      if (!(mode & IterMode.IgnoreOverlays) && (mounted = MountedTree.get(this._tree)) && mounted.overlay) {
+        let rPos = pos - this.from, enterBracketed = mode & IterMode.EnterBracketed && mounted.bracketed;
+        for (let { from, to } of mounted.overlay) {
+          if ((side > 0 || enterBracketed ? from <= rPos : from < rPos) && (side < 0 || enterBracketed ? to >= rPos : to > rPos))
+            return new _TreeNode(mounted.tree, mounted.overlay[0].from + this.from, -1, this);
+        }
+      }
+      return this.nextChild(0, 1, pos, side, mode);
+    }
+    nextSignificantParent() {
+      let val = this;
+      while (val.type.isAnonymous && val._parent)
+        val = val._parent;
+      return val;
+    }
+    get parent() {
+      return this._parent ? this._parent.nextSignificantParent() : null;
+    }
+    get nextSibling() {
+      return this._parent && this.index >= 0 ? this._parent.nextChild(
+        this.index + 1,
+        1,
+        0,
+        4
+        /* Side.DontCare */
+      ) : null;
+    }
+    get prevSibling() {
+      return this._parent && this.index >= 0 ? this._parent.nextChild(
+        this.index - 1,
+        -1,
+        0,
+        4
+        /* Side.DontCare */
+      ) : null;
+    }
+    get tree() {
+      return this._tree;
+    }
+    toTree() {
+      return this._tree;
+    }
+    /**
+    @internal
+    */
+    toString() {
+      return this._tree.toString();
+    }
+  };
+  function getChildren(node, type, before, after) {
+    let cur = node.cursor(), result = [];
+    if (!cur.firstChild())
+      return result;
+    if (before != null)
+      for (let found = false; !found; ) {
+        found = cur.type.is(before);
+        if (!cur.nextSibling())
+          return result;
+      }
+    for (; ; ) {
+      if (after != null && cur.type.is(after))
+        return result;
+      if (cur.type.is(type))
+        result.push(cur.node);
+      if (!cur.nextSibling())
+        return after == null ? result : [];
+    }
+  }
+  function matchNodeContext(node, context, i2 = context.length - 1) {
+    for (let p = node; i2 >= 0; p = p.parent) {
+      if (!p)
+        return false;
+      if (!p.type.isAnonymous) {
+        if (context[i2] && context[i2] != p.name)
+          return false;
+        i2--;
+      }
+    }
+    return true;
+  }
+  var BufferContext = class {
+    constructor(parent, buffer, index, start) {
+      this.parent = parent;
+      this.buffer = buffer;
+      this.index = index;
+      this.start = start;
+    }
+  };
+  var BufferNode = class _BufferNode extends BaseNode {
+    get name() {
+      return this.type.name;
+    }
+    get from() {
+      return this.context.start + this.context.buffer.buffer[this.index + 1];
+    }
+    get to() {
+      return this.context.start + this.context.buffer.buffer[this.index + 2];
+    }
+    constructor(context, _parent, index) {
+      super();
+      this.context = context;
+      this._parent = _parent;
+      this.index = index;
+      this.type = context.buffer.set.types[context.buffer.buffer[index]];
+    }
+    child(dir, pos, side) {
+      let { buffer } = this.context;
+      let index = buffer.findChild(this.index + 4, buffer.buffer[this.index + 3], dir, pos - this.context.start, side);
+      return index < 0 ? null : new _BufferNode(this.context, this, index);
+    }
+    get firstChild() {
+      return this.child(
+        1,
+        0,
+        4
+        /* Side.DontCare */
+      );
+    }
+    get lastChild() {
+      return this.child(
+        -1,
+        0,
+        4
+        /* Side.DontCare */
+      );
+    }
+    childAfter(pos) {
+      return this.child(
+        1,
+        pos,
+        2
+        /* Side.After */
+      );
+    }
+    childBefore(pos) {
+      return this.child(
+        -1,
+        pos,
+        -2
+        /* Side.Before */
+      );
+    }
+    prop(prop) {
+      return this.type.prop(prop);
+    }
+    enter(pos, side, mode = 0) {
+      if (mode & IterMode.ExcludeBuffers)
+        return null;
+      let { buffer } = this.context;
+      let index = buffer.findChild(this.index + 4, buffer.buffer[this.index + 3], side > 0 ? 1 : -1, pos - this.context.start, side);
+      return index < 0 ? null : new _BufferNode(this.context, this, index);
+    }
+    get parent() {
+      return this._parent || this.context.parent.nextSignificantParent();
+    }
+    externalSibling(dir) {
+      return this._parent ? null : this.context.parent.nextChild(
+        this.context.index + dir,
+        dir,
+        0,
+        4
+        /* Side.DontCare */
+      );
+    }
+    get nextSibling() {
+      let { buffer } = this.context;
+      let after = buffer.buffer[this.index + 3];
+      if (after < (this._parent ? buffer.buffer[this._parent.index + 3] : buffer.buffer.length))
+        return new _BufferNode(this.context, this._parent, after);
+      return this.externalSibling(1);
+    }
+    get prevSibling() {
+      let { buffer } = this.context;
+      let parentStart = this._parent ? this._parent.index + 4 : 0;
+      if (this.index == parentStart)
+        return this.externalSibling(-1);
+      return new _BufferNode(this.context, this._parent, buffer.findChild(
+        parentStart,
+        this.index,
+        -1,
+        0,
+        4
+        /* Side.DontCare */
+      ));
+    }
+    get tree() {
+      return null;
+    }
+    toTree() {
+      let children = [], positions = [];
+      let { buffer } = this.context;
+      let startI = this.index + 4, endI = buffer.buffer[this.index + 3];
+      if (endI > startI) {
+        let from = buffer.buffer[this.index + 1];
+        children.push(buffer.slice(startI, endI, from));
+        positions.push(0);
+      }
+      return new Tree(this.type, children, positions, this.to - this.from);
+    }
+    /**
+    @internal
+    */
+    toString() {
+      return this.context.buffer.childString(this.index);
+    }
+  };
+  function iterStack(heads) {
+    if (!heads.length)
+      return null;
+    let pick = 0, picked = heads[0];
+    for (let i2 = 1; i2 < heads.length; i2++) {
+      let node = heads[i2];
+      if (node.from > picked.from || node.to < picked.to) {
+        picked = node;
+        pick = i2;
+      }
+    }
+    let next = picked instanceof TreeNode && picked.index < 0 ? null : picked.parent;
+    let newHeads = heads.slice();
+    if (next)
+      newHeads[pick] = next;
+    else
+      newHeads.splice(pick, 1);
+    return new StackIterator(newHeads, picked);
+  }
+  var StackIterator = class {
+    constructor(heads, node) {
+      this.heads = heads;
+      this.node = node;
+    }
+    get next() {
+      return iterStack(this.heads);
+    }
+  };
+  function stackIterator(tree, pos, side) {
+    let inner = tree.resolveInner(pos, side), layers = null;
+    for (let scan = inner instanceof TreeNode ? inner : inner.context.parent; scan; scan = scan.parent) {
+      if (scan.index < 0) {
+        let parent = scan.parent;
+        (layers || (layers = [inner])).push(parent.resolve(pos, side));
+        scan = parent;
+      } else {
+        let mount = MountedTree.get(scan.tree);
+        if (mount && mount.overlay && mount.overlay[0].from <= pos && mount.overlay[mount.overlay.length - 1].to >= pos) {
+          let root = new TreeNode(mount.tree, mount.overlay[0].from + scan.from, -1, scan);
+          (layers || (layers = [inner])).push(resolveNode(root, pos, side, false));
+        }
+      }
+    }
+    return layers ? iterStack(layers) : inner;
+  }
+  var TreeCursor = class {
+    /**
+    Shorthand for `.type.name`.
+    */
+    get name() {
+      return this.type.name;
+    }
+    /**
+    @internal
+    */
+    constructor(node, mode = 0) {
+      this.buffer = null;
+      this.stack = [];
+      this.index = 0;
+      this.bufferNode = null;
+      this.mode = mode & ~IterMode.EnterBracketed;
+      if (node instanceof TreeNode) {
+        this.yieldNode(node);
+      } else {
+        this._tree = node.context.parent;
+        this.buffer = node.context;
+        for (let n = node._parent; n; n = n._parent)
+          this.stack.unshift(n.index);
+        this.bufferNode = node;
+        this.yieldBuf(node.index);
+      }
+    }
+    yieldNode(node) {
+      if (!node)
+        return false;
+      this._tree = node;
+      this.type = node.type;
+      this.from = node.from;
+      this.to = node.to;
+      return true;
+    }
+    yieldBuf(index, type) {
+      this.index = index;
+      let { start, buffer } = this.buffer;
+      this.type = type || buffer.set.types[buffer.buffer[index]];
+      this.from = start + buffer.buffer[index + 1];
+      this.to = start + buffer.buffer[index + 2];
+      return true;
+    }
+    /**
+    @internal
+    */
+    yield(node) {
+      if (!node)
+        return false;
+      if (node instanceof TreeNode) {
+        this.buffer = null;
+        return this.yieldNode(node);
+      }
+      this.buffer = node.context;
+      return this.yieldBuf(node.index, node.type);
+    }
+    /**
+    @internal
+    */
+    toString() {
+      return this.buffer ? this.buffer.buffer.childString(this.index) : this._tree.toString();
+    }
+    /**
+    @internal
+    */
+    enterChild(dir, pos, side) {
+      if (!this.buffer)
+        return this.yield(this._tree.nextChild(dir < 0 ? this._tree._tree.children.length - 1 : 0, dir, pos, side, this.mode));
+      let { buffer } = this.buffer;
+      let index = buffer.findChild(this.index + 4, buffer.buffer[this.index + 3], dir, pos - this.buffer.start, side);
+      if (index < 0)
+        return false;
+      this.stack.push(this.index);
+      return this.yieldBuf(index);
+    }
+    /**
+    Move the cursor to this node's first child. When this returns
+    false, the node has no child, and the cursor has not been moved.
+    */
+    firstChild() {
+      return this.enterChild(
+        1,
+        0,
+        4
+        /* Side.DontCare */
+      );
+    }
+    /**
+    Move the cursor to this node's last child.
+    */
+    lastChild() {
+      return this.enterChild(
+        -1,
+        0,
+        4
+        /* Side.DontCare */
+      );
+    }
+    /**
+    Move the cursor to the first child that ends after `pos`.
+    */
+    childAfter(pos) {
+      return this.enterChild(
+        1,
+        pos,
+        2
+        /* Side.After */
+      );
+    }
+    /**
+    Move to the last child that starts before `pos`.
+    */
+    childBefore(pos) {
+      return this.enterChild(
+        -1,
+        pos,
+        -2
+        /* Side.Before */
+      );
+    }
+    /**
+    Move the cursor to the child around `pos`. If side is -1 the
+    child may end at that position, when 1 it may start there. This
+    will also enter [overlaid](#common.MountedTree.overlay)
+    [mounted](#common.NodeProp^mounted) trees unless `overlays` is
+    set to false.
+    */
+    enter(pos, side, mode = this.mode) {
+      if (!this.buffer)
+        return this.yield(this._tree.enter(pos, side, mode));
+      return mode & IterMode.ExcludeBuffers ? false : this.enterChild(1, pos, side);
+    }
+    /**
+    Move to the node's parent node, if this isn't the top node.
+    */
+    parent() {
+      if (!this.buffer)
+        return this.yieldNode(this.mode & IterMode.IncludeAnonymous ? this._tree._parent : this._tree.parent);
+      if (this.stack.length)
+        return this.yieldBuf(this.stack.pop());
+      let parent = this.mode & IterMode.IncludeAnonymous ? this.buffer.parent : this.buffer.parent.nextSignificantParent();
+      this.buffer = null;
+      return this.yieldNode(parent);
+    }
+    /**
+    @internal
+    */
+    sibling(dir) {
+      if (!this.buffer)
+        return !this._tree._parent ? false : this.yield(this._tree.index < 0 ? null : this._tree._parent.nextChild(this._tree.index + dir, dir, 0, 4, this.mode));
+      let { buffer } = this.buffer, d = this.stack.length - 1;
+      if (dir < 0) {
+        let parentStart = d < 0 ? 0 : this.stack[d] + 4;
+        if (this.index != parentStart)
+          return this.yieldBuf(buffer.findChild(
+            parentStart,
+            this.index,
+            -1,
+            0,
+            4
+            /* Side.DontCare */
+          ));
+      } else {
+        let after = buffer.buffer[this.index + 3];
+        if (after < (d < 0 ? buffer.buffer.length : buffer.buffer[this.stack[d] + 3]))
+          return this.yieldBuf(after);
+      }
+      return d < 0 ? this.yield(this.buffer.parent.nextChild(this.buffer.index + dir, dir, 0, 4, this.mode)) : false;
+    }
+    /**
+    Move to this node's next sibling, if any.
+    */
+    nextSibling() {
+      return this.sibling(1);
+    }
+    /**
+    Move to this node's previous sibling, if any.
+    */
+    prevSibling() {
+      return this.sibling(-1);
+    }
+    atLastNode(dir) {
+      let index, parent, { buffer } = this;
+      if (buffer) {
+        if (dir > 0) {
+          if (this.index < buffer.buffer.buffer.length)
+            return false;
+        } else {
+          for (let i2 = 0; i2 < this.index; i2++)
+            if (buffer.buffer.buffer[i2 + 3] < this.index)
+              return false;
+        }
+        ({ index, parent } = buffer);
+      } else {
+        ({ index, _parent: parent } = this._tree);
+      }
+      for (; parent; { index, _parent: parent } = parent) {
+        if (index > -1)
+          for (let i2 = index + dir, e = dir < 0 ? -1 : parent._tree.children.length; i2 != e; i2 += dir) {
+            let child = parent._tree.children[i2];
+            if (this.mode & IterMode.IncludeAnonymous || child instanceof TreeBuffer || !child.type.isAnonymous || hasChild(child))
+              return false;
+          }
+      }
+      return true;
+    }
+    move(dir, enter) {
+      if (enter && this.enterChild(
+        dir,
+        0,
+        4
+        /* Side.DontCare */
+      ))
+        return true;
+      for (; ; ) {
+        if (this.sibling(dir))
+          return true;
+        if (this.atLastNode(dir) || !this.parent())
+          return false;
+      }
+    }
+    /**
+    Move to the next node in a
+    [pre-order](https://en.wikipedia.org/wiki/Tree_traversal#Pre-order,_NLR)
+    traversal, going from a node to its first child or, if the
+    current node is empty or `enter` is false, its next sibling or
+    the next sibling of the first parent node that has one.
+    */
+    next(enter = true) {
+      return this.move(1, enter);
+    }
+    /**
+    Move to the next node in a last-to-first pre-order traversal. A
+    node is followed by its last child or, if it has none, its
+    previous sibling or the previous sibling of the first parent
+    node that has one.
+    */
+    prev(enter = true) {
+      return this.move(-1, enter);
+    }
+    /**
+    Move the cursor to the innermost node that covers `pos`. If
+    `side` is -1, it will enter nodes that end at `pos`. If it is 1,
+    it will enter nodes that start at `pos`.
+    */
+    moveTo(pos, side = 0) {
+      while (this.from == this.to || (side < 1 ? this.from >= pos : this.from > pos) || (side > -1 ? this.to <= pos : this.to < pos))
+        if (!this.parent())
+          break;
+      while (this.enterChild(1, pos, side)) {
+      }
+      return this;
+    }
+    /**
+    Get a [syntax node](#common.SyntaxNode) at the cursor's current
+    position.
+    */
+    get node() {
+      if (!this.buffer)
+        return this._tree;
+      let cache3 = this.bufferNode, result = null, depth = 0;
+      if (cache3 && cache3.context == this.buffer) {
+        scan: for (let index = this.index, d = this.stack.length; d >= 0; ) {
+          for (let c = cache3; c; c = c._parent)
+            if (c.index == index) {
+              if (index == this.index)
+                return c;
+              result = c;
+              depth = d + 1;
+              break scan;
+            }
+          index = this.stack[--d];
+        }
+      }
+      for (let i2 = depth; i2 < this.stack.length; i2++)
+        result = new BufferNode(this.buffer, result, this.stack[i2]);
+      return this.bufferNode = new BufferNode(this.buffer, result, this.index);
+    }
+    /**
+    Get the [tree](#common.Tree) that represents the current node, if
+    any. Will return null when the node is in a [tree
+    buffer](#common.TreeBuffer).
+    */
+    get tree() {
+      return this.buffer ? null : this._tree._tree;
+    }
+    /**
+    Iterate over the current node and all its descendants, calling
+    `enter` when entering a node and `leave`, if given, when leaving
+    one. When `enter` returns `false`, any children of that node are
+    skipped, and `leave` isn't called for it.
+    */
+    iterate(enter, leave) {
+      for (let depth = 0; ; ) {
+        let mustLeave = false;
+        if (this.type.isAnonymous || enter(this) !== false) {
+          if (this.firstChild()) {
+            depth++;
+            continue;
+          }
+          if (!this.type.isAnonymous)
+            mustLeave = true;
+        }
+        for (; ; ) {
+          if (mustLeave && leave)
+            leave(this);
+          mustLeave = this.type.isAnonymous;
+          if (!depth)
+            return;
+          if (this.nextSibling())
+            break;
+          this.parent();
+          depth--;
+          mustLeave = true;
+        }
+      }
+    }
+    /**
+    Test whether the current node matches a given context—a sequence
+    of direct parent node names. Empty strings in the context array
+    are treated as wildcards.
+    */
+    matchContext(context) {
+      if (!this.buffer)
+        return matchNodeContext(this.node.parent, context);
+      let { buffer } = this.buffer, { types: types2 } = buffer.set;
+      for (let i2 = context.length - 1, d = this.stack.length - 1; i2 >= 0; d--) {
+        if (d < 0)
+          return matchNodeContext(this._tree, context, i2);
+        let type = types2[buffer.buffer[this.stack[d]]];
+        if (!type.isAnonymous) {
+          if (context[i2] && context[i2] != type.name)
+            return false;
+          i2--;
+        }
+      }
+      return true;
+    }
+  };
+  function hasChild(tree) {
+    return tree.children.some((ch) => ch instanceof TreeBuffer || !ch.type.isAnonymous || hasChild(ch));
+  }
+  function buildTree(data) {
+    var _a2;
+    let { buffer, nodeSet, maxBufferLength = DefaultBufferLength, reused = [], minRepeatType = nodeSet.types.length } = data;
+    let cursor = Array.isArray(buffer) ? new FlatBufferCursor(buffer, buffer.length) : buffer;
+    let types2 = nodeSet.types;
+    let contextHash = 0, lookAhead = 0;
+    function takeNode(parentStart, minPos, children2, positions2, inRepeat, depth) {
+      let { id: id2, start, end, size } = cursor;
+      let lookAheadAtStart = lookAhead, contextAtStart = contextHash;
+      if (size < 0) {
+        cursor.next();
+        if (size == -1) {
+          let node2 = reused[id2];
+          children2.push(node2);
+          positions2.push(start - parentStart);
+          return;
+        } else if (size == -3) {
+          contextHash = id2;
+          return;
+        } else if (size == -4) {
+          lookAhead = id2;
+          return;
+        } else {
+          throw new RangeError(`Unrecognized record size: ${size}`);
+        }
+      }
+      let type = types2[id2], node, buffer2;
+      let startPos = start - parentStart;
+      if (end - start <= maxBufferLength && (buffer2 = findBufferSize(cursor.pos - minPos, inRepeat))) {
+        let data2 = new Uint16Array(buffer2.size - buffer2.skip);
+        let endPos = cursor.pos - buffer2.size, index = data2.length;
+        while (cursor.pos > endPos)
+          index = copyToBuffer(buffer2.start, data2, index);
+        node = new TreeBuffer(data2, end - buffer2.start, nodeSet);
+        startPos = buffer2.start - parentStart;
+      } else {
+        let endPos = cursor.pos - size;
+        cursor.next();
+        let localChildren = [], localPositions = [];
+        let localInRepeat = id2 >= minRepeatType ? id2 : -1;
+        let lastGroup = 0, lastEnd = end, groupLookAhead = lookAheadAtStart;
+        while (cursor.pos > endPos) {
+          if (localInRepeat >= 0 && cursor.id == localInRepeat && cursor.size >= 0) {
+            if (cursor.end <= lastEnd - maxBufferLength) {
+              makeRepeatLeaf(localChildren, localPositions, start, lastGroup, cursor.end, lastEnd, localInRepeat, groupLookAhead, contextAtStart);
+              lastGroup = localChildren.length;
+              lastEnd = cursor.end;
+              groupLookAhead = lookAhead;
+            }
+            cursor.next();
+          } else if (depth > 2500) {
+            takeFlatNode(start, endPos, localChildren, localPositions);
+          } else {
+            if (localInRepeat >= 0 && cursor.size == -1 && reused[cursor.id].type == nodeSet.types[localInRepeat]) {
+              if (lastGroup < localChildren.length)
+                makeRepeatLeaf(localChildren, localPositions, start, lastGroup, cursor.end, lastEnd, localInRepeat, groupLookAhead, contextAtStart);
+              lastGroup = localChildren.length + 1;
+              lastEnd = cursor.start;
+              groupLookAhead = lookAhead;
+            }
+            takeNode(start, endPos, localChildren, localPositions, localInRepeat, depth + 1);
+          }
+        }
+        if (localInRepeat >= 0 && lastGroup > 0 && lastGroup < localChildren.length)
+          makeRepeatLeaf(localChildren, localPositions, start, lastGroup, start, lastEnd, localInRepeat, groupLookAhead, contextAtStart);
+        localChildren.reverse();
+        localPositions.reverse();
+        if (localInRepeat > -1 && lastGroup > 0) {
+          let make = makeBalanced(type, contextAtStart);
+          node = balanceRange(type, localChildren, localPositions, 0, localChildren.length, 0, end - start, make, make);
+        } else {
+          node = makeTree(type, localChildren, localPositions, end - start, lookAheadAtStart - end, contextAtStart);
+        }
+      }
+      children2.push(node);
+      positions2.push(startPos);
+    }
+    function takeFlatNode(parentStart, minPos, children2, positions2) {
+      let nodes = [];
+      let nodeCount = 0, stopAt = -1;
+      while (cursor.pos > minPos) {
+        let { id: id2, start, end, size } = cursor;
+        if (size > 4) {
+          cursor.next();
+        } else if (stopAt > -1 && start < stopAt) {
+          break;
+        } else {
+          if (stopAt < 0)
+            stopAt = end - maxBufferLength;
+          nodes.push(id2, start, end);
+          nodeCount++;
+          cursor.next();
+        }
+      }
+      if (nodeCount) {
+        let buffer2 = new Uint16Array(nodeCount * 4);
+        let start = nodes[nodes.length - 2];
+        for (let i2 = nodes.length - 3, j = 0; i2 >= 0; i2 -= 3) {
+          buffer2[j++] = nodes[i2];
+          buffer2[j++] = nodes[i2 + 1] - start;
+          buffer2[j++] = nodes[i2 + 2] - start;
+          buffer2[j++] = j;
+        }
+        children2.push(new TreeBuffer(buffer2, nodes[2] - start, nodeSet));
+        positions2.push(start - parentStart);
+      }
+    }
+    function makeBalanced(type, contextHash2) {
+      return (children2, positions2, length2) => {
+        let lookAhead2 = 0, lastI = children2.length - 1, last2, lookAheadProp;
+        if (lastI >= 0 && (last2 = children2[lastI]) instanceof Tree) {
+          if (!lastI && last2.type == type && last2.length == length2)
+            return last2;
+          if (lookAheadProp = last2.prop(NodeProp.lookAhead))
+            lookAhead2 = positions2[lastI] + last2.length + lookAheadProp - length2;
+        }
+        return makeTree(type, children2, positions2, length2, lookAhead2, contextHash2);
+      };
+    }
+    function makeRepeatLeaf(children2, positions2, base2, i2, from, to, type, lookAhead2, contextHash2) {
+      let localChildren = [], localPositions = [];
+      while (children2.length > i2) {
+        localChildren.push(children2.pop());
+        localPositions.push(positions2.pop() + base2 - from);
+      }
+      children2.push(makeTree(nodeSet.types[type], localChildren, localPositions, to - from, lookAhead2 - to, contextHash2));
+      positions2.push(from - base2);
+    }
+    function makeTree(type, children2, positions2, length2, lookAhead2, contextHash2, props) {
+      if (contextHash2) {
+        let pair2 = [NodeProp.contextHash, contextHash2];
+        props = props ? [pair2].concat(props) : [pair2];
+      }
+      if (lookAhead2 > 25) {
+        let pair2 = [NodeProp.lookAhead, lookAhead2];
+        props = props ? [pair2].concat(props) : [pair2];
+      }
+      return new Tree(type, children2, positions2, length2, props);
+    }
+    function findBufferSize(maxSize, inRepeat) {
+      let fork = cursor.fork();
+      let size = 0, start = 0, skip = 0, minStart = fork.end - maxBufferLength;
+      let result = { size: 0, start: 0, skip: 0 };
+      scan: for (let minPos = fork.pos - maxSize; fork.pos > minPos; ) {
+        let nodeSize2 = fork.size;
+        if (fork.id == inRepeat && nodeSize2 >= 0) {
+          result.size = size;
+          result.start = start;
+          result.skip = skip;
+          skip += 4;
+          size += 4;
+          fork.next();
+          continue;
+        }
+        let startPos = fork.pos - nodeSize2;
+        if (nodeSize2 < 0 || startPos < minPos || fork.start < minStart)
+          break;
+        let localSkipped = fork.id >= minRepeatType ? 4 : 0;
+        let nodeStart2 = fork.start;
+        fork.next();
+        while (fork.pos > startPos) {
+          if (fork.size < 0) {
+            if (fork.size == -3 || fork.size == -4)
+              localSkipped += 4;
+            else
+              break scan;
+          } else if (fork.id >= minRepeatType) {
+            localSkipped += 4;
+          }
+          fork.next();
+        }
+        start = nodeStart2;
+        size += nodeSize2;
+        skip += localSkipped;
+      }
+      if (inRepeat < 0 || size == maxSize) {
+        result.size = size;
+        result.start = start;
+        result.skip = skip;
+      }
+      return result.size > 4 ? result : void 0;
+    }
+    function copyToBuffer(bufferStart, buffer2, index) {
+      let { id: id2, start, end, size } = cursor;
+      cursor.next();
+      if (size >= 0 && id2 < minRepeatType) {
+        let startIndex = index;
+        if (size > 4) {
+          let endPos = cursor.pos - (size - 4);
+          while (cursor.pos > endPos)
+            index = copyToBuffer(bufferStart, buffer2, index);
+        }
+        buffer2[--index] = startIndex;
+        buffer2[--index] = end - bufferStart;
+        buffer2[--index] = start - bufferStart;
+        buffer2[--index] = id2;
+      } else if (size == -3) {
+        contextHash = id2;
+      } else if (size == -4) {
+        lookAhead = id2;
+      }
+      return index;
+    }
+    let children = [], positions = [];
+    while (cursor.pos > 0)
+      takeNode(data.start || 0, data.bufferStart || 0, children, positions, -1, 0);
+    let length = (_a2 = data.length) !== null && _a2 !== void 0 ? _a2 : children.length ? positions[0] + children[0].length : 0;
+    return new Tree(types2[data.topID], children.reverse(), positions.reverse(), length);
+  }
+  var nodeSizeCache = /* @__PURE__ */ new WeakMap();
+  function nodeSize(balanceType, node) {
+    if (!balanceType.isAnonymous || node instanceof TreeBuffer || node.type != balanceType)
+      return 1;
+    let size = nodeSizeCache.get(node);
+    if (size == null) {
+      size = 1;
+      for (let child of node.children) {
+        if (child.type != balanceType || !(child instanceof Tree)) {
+          size = 1;
+          break;
+        }
+        size += nodeSize(balanceType, child);
+      }
+      nodeSizeCache.set(node, size);
+    }
+    return size;
+  }
+  function balanceRange(balanceType, children, positions, from, to, start, length, mkTop, mkTree) {
+    let total = 0;
+    for (let i2 = from; i2 < to; i2++)
+      total += nodeSize(balanceType, children[i2]);
+    let maxChild = Math.ceil(
+      total * 1.5 / 8
+      /* Balance.BranchFactor */
+    );
+    let localChildren = [], localPositions = [];
+    function divide(children2, positions2, from2, to2, offset) {
+      for (let i2 = from2; i2 < to2; ) {
+        let groupFrom = i2, groupStart = positions2[i2], groupSize = nodeSize(balanceType, children2[i2]);
+        i2++;
+        for (; i2 < to2; i2++) {
+          let nextSize = nodeSize(balanceType, children2[i2]);
+          if (groupSize + nextSize >= maxChild)
+            break;
+          groupSize += nextSize;
+        }
+        if (i2 == groupFrom + 1) {
+          if (groupSize > maxChild) {
+            let only = children2[groupFrom];
+            divide(only.children, only.positions, 0, only.children.length, positions2[groupFrom] + offset);
+            continue;
+          }
+          localChildren.push(children2[groupFrom]);
+        } else {
+          let length2 = positions2[i2 - 1] + children2[i2 - 1].length - groupStart;
+          localChildren.push(balanceRange(balanceType, children2, positions2, groupFrom, i2, groupStart, length2, null, mkTree));
+        }
+        localPositions.push(groupStart + offset - start);
+      }
+    }
+    divide(children, positions, from, to, 0);
+    return (mkTop || mkTree)(localChildren, localPositions, length);
+  }
+  var NodeWeakMap = class {
+    constructor() {
+      this.map = /* @__PURE__ */ new WeakMap();
+    }
+    setBuffer(buffer, index, value) {
+      let inner = this.map.get(buffer);
+      if (!inner)
+        this.map.set(buffer, inner = /* @__PURE__ */ new Map());
+      inner.set(index, value);
+    }
+    getBuffer(buffer, index) {
+      let inner = this.map.get(buffer);
+      return inner && inner.get(index);
+    }
+    /**
+    Set the value for this syntax node.
+    */
+    set(node, value) {
+      if (node instanceof BufferNode)
+        this.setBuffer(node.context.buffer, node.index, value);
+      else if (node instanceof TreeNode)
+        this.map.set(node.tree, value);
+    }
+    /**
+    Retrieve value for this syntax node, if it exists in the map.
+    */
+    get(node) {
+      return node instanceof BufferNode ? this.getBuffer(node.context.buffer, node.index) : node instanceof TreeNode ? this.map.get(node.tree) : void 0;
+    }
+    /**
+    Set the value for the node that a cursor currently points to.
+    */
+    cursorSet(cursor, value) {
+      if (cursor.buffer)
+        this.setBuffer(cursor.buffer.buffer, cursor.index, value);
+      else
+        this.map.set(cursor.tree, value);
+    }
+    /**
+    Retrieve the value for the node that a cursor currently points
+    to.
+    */
+    cursorGet(cursor) {
+      return cursor.buffer ? this.getBuffer(cursor.buffer.buffer, cursor.index) : this.map.get(cursor.tree);
+    }
+  };
+  var TreeFragment = class _TreeFragment {
+    /**
+    Construct a tree fragment. You'll usually want to use
+    [`addTree`](#common.TreeFragment^addTree) and
+    [`applyChanges`](#common.TreeFragment^applyChanges) instead of
+    calling this directly.
+    */
+    constructor(from, to, tree, offset, openStart = false, openEnd = false) {
+      this.from = from;
+      this.to = to;
+      this.tree = tree;
+      this.offset = offset;
+      this.open = (openStart ? 1 : 0) | (openEnd ? 2 : 0);
+    }
+    /**
+    Whether the start of the fragment represents the start of a
+    parse, or the end of a change. (In the second case, it may not
+    be safe to reuse some nodes at the start, depending on the
+    parsing algorithm.)
+    */
+    get openStart() {
+      return (this.open & 1) > 0;
+    }
+    /**
+    Whether the end of the fragment represents the end of a
+    full-document parse, or the start of a change.
+    */
+    get openEnd() {
+      return (this.open & 2) > 0;
+    }
+    /**
+    Create a set of fragments from a freshly parsed tree, or update
+    an existing set of fragments by replacing the ones that overlap
+    with a tree with content from the new tree. When `partial` is
+    true, the parse is treated as incomplete, and the resulting
+    fragment has [`openEnd`](#common.TreeFragment.openEnd) set to
+    true.
+    */
+    static addTree(tree, fragments = [], partial = false) {
+      let result = [new _TreeFragment(0, tree.length, tree, 0, false, partial)];
+      for (let f of fragments)
+        if (f.to > tree.length)
+          result.push(f);
+      return result;
+    }
+    /**
+    Apply a set of edits to an array of fragments, removing or
+    splitting fragments as necessary to remove edited ranges, and
+    adjusting offsets for fragments that moved.
+    */
+    static applyChanges(fragments, changes, minGap = 128) {
+      if (!changes.length)
+        return fragments;
+      let result = [];
+      let fI = 1, nextF = fragments.length ? fragments[0] : null;
+      for (let cI = 0, pos = 0, off = 0; ; cI++) {
+        let nextC = cI < changes.length ? changes[cI] : null;
+        let nextPos = nextC ? nextC.fromA : 1e9;
+        if (nextPos - pos >= minGap)
+          while (nextF && nextF.from < nextPos) {
+            let cut = nextF;
+            if (pos >= cut.from || nextPos <= cut.to || off) {
+              let fFrom = Math.max(cut.from, pos) - off, fTo = Math.min(cut.to, nextPos) - off;
+              cut = fFrom >= fTo ? null : new _TreeFragment(fFrom, fTo, cut.tree, cut.offset + off, cI > 0, !!nextC);
+            }
+            if (cut)
+              result.push(cut);
+            if (nextF.to > nextPos)
+              break;
+            nextF = fI < fragments.length ? fragments[fI++] : null;
+          }
+        if (!nextC)
+          break;
+        pos = nextC.toA;
+        off = nextC.toA - nextC.toB;
+      }
+      return result;
+    }
+  };
+  var Parser = class {
+    /**
+    Start a parse, returning a [partial parse](#common.PartialParse)
+    object. [`fragments`](#common.TreeFragment) can be passed in to
+    make the parse incremental.
+    
+    By default, the entire input is parsed. You can pass `ranges`,
+    which should be a sorted array of non-empty, non-overlapping
+    ranges, to parse only those ranges. The tree returned in that
+    case will start at `ranges[0].from`.
+    */
+    startParse(input, fragments, ranges) {
+      if (typeof input == "string")
+        input = new StringInput(input);
+      ranges = !ranges ? [new Range2(0, input.length)] : ranges.length ? ranges.map((r) => new Range2(r.from, r.to)) : [new Range2(0, 0)];
+      return this.createParse(input, fragments || [], ranges);
+    }
+    /**
+    Run a full parse, returning the resulting tree.
+    */
+    parse(input, fragments, ranges) {
+      let parse = this.startParse(input, fragments, ranges);
+      for (; ; ) {
+        let done = parse.advance();
+        if (done)
+          return done;
+      }
+    }
+  };
+  var StringInput = class {
+    constructor(string2) {
+      this.string = string2;
+    }
+    get length() {
+      return this.string.length;
+    }
+    chunk(from) {
+      return this.string.slice(from);
+    }
+    get lineChunks() {
+      return false;
+    }
+    read(from, to) {
+      return this.string.slice(from, to);
+    }
+  };
+  var stoppedInner = new NodeProp({ perNode: true });
+
+  // node_modules/@lezer/highlight/dist/index.js
+  var nextTagID = 0;
+  var Tag = class _Tag {
+    /**
+    @internal
+    */
+    constructor(name2, set, base2, modified) {
+      this.name = name2;
+      this.set = set;
+      this.base = base2;
+      this.modified = modified;
+      this.id = nextTagID++;
+    }
+    toString() {
+      let { name: name2 } = this;
+      for (let mod of this.modified)
+        if (mod.name)
+          name2 = `${mod.name}(${name2})`;
+      return name2;
+    }
+    static define(nameOrParent, parent) {
+      let name2 = typeof nameOrParent == "string" ? nameOrParent : "?";
+      if (nameOrParent instanceof _Tag)
+        parent = nameOrParent;
+      if (parent === null || parent === void 0 ? void 0 : parent.base)
+        throw new Error("Can not derive from a modified tag");
+      let tag = new _Tag(name2, [], null, []);
+      tag.set.push(tag);
+      if (parent)
+        for (let t2 of parent.set)
+          tag.set.push(t2);
+      return tag;
+    }
+    /**
+    Define a tag _modifier_, which is a function that, given a tag,
+    will return a tag that is a subtag of the original. Applying the
+    same modifier to a twice tag will return the same value (`m1(t1)
+    == m1(t1)`) and applying multiple modifiers will, regardless or
+    order, produce the same tag (`m1(m2(t1)) == m2(m1(t1))`).
+    
+    When multiple modifiers are applied to a given base tag, each
+    smaller set of modifiers is registered as a parent, so that for
+    example `m1(m2(m3(t1)))` is a subtype of `m1(m2(t1))`,
+    `m1(m3(t1)`, and so on.
+    */
+    static defineModifier(name2) {
+      let mod = new Modifier(name2);
+      return (tag) => {
+        if (tag.modified.indexOf(mod) > -1)
+          return tag;
+        return Modifier.get(tag.base || tag, tag.modified.concat(mod).sort((a, b) => a.id - b.id));
+      };
+    }
+  };
+  var nextModifierID = 0;
+  var Modifier = class _Modifier {
+    constructor(name2) {
+      this.name = name2;
+      this.instances = [];
+      this.id = nextModifierID++;
+    }
+    static get(base2, mods) {
+      if (!mods.length)
+        return base2;
+      let exists = mods[0].instances.find((t2) => t2.base == base2 && sameArray2(mods, t2.modified));
+      if (exists)
+        return exists;
+      let set = [], tag = new Tag(base2.name, set, base2, mods);
+      for (let m of mods)
+        m.instances.push(tag);
+      let configs = powerSet(mods);
+      for (let parent of base2.set)
+        if (!parent.modified.length)
+          for (let config2 of configs)
+            set.push(_Modifier.get(parent, config2));
+      return tag;
+    }
+  };
+  function sameArray2(a, b) {
+    return a.length == b.length && a.every((x, i2) => x == b[i2]);
+  }
+  function powerSet(array) {
+    let sets = [[]];
+    for (let i2 = 0; i2 < array.length; i2++) {
+      for (let j = 0, e = sets.length; j < e; j++) {
+        sets.push(sets[j].concat(array[i2]));
+      }
+    }
+    return sets.sort((a, b) => b.length - a.length);
+  }
+  function styleTags(spec) {
+    let byName = /* @__PURE__ */ Object.create(null);
+    for (let prop in spec) {
+      let tags2 = spec[prop];
+      if (!Array.isArray(tags2))
+        tags2 = [tags2];
+      for (let part of prop.split(" "))
+        if (part) {
+          let pieces = [], mode = 2, rest = part;
+          for (let pos = 0; ; ) {
+            if (rest == "..." && pos > 0 && pos + 3 == part.length) {
+              mode = 1;
+              break;
+            }
+            let m = /^"(?:[^"\\]|\\.)*?"|[^\/!]+/.exec(rest);
+            if (!m)
+              throw new RangeError("Invalid path: " + part);
+            pieces.push(m[0] == "*" ? "" : m[0][0] == '"' ? JSON.parse(m[0]) : m[0]);
+            pos += m[0].length;
+            if (pos == part.length)
+              break;
+            let next = part[pos++];
+            if (pos == part.length && next == "!") {
+              mode = 0;
+              break;
+            }
+            if (next != "/")
+              throw new RangeError("Invalid path: " + part);
+            rest = part.slice(pos);
+          }
+          let last2 = pieces.length - 1, inner = pieces[last2];
+          if (!inner)
+            throw new RangeError("Invalid path: " + part);
+          let rule = new Rule(tags2, mode, last2 > 0 ? pieces.slice(0, last2) : null);
+          byName[inner] = rule.sort(byName[inner]);
+        }
+    }
+    return ruleNodeProp.add(byName);
+  }
+  var ruleNodeProp = new NodeProp({
+    combine(a, b) {
+      let cur, root, take;
+      while (a || b) {
+        if (!a || b && a.depth <= b.depth) {
+          take = b;
+          b = b.next;
+        } else {
+          take = a;
+          a = a.next;
+        }
+        if (cur && cur.mode == take.mode && !take.context && !cur.context)
+          continue;
+        let copy = new Rule(take.tags, take.mode, take.context);
+        if (cur)
+          cur.next = copy;
+        else
+          root = copy;
+        cur = copy;
+      }
+      return root;
+    }
+  });
+  var Rule = class {
+    constructor(tags2, mode, context, next) {
+      this.tags = tags2;
+      this.mode = mode;
+      this.context = context;
+      this.next = next;
+    }
+    get opaque() {
+      return this.mode == 0;
+    }
+    get inherit() {
+      return this.mode == 1;
+    }
+    sort(other) {
+      if (!other || other.depth < this.depth) {
+        this.next = other;
+        return this;
+      }
+      other.next = this.sort(other.next);
+      return other;
+    }
+    get depth() {
+      return this.context ? this.context.length : 0;
+    }
+  };
+  Rule.empty = new Rule([], 2, null);
+  function tagHighlighter(tags2, options) {
+    let map = /* @__PURE__ */ Object.create(null);
+    for (let style of tags2) {
+      if (!Array.isArray(style.tag))
+        map[style.tag.id] = style.class;
+      else
+        for (let tag of style.tag)
+          map[tag.id] = style.class;
+    }
+    let { scope, all = null } = options || {};
+    return {
+      style: (tags3) => {
+        let cls = all;
+        for (let tag of tags3) {
+          for (let sub of tag.set) {
+            let tagClass = map[sub.id];
+            if (tagClass) {
+              cls = cls ? cls + " " + tagClass : tagClass;
+              break;
+            }
+          }
+        }
+        return cls;
+      },
+      scope
+    };
+  }
+  function highlightTags(highlighters, tags2) {
+    let result = null;
+    for (let highlighter of highlighters) {
+      let value = highlighter.style(tags2);
+      if (value)
+        result = result ? result + " " + value : value;
+    }
+    return result;
+  }
+  function highlightTree(tree, highlighter, putStyle, from = 0, to = tree.length) {
+    let builder = new HighlightBuilder(from, Array.isArray(highlighter) ? highlighter : [highlighter], putStyle);
+    builder.highlightRange(tree.cursor(), from, to, "", builder.highlighters);
+    builder.flush(to);
+  }
+  var HighlightBuilder = class {
+    constructor(at, highlighters, span) {
+      this.at = at;
+      this.highlighters = highlighters;
+      this.span = span;
+      this.class = "";
+    }
+    startSpan(at, cls) {
+      if (cls != this.class) {
+        this.flush(at);
+        if (at > this.at)
+          this.at = at;
+        this.class = cls;
+      }
+    }
+    flush(to) {
+      if (to > this.at && this.class)
+        this.span(this.at, to, this.class);
+    }
+    highlightRange(cursor, from, to, inheritedClass, highlighters) {
+      let { type, from: start, to: end } = cursor;
+      if (start >= to || end <= from)
+        return;
+      if (type.isTop)
+        highlighters = this.highlighters.filter((h) => !h.scope || h.scope(type));
+      let cls = inheritedClass;
+      let rule = getStyleTags(cursor) || Rule.empty;
+      let tagCls = highlightTags(highlighters, rule.tags);
+      if (tagCls) {
+        if (cls)
+          cls += " ";
+        cls += tagCls;
+        if (rule.mode == 1)
+          inheritedClass += (inheritedClass ? " " : "") + tagCls;
+      }
+      this.startSpan(Math.max(from, start), cls);
+      if (rule.opaque)
+        return;
+      let mounted = cursor.tree && cursor.tree.prop(NodeProp.mounted);
+      if (mounted && mounted.overlay) {
+        let inner = cursor.node.enter(mounted.overlay[0].from + start, 1);
+        let innerHighlighters = this.highlighters.filter((h) => !h.scope || h.scope(mounted.tree.type));
+        let hasChild2 = cursor.firstChild();
+        for (let i2 = 0, pos = start; ; i2++) {
+          let next = i2 < mounted.overlay.length ? mounted.overlay[i2] : null;
+          let nextPos = next ? next.from + start : end;
+          let rangeFrom2 = Math.max(from, pos), rangeTo2 = Math.min(to, nextPos);
+          if (rangeFrom2 < rangeTo2 && hasChild2) {
+            while (cursor.from < rangeTo2) {
+              this.highlightRange(cursor, rangeFrom2, rangeTo2, inheritedClass, highlighters);
+              this.startSpan(Math.min(rangeTo2, cursor.to), cls);
+              if (cursor.to >= nextPos || !cursor.nextSibling())
+                break;
+            }
+          }
+          if (!next || nextPos > to)
+            break;
+          pos = next.to + start;
+          if (pos > from) {
+            this.highlightRange(inner.cursor(), Math.max(from, next.from + start), Math.min(to, pos), "", innerHighlighters);
+            this.startSpan(Math.min(to, pos), cls);
+          }
+        }
+        if (hasChild2)
+          cursor.parent();
+      } else if (cursor.firstChild()) {
+        if (mounted)
+          inheritedClass = "";
+        do {
+          if (cursor.to <= from)
+            continue;
+          if (cursor.from >= to)
+            break;
+          this.highlightRange(cursor, from, to, inheritedClass, highlighters);
+          this.startSpan(Math.min(to, cursor.to), cls);
+        } while (cursor.nextSibling());
+        cursor.parent();
+      }
+    }
+  };
+  function getStyleTags(node) {
+    let rule = node.type.prop(ruleNodeProp);
+    while (rule && rule.context && !node.matchContext(rule.context))
+      rule = rule.next;
+    return rule || null;
+  }
+  var t = Tag.define;
+  var comment = t();
+  var name = t();
+  var typeName = t(name);
+  var propertyName = t(name);
+  var literal = t();
+  var string = t(literal);
+  var number = t(literal);
+  var content = t();
+  var heading = t(content);
+  var keyword = t();
+  var operator = t();
+  var punctuation = t();
+  var bracket = t(punctuation);
+  var meta = t();
+  var tags = {
+    /**
+    A comment.
+    */
+    comment,
+    /**
+    A line [comment](#highlight.tags.comment).
+    */
+    lineComment: t(comment),
+    /**
+    A block [comment](#highlight.tags.comment).
+    */
+    blockComment: t(comment),
+    /**
+    A documentation [comment](#highlight.tags.comment).
+    */
+    docComment: t(comment),
+    /**
+    Any kind of identifier.
+    */
+    name,
+    /**
+    The [name](#highlight.tags.name) of a variable.
+    */
+    variableName: t(name),
+    /**
+    A type [name](#highlight.tags.name).
+    */
+    typeName,
+    /**
+    A tag name (subtag of [`typeName`](#highlight.tags.typeName)).
+    */
+    tagName: t(typeName),
+    /**
+    A property or field [name](#highlight.tags.name).
+    */
+    propertyName,
+    /**
+    An attribute name (subtag of [`propertyName`](#highlight.tags.propertyName)).
+    */
+    attributeName: t(propertyName),
+    /**
+    The [name](#highlight.tags.name) of a class.
+    */
+    className: t(name),
+    /**
+    A label [name](#highlight.tags.name).
+    */
+    labelName: t(name),
+    /**
+    A namespace [name](#highlight.tags.name).
+    */
+    namespace: t(name),
+    /**
+    The [name](#highlight.tags.name) of a macro.
+    */
+    macroName: t(name),
+    /**
+    A literal value.
+    */
+    literal,
+    /**
+    A string [literal](#highlight.tags.literal).
+    */
+    string,
+    /**
+    A documentation [string](#highlight.tags.string).
+    */
+    docString: t(string),
+    /**
+    A character literal (subtag of [string](#highlight.tags.string)).
+    */
+    character: t(string),
+    /**
+    An attribute value (subtag of [string](#highlight.tags.string)).
+    */
+    attributeValue: t(string),
+    /**
+    A number [literal](#highlight.tags.literal).
+    */
+    number,
+    /**
+    An integer [number](#highlight.tags.number) literal.
+    */
+    integer: t(number),
+    /**
+    A floating-point [number](#highlight.tags.number) literal.
+    */
+    float: t(number),
+    /**
+    A boolean [literal](#highlight.tags.literal).
+    */
+    bool: t(literal),
+    /**
+    Regular expression [literal](#highlight.tags.literal).
+    */
+    regexp: t(literal),
+    /**
+    An escape [literal](#highlight.tags.literal), for example a
+    backslash escape in a string.
+    */
+    escape: t(literal),
+    /**
+    A color [literal](#highlight.tags.literal).
+    */
+    color: t(literal),
+    /**
+    A URL [literal](#highlight.tags.literal).
+    */
+    url: t(literal),
+    /**
+    A language keyword.
+    */
+    keyword,
+    /**
+    The [keyword](#highlight.tags.keyword) for the self or this
+    object.
+    */
+    self: t(keyword),
+    /**
+    The [keyword](#highlight.tags.keyword) for null.
+    */
+    null: t(keyword),
+    /**
+    A [keyword](#highlight.tags.keyword) denoting some atomic value.
+    */
+    atom: t(keyword),
+    /**
+    A [keyword](#highlight.tags.keyword) that represents a unit.
+    */
+    unit: t(keyword),
+    /**
+    A modifier [keyword](#highlight.tags.keyword).
+    */
+    modifier: t(keyword),
+    /**
+    A [keyword](#highlight.tags.keyword) that acts as an operator.
+    */
+    operatorKeyword: t(keyword),
+    /**
+    A control-flow related [keyword](#highlight.tags.keyword).
+    */
+    controlKeyword: t(keyword),
+    /**
+    A [keyword](#highlight.tags.keyword) that defines something.
+    */
+    definitionKeyword: t(keyword),
+    /**
+    A [keyword](#highlight.tags.keyword) related to defining or
+    interfacing with modules.
+    */
+    moduleKeyword: t(keyword),
+    /**
+    An operator.
+    */
+    operator,
+    /**
+    An [operator](#highlight.tags.operator) that dereferences something.
+    */
+    derefOperator: t(operator),
+    /**
+    Arithmetic-related [operator](#highlight.tags.operator).
+    */
+    arithmeticOperator: t(operator),
+    /**
+    Logical [operator](#highlight.tags.operator).
+    */
+    logicOperator: t(operator),
+    /**
+    Bit [operator](#highlight.tags.operator).
+    */
+    bitwiseOperator: t(operator),
+    /**
+    Comparison [operator](#highlight.tags.operator).
+    */
+    compareOperator: t(operator),
+    /**
+    [Operator](#highlight.tags.operator) that updates its operand.
+    */
+    updateOperator: t(operator),
+    /**
+    [Operator](#highlight.tags.operator) that defines something.
+    */
+    definitionOperator: t(operator),
+    /**
+    Type-related [operator](#highlight.tags.operator).
+    */
+    typeOperator: t(operator),
+    /**
+    Control-flow [operator](#highlight.tags.operator).
+    */
+    controlOperator: t(operator),
+    /**
+    Program or markup punctuation.
+    */
+    punctuation,
+    /**
+    [Punctuation](#highlight.tags.punctuation) that separates
+    things.
+    */
+    separator: t(punctuation),
+    /**
+    Bracket-style [punctuation](#highlight.tags.punctuation).
+    */
+    bracket,
+    /**
+    Angle [brackets](#highlight.tags.bracket) (usually `<` and `>`
+    tokens).
+    */
+    angleBracket: t(bracket),
+    /**
+    Square [brackets](#highlight.tags.bracket) (usually `[` and `]`
+    tokens).
+    */
+    squareBracket: t(bracket),
+    /**
+    Parentheses (usually `(` and `)` tokens). Subtag of
+    [bracket](#highlight.tags.bracket).
+    */
+    paren: t(bracket),
+    /**
+    Braces (usually `{` and `}` tokens). Subtag of
+    [bracket](#highlight.tags.bracket).
+    */
+    brace: t(bracket),
+    /**
+    Content, for example plain text in XML or markup documents.
+    */
+    content,
+    /**
+    [Content](#highlight.tags.content) that represents a heading.
+    */
+    heading,
+    /**
+    A level 1 [heading](#highlight.tags.heading).
+    */
+    heading1: t(heading),
+    /**
+    A level 2 [heading](#highlight.tags.heading).
+    */
+    heading2: t(heading),
+    /**
+    A level 3 [heading](#highlight.tags.heading).
+    */
+    heading3: t(heading),
+    /**
+    A level 4 [heading](#highlight.tags.heading).
+    */
+    heading4: t(heading),
+    /**
+    A level 5 [heading](#highlight.tags.heading).
+    */
+    heading5: t(heading),
+    /**
+    A level 6 [heading](#highlight.tags.heading).
+    */
+    heading6: t(heading),
+    /**
+    A prose [content](#highlight.tags.content) separator (such as a horizontal rule).
+    */
+    contentSeparator: t(content),
+    /**
+    [Content](#highlight.tags.content) that represents a list.
+    */
+    list: t(content),
+    /**
+    [Content](#highlight.tags.content) that represents a quote.
+    */
+    quote: t(content),
+    /**
+    [Content](#highlight.tags.content) that is emphasized.
+    */
+    emphasis: t(content),
+    /**
+    [Content](#highlight.tags.content) that is styled strong.
+    */
+    strong: t(content),
+    /**
+    [Content](#highlight.tags.content) that is part of a link.
+    */
+    link: t(content),
+    /**
+    [Content](#highlight.tags.content) that is styled as code or
+    monospace.
+    */
+    monospace: t(content),
+    /**
+    [Content](#highlight.tags.content) that has a strike-through
+    style.
+    */
+    strikethrough: t(content),
+    /**
+    Inserted text in a change-tracking format.
+    */
+    inserted: t(),
+    /**
+    Deleted text.
+    */
+    deleted: t(),
+    /**
+    Changed text.
+    */
+    changed: t(),
+    /**
+    An invalid or unsyntactic element.
+    */
+    invalid: t(),
+    /**
+    Metadata or meta-instruction.
+    */
+    meta,
+    /**
+    [Metadata](#highlight.tags.meta) that applies to the entire
+    document.
+    */
+    documentMeta: t(meta),
+    /**
+    [Metadata](#highlight.tags.meta) that annotates or adds
+    attributes to a given syntactic element.
+    */
+    annotation: t(meta),
+    /**
+    Processing instruction or preprocessor directive. Subtag of
+    [meta](#highlight.tags.meta).
+    */
+    processingInstruction: t(meta),
+    /**
+    [Modifier](#highlight.Tag^defineModifier) that indicates that a
+    given element is being defined. Expected to be used with the
+    various [name](#highlight.tags.name) tags.
+    */
+    definition: Tag.defineModifier("definition"),
+    /**
+    [Modifier](#highlight.Tag^defineModifier) that indicates that
+    something is constant. Mostly expected to be used with
+    [variable names](#highlight.tags.variableName).
+    */
+    constant: Tag.defineModifier("constant"),
+    /**
+    [Modifier](#highlight.Tag^defineModifier) used to indicate that
+    a [variable](#highlight.tags.variableName) or [property
+    name](#highlight.tags.propertyName) is being called or defined
+    as a function.
+    */
+    function: Tag.defineModifier("function"),
+    /**
+    [Modifier](#highlight.Tag^defineModifier) that can be applied to
+    [names](#highlight.tags.name) to indicate that they belong to
+    the language's standard environment.
+    */
+    standard: Tag.defineModifier("standard"),
+    /**
+    [Modifier](#highlight.Tag^defineModifier) that indicates a given
+    [names](#highlight.tags.name) is local to some scope.
+    */
+    local: Tag.defineModifier("local"),
+    /**
+    A generic variant [modifier](#highlight.Tag^defineModifier) that
+    can be used to tag language-specific alternative variants of
+    some common tag. It is recommended for themes to define special
+    forms of at least the [string](#highlight.tags.string) and
+    [variable name](#highlight.tags.variableName) tags, since those
+    come up a lot.
+    */
+    special: Tag.defineModifier("special")
+  };
+  for (let name2 in tags) {
+    let val = tags[name2];
+    if (val instanceof Tag)
+      val.name = name2;
+  }
+  var classHighlighter = tagHighlighter([
+    { tag: tags.link, class: "tok-link" },
+    { tag: tags.heading, class: "tok-heading" },
+    { tag: tags.emphasis, class: "tok-emphasis" },
+    { tag: tags.strong, class: "tok-strong" },
+    { tag: tags.keyword, class: "tok-keyword" },
+    { tag: tags.atom, class: "tok-atom" },
+    { tag: tags.bool, class: "tok-bool" },
+    { tag: tags.url, class: "tok-url" },
+    { tag: tags.labelName, class: "tok-labelName" },
+    { tag: tags.inserted, class: "tok-inserted" },
+    { tag: tags.deleted, class: "tok-deleted" },
+    { tag: tags.literal, class: "tok-literal" },
+    { tag: tags.string, class: "tok-string" },
+    { tag: tags.number, class: "tok-number" },
+    { tag: [tags.regexp, tags.escape, tags.special(tags.string)], class: "tok-string2" },
+    { tag: tags.variableName, class: "tok-variableName" },
+    { tag: tags.local(tags.variableName), class: "tok-variableName tok-local" },
+    { tag: tags.definition(tags.variableName), class: "tok-variableName tok-definition" },
+    { tag: tags.special(tags.variableName), class: "tok-variableName2" },
+    { tag: tags.definition(tags.propertyName), class: "tok-propertyName tok-definition" },
+    { tag: tags.typeName, class: "tok-typeName" },
+    { tag: tags.namespace, class: "tok-namespace" },
+    { tag: tags.className, class: "tok-className" },
+    { tag: tags.macroName, class: "tok-macroName" },
+    { tag: tags.propertyName, class: "tok-propertyName" },
+    { tag: tags.operator, class: "tok-operator" },
+    { tag: tags.comment, class: "tok-comment" },
+    { tag: tags.meta, class: "tok-meta" },
+    { tag: tags.invalid, class: "tok-invalid" },
+    { tag: tags.punctuation, class: "tok-punctuation" }
+  ]);
 
   // node_modules/@codemirror/language/dist/index.js
   var _a;
@@ -29018,6 +17076,7 @@
       this.extension = [language2, support];
     }
   };
+  var indentService = /* @__PURE__ */ Facet.define();
   var indentUnit = /* @__PURE__ */ Facet.define({
     combine: (values) => {
       if (!values.length)
@@ -29028,7 +17087,219 @@
       return unit;
     }
   });
+  function getIndentUnit(state) {
+    let unit = state.facet(indentUnit);
+    return unit.charCodeAt(0) == 9 ? state.tabSize * unit.length : unit.length;
+  }
+  function indentString(state, cols) {
+    let result = "", ts = state.tabSize, ch = state.facet(indentUnit)[0];
+    if (ch == "	") {
+      while (cols >= ts) {
+        result += "	";
+        cols -= ts;
+      }
+      ch = " ";
+    }
+    for (let i2 = 0; i2 < cols; i2++)
+      result += ch;
+    return result;
+  }
+  function getIndentation(context, pos) {
+    if (context instanceof EditorState)
+      context = new IndentContext(context);
+    for (let service of context.state.facet(indentService)) {
+      let result = service(context, pos);
+      if (result !== void 0)
+        return result;
+    }
+    let tree = syntaxTree(context.state);
+    return tree.length >= pos ? syntaxIndentation(context, tree, pos) : null;
+  }
+  var IndentContext = class {
+    /**
+    Create an indent context.
+    */
+    constructor(state, options = {}) {
+      this.state = state;
+      this.options = options;
+      this.unit = getIndentUnit(state);
+    }
+    /**
+    Get a description of the line at the given position, taking
+    [simulated line
+    breaks](https://codemirror.net/6/docs/ref/#language.IndentContext.constructor^options.simulateBreak)
+    into account. If there is such a break at `pos`, the `bias`
+    argument determines whether the part of the line line before or
+    after the break is used.
+    */
+    lineAt(pos, bias = 1) {
+      let line = this.state.doc.lineAt(pos);
+      let { simulateBreak, simulateDoubleBreak } = this.options;
+      if (simulateBreak != null && simulateBreak >= line.from && simulateBreak <= line.to) {
+        if (simulateDoubleBreak && simulateBreak == pos)
+          return { text: "", from: pos };
+        else if (bias < 0 ? simulateBreak < pos : simulateBreak <= pos)
+          return { text: line.text.slice(simulateBreak - line.from), from: simulateBreak };
+        else
+          return { text: line.text.slice(0, simulateBreak - line.from), from: line.from };
+      }
+      return line;
+    }
+    /**
+    Get the text directly after `pos`, either the entire line
+    or the next 100 characters, whichever is shorter.
+    */
+    textAfterPos(pos, bias = 1) {
+      if (this.options.simulateDoubleBreak && pos == this.options.simulateBreak)
+        return "";
+      let { text, from } = this.lineAt(pos, bias);
+      return text.slice(pos - from, Math.min(text.length, pos + 100 - from));
+    }
+    /**
+    Find the column for the given position.
+    */
+    column(pos, bias = 1) {
+      let { text, from } = this.lineAt(pos, bias);
+      let result = this.countColumn(text, pos - from);
+      let override = this.options.overrideIndentation ? this.options.overrideIndentation(from) : -1;
+      if (override > -1)
+        result += override - this.countColumn(text, text.search(/\S|$/));
+      return result;
+    }
+    /**
+    Find the column position (taking tabs into account) of the given
+    position in the given string.
+    */
+    countColumn(line, pos = line.length) {
+      return countColumn(line, this.state.tabSize, pos);
+    }
+    /**
+    Find the indentation column of the line at the given point.
+    */
+    lineIndent(pos, bias = 1) {
+      let { text, from } = this.lineAt(pos, bias);
+      let override = this.options.overrideIndentation;
+      if (override) {
+        let overriden = override(from);
+        if (overriden > -1)
+          return overriden;
+      }
+      return this.countColumn(text, text.search(/\S|$/));
+    }
+    /**
+    Returns the [simulated line
+    break](https://codemirror.net/6/docs/ref/#language.IndentContext.constructor^options.simulateBreak)
+    for this context, if any.
+    */
+    get simulatedBreak() {
+      return this.options.simulateBreak || null;
+    }
+  };
   var indentNodeProp = /* @__PURE__ */ new NodeProp();
+  function syntaxIndentation(cx, ast, pos) {
+    let stack = ast.resolveStack(pos);
+    let inner = ast.resolveInner(pos, -1).resolve(pos, 0).enterUnfinishedNodesBefore(pos);
+    if (inner != stack.node) {
+      let add2 = [];
+      for (let cur = inner; cur && !(cur.from < stack.node.from || cur.to > stack.node.to || cur.from == stack.node.from && cur.type == stack.node.type); cur = cur.parent)
+        add2.push(cur);
+      for (let i2 = add2.length - 1; i2 >= 0; i2--)
+        stack = { node: add2[i2], next: stack };
+    }
+    return indentFor(stack, cx, pos);
+  }
+  function indentFor(stack, cx, pos) {
+    for (let cur = stack; cur; cur = cur.next) {
+      let strategy = indentStrategy(cur.node);
+      if (strategy)
+        return strategy(TreeIndentContext.create(cx, pos, cur));
+    }
+    return 0;
+  }
+  function ignoreClosed(cx) {
+    return cx.pos == cx.options.simulateBreak && cx.options.simulateDoubleBreak;
+  }
+  function indentStrategy(tree) {
+    let strategy = tree.type.prop(indentNodeProp);
+    if (strategy)
+      return strategy;
+    let first = tree.firstChild, close;
+    if (first && (close = first.type.prop(NodeProp.closedBy))) {
+      let last2 = tree.lastChild, closed = last2 && close.indexOf(last2.name) > -1;
+      return (cx) => delimitedStrategy(cx, true, 1, void 0, closed && !ignoreClosed(cx) ? last2.from : void 0);
+    }
+    return tree.parent == null ? topIndent : null;
+  }
+  function topIndent() {
+    return 0;
+  }
+  var TreeIndentContext = class _TreeIndentContext extends IndentContext {
+    constructor(base2, pos, context) {
+      super(base2.state, base2.options);
+      this.base = base2;
+      this.pos = pos;
+      this.context = context;
+    }
+    /**
+    The syntax tree node to which the indentation strategy
+    applies.
+    */
+    get node() {
+      return this.context.node;
+    }
+    /**
+    @internal
+    */
+    static create(base2, pos, context) {
+      return new _TreeIndentContext(base2, pos, context);
+    }
+    /**
+    Get the text directly after `this.pos`, either the entire line
+    or the next 100 characters, whichever is shorter.
+    */
+    get textAfter() {
+      return this.textAfterPos(this.pos);
+    }
+    /**
+    Get the indentation at the reference line for `this.node`, which
+    is the line on which it starts, unless there is a node that is
+    _not_ a parent of this node covering the start of that line. If
+    so, the line at the start of that node is tried, again skipping
+    on if it is covered by another such node.
+    */
+    get baseIndent() {
+      return this.baseIndentFor(this.node);
+    }
+    /**
+    Get the indentation for the reference line of the given node
+    (see [`baseIndent`](https://codemirror.net/6/docs/ref/#language.TreeIndentContext.baseIndent)).
+    */
+    baseIndentFor(node) {
+      let line = this.state.doc.lineAt(node.from);
+      for (; ; ) {
+        let atBreak = node.resolve(line.from);
+        while (atBreak.parent && atBreak.parent.from == atBreak.from)
+          atBreak = atBreak.parent;
+        if (isParent(atBreak, node))
+          break;
+        line = this.state.doc.lineAt(atBreak.from);
+      }
+      return this.lineIndent(line.from);
+    }
+    /**
+    Continue looking for indentations in the node's parent nodes,
+    and return the result of that.
+    */
+    continue() {
+      return indentFor(this.context.next, this.base, this.pos);
+    }
+  };
+  function isParent(parent, of) {
+    for (let cur = of; cur; cur = cur.parent)
+      if (parent == cur)
+        return true;
+    return false;
+  }
   function bracketedAligned(context) {
     let tree = context.node;
     let openToken = tree.childAfter(tree.from), last2 = tree.lastChild;
@@ -29050,12 +17321,12 @@
       pos = next.to;
     }
   }
-  function delimitedIndent({ closing, align = true, units = 1 }) {
-    return (context) => delimitedStrategy(context, align, units, closing);
+  function delimitedIndent({ closing: closing2, align = true, units = 1 }) {
+    return (context) => delimitedStrategy(context, align, units, closing2);
   }
-  function delimitedStrategy(context, align, units, closing, closedAt) {
+  function delimitedStrategy(context, align, units, closing2, closedAt) {
     let after = context.textAfter, space3 = after.match(/^\s*/)[0].length;
-    let closed = closing && after.slice(space3, space3 + closing.length) == closing || closedAt == context.pos + space3;
+    let closed = closing2 && after.slice(space3, space3 + closing2.length) == closing2 || closedAt == context.pos + space3;
     let aligned = align ? bracketedAligned(context) : null;
     if (aligned)
       return closed ? context.column(aligned.from) : context.column(aligned.to);
@@ -29067,6 +17338,37 @@
       let matchExcept = except && except.test(context.textAfter);
       return context.baseIndent + (matchExcept ? 0 : units * context.unit);
     };
+  }
+  var DontIndentBeyond = 200;
+  function indentOnInput() {
+    return EditorState.transactionFilter.of((tr) => {
+      if (!tr.docChanged || !tr.isUserEvent("input.type") && !tr.isUserEvent("input.complete"))
+        return tr;
+      let rules = tr.startState.languageDataAt("indentOnInput", tr.startState.selection.main.head);
+      if (!rules.length)
+        return tr;
+      let doc2 = tr.newDoc, { head } = tr.newSelection.main, line = doc2.lineAt(head);
+      if (head > line.from + DontIndentBeyond)
+        return tr;
+      let lineStart = doc2.sliceString(line.from, head);
+      if (!rules.some((r) => r.test(lineStart)))
+        return tr;
+      let { state } = tr, last2 = -1, changes = [];
+      for (let { head: head2 } of state.selection.ranges) {
+        let line2 = state.doc.lineAt(head2);
+        if (line2.from == last2)
+          continue;
+        last2 = line2.from;
+        let indent2 = getIndentation(state, line2.from);
+        if (indent2 == null)
+          continue;
+        let cur = /^\s*/.exec(line2.text)[0];
+        let norm = indentString(state, indent2);
+        if (cur != norm)
+          changes.push({ from: line2.from, to: line2.from + cur.length, insert: norm });
+      }
+      return changes.length ? [tr, { changes, sequential: true }] : tr;
+    });
   }
   var foldNodeProp = /* @__PURE__ */ new NodeProp();
   function foldInside(node) {
@@ -29113,6 +17415,68 @@
       return new _HighlightStyle(specs, options || {});
     }
   };
+  var highlighterFacet = /* @__PURE__ */ Facet.define();
+  var fallbackHighlighter = /* @__PURE__ */ Facet.define({
+    combine(values) {
+      return values.length ? [values[0]] : null;
+    }
+  });
+  function getHighlighters(state) {
+    let main = state.facet(highlighterFacet);
+    return main.length ? main : state.facet(fallbackHighlighter);
+  }
+  function syntaxHighlighting(highlighter, options) {
+    let ext = [treeHighlighter], themeType;
+    if (highlighter instanceof HighlightStyle) {
+      if (highlighter.module)
+        ext.push(EditorView.styleModule.of(highlighter.module));
+      themeType = highlighter.themeType;
+    }
+    if (options === null || options === void 0 ? void 0 : options.fallback)
+      ext.push(fallbackHighlighter.of(highlighter));
+    else if (themeType)
+      ext.push(highlighterFacet.computeN([EditorView.darkTheme], (state) => {
+        return state.facet(EditorView.darkTheme) == (themeType == "dark") ? [highlighter] : [];
+      }));
+    else
+      ext.push(highlighterFacet.of(highlighter));
+    return ext;
+  }
+  var TreeHighlighter = class {
+    constructor(view) {
+      this.markCache = /* @__PURE__ */ Object.create(null);
+      this.tree = syntaxTree(view.state);
+      this.decorations = this.buildDeco(view, getHighlighters(view.state));
+      this.decoratedTo = view.viewport.to;
+    }
+    update(update) {
+      let tree = syntaxTree(update.state), highlighters = getHighlighters(update.state);
+      let styleChange = highlighters != getHighlighters(update.startState);
+      let { viewport } = update.view, decoratedToMapped = update.changes.mapPos(this.decoratedTo, 1);
+      if (tree.length < viewport.to && !styleChange && tree.type == this.tree.type && decoratedToMapped >= viewport.to) {
+        this.decorations = this.decorations.map(update.changes);
+        this.decoratedTo = decoratedToMapped;
+      } else if (tree != this.tree || update.viewportChanged || styleChange) {
+        this.tree = tree;
+        this.decorations = this.buildDeco(update.view, highlighters);
+        this.decoratedTo = viewport.to;
+      }
+    }
+    buildDeco(view, highlighters) {
+      if (!highlighters || !this.tree.length)
+        return Decoration.none;
+      let builder = new RangeSetBuilder();
+      for (let { from, to } of view.visibleRanges) {
+        highlightTree(this.tree, highlighters, (from2, to2, style) => {
+          builder.add(from2, to2, this.markCache[style] || (this.markCache[style] = Decoration.mark({ class: style })));
+        }, from, to);
+      }
+      return builder.finish();
+    }
+  };
+  var treeHighlighter = /* @__PURE__ */ Prec.high(/* @__PURE__ */ ViewPlugin.fromClass(TreeHighlighter, {
+    decorations: (v) => v.decorations
+  }));
   var defaultHighlightStyle = /* @__PURE__ */ HighlightStyle.define([
     {
       tag: tags.meta,
@@ -29192,6 +17556,156 @@
       color: "#f00"
     }
   ]);
+  var baseTheme2 = /* @__PURE__ */ EditorView.baseTheme({
+    "&.cm-focused .cm-matchingBracket": { backgroundColor: "#328c8252" },
+    "&.cm-focused .cm-nonmatchingBracket": { backgroundColor: "#bb555544" }
+  });
+  var DefaultScanDist = 1e4;
+  var DefaultBrackets = "()[]{}";
+  var bracketMatchingConfig = /* @__PURE__ */ Facet.define({
+    combine(configs) {
+      return combineConfig(configs, {
+        afterCursor: true,
+        brackets: DefaultBrackets,
+        maxScanDistance: DefaultScanDist,
+        renderMatch: defaultRenderMatch
+      });
+    }
+  });
+  var matchingMark = /* @__PURE__ */ Decoration.mark({ class: "cm-matchingBracket" });
+  var nonmatchingMark = /* @__PURE__ */ Decoration.mark({ class: "cm-nonmatchingBracket" });
+  function defaultRenderMatch(match) {
+    let decorations2 = [];
+    let mark = match.matched ? matchingMark : nonmatchingMark;
+    decorations2.push(mark.range(match.start.from, match.start.to));
+    if (match.end)
+      decorations2.push(mark.range(match.end.from, match.end.to));
+    return decorations2;
+  }
+  function bracketDeco(state) {
+    let decorations2 = [];
+    let config2 = state.facet(bracketMatchingConfig);
+    for (let range of state.selection.ranges) {
+      if (!range.empty)
+        continue;
+      let match = matchBrackets(state, range.head, -1, config2) || range.head > 0 && matchBrackets(state, range.head - 1, 1, config2) || config2.afterCursor && (matchBrackets(state, range.head, 1, config2) || range.head < state.doc.length && matchBrackets(state, range.head + 1, -1, config2));
+      if (match)
+        decorations2 = decorations2.concat(config2.renderMatch(match, state));
+    }
+    return Decoration.set(decorations2, true);
+  }
+  var bracketMatcher = /* @__PURE__ */ ViewPlugin.fromClass(class {
+    constructor(view) {
+      this.paused = false;
+      this.decorations = bracketDeco(view.state);
+    }
+    update(update) {
+      if (update.docChanged || update.selectionSet || this.paused) {
+        if (update.view.composing) {
+          this.decorations = this.decorations.map(update.changes);
+          this.paused = true;
+        } else {
+          this.decorations = bracketDeco(update.state);
+          this.paused = false;
+        }
+      }
+    }
+  }, {
+    decorations: (v) => v.decorations
+  });
+  var bracketMatchingUnique = [
+    bracketMatcher,
+    baseTheme2
+  ];
+  function bracketMatching(config2 = {}) {
+    return [bracketMatchingConfig.of(config2), bracketMatchingUnique];
+  }
+  var bracketMatchingHandle = /* @__PURE__ */ new NodeProp();
+  function matchingNodes(node, dir, brackets) {
+    let byProp = node.prop(dir < 0 ? NodeProp.openedBy : NodeProp.closedBy);
+    if (byProp)
+      return byProp;
+    if (node.name.length == 1) {
+      let index = brackets.indexOf(node.name);
+      if (index > -1 && index % 2 == (dir < 0 ? 1 : 0))
+        return [brackets[index + dir]];
+    }
+    return null;
+  }
+  function findHandle(node) {
+    let hasHandle = node.type.prop(bracketMatchingHandle);
+    return hasHandle ? hasHandle(node.node) : node;
+  }
+  function matchBrackets(state, pos, dir, config2 = {}) {
+    let maxScanDistance = config2.maxScanDistance || DefaultScanDist, brackets = config2.brackets || DefaultBrackets;
+    let tree = syntaxTree(state), node = tree.resolveInner(pos, dir);
+    for (let cur = node; cur; cur = cur.parent) {
+      let matches = matchingNodes(cur.type, dir, brackets);
+      if (matches && cur.from < cur.to) {
+        let handle = findHandle(cur);
+        if (handle && (dir > 0 ? pos >= handle.from && pos < handle.to : pos > handle.from && pos <= handle.to))
+          return matchMarkedBrackets(state, pos, dir, cur, handle, matches, brackets);
+      }
+    }
+    return matchPlainBrackets(state, pos, dir, tree, node.type, maxScanDistance, brackets);
+  }
+  function matchMarkedBrackets(_state, _pos, dir, token, handle, matching, brackets) {
+    let parent = token.parent, firstToken = { from: handle.from, to: handle.to };
+    let depth = 0, cursor = parent === null || parent === void 0 ? void 0 : parent.cursor();
+    if (cursor && (dir < 0 ? cursor.childBefore(token.from) : cursor.childAfter(token.to)))
+      do {
+        if (dir < 0 ? cursor.to <= token.from : cursor.from >= token.to) {
+          if (depth == 0 && matching.indexOf(cursor.type.name) > -1 && cursor.from < cursor.to) {
+            let endHandle = findHandle(cursor);
+            return { start: firstToken, end: endHandle ? { from: endHandle.from, to: endHandle.to } : void 0, matched: true };
+          } else if (matchingNodes(cursor.type, dir, brackets)) {
+            depth++;
+          } else if (matchingNodes(cursor.type, -dir, brackets)) {
+            if (depth == 0) {
+              let endHandle = findHandle(cursor);
+              return {
+                start: firstToken,
+                end: endHandle && endHandle.from < endHandle.to ? { from: endHandle.from, to: endHandle.to } : void 0,
+                matched: false
+              };
+            }
+            depth--;
+          }
+        }
+      } while (dir < 0 ? cursor.prevSibling() : cursor.nextSibling());
+    return { start: firstToken, matched: false };
+  }
+  function matchPlainBrackets(state, pos, dir, tree, tokenType, maxScanDistance, brackets) {
+    if (dir < 0 ? !pos : pos == state.doc.length)
+      return null;
+    let startCh = dir < 0 ? state.sliceDoc(pos - 1, pos) : state.sliceDoc(pos, pos + 1);
+    let bracket2 = brackets.indexOf(startCh);
+    if (bracket2 < 0 || bracket2 % 2 == 0 != dir > 0)
+      return null;
+    let startToken = { from: dir < 0 ? pos - 1 : pos, to: dir > 0 ? pos + 1 : pos };
+    let iter = state.doc.iterRange(pos, dir > 0 ? state.doc.length : 0), depth = 0;
+    for (let distance = 0; !iter.next().done && distance <= maxScanDistance; ) {
+      let text = iter.value;
+      if (dir < 0)
+        distance += text.length;
+      let basePos = pos + distance * dir;
+      for (let pos2 = dir > 0 ? 0 : text.length - 1, end = dir > 0 ? text.length : -1; pos2 != end; pos2 += dir) {
+        let found = brackets.indexOf(text[pos2]);
+        if (found < 0 || tree.resolveInner(basePos + pos2, 1).type != tokenType)
+          continue;
+        if (found % 2 == 0 == dir > 0) {
+          depth++;
+        } else if (depth == 1) {
+          return { start: startToken, end: { from: basePos + pos2, to: basePos + pos2 + 1 }, matched: found >> 1 == bracket2 >> 1 };
+        } else {
+          depth--;
+        }
+      }
+      if (dir > 0)
+        distance += text.length;
+    }
+    return iter.done ? { start: startToken, matched: false } : null;
+  }
   var noTokens = /* @__PURE__ */ Object.create(null);
   var typeArray = [NodeType.none];
   var warned = [];
@@ -29300,7 +17814,7 @@
   }
   var pickedCompletion = /* @__PURE__ */ Annotation.define();
   var windows = typeof navigator == "object" && /* @__PURE__ */ /Win/.test(navigator.platform);
-  var baseTheme2 = /* @__PURE__ */ EditorView.baseTheme({
+  var baseTheme3 = /* @__PURE__ */ EditorView.baseTheme({
     ".cm-tooltip.cm-tooltip-autocomplete": {
       "& > ul": {
         fontFamily: "monospace",
@@ -29587,7 +18101,7 @@
         let active = new ActiveSnippet(ranges, 0);
         let effects = spec.effects = [setActive.of(active)];
         if (editor.state.field(snippetState, false) === void 0)
-          effects.push(StateEffect.appendConfig.of([snippetState, addSnippetKeymap, snippetPointerHandler, baseTheme2]));
+          effects.push(StateEffect.appendConfig.of([snippetState, addSnippetKeymap, snippetPointerHandler, baseTheme3]));
       }
       editor.dispatch(editor.state.update(spec));
     };
@@ -29644,11 +18158,2196 @@
       return true;
     }
   });
+  var defaults2 = {
+    brackets: ["(", "[", "{", "'", '"'],
+    before: ")]}:;>",
+    stringPrefixes: []
+  };
+  var closeBracketEffect = /* @__PURE__ */ StateEffect.define({
+    map(value, mapping) {
+      let mapped = mapping.mapPos(value, -1, MapMode.TrackAfter);
+      return mapped == null ? void 0 : mapped;
+    }
+  });
   var closedBracket = /* @__PURE__ */ new class extends RangeValue {
   }();
   closedBracket.startSide = 1;
   closedBracket.endSide = -1;
+  var bracketState = /* @__PURE__ */ StateField.define({
+    create() {
+      return RangeSet.empty;
+    },
+    update(value, tr) {
+      value = value.map(tr.changes);
+      if (tr.selection) {
+        let line = tr.state.doc.lineAt(tr.selection.main.head);
+        value = value.update({ filter: (from) => from >= line.from && from <= line.to });
+      }
+      for (let effect of tr.effects)
+        if (effect.is(closeBracketEffect))
+          value = value.update({ add: [closedBracket.range(effect.value, effect.value + 1)] });
+      return value;
+    }
+  });
+  function closeBrackets() {
+    return [inputHandler2, bracketState];
+  }
+  var definedClosing = "()[]{}<>\xAB\xBB\xBB\xAB\uFF3B\uFF3D\uFF5B\uFF5D";
+  function closing(ch) {
+    for (let i2 = 0; i2 < definedClosing.length; i2 += 2)
+      if (definedClosing.charCodeAt(i2) == ch)
+        return definedClosing.charAt(i2 + 1);
+    return fromCodePoint(ch < 128 ? ch : ch + 1);
+  }
+  function config(state, pos) {
+    return state.languageDataAt("closeBrackets", pos)[0] || defaults2;
+  }
   var android = typeof navigator == "object" && /* @__PURE__ */ /Android\b/.test(navigator.userAgent);
+  var inputHandler2 = /* @__PURE__ */ EditorView.inputHandler.of((view, from, to, insert2) => {
+    if ((android ? view.composing : view.compositionStarted) || view.state.readOnly)
+      return false;
+    let sel = view.state.selection.main;
+    if (insert2.length > 2 || insert2.length == 2 && codePointSize2(codePointAt2(insert2, 0)) == 1 || from != sel.from || to != sel.to)
+      return false;
+    let tr = insertBracket(view.state, insert2);
+    if (!tr)
+      return false;
+    view.dispatch(tr);
+    return true;
+  });
+  function insertBracket(state, bracket2) {
+    let conf = config(state, state.selection.main.head);
+    let tokens = conf.brackets || defaults2.brackets;
+    for (let tok of tokens) {
+      let closed = closing(codePointAt2(tok, 0));
+      if (bracket2 == tok)
+        return closed == tok ? handleSame(state, tok, tokens.indexOf(tok + tok + tok) > -1, conf) : handleOpen(state, tok, closed, conf.before || defaults2.before);
+      if (bracket2 == closed && closedBracketAt(state, state.selection.main.from))
+        return handleClose(state, tok, closed);
+    }
+    return null;
+  }
+  function closedBracketAt(state, pos) {
+    let found = false;
+    state.field(bracketState).between(0, state.doc.length, (from) => {
+      if (from == pos)
+        found = true;
+    });
+    return found;
+  }
+  function nextChar(doc2, pos) {
+    let next = doc2.sliceString(pos, pos + 2);
+    return next.slice(0, codePointSize2(codePointAt2(next, 0)));
+  }
+  function handleOpen(state, open, close, closeBefore) {
+    let dont = null, changes = state.changeByRange((range) => {
+      if (!range.empty)
+        return {
+          changes: [{ insert: open, from: range.from }, { insert: close, from: range.to }],
+          effects: closeBracketEffect.of(range.to + open.length),
+          range: EditorSelection.range(range.anchor + open.length, range.head + open.length)
+        };
+      let next = nextChar(state.doc, range.head);
+      if (!next || /\s/.test(next) || closeBefore.indexOf(next) > -1)
+        return {
+          changes: { insert: open + close, from: range.head },
+          effects: closeBracketEffect.of(range.head + open.length),
+          range: EditorSelection.cursor(range.head + open.length)
+        };
+      return { range: dont = range };
+    });
+    return dont ? null : state.update(changes, {
+      scrollIntoView: true,
+      userEvent: "input.type"
+    });
+  }
+  function handleClose(state, _open, close) {
+    let dont = null, changes = state.changeByRange((range) => {
+      if (range.empty && nextChar(state.doc, range.head) == close)
+        return {
+          changes: { from: range.head, to: range.head + close.length, insert: close },
+          range: EditorSelection.cursor(range.head + close.length)
+        };
+      return dont = { range };
+    });
+    return dont ? null : state.update(changes, {
+      scrollIntoView: true,
+      userEvent: "input.type"
+    });
+  }
+  function handleSame(state, token, allowTriple, config2) {
+    let stringPrefixes = config2.stringPrefixes || defaults2.stringPrefixes;
+    let dont = null, changes = state.changeByRange((range) => {
+      if (!range.empty)
+        return {
+          changes: [{ insert: token, from: range.from }, { insert: token, from: range.to }],
+          effects: closeBracketEffect.of(range.to + token.length),
+          range: EditorSelection.range(range.anchor + token.length, range.head + token.length)
+        };
+      let pos = range.head, next = nextChar(state.doc, pos), start;
+      if (next == token) {
+        if (nodeStart(state, pos)) {
+          return {
+            changes: { insert: token + token, from: pos },
+            effects: closeBracketEffect.of(pos + token.length),
+            range: EditorSelection.cursor(pos + token.length)
+          };
+        } else if (closedBracketAt(state, pos)) {
+          let isTriple = allowTriple && state.sliceDoc(pos, pos + token.length * 3) == token + token + token;
+          let content2 = isTriple ? token + token + token : token;
+          return {
+            changes: { from: pos, to: pos + content2.length, insert: content2 },
+            range: EditorSelection.cursor(pos + content2.length)
+          };
+        }
+      } else if (allowTriple && state.sliceDoc(pos - 2 * token.length, pos) == token + token && (start = canStartStringAt(state, pos - 2 * token.length, stringPrefixes)) > -1 && nodeStart(state, start)) {
+        return {
+          changes: { insert: token + token + token + token, from: pos },
+          effects: closeBracketEffect.of(pos + token.length),
+          range: EditorSelection.cursor(pos + token.length)
+        };
+      } else if (state.charCategorizer(pos)(next) != CharCategory.Word) {
+        if (canStartStringAt(state, pos, stringPrefixes) > -1 && !probablyInString(state, pos, token, stringPrefixes))
+          return {
+            changes: { insert: token + token, from: pos },
+            effects: closeBracketEffect.of(pos + token.length),
+            range: EditorSelection.cursor(pos + token.length)
+          };
+      }
+      return { range: dont = range };
+    });
+    return dont ? null : state.update(changes, {
+      scrollIntoView: true,
+      userEvent: "input.type"
+    });
+  }
+  function nodeStart(state, pos) {
+    let tree = syntaxTree(state).resolveInner(pos + 1);
+    return tree.parent && tree.from == pos;
+  }
+  function probablyInString(state, pos, quoteToken, prefixes) {
+    let node = syntaxTree(state).resolveInner(pos, -1);
+    let maxPrefix = prefixes.reduce((m, p) => Math.max(m, p.length), 0);
+    for (let i2 = 0; i2 < 5; i2++) {
+      let start = state.sliceDoc(node.from, Math.min(node.to, node.from + quoteToken.length + maxPrefix));
+      let quotePos = start.indexOf(quoteToken);
+      if (!quotePos || quotePos > -1 && prefixes.indexOf(start.slice(0, quotePos)) > -1) {
+        let first = node.firstChild;
+        while (first && first.from == node.from && first.to - first.from > quoteToken.length + quotePos) {
+          if (state.sliceDoc(first.to - quoteToken.length, first.to) == quoteToken)
+            return false;
+          first = first.firstChild;
+        }
+        return true;
+      }
+      let parent = node.to == pos && node.parent;
+      if (!parent)
+        break;
+      node = parent;
+    }
+    return false;
+  }
+  function canStartStringAt(state, pos, prefixes) {
+    let charCat = state.charCategorizer(pos);
+    if (charCat(state.sliceDoc(pos - 1, pos)) != CharCategory.Word)
+      return pos;
+    for (let prefix of prefixes) {
+      let start = pos - prefix.length;
+      if (state.sliceDoc(start, pos) == prefix && charCat(state.sliceDoc(start - 1, start)) != CharCategory.Word)
+        return start;
+    }
+    return -1;
+  }
+
+  // node_modules/@lezer/lr/dist/index.js
+  var Stack = class _Stack {
+    /**
+    @internal
+    */
+    constructor(p, stack, state, reducePos, pos, score, buffer, bufferBase, curContext, lookAhead = 0, parent) {
+      this.p = p;
+      this.stack = stack;
+      this.state = state;
+      this.reducePos = reducePos;
+      this.pos = pos;
+      this.score = score;
+      this.buffer = buffer;
+      this.bufferBase = bufferBase;
+      this.curContext = curContext;
+      this.lookAhead = lookAhead;
+      this.parent = parent;
+    }
+    /**
+    @internal
+    */
+    toString() {
+      return `[${this.stack.filter((_, i2) => i2 % 3 == 0).concat(this.state)}]@${this.pos}${this.score ? "!" + this.score : ""}`;
+    }
+    // Start an empty stack
+    /**
+    @internal
+    */
+    static start(p, state, pos = 0) {
+      let cx = p.parser.context;
+      return new _Stack(p, [], state, pos, pos, 0, [], 0, cx ? new StackContext(cx, cx.start) : null, 0, null);
+    }
+    /**
+    The stack's current [context](#lr.ContextTracker) value, if
+    any. Its type will depend on the context tracker's type
+    parameter, or it will be `null` if there is no context
+    tracker.
+    */
+    get context() {
+      return this.curContext ? this.curContext.context : null;
+    }
+    // Push a state onto the stack, tracking its start position as well
+    // as the buffer base at that point.
+    /**
+    @internal
+    */
+    pushState(state, start) {
+      this.stack.push(this.state, start, this.bufferBase + this.buffer.length);
+      this.state = state;
+    }
+    // Apply a reduce action
+    /**
+    @internal
+    */
+    reduce(action) {
+      var _a2;
+      let depth = action >> 19, type = action & 65535;
+      let { parser: parser3 } = this.p;
+      let lookaheadRecord = this.reducePos < this.pos - 25 && this.setLookAhead(this.pos);
+      let dPrec = parser3.dynamicPrecedence(type);
+      if (dPrec)
+        this.score += dPrec;
+      if (depth == 0) {
+        if (type < parser3.minRepeatTerm && this.reducePos < this.pos)
+          this.reducePos = this.pos;
+        this.pushState(parser3.getGoto(this.state, type, true), this.reducePos);
+        if (type < parser3.minRepeatTerm)
+          this.storeNode(type, this.reducePos, this.reducePos, lookaheadRecord ? 8 : 4, true);
+        this.reduceContext(type, this.reducePos);
+        return;
+      }
+      let base2 = this.stack.length - (depth - 1) * 3 - (action & 262144 ? 6 : 0);
+      let start = base2 ? this.stack[base2 - 2] : this.p.ranges[0].from;
+      if (type < parser3.minRepeatTerm && start == this.reducePos && this.reducePos < this.pos)
+        this.reducePos = this.pos;
+      let size = this.reducePos - start;
+      if (size >= 2e3 && !((_a2 = this.p.parser.nodeSet.types[type]) === null || _a2 === void 0 ? void 0 : _a2.isAnonymous)) {
+        if (start == this.p.lastBigReductionStart) {
+          this.p.bigReductionCount++;
+          this.p.lastBigReductionSize = size;
+        } else if (this.p.lastBigReductionSize < size) {
+          this.p.bigReductionCount = 1;
+          this.p.lastBigReductionStart = start;
+          this.p.lastBigReductionSize = size;
+        }
+      }
+      let bufferBase = base2 ? this.stack[base2 - 1] : 0, count = this.bufferBase + this.buffer.length - bufferBase;
+      if (type < parser3.minRepeatTerm || action & 131072) {
+        let pos = parser3.stateFlag(
+          this.state,
+          1
+          /* StateFlag.Skipped */
+        ) ? this.pos : this.reducePos;
+        this.storeNode(type, start, pos, count + 4, true);
+      }
+      if (action & 262144) {
+        this.state = this.stack[base2];
+      } else {
+        let baseStateID = this.stack[base2 - 3];
+        this.state = parser3.getGoto(baseStateID, type, true);
+      }
+      while (this.stack.length > base2)
+        this.stack.pop();
+      this.reduceContext(type, start);
+    }
+    // Shift a value into the buffer
+    /**
+    @internal
+    */
+    storeNode(term, start, end, size = 4, mustSink = false) {
+      if (term == 0 && (!this.stack.length || this.stack[this.stack.length - 1] < this.buffer.length + this.bufferBase)) {
+        let top2 = this.buffer.length;
+        if (top2 > 0 && this.buffer[top2 - 4] == 0 && this.buffer[top2 - 1] > -1) {
+          if (start == end)
+            return;
+          if (this.buffer[top2 - 2] >= start) {
+            this.buffer[top2 - 2] = end;
+            return;
+          }
+        }
+      }
+      if (!mustSink || this.pos == end) {
+        this.buffer.push(term, start, end, size);
+      } else {
+        let index = this.buffer.length;
+        if (index > 0 && (this.buffer[index - 4] != 0 || this.buffer[index - 1] < 0)) {
+          let mustMove = false;
+          for (let scan = index; scan > 0 && this.buffer[scan - 2] > end; scan -= 4) {
+            if (this.buffer[scan - 1] >= 0) {
+              mustMove = true;
+              break;
+            }
+          }
+          if (mustMove)
+            while (index > 0 && this.buffer[index - 2] > end) {
+              this.buffer[index] = this.buffer[index - 4];
+              this.buffer[index + 1] = this.buffer[index - 3];
+              this.buffer[index + 2] = this.buffer[index - 2];
+              this.buffer[index + 3] = this.buffer[index - 1];
+              index -= 4;
+              if (size > 4)
+                size -= 4;
+            }
+        }
+        this.buffer[index] = term;
+        this.buffer[index + 1] = start;
+        this.buffer[index + 2] = end;
+        this.buffer[index + 3] = size;
+      }
+    }
+    // Apply a shift action
+    /**
+    @internal
+    */
+    shift(action, type, start, end) {
+      if (action & 131072) {
+        this.pushState(action & 65535, this.pos);
+      } else if ((action & 262144) == 0) {
+        let nextState = action, { parser: parser3 } = this.p;
+        this.pos = end;
+        let skipped = parser3.stateFlag(
+          nextState,
+          1
+          /* StateFlag.Skipped */
+        );
+        if (!skipped && (end > start || type <= parser3.maxNode))
+          this.reducePos = end;
+        this.pushState(nextState, skipped ? start : Math.min(start, this.reducePos));
+        this.shiftContext(type, start);
+        if (type <= parser3.maxNode)
+          this.buffer.push(type, start, end, 4);
+      } else {
+        this.pos = end;
+        this.shiftContext(type, start);
+        if (type <= this.p.parser.maxNode)
+          this.buffer.push(type, start, end, 4);
+      }
+    }
+    // Apply an action
+    /**
+    @internal
+    */
+    apply(action, next, nextStart, nextEnd) {
+      if (action & 65536)
+        this.reduce(action);
+      else
+        this.shift(action, next, nextStart, nextEnd);
+    }
+    // Add a prebuilt (reused) node into the buffer.
+    /**
+    @internal
+    */
+    useNode(value, next, start) {
+      let index = this.p.reused.length - 1;
+      if (index < 0 || this.p.reused[index] != value) {
+        this.p.reused.push(value);
+        index++;
+      }
+      let end = this.reducePos = this.pos = start + value.length;
+      this.pushState(next, start);
+      this.buffer.push(
+        index,
+        start,
+        end,
+        -1
+        /* size == -1 means this is a reused value */
+      );
+      if (this.curContext)
+        this.updateContext(this.curContext.tracker.reuse(this.curContext.context, value, this, this.p.stream.reset(this.pos - value.length)));
+    }
+    // Split the stack. Due to the buffer sharing and the fact
+    // that `this.stack` tends to stay quite shallow, this isn't very
+    // expensive.
+    /**
+    @internal
+    */
+    split() {
+      let parent = this;
+      let off = parent.buffer.length;
+      if (off && parent.buffer[off - 4] == 0)
+        off -= 4;
+      while (off > 0 && parent.buffer[off - 2] > parent.reducePos)
+        off -= 4;
+      let buffer = parent.buffer.slice(off), base2 = parent.bufferBase + off;
+      while (parent && base2 == parent.bufferBase)
+        parent = parent.parent;
+      return new _Stack(this.p, this.stack.slice(), this.state, this.reducePos, this.pos, this.score, buffer, base2, this.curContext, this.lookAhead, parent);
+    }
+    // Try to recover from an error by 'deleting' (ignoring) one token.
+    /**
+    @internal
+    */
+    recoverByDelete(next, nextEnd) {
+      let isNode = next <= this.p.parser.maxNode;
+      if (isNode)
+        this.storeNode(next, this.pos, nextEnd, 4);
+      this.storeNode(0, this.pos, nextEnd, isNode ? 8 : 4);
+      this.pos = this.reducePos = nextEnd;
+      this.score -= 190;
+    }
+    /**
+    Check if the given term would be able to be shifted (optionally
+    after some reductions) on this stack. This can be useful for
+    external tokenizers that want to make sure they only provide a
+    given token when it applies.
+    */
+    canShift(term) {
+      for (let sim = new SimulatedStack(this); ; ) {
+        let action = this.p.parser.stateSlot(
+          sim.state,
+          4
+          /* ParseState.DefaultReduce */
+        ) || this.p.parser.hasAction(sim.state, term);
+        if (action == 0)
+          return false;
+        if ((action & 65536) == 0)
+          return true;
+        sim.reduce(action);
+      }
+    }
+    // Apply up to Recover.MaxNext recovery actions that conceptually
+    // inserts some missing token or rule.
+    /**
+    @internal
+    */
+    recoverByInsert(next) {
+      if (this.stack.length >= 300)
+        return [];
+      let nextStates = this.p.parser.nextStates(this.state);
+      if (nextStates.length > 4 << 1 || this.stack.length >= 120) {
+        let best = [];
+        for (let i2 = 0, s; i2 < nextStates.length; i2 += 2) {
+          if ((s = nextStates[i2 + 1]) != this.state && this.p.parser.hasAction(s, next))
+            best.push(nextStates[i2], s);
+        }
+        if (this.stack.length < 120)
+          for (let i2 = 0; best.length < 4 << 1 && i2 < nextStates.length; i2 += 2) {
+            let s = nextStates[i2 + 1];
+            if (!best.some((v, i3) => i3 & 1 && v == s))
+              best.push(nextStates[i2], s);
+          }
+        nextStates = best;
+      }
+      let result = [];
+      for (let i2 = 0; i2 < nextStates.length && result.length < 4; i2 += 2) {
+        let s = nextStates[i2 + 1];
+        if (s == this.state)
+          continue;
+        let stack = this.split();
+        stack.pushState(s, this.pos);
+        stack.storeNode(0, stack.pos, stack.pos, 4, true);
+        stack.shiftContext(nextStates[i2], this.pos);
+        stack.reducePos = this.pos;
+        stack.score -= 200;
+        result.push(stack);
+      }
+      return result;
+    }
+    // Force a reduce, if possible. Return false if that can't
+    // be done.
+    /**
+    @internal
+    */
+    forceReduce() {
+      let { parser: parser3 } = this.p;
+      let reduce = parser3.stateSlot(
+        this.state,
+        5
+        /* ParseState.ForcedReduce */
+      );
+      if ((reduce & 65536) == 0)
+        return false;
+      if (!parser3.validAction(this.state, reduce)) {
+        let depth = reduce >> 19, term = reduce & 65535;
+        let target = this.stack.length - depth * 3;
+        if (target < 0 || parser3.getGoto(this.stack[target], term, false) < 0) {
+          let backup = this.findForcedReduction();
+          if (backup == null)
+            return false;
+          reduce = backup;
+        }
+        this.storeNode(0, this.pos, this.pos, 4, true);
+        this.score -= 100;
+      }
+      this.reducePos = this.pos;
+      this.reduce(reduce);
+      return true;
+    }
+    /**
+    Try to scan through the automaton to find some kind of reduction
+    that can be applied. Used when the regular ForcedReduce field
+    isn't a valid action. @internal
+    */
+    findForcedReduction() {
+      let { parser: parser3 } = this.p, seen = [];
+      let explore = (state, depth) => {
+        if (seen.includes(state))
+          return;
+        seen.push(state);
+        return parser3.allActions(state, (action) => {
+          if (action & (262144 | 131072)) ;
+          else if (action & 65536) {
+            let rDepth = (action >> 19) - depth;
+            if (rDepth > 1) {
+              let term = action & 65535, target = this.stack.length - rDepth * 3;
+              if (target >= 0 && parser3.getGoto(this.stack[target], term, false) >= 0)
+                return rDepth << 19 | 65536 | term;
+            }
+          } else {
+            let found = explore(action, depth + 1);
+            if (found != null)
+              return found;
+          }
+        });
+      };
+      return explore(this.state, 0);
+    }
+    /**
+    @internal
+    */
+    forceAll() {
+      while (!this.p.parser.stateFlag(
+        this.state,
+        2
+        /* StateFlag.Accepting */
+      )) {
+        if (!this.forceReduce()) {
+          this.storeNode(0, this.pos, this.pos, 4, true);
+          break;
+        }
+      }
+      return this;
+    }
+    /**
+    Check whether this state has no further actions (assumed to be a direct descendant of the
+    top state, since any other states must be able to continue
+    somehow). @internal
+    */
+    get deadEnd() {
+      if (this.stack.length != 3)
+        return false;
+      let { parser: parser3 } = this.p;
+      return parser3.data[parser3.stateSlot(
+        this.state,
+        1
+        /* ParseState.Actions */
+      )] == 65535 && !parser3.stateSlot(
+        this.state,
+        4
+        /* ParseState.DefaultReduce */
+      );
+    }
+    /**
+    Restart the stack (put it back in its start state). Only safe
+    when this.stack.length == 3 (state is directly below the top
+    state). @internal
+    */
+    restart() {
+      this.storeNode(0, this.pos, this.pos, 4, true);
+      this.state = this.stack[0];
+      this.stack.length = 0;
+    }
+    /**
+    @internal
+    */
+    sameState(other) {
+      if (this.state != other.state || this.stack.length != other.stack.length)
+        return false;
+      for (let i2 = 0; i2 < this.stack.length; i2 += 3)
+        if (this.stack[i2] != other.stack[i2])
+          return false;
+      return true;
+    }
+    /**
+    Get the parser used by this stack.
+    */
+    get parser() {
+      return this.p.parser;
+    }
+    /**
+    Test whether a given dialect (by numeric ID, as exported from
+    the terms file) is enabled.
+    */
+    dialectEnabled(dialectID) {
+      return this.p.parser.dialect.flags[dialectID];
+    }
+    shiftContext(term, start) {
+      if (this.curContext)
+        this.updateContext(this.curContext.tracker.shift(this.curContext.context, term, this, this.p.stream.reset(start)));
+    }
+    reduceContext(term, start) {
+      if (this.curContext)
+        this.updateContext(this.curContext.tracker.reduce(this.curContext.context, term, this, this.p.stream.reset(start)));
+    }
+    /**
+    @internal
+    */
+    emitContext() {
+      let last2 = this.buffer.length - 1;
+      if (last2 < 0 || this.buffer[last2] != -3)
+        this.storeNode(this.curContext.hash, this.reducePos, this.reducePos, -3, true);
+    }
+    /**
+    @internal
+    */
+    emitLookAhead() {
+      let last2 = this.buffer.length - 1;
+      if (last2 < 0 || this.buffer[last2] != -4)
+        this.buffer.push(this.lookAhead, this.pos, this.pos, -4);
+    }
+    updateContext(context) {
+      if (context != this.curContext.context) {
+        let newCx = new StackContext(this.curContext.tracker, context);
+        if (newCx.hash != this.curContext.hash)
+          this.emitContext();
+        this.curContext = newCx;
+      }
+    }
+    /**
+    @internal
+    */
+    setLookAhead(lookAhead) {
+      if (lookAhead <= this.lookAhead)
+        return false;
+      this.emitLookAhead();
+      this.lookAhead = lookAhead;
+      return true;
+    }
+    /**
+    @internal
+    */
+    close() {
+      if (this.curContext && this.curContext.tracker.strict)
+        this.emitContext();
+      if (this.lookAhead > 0)
+        this.emitLookAhead();
+    }
+  };
+  var StackContext = class {
+    constructor(tracker, context) {
+      this.tracker = tracker;
+      this.context = context;
+      this.hash = tracker.strict ? tracker.hash(context) : 0;
+    }
+  };
+  var SimulatedStack = class {
+    constructor(start) {
+      this.start = start;
+      this.state = start.state;
+      this.stack = start.stack;
+      this.base = this.stack.length;
+    }
+    reduce(action) {
+      let term = action & 65535, depth = action >> 19;
+      if (depth == 0) {
+        if (this.stack == this.start.stack)
+          this.stack = this.stack.slice();
+        this.stack.push(this.state, 0, 0);
+        this.base += 3;
+      } else {
+        this.base -= (depth - 1) * 3;
+      }
+      let goto = this.start.p.parser.getGoto(this.stack[this.base - 3], term, true);
+      this.state = goto;
+    }
+  };
+  var StackBufferCursor = class _StackBufferCursor {
+    constructor(stack, pos, index) {
+      this.stack = stack;
+      this.pos = pos;
+      this.index = index;
+      this.buffer = stack.buffer;
+      if (this.index == 0)
+        this.maybeNext();
+    }
+    static create(stack, pos = stack.bufferBase + stack.buffer.length) {
+      return new _StackBufferCursor(stack, pos, pos - stack.bufferBase);
+    }
+    maybeNext() {
+      let next = this.stack.parent;
+      if (next != null) {
+        this.index = this.stack.bufferBase - next.bufferBase;
+        this.stack = next;
+        this.buffer = next.buffer;
+      }
+    }
+    get id() {
+      return this.buffer[this.index - 4];
+    }
+    get start() {
+      return this.buffer[this.index - 3];
+    }
+    get end() {
+      return this.buffer[this.index - 2];
+    }
+    get size() {
+      return this.buffer[this.index - 1];
+    }
+    next() {
+      this.index -= 4;
+      this.pos -= 4;
+      if (this.index == 0)
+        this.maybeNext();
+    }
+    fork() {
+      return new _StackBufferCursor(this.stack, this.pos, this.index);
+    }
+  };
+  function decodeArray(input, Type = Uint16Array) {
+    if (typeof input != "string")
+      return input;
+    let array = null;
+    for (let pos = 0, out = 0; pos < input.length; ) {
+      let value = 0;
+      for (; ; ) {
+        let next = input.charCodeAt(pos++), stop = false;
+        if (next == 126) {
+          value = 65535;
+          break;
+        }
+        if (next >= 92)
+          next--;
+        if (next >= 34)
+          next--;
+        let digit = next - 32;
+        if (digit >= 46) {
+          digit -= 46;
+          stop = true;
+        }
+        value += digit;
+        if (stop)
+          break;
+        value *= 46;
+      }
+      if (array)
+        array[out++] = value;
+      else
+        array = new Type(value);
+    }
+    return array;
+  }
+  var CachedToken = class {
+    constructor() {
+      this.start = -1;
+      this.value = -1;
+      this.end = -1;
+      this.extended = -1;
+      this.lookAhead = 0;
+      this.mask = 0;
+      this.context = 0;
+    }
+  };
+  var nullToken = new CachedToken();
+  var InputStream = class {
+    /**
+    @internal
+    */
+    constructor(input, ranges) {
+      this.input = input;
+      this.ranges = ranges;
+      this.chunk = "";
+      this.chunkOff = 0;
+      this.chunk2 = "";
+      this.chunk2Pos = 0;
+      this.next = -1;
+      this.token = nullToken;
+      this.rangeIndex = 0;
+      this.pos = this.chunkPos = ranges[0].from;
+      this.range = ranges[0];
+      this.end = ranges[ranges.length - 1].to;
+      this.readNext();
+    }
+    /**
+    @internal
+    */
+    resolveOffset(offset, assoc) {
+      let range = this.range, index = this.rangeIndex;
+      let pos = this.pos + offset;
+      while (pos < range.from) {
+        if (!index)
+          return null;
+        let next = this.ranges[--index];
+        pos -= range.from - next.to;
+        range = next;
+      }
+      while (assoc < 0 ? pos > range.to : pos >= range.to) {
+        if (index == this.ranges.length - 1)
+          return null;
+        let next = this.ranges[++index];
+        pos += next.from - range.to;
+        range = next;
+      }
+      return pos;
+    }
+    /**
+    @internal
+    */
+    clipPos(pos) {
+      if (pos >= this.range.from && pos < this.range.to)
+        return pos;
+      for (let range of this.ranges)
+        if (range.to > pos)
+          return Math.max(pos, range.from);
+      return this.end;
+    }
+    /**
+    Look at a code unit near the stream position. `.peek(0)` equals
+    `.next`, `.peek(-1)` gives you the previous character, and so
+    on.
+    
+    Note that looking around during tokenizing creates dependencies
+    on potentially far-away content, which may reduce the
+    effectiveness incremental parsing—when looking forward—or even
+    cause invalid reparses when looking backward more than 25 code
+    units, since the library does not track lookbehind.
+    */
+    peek(offset) {
+      let idx = this.chunkOff + offset, pos, result;
+      if (idx >= 0 && idx < this.chunk.length) {
+        pos = this.pos + offset;
+        result = this.chunk.charCodeAt(idx);
+      } else {
+        let resolved = this.resolveOffset(offset, 1);
+        if (resolved == null)
+          return -1;
+        pos = resolved;
+        if (pos >= this.chunk2Pos && pos < this.chunk2Pos + this.chunk2.length) {
+          result = this.chunk2.charCodeAt(pos - this.chunk2Pos);
+        } else {
+          let i2 = this.rangeIndex, range = this.range;
+          while (range.to <= pos)
+            range = this.ranges[++i2];
+          this.chunk2 = this.input.chunk(this.chunk2Pos = pos);
+          if (pos + this.chunk2.length > range.to)
+            this.chunk2 = this.chunk2.slice(0, range.to - pos);
+          result = this.chunk2.charCodeAt(0);
+        }
+      }
+      if (pos >= this.token.lookAhead)
+        this.token.lookAhead = pos + 1;
+      return result;
+    }
+    /**
+    Accept a token. By default, the end of the token is set to the
+    current stream position, but you can pass an offset (relative to
+    the stream position) to change that.
+    */
+    acceptToken(token, endOffset = 0) {
+      let end = endOffset ? this.resolveOffset(endOffset, -1) : this.pos;
+      if (end == null || end < this.token.start)
+        throw new RangeError("Token end out of bounds");
+      this.token.value = token;
+      this.token.end = end;
+    }
+    /**
+    Accept a token ending at a specific given position.
+    */
+    acceptTokenTo(token, endPos) {
+      this.token.value = token;
+      this.token.end = endPos;
+    }
+    getChunk() {
+      if (this.pos >= this.chunk2Pos && this.pos < this.chunk2Pos + this.chunk2.length) {
+        let { chunk, chunkPos } = this;
+        this.chunk = this.chunk2;
+        this.chunkPos = this.chunk2Pos;
+        this.chunk2 = chunk;
+        this.chunk2Pos = chunkPos;
+        this.chunkOff = this.pos - this.chunkPos;
+      } else {
+        this.chunk2 = this.chunk;
+        this.chunk2Pos = this.chunkPos;
+        let nextChunk = this.input.chunk(this.pos);
+        let end = this.pos + nextChunk.length;
+        this.chunk = end > this.range.to ? nextChunk.slice(0, this.range.to - this.pos) : nextChunk;
+        this.chunkPos = this.pos;
+        this.chunkOff = 0;
+      }
+    }
+    readNext() {
+      if (this.chunkOff >= this.chunk.length) {
+        this.getChunk();
+        if (this.chunkOff == this.chunk.length)
+          return this.next = -1;
+      }
+      return this.next = this.chunk.charCodeAt(this.chunkOff);
+    }
+    /**
+    Move the stream forward N (defaults to 1) code units. Returns
+    the new value of [`next`](#lr.InputStream.next).
+    */
+    advance(n = 1) {
+      this.chunkOff += n;
+      while (this.pos + n >= this.range.to) {
+        if (this.rangeIndex == this.ranges.length - 1)
+          return this.setDone();
+        n -= this.range.to - this.pos;
+        this.range = this.ranges[++this.rangeIndex];
+        this.pos = this.range.from;
+      }
+      this.pos += n;
+      if (this.pos >= this.token.lookAhead)
+        this.token.lookAhead = this.pos + 1;
+      return this.readNext();
+    }
+    setDone() {
+      this.pos = this.chunkPos = this.end;
+      this.range = this.ranges[this.rangeIndex = this.ranges.length - 1];
+      this.chunk = "";
+      return this.next = -1;
+    }
+    /**
+    @internal
+    */
+    reset(pos, token) {
+      if (token) {
+        this.token = token;
+        token.start = pos;
+        token.lookAhead = pos + 1;
+        token.value = token.extended = -1;
+      } else {
+        this.token = nullToken;
+      }
+      if (this.pos != pos) {
+        this.pos = pos;
+        if (pos == this.end) {
+          this.setDone();
+          return this;
+        }
+        while (pos < this.range.from)
+          this.range = this.ranges[--this.rangeIndex];
+        while (pos >= this.range.to)
+          this.range = this.ranges[++this.rangeIndex];
+        if (pos >= this.chunkPos && pos < this.chunkPos + this.chunk.length) {
+          this.chunkOff = pos - this.chunkPos;
+        } else {
+          this.chunk = "";
+          this.chunkOff = 0;
+        }
+        this.readNext();
+      }
+      return this;
+    }
+    /**
+    @internal
+    */
+    read(from, to) {
+      if (from >= this.chunkPos && to <= this.chunkPos + this.chunk.length)
+        return this.chunk.slice(from - this.chunkPos, to - this.chunkPos);
+      if (from >= this.chunk2Pos && to <= this.chunk2Pos + this.chunk2.length)
+        return this.chunk2.slice(from - this.chunk2Pos, to - this.chunk2Pos);
+      if (from >= this.range.from && to <= this.range.to)
+        return this.input.read(from, to);
+      let result = "";
+      for (let r of this.ranges) {
+        if (r.from >= to)
+          break;
+        if (r.to > from)
+          result += this.input.read(Math.max(r.from, from), Math.min(r.to, to));
+      }
+      return result;
+    }
+  };
+  var TokenGroup = class {
+    constructor(data, id2) {
+      this.data = data;
+      this.id = id2;
+    }
+    token(input, stack) {
+      let { parser: parser3 } = stack.p;
+      readToken(this.data, input, stack, this.id, parser3.data, parser3.tokenPrecTable);
+    }
+  };
+  TokenGroup.prototype.contextual = TokenGroup.prototype.fallback = TokenGroup.prototype.extend = false;
+  var LocalTokenGroup = class {
+    constructor(data, precTable, elseToken) {
+      this.precTable = precTable;
+      this.elseToken = elseToken;
+      this.data = typeof data == "string" ? decodeArray(data) : data;
+    }
+    token(input, stack) {
+      let start = input.pos, skipped = 0;
+      for (; ; ) {
+        let atEof = input.next < 0, nextPos = input.resolveOffset(1, 1);
+        readToken(this.data, input, stack, 0, this.data, this.precTable);
+        if (input.token.value > -1)
+          break;
+        if (this.elseToken == null)
+          return;
+        if (!atEof)
+          skipped++;
+        if (nextPos == null)
+          break;
+        input.reset(nextPos, input.token);
+      }
+      if (skipped) {
+        input.reset(start, input.token);
+        input.acceptToken(this.elseToken, skipped);
+      }
+    }
+  };
+  LocalTokenGroup.prototype.contextual = TokenGroup.prototype.fallback = TokenGroup.prototype.extend = false;
+  var ExternalTokenizer = class {
+    /**
+    Create a tokenizer. The first argument is the function that,
+    given an input stream, scans for the types of tokens it
+    recognizes at the stream's position, and calls
+    [`acceptToken`](#lr.InputStream.acceptToken) when it finds
+    one.
+    */
+    constructor(token, options = {}) {
+      this.token = token;
+      this.contextual = !!options.contextual;
+      this.fallback = !!options.fallback;
+      this.extend = !!options.extend;
+    }
+  };
+  function readToken(data, input, stack, group, precTable, precOffset) {
+    let state = 0, groupMask = 1 << group, { dialect } = stack.p.parser;
+    scan: for (; ; ) {
+      if ((groupMask & data[state]) == 0)
+        break;
+      let accEnd = data[state + 1];
+      for (let i2 = state + 3; i2 < accEnd; i2 += 2)
+        if ((data[i2 + 1] & groupMask) > 0) {
+          let term = data[i2];
+          if (dialect.allows(term) && (input.token.value == -1 || input.token.value == term || overrides(term, input.token.value, precTable, precOffset))) {
+            input.acceptToken(term);
+            break;
+          }
+        }
+      let next = input.next, low = 0, high = data[state + 2];
+      if (input.next < 0 && high > low && data[accEnd + high * 3 - 3] == 65535) {
+        state = data[accEnd + high * 3 - 1];
+        continue scan;
+      }
+      for (; low < high; ) {
+        let mid = low + high >> 1;
+        let index = accEnd + mid + (mid << 1);
+        let from = data[index], to = data[index + 1] || 65536;
+        if (next < from)
+          high = mid;
+        else if (next >= to)
+          low = mid + 1;
+        else {
+          state = data[index + 2];
+          input.advance();
+          continue scan;
+        }
+      }
+      break;
+    }
+  }
+  function findOffset(data, start, term) {
+    for (let i2 = start, next; (next = data[i2]) != 65535; i2++)
+      if (next == term)
+        return i2 - start;
+    return -1;
+  }
+  function overrides(token, prev, tableData, tableOffset) {
+    let iPrev = findOffset(tableData, tableOffset, prev);
+    return iPrev < 0 || findOffset(tableData, tableOffset, token) < iPrev;
+  }
+  var verbose = typeof process != "undefined" && process.env && /\bparse\b/.test(process.env.LOG);
+  var stackIDs = null;
+  function cutAt(tree, pos, side) {
+    let cursor = tree.cursor(IterMode.IncludeAnonymous);
+    cursor.moveTo(pos);
+    for (; ; ) {
+      if (!(side < 0 ? cursor.childBefore(pos) : cursor.childAfter(pos)))
+        for (; ; ) {
+          if ((side < 0 ? cursor.to < pos : cursor.from > pos) && !cursor.type.isError)
+            return side < 0 ? Math.max(0, Math.min(
+              cursor.to - 1,
+              pos - 25
+              /* Lookahead.Margin */
+            )) : Math.min(tree.length, Math.max(
+              cursor.from + 1,
+              pos + 25
+              /* Lookahead.Margin */
+            ));
+          if (side < 0 ? cursor.prevSibling() : cursor.nextSibling())
+            break;
+          if (!cursor.parent())
+            return side < 0 ? 0 : tree.length;
+        }
+    }
+  }
+  var FragmentCursor = class {
+    constructor(fragments, minRepeat) {
+      this.fragments = fragments;
+      this.minRepeat = minRepeat;
+      this.i = 0;
+      this.fragment = null;
+      this.safeFrom = -1;
+      this.safeTo = -1;
+      this.trees = [];
+      this.start = [];
+      this.index = [];
+      this.lastRepeat = null;
+      this.lastRepeatPos = -1;
+      this.nextFragment();
+    }
+    nextFragment() {
+      let fr = this.fragment = this.i == this.fragments.length ? null : this.fragments[this.i++];
+      if (fr) {
+        this.safeFrom = fr.openStart ? cutAt(fr.tree, fr.from + fr.offset, 1) - fr.offset : fr.from;
+        this.safeTo = fr.openEnd ? cutAt(fr.tree, fr.to + fr.offset, -1) - fr.offset : fr.to;
+        while (this.trees.length) {
+          this.trees.pop();
+          this.start.pop();
+          this.index.pop();
+        }
+        this.trees.push(fr.tree);
+        this.start.push(-fr.offset);
+        this.index.push(0);
+        this.nextStart = this.safeFrom;
+      } else {
+        this.nextStart = 1e9;
+      }
+    }
+    // `pos` must be >= any previously given `pos` for this cursor
+    nodeAt(pos) {
+      if (pos < this.nextStart)
+        return null;
+      while (this.fragment && this.safeTo <= pos)
+        this.nextFragment();
+      if (!this.fragment)
+        return null;
+      for (; ; ) {
+        let last2 = this.trees.length - 1;
+        if (last2 < 0) {
+          this.nextFragment();
+          return null;
+        }
+        if (pos < this.safeFrom)
+          return null;
+        let top2 = this.trees[last2], index = this.index[last2];
+        if (index == top2.children.length) {
+          this.trees.pop();
+          this.start.pop();
+          this.index.pop();
+          continue;
+        }
+        let next = top2.children[index];
+        let start = this.start[last2] + top2.positions[index];
+        if (start > pos) {
+          this.nextStart = start;
+          return null;
+        }
+        if (next instanceof Tree) {
+          let storeRepeat = start > this.lastRepeatPos && next.type.id >= this.minRepeat;
+          if (start == pos || storeRepeat) {
+            let end = start + next.length, lookahead;
+            if (start >= this.safeFrom && end <= this.safeTo && (!(lookahead = next.prop(NodeProp.lookAhead)) || end + lookahead < this.fragment.to)) {
+              if (storeRepeat) {
+                this.lastRepeat = next;
+                this.lastRepeatPos = start;
+              }
+              if (start == pos)
+                return next;
+            }
+          }
+          this.index[last2]++;
+          if (start + next.length >= Math.max(this.safeFrom, pos)) {
+            this.trees.push(next);
+            this.start.push(start);
+            this.index.push(0);
+          }
+        } else {
+          this.index[last2]++;
+          this.nextStart = start + next.length;
+        }
+      }
+    }
+  };
+  var TokenCache = class {
+    constructor(parser3, stream) {
+      this.stream = stream;
+      this.tokens = [];
+      this.mainToken = null;
+      this.actions = [];
+      this.tokens = parser3.tokenizers.map((_) => new CachedToken());
+    }
+    getActions(stack) {
+      let actionIndex = 0;
+      let main = null;
+      let { parser: parser3 } = stack.p, { tokenizers } = parser3;
+      let mask = parser3.stateSlot(
+        stack.state,
+        3
+        /* ParseState.TokenizerMask */
+      );
+      let context = stack.curContext ? stack.curContext.hash : 0;
+      let lookAhead = 0;
+      for (let i2 = 0; i2 < tokenizers.length; i2++) {
+        if ((1 << i2 & mask) == 0)
+          continue;
+        let tokenizer = tokenizers[i2], token = this.tokens[i2];
+        if (main && !tokenizer.fallback)
+          continue;
+        if (tokenizer.contextual || token.start != stack.pos || token.mask != mask || token.context != context) {
+          this.updateCachedToken(token, tokenizer, stack);
+          token.mask = mask;
+          token.context = context;
+        }
+        if (token.lookAhead > token.end + 25)
+          lookAhead = Math.max(token.lookAhead, lookAhead);
+        if (token.value != 0) {
+          let startIndex = actionIndex;
+          if (token.extended > -1)
+            actionIndex = this.addActions(stack, token.extended, token.end, actionIndex);
+          actionIndex = this.addActions(stack, token.value, token.end, actionIndex);
+          if (!tokenizer.extend) {
+            main = token;
+            if (actionIndex > startIndex)
+              break;
+          }
+        }
+      }
+      while (this.actions.length > actionIndex)
+        this.actions.pop();
+      if (lookAhead)
+        stack.setLookAhead(lookAhead);
+      if (!main && stack.pos == this.stream.end) {
+        main = new CachedToken();
+        main.value = stack.p.parser.eofTerm;
+        main.start = main.end = stack.pos;
+        actionIndex = this.addActions(stack, main.value, main.end, actionIndex);
+      }
+      this.mainToken = main;
+      return this.actions;
+    }
+    getMainToken(stack) {
+      if (this.mainToken)
+        return this.mainToken;
+      let main = new CachedToken(), { pos, p } = stack;
+      main.start = pos;
+      main.end = Math.min(pos + 1, p.stream.end);
+      main.value = pos == p.stream.end ? p.parser.eofTerm : 0;
+      return main;
+    }
+    updateCachedToken(token, tokenizer, stack) {
+      let start = this.stream.clipPos(stack.pos);
+      tokenizer.token(this.stream.reset(start, token), stack);
+      if (token.value > -1) {
+        let { parser: parser3 } = stack.p;
+        for (let i2 = 0; i2 < parser3.specialized.length; i2++)
+          if (parser3.specialized[i2] == token.value) {
+            let result = parser3.specializers[i2](this.stream.read(token.start, token.end), stack);
+            if (result >= 0 && stack.p.parser.dialect.allows(result >> 1)) {
+              if ((result & 1) == 0)
+                token.value = result >> 1;
+              else
+                token.extended = result >> 1;
+              break;
+            }
+          }
+      } else {
+        token.value = 0;
+        token.end = this.stream.clipPos(start + 1);
+      }
+    }
+    putAction(action, token, end, index) {
+      for (let i2 = 0; i2 < index; i2 += 3)
+        if (this.actions[i2] == action)
+          return index;
+      this.actions[index++] = action;
+      this.actions[index++] = token;
+      this.actions[index++] = end;
+      return index;
+    }
+    addActions(stack, token, end, index) {
+      let { state } = stack, { parser: parser3 } = stack.p, { data } = parser3;
+      for (let set = 0; set < 2; set++) {
+        for (let i2 = parser3.stateSlot(
+          state,
+          set ? 2 : 1
+          /* ParseState.Actions */
+        ); ; i2 += 3) {
+          if (data[i2] == 65535) {
+            if (data[i2 + 1] == 1) {
+              i2 = pair(data, i2 + 2);
+            } else {
+              if (index == 0 && data[i2 + 1] == 2)
+                index = this.putAction(pair(data, i2 + 2), token, end, index);
+              break;
+            }
+          }
+          if (data[i2] == token)
+            index = this.putAction(pair(data, i2 + 1), token, end, index);
+        }
+      }
+      return index;
+    }
+  };
+  var Parse = class {
+    constructor(parser3, input, fragments, ranges) {
+      this.parser = parser3;
+      this.input = input;
+      this.ranges = ranges;
+      this.recovering = 0;
+      this.nextStackID = 9812;
+      this.minStackPos = 0;
+      this.reused = [];
+      this.stoppedAt = null;
+      this.lastBigReductionStart = -1;
+      this.lastBigReductionSize = 0;
+      this.bigReductionCount = 0;
+      this.stream = new InputStream(input, ranges);
+      this.tokens = new TokenCache(parser3, this.stream);
+      this.topTerm = parser3.top[1];
+      let { from } = ranges[0];
+      this.stacks = [Stack.start(this, parser3.top[0], from)];
+      this.fragments = fragments.length && this.stream.end - from > parser3.bufferLength * 4 ? new FragmentCursor(fragments, parser3.minRepeatTerm) : null;
+    }
+    get parsedPos() {
+      return this.minStackPos;
+    }
+    // Move the parser forward. This will process all parse stacks at
+    // `this.pos` and try to advance them to a further position. If no
+    // stack for such a position is found, it'll start error-recovery.
+    //
+    // When the parse is finished, this will return a syntax tree. When
+    // not, it returns `null`.
+    advance() {
+      let stacks = this.stacks, pos = this.minStackPos;
+      let newStacks = this.stacks = [];
+      let stopped, stoppedTokens;
+      if (this.bigReductionCount > 300 && stacks.length == 1) {
+        let [s] = stacks;
+        while (s.forceReduce() && s.stack.length && s.stack[s.stack.length - 2] >= this.lastBigReductionStart) {
+        }
+        this.bigReductionCount = this.lastBigReductionSize = 0;
+      }
+      for (let i2 = 0; i2 < stacks.length; i2++) {
+        let stack = stacks[i2];
+        for (; ; ) {
+          this.tokens.mainToken = null;
+          if (stack.pos > pos) {
+            newStacks.push(stack);
+          } else if (this.advanceStack(stack, newStacks, stacks)) {
+            continue;
+          } else {
+            if (!stopped) {
+              stopped = [];
+              stoppedTokens = [];
+            }
+            stopped.push(stack);
+            let tok = this.tokens.getMainToken(stack);
+            stoppedTokens.push(tok.value, tok.end);
+          }
+          break;
+        }
+      }
+      if (!newStacks.length) {
+        let finished = stopped && findFinished(stopped);
+        if (finished) {
+          if (verbose)
+            console.log("Finish with " + this.stackID(finished));
+          return this.stackToTree(finished);
+        }
+        if (this.parser.strict) {
+          if (verbose && stopped)
+            console.log("Stuck with token " + (this.tokens.mainToken ? this.parser.getName(this.tokens.mainToken.value) : "none"));
+          throw new SyntaxError("No parse at " + pos);
+        }
+        if (!this.recovering)
+          this.recovering = 5;
+      }
+      if (this.recovering && stopped) {
+        let finished = this.stoppedAt != null && stopped[0].pos > this.stoppedAt ? stopped[0] : this.runRecovery(stopped, stoppedTokens, newStacks);
+        if (finished) {
+          if (verbose)
+            console.log("Force-finish " + this.stackID(finished));
+          return this.stackToTree(finished.forceAll());
+        }
+      }
+      if (this.recovering) {
+        let maxRemaining = this.recovering == 1 ? 1 : this.recovering * 3;
+        if (newStacks.length > maxRemaining) {
+          newStacks.sort((a, b) => b.score - a.score);
+          while (newStacks.length > maxRemaining)
+            newStacks.pop();
+        }
+        if (newStacks.some((s) => s.reducePos > pos))
+          this.recovering--;
+      } else if (newStacks.length > 1) {
+        outer: for (let i2 = 0; i2 < newStacks.length - 1; i2++) {
+          let stack = newStacks[i2];
+          for (let j = i2 + 1; j < newStacks.length; j++) {
+            let other = newStacks[j];
+            if (stack.sameState(other) || stack.buffer.length > 500 && other.buffer.length > 500) {
+              if ((stack.score - other.score || stack.buffer.length - other.buffer.length) > 0) {
+                newStacks.splice(j--, 1);
+              } else {
+                newStacks.splice(i2--, 1);
+                continue outer;
+              }
+            }
+          }
+        }
+        if (newStacks.length > 12) {
+          newStacks.sort((a, b) => b.score - a.score);
+          newStacks.splice(
+            12,
+            newStacks.length - 12
+            /* Rec.MaxStackCount */
+          );
+        }
+      }
+      this.minStackPos = newStacks[0].pos;
+      for (let i2 = 1; i2 < newStacks.length; i2++)
+        if (newStacks[i2].pos < this.minStackPos)
+          this.minStackPos = newStacks[i2].pos;
+      return null;
+    }
+    stopAt(pos) {
+      if (this.stoppedAt != null && this.stoppedAt < pos)
+        throw new RangeError("Can't move stoppedAt forward");
+      this.stoppedAt = pos;
+    }
+    // See if a given tree, or a descendant right at its start, can be
+    // reused in the given stack.
+    tryReuse(stack, start, tree, repeatOnly) {
+      if (!tree)
+        return null;
+      let strictCx = stack.curContext && stack.curContext.tracker.strict, cxHash = strictCx ? stack.curContext.hash : 0;
+      for (; tree; ) {
+        let match = this.parser.nodeSet.types[tree.type.id] != tree.type ? -1 : this.parser.getGoto(stack.state, tree.type.id);
+        if (match > -1 && tree.length && (!strictCx || (tree.prop(NodeProp.contextHash) || 0) == cxHash)) {
+          stack.useNode(tree, match, start);
+          return tree;
+        }
+        if (tree.children.length == 0 || tree.positions[0] > 0)
+          break;
+        let inner = tree.children[0];
+        if (inner instanceof Tree && (!repeatOnly || inner.type.id >= this.parser.minRepeatTerm))
+          tree = inner;
+        else
+          break;
+      }
+      return null;
+    }
+    // Returns an updated version of the given stack, or null if the
+    // stack can't advance normally. When `split` and `stacks` are
+    // given, stacks split off by ambiguous operations will be pushed to
+    // `split`, or added to `stacks` if they move `pos` forward.
+    advanceStack(stack, stacks, split) {
+      let start = stack.pos, { parser: parser3 } = this;
+      let base2 = verbose ? this.stackID(stack) + " -> " : "";
+      if (this.stoppedAt != null && start > this.stoppedAt)
+        return stack.forceReduce() ? stack : null;
+      if (this.fragments) {
+        let reused = stack.reducePos < start && stack.buffer.length && stack.buffer[stack.buffer.length - 2] <= stack.reducePos && this.fragments.lastRepeatPos == stack.reducePos && this.tryReuse(stack, stack.reducePos, this.fragments.lastRepeat, true) || this.tryReuse(stack, start, this.fragments.nodeAt(start), false);
+        if (reused) {
+          if (verbose)
+            console.log(base2 + this.stackID(stack) + ` (via reuse of ${parser3.getName(reused.type.id)})`);
+          return true;
+        }
+      }
+      let defaultReduce = parser3.stateSlot(
+        stack.state,
+        4
+        /* ParseState.DefaultReduce */
+      );
+      if (defaultReduce > 0) {
+        stack.reduce(defaultReduce);
+        if (verbose)
+          console.log(base2 + this.stackID(stack) + ` (via always-reduce ${parser3.getName(
+            defaultReduce & 65535
+            /* Action.ValueMask */
+          )})`);
+        return true;
+      }
+      if (stack.stack.length >= 8400) {
+        while (stack.stack.length > 6e3 && stack.forceReduce()) {
+        }
+      }
+      let actions = this.tokens.getActions(stack);
+      for (let i2 = 0; i2 < actions.length; ) {
+        let action = actions[i2++], term = actions[i2++], end = actions[i2++];
+        let last2 = i2 == actions.length || !split;
+        let localStack = last2 ? stack : stack.split();
+        let main = this.tokens.mainToken;
+        localStack.apply(action, term, main ? main.start : localStack.pos, end);
+        if (verbose)
+          console.log(base2 + this.stackID(localStack) + ` (via ${(action & 65536) == 0 ? "shift" : `reduce of ${parser3.getName(
+            action & 65535
+            /* Action.ValueMask */
+          )}`} for ${parser3.getName(term)} @ ${start}${localStack == stack ? "" : ", split"})`);
+        if (last2)
+          return true;
+        else if (localStack.pos > start)
+          stacks.push(localStack);
+        else
+          split.push(localStack);
+      }
+      return false;
+    }
+    // Advance a given stack forward as far as it will go. Returns the
+    // (possibly updated) stack if it got stuck, or null if it moved
+    // forward and was given to `pushStackDedup`.
+    advanceFully(stack, newStacks) {
+      let pos = stack.pos;
+      for (; ; ) {
+        if (!this.advanceStack(stack, null, null))
+          return false;
+        if (stack.pos > pos) {
+          pushStackDedup(stack, newStacks);
+          return true;
+        }
+      }
+    }
+    runRecovery(stacks, tokens, newStacks) {
+      let finished = null, restarted = false;
+      for (let i2 = 0; i2 < stacks.length; i2++) {
+        let stack = stacks[i2], token = tokens[i2 << 1], tokenEnd = tokens[(i2 << 1) + 1];
+        let base2 = verbose ? this.stackID(stack) + " -> " : "";
+        if (stack.deadEnd) {
+          if (restarted)
+            continue;
+          restarted = true;
+          stack.restart();
+          if (verbose)
+            console.log(base2 + this.stackID(stack) + " (restarted)");
+          let done = this.advanceFully(stack, newStacks);
+          if (done)
+            continue;
+        }
+        let force = stack.split(), forceBase = base2;
+        for (let j = 0; j < 10 && force.forceReduce(); j++) {
+          if (verbose)
+            console.log(forceBase + this.stackID(force) + " (via force-reduce)");
+          let done = this.advanceFully(force, newStacks);
+          if (done)
+            break;
+          if (verbose)
+            forceBase = this.stackID(force) + " -> ";
+        }
+        for (let insert2 of stack.recoverByInsert(token)) {
+          if (verbose)
+            console.log(base2 + this.stackID(insert2) + " (via recover-insert)");
+          this.advanceFully(insert2, newStacks);
+        }
+        if (this.stream.end > stack.pos) {
+          if (tokenEnd == stack.pos) {
+            tokenEnd++;
+            token = 0;
+          }
+          stack.recoverByDelete(token, tokenEnd);
+          if (verbose)
+            console.log(base2 + this.stackID(stack) + ` (via recover-delete ${this.parser.getName(token)})`);
+          pushStackDedup(stack, newStacks);
+        } else if (!finished || finished.score < force.score) {
+          finished = force;
+        }
+      }
+      return finished;
+    }
+    // Convert the stack's buffer to a syntax tree.
+    stackToTree(stack) {
+      stack.close();
+      return Tree.build({
+        buffer: StackBufferCursor.create(stack),
+        nodeSet: this.parser.nodeSet,
+        topID: this.topTerm,
+        maxBufferLength: this.parser.bufferLength,
+        reused: this.reused,
+        start: this.ranges[0].from,
+        length: stack.pos - this.ranges[0].from,
+        minRepeatType: this.parser.minRepeatTerm
+      });
+    }
+    stackID(stack) {
+      let id2 = (stackIDs || (stackIDs = /* @__PURE__ */ new WeakMap())).get(stack);
+      if (!id2)
+        stackIDs.set(stack, id2 = String.fromCodePoint(this.nextStackID++));
+      return id2 + stack;
+    }
+  };
+  function pushStackDedup(stack, newStacks) {
+    for (let i2 = 0; i2 < newStacks.length; i2++) {
+      let other = newStacks[i2];
+      if (other.pos == stack.pos && other.sameState(stack)) {
+        if (newStacks[i2].score < stack.score)
+          newStacks[i2] = stack;
+        return;
+      }
+    }
+    newStacks.push(stack);
+  }
+  var Dialect = class {
+    constructor(source, flags, disabled) {
+      this.source = source;
+      this.flags = flags;
+      this.disabled = disabled;
+    }
+    allows(term) {
+      return !this.disabled || this.disabled[term] == 0;
+    }
+  };
+  var id = (x) => x;
+  var ContextTracker = class {
+    /**
+    Define a context tracker.
+    */
+    constructor(spec) {
+      this.start = spec.start;
+      this.shift = spec.shift || id;
+      this.reduce = spec.reduce || id;
+      this.reuse = spec.reuse || id;
+      this.hash = spec.hash || (() => 0);
+      this.strict = spec.strict !== false;
+    }
+  };
+  var LRParser = class _LRParser extends Parser {
+    /**
+    @internal
+    */
+    constructor(spec) {
+      super();
+      this.wrappers = [];
+      if (spec.version != 14)
+        throw new RangeError(`Parser version (${spec.version}) doesn't match runtime version (${14})`);
+      let nodeNames = spec.nodeNames.split(" ");
+      this.minRepeatTerm = nodeNames.length;
+      for (let i2 = 0; i2 < spec.repeatNodeCount; i2++)
+        nodeNames.push("");
+      let topTerms = Object.keys(spec.topRules).map((r) => spec.topRules[r][1]);
+      let nodeProps = [];
+      for (let i2 = 0; i2 < nodeNames.length; i2++)
+        nodeProps.push([]);
+      function setProp(nodeID, prop, value) {
+        nodeProps[nodeID].push([prop, prop.deserialize(String(value))]);
+      }
+      if (spec.nodeProps)
+        for (let propSpec of spec.nodeProps) {
+          let prop = propSpec[0];
+          if (typeof prop == "string")
+            prop = NodeProp[prop];
+          for (let i2 = 1; i2 < propSpec.length; ) {
+            let next = propSpec[i2++];
+            if (next >= 0) {
+              setProp(next, prop, propSpec[i2++]);
+            } else {
+              let value = propSpec[i2 + -next];
+              for (let j = -next; j > 0; j--)
+                setProp(propSpec[i2++], prop, value);
+              i2++;
+            }
+          }
+        }
+      this.nodeSet = new NodeSet(nodeNames.map((name2, i2) => NodeType.define({
+        name: i2 >= this.minRepeatTerm ? void 0 : name2,
+        id: i2,
+        props: nodeProps[i2],
+        top: topTerms.indexOf(i2) > -1,
+        error: i2 == 0,
+        skipped: spec.skippedNodes && spec.skippedNodes.indexOf(i2) > -1
+      })));
+      if (spec.propSources)
+        this.nodeSet = this.nodeSet.extend(...spec.propSources);
+      this.strict = false;
+      this.bufferLength = DefaultBufferLength;
+      let tokenArray = decodeArray(spec.tokenData);
+      this.context = spec.context;
+      this.specializerSpecs = spec.specialized || [];
+      this.specialized = new Uint16Array(this.specializerSpecs.length);
+      for (let i2 = 0; i2 < this.specializerSpecs.length; i2++)
+        this.specialized[i2] = this.specializerSpecs[i2].term;
+      this.specializers = this.specializerSpecs.map(getSpecializer);
+      this.states = decodeArray(spec.states, Uint32Array);
+      this.data = decodeArray(spec.stateData);
+      this.goto = decodeArray(spec.goto);
+      this.maxTerm = spec.maxTerm;
+      this.tokenizers = spec.tokenizers.map((value) => typeof value == "number" ? new TokenGroup(tokenArray, value) : value);
+      this.topRules = spec.topRules;
+      this.dialects = spec.dialects || {};
+      this.dynamicPrecedences = spec.dynamicPrecedences || null;
+      this.tokenPrecTable = spec.tokenPrec;
+      this.termNames = spec.termNames || null;
+      this.maxNode = this.nodeSet.types.length - 1;
+      this.dialect = this.parseDialect();
+      this.top = this.topRules[Object.keys(this.topRules)[0]];
+    }
+    createParse(input, fragments, ranges) {
+      let parse = new Parse(this, input, fragments, ranges);
+      for (let w of this.wrappers)
+        parse = w(parse, input, fragments, ranges);
+      return parse;
+    }
+    /**
+    Get a goto table entry @internal
+    */
+    getGoto(state, term, loose = false) {
+      let table = this.goto;
+      if (term >= table[0])
+        return -1;
+      for (let pos = table[term + 1]; ; ) {
+        let groupTag = table[pos++], last2 = groupTag & 1;
+        let target = table[pos++];
+        if (last2 && loose)
+          return target;
+        for (let end = pos + (groupTag >> 1); pos < end; pos++)
+          if (table[pos] == state)
+            return target;
+        if (last2)
+          return -1;
+      }
+    }
+    /**
+    Check if this state has an action for a given terminal @internal
+    */
+    hasAction(state, terminal) {
+      let data = this.data;
+      for (let set = 0; set < 2; set++) {
+        for (let i2 = this.stateSlot(
+          state,
+          set ? 2 : 1
+          /* ParseState.Actions */
+        ), next; ; i2 += 3) {
+          if ((next = data[i2]) == 65535) {
+            if (data[i2 + 1] == 1)
+              next = data[i2 = pair(data, i2 + 2)];
+            else if (data[i2 + 1] == 2)
+              return pair(data, i2 + 2);
+            else
+              break;
+          }
+          if (next == terminal || next == 0)
+            return pair(data, i2 + 1);
+        }
+      }
+      return 0;
+    }
+    /**
+    @internal
+    */
+    stateSlot(state, slot) {
+      return this.states[state * 6 + slot];
+    }
+    /**
+    @internal
+    */
+    stateFlag(state, flag) {
+      return (this.stateSlot(
+        state,
+        0
+        /* ParseState.Flags */
+      ) & flag) > 0;
+    }
+    /**
+    @internal
+    */
+    validAction(state, action) {
+      return !!this.allActions(state, (a) => a == action ? true : null);
+    }
+    /**
+    @internal
+    */
+    allActions(state, action) {
+      let deflt = this.stateSlot(
+        state,
+        4
+        /* ParseState.DefaultReduce */
+      );
+      let result = deflt ? action(deflt) : void 0;
+      for (let i2 = this.stateSlot(
+        state,
+        1
+        /* ParseState.Actions */
+      ); result == null; i2 += 3) {
+        if (this.data[i2] == 65535) {
+          if (this.data[i2 + 1] == 1)
+            i2 = pair(this.data, i2 + 2);
+          else
+            break;
+        }
+        result = action(pair(this.data, i2 + 1));
+      }
+      return result;
+    }
+    /**
+    Get the states that can follow this one through shift actions or
+    goto jumps. @internal
+    */
+    nextStates(state) {
+      let result = [];
+      for (let i2 = this.stateSlot(
+        state,
+        1
+        /* ParseState.Actions */
+      ); ; i2 += 3) {
+        if (this.data[i2] == 65535) {
+          if (this.data[i2 + 1] == 1)
+            i2 = pair(this.data, i2 + 2);
+          else
+            break;
+        }
+        if ((this.data[i2 + 2] & 65536 >> 16) == 0) {
+          let value = this.data[i2 + 1];
+          if (!result.some((v, i3) => i3 & 1 && v == value))
+            result.push(this.data[i2], value);
+        }
+      }
+      return result;
+    }
+    /**
+    Configure the parser. Returns a new parser instance that has the
+    given settings modified. Settings not provided in `config` are
+    kept from the original parser.
+    */
+    configure(config2) {
+      let copy = Object.assign(Object.create(_LRParser.prototype), this);
+      if (config2.props)
+        copy.nodeSet = this.nodeSet.extend(...config2.props);
+      if (config2.top) {
+        let info = this.topRules[config2.top];
+        if (!info)
+          throw new RangeError(`Invalid top rule name ${config2.top}`);
+        copy.top = info;
+      }
+      if (config2.tokenizers)
+        copy.tokenizers = this.tokenizers.map((t2) => {
+          let found = config2.tokenizers.find((r) => r.from == t2);
+          return found ? found.to : t2;
+        });
+      if (config2.specializers) {
+        copy.specializers = this.specializers.slice();
+        copy.specializerSpecs = this.specializerSpecs.map((s, i2) => {
+          let found = config2.specializers.find((r) => r.from == s.external);
+          if (!found)
+            return s;
+          let spec = Object.assign(Object.assign({}, s), { external: found.to });
+          copy.specializers[i2] = getSpecializer(spec);
+          return spec;
+        });
+      }
+      if (config2.contextTracker)
+        copy.context = config2.contextTracker;
+      if (config2.dialect)
+        copy.dialect = this.parseDialect(config2.dialect);
+      if (config2.strict != null)
+        copy.strict = config2.strict;
+      if (config2.wrap)
+        copy.wrappers = copy.wrappers.concat(config2.wrap);
+      if (config2.bufferLength != null)
+        copy.bufferLength = config2.bufferLength;
+      return copy;
+    }
+    /**
+    Tells you whether any [parse wrappers](#lr.ParserConfig.wrap)
+    are registered for this parser.
+    */
+    hasWrappers() {
+      return this.wrappers.length > 0;
+    }
+    /**
+    Returns the name associated with a given term. This will only
+    work for all terms when the parser was generated with the
+    `--names` option. By default, only the names of tagged terms are
+    stored.
+    */
+    getName(term) {
+      return this.termNames ? this.termNames[term] : String(term <= this.maxNode && this.nodeSet.types[term].name || term);
+    }
+    /**
+    The eof term id is always allocated directly after the node
+    types. @internal
+    */
+    get eofTerm() {
+      return this.maxNode + 1;
+    }
+    /**
+    The type of top node produced by the parser.
+    */
+    get topNode() {
+      return this.nodeSet.types[this.top[1]];
+    }
+    /**
+    @internal
+    */
+    dynamicPrecedence(term) {
+      let prec2 = this.dynamicPrecedences;
+      return prec2 == null ? 0 : prec2[term] || 0;
+    }
+    /**
+    @internal
+    */
+    parseDialect(dialect) {
+      let values = Object.keys(this.dialects), flags = values.map(() => false);
+      if (dialect)
+        for (let part of dialect.split(" ")) {
+          let id2 = values.indexOf(part);
+          if (id2 >= 0)
+            flags[id2] = true;
+        }
+      let disabled = null;
+      for (let i2 = 0; i2 < values.length; i2++)
+        if (!flags[i2]) {
+          for (let j = this.dialects[values[i2]], id2; (id2 = this.data[j++]) != 65535; )
+            (disabled || (disabled = new Uint8Array(this.maxTerm + 1)))[id2] = 1;
+        }
+      return new Dialect(dialect, flags, disabled);
+    }
+    /**
+    Used by the output of the parser generator. Not available to
+    user code. @hide
+    */
+    static deserialize(spec) {
+      return new _LRParser(spec);
+    }
+  };
+  function pair(data, off) {
+    return data[off] | data[off + 1] << 16;
+  }
+  function findFinished(stacks) {
+    let best = null;
+    for (let stack of stacks) {
+      let stopped = stack.p.stoppedAt;
+      if ((stack.pos == stack.p.stream.end || stopped != null && stack.pos > stopped) && stack.p.parser.stateFlag(
+        stack.state,
+        2
+        /* StateFlag.Accepting */
+      ) && (!best || best.score < stack.score))
+        best = stack;
+    }
+    return best;
+  }
+  function getSpecializer(spec) {
+    if (spec.external) {
+      let mask = spec.extend ? 1 : 0;
+      return (value, stack) => spec.external(value, stack) << 1 | mask;
+    }
+    return spec.get;
+  }
+
+  // node_modules/@lezer/javascript/dist/index.js
+  var noSemi = 317;
+  var noSemiType = 318;
+  var incdec = 1;
+  var incdecPrefix = 2;
+  var questionDot = 3;
+  var JSXStartTag = 4;
+  var insertSemi = 319;
+  var spaces = 321;
+  var newline = 322;
+  var LineComment = 5;
+  var BlockComment = 6;
+  var Dialect_jsx = 0;
+  var space = [
+    9,
+    10,
+    11,
+    12,
+    13,
+    32,
+    133,
+    160,
+    5760,
+    8192,
+    8193,
+    8194,
+    8195,
+    8196,
+    8197,
+    8198,
+    8199,
+    8200,
+    8201,
+    8202,
+    8232,
+    8233,
+    8239,
+    8287,
+    12288
+  ];
+  var braceR = 125;
+  var semicolon = 59;
+  var slash = 47;
+  var star = 42;
+  var plus = 43;
+  var minus = 45;
+  var lt = 60;
+  var comma = 44;
+  var question = 63;
+  var dot = 46;
+  var bracketL = 91;
+  var trackNewline = new ContextTracker({
+    start: false,
+    shift(context, term) {
+      return term == LineComment || term == BlockComment || term == spaces ? context : term == newline;
+    },
+    strict: false
+  });
+  var insertSemicolon = new ExternalTokenizer((input, stack) => {
+    let { next } = input;
+    if (next == braceR || next == -1 || stack.context)
+      input.acceptToken(insertSemi);
+  }, { contextual: true, fallback: true });
+  var noSemicolon = new ExternalTokenizer((input, stack) => {
+    let { next } = input, after;
+    if (space.indexOf(next) > -1) return;
+    if (next == slash && ((after = input.peek(1)) == slash || after == star)) return;
+    if (next != braceR && next != semicolon && next != -1 && !stack.context)
+      input.acceptToken(noSemi);
+  }, { contextual: true });
+  var noSemicolonType = new ExternalTokenizer((input, stack) => {
+    if (input.next == bracketL && !stack.context) input.acceptToken(noSemiType);
+  }, { contextual: true });
+  var operatorToken = new ExternalTokenizer((input, stack) => {
+    let { next } = input;
+    if (next == plus || next == minus) {
+      input.advance();
+      if (next == input.next) {
+        input.advance();
+        let mayPostfix = !stack.context && stack.canShift(incdec);
+        input.acceptToken(mayPostfix ? incdec : incdecPrefix);
+      }
+    } else if (next == question && input.peek(1) == dot) {
+      input.advance();
+      input.advance();
+      if (input.next < 48 || input.next > 57)
+        input.acceptToken(questionDot);
+    }
+  }, { contextual: true });
+  function identifierChar(ch, start) {
+    return ch >= 65 && ch <= 90 || ch >= 97 && ch <= 122 || ch == 95 || ch >= 192 || !start && ch >= 48 && ch <= 57;
+  }
+  var jsx = new ExternalTokenizer((input, stack) => {
+    if (input.next != lt || !stack.dialectEnabled(Dialect_jsx)) return;
+    input.advance();
+    if (input.next == slash) return;
+    let back = 0;
+    while (space.indexOf(input.next) > -1) {
+      input.advance();
+      back++;
+    }
+    if (identifierChar(input.next, true)) {
+      input.advance();
+      back++;
+      while (identifierChar(input.next, false)) {
+        input.advance();
+        back++;
+      }
+      while (space.indexOf(input.next) > -1) {
+        input.advance();
+        back++;
+      }
+      if (input.next == comma) return;
+      for (let i2 = 0; ; i2++) {
+        if (i2 == 7) {
+          if (!identifierChar(input.next, true)) return;
+          break;
+        }
+        if (input.next != "extends".charCodeAt(i2)) break;
+        input.advance();
+        back++;
+      }
+    }
+    input.acceptToken(JSXStartTag, -back);
+  });
+  var jsHighlight = styleTags({
+    "get set async static": tags.modifier,
+    "for while do if else switch try catch finally return throw break continue default case defer": tags.controlKeyword,
+    "in of await yield void typeof delete instanceof as satisfies": tags.operatorKeyword,
+    "let var const using function class extends": tags.definitionKeyword,
+    "import export from": tags.moduleKeyword,
+    "with debugger new": tags.keyword,
+    TemplateString: tags.special(tags.string),
+    super: tags.atom,
+    BooleanLiteral: tags.bool,
+    this: tags.self,
+    null: tags.null,
+    Star: tags.modifier,
+    VariableName: tags.variableName,
+    "CallExpression/VariableName TaggedTemplateExpression/VariableName": tags.function(tags.variableName),
+    VariableDefinition: tags.definition(tags.variableName),
+    Label: tags.labelName,
+    PropertyName: tags.propertyName,
+    PrivatePropertyName: tags.special(tags.propertyName),
+    "CallExpression/MemberExpression/PropertyName": tags.function(tags.propertyName),
+    "FunctionDeclaration/VariableDefinition": tags.function(tags.definition(tags.variableName)),
+    "ClassDeclaration/VariableDefinition": tags.definition(tags.className),
+    "NewExpression/VariableName": tags.className,
+    PropertyDefinition: tags.definition(tags.propertyName),
+    PrivatePropertyDefinition: tags.definition(tags.special(tags.propertyName)),
+    UpdateOp: tags.updateOperator,
+    "LineComment Hashbang": tags.lineComment,
+    BlockComment: tags.blockComment,
+    Number: tags.number,
+    String: tags.string,
+    Escape: tags.escape,
+    ArithOp: tags.arithmeticOperator,
+    LogicOp: tags.logicOperator,
+    BitOp: tags.bitwiseOperator,
+    CompareOp: tags.compareOperator,
+    RegExp: tags.regexp,
+    Equals: tags.definitionOperator,
+    Arrow: tags.function(tags.punctuation),
+    ": Spread": tags.punctuation,
+    "( )": tags.paren,
+    "[ ]": tags.squareBracket,
+    "{ }": tags.brace,
+    "InterpolationStart InterpolationEnd": tags.special(tags.brace),
+    ".": tags.derefOperator,
+    ", ;": tags.separator,
+    "@": tags.meta,
+    TypeName: tags.typeName,
+    TypeDefinition: tags.definition(tags.typeName),
+    "type enum interface implements namespace module declare": tags.definitionKeyword,
+    "abstract global Privacy readonly override": tags.modifier,
+    "is keyof unique infer asserts": tags.operatorKeyword,
+    JSXAttributeValue: tags.attributeValue,
+    JSXText: tags.content,
+    "JSXStartTag JSXStartCloseTag JSXSelfCloseEndTag JSXEndTag": tags.angleBracket,
+    "JSXIdentifier JSXNameSpacedName": tags.tagName,
+    "JSXAttribute/JSXIdentifier JSXAttribute/JSXNameSpacedName": tags.attributeName,
+    "JSXBuiltin/JSXIdentifier": tags.standard(tags.tagName)
+  });
+  var spec_identifier = { __proto__: null, export: 20, as: 25, from: 33, default: 36, async: 41, function: 42, in: 52, out: 55, const: 56, extends: 60, this: 64, true: 72, false: 72, null: 84, void: 88, typeof: 92, super: 108, new: 142, delete: 154, yield: 163, await: 167, class: 172, public: 237, private: 237, protected: 237, readonly: 239, instanceof: 258, satisfies: 261, import: 294, keyof: 351, unique: 355, infer: 361, asserts: 397, is: 399, abstract: 419, implements: 421, type: 423, let: 426, var: 428, using: 431, interface: 437, enum: 441, namespace: 447, module: 449, declare: 453, global: 457, defer: 473, for: 478, of: 487, while: 490, with: 494, do: 498, if: 502, else: 504, switch: 508, case: 514, try: 520, catch: 524, finally: 528, return: 532, throw: 536, break: 540, continue: 544, debugger: 548 };
+  var spec_word = { __proto__: null, async: 129, get: 131, set: 133, declare: 195, public: 197, private: 197, protected: 197, static: 199, abstract: 201, override: 203, readonly: 209, accessor: 211, new: 403 };
+  var spec_LessThan = { __proto__: null, "<": 193 };
+  var parser = LRParser.deserialize({
+    version: 14,
+    states: "$GSQ%TQlOOO%[QlOOO'_QpOOP(lO`OOO*zQ!0MxO'#CiO+RO#tO'#CjO+aO&jO'#CjO+oO#@ItO'#DaO.QQlO'#DgO.bQlO'#DrO%[QlO'#DzO0fQlO'#ESOOQ!0Lf'#E['#E[O1PQ`O'#EXOOQO'#Ep'#EpOOQO'#Im'#ImO1XQ`O'#GtO1dQ`O'#EoO1iQ`O'#EoO3hQ!0MxO'#JsO6[Q!0MxO'#JtO6uQ`O'#F^O6zQ,UO'#FuOOQ!0Lf'#Fg'#FgO7VO7dO'#FgO9XQMhO'#F}O9`Q`O'#F|OOQ!0Lf'#Jt'#JtOOQ!0Lb'#Js'#JsO9eQ`O'#GxOOQ['#K`'#K`O9pQ`O'#IZO9uQ!0LrO'#I[OOQ['#Ja'#JaOOQ['#I`'#I`Q`QlOOQ`QlOOO9}Q!L^O'#DvO:UQlO'#EOO:]QlO'#EQO9kQ`O'#GtO:dQMhO'#CoO:rQ`O'#EnO:}Q`O'#EzO;hQMhO'#FfO;xQ`O'#GtOOQO'#Ka'#KaO;}Q`O'#KaO<]Q`O'#G|O<]Q`O'#G}O<]Q`O'#HPO9kQ`O'#HSO=SQ`O'#HVO>kQ`O'#CeO>{Q`O'#HdO?TQ`O'#HjO?TQ`O'#HlO`QlO'#HnO?TQ`O'#HpO?TQ`O'#HsO?YQ`O'#HyO?_Q!0LsO'#IPO%[QlO'#IRO?jQ!0LsO'#ITO?uQ!0LsO'#IVO9uQ!0LrO'#IXO@QQ!0MxO'#CiOASQpO'#DlQOQ`OOO%[QlO'#EQOAjQ`O'#ETO:dQMhO'#EnOAuQ`O'#EnOBQQ!bO'#FfOOQ['#Cg'#CgOOQ!0Lb'#Dq'#DqOOQ!0Lb'#Jw'#JwO%[QlO'#JwOOQO'#Jz'#JzOOQO'#Ii'#IiOCQQpO'#EgOOQ!0Lb'#Ef'#EfOOQ!0Lb'#KO'#KOOC|Q!0MSO'#EgODWQpO'#EWOOQO'#Jy'#JyODlQpO'#JzOEyQpO'#EWODWQpO'#EgPFWO&2DjO'#CbPOOO)CEO)CEOOOOO'#Ia'#IaOFcO#tO,59UOOQ!0Lh,59U,59UOOOO'#Ib'#IbOFqO&jO,59UOGPQ!L^O'#DcOOOO'#Id'#IdOGWO#@ItO,59{OOQ!0Lf,59{,59{OGfQlO'#IeOGyQ`O'#JuOIxQ!fO'#JuO+}QlO'#JuOJPQ`O,5:ROJgQ`O'#EpOJtQ`O'#KUOKPQ`O'#KTOKPQ`O'#KTOKXQ`O,5;^OK^Q`O'#KSOOQ!0Ln,5:^,5:^OKeQlO,5:^OMcQ!0MxO,5:fONSQ`O,5:nONmQ!0LrO'#KRONtQ`O'#KQO9eQ`O'#KQO! YQ`O'#KQO! bQ`O,5;]O! gQ`O'#KQO!#lQ!fO'#JtOOQ!0Lh'#Ci'#CiO%[QlO'#ESO!$[Q!fO,5:sOOQS'#J{'#J{OOQO-E<k-E<kO9kQ`O,5=`O!$rQ`O,5=`O!$wQlO,5;ZO!&zQMhO'#EkO!(eQ`O,5;ZO!(jQlO'#DyO!(tQpO,5;eO!(|QpO,5;eO%[QlO,5;eOOQ['#FU'#FUOOQ['#FW'#FWO%[QlO,5;fO%[QlO,5;fO%[QlO,5;fO%[QlO,5;fO%[QlO,5;fO%[QlO,5;fO%[QlO,5;fO%[QlO,5;fO%[QlO,5;fO%[QlO,5;fOOQ['#F['#F[O!)[QlO,5;uOOQ!0Lf,5;z,5;zOOQ!0Lf,5;{,5;{OOQ!0Lf,5;},5;}O%[QlO'#IqO!+_Q!0LrO,5<jO%[QlO,5;fO!&zQMhO,5;fO!+|QMhO,5;fO!-nQMhO'#E^O%[QlO,5;xOOQ!0Lf,5;|,5;|O!-uQ,UO'#FkO!.rQ,UO'#KYO!.^Q,UO'#KYO!.yQ,UO'#KYOOQO'#KY'#KYO!/_Q,UO,5<TOOOW,5<a,5<aO!/pQlO'#FwOOOW'#Ip'#IpO7VO7dO,5<RO!/wQ,UO'#FyOOQ!0Lf,5<R,5<RO!0hQ$IUO'#CyOOQ!0Lh'#C}'#C}O!0{O#@ItO'#DRO!1iQMjO,5<fO!1pQ`O,5<iO!3YQ(CWO'#GYO!3jQ`O'#GZO!3oQ`O'#GZO!5_Q(CWO'#G_O!6dQpO'#GcOOQO'#Go'#GoO!,TQMhO'#GnOOQO'#Gq'#GqO!,TQMhO'#GpO!7VQ$IUO'#JmOOQ!0Lh'#Jm'#JmO!7aQ`O'#JlO!7oQ`O'#JkO!7wQ`O'#CuOOQ!0Lh'#C{'#C{O!8YQ`O'#C}OOQ!0Lh'#DV'#DVOOQ!0Lh'#DX'#DXO!8_Q`O,5<fO1SQ`O'#DZO!,TQMhO'#GQO!,TQMhO'#GSO!8gQ`O'#GUO!8lQ`O'#GVO!3oQ`O'#G]O!,TQMhO'#GbO<]Q`O'#JlO!8qQ`O'#EqO!9`Q`O,5<hOOQ!0Lb'#Cr'#CrO!9hQ`O'#ErO!:bQpO'#EsOOQ!0Lb'#KS'#KSO!:iQ!0LrO'#KbO9uQ!0LrO,5=dO`QlO,5>uOOQ['#Ji'#JiOOQ[,5>v,5>vOOQ[-E<^-E<^O!<hQ!0MxO,5:bO!=[QpO,5:`O!?WQ!0MxO,5:jO%[QlO,5:jO!AnQ!0MxO,5:lOOQO,5@{,5@{O!B_QMhO,5=`O!BmQ!0LrO'#JjO9`Q`O'#JjO!COQ!0LrO,59ZO!CZQpO,59ZO!CcQMhO,59ZO:dQMhO,59ZO!CnQ`O,5;ZO!CvQ`O'#HcO!D[Q`O'#KeO%[QlO,5<OO!=[QpO,5<QO!DdQ`O,5={O!DiQ`O,5={O!DnQ`O,5={O!D|Q`O,5={O9uQ!0LrO,5={O<]Q`O,5=kOOQO'#Cy'#CyO!ETQpO,5=hO!E]QMhO,5=iO!EhQ`O,5=kO!EmQ!bO,5=nO!EuQ`O'#KaO?YQ`O'#HXO9kQ`O'#HZO!EzQ`O'#HZO:dQMhO'#H]O!FPQ`O'#H]OOQ[,5=q,5=qO!FUQ`O'#H^O!FgQ`O'#CoO!FlQ`O,59PO!FvQ`O,59PO!H{QlO,59POOQ[,59P,59PO!I]Q!0LrO,59PO%[QlO,59PO!KhQlO'#HfOOQ['#Hg'#HgOOQ['#Hh'#HhO`QlO,5>OO!LOQ`O,5>OO`QlO,5>UO`QlO,5>WO!LTQ`O,5>YO`QlO,5>[O!LYQ`O,5>_O!L_QlO,5>eOOQ[,5>k,5>kO%[QlO,5>kO9uQ!0LrO,5>mOOQ[,5>o,5>oO#!iQ`O,5>oOOQ[,5>q,5>qO#!iQ`O,5>qOOQ[,5>s,5>sO##VQpO'#D_O%[QlO'#JwO##aQpO'#JwO##{QpO'#DmO#$^QpO'#DmO#&oQlO'#DmO#&vQ`O'#JvO#'OQ`O,5:WO#'TQ`O'#EtO#'`Q`O'#EtO#'eQ`O'#KVO#'mQ`O,5;_O#'rQpO'#DmO#(PQpO'#EVOOQ!0Lf,5:o,5:oO%[QlO,5:oO#(WQ`O,5:oO?YQ`O,5;YO!CZQpO,5;YO!CcQMhO,5;YO:dQMhO,5;YO#(`Q`O,5@cO#(eQ07dO,5:sOOQO-E<g-E<gO#)kQ!0MSO,5;RODWQpO,5:rO#)uQpO,5:rODWQpO,5;RO!COQ!0LrO,5:rOOQ!0Lb'#Ej'#EjOOQO,5;R,5;RO%[QlO,5;RO#*SQ!0LrO,5;RO#*_Q!0LrO,5;RO!CZQpO,5:rOOQO,5;X,5;XO#*mQ!0LrO,5;RPOOO'#I_'#I_P#+RO&2DjO,58|POOO,58|,58|OOOO-E<_-E<_OOQ!0Lh1G.p1G.pOOOO-E<`-E<`OOOO,59},59}O#+^Q!bO,59}OOOO-E<b-E<bOOQ!0Lf1G/g1G/gO#+cQ!fO,5?PO+}QlO,5?POOQO,5?V,5?VO#+mQlO'#IeOOQO-E<c-E<cO#+zQ`O,5@aO#,SQ!fO,5@aO#,ZQ`O,5@oOOQ!0Lf1G/m1G/mO%[QlO,5@pO#,cQ`O'#IkOOQO-E<i-E<iO#,ZQ`O,5@oOOQ!0Lb1G0x1G0xOOQ!0Ln1G/x1G/xOOQ!0Ln1G0Y1G0YO%[QlO,5@mO#,wQ!0LrO,5@mO#-YQ!0LrO,5@mO#-aQ`O,5@lO9eQ`O,5@lO#-iQ`O,5@lO#-wQ`O'#InO#-aQ`O,5@lOOQ!0Lb1G0w1G0wO!(tQpO,5:uO!)PQpO,5:uOOQS,5:w,5:wO#.iQdO,5:wO#.qQMhO1G2zO9kQ`O1G2zOOQ!0Lf1G0u1G0uO#/PQ!0MxO1G0uO#0UQ!0MvO,5;VOOQ!0Lh'#GX'#GXO#0rQ!0MzO'#JmO!$wQlO1G0uO#2}Q!fO'#JxO%[QlO'#JxO#3XQ`O,5:eOOQ!0Lh'#D_'#D_OOQ!0Lf1G1P1G1PO%[QlO1G1POOQ!0Lf1G1g1G1gO#3^Q`O1G1PO#5rQ!0MxO1G1QO#5yQ!0MxO1G1QO#8aQ!0MxO1G1QO#8hQ!0MxO1G1QO#;OQ!0MxO1G1QO#=fQ!0MxO1G1QO#=mQ!0MxO1G1QO#=tQ!0MxO1G1QO#@[Q!0MxO1G1QO#@cQ!0MxO1G1QO#BpQ?MtO'#CiO#DkQ?MtO1G1aO#DrQ?MtO'#JtO#EVQ!0MxO,5?]OOQ!0Lb-E<o-E<oO#GdQ!0MxO1G1QO#HaQ!0MzO1G1QOOQ!0Lf1G1Q1G1QO#IdQMjO'#J}O#InQ`O,5:xO#IsQ!0MxO1G1dO#JgQ,UO,5<XO#JoQ,UO,5<YO#JwQ,UO'#FpO#K`Q`O'#FoOOQO'#KZ'#KZOOQO'#Io'#IoO#KeQ,UO1G1oOOQ!0Lf1G1o1G1oOOOW1G1z1G1zO#KvQ?MtO'#JsO#LQQ`O,5<cO!)[QlO,5<cOOOW-E<n-E<nOOQ!0Lf1G1m1G1mO#LVQpO'#KYOOQ!0Lf,5<e,5<eO#L_QpO,5<eO#LdQMhO'#DTOOOO'#Ic'#IcO#LkO#@ItO,59mOOQ!0Lh,59m,59mO%[QlO1G2QO!8lQ`O'#IsO#LvQ`O,5<{OOQ!0Lh,5<x,5<xO!,TQMhO'#IvO#MdQMjO,5=YO!,TQMhO'#IxO#NVQMjO,5=[O!&zQMhO,5=^OOQO1G2T1G2TO#NaQ!dO'#CrO#NtQ(CWO'#ErO$ |QpO'#GcO$!dQ!dO,5<tO$!kQ`O'#K]O9eQ`O'#K]O$!yQ`O,5<vO$#aQ!dO'#C{O!,TQMhO,5<uO$#kQ`O'#G[O$$PQ`O,5<uO$$UQ!dO'#GXO$$cQ!dO'#K^O$$mQ`O'#K^O!&zQMhO'#K^O$$rQ`O,5<yO$$wQlO'#JwO$%RQpO'#GdO#$^QpO'#GdO$%dQ`O'#GhO!3oQ`O'#GlO$%iQ!0LrO'#IuO$%tQpO,5<}OOQ!0Lp,5<},5<}O$%{QpO'#GdO$&YQpO'#GeO$&kQpO'#GeO$&pQMjO,5=YO$'QQMjO,5=[OOQ!0Lh,5=_,5=_O!,TQMhO,5@WO!,TQMhO,5@WO$'bQ`O'#IzO$'vQ`O,5@VO$(OQ`O,59aOOQ!0Lh,59i,59iO$(TQ`O,5@WO$)TQ$IYO,59uOOQ!0Lh'#Jq'#JqO$)vQMjO,5<lO$*iQMjO,5<nO@zQ`O,5<pOOQ!0Lh,5<q,5<qO$*sQ`O,5<wO$*xQMjO,5<|O$+YQ`O'#KQO!$wQlO1G2SO$+_Q`O1G2SO9eQ`O'#KTO$+dQ`O'#D_O9eQ`O'#EtO%[QlO'#EtO9eQ`O'#I|O$+rQ!0LrO,5@|OOQ[1G3O1G3OOOQ[1G4a1G4aOOQ!0Lf1G/|1G/|OOQ!0Lf1G/z1G/zO$-tQ!0MxO1G0UOOQ[1G2z1G2zO!&zQMhO1G2zO%[QlO1G2zO#.tQ`O1G2zO$/xQMhO'#EkOOQ!0Lb,5@U,5@UO$0VQ!0LrO,5@UOOQ[1G.u1G.uO!COQ!0LrO1G.uO!CZQpO1G.uO!CcQMhO1G.uO$0hQ`O1G0uO$0mQ`O'#CiO$0xQ`O'#KfO$1QQ`O,5=}O$1VQ`O'#KfO$1[Q`O'#KfO$1jQ`O'#JSO$1xQ`O,5APO$2QQ!fO1G1jOOQ!0Lf1G1l1G1lO9kQ`O1G3gO@zQ`O1G3gO$2XQ`O1G3gO$2^Q`O1G3gO!DnQ`O1G3gO9uQ!0LrO1G3gOOQ[1G3g1G3gO!EhQ`O1G3VO!&zQMhO1G3SO$2cQ`O1G3SOOQ[1G3T1G3TO!&zQMhO1G3TO$2hQ`O1G3TO$2pQpO'#HROOQ[1G3V1G3VO!6_QpO'#JOO!EmQ!bO1G3YOOQ[1G3Y1G3YOOQ[,5=s,5=sO$2xQMhO,5=uO9kQ`O,5=uO$%dQ`O,5=wO9`Q`O,5=wO!CZQpO,5=wO!CcQMhO,5=wO:dQMhO,5=wO$3WQ`O'#KdO$3cQ`O,5=xOOQ[1G.k1G.kO$3hQ!0LrO1G.kO@zQ`O1G.kO$3sQ`O1G.kO9uQ!0LrO1G.kO$5{Q!fO,5ARO$6YQ`O,5ARO9eQ`O,5ARO$6eQlO,5>QO$6lQ`O,5>QOOQ[1G3j1G3jO`QlO1G3jOOQ[1G3p1G3pOOQ[1G3r1G3rO?TQ`O1G3tO$6qQlO1G3vO$:uQlO'#HuOOQ[1G3y1G3yO$;SQ`O'#H{O?YQ`O'#H}OOQ[1G4P1G4PO$;[QlO1G4PO9uQ!0LrO1G4VOOQ[1G4X1G4XOOQ!0Lb'#G`'#G`O9uQ!0LrO1G4ZO9uQ!0LrO1G4]O$?cQ`O,5@cO9eQ`O,5;`O?YQ`O,5:XO!)[QlO,5:XO!CZQpO,5:XO$?hQ?MtO,5:XOOQO,5;`,5;`O$?rQpO'#IfO$@YQ`O,5@bOOQ!0Lf1G/r1G/rO!)[QlO,5;`O$@bQpO'#IlO$@lQ`O,5@qOOQ!0Lb1G0y1G0yO#$^QpO,5:XOOQO'#Ih'#IhO$@tQpO,5:qOOQ!0Ln,5:q,5:qO#(ZQ`O1G0ZOOQ!0Lf1G0Z1G0ZO%[QlO1G0ZOOQ!0Lf1G0t1G0tO?YQ`O1G0tO!CZQpO1G0tO!CcQMhO1G0tOOQ!0Lb1G5}1G5}O!COQ!0LrO1G0^OOQO1G0m1G0mO%[QlO1G0mO$@{Q!0LrO1G0mO$AWQ!0LrO1G0mO!CZQpO1G0^ODWQpO1G0^O$AfQ!0LrO1G0mOOQO1G0^1G0^O$AzQ!0MxO1G0mPOOO-E<]-E<]POOO1G.h1G.hOOOO1G/i1G/iO$BUQ!bO,5<jO$B^Q!fO1G4kOOQO1G4q1G4qO%[QlO,5?PO$BhQ`O1G5{O$BpQ`O1G6ZO$BxQ!fO1G6[O9eQ`O,5?VO$CSQ!0MxO1G6XO%[QlO1G6XO$CdQ!0LrO1G6XO$CuQ`O1G6WO$CuQ`O1G6WO9eQ`O1G6WO$C}Q`O,5?YO9eQ`O,5?YOOQO,5?Y,5?YO$DcQ`O,5?YO$+YQ`O,5?YOOQO-E<l-E<lOOQS1G0a1G0aOOQS1G0c1G0cO#.lQ`O1G0cOOQ[7+(f7+(fO!&zQMhO7+(fO%[QlO7+(fO$DqQ`O7+(fO$D|QMhO7+(fO$E[Q!0MzO,5=YO$GgQ!0MzO,5=[O$IrQ!0MzO,5=YO$LTQ!0MzO,5=[O$NfQ!0MzO,59uO%!kQ!0MzO,5<lO%$vQ!0MzO,5<nO%'RQ!0MzO,5<|OOQ!0Lf7+&a7+&aO%)dQ!0MxO7+&aO%*WQlO'#IgO%*eQ`O,5@dO%*mQ!fO,5@dOOQ!0Lf1G0P1G0PO%*wQ`O7+&kOOQ!0Lf7+&k7+&kO%*|Q?MtO,5:fO%[QlO7+&{O%+WQ?MtO,5:bO%+eQ?MtO,5:jO%+oQ?MtO,5:lO%+yQMhO'#IjO%,TQ`O,5@iOOQ!0Lh1G0d1G0dOOQO1G1s1G1sOOQO1G1t1G1tO%,]Q!jO,5<[O!)[QlO,5<ZOOQO-E<m-E<mOOQ!0Lf7+'Z7+'ZOOOW7+'f7+'fOOOW1G1}1G1}O%,hQ`O1G1}OOQ!0Lf1G2P1G2POOOO,59o,59oO%,mQ!dO,59oOOOO-E<a-E<aOOQ!0Lh1G/X1G/XO%,tQ!0MxO7+'lOOQ!0Lh,5?_,5?_O%-hQMhO1G2gP%-oQ`O'#IsPOQ!0Lh-E<q-E<qO%.]QMjO,5?bOOQ!0Lh-E<t-E<tO%/OQMjO,5?dOOQ!0Lh-E<v-E<vO%/YQ!dO1G2xO%/aQ!dO'#CrO%/wQMhO'#KTO$$wQlO'#JwOOQ!0Lh1G2`1G2`O%0RQ`O'#IrO%0jQ`O,5@wO%0jQ`O,5@wO%0rQ`O,5@wO%0}Q`O,5@wOOQO1G2b1G2bO%1]QMjO1G2aO$+YQ`O'#K]O!,TQMhO1G2aO%1mQ(CWO'#ItO%1zQ`O,5@xO!&zQMhO,5@xO%2SQ!dO,5@xOOQ!0Lh1G2e1G2eO%4dQ!fO'#CiO%4nQ`O,5=QOOQ!0Lb,5=O,5=OO%4vQpO,5=OOOQ!0Lb,5=P,5=POCwQ`O,5=OO%5RQpO,5=OOOQ!0Lb,5=S,5=SO$+YQ`O,5=WOOQO,5?a,5?aOOQO-E<s-E<sOOQ!0Lp1G2i1G2iO#$^QpO,5=OO$$wQlO,5=QO%5aQ`O,5=PO%5lQpO,5=PO!,TQMhO'#IvO%6fQMjO1G2tO!,TQMhO'#IxO%7XQMjO1G2vO%7cQMjO1G5rO%7mQMjO1G5rOOQO,5?f,5?fOOQO-E<x-E<xOOQO1G.{1G.{O!,TQMhO1G5rO!,TQMhO1G5rO!=[QpO,59wO%[QlO,59wOOQ!0Lh,5<k,5<kO%7zQ`O1G2[O!,TQMhO1G2cO%8PQ!0MxO7+'nOOQ!0Lf7+'n7+'nO!$wQlO7+'nO%8sQ`O,5;`OOQ!0Lb,5?h,5?hOOQ!0Lb-E<z-E<zO%8xQ!dO'#K_O#(ZQ`O7+(fO4UQ!fO7+(fO$DtQ`O7+(fO%9SQ!0MvO'#CiO%9gQ!0MvO,5=TO%9zQ`O,5=TO%:SQ`O,5=TOOQ!0Lb1G5p1G5pOOQ[7+$a7+$aO!COQ!0LrO7+$aO!CZQpO7+$aO!$wQlO7+&aO%:XQ`O'#JRO%:pQ`O,5AQOOQO1G3i1G3iO9kQ`O,5AQO%:pQ`O,5AQO%:xQ`O,5AQOOQO,5?n,5?nOOQO-E=Q-E=QOOQ!0Lf7+'U7+'UO%:}Q`O7+)RO9uQ!0LrO7+)RO9kQ`O7+)RO@zQ`O7+)RO%;SQ`O7+)ROOQ[7+)R7+)ROOQ[7+(q7+(qO%;XQ!0MvO7+(nO!&zQMhO7+(nO!EcQ`O7+(oOOQ[7+(o7+(oO!&zQMhO7+(oO%;cQ`O'#KcO%;nQ`O,5=mOOQO,5?j,5?jOOQO-E<|-E<|OOQ[7+(t7+(tO%=QQpO'#H[OOQ[1G3a1G3aO!&zQMhO1G3aO%[QlO1G3aO%=XQ`O1G3aO%=dQMhO1G3aO9uQ!0LrO1G3cO$%dQ`O1G3cO9`Q`O1G3cO!CZQpO1G3cO!CcQMhO1G3cO%=rQ`O'#JQO%>WQ`O,5AOO%>`QpO,5AOOOQ!0Lb1G3d1G3dOOQ[7+$V7+$VO@zQ`O7+$VO9uQ!0LrO7+$VO%>kQ`O7+$VO%[QlO1G6mO%[QlO1G6nO%>pQ!0LrO1G6mO%>zQlO1G3lO%?RQ`O1G3lO%?WQlO1G3lOOQ[7+)U7+)UO9uQ!0LrO7+)`O`QlO7+)bOOQ['#Ki'#KiOOQ['#JT'#JTO%?_QlO,5>aOOQ[,5>a,5>aO%[QlO'#HvO%?lQ`O'#HxOOQ[,5>g,5>gO9eQ`O,5>gOOQ[,5>i,5>iOOQ[7+)k7+)kOOQ[7+)q7+)qOOQ[7+)u7+)uOOQ[7+)w7+)wO%?qQpO1G5}O%@]Q`O1G0zOOQO1G/s1G/sO%@hQ?MtO1G/sO?YQ`O1G/sO!)[QlO'#DmOOQO,5?Q,5?QOOQO-E<d-E<dO%@rQ?MtO1G0zOOQO,5?W,5?WOOQO-E<j-E<jO!CZQpO1G/sOOQO-E<f-E<fOOQ!0Ln1G0]1G0]OOQ!0Lf7+%u7+%uO#(ZQ`O7+%uOOQ!0Lf7+&`7+&`O?YQ`O7+&`O!CZQpO7+&`OOQO7+%x7+%xO$AzQ!0MxO7+&XOOQO7+&X7+&XO%[QlO7+&XO%@|Q!0LrO7+&XO!COQ!0LrO7+%xO!CZQpO7+%xO%AXQ!0LrO7+&XO%AgQ!0MxO7++sO%[QlO7++sO%AwQ`O7++rO%AwQ`O7++rOOQO1G4t1G4tO9eQ`O1G4tO%BPQ`O1G4tOOQS7+%}7+%}O#(ZQ`O<<LQO4UQ!fO<<LQO%B_Q`O<<LQOOQ[<<LQ<<LQO!&zQMhO<<LQO%[QlO<<LQO%BgQ`O<<LQO%BrQ!0MzO,5?bO%D}Q!0MzO,5?dO%GYQ!0MzO1G2aO%IkQ!0MzO1G2tO%KvQ!0MzO1G2vO%NRQ!fO,5?RO%[QlO,5?ROOQO-E<e-E<eO%N]Q`O1G6OOOQ!0Lf<<JV<<JVO%NeQ?MtO1G0uO&!lQ?MtO1G1QO&!sQ?MtO1G1QO&$tQ?MtO1G1QO&${Q?MtO1G1QO&&|Q?MtO1G1QO&(}Q?MtO1G1QO&)UQ?MtO1G1QO&)]Q?MtO1G1QO&+^Q?MtO1G1QO&+eQ?MtO1G1QO&+lQ!0MxO<<JgO&-dQ?MtO1G1QO&.aQ?MvO1G1QO&/dQ?MvO'#JmO&1jQ?MtO1G1dO&1wQ?MtO1G0UO&2RQMjO,5?UOOQO-E<h-E<hO!)[QlO'#FrOOQO'#K['#K[OOQO1G1v1G1vO&2]Q`O1G1uO&2bQ?MtO,5?]OOOW7+'i7+'iOOOO1G/Z1G/ZO&2lQ!dO1G4yOOQ!0Lh7+(R7+(RP!&zQMhO,5?_O!,TQMhO7+(dO&2sQ`O,5?^O9eQ`O,5?^O$+YQ`O,5?^OOQO-E<p-E<pO&3RQ`O1G6cO&3RQ`O1G6cO&3ZQ`O1G6cO&3fQMjO7+'{O&3vQ!dO,5?`O&4QQ`O,5?`O!&zQMhO,5?`OOQO-E<r-E<rO&4VQ!dO1G6dO&4aQ`O1G6dO&4iQ`O1G2lO!&zQMhO1G2lOOQ!0Lb1G2j1G2jOOQ!0Lb1G2k1G2kO%4vQpO1G2jO!CZQpO1G2jOCwQ`O1G2jOOQ!0Lb1G2r1G2rO&4nQpO1G2jO&4|Q`O1G2lO$+YQ`O1G2kOCwQ`O1G2kO$$wQlO1G2lO&5UQ`O1G2kO&5xQMjO,5?bOOQ!0Lh-E<u-E<uO&6kQMjO,5?dOOQ!0Lh-E<w-E<wO!,TQMhO7++^O&6uQMjO7++^O&7PQMjO7++^OOQ!0Lh1G/c1G/cO&7^Q`O1G/cOOQ!0Lh7+'v7+'vO&7cQMjO7+'}O&7sQ!0MxO<<KYOOQ!0Lf<<KY<<KYO&8gQ`O1G0zO!&zQMhO'#I{O&8lQ`O,5@yO&:nQ!fO<<LQO!&zQMhO1G2oO&:uQ!0LrO1G2oOOQ[<<G{<<G{O!COQ!0LrO<<G{O&;WQ!0MxO<<I{OOQ!0Lf<<I{<<I{OOQO,5?m,5?mO&;zQ`O,5?mO&<PQ`O,5?mOOQO-E=P-E=PO&<_Q`O1G6lO&<_Q`O1G6lO9kQ`O1G6lO@zQ`O<<LmOOQ[<<Lm<<LmO&<gQ`O<<LmO9uQ!0LrO<<LmO9kQ`O<<LmOOQ[<<LY<<LYO%;XQ!0MvO<<LYOOQ[<<LZ<<LZO!EcQ`O<<LZO&<lQpO'#I}O&<wQ`O,5@}O!)[QlO,5@}OOQ[1G3X1G3XOOQO'#JP'#JPO9uQ!0LrO'#JPO&=PQpO,5=vOOQ[,5=v,5=vO&=WQpO'#EgO&=_QpO'#GfO&=dQ`O7+({O&=iQ`O7+({OOQ[7+({7+({O!&zQMhO7+({O%[QlO7+({O&=qQ`O7+({OOQ[7+(}7+(}O9uQ!0LrO7+(}O$%dQ`O7+(}O9`Q`O7+(}O!CZQpO7+(}O&=|Q`O,5?lOOQO-E=O-E=OOOQO'#H_'#H_O&>XQ`O1G6jO9uQ!0LrO<<GqOOQ[<<Gq<<GqO@zQ`O<<GqO&>aQ`O7+,XO&>fQ`O7+,YO%[QlO7+,XO%[QlO7+,YOOQ[7+)W7+)WO&>kQ`O7+)WO&>pQlO7+)WO&>wQ`O7+)WOOQ[<<Lz<<LzOOQ[<<L|<<L|OOQ[-E=R-E=ROOQ[1G3{1G3{O&>|Q`O,5>bOOQ[,5>d,5>dO&?RQ`O1G4RO9eQ`O7+&fO!)[QlO7+&fOOQO7+%_7+%_O&?WQ?MtO1G6[O?YQ`O7+%_OOQ!0Lf<<Ia<<IaOOQ!0Lf<<Iz<<IzO?YQ`O<<IzOOQO<<Is<<IsO$AzQ!0MxO<<IsO%[QlO<<IsOOQO<<Id<<IdO!COQ!0LrO<<IdO&?bQ!0LrO<<IsO&?mQ!0MxO<= _O&?}Q`O<= ^OOQO7+*`7+*`O9eQ`O7+*`OOQ[ANAlANAlO&@VQ!fOANAlO!&zQMhOANAlO#(ZQ`OANAlO4UQ!fOANAlO&@^Q`OANAlO%[QlOANAlO&@fQ!0MzO7+'{O&BwQ!0MzO,5?bO&ESQ!0MzO,5?dO&G_Q!0MzO7+'}O&IpQ!fO1G4mO&IzQ?MtO7+&aO&LOQ?MvO,5=YO&NVQ?MvO,5=[O&NgQ?MvO,5=YO&NwQ?MvO,5=[O' XQ?MvO,59uO'#_Q?MvO,5<lO'%bQ?MvO,5<nO''vQ?MvO,5<|O')lQ?MtO7+'lO')yQ?MtO7+'nO'*WQ`O,5<^OOQO7+'a7+'aOOQ!0Lh7+*e7+*eO'*]QMjO<<LOOOQO1G4x1G4xO'*dQ`O1G4xO'*oQ`O1G4xO'*}Q`O7++}O'*}Q`O7++}O!&zQMhO1G4zO'+VQ!dO1G4zO'+aQ`O7+,OO'+iQ`O7+(WO'+tQ!dO7+(WOOQ!0Lb7+(U7+(UOOQ!0Lb7+(V7+(VO!CZQpO7+(UOCwQ`O7+(UO',OQ`O7+(WO!&zQMhO7+(WO$+YQ`O7+(VO',TQ`O7+(WOCwQ`O7+(VO',]QMjO<<NxO!,TQMhO<<NxOOQ!0Lh7+$}7+$}O',gQ!dO,5?gOOQO-E<y-E<yO',qQ!0MvO7+(ZO!&zQMhO7+(ZOOQ[AN=gAN=gO9kQ`O1G5XOOQO1G5X1G5XO'-RQ`O1G5XO'-WQ`O7+,WO'-WQ`O7+,WO9uQ!0LrOANBXO@zQ`OANBXOOQ[ANBXANBXO'-`Q`OANBXOOQ[ANAtANAtOOQ[ANAuANAuO'-eQ`O,5?iOOQO-E<{-E<{O'-pQ?MtO1G6iOOQO,5?k,5?kOOQO-E<}-E<}OOQ[1G3b1G3bO'-zQ`O,5=QOOQ[<<Lg<<LgO!&zQMhO<<LgO&=dQ`O<<LgO'.PQ`O<<LgO%[QlO<<LgOOQ[<<Li<<LiO9uQ!0LrO<<LiO$%dQ`O<<LiO9`Q`O<<LiO'.XQpO1G5WO'.dQ`O7+,UOOQ[AN=]AN=]O9uQ!0LrOAN=]OOQ[<= s<= sOOQ[<= t<= tO'.lQ`O<= sO'.qQ`O<= tOOQ[<<Lr<<LrO'.vQ`O<<LrO'.{QlO<<LrOOQ[1G3|1G3|O?YQ`O7+)mO'/SQ`O<<JQO'/_Q?MtO<<JQOOQO<<Hy<<HyOOQ!0LfAN?fAN?fOOQOAN?_AN?_O$AzQ!0MxOAN?_OOQOAN?OAN?OO%[QlOAN?_OOQO<<Mz<<MzOOQ[G27WG27WO!&zQMhOG27WO#(ZQ`OG27WO'/iQ!fOG27WO4UQ!fOG27WO'/pQ`OG27WO'/xQ?MtO<<JgO'0VQ?MvO1G2aO'1{Q?MvO,5?bO'4OQ?MvO,5?dO'6RQ?MvO1G2tO'8UQ?MvO1G2vO':XQ?MtO<<KYO':fQ?MtO<<I{OOQO1G1x1G1xO!,TQMhOANAjOOQO7+*d7+*dO':sQ`O7+*dO';OQ`O<= iO';WQ!dO7+*fOOQ!0Lb<<Kr<<KrO$+YQ`O<<KrOCwQ`O<<KrO';bQ`O<<KrO!&zQMhO<<KrOOQ!0Lb<<Kp<<KpO!CZQpO<<KpO';mQ!dO<<KrOOQ!0Lb<<Kq<<KqO';wQ`O<<KrO!&zQMhO<<KrO$+YQ`O<<KqO';|QMjOANDdO'<WQ!0MvO<<KuOOQO7+*s7+*sO9kQ`O7+*sO'<hQ`O<= rOOQ[G27sG27sO9uQ!0LrOG27sO@zQ`OG27sO!)[QlO1G5TO'<pQ`O7+,TO'<xQ`O1G2lO&=dQ`OANBROOQ[ANBRANBRO!&zQMhOANBRO'<}Q`OANBROOQ[ANBTANBTO9uQ!0LrOANBTO$%dQ`OANBTOOQO'#H`'#H`OOQO7+*r7+*rOOQ[G22wG22wOOQ[ANE_ANE_OOQ[ANE`ANE`OOQ[ANB^ANB^O'=VQ`OANB^OOQ[<<MX<<MXO!)[QlOAN?lOOQOG24yG24yO$AzQ!0MxOG24yO#(ZQ`OLD,rOOQ[LD,rLD,rO!&zQMhOLD,rO'=[Q!fOLD,rO'=cQ?MvO7+'{O'?XQ?MvO,5?bO'A[Q?MvO,5?dO'C_Q?MvO7+'}O'ETQMjOG27UOOQO<<NO<<NOOOQ!0LbANA^ANA^O$+YQ`OANA^OCwQ`OANA^O'EeQ!dOANA^OOQ!0LbANA[ANA[O'ElQ`OANA^O!&zQMhOANA^O'EwQ!dOANA^OOQ!0LbANA]ANA]OOQO<<N_<<N_OOQ[LD-_LD-_O9uQ!0LrOLD-_O'FRQ?MtO7+*oOOQO'#Gg'#GgOOQ[G27mG27mO&=dQ`OG27mO!&zQMhOG27mOOQ[G27oG27oO9uQ!0LrOG27oOOQ[G27xG27xO'F]Q?MtOG25WOOQOLD*eLD*eOOQ[!$(!^!$(!^O#(ZQ`O!$(!^O!&zQMhO!$(!^O'FgQ!0MzOG27UOOQ!0LbG26xG26xO$+YQ`OG26xO'HxQ`OG26xOCwQ`OG26xO'ITQ!dOG26xO!&zQMhOG26xOOQ[!$(!y!$(!yOOQ[LD-XLD-XO&=dQ`OLD-XOOQ[LD-ZLD-ZOOQ[!)9Ex!)9ExO#(ZQ`O!)9ExOOQ!0LbLD,dLD,dO$+YQ`OLD,dOCwQ`OLD,dO'I[Q`OLD,dO'IgQ!dOLD,dOOQ[!$(!s!$(!sOOQ[!.K;d!.K;dO'InQ?MvOG27UOOQ!0Lb!$(!O!$(!OO$+YQ`O!$(!OOCwQ`O!$(!OO'KdQ`O!$(!OOOQ!0Lb!)9Ej!)9EjO$+YQ`O!)9EjOCwQ`O!)9EjOOQ!0Lb!.K;U!.K;UO$+YQ`O!.K;UOOQ!0Lb!4/0p!4/0pO!)[QlO'#DzO1PQ`O'#EXO'KoQ!fO'#JsO'KvQ!L^O'#DvO'K}QlO'#EOO'LUQ!fO'#CiO'NlQ!fO'#CiO!)[QlO'#EQO'N|QlO,5;ZO!)[QlO,5;fO!)[QlO,5;fO!)[QlO,5;fO!)[QlO,5;fO!)[QlO,5;fO!)[QlO,5;fO!)[QlO,5;fO!)[QlO,5;fO!)[QlO,5;fO!)[QlO,5;fO!)[QlO'#IqO(#PQ`O,5<jO!)[QlO,5;fO(#XQMhO,5;fO($rQMhO,5;fO!)[QlO,5;xO!&zQMhO'#GnO(#XQMhO'#GnO!&zQMhO'#GpO(#XQMhO'#GpO1SQ`O'#DZO1SQ`O'#DZO!&zQMhO'#GQO(#XQMhO'#GQO!&zQMhO'#GSO(#XQMhO'#GSO!&zQMhO'#GbO(#XQMhO'#GbO!)[QlO,5:jO($yQpO'#D_O!)[QlO,5@pO'N|QlO1G0uO(%TQ?MtO'#CiO!)[QlO1G2QO!&zQMhO'#IvO(#XQMhO'#IvO!&zQMhO'#IxO(#XQMhO'#IxO(%_Q!dO'#CrO!&zQMhO,5<uO(#XQMhO,5<uO'N|QlO1G2SO!)[QlO7+&{O!&zQMhO1G2aO(#XQMhO1G2aO!&zQMhO'#IvO(#XQMhO'#IvO!&zQMhO'#IxO(#XQMhO'#IxO!&zQMhO1G2cO(#XQMhO1G2cO'N|QlO7+'nO'N|QlO7+&aO!&zQMhOANAjO(#XQMhOANAjO(%rQ`O'#EoO(%wQ`O'#EoO(&PQ`O'#F^O(&UQ`O'#EzO(&ZQ`O'#KUO(&fQ`O'#KSO(&qQ`O,5;ZO(&vQMjO,5<fO(&}Q`O'#GZO('SQ`O'#GZO('XQ`O,5<fO('aQ`O,5<hO('iQ`O,5;ZO('qQ?MtO1G1aO('xQ`O,5<uO('}Q`O,5<uO((SQ`O,5<wO((XQ`O,5<wO((^Q`O1G2SO((cQ`O1G0uO((hQMjO<<LOO((oQMjO<<LOO((vQMhO'#F}O9`Q`O'#F|OAuQ`O'#EnO!)[QlO,5;uO!3oQ`O'#GZO!3oQ`O'#GZO!3oQ`O'#G]O!3oQ`O'#G]O!,TQMhO7+(dO!,TQMhO7+(dO%/YQ!dO1G2xO%/YQ!dO1G2xO!&zQMhO,5=^O!&zQMhO,5=^",
+    stateData: "(){~O'}OS(OOSTOS(PRQ~OPYOQYOSfOY!VOaqOdzOeyOl!POpkOrYOskOtkOzkO|YO!OYO!SWO!WkO!XkO!_XO!iuO!lZO!oYO!pYO!qYO!svO!uwO!xxO!|]O$X|O$oiO%i}O%k!QO%m!OO%n!OO%o!OO%r!RO%t!SO%w!TO%x!TO%z!UO&X!WO&_!XO&a!YO&c!ZO&e![O&h!]O&n!^O&t!_O&v!`O&x!aO&z!bO&|!cO(USO(WTO(ZUO(bVO(p[O~OWtO~P`OPYOQYOSfOd!jOe!iOpkOrYOskOtkOzkO|YO!OYO!SWO!WkO!XkO!_!eO!iuO!lZO!oYO!pYO!qYO!svO!u!gO!x!hO$X!kO$oiO(U!dO(WTO(ZUO(bVO(p[O~Oa!wOs!nO!S!oO!b!yO!c!vO!d!vO!|<XO#T!pO#U!pO#V!xO#W!pO#X!pO#[!zO#]!zO(V!lO(WTO(ZUO(f!mO(p!sO~O(P!{O~OP]XR]X[]Xa]Xj]Xr]X!Q]X!S]X!]]X!l]X!p]X#R]X#S]X#`]X#lfX#o]X#p]X#q]X#r]X#s]X#t]X#u]X#v]X#w]X#y]X#{]X#|]X$R]X'{]X(b]X(s]X(z]X({]X~O!g%SX~P(qO_!}O(W#PO(X!}O(Y#PO~O_#QO(Y#PO(Z#PO([#QO~Ox#SO!U#TO(c#TO(d#VO~OPYOQYOSfOd!jOe!iOpkOrYOskOtkOzkO|YO!OYO!SWO!WkO!XkO!_!eO!iuO!lZO!oYO!pYO!qYO!svO!u!gO!x!hO$X!kO$oiO(U<]O(WTO(ZUO(bVO(p[O~O![#ZO!]#WO!Y(iP!Y(wP~P+}O!^#cO~P`OPYOQYOSfOd!jOe!iOrYOskOtkOzkO|YO!OYO!SWO!WkO!XkO!_!eO!iuO!lZO!oYO!pYO!qYO!svO!u!gO!x!hO$X!kO$oiO(WTO(ZUO(bVO(p[O~Op#mO![#iO!|]O#j#lO#k#iO(U<^O!k(tP~P.iO!l#oO(U#nO~O!x#sO!|]O%i#tO~O#l#uO~O!g#vO#l#uO~OP$[OR#zO[$cOj$ROr$aO!Q#yO!S#{O!]$_O!l#xO!p$[O#R$RO#o$OO#p$PO#q$PO#r$PO#s$QO#t$RO#u$RO#v$bO#w$SO#y$UO#{$WO#|$XO(bVO(s$YO(z#|O({#}O~Oa(gX'{(gX'x(gX!k(gX!Y(gX!_(gX%j(gX!g(gX~P1qO#S$dO#`$eO$R$eOP(hXR(hX[(hXj(hXr(hX!Q(hX!S(hX!](hX!l(hX!p(hX#R(hX#o(hX#p(hX#q(hX#r(hX#s(hX#t(hX#u(hX#v(hX#w(hX#y(hX#{(hX#|(hX(b(hX(s(hX(z(hX({(hX!_(hX%j(hX~Oa(hX'{(hX'x(hX!Y(hX!k(hXv(hX!g(hX~P4UO#`$eO~O$^$hO$`$gO$g$mO~OSfO!_$nO$j$oO$l$qO~Oh%VOj%dOk%dOp%WOr%XOs$tOt$tOz%YO|%ZO!O%]O!S${O!_$|O!i%bO!l$xO#k%cO$X%`O$u%^O$w%_O$z%aO(U$sO(WTO(ZUO(b$uO(z$}O({%POg(_P~Ol%[O~P7eO!l%eO~O!S%hO!_%iO(U%gO~O!g%mO~Oa%nO'{%nO~O!Q%rO~P%[O(V!lO~P%[O%o%vO~P%[Oh%VO!l%eO(U%gO(V!lO~Oe%}O!l%eO(U%gO~Oj$RO~O!_&PO(U%gO(V!lO(WTO(ZUO`)XP~O!Q&SO!l&RO%k&VO&U&WO~P;SO!x#sO~O%t&YO!S)TX!_)TX(U)TX~O(U&ZO~Ol!PO!u&`O%k!QO%m!OO%n!OO%o!OO%r!RO%t!SO%w!TO%x!TO~Od&eOe&dO!x&bO%i&cO%|&aO~P<bOd&hOeyOl!PO!_&gO!u&`O!xxO!|]O%i}O%m!OO%n!OO%o!OO%r!RO%t!SO%w!TO%x!TO%z!UO~Ob&kO#`&nO%k&iO(V!lO~P=gO!l&oO!u&sO~O!l#oO~O!_XO~Oa%nO'y&{O'{%nO~Oa%nO'y'OO'{%nO~Oa%nO'y'QO'{%nO~O'x]X!Y]Xv]X!k]X&]]X!_]X%j]X!g]X~P(qO!b'`O!c'WO!d'WO(V!lO(WTO(ZUO~Os'UO!S'TO!['XO(f'SO!^(jP!^(yP~P@nOn'cO!_'aO(U%gO~Oe'hO!l%eO(U%gO~O!Q&SO!l&RO~Os!nO!S!oO!|<XO#T!pO#U!pO#W!pO#X!pO(V!lO(WTO(ZUO(f!mO(p!sO~O!b'nO!c'mO!d'mO#V!pO#['oO#]'oO~PBYOa%nOh%VO!g#vO!l%eO'{%nO(s'qO~O!p'uO#`'sO~PChOs!nO!S!oO(WTO(ZUO(f!mO(p!sO~O!_XOs(nX!S(nX!b(nX!c(nX!d(nX!|(nX#T(nX#U(nX#V(nX#W(nX#X(nX#[(nX#](nX(V(nX(W(nX(Z(nX(f(nX(p(nX~O!c'mO!d'mO(V!lO~PDWO(Q'yO(R'yO(S'{O~O_!}O(W'}O(X!}O(Y'}O~O_#QO(Y'}O(Z'}O([#QO~Ov(PO~P%[Ox#SO!U#TO(c#TO(d(SO~O![(UO!Y'XX!Y'_X!]'XX!]'_X~P+}O!](WO!Y(iX~OP$[OR#zO[$cOj$ROr$aO!Q#yO!S#{O!](WO!l#xO!p$[O#R$RO#o$OO#p$PO#q$PO#r$PO#s$QO#t$RO#u$RO#v$bO#w$SO#y$UO#{$WO#|$XO(bVO(s$YO(z#|O({#}O~O!Y(iX~PHRO!Y(]O~O!Y(vX!](vX!g(vX!k(vX(s(vX~O#`(vX#l#dX!^(vX~PJUO#`(^O!Y(xX!](xX~O!](_O!Y(wX~O!Y(bO~O#`$eO~PJUO!^(cO~P`OR#zO!Q#yO!S#{O!l#xO(bVOP!na[!naj!nar!na!]!na!p!na#R!na#o!na#p!na#q!na#r!na#s!na#t!na#u!na#v!na#w!na#y!na#{!na#|!na(s!na(z!na({!na~Oa!na'{!na'x!na!Y!na!k!nav!na!_!na%j!na!g!na~PKlO!k(dO~O!g#vO#`(eO(s'qO!](uXa(uX'{(uX~O!k(uX~PNXO!S%hO!_%iO!|]O#j(jO#k(iO(U%gO~O!](kO!k(tX~O!k(mO~O!S%hO!_%iO#k(iO(U%gO~OP(hXR(hX[(hXj(hXr(hX!Q(hX!S(hX!](hX!l(hX!p(hX#R(hX#o(hX#p(hX#q(hX#r(hX#s(hX#t(hX#u(hX#v(hX#w(hX#y(hX#{(hX#|(hX(b(hX(s(hX(z(hX({(hX~O!g#vO!k(hX~P! uOR(oO!Q(nO!l#xO#S$dO!|!{a!S!{a~O!x!{a%i!{a!_!{a#j!{a#k!{a(U!{a~P!#vO!x(sO~OPYOQYOSfOd!jOe!iOpkOrYOskOtkOzkO|YO!OYO!SWO!WkO!XkO!_XO!iuO!lZO!oYO!pYO!qYO!svO!u!gO!x!hO$X!kO$oiO(U!dO(WTO(ZUO(bVO(p[O~Oh%VOp%WOr%XOs$tOt$tOz%YO|%ZO!O<uO!S${O!_$|O!i>WO!l$xO#k<{O$X%`O$u<wO$w<yO$z%aO(U(wO(WTO(ZUO(b$uO(z$}O({%PO~O#l(yO~O![({O!k(lP~P%[O(f(}O(p[O~O!S)PO!l#xO(f(}O(p[O~OP<WOQ<WOSfOd>SOe!iOpkOr<WOskOtkOzkO|<WO!O<WO!SWO!WkO!XkO!_!eO!i<ZO!lZO!o<WO!p<WO!q<WO!s<[O!u<_O!x!hO$X!kO$o>QO(U)^O(WTO(ZUO(bVO(p[O~O!]$_Oa$ra'{$ra'x$ra!k$ra!Y$ra!_$ra%j$ra!g$ra~Ol)eO~P!&zOh%VOp%WOr%XOs$tOt$tOz%YO|%ZO!O%]O!S${O!_$|O!i%bO!l$xO#k%cO$X%`O$u%^O$w%_O$z%aO(U(wO(WTO(ZUO(b$uO(z$}O({%PO~Og(qP~P!,TO!Q)jO!g)iO!_$_X$[$_X$^$_X$`$_X$g$_X~O!g)iO!_(|X$[(|X$^(|X$`(|X$g(|X~O!Q)jO~P!.^O!Q)jO!_(|X$[(|X$^(|X$`(|X$g(|X~O!_)lO$[)pO$^)kO$`)kO$g)qO~O![)tO~P!)[O$^$hO$`$gO$g)xO~On${X!Q${X#S${X'z${X(z${X({${X~OgmXg${XnmX!]mX#`mX~P!0SOx)zO(c){O(d)}O~On*WO!Q*PO'z*QO(z$}O({%PO~Og*OO~P!1WOg*XO~Oh%VOr%XOs$tOt$tOz%YO|%ZO!O<uO!S*ZO!_*[O!i>WO!l$xO#k<{O$X%`O$u<wO$w<yO$z%aO(WTO(ZUO(b$uO(z$}O({%PO~Op*aO![*_O(U*YO!k)PP~P!1uO#l*bO~O!l*cO~Oh%VOp%WOr%XOs$tOt$tOz%YO|%ZO!O<uO!S${O!_$|O!i>WO!l$xO#k<{O$X%`O$u<wO$w<yO$z%aO(U*eO(WTO(ZUO(b$uO(z$}O({%PO~O![*hO!Y)QP~P!3tOr*tOs!nO!S*jO!b*rO!c*lO!d*lO!l*cO#[*sO%a*nO(V!lO(WTO(ZUO(f!mO~O!^*qO~P!5iO#S$dOn(aX!Q(aX'z(aX(z(aX({(aX!](aX#`(aX~Og(aX$P(aX~P!6kOn*yO#`*xOg(`X!](`X~O!]*zOg(_X~Oj%dOk%dOl%dO(U&ZOg(_P~Os*}O~Og*OO(U&ZO~O!l+TO~O(U(wO~Op+XO!S%hO![#iO!_%iO!|]O#j#lO#k#iO(U%gO!k(tP~O!g#vO#l+YO~O!S%hO![+[O!](_O!_%iO(U%gO!Y(wP~Os']O!S+_O![+^O(WTO(ZUO(f+]O~O!^(yP~P!9|O!]+`Oa)UX'{)UX~OP$[OR#zO[$cOj$ROr$aO!Q#yO!S#{O!l#xO!p$[O#R$RO#o$OO#p$PO#q$PO#r$PO#s$QO#t$RO#u$RO#v$bO#w$SO#y$UO#{$WO#|$XO(bVO(s$YO(z#|O({#}O~Oa!ja!]!ja'{!ja'x!ja!Y!ja!k!jav!ja!_!ja%j!ja!g!ja~P!:tO(f(}O~OR#zO!Q#yO!S#{O!l#xO(bVOP!ra[!raj!rar!ra!]!ra!p!ra#R!ra#o!ra#p!ra#q!ra#r!ra#s!ra#t!ra#u!ra#v!ra#w!ra#y!ra#{!ra#|!ra(s!ra(z!ra({!ra~Oa!ra'{!ra'x!ra!Y!ra!k!rav!ra!_!ra%j!ra!g!ra~P!=aOR#zO!Q#yO!S#{O!l#xO(bVOP!ta[!taj!tar!ta!]!ta!p!ta#R!ta#o!ta#p!ta#q!ta#r!ta#s!ta#t!ta#u!ta#v!ta#w!ta#y!ta#{!ta#|!ta(s!ta(z!ta({!ta~Oa!ta'{!ta'x!ta!Y!ta!k!tav!ta!_!ta%j!ta!g!ta~P!?wOh%VOn+iO!_'aO%j+hO~O!g+kOa(^X!_(^X'{(^X!](^X~Oa%nO!_XO'{%nO~Oh%VO!l%eO~Oh%VO!l%eO(U%gO~O!g#vO#l(yO~Ob+vO%k+wO(U+sO(WTO(ZUO!^)YP~O!]+xO`)XX~O[+|O~O`+}O~O!_&PO(U%gO(V!lO`)XP~O%k,QO~P;SOh%VO#`,UO~Oh%VOn,XO!_$|O~O!_,ZO~O!Q,]O!_XO~O%o%vO~O!x,bO~Oe,gO~Ob,hO(U#nO(WTO(ZUO!^)WP~Oe%}O~O%k!QO(U&ZO~P=gO[,mO`,lO~OPYOQYOSfOdzOeyOpkOrYOskOtkOzkO|YO!OYO!SWO!WkO!XkO!iuO!lZO!oYO!pYO!qYO!svO!xxO!|]O$oiO%i}O(WTO(ZUO(bVO(p[O~O!_!eO!u!gO$X!kO(U!dO~P!GOO`,lOa%nO'{%nO~OPYOQYOSfOd!jOe!iOpkOrYOskOtkOzkO|YO!OYO!SWO!WkO!XkO!_!eO!iuO!lZO!oYO!pYO!qYO!svO!x!hO$X!kO$oiO(U!dO(WTO(ZUO(bVO(p[O~Oa,rOl!OO!uwO%m!OO%n!OO%o!OO~P!IhO!l&oO~O&_,xO~O!_,zO~O&p,|O&r,}OP&maQ&maS&maY&maa&mad&mae&mal&map&mar&mas&mat&maz&ma|&ma!O&ma!S&ma!W&ma!X&ma!_&ma!i&ma!l&ma!o&ma!p&ma!q&ma!s&ma!u&ma!x&ma!|&ma$X&ma$o&ma%i&ma%k&ma%m&ma%n&ma%o&ma%r&ma%t&ma%w&ma%x&ma%z&ma&X&ma&_&ma&a&ma&c&ma&e&ma&h&ma&n&ma&t&ma&v&ma&x&ma&z&ma&|&ma'x&ma(U&ma(W&ma(Z&ma(b&ma(p&ma!^&ma&f&mab&ma&k&ma~O(U-SO~Oh!eX!]#iX!^#iX!g!RX!g!eX!l!eX#`#iX~O!]!eX!^!eX~P#!nO!g-WOh(kX!](kX!^(kX!g(kX!l(kXr(kX(s(kX~Oh%VO!g-YO!l%eO!]!aX!^!aX~Os!nO!S!oO(WTO(ZUO(f!mO~OP<WOQ<WOSfOd>SOe!iOpkOr<WOskOtkOzkO|<WO!O<WO!SWO!WkO!XkO!_!eO!i<ZO!lZO!o<WO!p<WO!q<WO!s<[O!u<_O!x!hO$X!kO$o>QO(WTO(ZUO(bVO(p[O~O(U=RO~P#$oO!]-^O!^(jX~O!^-`O~O#`-aO!]#hX!^#hX~O!g-WO~O!]-bO!^(yX~O!^-dO~O!c-eO!d-eO(V!lO~P#$^O!^-hO~P'_On-kO!_'aO~O!Y-pO~Os!{a!b!{a!c!{a!d!{a#T!{a#U!{a#V!{a#W!{a#X!{a#[!{a#]!{a(V!{a(W!{a(Z!{a(f!{a(p!{a~P!#vO!p-uO#`-sO~PChO!c-wO!d-wO(V!lO~PDWOa%nO#`-sO'{%nO~Oa%nO!g#vO#`-sO'{%nO~Oa%nO!g#vO!p-uO#`-sO'{%nO(s'qO~O(Q'yO(R'yO(S-|O~Ov-}O~O!Y'Xa!]'Xa~P!:tO![.RO!Y'XX!]'XX~P%[O!](WO!Y(ia~O!Y(ia~PHRO!](_O!Y(wa~O!S%hO![.VO!_%iO(U%gO!Y'_X!]'_X~O#`.XO!](ua!k(uaa(ua'{(ua~O!g#vO~P#,wO!](kO!k(ta~O!S%hO!_%iO#k.]O(U%gO~Op.bO!S%hO![._O!_%iO!|]O#j.aO#k._O(U%gO!]'bX!k'bX~OR.fO!l#xO~Oh%VOn.iO!_'aO%j.hO~Oa#ci!]#ci'{#ci'x#ci!Y#ci!k#civ#ci!_#ci%j#ci!g#ci~P!:tOn>^O!Q*PO'z*QO(z$}O({%PO~O#l#_aa#_a#`#_a'{#_a!]#_a!k#_a!_#_a!Y#_a~P#/sO#l(aXP(aXR(aX[(aXa(aXj(aXr(aX!S(aX!l(aX!p(aX#R(aX#o(aX#p(aX#q(aX#r(aX#s(aX#t(aX#u(aX#v(aX#w(aX#y(aX#{(aX#|(aX'{(aX(b(aX(s(aX!k(aX!Y(aX'x(aXv(aX!_(aX%j(aX!g(aX~P!6kO!].vO!k(lX~P!:tO!k.yO~O!Y.{O~OP$[OR#zO!Q#yO!S#{O!l#xO!p$[O(bVO[#nia#nij#nir#ni!]#ni#R#ni#p#ni#q#ni#r#ni#s#ni#t#ni#u#ni#v#ni#w#ni#y#ni#{#ni#|#ni'{#ni(s#ni(z#ni({#ni'x#ni!Y#ni!k#niv#ni!_#ni%j#ni!g#ni~O#o#ni~P#3cO#o$OO~P#3cOP$[OR#zOr$aO!Q#yO!S#{O!l#xO!p$[O#o$OO#p$PO#q$PO#r$PO(bVO[#nia#nij#ni!]#ni#R#ni#t#ni#u#ni#v#ni#w#ni#y#ni#{#ni#|#ni'{#ni(s#ni(z#ni({#ni'x#ni!Y#ni!k#niv#ni!_#ni%j#ni!g#ni~O#s#ni~P#6QO#s$QO~P#6QOP$[OR#zO[$cOj$ROr$aO!Q#yO!S#{O!l#xO!p$[O#R$RO#o$OO#p$PO#q$PO#r$PO#s$QO#t$RO#u$RO#v$bO(bVOa#ni!]#ni#y#ni#{#ni#|#ni'{#ni(s#ni(z#ni({#ni'x#ni!Y#ni!k#niv#ni!_#ni%j#ni!g#ni~O#w#ni~P#8oOP$[OR#zO[$cOj$ROr$aO!Q#yO!S#{O!l#xO!p$[O#R$RO#o$OO#p$PO#q$PO#r$PO#s$QO#t$RO#u$RO#v$bO#w$SO(bVO({#}Oa#ni!]#ni#{#ni#|#ni'{#ni(s#ni(z#ni'x#ni!Y#ni!k#niv#ni!_#ni%j#ni!g#ni~O#y$UO~P#;VO#y#ni~P#;VO#w$SO~P#8oOP$[OR#zO[$cOj$ROr$aO!Q#yO!S#{O!l#xO!p$[O#R$RO#o$OO#p$PO#q$PO#r$PO#s$QO#t$RO#u$RO#v$bO#w$SO#y$UO(bVO(z#|O({#}Oa#ni!]#ni#|#ni'{#ni(s#ni'x#ni!Y#ni!k#niv#ni!_#ni%j#ni!g#ni~O#{#ni~P#={O#{$WO~P#={OP]XR]X[]Xj]Xr]X!Q]X!S]X!l]X!p]X#R]X#S]X#`]X#lfX#o]X#p]X#q]X#r]X#s]X#t]X#u]X#v]X#w]X#y]X#{]X#|]X$R]X(b]X(s]X(z]X({]X!]]X!^]X~O$P]X~P#@jOP$[OR#zO[<oOj<dOr<mO!Q#yO!S#{O!l#xO!p$[O#R<dO#o<aO#p<bO#q<bO#r<bO#s<cO#t<dO#u<dO#v<nO#w<eO#y<gO#{<iO#|<jO(bVO(s$YO(z#|O({#}O~O$P.}O~P#BwO#S$dO#`<pO$R<pO$P(hX!^(hX~P! uOa'ea!]'ea'{'ea'x'ea!k'ea!Y'eav'ea!_'ea%j'ea!g'ea~P!:tO[#nia#nij#nir#ni!]#ni#R#ni#s#ni#t#ni#u#ni#v#ni#w#ni#y#ni#{#ni#|#ni'{#ni(s#ni'x#ni!Y#ni!k#niv#ni!_#ni%j#ni!g#ni~OP$[OR#zO!Q#yO!S#{O!l#xO!p$[O#o$OO#p$PO#q$PO#r$PO(bVO(z#ni({#ni~P#EyOn>^O!Q*PO'z*QO(z$}O({%POP#niR#ni!S#ni!l#ni!p#ni#o#ni#p#ni#q#ni#r#ni(b#ni~P#EyO!]/ROg(qX~P!1WOg/TO~Oa$Qi!]$Qi'{$Qi'x$Qi!Y$Qi!k$Qiv$Qi!_$Qi%j$Qi!g$Qi~P!:tO$^/UO$`/UO~O$^/VO$`/VO~O!g)iO#`/WO!_$dX$[$dX$^$dX$`$dX$g$dX~O![/XO~O!_)lO$[/ZO$^)kO$`)kO$g/[O~O!]<kO!^(gX~P#BwO!^/]O~O!g)iO$g(|X~O$g/_O~Ov/`O~P!&zOx)zO(c){O(d/cO~O!S/fO~O(z$}On%ba!Q%ba'z%ba({%ba!]%ba#`%ba~Og%ba$P%ba~P#L{O({%POn%da!Q%da'z%da(z%da!]%da#`%da~Og%da$P%da~P#MnO!]fX!gfX!kfX!k${X(sfX~P!0SOp%WO![/oO!](_O(U/nO!Y(wP!Y)QP~P!1uOr*tO!b*rO!c*lO!d*lO!l*cO#[*sO%a*nO(V!lO(WTO(ZUO~Os'UO!S/pO![+^O!^*qO(f=OO!^(yP~P$ [O!k/qO~P#/sO!]/rO!g#vO(s'qO!k)PX~O!k/wO~OnoX!QoX'zoX(zoX({oX~O!g#vO!koX~P$#OOp/yO!S%hO![*_O!_%iO(U%gO!k)PP~O#l/zO~O!Y${X!]${X!g%SX~P!0SO!]/{O!Y)QX~P#/sO!g/}O~O!Y0PO~OpkO(U0QO~P.iOh%VOr0VO!g#vO!l%eO(s'qO~O!g+kO~Oa%nO!]0ZO'{%nO~O!^0]O~P!5iO!c0^O!d0^O(V!lO~P#$^Os!nO!S0_O(WTO(ZUO(f!mO~O#[0aO~Og%ba!]%ba#`%ba$P%ba~P!1WOg%da!]%da#`%da$P%da~P!1WOj%dOk%dOl%dO(U&ZOg'nX!]'nX~O!]*zOg(_a~Og0jO~On0lO#`0kOg(`a!](`a~OR0mO!Q0mO!S0nO#S$dOn}a'z}a(z}a({}a!]}a#`}a~Og}a$P}a~P$(cO!Q*PO'z*QOn$ta(z$ta({$ta!]$ta#`$ta~Og$ta$P$ta~P$)_O!Q*PO'z*QOn$va(z$va({$va!]$va#`$va~Og$va$P$va~P$*QO#l0qO~Og%Ua!]%Ua#`%Ua$P%Ua~P!1WO!g#vO~O#l0tO~O!]#iX!^#iX!g!RX#`#iX~O!]+`Oa)Ua'{)Ua~OR#zO!Q#yO!S#{O!l#xO(bVOP!ri[!rij!rir!ri!]!ri!p!ri#R!ri#o!ri#p!ri#q!ri#r!ri#s!ri#t!ri#u!ri#v!ri#w!ri#y!ri#{!ri#|!ri(s!ri(z!ri({!ri~Oa!ri'{!ri'x!ri!Y!ri!k!riv!ri!_!ri%j!ri!g!ri~P$+}Oh%VOr%XOs$tOt$tOz%YO|%ZO!O<uO!S${O!_$|O!i>WO!l$xO#k<{O$X%`O$u<wO$w<yO$z%aO(WTO(ZUO(b$uO(z$}O({%PO~Op0}O%^1OO(U0|O~P$.eO!g+kOa(^a!_(^a'{(^a!](^a~O#l1UO~O[]X!]fX!^fX~O!]1VO!^)YX~O!^1XO~O[1YO~Ob1[O(U+sO(WTO(ZUO~O!_&PO(U%gO`'vX!]'vX~O!]+xO`)Xa~O!k1_O~P!:tO[1bO~O`1cO~O#`1hO~On1kO!_$|O~O(f(}O!^)VP~Oh%VOn1tO!_1qO%j1sO~O[2OO!]1|O!^)WX~O!^2PO~O`2ROa%nO'{%nO~O(U#nO(WTO(ZUO~O#S$dO#`$eO$R$eOP(hXR(hX[(hXr(hX!Q(hX!S(hX!](hX!l(hX!p(hX#R(hX#o(hX#p(hX#q(hX#r(hX#s(hX#t(hX#u(hX#v(hX#w(hX#y(hX#{(hX#|(hX(b(hX(s(hX(z(hX({(hX~Oj2UO&]2VOa(hX~P$4OOj2UO#`$eO&]2VO~Oa2XO~P%[Oa2ZO~O&f2^OP&diQ&diS&diY&dia&did&die&dil&dip&dir&dis&dit&diz&di|&di!O&di!S&di!W&di!X&di!_&di!i&di!l&di!o&di!p&di!q&di!s&di!u&di!x&di!|&di$X&di$o&di%i&di%k&di%m&di%n&di%o&di%r&di%t&di%w&di%x&di%z&di&X&di&_&di&a&di&c&di&e&di&h&di&n&di&t&di&v&di&x&di&z&di&|&di'x&di(U&di(W&di(Z&di(b&di(p&di!^&dib&di&k&di~Ob2dO!^2bO&k2cO~P`O!_XO!l2fO~O&r,}OP&miQ&miS&miY&mia&mid&mie&mil&mip&mir&mis&mit&miz&mi|&mi!O&mi!S&mi!W&mi!X&mi!_&mi!i&mi!l&mi!o&mi!p&mi!q&mi!s&mi!u&mi!x&mi!|&mi$X&mi$o&mi%i&mi%k&mi%m&mi%n&mi%o&mi%r&mi%t&mi%w&mi%x&mi%z&mi&X&mi&_&mi&a&mi&c&mi&e&mi&h&mi&n&mi&t&mi&v&mi&x&mi&z&mi&|&mi'x&mi(U&mi(W&mi(Z&mi(b&mi(p&mi!^&mi&f&mib&mi&k&mi~O!Y2lO~O!]!aa!^!aa~P#BwOs!nO!S!oO![2qO(f!mO!]'YX!^'YX~P@nO!]-^O!^(ja~O!]'`X!^'`X~P!9|O!]-bO!^(ya~O!^2yO~P'_Oa%nO#`3SO'{%nO~Oa%nO!g#vO#`3SO'{%nO~Oa%nO!g#vO!p3WO#`3SO'{%nO(s'qO~Oa%nO'{%nO~P!:tO!]$_Ov$ra~O!Y'Xi!]'Xi~P!:tO!](WO!Y(ii~O!](_O!Y(wi~O!Y(xi!](xi~P!:tO!](ui!k(uia(ui'{(ui~P!:tO#`3YO!](ui!k(uia(ui'{(ui~O!](kO!k(ti~O!S%hO!_%iO!|]O#j3_O#k3^O(U%gO~O!S%hO!_%iO#k3^O(U%gO~On3fO!_'aO%j3eO~Oh%VOn3fO!_'aO%j3eO~O#l%baP%baR%ba[%baa%baj%bar%ba!S%ba!l%ba!p%ba#R%ba#o%ba#p%ba#q%ba#r%ba#s%ba#t%ba#u%ba#v%ba#w%ba#y%ba#{%ba#|%ba'{%ba(b%ba(s%ba!k%ba!Y%ba'x%bav%ba!_%ba%j%ba!g%ba~P#L{O#l%daP%daR%da[%daa%daj%dar%da!S%da!l%da!p%da#R%da#o%da#p%da#q%da#r%da#s%da#t%da#u%da#v%da#w%da#y%da#{%da#|%da'{%da(b%da(s%da!k%da!Y%da'x%dav%da!_%da%j%da!g%da~P#MnO#l%baP%baR%ba[%baa%baj%bar%ba!S%ba!]%ba!l%ba!p%ba#R%ba#o%ba#p%ba#q%ba#r%ba#s%ba#t%ba#u%ba#v%ba#w%ba#y%ba#{%ba#|%ba'{%ba(b%ba(s%ba!k%ba!Y%ba'x%ba#`%bav%ba!_%ba%j%ba!g%ba~P#/sO#l%daP%daR%da[%daa%daj%dar%da!S%da!]%da!l%da!p%da#R%da#o%da#p%da#q%da#r%da#s%da#t%da#u%da#v%da#w%da#y%da#{%da#|%da'{%da(b%da(s%da!k%da!Y%da'x%da#`%dav%da!_%da%j%da!g%da~P#/sO#l}aP}a[}aa}aj}ar}a!l}a!p}a#R}a#o}a#p}a#q}a#r}a#s}a#t}a#u}a#v}a#w}a#y}a#{}a#|}a'{}a(b}a(s}a!k}a!Y}a'x}av}a!_}a%j}a!g}a~P$(cO#l$taP$taR$ta[$taa$taj$tar$ta!S$ta!l$ta!p$ta#R$ta#o$ta#p$ta#q$ta#r$ta#s$ta#t$ta#u$ta#v$ta#w$ta#y$ta#{$ta#|$ta'{$ta(b$ta(s$ta!k$ta!Y$ta'x$tav$ta!_$ta%j$ta!g$ta~P$)_O#l$vaP$vaR$va[$vaa$vaj$var$va!S$va!l$va!p$va#R$va#o$va#p$va#q$va#r$va#s$va#t$va#u$va#v$va#w$va#y$va#{$va#|$va'{$va(b$va(s$va!k$va!Y$va'x$vav$va!_$va%j$va!g$va~P$*QO#l%UaP%UaR%Ua[%Uaa%Uaj%Uar%Ua!S%Ua!]%Ua!l%Ua!p%Ua#R%Ua#o%Ua#p%Ua#q%Ua#r%Ua#s%Ua#t%Ua#u%Ua#v%Ua#w%Ua#y%Ua#{%Ua#|%Ua'{%Ua(b%Ua(s%Ua!k%Ua!Y%Ua'x%Ua#`%Uav%Ua!_%Ua%j%Ua!g%Ua~P#/sOa#cq!]#cq'{#cq'x#cq!Y#cq!k#cqv#cq!_#cq%j#cq!g#cq~P!:tO![3nO!]'ZX!k'ZX~P%[O!].vO!k(la~O!].vO!k(la~P!:tO!Y3qO~O$P!na!^!na~PKlO$P!ja!]!ja!^!ja~P#BwO$P!ra!^!ra~P!=aO$P!ta!^!ta~P!?wOg'^X!]'^X~P!,TO!]/ROg(qa~OSfO!_4VO$e4WO~O!^4[O~Ov4]O~P#/sOa$nq!]$nq'{$nq'x$nq!Y$nq!k$nqv$nq!_$nq%j$nq!g$nq~P!:tO!Y4_O~P!&zO!S4`O~O!Q*PO'z*QO({%POn'ja(z'ja!]'ja#`'ja~Og'ja$P'ja~P%-tO!Q*PO'z*QOn'la(z'la({'la!]'la#`'la~Og'la$P'la~P%.gO(s$YO~P#/sO!YfX!Y${X!]fX!]${X!g%SX#`fX~P!0SOp%WO(U=XO~P!1uOp4dO!S%hO![4cO!_%iO(U%gO!]'fX!k'fX~O!]/rO!k)Pa~O!]/rO!g#vO!k)Pa~O!]/rO!g#vO(s'qO!k)Pa~Og$}i!]$}i#`$}i$P$}i~P!1WO![4lO!Y'hX!]'hX~P!3tO!]/{O!Y)Qa~O!]/{O!Y)Qa~P#/sOP]XR]X[]Xj]Xr]X!Q]X!S]X!Y]X!]]X!l]X!p]X#R]X#S]X#`]X#lfX#o]X#p]X#q]X#r]X#s]X#t]X#u]X#v]X#w]X#y]X#{]X#|]X$R]X(b]X(s]X(z]X({]X~Oj%ZX!g%ZX~P%2^Oj4qO!g#vO~Oh%VO!g#vO!l%eO~Oh%VOr4vO!l%eO(s'qO~Or4{O!g#vO(s'qO~Os!nO!S4|O(WTO(ZUO(f!mO~O(z$}On%bi!Q%bi'z%bi({%bi!]%bi#`%bi~Og%bi$P%bi~P%5}O({%POn%di!Q%di'z%di(z%di!]%di#`%di~Og%di$P%di~P%6pOg(`i!](`i~P!1WO#`5SOg(`i!](`i~P!1WO!k5XO~Oa$pq!]$pq'{$pq'x$pq!Y$pq!k$pqv$pq!_$pq%j$pq!g$pq~P!:tO!Y5]O~O!]5^O!_)RX~P#/sOa${X!_${X%_]X'{${X!]${X~P!0SO%_5aOaoX!_oX'{oX!]oX~P$#OOp5bO(U#nO~O%_5aO~Ob5hO%k5iO(U+sO(WTO(ZUO!]'uX!^'uX~O!]1VO!^)Ya~O[5mO~O`5nO~O[5rO~Oa%nO'{%nO~P#/sO!]5wO#`5yO!^)VX~O!^5zO~Or6QOs!nO!S*jO!b!yO!c!vO!d!vO!|<XO#T!pO#U!pO#V!pO#W!pO#X!pO#[6PO#]!zO(V!lO(WTO(ZUO(f!mO(p!sO~O!^6OO~P%;sOn6VO!_1qO%j6UO~Oh%VOn6VO!_1qO%j6UO~Ob6^O(U#nO(WTO(ZUO!]'tX!^'tX~O!]1|O!^)Wa~O(WTO(ZUO(f6`O~O`6dO~Oj6gO&]6hO~PNXO!k6iO~P%[Oa6kO~Oa6kO~P%[Ob2dO!^6pO&k2cO~P`O!g6rO~O!g6tOh(ki!](ki!^(ki!g(ki!l(kir(ki(s(ki~O#`6uO!]#hi!^#hi~O!]!ai!^!ai~P#BwO!]#hi!^#hi~P#BwOa%nO#`7OO'{%nO~Oa%nO!g#vO#`7OO'{%nO~O!](uq!k(uqa(uq'{(uq~P!:tO!](kO!k(tq~O!S%hO!_%iO#k7VO(U%gO~O!_'aO%j7YO~On7^O!_'aO%j7YO~O#l'jaP'jaR'ja['jaa'jaj'jar'ja!S'ja!l'ja!p'ja#R'ja#o'ja#p'ja#q'ja#r'ja#s'ja#t'ja#u'ja#v'ja#w'ja#y'ja#{'ja#|'ja'{'ja(b'ja(s'ja!k'ja!Y'ja'x'jav'ja!_'ja%j'ja!g'ja~P%-tO#l'laP'laR'la['laa'laj'lar'la!S'la!l'la!p'la#R'la#o'la#p'la#q'la#r'la#s'la#t'la#u'la#v'la#w'la#y'la#{'la#|'la'{'la(b'la(s'la!k'la!Y'la'x'lav'la!_'la%j'la!g'la~P%.gO#l$}iP$}iR$}i[$}ia$}ij$}ir$}i!S$}i!]$}i!l$}i!p$}i#R$}i#o$}i#p$}i#q$}i#r$}i#s$}i#t$}i#u$}i#v$}i#w$}i#y$}i#{$}i#|$}i'{$}i(b$}i(s$}i!k$}i!Y$}i'x$}i#`$}iv$}i!_$}i%j$}i!g$}i~P#/sO#l%biP%biR%bi[%bia%bij%bir%bi!S%bi!l%bi!p%bi#R%bi#o%bi#p%bi#q%bi#r%bi#s%bi#t%bi#u%bi#v%bi#w%bi#y%bi#{%bi#|%bi'{%bi(b%bi(s%bi!k%bi!Y%bi'x%biv%bi!_%bi%j%bi!g%bi~P%5}O#l%diP%diR%di[%dia%dij%dir%di!S%di!l%di!p%di#R%di#o%di#p%di#q%di#r%di#s%di#t%di#u%di#v%di#w%di#y%di#{%di#|%di'{%di(b%di(s%di!k%di!Y%di'x%div%di!_%di%j%di!g%di~P%6pO!]'Za!k'Za~P!:tO!].vO!k(li~O$P#ci!]#ci!^#ci~P#BwOP$[OR#zO!Q#yO!S#{O!l#xO!p$[O(bVO[#nij#nir#ni#R#ni#p#ni#q#ni#r#ni#s#ni#t#ni#u#ni#v#ni#w#ni#y#ni#{#ni#|#ni$P#ni(s#ni(z#ni({#ni!]#ni!^#ni~O#o#ni~P%NrO#o<aO~P%NrOP$[OR#zOr<mO!Q#yO!S#{O!l#xO!p$[O#o<aO#p<bO#q<bO#r<bO(bVO[#nij#ni#R#ni#t#ni#u#ni#v#ni#w#ni#y#ni#{#ni#|#ni$P#ni(s#ni(z#ni({#ni!]#ni!^#ni~O#s#ni~P&!zO#s<cO~P&!zOP$[OR#zO[<oOj<dOr<mO!Q#yO!S#{O!l#xO!p$[O#R<dO#o<aO#p<bO#q<bO#r<bO#s<cO#t<dO#u<dO#v<nO(bVO#y#ni#{#ni#|#ni$P#ni(s#ni(z#ni({#ni!]#ni!^#ni~O#w#ni~P&%SOP$[OR#zO[<oOj<dOr<mO!Q#yO!S#{O!l#xO!p$[O#R<dO#o<aO#p<bO#q<bO#r<bO#s<cO#t<dO#u<dO#v<nO#w<eO(bVO({#}O#{#ni#|#ni$P#ni(s#ni(z#ni!]#ni!^#ni~O#y<gO~P&'TO#y#ni~P&'TO#w<eO~P&%SOP$[OR#zO[<oOj<dOr<mO!Q#yO!S#{O!l#xO!p$[O#R<dO#o<aO#p<bO#q<bO#r<bO#s<cO#t<dO#u<dO#v<nO#w<eO#y<gO(bVO(z#|O({#}O#|#ni$P#ni(s#ni!]#ni!^#ni~O#{#ni~P&)dO#{<iO~P&)dOa#}y!]#}y'{#}y'x#}y!Y#}y!k#}yv#}y!_#}y%j#}y!g#}y~P!:tO[#nij#nir#ni#R#ni#s#ni#t#ni#u#ni#v#ni#w#ni#y#ni#{#ni#|#ni$P#ni(s#ni!]#ni!^#ni~OP$[OR#zO!Q#yO!S#{O!l#xO!p$[O#o<aO#p<bO#q<bO#r<bO(bVO(z#ni({#ni~P&,`On>_O!Q*PO'z*QO(z$}O({%POP#niR#ni!S#ni!l#ni!p#ni#o#ni#p#ni#q#ni#r#ni(b#ni~P&,`O#S$dOP(aXR(aX[(aXj(aXn(aXr(aX!Q(aX!S(aX!l(aX!p(aX#R(aX#o(aX#p(aX#q(aX#r(aX#s(aX#t(aX#u(aX#v(aX#w(aX#y(aX#{(aX#|(aX$P(aX'z(aX(b(aX(s(aX(z(aX({(aX!](aX!^(aX~O$P$Qi!]$Qi!^$Qi~P#BwO$P!ri!^!ri~P$+}Og'^a!]'^a~P!1WO!^7pO~O!]'ea!^'ea~P#BwO!Y7qO~P#/sO!g#vO(s'qO!]'fa!k'fa~O!]/rO!k)Pi~O!]/rO!g#vO!k)Pi~Og$}q!]$}q#`$}q$P$}q~P!1WO!Y'ha!]'ha~P#/sO!g7xO~O!]/{O!Y)Qi~P#/sO!]/{O!Y)Qi~O!Y7{O~Oh%VOr8QO!l%eO(s'qO~Oj8SO!g#vO~Or8VO!g#vO(s'qO~O!Q*PO'z*QO({%POn'ka(z'ka!]'ka#`'ka~Og'ka$P'ka~P&5aO!Q*PO'z*QOn'ma(z'ma({'ma!]'ma#`'ma~Og'ma$P'ma~P&6SOg(`q!](`q~P!1WO#`8XOg(`q!](`q~P!1WO!Y8YO~Og%Pq!]%Pq#`%Pq$P%Pq~P!1WOa$py!]$py'{$py'x$py!Y$py!k$pyv$py!_$py%j$py!g$py~P!:tO!g6tO~O!]5^O!_)Ra~O!_'aOP$UaR$Ua[$Uaj$Uar$Ua!Q$Ua!S$Ua!]$Ua!l$Ua!p$Ua#R$Ua#o$Ua#p$Ua#q$Ua#r$Ua#s$Ua#t$Ua#u$Ua#v$Ua#w$Ua#y$Ua#{$Ua#|$Ua(b$Ua(s$Ua(z$Ua({$Ua~O%j7YO~P&8tO%_8^Oa%]i!_%]i'{%]i!]%]i~Oa#cy!]#cy'{#cy'x#cy!Y#cy!k#cyv#cy!_#cy%j#cy!g#cy~P!:tO[8`O~Ob8bO(U+sO(WTO(ZUO~O!]1VO!^)Yi~O`8fO~O(f(}O!]'qX!^'qX~O!]5wO!^)Va~O!^8pO~P%;sO(p!sO~P$&YO#[8qO~O!_1qO~O!_1qO%j8sO~On8vO!_1qO%j8sO~O[8{O!]'ta!^'ta~O!]1|O!^)Wi~O!k9PO~O!k9QO~O!k9TO~O!k9TO~P%[Oa9VO~O!g9WO~O!k9XO~O!](xi!^(xi~P#BwOa%nO#`9aO'{%nO~O!](uy!k(uya(uy'{(uy~P!:tO!](kO!k(ty~O%j9dO~P&8tO!_'aO%j9dO~O#l$}qP$}qR$}q[$}qa$}qj$}qr$}q!S$}q!]$}q!l$}q!p$}q#R$}q#o$}q#p$}q#q$}q#r$}q#s$}q#t$}q#u$}q#v$}q#w$}q#y$}q#{$}q#|$}q'{$}q(b$}q(s$}q!k$}q!Y$}q'x$}q#`$}qv$}q!_$}q%j$}q!g$}q~P#/sO#l'kaP'kaR'ka['kaa'kaj'kar'ka!S'ka!l'ka!p'ka#R'ka#o'ka#p'ka#q'ka#r'ka#s'ka#t'ka#u'ka#v'ka#w'ka#y'ka#{'ka#|'ka'{'ka(b'ka(s'ka!k'ka!Y'ka'x'kav'ka!_'ka%j'ka!g'ka~P&5aO#l'maP'maR'ma['maa'maj'mar'ma!S'ma!l'ma!p'ma#R'ma#o'ma#p'ma#q'ma#r'ma#s'ma#t'ma#u'ma#v'ma#w'ma#y'ma#{'ma#|'ma'{'ma(b'ma(s'ma!k'ma!Y'ma'x'mav'ma!_'ma%j'ma!g'ma~P&6SO#l%PqP%PqR%Pq[%Pqa%Pqj%Pqr%Pq!S%Pq!]%Pq!l%Pq!p%Pq#R%Pq#o%Pq#p%Pq#q%Pq#r%Pq#s%Pq#t%Pq#u%Pq#v%Pq#w%Pq#y%Pq#{%Pq#|%Pq'{%Pq(b%Pq(s%Pq!k%Pq!Y%Pq'x%Pq#`%Pqv%Pq!_%Pq%j%Pq!g%Pq~P#/sO!]'Zi!k'Zi~P!:tO$P#cq!]#cq!^#cq~P#BwO(z$}OP%baR%ba[%baj%bar%ba!S%ba!l%ba!p%ba#R%ba#o%ba#p%ba#q%ba#r%ba#s%ba#t%ba#u%ba#v%ba#w%ba#y%ba#{%ba#|%ba$P%ba(b%ba(s%ba!]%ba!^%ba~On%ba!Q%ba'z%ba({%ba~P&JXO({%POP%daR%da[%daj%dar%da!S%da!l%da!p%da#R%da#o%da#p%da#q%da#r%da#s%da#t%da#u%da#v%da#w%da#y%da#{%da#|%da$P%da(b%da(s%da!]%da!^%da~On%da!Q%da'z%da(z%da~P&L`On>_O!Q*PO'z*QO({%PO~P&JXOn>_O!Q*PO'z*QO(z$}O~P&L`OR0mO!Q0mO!S0nO#S$dOP}a[}aj}an}ar}a!l}a!p}a#R}a#o}a#p}a#q}a#r}a#s}a#t}a#u}a#v}a#w}a#y}a#{}a#|}a$P}a'z}a(b}a(s}a(z}a({}a!]}a!^}a~O!Q*PO'z*QOP$taR$ta[$taj$tan$tar$ta!S$ta!l$ta!p$ta#R$ta#o$ta#p$ta#q$ta#r$ta#s$ta#t$ta#u$ta#v$ta#w$ta#y$ta#{$ta#|$ta$P$ta(b$ta(s$ta(z$ta({$ta!]$ta!^$ta~O!Q*PO'z*QOP$vaR$va[$vaj$van$var$va!S$va!l$va!p$va#R$va#o$va#p$va#q$va#r$va#s$va#t$va#u$va#v$va#w$va#y$va#{$va#|$va$P$va(b$va(s$va(z$va({$va!]$va!^$va~On>_O!Q*PO'z*QO(z$}O({%PO~OP%UaR%Ua[%Uaj%Uar%Ua!S%Ua!l%Ua!p%Ua#R%Ua#o%Ua#p%Ua#q%Ua#r%Ua#s%Ua#t%Ua#u%Ua#v%Ua#w%Ua#y%Ua#{%Ua#|%Ua$P%Ua(b%Ua(s%Ua!]%Ua!^%Ua~P''eO$P$nq!]$nq!^$nq~P#BwO$P$pq!]$pq!^$pq~P#BwO!^9qO~O$P9rO~P!1WO!g#vO!]'fi!k'fi~O!g#vO(s'qO!]'fi!k'fi~O!]/rO!k)Pq~O!Y'hi!]'hi~P#/sO!]/{O!Y)Qq~Or9yO!g#vO(s'qO~O[9{O!Y9zO~P#/sO!Y9zO~Oj:RO!g#vO~Og(`y!](`y~P!1WO!]'oa!_'oa~P#/sOa%]q!_%]q'{%]q!]%]q~P#/sO[:WO~O!]1VO!^)Yq~O`:[O~O#`:]O!]'qa!^'qa~O!]5wO!^)Vi~P#BwO!S:_O~O!_1qO%j:bO~O(WTO(ZUO(f:gO~O!]1|O!^)Wq~O!k:jO~O!k:kO~O!k:lO~O!k:lO~P%[O#`:oO!]#hy!^#hy~O!]#hy!^#hy~P#BwO%j:tO~P&8tO!_'aO%j:tO~O$P#}y!]#}y!^#}y~P#BwOP$}iR$}i[$}ij$}ir$}i!S$}i!l$}i!p$}i#R$}i#o$}i#p$}i#q$}i#r$}i#s$}i#t$}i#u$}i#v$}i#w$}i#y$}i#{$}i#|$}i$P$}i(b$}i(s$}i!]$}i!^$}i~P''eO!Q*PO'z*QO({%POP'jaR'ja['jaj'jan'jar'ja!S'ja!l'ja!p'ja#R'ja#o'ja#p'ja#q'ja#r'ja#s'ja#t'ja#u'ja#v'ja#w'ja#y'ja#{'ja#|'ja$P'ja(b'ja(s'ja(z'ja!]'ja!^'ja~O!Q*PO'z*QOP'laR'la['laj'lan'lar'la!S'la!l'la!p'la#R'la#o'la#p'la#q'la#r'la#s'la#t'la#u'la#v'la#w'la#y'la#{'la#|'la$P'la(b'la(s'la(z'la({'la!]'la!^'la~O(z$}OP%biR%bi[%bij%bin%bir%bi!Q%bi!S%bi!l%bi!p%bi#R%bi#o%bi#p%bi#q%bi#r%bi#s%bi#t%bi#u%bi#v%bi#w%bi#y%bi#{%bi#|%bi$P%bi'z%bi(b%bi(s%bi({%bi!]%bi!^%bi~O({%POP%diR%di[%dij%din%dir%di!Q%di!S%di!l%di!p%di#R%di#o%di#p%di#q%di#r%di#s%di#t%di#u%di#v%di#w%di#y%di#{%di#|%di$P%di'z%di(b%di(s%di(z%di!]%di!^%di~O$P$py!]$py!^$py~P#BwO$P#cy!]#cy!^#cy~P#BwO!g#vO!]'fq!k'fq~O!]/rO!k)Py~O!Y'hq!]'hq~P#/sOr;OO!g#vO(s'qO~O[;SO!Y;RO~P#/sO!Y;RO~Og(`!R!](`!R~P!1WOa%]y!_%]y'{%]y!]%]y~P#/sO!]1VO!^)Yy~O!]5wO!^)Vq~O(U;ZO~O!_1qO%j;^O~O!k;aO~O%j;fO~P&8tOP$}qR$}q[$}qj$}qr$}q!S$}q!l$}q!p$}q#R$}q#o$}q#p$}q#q$}q#r$}q#s$}q#t$}q#u$}q#v$}q#w$}q#y$}q#{$}q#|$}q$P$}q(b$}q(s$}q!]$}q!^$}q~P''eO!Q*PO'z*QO({%POP'kaR'ka['kaj'kan'kar'ka!S'ka!l'ka!p'ka#R'ka#o'ka#p'ka#q'ka#r'ka#s'ka#t'ka#u'ka#v'ka#w'ka#y'ka#{'ka#|'ka$P'ka(b'ka(s'ka(z'ka!]'ka!^'ka~O!Q*PO'z*QOP'maR'ma['maj'man'mar'ma!S'ma!l'ma!p'ma#R'ma#o'ma#p'ma#q'ma#r'ma#s'ma#t'ma#u'ma#v'ma#w'ma#y'ma#{'ma#|'ma$P'ma(b'ma(s'ma(z'ma({'ma!]'ma!^'ma~OP%PqR%Pq[%Pqj%Pqr%Pq!S%Pq!l%Pq!p%Pq#R%Pq#o%Pq#p%Pq#q%Pq#r%Pq#s%Pq#t%Pq#u%Pq#v%Pq#w%Pq#y%Pq#{%Pq#|%Pq$P%Pq(b%Pq(s%Pq!]%Pq!^%Pq~P''eOg%f!Z!]%f!Z#`%f!Z$P%f!Z~P!1WO!Y;jO~P#/sOr;kO!g#vO(s'qO~O[;mO!Y;jO~P#/sO!]'qq!^'qq~P#BwO!]#h!Z!^#h!Z~P#BwO#l%f!ZP%f!ZR%f!Z[%f!Za%f!Zj%f!Zr%f!Z!S%f!Z!]%f!Z!l%f!Z!p%f!Z#R%f!Z#o%f!Z#p%f!Z#q%f!Z#r%f!Z#s%f!Z#t%f!Z#u%f!Z#v%f!Z#w%f!Z#y%f!Z#{%f!Z#|%f!Z'{%f!Z(b%f!Z(s%f!Z!k%f!Z!Y%f!Z'x%f!Z#`%f!Zv%f!Z!_%f!Z%j%f!Z!g%f!Z~P#/sOr;vO!g#vO(s'qO~O!Y;wO~P#/sOr<OO!g#vO(s'qO~O!Y<PO~P#/sOP%f!ZR%f!Z[%f!Zj%f!Zr%f!Z!S%f!Z!l%f!Z!p%f!Z#R%f!Z#o%f!Z#p%f!Z#q%f!Z#r%f!Z#s%f!Z#t%f!Z#u%f!Z#v%f!Z#w%f!Z#y%f!Z#{%f!Z#|%f!Z$P%f!Z(b%f!Z(s%f!Z!]%f!Z!^%f!Z~P''eOr<SO!g#vO(s'qO~Ov(gX~P1qO!Q%rO~P!)[O(V!lO~P!)[O!YfX!]fX#`fX~P%2^OP]XR]X[]Xj]Xr]X!Q]X!S]X!]]X!]fX!l]X!p]X#R]X#S]X#`]X#`fX#lfX#o]X#p]X#q]X#r]X#s]X#t]X#u]X#v]X#w]X#y]X#{]X#|]X$R]X(b]X(s]X(z]X({]X~O!gfX!k]X!kfX(sfX~P'LcOP<WOQ<WOSfOd>SOe!iOpkOr<WOskOtkOzkO|<WO!O<WO!SWO!WkO!XkO!_XO!i<ZO!lZO!o<WO!p<WO!q<WO!s<[O!u<_O!x!hO$X!kO$o>QO(U)^O(WTO(ZUO(bVO(p[O~O!]<kO!^$ra~Oh%VOp%WOr%XOs$tOt$tOz%YO|%ZO!O<vO!S${O!_$|O!i>XO!l$xO#k<|O$X%`O$u<xO$w<zO$z%aO(U(wO(WTO(ZUO(b$uO(z$}O({%PO~Ol)eO~P(#XOr!eX(s!eX~P#!nO!^]X!^fX~P'LcO!YfX!Y${X!]fX!]${X#`fX~P!0SO#l<`O~O!g#vO#l<`O~O#`<pO~Oj<dO~O#`=PO!](xX!^(xX~O#`<pO!](vX!^(vX~O#l=QO~Og=SO~P!1WO#l=YO~O#l=ZO~Og=SO(U&ZO~O!g#vO#l=[O~O!g#vO#l=QO~O$P=]O~P#BwO#l=^O~O#l=_O~O#l=dO~O#l=eO~O#l=fO~O#l=gO~O$P=hO~P!1WO$P=iO~P!1WOl=tO~P7eOk#S#T#U#W#X#[#j#k#v$o$u$w$z%^%_%i%j%k%r%t%w%x%z%|~(PT#p!X'}(V#qs#o#rr!Q(O$^(U$`(f~",
+    goto: "$9_)^PPPPPP)_PP)bP)sP+X/^PPPP6lPP7SPP=PPPP@sPA]PA]PPPA]PCePA]PA]PA]PCiPCnPD]PIVPPPIZPPPPIZL^PPPLdMUPIZPIZPP! dIZPPPIZPIZP!#kIZP!'R!(W!(aP!)T!)X!)T!,fPPPPPPP!-V!(WPP!-g!/XP!2hIZIZ!2m!5y!:g!:g!>f!>nPPP!>tIZPPPPPPPPP!BTP!CbPPIZ!DsPIZPIZIZIZIZIZPIZ!FVP!IaP!LgP!Lk!Lu!Ly!LyP!I^P!L}!L}P#!TP#!XIZPIZ#!_#%dCiA]PA]PA]A]P#&qA]A]#)TA]#+{A]#.XA]A]#.w#1]#1]#1b#1k#1]#1vPP#1]PA]#2`A]#6_A]A]6lPPP#:dPPP#:}#:}P#:}P#;e#:}PP#;kP#;bP#;b#<O#;b#<j#<p#<s)bP#<v)bP#=P#=P#=PP)bP)bP)bP)bPP)bP#=V#=YP#=Y)bP#=^P#=aP)bP)bP)bP)bP)bP)b)bPP#=g#=m#=x#>O#>U#>[#>b#>p#>v#?Q#?W#?b#?h#?x#@O#@p#AS#AY#A`#An#BT#Cx#DW#D_#Ey#FX#Gy#HX#H_#He#Hk#Hu#H{#IR#I]#Io#IuPPPPPPPPPPP#I{PPPPPPP#Jp#M}$ g$ n$ vPPP$'bP$'k$*d$0}$1Q$1T$2S$2V$2^$2fP$2l$2oP$3]$3a$4X$5g$5l$6SPP$6X$6_$6c$6f$6j$6n$7j$8R$8j$8n$8q$8t$9O$9R$9V$9ZR!|RoqOXst!Z#d%m&r&t&u&w,u,z2^2aY!vQ'a-g1q5}Q%tvQ%|yQ&T|Q&j!VS'W!e-^Q'g!iS'm!r!yU*l$|*[*pQ+q%}S,O&V&WQ,f&dQ-e'`Q-o'hQ-w'nQ0^*rQ1d,QQ1{,gR<}<[%SdOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$_$a$e%m%t&R&k&n&r&t&u&w&{'T'c's(U(W(^(e(y({)P*O*j+Y+_,r,u,z-k-s.R.X.v.}/p0_0n0t1U1t2U2V2X2Z2^2a2c3S3Y3n4|6V6g6h6k7O8v9V9aS#q]<X!r)`$Z$n'X)t-Y-a/X2q4V5y6u:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TU+Q%]<u<vQ+v&PQ,h&gQ,o&oQ0z+iQ1P+kQ1[+wQ2T,mQ3b.iQ5b1OQ5h1VQ6^1|Q7[3fQ8b5iR9g7^'QkOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$Z$_$a$e$n%m%t&R&k&n&o&r&t&u&w&{'T'X'c's(U(W(^(e(y({)P)t*O*j+Y+_+i,r,u,z-Y-a-k-s.R.X.i.v.}/X/p0_0n0t1U1t2U2V2X2Z2^2a2c2q3S3Y3f3n4V4|5y6V6g6h6k6u7O7^8v9V9a:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>T!S!nQ!r!v!y!z$|'W'`'a'm'n'o*l*p*r*s-^-e-g-w0^0a1q5}6P%[$ti#v$b$c$d$x${%O%Q%^%_%c)z*S*U*W*Z*b*h*x*y+h+k,U,X.h/R/f/o/z/{/}0b0d0k0l0q1h1k1s3e4`4a4l4q5S5^5a6U7Y7x8S8X8^8s9d9r9{:R:b:t;S;^;f;m<n<o<q<r<s<t<w<x<y<z<{<|=T=U=V=W=Y=Z=^=_=`=a=b=c=d=e=h=i>Q>Y>Z>^>_Q&X|S'U!e*[S']%i-bQ+v&PQ,R&WQ,h&gQ0p+TQ1[+wQ1a+}Q2S,lQ2T,mQ5h1VQ5q1cQ6^1|Q6a2OQ6b2RQ8b5iQ8e5nQ9O6dQ:Z8fQ:h8{R;X:[rnOXst!V!Z#d%m&i&r&t&u&w,u,z2^2aR,j&k&z^OPXYstuvwz!Z!`!g!j!o#S#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$Z$_$a$e$n%m%t&R&k&n&o&r&t&u&w&{'T'c's(W(^(e(y({)P)t*O*j+Y+_+i,r,u,z-Y-a-k-s.R.X.i.v.}/X/p0_0n0t1U1t2U2V2X2Z2^2a2c2q3S3Y3f3n4V4|5y6V6g6h6k6u7O7^8v9V9a:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>S>T[#]WZ#W#Z'X(U!b%jm#h#i#l$x%e%h(_(i(j(k*Z*_*c+[+^+`,q-W.V.].^._.a/o/r2f3^3_4c6t7VQ%wxQ%{yW&Q|&V&W,QQ&_!TQ'd!hQ'f!iQ(r#sS+p%|%}Q+t&PQ,a&bQ,e&dS-n'g'hQ.k(sQ1T+qQ1Z+wQ1]+xQ1`+|Q1v,bS1z,f,gQ3O-oQ5g1VQ5k1YQ5p1bQ6]1{Q8a5iQ8d5mQ8h5rQ:V8`R;V:W!U$zi$d%O%Q%^%_%c*S*U*b*x*y/R/z0b0d0k0l0q4a5S8X9r>Q>Y>Z!^%yy!i!u%{%|%}'V'f'g'h'l'v*k+p+q-Z-n-o-v0T0W1T2w3O3V4t4u4x8P9}Q+j%wQ,V&[Q,Y&]Q,d&dQ.j(rQ1u,aU1y,e,f,gQ3g.kQ6W1vS6[1z1{Q8z6]#f>U#v$b$c$x${)z*W*Z*h+h+k,U,X.h/f/o/{/}1h1k1s3e4`4l4q5^5a6U7Y7x8S8^8s9d9{:R:b:t;S;^;f;m<q<s<w<y<{=T=V=Y=^=`=b=d=h>^>_o>V<n<o<r<t<x<z<|=U=W=Z=_=a=c=e=iW%Ti%V*z>QS&[!Q&iQ&]!RQ&^!SU+O%[%d=tR,T&Y%]%Si#v$b$c$d$x${%O%Q%^%_%c)z*S*U*W*Z*b*h*x*y+h+k,U,X.h/R/f/o/z/{/}0b0d0k0l0q1h1k1s3e4`4a4l4q5S5^5a6U7Y7x8S8X8^8s9d9r9{:R:b:t;S;^;f;m<n<o<q<r<s<t<w<x<y<z<{<|=T=U=V=W=Y=Z=^=_=`=a=b=c=d=e=h=i>Q>Y>Z>^>_T){$u)|V+Q%]<u<vW']!e%i*[-bS)O#y#zQ+e%rQ+{&SS.d(n(oQ1l,ZQ5V0mR8k5w'QkOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$Z$_$a$e$n%m%t&R&k&n&o&r&t&u&w&{'T'X'c's(U(W(^(e(y({)P)t*O*j+Y+_+i,r,u,z-Y-a-k-s.R.X.i.v.}/X/p0_0n0t1U1t2U2V2X2Z2^2a2c2q3S3Y3f3n4V4|5y6V6g6h6k6u7O7^8v9V9a:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>T$i$^c#Y#e%q%s%u(T(Z(u(z)S)T)U)V)W)X)Y)Z)[)])_)a)c)h)r+f+z-[-z.P.U.W.u.x.|/O/P/Q/d0r2o2t3Q3X3m3r3s3t3u3v3w3x3y3z3{3|3}4O4R4S4Z5Z5e6w6}7S7c7d7m7n8m9Z9_9i9o9p:q;Y;b<Y=wT#TV#U'RkOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$Z$_$a$e$n%m%t&R&k&n&o&r&t&u&w&{'T'X'c's(U(W(^(e(y({)P)t*O*j+Y+_+i,r,u,z-Y-a-k-s.R.X.i.v.}/X/p0_0n0t1U1t2U2V2X2Z2^2a2c2q3S3Y3f3n4V4|5y6V6g6h6k6u7O7^8v9V9a:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TQ'Y!eR2r-^!W!nQ!e!r!v!y!z$|'W'`'a'm'n'o*[*l*p*r*s-^-e-g-w0^0a1q5}6PR1n,]nqOXst!Z#d%m&r&t&u&w,u,z2^2aQ&y!^Q'w!xS(t#u<`Q+n%zQ,_&_Q,`&aQ-l'eQ-y'pS.t(y=QS0s+Y=[Q1R+oQ1p,^Q2e,|Q2g,}Q2n-XQ2|-mQ3P-qS5[0t=fQ5c1SS5f1U=gQ6v2pQ6z2}Q7P3UQ8_5dQ9[6xQ9]6{Q9`7QR:n9X$d$]c#Y#e%s%u(T(Z(u(z)S)T)U)V)W)X)Y)Z)[)])_)a)c)h)r+f+z-[-z.P.U.W.u.x.|/P/Q/d0r2o2t3Q3X3m3r3s3t3u3v3w3x3y3z3{3|3}4O4R4S4Z5Z5e6w6}7S7c7d7m7n8m9Z9_9i9o9p:q;Y;b<Y=wS(p#p'jQ)Q#zS+d%q/OS.e(o(qR3`.f'QkOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$Z$_$a$e$n%m%t&R&k&n&o&r&t&u&w&{'T'X'c's(U(W(^(e(y({)P)t*O*j+Y+_+i,r,u,z-Y-a-k-s.R.X.i.v.}/X/p0_0n0t1U1t2U2V2X2Z2^2a2c2q3S3Y3f3n4V4|5y6V6g6h6k6u7O7^8v9V9a:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TS#q]<XQ&t!XQ&u!YQ&w![Q&x!]R2],xQ'b!hQ+g%wQ-j'dS.g(r+jQ2z-iW3d.j.k0y0{Q6y2{W7W3a3c3g5`U9c7X7Z7]U:s9e9f9hS;d:r:uQ;r;eR;z;sU!wQ'a-gT5{1q5}!Q_OXZ`st!V!Z#d#h%e%m&i&k&r&t&u&w(k,u,z.^2^2a]!pQ!r'a-g1q5}T#q]<X%^{OPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$_$a$e%m%t&R&k&n&o&r&t&u&w&{'T'c's(U(W(^(e(y({)P*O*j+Y+_+i,r,u,z-k-s.R.X.i.v.}/p0_0n0t1U1t2U2V2X2Z2^2a2c3S3Y3f3n4|6V6g6h6k7O7^8v9V9aS)O#y#zS.d(n(o!s=m$Z$n'X)t-Y-a/X2q4V5y6u:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TU$fd)`,oS(q#p'jU*w%R(x4QU0o+P.p7iQ5`0zQ7X3bQ9f7[R:u9gm!tQ!r!v!y!z'a'm'n'o-g-w1q5}6PQ'u!uS(g#g2WS-u'l'xQ/u*^Q0T*kQ3W-xQ4h/vQ4t0VQ4u0WQ4z0`Q7t4bS8P4v4xS8T4{4}Q9t7uQ9x7{Q9}8QQ:S8VS:}9y9zS;i;O;RS;u;j;kS;};v;wS<R<O<PR<U<SQ#wbQ't!uS(f#g2WS(h#m+XQ+Z%fQ+l%xQ+r&OU-t'l'u'xQ.Y(gU/t*^*a/yQ0U*kQ0X*mQ1Q+mQ1w,cS3T-u-xQ3].bS4g/u/vQ4p0RS4s0T0`Q4w0YQ6Y1xQ7R3WS7s4b4dQ7w4hU8O4t4z4}Q8R4yQ8x6ZS9s7t7uQ9w7{Q:P8TQ:Q8UQ:e8yQ:{9tS:|9x9zQ;U:SQ;`:fS;h:};RS;t;i;jS;|;u;wS<Q;}<PQ<T<RQ<V<UQ=p=kQ=|=uR=}=vV!wQ'a-g%^aOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$_$a$e%m%t&R&k&n&o&r&t&u&w&{'T'c's(U(W(^(e(y({)P*O*j+Y+_+i,r,u,z-k-s.R.X.i.v.}/p0_0n0t1U1t2U2V2X2Z2^2a2c3S3Y3f3n4|6V6g6h6k7O7^8v9V9aS#wz!j!r=j$Z$n'X)t-Y-a/X2q4V5y6u:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TR=p>S%^bOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$_$a$e%m%t&R&k&n&o&r&t&u&w&{'T'c's(U(W(^(e(y({)P*O*j+Y+_+i,r,u,z-k-s.R.X.i.v.}/p0_0n0t1U1t2U2V2X2Z2^2a2c3S3Y3f3n4|6V6g6h6k7O7^8v9V9aQ%fj!^%xy!i!u%{%|%}'V'f'g'h'l'v*k+p+q-Z-n-o-v0T0W1T2w3O3V4t4u4x8P9}S&Oz!jQ+m%yQ,c&dW1x,d,e,f,gU6Z1y1z1{S8y6[6]Q:f8z!r=k$Z$n'X)t-Y-a/X2q4V5y6u:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TQ=u>RR=v>S%QeOPXYstuvw!Z!`!g!o#S#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$_$a$e%m%t&R&k&n&r&t&u&w&{'T'c's(W(^(e(y({)P*O*j+Y+_+i,r,u,z-k-s.R.X.i.v.}/p0_0n0t1U1t2U2V2X2Z2^2a2c3S3Y3f3n4|6V6g6h6k7O7^8v9V9aY#bWZ#W#Z(U!b%jm#h#i#l$x%e%h(_(i(j(k*Z*_*c+[+^+`,q-W.V.].^._.a/o/r2f3^3_4c6t7VQ,p&o!p=l$Z$n)t-Y-a/X2q4V5y6u:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TR=o'XU'^!e%i*[R2u-bX'[!e%i*[-b%SdOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$_$a$e%m%t&R&k&n&r&t&u&w&{'T'c's(U(W(^(e(y({)P*O*j+Y+_,r,u,z-k-s.R.X.v.}/p0_0n0t1U1t2U2V2X2Z2^2a2c3S3Y3n4|6V6g6h6k7O8v9V9a!r)`$Z$n'X)t-Y-a/X2q4V5y6u:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TQ,o&oQ0z+iQ3b.iQ7[3fR9g7^!b$Tc#Y%q(T(Z(u(z)[)])a)h+z-z.P.U.W.u.x/d0r3Q3X3m3}5Z5e6}7S7c9_:q<Y!P<f)_)r-[/O2o2t3r3{3|4R4Z6w7d7m7n8m9Z9i9o9p;Y;b=w!f$Vc#Y%q(T(Z(u(z)X)Y)[)])a)h+z-z.P.U.W.u.x/d0r3Q3X3m3}5Z5e6}7S7c9_:q<Y!T<h)_)r-[/O2o2t3r3x3y3{3|4R4Z6w7d7m7n8m9Z9i9o9p;Y;b=w!^$Zc#Y%q(T(Z(u(z)a)h+z-z.P.U.W.u.x/d0r3Q3X3m3}5Z5e6}7S7c9_:q<YQ4a/mz>T)_)r-[/O2o2t3r4R4Z6w7d7m7n8m9Z9i9o9p;Y;b=wQ>Y>[R>Z>]'QkOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$Z$_$a$e$n%m%t&R&k&n&o&r&t&u&w&{'T'X'c's(U(W(^(e(y({)P)t*O*j+Y+_+i,r,u,z-Y-a-k-s.R.X.i.v.}/X/p0_0n0t1U1t2U2V2X2Z2^2a2c2q3S3Y3f3n4V4|5y6V6g6h6k6u7O7^8v9V9a:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TS$oh$pR4W/W'XgOPWXYZhstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$Z$_$a$e$n$p%m%t&R&k&n&o&r&t&u&w&{'T'X'c's(U(W(^(e(y({)P)t*O*j+Y+_+i,r,u,z-Y-a-k-s.R.X.i.v.}/W/X/p0_0n0t1U1t2U2V2X2Z2^2a2c2q3S3Y3f3n4V4|5y6V6g6h6k6u7O7^8v9V9a:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TT$kf$qQ$ifS)k$l)oR)w$qT$jf$qT)m$l)o'XhOPWXYZhstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$Z$_$a$e$n$p%m%t&R&k&n&o&r&t&u&w&{'T'X'c's(U(W(^(e(y({)P)t*O*j+Y+_+i,r,u,z-Y-a-k-s.R.X.i.v.}/W/X/p0_0n0t1U1t2U2V2X2Z2^2a2c2q3S3Y3f3n4V4|5y6V6g6h6k6u7O7^8v9V9a:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>TT$oh$pQ$rhR)v$p%^jOPWXYZstuvw!Z!`!g!o#S#W#Z#d#o#u#x#{$O$P$Q$R$S$T$U$V$W$X$_$a$e%m%t&R&k&n&o&r&t&u&w&{'T'c's(U(W(^(e(y({)P*O*j+Y+_+i,r,u,z-k-s.R.X.i.v.}/p0_0n0t1U1t2U2V2X2Z2^2a2c3S3Y3f3n4|6V6g6h6k7O7^8v9V9a!s>R$Z$n'X)t-Y-a/X2q4V5y6u:]:o<W<Z<[<_<`<a<b<c<d<e<f<g<h<i<j<k<m<p<}=P=Q=S=[=]=f=g>T#glOPXZst!Z!`!o#S#d#o#{$n%m&k&n&o&r&t&u&w&{'T'c)P)t*j+_+i,r,u,z-k.i/X/p0_0n1t2U2V2X2Z2^2a2c3f4V4|6V6g6h6k7^8v9V!U%Ri$d%O%Q%^%_%c*S*U*b*x*y/R/z0b0d0k0l0q4a5S8X9r>Q>Y>Z#f(x#v$b$c$x${)z*W*Z*h+h+k,U,X.h/f/o/{/}1h1k1s3e4`4l4q5^5a6U7Y7x8S8^8s9d9{:R:b:t;S;^;f;m<q<s<w<y<{=T=V=Y=^=`=b=d=h>^>_Q+U%aQ/e*Po4Q<n<o<r<t<x<z<|=U=W=Z=_=a=c=e=i!U$yi$d%O%Q%^%_%c*S*U*b*x*y/R/z0b0d0k0l0q4a5S8X9r>Q>Y>ZQ*d$zU*m$|*[*pQ+V%bQ0Y*n#f=r#v$b$c$x${)z*W*Z*h+h+k,U,X.h/f/o/{/}1h1k1s3e4`4l4q5^5a6U7Y7x8S8^8s9d9{:R:b:t;S;^;f;m<q<s<w<y<{=T=V=Y=^=`=b=d=h>^>_n=s<n<o<r<t<x<z<|=U=W=Z=_=a=c=e=iQ=x>UQ=y>VQ=z>WR={>X!U%Ri$d%O%Q%^%_%c*S*U*b*x*y/R/z0b0d0k0l0q4a5S8X9r>Q>Y>Z#f(x#v$b$c$x${)z*W*Z*h+h+k,U,X.h/f/o/{/}1h1k1s3e4`4l4q5^5a6U7Y7x8S8^8s9d9{:R:b:t;S;^;f;m<q<s<w<y<{=T=V=Y=^=`=b=d=h>^>_o4Q<n<o<r<t<x<z<|=U=W=Z=_=a=c=e=inoOXst!Z#d%m&r&t&u&w,u,z2^2aS*g${*ZQ-T'OQ-U'QR4k/{%[%Si#v$b$c$d$x${%O%Q%^%_%c)z*S*U*W*Z*b*h*x*y+h+k,U,X.h/R/f/o/z/{/}0b0d0k0l0q1h1k1s3e4`4a4l4q5S5^5a6U7Y7x8S8X8^8s9d9r9{:R:b:t;S;^;f;m<n<o<q<r<s<t<w<x<y<z<{<|=T=U=V=W=Y=Z=^=_=`=a=b=c=d=e=h=i>Q>Y>Z>^>_Q,W&]Q1j,YQ5u1iR8j5vV*o$|*[*pU*o$|*[*pT5|1q5}S0R*j/pQ4y0_T8U4|:_Q+l%xQ0X*mQ1Q+mQ1w,cQ6Y1xQ8x6ZQ:e8yR;`:f!U%Oi$d%O%Q%^%_%c*S*U*b*x*y/R/z0b0d0k0l0q4a5S8X9r>Q>Y>Zx*S$v)f*T*v+W/x0f0g4T4i5T5U5Y7r8W:T:z=q>O>PS0b*u0c#f<q#v$b$c$x${)z*W*Z*h+h+k,U,X.h/f/o/{/}1h1k1s3e4`4l4q5^5a6U7Y7x8S8^8s9d9{:R:b:t;S;^;f;m<q<s<w<y<{=T=V=Y=^=`=b=d=h>^>_n<r<n<o<r<t<x<z<|=U=W=Z=_=a=c=e=i!d=T(v)d*]*f.l.o.s/a/m0O0x1g3j4^4j4n5t7_7b7y7|8Z8]9v:O:U;P;T;g;l;x>[>]`=U4P7e7h7l9j:v:y;{S=`.n3kT=a7g9m!U%Qi$d%O%Q%^%_%c*S*U*b*x*y/R/z0b0d0k0l0q4a5S8X9r>Q>Y>Z|*U$v)f*V*u+W/i/x0f0g4T4i5O5T5U5Y7r8W:T:z=q>O>PS0d*v0e#f<s#v$b$c$x${)z*W*Z*h+h+k,U,X.h/f/o/{/}1h1k1s3e4`4l4q5^5a6U7Y7x8S8^8s9d9{:R:b:t;S;^;f;m<q<s<w<y<{=T=V=Y=^=`=b=d=h>^>_n<t<n<o<r<t<x<z<|=U=W=Z=_=a=c=e=i!h=V(v)d*]*f.m.n.s/a/m0O0x1g3h3j4^4j4n5t7_7`7b7y7|8Z8]9v:O:U;P;T;g;l;x>[>]d=W4P7f7g7l9j9k:v:w:y;{S=b.o3lT=c7h9nrnOXst!V!Z#d%m&i&r&t&u&w,u,z2^2aQ&f!UR,r&ornOXst!V!Z#d%m&i&r&t&u&w,u,z2^2aR&f!UQ,[&^R1f,TsnOXst!V!Z#d%m&i&r&t&u&w,u,z2^2aQ1r,aS6T1u1vU8r6R6S6WS:a8t8uS;[:`:cQ;o;]R;y;pQ&m!VR,k&iR6a2OR:h8{W&Q|&V&W,QR1]+xQ&r!WR,u&sR,{&xT2_,z2aR-P&yQ-O&yR2h-PQ'z!{R-{'zSsOtQ#dXT%ps#dQ#OTR'|#OQ#RUR(O#RQ)|$uR/b)|Q#UVR(R#UQ#XWU(X#X(Y.SQ(Y#YR.S(ZQ-_'YR2s-_Q.w(zS3o.w3pR3p.xQ-g'aR2x-gY!rQ'a-g1q5}R'k!rQ/S)fR4U/SU#_W%h*ZU(`#_(a.TQ(a#`R.T([Q-c'^R2v-ct`OXst!V!Z#d%m&i&k&r&t&u&w,u,z2^2aS#hZ%eU#r`#h.^R.^(kQ(l#jQ.Z(hW.c(l.Z3Z7TQ3Z.[R7T3[Q)o$lR/Y)oQ$phR)u$pQ$`cU)b$`.O<lQ.O<YR<l)rQ/s*^W4e/s4f7v9uU4f/t/u/vS7v4g4hR9u7w$e*R$v(v)d)f*]*f*u*v+R+S+W.n.o.q.r.s/a/i/k/m/x0O0f0g0x1g3h3i3j4P4T4^4i4j4n5O5Q5T5U5Y5t7_7`7a7b7g7h7j7k7l7r7y7|8W8Z8]9j9k9l9v:O:T:U:v:w:x:y:z;P;T;g;l;x;{=q>O>P>[>]Q/|*fU4m/|4o7zQ4o0OR7z4nS*p$|*[R0[*px*T$v)f*u*v+W/x0f0g4T4i5T5U5Y7r8W:T:z=q>O>P!d.l(v)d*]*f.n.o.s/a/m0O0x1g3j4^4j4n5t7_7b7y7|8Z8]9v:O:U;P;T;g;l;x>[>]U/j*T.l7ea7e4P7g7h7l9j:v:y;{Q0c*uQ3k.nU5P0c3k9mR9m7g|*V$v)f*u*v+W/i/x0f0g4T4i5O5T5U5Y7r8W:T:z=q>O>P!h.m(v)d*]*f.n.o.s/a/m0O0x1g3h3j4^4j4n5t7_7`7b7y7|8Z8]9v:O:U;P;T;g;l;x>[>]U/l*V.m7fe7f4P7g7h7l9j9k:v:w:y;{Q0e*vQ3l.oU5R0e3l9nR9n7hQ*{%UR0i*{Q5_0xR8[5_Q+a%kR0w+aQ5x1lS8l5x:^R:^8mQ,^&_R1o,^Q5}1qR8o5}Q1},hS6_1}8|R8|6aQ1W+tW5j1W5l8c:XQ5l1ZQ8c5kR:X8dQ+y&QR1^+yQ2a,zR6o2aYrOXst#dQ&v!ZQ+c%mQ,t&rQ,v&tQ,w&uQ,y&wQ2[,uS2_,z2aR6n2^Q%opQ&z!_Q&}!aQ'P!bQ'R!cQ'r!uQ+b%lQ+n%zQ,S&XQ,j&mQ-R&|W-r'l't'u'xQ-y'pQ0Z*oQ1R+oQ1e,RS2Q,k,nQ2i-QQ2j-TQ2k-UQ3P-qW3R-t-u-x-zQ5c1SQ5o1aQ5s1gQ6X1wQ6c2SQ6m2]U6|3Q3T3WQ7P3UQ8_5dQ8g5qQ8i5tQ8n5|Q8w6YQ8}6bS9^6}7RQ9`7QQ:Y8eQ:d8xQ:i9OQ:p9_Q;W:ZQ;_:eQ;c:qQ;n;XR;q;`Q%zyQ'e!iQ'p!uU+o%{%|%}Q-X'VU-m'f'g'hS-q'l'vQ0S*kS1S+p+qQ2p-ZS2}-n-oQ3U-vS4r0T0WQ5d1TQ6x2wQ6{3OQ7Q3VU7}4t4u4xQ9|8PR;Q9}S$wi>QR*|%VU%Ui%V>QR0h*zQ$viS(v#v+kS)d$b$cQ)f$dQ*]$xS*f${*ZQ*u%OQ*v%QQ+R%^Q+S%_Q+W%cQ.n<qQ.o<sQ.q<wQ.r<yQ.s<{Q/a)zQ/i*SQ/k*UQ/m*WQ/x*bS0O*h/oQ0f*xQ0g*yl0x+h,X.h1k1s3e6U7Y8s9d:b:t;^;fQ1g,UQ3h=TQ3i=VQ3j=YS4P<n<oQ4T/RS4^/f4`Q4i/zQ4j/{Q4n/}Q5O0bQ5Q0dQ5T0kQ5U0lQ5Y0qQ5t1hQ7_=^Q7`=`Q7a=bQ7b=dQ7g<rQ7h<tQ7j<xQ7k<zQ7l<|Q7r4aQ7y4lQ7|4qQ8W5SQ8Z5^Q8]5aQ9j=ZQ9k=UQ9l=WQ9v7xQ:O8SQ:T8XQ:U8^Q:v=_Q:w=aQ:x=cQ:y=eQ:z9rQ;P9{Q;T:RQ;g=hQ;l;SQ;x;mQ;{=iQ=q>QQ>O>YQ>P>ZQ>[>^R>]>_Q+P%]Q.p<uR7i<vnpOXst!Z#d%m&r&t&u&w,u,z2^2aQ!fPS#fZ#oQ&|!`W'i!o*j0_4|Q(Q#SQ)R#{Q)s$nS,n&k&nQ,s&oQ-Q&{S-V'T/pQ-i'cQ.z)PQ/^)tQ0u+_Q0{+iQ2Y,rQ2{-kQ3c.iQ4Y/XQ5W0nQ6S1tQ6e2UQ6f2VQ6j2XQ6l2ZQ6q2cQ7]3fQ7o4VQ8u6VQ9R6gQ9S6hQ9U6kQ9h7^Q:c8vR:m9V#[cOPXZst!Z!`!o#d#o#{%m&k&n&o&r&t&u&w&{'T'c)P*j+_+i,r,u,z-k.i/p0_0n1t2U2V2X2Z2^2a2c3f4|6V6g6h6k7^8v9VQ#YWQ#eYQ%quQ%svS%uw!gS(T#W(WQ(Z#ZQ(u#uQ(z#xQ)S$OQ)T$PQ)U$QQ)V$RQ)W$SQ)X$TQ)Y$UQ)Z$VQ)[$WQ)]$XQ)_$ZQ)a$_Q)c$aQ)h$eW)r$n)t/X4VQ+f%tQ+z&RS-['X2qQ-z'sS.P(U.RQ.U(^Q.W(eQ.u(yQ.x({Q.|<WQ/O<ZQ/P<[Q/Q<_Q/d*OQ0r+YQ2o-YQ2t-aQ3Q-sQ3X.XQ3m.vQ3r<`Q3s<aQ3t<bQ3u<cQ3v<dQ3w<eQ3x<fQ3y<gQ3z<hQ3{<iQ3|<jQ3}.}Q4O<mQ4R<pQ4S<}Q4Z<kQ5Z0tQ5e1UQ6w=PQ6}3SQ7S3YQ7c3nQ7d=QQ7m=SQ7n=[Q8m5yQ9Z6uQ9_7OQ9i=]Q9o=fQ9p=gQ:q9aQ;Y:]Q;b:oQ<Y#SR=w>TR#[WR'Z!el!tQ!r!v!y!z'a'm'n'o-g-w1q5}6PS'V!e-^U*k$|*[*pS-Z'W'`S0W*l*rQ0`*sQ2w-eQ4x0^R4}0aR(|#xQ!fQT-f'a-g]!qQ!r'a-g1q5}Q#p]R'j<XR)g$dY!uQ'a-g1q5}Q'l!rS'v!v!yS'x!z6PS-v'm'nQ-x'oR3V-wT#kZ%eS#jZ%eS%km,qU(h#h#i#lS.[(i(jQ.`(kQ0v+`Q3[.]U3].^._.aS7U3^3_R9b7Vd#^W#W#Z%h(U(_*Z+[.V/or#gZm#h#i#l%e(i(j(k+`.].^._.a3^3_7VS*^$x*cQ/v*_Q2W,qQ2m-WQ4b/rQ6s2fQ7u4cQ9Y6tT=n'X+^V#aW%h*ZU#`W%h*ZS(V#W(_U([#Z+[/oS-]'X+^T.Q(U.VV'_!e%i*[Q$lfR)y$qT)n$l)oR4X/WT*`$x*cT*i${*ZQ0y+hQ1i,XQ3a.hQ5v1kQ6R1sQ7Z3eQ8t6UQ9e7YQ:`8sQ:r9dQ;]:bQ;e:tQ;p;^R;s;fnqOXst!Z#d%m&r&t&u&w,u,z2^2aQ&l!VR,j&itmOXst!U!V!Z#d%m&i&r&t&u&w,u,z2^2aR,q&oT%lm,qR1m,ZR,i&gQ&U|S,P&V&WR1`,QR+u&PT&p!W&sT&q!W&sT2`,z2a",
+    nodeNames: "\u26A0 ArithOp ArithOp ?. JSXStartTag LineComment BlockComment Script Hashbang ExportDeclaration export Star as VariableName String Escape from ; default FunctionDeclaration async function VariableDefinition > < TypeParamList in out const TypeDefinition extends ThisType this LiteralType ArithOp Number BooleanLiteral TemplateType InterpolationEnd Interpolation InterpolationStart NullType null VoidType void TypeofType typeof MemberExpression . PropertyName [ TemplateString Escape Interpolation super RegExp ] ArrayExpression Spread , } { ObjectExpression Property async get set PropertyDefinition Block : NewTarget new NewExpression ) ( ArgList UnaryExpression delete LogicOp BitOp YieldExpression yield AwaitExpression await ParenthesizedExpression ClassExpression class ClassBody MethodDeclaration Decorator @ MemberExpression PrivatePropertyName CallExpression TypeArgList CompareOp < declare Privacy static abstract override PrivatePropertyDefinition PropertyDeclaration readonly accessor Optional TypeAnnotation Equals StaticBlock FunctionExpression ArrowFunction ParamList ParamList ArrayPattern ObjectPattern PatternProperty VariableDefinition Privacy readonly Arrow MemberExpression BinaryExpression ArithOp ArithOp ArithOp ArithOp BitOp CompareOp instanceof satisfies CompareOp BitOp BitOp BitOp LogicOp LogicOp ConditionalExpression LogicOp LogicOp AssignmentExpression UpdateOp PostfixExpression CallExpression InstantiationExpression TaggedTemplateExpression DynamicImport import ImportMeta JSXElement JSXSelfCloseEndTag JSXSelfClosingTag JSXIdentifier JSXBuiltin JSXIdentifier JSXNamespacedName JSXMemberExpression JSXSpreadAttribute JSXAttribute JSXAttributeValue JSXEscape JSXEndTag JSXOpenTag JSXFragmentTag JSXText JSXEscape JSXStartCloseTag JSXCloseTag PrefixCast < ArrowFunction TypeParamList SequenceExpression InstantiationExpression KeyofType keyof UniqueType unique ImportType InferredType infer TypeName ParenthesizedType FunctionSignature ParamList NewSignature IndexedType TupleType Label ArrayType ReadonlyType ObjectType MethodType PropertyType IndexSignature PropertyDefinition CallSignature TypePredicate asserts is NewSignature new UnionType LogicOp IntersectionType LogicOp ConditionalType ParameterizedType ClassDeclaration abstract implements type VariableDeclaration let var using TypeAliasDeclaration InterfaceDeclaration interface EnumDeclaration enum EnumBody NamespaceDeclaration namespace module AmbientDeclaration declare GlobalDeclaration global ClassDeclaration ClassBody AmbientFunctionDeclaration ExportGroup VariableName VariableName ImportDeclaration defer ImportGroup ForStatement for ForSpec ForInSpec ForOfSpec of WhileStatement while WithStatement with DoStatement do IfStatement if else SwitchStatement switch SwitchBody CaseLabel case DefaultLabel TryStatement try CatchClause catch FinallyClause finally ReturnStatement return ThrowStatement throw BreakStatement break ContinueStatement continue DebuggerStatement debugger LabeledStatement ExpressionStatement SingleExpression SingleClassItem",
+    maxTerm: 381,
+    context: trackNewline,
+    nodeProps: [
+      ["isolate", -8, 5, 6, 14, 37, 39, 51, 53, 55, ""],
+      ["group", -26, 9, 17, 19, 68, 208, 212, 216, 217, 219, 222, 225, 235, 238, 244, 246, 248, 250, 253, 259, 265, 267, 269, 271, 273, 275, 276, "Statement", -34, 13, 14, 32, 35, 36, 42, 51, 54, 55, 57, 62, 70, 72, 76, 80, 82, 84, 85, 110, 111, 121, 122, 137, 140, 142, 143, 144, 145, 146, 148, 149, 168, 170, 172, "Expression", -23, 31, 33, 37, 41, 43, 45, 174, 176, 178, 179, 181, 182, 183, 185, 186, 187, 189, 190, 191, 202, 204, 206, 207, "Type", -3, 88, 103, 109, "ClassItem"],
+      ["openedBy", 23, "<", 38, "InterpolationStart", 56, "[", 60, "{", 73, "(", 161, "JSXStartCloseTag"],
+      ["closedBy", -2, 24, 169, ">", 40, "InterpolationEnd", 50, "]", 61, "}", 74, ")", 166, "JSXEndTag"]
+    ],
+    propSources: [jsHighlight],
+    skippedNodes: [0, 5, 6, 279],
+    repeatNodeCount: 37,
+    tokenData: "$Fq07[R!bOX%ZXY+gYZ-yZ[+g[]%Z]^.c^p%Zpq+gqr/mrs3cst:_tuEruvJSvwLkwx! Yxy!'iyz!(sz{!)}{|!,q|}!.O}!O!,q!O!P!/Y!P!Q!9j!Q!R#:O!R![#<_![!]#I_!]!^#Jk!^!_#Ku!_!`$![!`!a$$v!a!b$*T!b!c$,r!c!}Er!}#O$-|#O#P$/W#P#Q$4o#Q#R$5y#R#SEr#S#T$7W#T#o$8b#o#p$<r#p#q$=h#q#r$>x#r#s$@U#s$f%Z$f$g+g$g#BYEr#BY#BZ$A`#BZ$ISEr$IS$I_$A`$I_$I|Er$I|$I}$Dk$I}$JO$Dk$JO$JTEr$JT$JU$A`$JU$KVEr$KV$KW$A`$KW&FUEr&FU&FV$A`&FV;'SEr;'S;=`I|<%l?HTEr?HT?HU$A`?HUOEr(n%d_$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z&j&hT$j&jO!^&c!_#o&c#p;'S&c;'S;=`&w<%lO&c&j&zP;=`<%l&c'|'U]$j&j([!bOY&}YZ&cZw&}wx&cx!^&}!^!_'}!_#O&}#O#P&c#P#o&}#o#p'}#p;'S&};'S;=`(l<%lO&}!b(SU([!bOY'}Zw'}x#O'}#P;'S'};'S;=`(f<%lO'}!b(iP;=`<%l'}'|(oP;=`<%l&}'[(y]$j&j(XpOY(rYZ&cZr(rrs&cs!^(r!^!_)r!_#O(r#O#P&c#P#o(r#o#p)r#p;'S(r;'S;=`*a<%lO(rp)wU(XpOY)rZr)rs#O)r#P;'S)r;'S;=`*Z<%lO)rp*^P;=`<%l)r'[*dP;=`<%l(r#S*nX(Xp([!bOY*gZr*grs'}sw*gwx)rx#O*g#P;'S*g;'S;=`+Z<%lO*g#S+^P;=`<%l*g(n+dP;=`<%l%Z07[+rq$j&j(Xp([!b'}0/lOX%ZXY+gYZ&cZ[+g[p%Zpq+gqr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p$f%Z$f$g+g$g#BY%Z#BY#BZ+g#BZ$IS%Z$IS$I_+g$I_$JT%Z$JT$JU+g$JU$KV%Z$KV$KW+g$KW&FU%Z&FU&FV+g&FV;'S%Z;'S;=`+a<%l?HT%Z?HT?HU+g?HUO%Z07[.ST(Y#S$j&j(O0/lO!^&c!_#o&c#p;'S&c;'S;=`&w<%lO&c07[.n_$j&j(Xp([!b(O0/lOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z)3p/x`$j&j!p),Q(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`0z!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KW1V`#w(Ch$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`2X!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KW2d_#w(Ch$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'At3l_(W':f$j&j([!bOY4kYZ5qZr4krs7nsw4kwx5qx!^4k!^!_8p!_#O4k#O#P5q#P#o4k#o#p8p#p;'S4k;'S;=`:X<%lO4k(^4r_$j&j([!bOY4kYZ5qZr4krs7nsw4kwx5qx!^4k!^!_8p!_#O4k#O#P5q#P#o4k#o#p8p#p;'S4k;'S;=`:X<%lO4k&z5vX$j&jOr5qrs6cs!^5q!^!_6y!_#o5q#o#p6y#p;'S5q;'S;=`7h<%lO5q&z6jT$e`$j&jO!^&c!_#o&c#p;'S&c;'S;=`&w<%lO&c`6|TOr6yrs7]s;'S6y;'S;=`7b<%lO6y`7bO$e``7eP;=`<%l6y&z7kP;=`<%l5q(^7w]$e`$j&j([!bOY&}YZ&cZw&}wx&cx!^&}!^!_'}!_#O&}#O#P&c#P#o&}#o#p'}#p;'S&};'S;=`(l<%lO&}!r8uZ([!bOY8pYZ6yZr8prs9hsw8pwx6yx#O8p#O#P6y#P;'S8p;'S;=`:R<%lO8p!r9oU$e`([!bOY'}Zw'}x#O'}#P;'S'};'S;=`(f<%lO'}!r:UP;=`<%l8p(^:[P;=`<%l4k%9[:hh$j&j(Xp([!bOY%ZYZ&cZq%Zqr<Srs&}st%ZtuCruw%Zwx(rx!^%Z!^!_*g!_!c%Z!c!}Cr!}#O%Z#O#P&c#P#R%Z#R#SCr#S#T%Z#T#oCr#o#p*g#p$g%Z$g;'SCr;'S;=`El<%lOCr(r<__WS$j&j(Xp([!bOY<SYZ&cZr<Srs=^sw<Swx@nx!^<S!^!_Bm!_#O<S#O#P>`#P#o<S#o#pBm#p;'S<S;'S;=`Cl<%lO<S(Q=g]WS$j&j([!bOY=^YZ&cZw=^wx>`x!^=^!^!_?q!_#O=^#O#P>`#P#o=^#o#p?q#p;'S=^;'S;=`@h<%lO=^&n>gXWS$j&jOY>`YZ&cZ!^>`!^!_?S!_#o>`#o#p?S#p;'S>`;'S;=`?k<%lO>`S?XSWSOY?SZ;'S?S;'S;=`?e<%lO?SS?hP;=`<%l?S&n?nP;=`<%l>`!f?xWWS([!bOY?qZw?qwx?Sx#O?q#O#P?S#P;'S?q;'S;=`@b<%lO?q!f@eP;=`<%l?q(Q@kP;=`<%l=^'`@w]WS$j&j(XpOY@nYZ&cZr@nrs>`s!^@n!^!_Ap!_#O@n#O#P>`#P#o@n#o#pAp#p;'S@n;'S;=`Bg<%lO@ntAwWWS(XpOYApZrAprs?Ss#OAp#O#P?S#P;'SAp;'S;=`Ba<%lOAptBdP;=`<%lAp'`BjP;=`<%l@n#WBvYWS(Xp([!bOYBmZrBmrs?qswBmwxApx#OBm#O#P?S#P;'SBm;'S;=`Cf<%lOBm#WCiP;=`<%lBm(rCoP;=`<%l<S%9[C}i$j&j(p%1l(Xp([!bOY%ZYZ&cZr%Zrs&}st%ZtuCruw%Zwx(rx!Q%Z!Q![Cr![!^%Z!^!_*g!_!c%Z!c!}Cr!}#O%Z#O#P&c#P#R%Z#R#SCr#S#T%Z#T#oCr#o#p*g#p$g%Z$g;'SCr;'S;=`El<%lOCr%9[EoP;=`<%lCr07[FRk$j&j(Xp([!b$^#t(U,2j(f$I[OY%ZYZ&cZr%Zrs&}st%ZtuEruw%Zwx(rx}%Z}!OGv!O!Q%Z!Q![Er![!^%Z!^!_*g!_!c%Z!c!}Er!}#O%Z#O#P&c#P#R%Z#R#SEr#S#T%Z#T#oEr#o#p*g#p$g%Z$g;'SEr;'S;=`I|<%lOEr+dHRk$j&j(Xp([!b$^#tOY%ZYZ&cZr%Zrs&}st%ZtuGvuw%Zwx(rx}%Z}!OGv!O!Q%Z!Q![Gv![!^%Z!^!_*g!_!c%Z!c!}Gv!}#O%Z#O#P&c#P#R%Z#R#SGv#S#T%Z#T#oGv#o#p*g#p$g%Z$g;'SGv;'S;=`Iv<%lOGv+dIyP;=`<%lGv07[JPP;=`<%lEr(KWJ_`$j&j(Xp([!b#q(ChOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KWKl_$j&j$R(Ch(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z,#xLva({+JY$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sv%ZvwM{wx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KWNW`$j&j#{(Ch(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'At! c_(Z';W$j&j(XpOY!!bYZ!#hZr!!brs!#hsw!!bwx!$xx!^!!b!^!_!%z!_#O!!b#O#P!#h#P#o!!b#o#p!%z#p;'S!!b;'S;=`!'c<%lO!!b'l!!i_$j&j(XpOY!!bYZ!#hZr!!brs!#hsw!!bwx!$xx!^!!b!^!_!%z!_#O!!b#O#P!#h#P#o!!b#o#p!%z#p;'S!!b;'S;=`!'c<%lO!!b&z!#mX$j&jOw!#hwx6cx!^!#h!^!_!$Y!_#o!#h#o#p!$Y#p;'S!#h;'S;=`!$r<%lO!#h`!$]TOw!$Ywx7]x;'S!$Y;'S;=`!$l<%lO!$Y`!$oP;=`<%l!$Y&z!$uP;=`<%l!#h'l!%R]$e`$j&j(XpOY(rYZ&cZr(rrs&cs!^(r!^!_)r!_#O(r#O#P&c#P#o(r#o#p)r#p;'S(r;'S;=`*a<%lO(r!Q!&PZ(XpOY!%zYZ!$YZr!%zrs!$Ysw!%zwx!&rx#O!%z#O#P!$Y#P;'S!%z;'S;=`!']<%lO!%z!Q!&yU$e`(XpOY)rZr)rs#O)r#P;'S)r;'S;=`*Z<%lO)r!Q!'`P;=`<%l!%z'l!'fP;=`<%l!!b/5|!'t_!l/.^$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z#&U!)O_!k!Lf$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z-!n!*[b$j&j(Xp([!b(V%&f#r(ChOY%ZYZ&cZr%Zrs&}sw%Zwx(rxz%Zz{!+d{!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KW!+o`$j&j(Xp([!b#o(ChOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z+;x!,|`$j&j(Xp([!br+4YOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z,$U!.Z_!]+Jf$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z07[!/ec$j&j(Xp([!b!Q.2^OY%ZYZ&cZr%Zrs&}sw%Zwx(rx!O%Z!O!P!0p!P!Q%Z!Q![!3Y![!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z#%|!0ya$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!O%Z!O!P!2O!P!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z#%|!2Z_![!L^$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad!3eg$j&j(Xp([!bs'9tOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q![!3Y![!^%Z!^!_*g!_!g%Z!g!h!4|!h#O%Z#O#P&c#P#R%Z#R#S!3Y#S#X%Z#X#Y!4|#Y#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad!5Vg$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx{%Z{|!6n|}%Z}!O!6n!O!Q%Z!Q![!8S![!^%Z!^!_*g!_#O%Z#O#P&c#P#R%Z#R#S!8S#S#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad!6wc$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q![!8S![!^%Z!^!_*g!_#O%Z#O#P&c#P#R%Z#R#S!8S#S#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad!8_c$j&j(Xp([!bs'9tOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q![!8S![!^%Z!^!_*g!_#O%Z#O#P&c#P#R%Z#R#S!8S#S#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z07[!9uf$j&j(Xp([!b#p(ChOY!;ZYZ&cZr!;Zrs!<nsw!;Zwx!Lcxz!;Zz{#-}{!P!;Z!P!Q#/d!Q!^!;Z!^!_#(i!_!`#7S!`!a#8i!a!}!;Z!}#O#,f#O#P!Dy#P#o!;Z#o#p#(i#p;'S!;Z;'S;=`#-w<%lO!;Z?O!;fb$j&j(Xp([!b!X7`OY!;ZYZ&cZr!;Zrs!<nsw!;Zwx!Lcx!P!;Z!P!Q#&`!Q!^!;Z!^!_#(i!_!}!;Z!}#O#,f#O#P!Dy#P#o!;Z#o#p#(i#p;'S!;Z;'S;=`#-w<%lO!;Z>^!<w`$j&j([!b!X7`OY!<nYZ&cZw!<nwx!=yx!P!<n!P!Q!Eq!Q!^!<n!^!_!Gr!_!}!<n!}#O!KS#O#P!Dy#P#o!<n#o#p!Gr#p;'S!<n;'S;=`!L]<%lO!<n<z!>Q^$j&j!X7`OY!=yYZ&cZ!P!=y!P!Q!>|!Q!^!=y!^!_!@c!_!}!=y!}#O!CW#O#P!Dy#P#o!=y#o#p!@c#p;'S!=y;'S;=`!Ek<%lO!=y<z!?Td$j&j!X7`O!^&c!_#W&c#W#X!>|#X#Z&c#Z#[!>|#[#]&c#]#^!>|#^#a&c#a#b!>|#b#g&c#g#h!>|#h#i&c#i#j!>|#j#k!>|#k#m&c#m#n!>|#n#o&c#p;'S&c;'S;=`&w<%lO&c7`!@hX!X7`OY!@cZ!P!@c!P!Q!AT!Q!}!@c!}#O!Ar#O#P!Bq#P;'S!@c;'S;=`!CQ<%lO!@c7`!AYW!X7`#W#X!AT#Z#[!AT#]#^!AT#a#b!AT#g#h!AT#i#j!AT#j#k!AT#m#n!AT7`!AuVOY!ArZ#O!Ar#O#P!B[#P#Q!@c#Q;'S!Ar;'S;=`!Bk<%lO!Ar7`!B_SOY!ArZ;'S!Ar;'S;=`!Bk<%lO!Ar7`!BnP;=`<%l!Ar7`!BtSOY!@cZ;'S!@c;'S;=`!CQ<%lO!@c7`!CTP;=`<%l!@c<z!C][$j&jOY!CWYZ&cZ!^!CW!^!_!Ar!_#O!CW#O#P!DR#P#Q!=y#Q#o!CW#o#p!Ar#p;'S!CW;'S;=`!Ds<%lO!CW<z!DWX$j&jOY!CWYZ&cZ!^!CW!^!_!Ar!_#o!CW#o#p!Ar#p;'S!CW;'S;=`!Ds<%lO!CW<z!DvP;=`<%l!CW<z!EOX$j&jOY!=yYZ&cZ!^!=y!^!_!@c!_#o!=y#o#p!@c#p;'S!=y;'S;=`!Ek<%lO!=y<z!EnP;=`<%l!=y>^!Ezl$j&j([!b!X7`OY&}YZ&cZw&}wx&cx!^&}!^!_'}!_#O&}#O#P&c#P#W&}#W#X!Eq#X#Z&}#Z#[!Eq#[#]&}#]#^!Eq#^#a&}#a#b!Eq#b#g&}#g#h!Eq#h#i&}#i#j!Eq#j#k!Eq#k#m&}#m#n!Eq#n#o&}#o#p'}#p;'S&};'S;=`(l<%lO&}8r!GyZ([!b!X7`OY!GrZw!Grwx!@cx!P!Gr!P!Q!Hl!Q!}!Gr!}#O!JU#O#P!Bq#P;'S!Gr;'S;=`!J|<%lO!Gr8r!Hse([!b!X7`OY'}Zw'}x#O'}#P#W'}#W#X!Hl#X#Z'}#Z#[!Hl#[#]'}#]#^!Hl#^#a'}#a#b!Hl#b#g'}#g#h!Hl#h#i'}#i#j!Hl#j#k!Hl#k#m'}#m#n!Hl#n;'S'};'S;=`(f<%lO'}8r!JZX([!bOY!JUZw!JUwx!Arx#O!JU#O#P!B[#P#Q!Gr#Q;'S!JU;'S;=`!Jv<%lO!JU8r!JyP;=`<%l!JU8r!KPP;=`<%l!Gr>^!KZ^$j&j([!bOY!KSYZ&cZw!KSwx!CWx!^!KS!^!_!JU!_#O!KS#O#P!DR#P#Q!<n#Q#o!KS#o#p!JU#p;'S!KS;'S;=`!LV<%lO!KS>^!LYP;=`<%l!KS>^!L`P;=`<%l!<n=l!Ll`$j&j(Xp!X7`OY!LcYZ&cZr!Lcrs!=ys!P!Lc!P!Q!Mn!Q!^!Lc!^!_# o!_!}!Lc!}#O#%P#O#P!Dy#P#o!Lc#o#p# o#p;'S!Lc;'S;=`#&Y<%lO!Lc=l!Mwl$j&j(Xp!X7`OY(rYZ&cZr(rrs&cs!^(r!^!_)r!_#O(r#O#P&c#P#W(r#W#X!Mn#X#Z(r#Z#[!Mn#[#](r#]#^!Mn#^#a(r#a#b!Mn#b#g(r#g#h!Mn#h#i(r#i#j!Mn#j#k!Mn#k#m(r#m#n!Mn#n#o(r#o#p)r#p;'S(r;'S;=`*a<%lO(r8Q# vZ(Xp!X7`OY# oZr# ors!@cs!P# o!P!Q#!i!Q!}# o!}#O#$R#O#P!Bq#P;'S# o;'S;=`#$y<%lO# o8Q#!pe(Xp!X7`OY)rZr)rs#O)r#P#W)r#W#X#!i#X#Z)r#Z#[#!i#[#])r#]#^#!i#^#a)r#a#b#!i#b#g)r#g#h#!i#h#i)r#i#j#!i#j#k#!i#k#m)r#m#n#!i#n;'S)r;'S;=`*Z<%lO)r8Q#$WX(XpOY#$RZr#$Rrs!Ars#O#$R#O#P!B[#P#Q# o#Q;'S#$R;'S;=`#$s<%lO#$R8Q#$vP;=`<%l#$R8Q#$|P;=`<%l# o=l#%W^$j&j(XpOY#%PYZ&cZr#%Prs!CWs!^#%P!^!_#$R!_#O#%P#O#P!DR#P#Q!Lc#Q#o#%P#o#p#$R#p;'S#%P;'S;=`#&S<%lO#%P=l#&VP;=`<%l#%P=l#&]P;=`<%l!Lc?O#&kn$j&j(Xp([!b!X7`OY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#W%Z#W#X#&`#X#Z%Z#Z#[#&`#[#]%Z#]#^#&`#^#a%Z#a#b#&`#b#g%Z#g#h#&`#h#i%Z#i#j#&`#j#k#&`#k#m%Z#m#n#&`#n#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z9d#(r](Xp([!b!X7`OY#(iZr#(irs!Grsw#(iwx# ox!P#(i!P!Q#)k!Q!}#(i!}#O#+`#O#P!Bq#P;'S#(i;'S;=`#,`<%lO#(i9d#)th(Xp([!b!X7`OY*gZr*grs'}sw*gwx)rx#O*g#P#W*g#W#X#)k#X#Z*g#Z#[#)k#[#]*g#]#^#)k#^#a*g#a#b#)k#b#g*g#g#h#)k#h#i*g#i#j#)k#j#k#)k#k#m*g#m#n#)k#n;'S*g;'S;=`+Z<%lO*g9d#+gZ(Xp([!bOY#+`Zr#+`rs!JUsw#+`wx#$Rx#O#+`#O#P!B[#P#Q#(i#Q;'S#+`;'S;=`#,Y<%lO#+`9d#,]P;=`<%l#+`9d#,cP;=`<%l#(i?O#,o`$j&j(Xp([!bOY#,fYZ&cZr#,frs!KSsw#,fwx#%Px!^#,f!^!_#+`!_#O#,f#O#P!DR#P#Q!;Z#Q#o#,f#o#p#+`#p;'S#,f;'S;=`#-q<%lO#,f?O#-tP;=`<%l#,f?O#-zP;=`<%l!;Z07[#.[b$j&j(Xp([!b(P0/l!X7`OY!;ZYZ&cZr!;Zrs!<nsw!;Zwx!Lcx!P!;Z!P!Q#&`!Q!^!;Z!^!_#(i!_!}!;Z!}#O#,f#O#P!Dy#P#o!;Z#o#p#(i#p;'S!;Z;'S;=`#-w<%lO!;Z07[#/o_$j&j(Xp([!bT0/lOY#/dYZ&cZr#/drs#0nsw#/dwx#4Ox!^#/d!^!_#5}!_#O#/d#O#P#1p#P#o#/d#o#p#5}#p;'S#/d;'S;=`#6|<%lO#/d06j#0w]$j&j([!bT0/lOY#0nYZ&cZw#0nwx#1px!^#0n!^!_#3R!_#O#0n#O#P#1p#P#o#0n#o#p#3R#p;'S#0n;'S;=`#3x<%lO#0n05W#1wX$j&jT0/lOY#1pYZ&cZ!^#1p!^!_#2d!_#o#1p#o#p#2d#p;'S#1p;'S;=`#2{<%lO#1p0/l#2iST0/lOY#2dZ;'S#2d;'S;=`#2u<%lO#2d0/l#2xP;=`<%l#2d05W#3OP;=`<%l#1p01O#3YW([!bT0/lOY#3RZw#3Rwx#2dx#O#3R#O#P#2d#P;'S#3R;'S;=`#3r<%lO#3R01O#3uP;=`<%l#3R06j#3{P;=`<%l#0n05x#4X]$j&j(XpT0/lOY#4OYZ&cZr#4Ors#1ps!^#4O!^!_#5Q!_#O#4O#O#P#1p#P#o#4O#o#p#5Q#p;'S#4O;'S;=`#5w<%lO#4O00^#5XW(XpT0/lOY#5QZr#5Qrs#2ds#O#5Q#O#P#2d#P;'S#5Q;'S;=`#5q<%lO#5Q00^#5tP;=`<%l#5Q05x#5zP;=`<%l#4O01p#6WY(Xp([!bT0/lOY#5}Zr#5}rs#3Rsw#5}wx#5Qx#O#5}#O#P#2d#P;'S#5};'S;=`#6v<%lO#5}01p#6yP;=`<%l#5}07[#7PP;=`<%l#/d)3h#7ab$j&j$R(Ch(Xp([!b!X7`OY!;ZYZ&cZr!;Zrs!<nsw!;Zwx!Lcx!P!;Z!P!Q#&`!Q!^!;Z!^!_#(i!_!}!;Z!}#O#,f#O#P!Dy#P#o!;Z#o#p#(i#p;'S!;Z;'S;=`#-w<%lO!;ZAt#8vb$[#t$j&j(Xp([!b!X7`OY!;ZYZ&cZr!;Zrs!<nsw!;Zwx!Lcx!P!;Z!P!Q#&`!Q!^!;Z!^!_#(i!_!}!;Z!}#O#,f#O#P!Dy#P#o!;Z#o#p#(i#p;'S!;Z;'S;=`#-w<%lO!;Z'Ad#:Zp$j&j(Xp([!bs'9tOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!O%Z!O!P!3Y!P!Q%Z!Q![#<_![!^%Z!^!_*g!_!g%Z!g!h!4|!h#O%Z#O#P&c#P#R%Z#R#S#<_#S#U%Z#U#V#?i#V#X%Z#X#Y!4|#Y#b%Z#b#c#>_#c#d#Bq#d#l%Z#l#m#Es#m#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad#<jk$j&j(Xp([!bs'9tOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!O%Z!O!P!3Y!P!Q%Z!Q![#<_![!^%Z!^!_*g!_!g%Z!g!h!4|!h#O%Z#O#P&c#P#R%Z#R#S#<_#S#X%Z#X#Y!4|#Y#b%Z#b#c#>_#c#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad#>j_$j&j(Xp([!bs'9tOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad#?rd$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q!R#AQ!R!S#AQ!S!^%Z!^!_*g!_#O%Z#O#P&c#P#R%Z#R#S#AQ#S#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad#A]f$j&j(Xp([!bs'9tOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q!R#AQ!R!S#AQ!S!^%Z!^!_*g!_#O%Z#O#P&c#P#R%Z#R#S#AQ#S#b%Z#b#c#>_#c#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad#Bzc$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q!Y#DV!Y!^%Z!^!_*g!_#O%Z#O#P&c#P#R%Z#R#S#DV#S#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad#Dbe$j&j(Xp([!bs'9tOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q!Y#DV!Y!^%Z!^!_*g!_#O%Z#O#P&c#P#R%Z#R#S#DV#S#b%Z#b#c#>_#c#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad#E|g$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q![#Ge![!^%Z!^!_*g!_!c%Z!c!i#Ge!i#O%Z#O#P&c#P#R%Z#R#S#Ge#S#T%Z#T#Z#Ge#Z#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z'Ad#Gpi$j&j(Xp([!bs'9tOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!Q%Z!Q![#Ge![!^%Z!^!_*g!_!c%Z!c!i#Ge!i#O%Z#O#P&c#P#R%Z#R#S#Ge#S#T%Z#T#Z#Ge#Z#b%Z#b#c#>_#c#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z*)x#Il_!g$b$j&j$P)Lv(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z)[#Jv_al$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z04f#LS^h#)`#R-<U(Xp([!b$o7`OY*gZr*grs'}sw*gwx)rx!P*g!P!Q#MO!Q!^*g!^!_#Mt!_!`$ f!`#O*g#P;'S*g;'S;=`+Z<%lO*g(n#MXX$l&j(Xp([!bOY*gZr*grs'}sw*gwx)rx#O*g#P;'S*g;'S;=`+Z<%lO*g(El#M}Z#s(Ch(Xp([!bOY*gZr*grs'}sw*gwx)rx!_*g!_!`#Np!`#O*g#P;'S*g;'S;=`+Z<%lO*g(El#NyX$R(Ch(Xp([!bOY*gZr*grs'}sw*gwx)rx#O*g#P;'S*g;'S;=`+Z<%lO*g(El$ oX#t(Ch(Xp([!bOY*gZr*grs'}sw*gwx)rx#O*g#P;'S*g;'S;=`+Z<%lO*g*)x$!ga#`*!Y$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`0z!`!a$#l!a#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(K[$#w_#l(Cl$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z*)x$%Vag!*r#t(Ch$g#|$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`$&[!`!a$'f!a#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KW$&g_#t(Ch$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KW$'qa#s(Ch$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`!a$(v!a#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KW$)R`#s(Ch$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(Kd$*`a(s(Ct$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!a%Z!a!b$+e!b#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KW$+p`$j&j#|(Ch(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z%#`$,}_!|$Ip$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z04f$.X_!S0,v$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(n$/]Z$j&jO!^$0O!^!_$0f!_#i$0O#i#j$0k#j#l$0O#l#m$2^#m#o$0O#o#p$0f#p;'S$0O;'S;=`$4i<%lO$0O(n$0VT_#S$j&jO!^&c!_#o&c#p;'S&c;'S;=`&w<%lO&c#S$0kO_#S(n$0p[$j&jO!Q&c!Q![$1f![!^&c!_!c&c!c!i$1f!i#T&c#T#Z$1f#Z#o&c#o#p$3|#p;'S&c;'S;=`&w<%lO&c(n$1kZ$j&jO!Q&c!Q![$2^![!^&c!_!c&c!c!i$2^!i#T&c#T#Z$2^#Z#o&c#p;'S&c;'S;=`&w<%lO&c(n$2cZ$j&jO!Q&c!Q![$3U![!^&c!_!c&c!c!i$3U!i#T&c#T#Z$3U#Z#o&c#p;'S&c;'S;=`&w<%lO&c(n$3ZZ$j&jO!Q&c!Q![$0O![!^&c!_!c&c!c!i$0O!i#T&c#T#Z$0O#Z#o&c#p;'S&c;'S;=`&w<%lO&c#S$4PR!Q![$4Y!c!i$4Y#T#Z$4Y#S$4]S!Q![$4Y!c!i$4Y#T#Z$4Y#q#r$0f(n$4lP;=`<%l$0O#1[$4z_!Y#)l$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z(KW$6U`#y(Ch$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z+;p$7c_$j&j(Xp([!b(b+4QOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z07[$8qk$j&j(Xp([!b(U,2j$`#t(f$I[OY%ZYZ&cZr%Zrs&}st%Ztu$8buw%Zwx(rx}%Z}!O$:f!O!Q%Z!Q![$8b![!^%Z!^!_*g!_!c%Z!c!}$8b!}#O%Z#O#P&c#P#R%Z#R#S$8b#S#T%Z#T#o$8b#o#p*g#p$g%Z$g;'S$8b;'S;=`$<l<%lO$8b+d$:qk$j&j(Xp([!b$`#tOY%ZYZ&cZr%Zrs&}st%Ztu$:fuw%Zwx(rx}%Z}!O$:f!O!Q%Z!Q![$:f![!^%Z!^!_*g!_!c%Z!c!}$:f!}#O%Z#O#P&c#P#R%Z#R#S$:f#S#T%Z#T#o$:f#o#p*g#p$g%Z$g;'S$:f;'S;=`$<f<%lO$:f+d$<iP;=`<%l$:f07[$<oP;=`<%l$8b#Jf$<{X!_#Hb(Xp([!bOY*gZr*grs'}sw*gwx)rx#O*g#P;'S*g;'S;=`+Z<%lO*g,#x$=sa(z+JY$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_!`Ka!`#O%Z#O#P&c#P#o%Z#o#p*g#p#q$+e#q;'S%Z;'S;=`+a<%lO%Z)>v$?V_!^(CdvBr$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z?O$@a_!q7`$j&j(Xp([!bOY%ZYZ&cZr%Zrs&}sw%Zwx(rx!^%Z!^!_*g!_#O%Z#O#P&c#P#o%Z#o#p*g#p;'S%Z;'S;=`+a<%lO%Z07[$Aq|$j&j(Xp([!b'}0/l$^#t(U,2j(f$I[OX%ZXY+gYZ&cZ[+g[p%Zpq+gqr%Zrs&}st%ZtuEruw%Zwx(rx}%Z}!OGv!O!Q%Z!Q![Er![!^%Z!^!_*g!_!c%Z!c!}Er!}#O%Z#O#P&c#P#R%Z#R#SEr#S#T%Z#T#oEr#o#p*g#p$f%Z$f$g+g$g#BYEr#BY#BZ$A`#BZ$ISEr$IS$I_$A`$I_$JTEr$JT$JU$A`$JU$KVEr$KV$KW$A`$KW&FUEr&FU&FV$A`&FV;'SEr;'S;=`I|<%l?HTEr?HT?HU$A`?HUOEr07[$D|k$j&j(Xp([!b(O0/l$^#t(U,2j(f$I[OY%ZYZ&cZr%Zrs&}st%ZtuEruw%Zwx(rx}%Z}!OGv!O!Q%Z!Q![Er![!^%Z!^!_*g!_!c%Z!c!}Er!}#O%Z#O#P&c#P#R%Z#R#SEr#S#T%Z#T#oEr#o#p*g#p$g%Z$g;'SEr;'S;=`I|<%lOEr",
+    tokenizers: [noSemicolon, noSemicolonType, operatorToken, jsx, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, insertSemicolon, new LocalTokenGroup("$S~RRtu[#O#Pg#S#T#|~_P#o#pb~gOx~~jVO#i!P#i#j!U#j#l!P#l#m!q#m;'S!P;'S;=`#v<%lO!P~!UO!U~~!XS!Q![!e!c!i!e#T#Z!e#o#p#Z~!hR!Q![!q!c!i!q#T#Z!q~!tR!Q![!}!c!i!}#T#Z!}~#QR!Q![!P!c!i!P#T#Z!P~#^R!Q![#g!c!i#g#T#Z#g~#jS!Q![#g!c!i#g#T#Z#g#q#r!P~#yP;=`<%l!P~$RO(d~~", 141, 341), new LocalTokenGroup("j~RQYZXz{^~^O(R~~aP!P!Qd~iO(S~~", 25, 324)],
+    topRules: { "Script": [0, 7], "SingleExpression": [1, 277], "SingleClassItem": [2, 278] },
+    dialects: { jsx: 0, ts: 15179 },
+    dynamicPrecedences: { "80": 1, "82": 1, "94": 1, "170": 1, "200": 1 },
+    specialized: [{ term: 328, get: (value) => spec_identifier[value] || -1 }, { term: 344, get: (value) => spec_word[value] || -1 }, { term: 95, get: (value) => spec_LessThan[value] || -1 }],
+    tokenPrec: 15205
+  });
 
   // node_modules/@codemirror/lang-javascript/dist/index.js
   var snippets = [
@@ -29898,9 +20597,9 @@
   var kwCompletion = (name2) => ({ label: name2, type: "keyword" });
   var keywords = /* @__PURE__ */ "break case const continue default delete export extends false finally in instanceof let new return static super switch this throw true typeof var yield".split(" ").map(kwCompletion);
   var typescriptKeywords = /* @__PURE__ */ keywords.concat(/* @__PURE__ */ ["declare", "implements", "private", "protected", "public"].map(kwCompletion));
-  function javascript(config = {}) {
-    let lang = config.jsx ? config.typescript ? tsxLanguage : jsxLanguage : config.typescript ? typescriptLanguage : javascriptLanguage;
-    let completions = config.typescript ? typescriptSnippets.concat(typescriptKeywords) : snippets.concat(keywords);
+  function javascript(config2 = {}) {
+    let lang = config2.jsx ? config2.typescript ? tsxLanguage : jsxLanguage : config2.typescript ? typescriptLanguage : javascriptLanguage;
+    let completions = config2.typescript ? typescriptSnippets.concat(typescriptKeywords) : snippets.concat(keywords);
     return new LanguageSupport(lang, [
       javascriptLanguage.data.of({
         autocomplete: ifNotIn(dontComplete, completeFromList(completions))
@@ -29908,7 +20607,7 @@
       javascriptLanguage.data.of({
         autocomplete: localCompletionSource
       }),
-      config.jsx ? autoCloseTags : []
+      config2.jsx ? autoCloseTags : []
     ]);
   }
   function findOpenTag(node) {
@@ -30108,7 +20807,7 @@
     this.flags = flags;
     this.hash = (parent ? parent.hash + parent.hash << 8 : 0) + indent2 + (indent2 << 4) + flags + (flags << 6);
   }
-  var topIndent = new Context(null, 0, 0);
+  var topIndent2 = new Context(null, 0, 0);
   function countIndent(space3) {
     let depth = 0;
     for (let i2 = 0; i2 < space3.length; i2++)
@@ -30134,7 +20833,7 @@
     [stringStartFRLD, cx_Format | cx_Raw | cx_Long | cx_DoubleQuote]
   ].map(([term, flags]) => [term, flags | cx_String]));
   var trackIndent = new ContextTracker({
-    start: topIndent,
+    start: topIndent2,
     reduce(context, term, _, input) {
       if (context.flags & cx_Bracketed && bracketed.has(term) || (term == String$1 || term == FormatString) && context.flags & cx_String)
         return context.parent;
@@ -31178,7 +21877,7 @@
   function underline(color) {
     return svg(`<path d="m0 2.5 l2 -1.5 l1 0 l2 1.5 l1 0" stroke="${color}" fill="none" stroke-width=".7"/>`, `width="6" height="3"`);
   }
-  var baseTheme3 = /* @__PURE__ */ EditorView.baseTheme({
+  var baseTheme4 = /* @__PURE__ */ EditorView.baseTheme({
     ".cm-diagnostic": {
       padding: "3px 6px 3px 8px",
       marginLeft: "-1px",
@@ -31438,7 +22137,7 @@
       ]);
     }),
     lintHover,
-    baseTheme3
+    baseTheme4
   ];
   var lintGutterConfig = /* @__PURE__ */ Facet.define({
     combine(configs) {
@@ -31449,12 +22148,23 @@
       });
     }
   });
-  function lintGutter(config = {}) {
-    return [lintGutterConfig.of(config), lintGutterMarkers, lintGutterExtension, lintGutterTheme, lintGutterTooltip];
+  function lintGutter(config2 = {}) {
+    return [lintGutterConfig.of(config2), lintGutterMarkers, lintGutterExtension, lintGutterTheme, lintGutterTooltip];
   }
 
   // src/editor.js
   var languages = { javascript, python };
+  var basicSetup = [
+    lineNumbers(),
+    highlightActiveLineGutter(),
+    highlightSpecialChars(),
+    drawSelection(),
+    indentOnInput(),
+    syntaxHighlighting(defaultHighlightStyle, { fallback: true }),
+    bracketMatching(),
+    closeBrackets(),
+    highlightActiveLine()
+  ];
   function diagnostic(doc2, d) {
     const lineNo = Math.min(Math.max(d.line || 1, 1), doc2.lines);
     const line = doc2.line(lineNo);
@@ -31469,14 +22179,14 @@
   }
   function create(textarea, options = {}) {
     const lang = languages[options.language] || languages.javascript;
-    const view = new import_codemirror.EditorView({
+    const view = new EditorView({
       doc: textarea.value,
       extensions: [
-        import_codemirror.basicSetup,
+        basicSetup,
         lang(),
         lintGutter(),
-        import_codemirror.EditorView.contentAttributes.of({ "aria-label": labelOf(textarea) }),
-        import_codemirror.EditorView.updateListener.of((u) => {
+        EditorView.contentAttributes.of({ "aria-label": labelOf(textarea) }),
+        EditorView.updateListener.of((u) => {
           if (u.docChanged) {
             textarea.value = u.state.doc.toString();
             textarea.dispatchEvent(new Event("input", { bubbles: true }));

@@ -1,0 +1,304 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/pmezard/go-difflib/difflib"
+
+	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
+	"github.com/metalambda/metalambda/internal/runtime"
+)
+
+// A replay runs a candidate version of a function, not yet saved, against the
+// function's recorded calls and tells, per call, whether its answer would change: a
+// regression test made of real traffic. The candidate is compiled as any function is
+// (the same runtimes, sandbox and limits, the function's network), in a scratch
+// compilation of its own that is closed when the replay ends; its calls are run one at
+// a time, are not recorded and are not counted in the metrics.
+
+const (
+	// defaultReplayLimit is how many recorded calls a replay runs when the request
+	// does not say.
+	defaultReplayLimit = 10
+	// replayBudget bounds a whole replay; calls left when it runs out are reported
+	// as not run. It leaves the HTTP server's write timeout a margin.
+	replayBudget = maxFunctionTimeout
+)
+
+// replayRequest is the body of POST .../replay: the candidate and how many of the most
+// recent recorded calls to run it against.
+type replayRequest struct {
+	Runtime        string            `json:"runtime"`
+	Source         string            `json:"source"`
+	Handler        string            `json:"handler"`
+	TimeoutSeconds int32             `json:"timeoutSeconds"`
+	Env            map[string]string `json:"env"`
+	Limit          int               `json:"limit"`
+}
+
+// ReplayResult is the answer of a replay, newest call first.
+type ReplayResult struct {
+	Items []ReplayedCall `json:"items"`
+	// Changed counts the items whose answer changes.
+	Changed int `json:"changed"`
+	// Enabled is false when the function records no calls (spec.history.enabled).
+	Enabled bool `json:"enabled"`
+}
+
+// ReplayedCall is one recorded call and what the candidate answers to its request.
+type ReplayedCall struct {
+	Time   time.Time `json:"time"`
+	Source string    `json:"source"`
+	// Request is the recorded request, as the history keeps it.
+	Request json.RawMessage `json:"request,omitempty"`
+	Old     CallOutcome     `json:"old"`
+	// New is nil when the call was not run; Error says why.
+	New     *CallOutcome `json:"new,omitempty"`
+	Changed bool         `json:"changed"`
+	// Diff is a unified diff of the old and the new answer, when they differ.
+	Diff  string `json:"diff,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Notes say what limits the comparison: a request with redacted values, an
+	// answer kept only by its size.
+	Notes []string `json:"notes,omitempty"`
+}
+
+// CallOutcome is the answer of one call: a status (200, or 500 for a failure), the
+// response or the error, and the logs.
+type CallOutcome struct {
+	Status     int             `json:"status"`
+	Response   json.RawMessage `json:"response,omitempty"`
+	Error      string          `json:"error,omitempty"`
+	Logs       string          `json:"logs,omitempty"`
+	DurationMS float64         `json:"durationMs"`
+}
+
+// replay serves POST .../replay.
+func (g *Gateway) replay(w http.ResponseWriter, r *http.Request) {
+	ns, name := chi.URLParam(r, "namespace"), chi.URLParam(r, "name")
+	req, err := readReplay(r, g.opts.History)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	e, err := g.loaded(r.Context(), ns, name)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	spec := req.candidate(e.fn)
+	if err := g.checkSpec(&spec); err != nil {
+		writeError(w, err)
+		return
+	}
+	fn := toRuntime(ns, name, &spec)
+	if err := g.compiler.check(fn); err != nil {
+		writeError(w, errorf(http.StatusUnprocessableEntity, "network_not_allowed", err.Error()))
+		return
+	}
+	compiled, err := g.compiler.Compile(fn)
+	if err != nil {
+		writeError(w, compileError(err))
+		return
+	}
+	defer compiled.Close()
+	ctx, cancel := context.WithTimeout(r.Context(), replayBudget)
+	defer cancel()
+	recorded := e.history.list()
+	if len(recorded) > req.Limit {
+		recorded = recorded[:req.Limit]
+	}
+	result := ReplayResult{Items: replayCalls(ctx, compiled, recorded), Enabled: e.history.enabled()}
+	for _, item := range result.Items {
+		if item.Changed {
+			result.Changed++
+		}
+	}
+	writeJSON(w, http.StatusOK, result)
+}
+
+// limitReplays answers 429 with Retry-After when the gateway already runs as many
+// replays as it may: each starts workers of its own.
+func (g *Gateway) limitReplays(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !g.replays.acquire("") {
+			w.Header().Set("Retry-After", strconv.Itoa(callRetryAfter))
+			writeError(w, errorf(http.StatusTooManyRequests, "too_many_replays", "this gateway already runs "+strconv.Itoa(g.replays.max)+" replays, its limit; retry in a moment"))
+			return
+		}
+		defer g.replays.release("")
+		next(w, r)
+	}
+}
+
+func readReplay(r *http.Request, maxLimit int) (*replayRequest, error) {
+	body, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	var req replayRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, errorf(http.StatusBadRequest, "bad_request", "the body is not a replay request in JSON: "+err.Error())
+	}
+	if req.Limit == 0 {
+		req.Limit = min(defaultReplayLimit, maxLimit)
+	}
+	if req.Limit < 1 || req.Limit > maxLimit {
+		return nil, errorf(http.StatusUnprocessableEntity, "invalid_limit", fmt.Sprintf("limit %d is not between 1 and %d, the calls this gateway keeps per function", req.Limit, maxLimit))
+	}
+	return &req, nil
+}
+
+// candidate is the spec a replay runs: the request's source, and its runtime, handler,
+// timeout and env where it gives them, else the current function's (its handler only
+// when the runtime stays). The network is always the current function's.
+func (req *replayRequest) candidate(current runtime.Function) fnv1.FunctionSpec {
+	spec := fnv1.FunctionSpec{Runtime: req.Runtime, Source: req.Source, Handler: req.Handler,
+		TimeoutSeconds: req.TimeoutSeconds, Env: req.Env, Network: current.Network}
+	if spec.Runtime == "" {
+		spec.Runtime = current.Runtime
+	}
+	if spec.Handler == "" && spec.Runtime == current.Runtime {
+		spec.Handler = current.Handler
+	}
+	if spec.TimeoutSeconds == 0 {
+		spec.TimeoutSeconds = int32(current.Timeout / time.Second)
+	}
+	if spec.Env == nil {
+		spec.Env = current.Env
+	}
+	return spec
+}
+
+// replayCalls runs c with each recorded request in turn, until ctx ends.
+func replayCalls(ctx context.Context, c runtime.Compiled, recorded []Invocation) []ReplayedCall {
+	items := make([]ReplayedCall, 0, len(recorded))
+	for _, rec := range recorded {
+		items = append(items, replayCall(ctx, c, rec))
+	}
+	return items
+}
+
+func replayCall(ctx context.Context, c runtime.Compiled, rec Invocation) ReplayedCall {
+	item := ReplayedCall{Time: rec.Time, Source: rec.Source, Request: rec.Request, Old: CallOutcome{
+		Status: rec.Status, Response: rec.Response, Error: rec.Error, Logs: rec.Logs, DurationMS: rec.DurationMS}}
+	switch {
+	case truncationNote(rec.Request):
+		item.Error = fmt.Sprintf("not run: the request was over %d KiB, and the history keeps only the size of such a request", maxRecordedBody>>10)
+		return item
+	case ctx.Err() != nil:
+		item.Error = fmt.Sprintf("not run: the replay's time (%s) ran out, or it was cancelled", replayBudget)
+		return item
+	}
+	if bytes.Contains(rec.Request, []byte(strconv.Quote(redacted))) {
+		item.Notes = append(item.Notes, "the recorded request has redacted values (Secret data, authorization); the candidate was given "+strconv.Quote(redacted)+" in their place, as the history shows them")
+	}
+	if truncationNote(rec.Response) {
+		item.Notes = append(item.Notes, fmt.Sprintf("the recorded response was over %d KiB and only its size was kept: the answers are compared by size", maxRecordedBody>>10))
+	}
+	item.New = invokeOnce(ctx, c, rec.Request)
+	item.Changed, item.Diff = compareOutcomes(item.Old, *item.New)
+	return item
+}
+
+// invokeOnce runs one call and keeps its answer as the history would keep it
+// (redacted, and only its size when big), so that it compares with a recorded one.
+func invokeOnce(ctx context.Context, c runtime.Compiled, request json.RawMessage) *CallOutcome {
+	start := time.Now()
+	res, err := c.Invoke(ctx, request)
+	out := &CallOutcome{Status: http.StatusOK, Response: redactJSON(truncateJSON(res.Response)), Logs: res.Logs,
+		DurationMS: float64(time.Since(start).Microseconds()) / 1000}
+	if err != nil {
+		out.Status, out.Response, out.Error = http.StatusInternalServerError, nil, err.Error()
+	}
+	if errors.Is(err, runtime.ErrInvalidRequest) {
+		out.Status = http.StatusBadRequest
+	}
+	return out
+}
+
+// truncationNote reports whether a recorded body is the note truncateJSON leaves in
+// place of a big one.
+func truncationNote(raw json.RawMessage) bool {
+	if !bytes.Contains(raw, []byte(`"truncated"`)) {
+		return false
+	}
+	var note map[string]any
+	if json.Unmarshal(raw, &note) != nil || len(note) != 2 {
+		return false
+	}
+	_, isSize := note["bytes"].(float64)
+	return note["truncated"] == true && isSize
+}
+
+// compareOutcomes tells whether two answers differ, in status, error or response (as
+// JSON values: key order and spacing aside), and if so how, as a unified diff. Logs
+// and durations are not compared.
+func compareOutcomes(old, cand CallOutcome) (bool, string) {
+	if old.Status == cand.Status && old.Error == cand.Error && sameJSONValue(old.Response, cand.Response) {
+		return false, ""
+	}
+	diff, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+		A: difflib.SplitLines(renderOutcome(old)), B: difflib.SplitLines(renderOutcome(cand)),
+		FromFile: "recorded", ToFile: "candidate", Context: 3,
+	})
+	if err != nil {
+		diff = "the answers differ (" + err.Error() + ")"
+	}
+	return true, diff
+}
+
+// renderOutcome is an answer as lines to diff: its status, then its error or its
+// response as indented JSON with sorted keys.
+func renderOutcome(o CallOutcome) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "status: %d\n", o.Status)
+	if o.Error != "" {
+		fmt.Fprintf(&b, "error: %s\n", o.Error)
+	}
+	if len(o.Response) > 0 {
+		b.WriteString(indentJSON(o.Response))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// indentJSON prints a JSON value with sorted keys, two spaces per level; a body that
+// is not JSON is returned as it is.
+func indentJSON(raw json.RawMessage) string {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return string(raw)
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		return string(raw)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// sameJSONValue compares two JSON bodies as values; bodies that are not JSON compare
+// as bytes.
+func sameJSONValue(a, b json.RawMessage) bool {
+	if len(a) == 0 || len(b) == 0 {
+		return len(a) == len(b)
+	}
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return bytes.Equal(a, b)
+	}
+	return reflect.DeepEqual(va, vb)
+}
