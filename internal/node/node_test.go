@@ -145,6 +145,9 @@ func TestImageMapFile(t *testing.T) {
   interpreter: sh
 - image: busybox
   kind: placeholder
+- image: ghcr.io/metalambda/engine
+  kind: host
+  entrypoint: [sh, -c, 'exec engine "$@"', engine]
 `)
 	o := Options{Python: "/usr/bin/python3", NodeJS: "/usr/bin/node", ImageMapFile: file,
 		Images: []ImageRule{{Image: "registry.local:5000/tools/node-*", Kind: "node"}}}
@@ -158,9 +161,25 @@ func TestImageMapFile(t *testing.T) {
 		"busybox":              {kind: runtimePlaceholder, python: "/usr/bin/python3", node: "/usr/bin/node", message: placeholderMessage("busybox")},
 		"alpine":               {kind: runtimeHost, python: "/usr/bin/python3", node: "/usr/bin/node"},
 		"registry.local:5000/tools/node-lts:20.1": {kind: runtimeNode, python: "/usr/bin/python3", node: "/usr/bin/node"},
+		"ghcr.io/metalambda/engine:v1.2.3": {kind: runtimeHost, python: "/usr/bin/python3", node: "/usr/bin/node",
+			entrypoint: []string{sh, "-c", `exec engine "$@"`, "engine"}},
 	} {
 		if diff := cmp.Diff(want, o.mapImage(image), cmp.AllowUnexported(imageRun{})); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", image, diff)
+		}
+	}
+	// The entrypoint runs with the container's args; a command replaces it.
+	engine := o.mapImage("ghcr.io/metalambda/engine:v1")
+	for _, tc := range []struct {
+		c    corev1.Container
+		want []string
+	}{
+		{corev1.Container{Args: []string{"--workers=4"}}, []string{sh, "-c", `exec engine "$@"`, "engine", "--workers=4"}},
+		{corev1.Container{}, []string{sh, "-c", `exec engine "$@"`, "engine"}},
+		{corev1.Container{Command: []string{"true"}, Args: []string{"x"}}, []string{"true", "x"}},
+	} {
+		if diff := cmp.Diff(tc.want, argv(&tc.c, engine)); diff != "" {
+			t.Errorf("entrypoint argv for %+v (-want +got):\n%s", tc.c, diff)
 		}
 	}
 
@@ -172,6 +191,8 @@ func TestImageMapFile(t *testing.T) {
 		{"empty image", "images:\n- kind: host\n", "rule 1: image is empty"},
 		{"missing interpreter", "images:\n- image: pypy\n  kind: python\n  interpreter: /nonexistent/pypy3\n", `interpreter "/nonexistent/pypy3" is not an executable`},
 		{"interpreter for host", "images:\n- image: x\n  kind: host\n  interpreter: sh\n", "interpreter is only for kinds python and node"},
+		{"entrypoint for python", "images:\n- image: x\n  kind: python\n  entrypoint: [sh]\n", "entrypoint is only for kind host"},
+		{"missing entrypoint", "images:\n- image: x\n  kind: host\n  entrypoint: [/nonexistent/engine]\n", `entrypoint "/nonexistent/engine" is not an executable`},
 		{"no rules", "images: []\n", "no rules under `images:`"},
 		{"not yaml", "images: [\n", "want `images:` with a list"},
 	}

@@ -206,6 +206,10 @@ func (w *podWorker) setup(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(w.dir, "logs"), 0o755); err != nil {
 		return err
 	}
+	resolv, err := w.n.resolvConf(pod, w.dir)
+	if err != nil {
+		return err
+	}
 	var containers []*container
 	var mountDirs []string
 	readOnly := readOnlyVolumes(pod)
@@ -229,7 +233,7 @@ func (w *podWorker) setup(ctx context.Context) error {
 			}
 			mountDirs = append(mountDirs, used...)
 		}
-		c.mounts = mounts
+		c.mounts = append([]bindMount{resolv}, mounts...)
 		containers = append(containers, c)
 	}
 	w.mu.Lock()
