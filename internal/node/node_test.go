@@ -548,3 +548,45 @@ func TestClaimMountsReadOnlyAndSubPath(t *testing.T) {
 		t.Errorf("the subPath directory was not made: %v", err)
 	}
 }
+
+func TestOrderMounts(t *testing.T) {
+	m := func(volume, source, target string) bindMount {
+		return bindMount{volume: volume, source: source, target: target}
+	}
+	targets := func(ms []bindMount) []string {
+		var out []string
+		for _, x := range ms {
+			out = append(out, x.target)
+		}
+		return out
+	}
+	// The state directory is under /tmp, and the pod mounts an emptyDir at /tmp: its
+	// other mounts go first, while their sources are visible; parents still precede
+	// children.
+	got, err := orderMounts("c", []bindMount{
+		m("tmp", "/tmp/state/pod/volumes/tmp", "/tmp"),
+		m("token", "/tmp/state/pod/volumes/token", "/var/run/secrets/kubernetes.io/serviceaccount"),
+		m("data", "/srv/data", "/data"),
+		m("cache", "/srv/cache", "/tmp/cache"),
+		m("", "/tmp/state/pod/resolv.conf", "/etc/resolv.conf"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/data", "/etc/resolv.conf", "/var/run/secrets/kubernetes.io/serviceaccount", "/tmp", "/tmp/cache"}
+	if diff := cmp.Diff(want, targets(got)); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
+	}
+	// A source under a target that must also come first cannot be mounted.
+	_, err = orderMounts("c", []bindMount{
+		m("tmp", "/tmp/state/pod/volumes/tmp", "/tmp"),
+		m("cache", "/tmp/state/pod/volumes/cache", "/tmp/cache"),
+	})
+	if err == nil || !strings.Contains(err.Error(), "container c: its mounts hide each other's sources: tmp at /tmp") {
+		t.Errorf("cycle: err = %v", err)
+	}
+	var invalid *invalidSpecError
+	if !errors.As(err, &invalid) {
+		t.Errorf("cycle: %T is not an invalid spec", err)
+	}
+}

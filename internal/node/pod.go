@@ -233,7 +233,10 @@ func (w *podWorker) setup(ctx context.Context) error {
 			}
 			mountDirs = append(mountDirs, used...)
 		}
-		c.mounts = append([]bindMount{resolv}, mounts...)
+		if c.mounts, err = orderMounts(c.spec.Name, append(mounts, resolv)); err != nil {
+			w.n.releaseMountDirs(mountDirs)
+			return err
+		}
 		containers = append(containers, c)
 	}
 	w.mu.Lock()
