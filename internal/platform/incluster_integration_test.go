@@ -104,18 +104,36 @@ func TestInClusterChart(t *testing.T) {
 		t.Errorf("images of the running pods: %v, want 2 engines and 1 gateway", images)
 	}
 
-	// One engine pod leads, through the Lease its ServiceAccount may update.
+	// One engine pod leads, through the Lease its ServiceAccount may update. (The
+	// identity is the hostname, which pods share with the host here, and a UUID: the
+	// leader is found by its log.)
+	var holder string
 	kubetest.Eventually(t, time.Minute, "an engine pod holds the leader Lease", func(ctx context.Context) (bool, error) {
 		lease, err := kube.CoordinationV1().Leases(GatewayNamespace).Get(ctx, "metacontroller", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		holder := ""
 		if lease.Spec.HolderIdentity != nil {
 			holder = *lease.Spec.HolderIdentity
 		}
-		return strings.HasPrefix(holder, "metalambda-engine-"), fmt.Errorf("holder %q", holder)
+		return holder != "", fmt.Errorf("no holder")
 	})
+	leaders := 0
+	for _, pod := range pods.Items {
+		if !strings.HasPrefix(pod.Name, "metalambda-engine-") {
+			continue
+		}
+		logs, err := kube.CoreV1().Pods(GatewayNamespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "engine"}).Do(ctx).Raw()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(logs), `"Leading: starting controllers" identity=`+holder) {
+			leaders++
+		}
+	}
+	if leaders != 1 {
+		t.Errorf("%d engine pods say they lead as %s, want 1", leaders, holder)
+	}
 
 	// The gateway's API answers at its Service's ClusterIP, which `metalambda fn` reads.
 	url, err := os.ReadFile(GatewayURLFile(opts.DataDir))
