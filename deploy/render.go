@@ -3,6 +3,8 @@ package deploy
 import (
 	"bufio"
 	"bytes"
+	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -36,6 +38,12 @@ type Variant struct {
 	// ValuesFiles are the chart's values files (relative to the chart) on top of
 	// values.yaml.
 	ValuesFiles []string
+	// Values override the values files' (as `helm --set` does).
+	Values map[string]any
+	// Chart is the chart's directory. Default ChartDir().
+	Chart string
+	// Release is the release's name. Default "metalambda".
+	Release string
 }
 
 // Variants are the kustomize bases and their chart values.
@@ -54,19 +62,27 @@ func KustomizeDir(name string) string { return filepath.Join(Dir(), "kustomize",
 // v.Namespace with v's values files: every object, keyed by the template that made
 // it (templates/engine.yaml...), in template order.
 func RenderChart(v Variant) (map[string][]*unstructured.Unstructured, error) {
-	chart, err := loader.Load(ChartDir())
+	dir := cmp.Or(v.Chart, ChartDir())
+	chart, err := loader.Load(dir)
 	if err != nil {
-		return nil, fmt.Errorf("load chart: %w", err)
+		return nil, fmt.Errorf("load chart %s: %w", dir, err)
 	}
 	vals := map[string]any{}
 	for _, f := range v.ValuesFiles {
-		more, err := chartutil.ReadValuesFile(filepath.Join(ChartDir(), f))
+		more, err := chartutil.ReadValuesFile(filepath.Join(dir, f))
 		if err != nil {
 			return nil, err
 		}
 		vals = chartutil.CoalesceTables(more.AsMap(), vals)
 	}
-	release := chartutil.ReleaseOptions{Name: "metalambda", Namespace: v.Namespace, IsInstall: true}
+	if v.Values != nil {
+		override, err := deepCopy(v.Values)
+		if err != nil {
+			return nil, err
+		}
+		vals = chartutil.CoalesceTables(override, vals)
+	}
+	release := chartutil.ReleaseOptions{Name: cmp.Or(v.Release, "metalambda"), Namespace: v.Namespace, IsInstall: true}
 	renderValues, err := chartutil.ToRenderValues(chart, vals, release, chartutil.DefaultCapabilities)
 	if err != nil {
 		return nil, err
@@ -140,4 +156,14 @@ func Encode(objs []*unstructured.Unstructured) ([]byte, error) {
 		b.Write(data)
 	}
 	return b.Bytes(), nil
+}
+
+// deepCopy copies values through JSON, as CoalesceTables changes its first argument.
+func deepCopy(values map[string]any) (map[string]any, error) {
+	data, err := json.Marshal(values)
+	if err != nil {
+		return nil, fmt.Errorf("chart values: %w", err)
+	}
+	var out map[string]any
+	return out, json.Unmarshal(data, &out)
 }

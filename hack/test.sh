@@ -16,7 +16,8 @@ leaked=()
 for cmdline in /proc/[0-9]*/cmdline; do
   pid=${cmdline#/proc/}; pid=${pid%/cmdline}
   [[ $pid == "$$" ]] && continue
-  if tr '\0' ' ' <"$cmdline" 2>/dev/null | grep -qF "$tmp"; then
+  # A process may exit between the glob and the read: its cmdline is then gone.
+  if { tr '\0' ' ' <"$cmdline"; } 2>/dev/null | grep -qF "$tmp"; then
     leaked+=("$pid: $(tr '\0' ' ' <"$cmdline" | cut -c1-160)")
   fi
 done

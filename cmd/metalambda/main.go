@@ -41,6 +41,8 @@ func up(args []string) error {
 	fs.StringVar(&nodeOpts.PodCIDR, "pod-cidr", "10.244.0.0/24", "the local node's pod subnet")
 	fs.StringVar(&nodeOpts.Bridge, "bridge", "mlbr0", "the local node's bridge")
 	fs.StringVar(&nodeOpts.ImageMapFile, "image-map", "", "YAML `file` of image rules for the local node (images: a list of {image, kind, interpreter}), tried before the built-in ones")
+	inCluster := fs.Bool("in-cluster", false, "run the engine and the gateway as pods installed from the Helm chart (the node runs bin/engine and bin/gateway for their images), instead of in this process")
+	chart := fs.String("chart", "deploy/helm/metalambda", "the Helm chart `directory` --in-cluster installs")
 	purge := fs.Bool("purge", false, "start from an empty data directory")
 	klog.InitFlags(fs)
 	_ = fs.Set("logtostderr", "false")
@@ -58,6 +60,14 @@ func up(args []string) error {
 		return err
 	}
 	o.BinDir = bin
+	if *inCluster {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		o.InCluster = &platform.InCluster{ChartDir: *chart, BinDir: filepath.Dir(exe)}
+		nodeOpts.Images = append(platform.ComponentImages(o.InCluster.BinDir), nodeOpts.Images...)
+	}
 	if *withNode {
 		// Name what the node lacks (root, a CNI plugin, a tool) before a control
 		// plane starts, not after.

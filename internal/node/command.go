@@ -64,6 +64,58 @@ func containerMounts(c *corev1.Container, volumeDirs map[string]string) ([]bindM
 	return out, nil
 }
 
+// orderMounts orders mounts so that each is made while its source is still visible
+// and after the mounts its target lies in: a mount whose target is inside another's
+// comes after it, and a mount whose source is inside another's target comes before it
+// (a pod with an emptyDir at /tmp, on a node whose state directory is under /tmp,
+// mounts its other volumes first). Among mounts free to go, shallower targets go
+// first. Mounts that need each other first are an error naming them.
+func orderMounts(containerName string, mounts []bindMount) ([]bindMount, error) {
+	after := make([][]int, len(mounts)) // after[i]: the mounts that must wait for i
+	waits := make([]int, len(mounts))
+	for i, a := range mounts {
+		for j, b := range mounts {
+			if i != j && (within(b.target, a.target) && a.target != b.target || within(a.source, b.target)) {
+				after[i] = append(after[i], j)
+				waits[j]++
+			}
+		}
+	}
+	out := make([]bindMount, 0, len(mounts))
+	done := make([]bool, len(mounts))
+	for len(out) < len(mounts) {
+		next := -1
+		for i, m := range mounts {
+			if !done[i] && waits[i] == 0 && (next < 0 || depth(m.target) < depth(mounts[next].target)) {
+				next = i
+			}
+		}
+		if next < 0 {
+			var stuck []string
+			for i, m := range mounts {
+				if !done[i] {
+					stuck = append(stuck, fmt.Sprintf("%s at %s (from %s)", cmp.Or(m.volume, "a file"), m.target, m.source))
+				}
+			}
+			return nil, invalidSpec("container %s: its mounts hide each other's sources: %s; move the node's state directory out of these paths",
+				containerName, strings.Join(stuck, ", "))
+		}
+		done[next] = true
+		out = append(out, mounts[next])
+		for _, j := range after[next] {
+			waits[j]--
+		}
+	}
+	return out, nil
+}
+
+// within reports whether path p is dir or inside it.
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+func depth(p string) int { return strings.Count(path.Clean(p), "/") }
+
 // wrapCommand returns the host command line that runs argv inside the network
 // namespace netns, in a private mount namespace with the mounts made, from workDir.
 func wrapCommand(netns string, mounts []bindMount, workDir string, argv []string) []string {

@@ -42,6 +42,12 @@ type ImageRule struct {
 	// node commands run (an absolute path or a name on PATH). Default: the node's
 	// Python or NodeJS.
 	Interpreter string `json:"interpreter,omitempty"`
+	// Entrypoint, for the host kind only, is the image's ENTRYPOINT as a host command
+	// line (its first word an absolute path or a name on PATH): a container without a
+	// command runs it followed by the container's args, as a container runtime does.
+	// This runs an image built from this machine's own binaries, such as the project's
+	// ghcr.io/metalambda/engine, as the binary itself.
+	Entrypoint []string `json:"entrypoint,omitempty"`
 }
 
 // imageMap is the YAML file of Options.ImageMapFile.
@@ -74,10 +80,11 @@ var builtinImages = []ImageRule{
 // imageRun is how the node runs one image: its kind, the host binaries its python
 // and node commands run, and why a placeholder stands in.
 type imageRun struct {
-	kind    runtimeKind
-	python  string
-	node    string
-	message string
+	kind       runtimeKind
+	python     string
+	node       string
+	entrypoint []string
+	message    string
 }
 
 // normalizedRepo returns an image reference's repository without tag or digest, and
@@ -129,6 +136,16 @@ func (r *ImageRule) validate() error {
 	default:
 		return fmt.Errorf("image %q: kind %q is not one of python, node, host, placeholder", r.Image, r.Kind)
 	}
+	if len(r.Entrypoint) > 0 {
+		if runtimeKind(r.Kind) != runtimeHost {
+			return fmt.Errorf("image %q: entrypoint is only for kind host, not %s", r.Image, r.Kind)
+		}
+		p, err := exec.LookPath(r.Entrypoint[0])
+		if err != nil {
+			return fmt.Errorf("image %q: entrypoint %q is not an executable on this host", r.Image, r.Entrypoint[0])
+		}
+		r.Entrypoint = append([]string{p}, r.Entrypoint[1:]...)
+	}
 	if r.Interpreter == "" {
 		return nil
 	}
@@ -148,7 +165,7 @@ func loadImageMap(file string) ([]ImageRule, error) {
 	}
 	var m imageMap
 	if err := yaml.UnmarshalStrict(data, &m); err != nil {
-		return nil, fmt.Errorf("image map %s: %w (want `images:` with a list of {image, kind, interpreter})", file, err)
+		return nil, fmt.Errorf("image map %s: %w (want `images:` with a list of {image, kind, interpreter, entrypoint})", file, err)
 	}
 	if len(m.Images) == 0 {
 		return nil, fmt.Errorf("image map %s: no rules under `images:`", file)
@@ -190,6 +207,7 @@ func (o *Options) mapImage(image string) imageRun {
 			continue
 		}
 		run.kind = runtimeKind(r.Kind)
+		run.entrypoint = r.Entrypoint
 		switch {
 		case run.kind == runtimePython && r.Interpreter != "":
 			run.python = r.Interpreter
@@ -249,6 +267,8 @@ func argv(c *corev1.Container, run imageRun) []string {
 	switch {
 	case len(c.Command) > 0:
 		out = append(append(out, c.Command...), c.Args...)
+	case len(run.entrypoint) > 0:
+		out = append(append(out, run.entrypoint...), c.Args...)
 	case run.kind == runtimePython:
 		out = append([]string{"python3"}, c.Args...)
 	case run.kind == runtimeNode && len(c.Args) > 0:

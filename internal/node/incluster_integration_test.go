@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -192,4 +193,96 @@ with urllib.request.urlopen(url, timeout=10) as r:
 	if err != nil || !strings.Contains(string(logs), want) {
 		t.Errorf("client logs = %q, %v; want %q", logs, err, want)
 	}
+}
+
+// testServiceDNS checks the cluster DNS: a pod reaches a Service by its short name
+// (the search path of its namespace) and by its full name, a missing Service is
+// NXDOMAIN, and a pod with dnsPolicy Default gets the host's resolver.
+func testServiceDNS(t *testing.T, n *Node) {
+	ns := env.Namespace(t)
+	ctx := kubetest.Context(t)
+	if _, err := env.Kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "named"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "named"},
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("web")}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "named", Labels: map[string]string{"app": "named"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{
+			Name: "server", Image: "python:3.11", Command: []string{"python3", "-c", statusServer, "8080"},
+			Ports: []corev1.ContainerPort{{Name: "web", ContainerPort: 8080}},
+			ReadinessProbe: &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/", Port: intstr.FromString("web")}},
+				PeriodSeconds: 1,
+			},
+		}}},
+	})
+	client := `
+import socket, sys, urllib.request
+for url in sys.argv[1:]:
+    with urllib.request.urlopen(url, timeout=10) as r:
+        print("status", r.status, "from", url)
+try:
+    socket.gethostbyname("absent.` + ns + `.svc.cluster.local")
+    print("absent resolved")
+except socket.gaierror as e:
+    print("absent:", e.errno == socket.EAI_NONAME)
+print(open("/etc/resolv.conf").read())
+`
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "dns-client"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyOnFailure,
+			Containers: []corev1.Container{{Name: "client", Image: "python:3.11", Command: []string{"python3", "-c", client,
+				"http://named/short", "http://named." + ns + ".svc.cluster.local/full"}}},
+		},
+	})
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "host-dns"},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyOnFailure, DNSPolicy: corev1.DNSDefault,
+			Containers: []corev1.Container{{Name: "client", Image: "busybox", Command: []string{"cat", "/etc/resolv.conf"}}},
+		},
+	})
+	for _, name := range []string{"dns-client", "host-dns"} {
+		waitPod(t, ns, name, "the pod finishes", func(p *corev1.Pod) error {
+			if p.Status.Phase != corev1.PodSucceeded {
+				return fmt.Errorf("phase %s statuses %+v", p.Status.Phase, p.Status.ContainerStatuses)
+			}
+			return nil
+		})
+	}
+	logs := podLogs(t, ns, "dns-client", "client")
+	gw, _ := gateway(n.opts.PodCIDR)
+	for _, want := range []string{
+		"status 200 from http://named/short",
+		"status 200 from http://named." + ns + ".svc.cluster.local/full",
+		"absent: True",
+		"nameserver " + gw.String() + "\n",
+		"search " + ns + ".svc.cluster.local svc.cluster.local cluster.local",
+		"options ndots:5",
+	} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("dns-client logs lack %q:\n%s", want, logs)
+		}
+	}
+	host, err := os.ReadFile("/etc/resolv.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hostDNS := podLogs(t, ns, "host-dns", "client")
+	if strings.Contains(hostDNS, gw.String()) || !strings.Contains(hostDNS, firstNameserver(string(host))) {
+		t.Errorf("dnsPolicy Default pod's resolv.conf:\n%s\nwant the host's nameserver %q", hostDNS, firstNameserver(string(host)))
+	}
+}
+
+func firstNameserver(resolvConf string) string {
+	for line := range strings.Lines(resolvConf) {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "nameserver" {
+			return "nameserver " + f[1]
+		}
+	}
+	return "nameserver"
 }

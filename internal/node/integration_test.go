@@ -118,6 +118,7 @@ func TestLocalNode(t *testing.T) {
 		t.Run("LogEndpointAuth", func(t *testing.T) { t.Parallel(); testLogEndpointAuth(t, n) })
 		t.Run("InCluster", func(t *testing.T) { t.Parallel(); testInCluster(t, n) })
 		t.Run("ServiceClusterIP", func(t *testing.T) { t.Parallel(); testServiceClusterIP(t, n) })
+		t.Run("ServiceDNS", func(t *testing.T) { t.Parallel(); testServiceDNS(t, n) })
 		t.Run("Claims", func(t *testing.T) { t.Parallel(); testClaims(t, n) })
 	})
 }

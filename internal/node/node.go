@@ -21,6 +21,8 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"github.com/metalambda/metalambda/internal/clusterdns"
 )
 
 // Node is a running local node.
@@ -32,7 +34,9 @@ type Node struct {
 	// serviceLister and stopServices belong to the service proxy (services.go).
 	serviceLister corelisters.ServiceLister
 	stopServices  func()
-	tokens        tokenCache
+	// hostResolver is the host's resolv.conf, for pods with dnsPolicy Default.
+	hostResolver clusterdns.Resolver
+	tokens       tokenCache
 
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker

@@ -145,6 +145,9 @@ func TestImageMapFile(t *testing.T) {
   interpreter: sh
 - image: busybox
   kind: placeholder
+- image: ghcr.io/metalambda/engine
+  kind: host
+  entrypoint: [sh, -c, 'exec engine "$@"', engine]
 `)
 	o := Options{Python: "/usr/bin/python3", NodeJS: "/usr/bin/node", ImageMapFile: file,
 		Images: []ImageRule{{Image: "registry.local:5000/tools/node-*", Kind: "node"}}}
@@ -158,9 +161,25 @@ func TestImageMapFile(t *testing.T) {
 		"busybox":              {kind: runtimePlaceholder, python: "/usr/bin/python3", node: "/usr/bin/node", message: placeholderMessage("busybox")},
 		"alpine":               {kind: runtimeHost, python: "/usr/bin/python3", node: "/usr/bin/node"},
 		"registry.local:5000/tools/node-lts:20.1": {kind: runtimeNode, python: "/usr/bin/python3", node: "/usr/bin/node"},
+		"ghcr.io/metalambda/engine:v1.2.3": {kind: runtimeHost, python: "/usr/bin/python3", node: "/usr/bin/node",
+			entrypoint: []string{sh, "-c", `exec engine "$@"`, "engine"}},
 	} {
 		if diff := cmp.Diff(want, o.mapImage(image), cmp.AllowUnexported(imageRun{})); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", image, diff)
+		}
+	}
+	// The entrypoint runs with the container's args; a command replaces it.
+	engine := o.mapImage("ghcr.io/metalambda/engine:v1")
+	for _, tc := range []struct {
+		c    corev1.Container
+		want []string
+	}{
+		{corev1.Container{Args: []string{"--workers=4"}}, []string{sh, "-c", `exec engine "$@"`, "engine", "--workers=4"}},
+		{corev1.Container{}, []string{sh, "-c", `exec engine "$@"`, "engine"}},
+		{corev1.Container{Command: []string{"true"}, Args: []string{"x"}}, []string{"true", "x"}},
+	} {
+		if diff := cmp.Diff(tc.want, argv(&tc.c, engine)); diff != "" {
+			t.Errorf("entrypoint argv for %+v (-want +got):\n%s", tc.c, diff)
 		}
 	}
 
@@ -172,6 +191,8 @@ func TestImageMapFile(t *testing.T) {
 		{"empty image", "images:\n- kind: host\n", "rule 1: image is empty"},
 		{"missing interpreter", "images:\n- image: pypy\n  kind: python\n  interpreter: /nonexistent/pypy3\n", `interpreter "/nonexistent/pypy3" is not an executable`},
 		{"interpreter for host", "images:\n- image: x\n  kind: host\n  interpreter: sh\n", "interpreter is only for kinds python and node"},
+		{"entrypoint for python", "images:\n- image: x\n  kind: python\n  entrypoint: [sh]\n", "entrypoint is only for kind host"},
+		{"missing entrypoint", "images:\n- image: x\n  kind: host\n  entrypoint: [/nonexistent/engine]\n", `entrypoint "/nonexistent/engine" is not an executable`},
 		{"no rules", "images: []\n", "no rules under `images:`"},
 		{"not yaml", "images: [\n", "want `images:` with a list"},
 	}
@@ -540,5 +561,47 @@ func TestClaimMountsReadOnlyAndSubPath(t *testing.T) {
 	}
 	if info, err := os.Stat(filepath.Join(dataDir, "pgdata")); err != nil || !info.IsDir() {
 		t.Errorf("the subPath directory was not made: %v", err)
+	}
+}
+
+func TestOrderMounts(t *testing.T) {
+	m := func(volume, source, target string) bindMount {
+		return bindMount{volume: volume, source: source, target: target}
+	}
+	targets := func(ms []bindMount) []string {
+		var out []string
+		for _, x := range ms {
+			out = append(out, x.target)
+		}
+		return out
+	}
+	// The state directory is under /tmp, and the pod mounts an emptyDir at /tmp: its
+	// other mounts go first, while their sources are visible; parents still precede
+	// children.
+	got, err := orderMounts("c", []bindMount{
+		m("tmp", "/tmp/state/pod/volumes/tmp", "/tmp"),
+		m("token", "/tmp/state/pod/volumes/token", "/var/run/secrets/kubernetes.io/serviceaccount"),
+		m("data", "/srv/data", "/data"),
+		m("cache", "/srv/cache", "/tmp/cache"),
+		m("", "/tmp/state/pod/resolv.conf", "/etc/resolv.conf"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/data", "/etc/resolv.conf", "/var/run/secrets/kubernetes.io/serviceaccount", "/tmp", "/tmp/cache"}
+	if diff := cmp.Diff(want, targets(got)); diff != "" {
+		t.Errorf("order (-want +got):\n%s", diff)
+	}
+	// A source under a target that must also come first cannot be mounted.
+	_, err = orderMounts("c", []bindMount{
+		m("tmp", "/tmp/state/pod/volumes/tmp", "/tmp"),
+		m("cache", "/tmp/state/pod/volumes/cache", "/tmp/cache"),
+	})
+	if err == nil || !strings.Contains(err.Error(), "container c: its mounts hide each other's sources: tmp at /tmp") {
+		t.Errorf("cycle: err = %v", err)
+	}
+	var invalid *invalidSpecError
+	if !errors.As(err, &invalid) {
+		t.Errorf("cycle: %T is not an invalid spec", err)
 	}
 }

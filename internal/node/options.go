@@ -50,6 +50,10 @@ type Options struct {
 	BackoffMax     time.Duration
 	// HeartbeatInterval is how often the Node status and Lease are renewed. Default 10s.
 	HeartbeatInterval time.Duration
+	// ClusterDomain is the domain of the node's cluster DNS, which serves Service
+	// names on the bridge's host address for pods with dnsPolicy ClusterFirst.
+	// Default cluster.local, as a kubelet's --cluster-domain.
+	ClusterDomain string
 	// KubeletPort serves the container-log endpoint (`kubectl logs`) on the node's
 	// address. Default 10250.
 	KubeletPort int
@@ -72,6 +76,7 @@ func (o *Options) setDefaults() {
 	def(&o.Bridge, "mlbr0")
 	def(&o.CNIBinDir, "/usr/lib/cni")
 	def(&o.StateDir, "/var/lib/metalambda/node")
+	def(&o.ClusterDomain, "cluster.local")
 	if o.BackoffInitial == 0 {
 		o.BackoffInitial = 10 * time.Second
 	}

@@ -221,12 +221,16 @@ func (w *podWorker) setup(ctx context.Context) error {
 	if err := os.MkdirAll(filepath.Join(w.dir, "logs"), 0o755); err != nil {
 		return err
 	}
-	var mountDirs []string
-	inits, err := w.prepare(pod.Spec.InitContainers, dirs, &mountDirs)
+	resolv, err := w.n.resolvConf(pod, w.dir)
 	if err != nil {
 		return err
 	}
-	containers, err := w.prepare(pod.Spec.Containers, dirs, &mountDirs)
+	var mountDirs []string
+	inits, err := w.prepare(pod.Spec.InitContainers, dirs, resolv, &mountDirs)
+	if err != nil {
+		return err
+	}
+	containers, err := w.prepare(pod.Spec.Containers, dirs, resolv, &mountDirs)
 	if err != nil {
 		return err
 	}
@@ -248,7 +252,7 @@ func (w *podWorker) setup(ctx context.Context) error {
 
 // prepare builds the containers of specs with their mounts, acquiring their mount
 // points into mountDirs; on failure it releases every mount point acquired so far.
-func (w *podWorker) prepare(specs []corev1.Container, dirs map[string]string, mountDirs *[]string) ([]*container, error) {
+func (w *podWorker) prepare(specs []corev1.Container, dirs map[string]string, resolv bindMount, mountDirs *[]string) ([]*container, error) {
 	readOnly := readOnlyVolumes(w.current())
 	var out []*container
 	for i := range specs {
@@ -271,7 +275,10 @@ func (w *podWorker) prepare(specs []corev1.Container, dirs map[string]string, mo
 			}
 			*mountDirs = append(*mountDirs, used...)
 		}
-		c.mounts = mounts
+		if c.mounts, err = orderMounts(c.spec.Name, append(mounts, resolv)); err != nil {
+			w.n.releaseMountDirs(*mountDirs)
+			return nil, err
+		}
 		out = append(out, c)
 	}
 	return out, nil

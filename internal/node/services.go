@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/metalambda/metalambda/internal/clusterdns"
 	"github.com/metalambda/metalambda/internal/serviceproxy"
 )
 
@@ -59,7 +62,56 @@ func (n *Node) startServices(ctx context.Context) (stop func(), err error) {
 			return nil, fmt.Errorf("informer for %v did not sync", typ)
 		}
 	}
+	if err := n.startDNS(ctx, factory); err != nil {
+		stop()
+		return nil, err
+	}
 	return stop, nil
+}
+
+// startDNS serves the cluster's names on the bridge's host address, port 53: the
+// nameserver of every pod with dnsPolicy ClusterFirst (resolvConf).
+func (n *Node) startDNS(ctx context.Context, factory informers.SharedInformerFactory) error {
+	host, err := clusterdns.HostResolver(hostResolvConf)
+	if err != nil {
+		return err
+	}
+	srv, err := clusterdns.New(factory.Core().V1().Services().Lister(), factory.Discovery().V1().EndpointSlices().Lister(),
+		clusterdns.Options{Domain: n.opts.ClusterDomain, Upstreams: hostUpstreams(host)})
+	if err != nil {
+		return err
+	}
+	if _, err := srv.ListenAndServe(ctx, net.JoinHostPort(n.net.gw.String(), "53")); err != nil {
+		return err
+	}
+	n.hostResolver = host
+	return nil
+}
+
+// hostResolvConf is the host's resolver configuration: what dnsPolicy Default pods
+// get, and where names outside the cluster are sent.
+const hostResolvConf = "/etc/resolv.conf"
+
+func hostUpstreams(host clusterdns.Resolver) []string {
+	out := []string{}
+	for _, ns := range host.Nameservers {
+		out = append(out, net.JoinHostPort(ns, "53"))
+	}
+	return out
+}
+
+// resolvConf writes the pod's resolv.conf into dir and returns the bind mount that
+// puts it at /etc/resolv.conf in every container, as a kubelet does.
+func (n *Node) resolvConf(pod *corev1.Pod, dir string) (bindMount, error) {
+	r, err := clusterdns.ForPod(pod, n.net.gw, n.opts.ClusterDomain, n.hostResolver)
+	if err != nil {
+		return bindMount{}, invalidSpec("%v", err)
+	}
+	file := filepath.Join(dir, "resolv.conf")
+	if err := os.WriteFile(file, []byte(r.String()), 0o644); err != nil {
+		return bindMount{}, err
+	}
+	return bindMount{source: file, target: hostResolvConf, readOnly: true}, nil
 }
 
 // serviceCIDRs returns the cluster's IPv4 Service ranges (the API server publishes

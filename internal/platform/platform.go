@@ -61,6 +61,10 @@ type Options struct {
 	// Node, when set, builds the local node that runs pods as processes (it needs root
 	// and the CNI plugins). Without it pods stay Pending.
 	Node func(kube kubernetes.Interface, dataDir string) (NodeRunner, error)
+	// InCluster, when set, runs the engine and the gateway as pods installed from the
+	// Helm chart, instead of in this process; it needs Node, built with
+	// ComponentImages among its image rules.
+	InCluster *InCluster
 }
 
 // NodeRunner is a local node: it runs until ctx ends and says when it is Ready.
@@ -103,6 +107,14 @@ func (o *Options) Check() error {
 	if o.Node != nil && os.Geteuid() != 0 {
 		errs = append(errs, errors.New("the local node needs root (network namespaces, a bridge, mounts): run as root, or without --node"))
 	}
+	if o.InCluster != nil {
+		if o.Node == nil {
+			errs = append(errs, errors.New("the in-cluster mode runs the engine and the gateway as pods: it needs the local node (--node)"))
+		}
+		if err := o.InCluster.check(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -118,44 +130,57 @@ type Platform struct {
 	Kubeconfig string
 	stops      []func()
 	engineURL  string
+	// gatewayURL is where the gateway's API answers.
+	gatewayURL string
+	// ready reports whether the in-process engine and gateway are ready.
+	ready func() bool
 }
 
-// EngineURL is the base URL of the engine's API, once started.
+// EngineURL is the base URL of the engine's API, once started ("" in the in-cluster
+// mode, where the chart's Service serves it).
 func (p *Platform) EngineURL() string { return p.engineURL }
 
-// Start brings everything up and returns once it serves. Stop ends it.
-func Start(ctx context.Context, opts Options, log io.Writer) (p *Platform, err error) {
+// Start brings everything up and returns once it serves. Stop ends it; a Start that
+// fails stops what it started.
+func Start(ctx context.Context, opts Options, log io.Writer) (*Platform, error) {
 	if err := opts.Check(); err != nil {
 		return nil, err
 	}
-	p = &Platform{opts: opts}
-	defer func() {
-		if err != nil {
-			p.Stop()
-		}
-	}()
-	step := func(format string, args ...any) { fmt.Fprintf(log, "metalambda: "+format+"\n", args...) }
-	step("starting the control plane in %s", opts.DataDir)
-	p.cluster, err = localcluster.Start(ctx, localcluster.Options{BinDir: opts.BinDir, DataDir: filepath.Join(opts.DataDir, "cluster")})
-	if err != nil {
-		return nil, err
-	}
-	p.stops = append(p.stops, func() { _ = p.cluster.Stop() })
-	p.Kubeconfig = filepath.Join(opts.DataDir, "kubeconfig")
-	if err := copyFile(p.cluster.KubeconfigPath, p.Kubeconfig); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(GatewayURLFile(opts.DataDir), []byte("http://"+opts.GatewayAddress+"\n"), 0o644); err != nil {
-		return nil, err
-	}
-	step("installing the CRDs and the bundled operators")
-	if err := p.install(ctx); err != nil {
-		return nil, err
-	}
-	if err := p.startComponents(log); err != nil {
+	p := &Platform{opts: opts}
+	if err := p.start(ctx, log); err != nil {
+		p.Stop()
 		return nil, err
 	}
 	return p, nil
+}
+
+func (p *Platform) start(ctx context.Context, log io.Writer) error {
+	opts := p.opts
+	step := func(format string, args ...any) { fmt.Fprintf(log, "metalambda: "+format+"\n", args...) }
+	step("starting the control plane in %s", opts.DataDir)
+	cluster, err := localcluster.Start(ctx, localcluster.Options{BinDir: opts.BinDir, DataDir: filepath.Join(opts.DataDir, "cluster")})
+	if err != nil {
+		return err
+	}
+	p.cluster = cluster
+	p.stops = append(p.stops, func() { _ = cluster.Stop() })
+	p.Kubeconfig = filepath.Join(opts.DataDir, "kubeconfig")
+	if err := copyFile(cluster.KubeconfigPath, p.Kubeconfig); err != nil {
+		return err
+	}
+	if opts.InCluster != nil {
+		step("installing the CRDs, then the chart %s (the engine and the gateway as pods)", opts.InCluster.ChartDir)
+	} else {
+		p.gatewayURL = "http://" + opts.GatewayAddress
+		if err := os.WriteFile(GatewayURLFile(opts.DataDir), []byte(p.gatewayURL+"\n"), 0o644); err != nil {
+			return err
+		}
+		step("installing the CRDs and the bundled operators")
+	}
+	if err := p.install(ctx); err != nil {
+		return err
+	}
+	return p.startComponents(ctx, log)
 }
 
 func (p *Platform) install(ctx context.Context) error {
@@ -180,6 +205,9 @@ func (p *Platform) install(ctx context.Context) error {
 	if err := installDashboardAdmin(ctx, kube); err != nil {
 		return err
 	}
+	if p.opts.InCluster != nil {
+		return p.installChart(ctx)
+	}
 	applier, err := manifest.NewApplier(p.cluster.Config, "metalambda")
 	if err != nil {
 		return err
@@ -200,13 +228,55 @@ func (p *Platform) install(ctx context.Context) error {
 }
 
 // startComponents runs the gateway, the engine, the ingress router and the node, each
-// until Stop.
-func (p *Platform) startComponents(log io.Writer) error {
+// until Stop; in the in-cluster mode the node runs the engine and the gateway.
+func (p *Platform) startComponents(ctx context.Context, log io.Writer) error {
 	cfg := p.cluster.Config
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
+	if p.opts.InCluster == nil {
+		if err := p.startEngineAndGateway(kube); err != nil {
+			return err
+		}
+	}
+	volumes, err := localstorage.New(VolumeDir(p.opts.DataDir))
+	if err != nil {
+		return err
+	}
+	p.run(func(ctx context.Context) error { volumes.Run(ctx, kube); return nil })
+
+	targets, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	router := ingress.New(kube, ingress.Options{Targets: targets})
+	if err := p.serve(p.opts.IngressAddress, router); err != nil {
+		return err
+	}
+	p.run(router.Run)
+
+	if p.opts.Node == nil {
+		fmt.Fprintln(log, "metalambda: running without the local node: pods stay Pending (pass --node, as root)")
+		return waitUntil(time.Minute, "the gateway and the engine are ready", func() bool { return p.ready() && router.Ready() })
+	}
+	n, err := p.opts.Node(kube, p.opts.DataDir)
+	if err != nil {
+		return fmt.Errorf("local node: %w", err)
+	}
+	p.run(n.Run)
+	if err := waitUntil(2*time.Minute, "the local node is Ready", n.Ready); err != nil {
+		return err
+	}
+	if p.opts.InCluster != nil {
+		return p.waitInCluster(ctx, kube, 3*time.Minute)
+	}
+	return nil
+}
+
+// startEngineAndGateway runs the gateway and the engine in this process.
+func (p *Platform) startEngineAndGateway(kube kubernetes.Interface) error {
+	cfg := p.cluster.Config
 	gatewayURL := "http://" + p.opts.GatewayAddress
 	token, err := hookToken(p.opts.DataDir)
 	if err != nil {
@@ -239,33 +309,8 @@ func (p *Platform) startComponents(log io.Writer) error {
 	}
 	p.serveOn(engineAPI, &http.Server{Handler: mgr.API(kube), ReadHeaderTimeout: 10 * time.Second})
 	p.run(mgr.Run)
-
-	volumes, err := localstorage.New(VolumeDir(p.opts.DataDir))
-	if err != nil {
-		return err
-	}
-	p.run(func(ctx context.Context) error { volumes.Run(ctx, kube); return nil })
-
-	targets, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	router := ingress.New(kube, ingress.Options{Targets: targets})
-	if err := p.serve(p.opts.IngressAddress, router); err != nil {
-		return err
-	}
-	p.run(router.Run)
-
-	if p.opts.Node != nil {
-		n, err := p.opts.Node(kube, p.opts.DataDir)
-		if err != nil {
-			return fmt.Errorf("local node: %w", err)
-		}
-		p.run(n.Run)
-		return waitUntil(2*time.Minute, "the local node is Ready", n.Ready)
-	}
-	fmt.Fprintln(log, "metalambda: running without the local node: pods stay Pending (pass --node, as root)")
-	return waitUntil(time.Minute, "the gateway and the engine are ready", func() bool { return gw.Ready() && mgr.Ready() && router.Ready() })
+	p.ready = func() bool { return gw.Ready() && mgr.Ready() }
+	return nil
 }
 
 // run starts a component; Stop cancels it and waits for it to return.
@@ -313,11 +358,19 @@ func (p *Platform) Stop() {
 
 // Status is what `metalambda up` prints once the platform serves.
 func (p *Platform) Status(w io.Writer) {
+	gateway := fmt.Sprintf("%s (hooks need the bearer token in %s)", p.gatewayURL, HookTokenFile(p.opts.DataDir))
+	engine, engineAPI := "in this process", p.engineURL
+	if p.opts.InCluster != nil {
+		gateway = fmt.Sprintf("%s (pods of the chart in %s)", p.gatewayURL, GatewayNamespace)
+		engine = "pods of the chart in " + GatewayNamespace
+		engineAPI = "the chart's Service metalambda-engine-api in " + GatewayNamespace
+	}
 	fmt.Fprintf(w, `
 Metalambda is up.
 
   API server   %s
-  gateway      http://%s (hooks need the bearer token in %s)
+  gateway      %s
+  engine       %s
   dashboard    %s
   engine API   %s
   ingress      http://%s
@@ -331,12 +384,12 @@ Next:
 
 Dashboard login token (an admin of this local cluster):
   %s
-`, p.cluster.Config.Host, p.opts.GatewayAddress, HookTokenFile(p.opts.DataDir), p.DashboardURL(), p.engineURL, p.opts.IngressAddress, p.opts.DataDir, onOff(p.opts.Node != nil),
+`, p.cluster.Config.Host, gateway, engine, p.DashboardURL(), engineAPI, p.opts.IngressAddress, p.opts.DataDir, onOff(p.opts.Node != nil),
 		p.Kubeconfig, port(p.opts.IngressAddress), host(p.opts.IngressAddress), port(p.opts.IngressAddress), DashboardTokenCommand)
 }
 
 // DashboardURL is where the gateway serves the web dashboard.
-func (p *Platform) DashboardURL() string { return "http://" + p.opts.GatewayAddress + "/ui/" }
+func (p *Platform) DashboardURL() string { return p.gatewayURL + "/ui/" }
 
 func onOff(b bool) string {
 	if b {
