@@ -72,9 +72,22 @@ func TestFunctionPages(t *testing.T) {
 	}
 	screenshot(t, ctx, "functions-compile-error")
 
+	// The editor keeps an undo history: the fix typed, undone and redone.
+	fixed := fmt.Sprintf(greetJS, "hello")
+	step(t, ctx, "type the fix and undo it",
+		typeSource(fixed),
+		chromedp.KeyEvent("z", chromedp.KeyModifiers(chromedp.ModifierCtrl)),
+	)
+	if src := editorText(t, ctx); src != brokenJS {
+		t.Errorf("after undo the editor holds:\n%s\nwant the source before the fix", src)
+	}
+	step(t, ctx, "redo the fix", chromedp.KeyEvent("y", chromedp.KeyModifiers(chromedp.ModifierCtrl)))
+	if src := editorText(t, ctx); src != fixed {
+		t.Errorf("after redo the editor holds:\n%s\nwant the fix", src)
+	}
+
 	// Fixed, it is created and served.
 	step(t, ctx, "fix the source and create the function",
-		typeSource(fmt.Sprintf(greetJS, "hello")),
 		chromedp.Click(chromedp.CSS(`#save`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=function-name]`)),
 	)

@@ -8,13 +8,14 @@
 // Tab is left to the browser (focus moves on), so the page stays usable with the
 // keyboard.
 //
-// The npm package "codemirror" at the locked version is CodeMirror 5, which has no
-// basicSetup: the setup is composed here from the CodeMirror 6 packages the lockfile
-// holds (@codemirror/language and @codemirror/autocomplete come with the language
-// packages). @codemirror/commands is not among them, so there is no undo history.
+// The setup is composed here from the CodeMirror 6 packages (the smaller part of the
+// "codemirror" package's basicSetup that an editor of short hooks needs): line
+// numbers, highlighting, bracket matching and closing, undo history and the default
+// keymap.
 import {
-  EditorView, lineNumbers, highlightActiveLine, highlightActiveLineGutter, drawSelection, highlightSpecialChars,
+  EditorView, keymap, lineNumbers, highlightActiveLine, highlightActiveLineGutter, drawSelection, highlightSpecialChars,
 } from '@codemirror/view';
+import { defaultKeymap, history, historyKeymap } from '@codemirror/commands';
 import { syntaxHighlighting, defaultHighlightStyle, bracketMatching, indentOnInput } from '@codemirror/language';
 import { closeBrackets } from '@codemirror/autocomplete';
 import { javascript } from '@codemirror/lang-javascript';
@@ -26,6 +27,7 @@ const languages = { javascript, python };
 const basicSetup = [
   lineNumbers(), highlightActiveLineGutter(), highlightSpecialChars(), drawSelection(), indentOnInput(),
   syntaxHighlighting(defaultHighlightStyle, { fallback: true }), bracketMatching(), closeBrackets(), highlightActiveLine(),
+  history(), keymap.of([...defaultKeymap, ...historyKeymap]),
 ];
 
 // diagnostic turns a 1-based line and column into a CodeMirror range in doc.
