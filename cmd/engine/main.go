@@ -60,6 +60,10 @@ type options struct {
 	// apiAddress serves the hook call history API; "0" (the default) disables it and
 	// the history, so that the engine opens no port upstream Metacontroller does not.
 	apiAddress string
+	// apiService and apiAdvertise publish the leader as the endpoint of a Service
+	// (apiendpoint.go).
+	apiService, apiAdvertise string
+	apiEndpoint              *apiEndpoint // set by validate
 }
 
 func defaultOptions() *options {
@@ -98,6 +102,8 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.metricsAddress, "metrics-address", o.metricsAddress, "Address of the Prometheus /metrics endpoint; \"0\" disables it.")
 	fs.StringVar(&o.healthProbeAddress, "health-probe-bind-address", o.healthProbeAddress, "Address of /healthz and /readyz; \"0\" disables them.")
 	fs.StringVar(&o.pprofAddress, "pprof-address", o.pprofAddress, "Address of net/http/pprof's /debug/pprof/ endpoints; \"0\" disables them.")
+	fs.StringVar(&o.apiService, "api-service", "", "NAMESPACE/NAME of a Service without selector whose endpoint is the replica that serves the API (the leader): it writes the EndpointSlice NAME-leader. Needs a fixed port in --api-address.")
+	fs.StringVar(&o.apiAdvertise, "api-advertise-address", os.Getenv("POD_IP"), "This replica's IPv4 address for --api-service (default $POD_IP).")
 	fs.StringVar(&o.apiAddress, "api-address", o.apiAddress, "Address of the authenticated API of recent hook calls, controllers and parents (docs/engine.md), e.g. :9095; \"0\" disables it and the call history.")
 	fs.IntVar(&o.engine.HookCallHistory, "hook-call-history", o.engine.HookCallHistory, "Recent hook calls kept for the API (each body up to 32 KiB); 0 records none.")
 	fs.Float64Var(&o.engine.EventsQPS, "events-qps", o.engine.EventsQPS, "Events recorded per second on each object once its burst is spent (default: one every 5 minutes).")
@@ -159,6 +165,9 @@ func (o *options) validate() error {
 	}
 	if o.apiAddress == "0" || o.apiAddress == "" {
 		o.engine.HookCallHistory = 0 // nobody could read it
+	}
+	if o.apiEndpoint, err = parseAPIEndpoint(o.apiService, o.apiAdvertise, o.apiAddress); err != nil {
+		return err
 	}
 	return o.engine.Validate()
 }
@@ -248,10 +257,19 @@ func run(ctx context.Context, o *options) error {
 			return err
 		}
 	}
-	if elect != nil {
-		return elect.run(ctx, mgr.Run)
+	work := mgr.Run
+	if o.apiEndpoint != nil {
+		work = func(ctx context.Context) error {
+			if err := o.apiEndpoint.publish(ctx, kube); err != nil {
+				return err
+			}
+			return mgr.Run(ctx)
+		}
 	}
-	return mgr.Run(ctx)
+	if elect != nil {
+		return elect.run(ctx, work)
+	}
+	return work(ctx)
 }
 
 // flowControlProbeTimeout bounds the start-up question whether the API server does

@@ -5,6 +5,7 @@ package platform
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,11 +14,13 @@ import (
 	"testing"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/metalambda/metalambda/internal/engineapi"
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/localcluster"
 	"github.com/metalambda/metalambda/internal/manifest"
@@ -142,6 +145,32 @@ func TestInClusterChart(t *testing.T) {
 	}
 	if code, body := get(t, strings.TrimSpace(string(url))+"/readyz", ""); code != http.StatusOK {
 		t.Errorf("gateway /readyz through its ClusterIP: %d %s", code, body)
+	}
+
+	// The engine's API answers through its Service, which sends every request to the
+	// leader (the standby would answer 503): each request on a new connection.
+	apiSvc, err := kube.CoreV1().Services(GatewayNamespace).Get(ctx, "metalambda-engine-api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := kube.CoreV1().ServiceAccounts(GatewayNamespace).CreateToken(ctx, DashboardAdmin, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := engineapi.Client{BaseURL: "http://" + net.JoinHostPort(apiSvc.Spec.ClusterIP, "9095"),
+		HTTP: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
+	kubetest.Eventually(t, time.Minute, "the engine API's Service reaches the leader", func(ctx context.Context) (bool, error) {
+		_, err := api.Controllers(ctx, tr.Status.Token)
+		return err == nil, err
+	})
+	for i := range 6 {
+		list, err := api.Controllers(ctx, tr.Status.Token)
+		if err != nil {
+			t.Fatalf("request %d to the engine API: %v", i, err)
+		}
+		if len(list.Items) < 2 {
+			t.Fatalf("request %d: controllers %+v, want the two bundled operators", i, list.Items)
+		}
 	}
 
 	// The sample, verbatim: the engine pods call the gateway pod's builtin hook.
