@@ -90,7 +90,8 @@ spec:
 	t.Run("viewer", func(t *testing.T) {
 		summary := waitController(t, client, viewer, ns, func(s engineapi.ControllerSummary) bool { return s.Parents == 1 && len(s.Latency) > 0 })
 		if !summary.Running || summary.Hooks["sync"] != hook.URL+"/sync" || summary.SyncErrorsLastHour != 0 {
-			t.Errorf("summary %+v", summary)
+			t.Errorf("summary of %s: running %t, hooks %v, sync errors in the last hour %d; want running, the sync hook, no error",
+				summary.ControllerRef, summary.Running, summary.Hooks, summary.SyncErrorsLastHour)
 		}
 		calls := hookCalls(t, client, viewer, ns)
 		if len(calls.Items) < 2 || !calls.HistoryEnabled || calls.LatestID < calls.Items[0].ID {

@@ -53,6 +53,9 @@ func ComponentImages(binDir string) []node.ImageRule {
 }
 
 func (c *InCluster) check() error {
+	if dir, err := filepath.Abs(c.BinDir); err == nil && (dir == "/tmp" || strings.HasPrefix(dir, "/tmp/")) {
+		return fmt.Errorf("the in-cluster mode runs the binaries in %s, under /tmp, which the chart's gateway pod mounts an emptyDir over: build them elsewhere (a checkout outside /tmp)", c.BinDir)
+	}
 	for _, name := range []string{"engine", "gateway"} {
 		path := filepath.Join(c.BinDir, name)
 		if st, err := os.Stat(path); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {

@@ -33,17 +33,17 @@ import (
 // rights, the engine reaches the gateway's hooks by the Service's DNS name, and the
 // PythonLambda sample answers through the ingress.
 func TestInClusterChart(t *testing.T) {
-	// Not under the test's temporary directory in /tmp: the gateway pod mounts an
-	// emptyDir at /tmp, which would hide its own binary.
-	repoBin := filepath.Join("..", "..", "bin")
-	if err := os.MkdirAll(repoBin, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	binDir, err := os.MkdirTemp(repoBin, "incluster-test-")
+	// Not under /tmp, where the test's temporary directory (and maybe the checkout)
+	// is: the gateway pod mounts an emptyDir at /tmp, which would hide its binary.
+	cache, err := os.UserCacheDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if binDir, err = filepath.Abs(binDir); err != nil {
+	if err := os.MkdirAll(filepath.Join(cache, "metalambda"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	binDir, err := os.MkdirTemp(filepath.Join(cache, "metalambda"), "incluster-test-")
+	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(binDir) })

@@ -101,8 +101,10 @@ func TestScaleToZero(t *testing.T) {
 			}
 			conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
 			reason := ""
-			if len(conds) == 1 {
-				reason, _ = conds[0].(map[string]any)["reason"].(string)
+			for _, c := range conds {
+				if c, ok := c.(map[string]any); ok && c["type"] == "Ready" {
+					reason, _ = c["reason"].(string)
+				}
 			}
 			return reason == "ScaledToZero", fmt.Errorf("conditions %v", conds)
 		})
