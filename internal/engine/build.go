@@ -133,6 +133,7 @@ func (m *Manager) buildComposite(ctx context.Context, obj *unstructured.Unstruct
 			fieldPaths: fieldPaths(spec.ParentResource.RevisionHistory),
 			revisions:  &childType{res: revs, sub: m.env.informers.Subscribe(revs.GroupVersionResource)},
 		}
+		c.flavor.(*composite).statusInRevision = slices.ContainsFunc(c.rollout.fieldPaths, func(p []string) bool { return len(p) > 0 && p[0] == "status" })
 	}
 	c.parents = []*parentType{{
 		res: parentRes, sub: m.env.informers.Subscribe(parentRes.GroupVersionResource), selects: selects,

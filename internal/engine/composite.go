@@ -28,6 +28,9 @@ const ControllerUIDLabel = "controller-uid"
 type composite struct {
 	env              *environment
 	generateSelector bool
+	// statusInRevision is set when revisionHistory.fieldPaths name the status: a
+	// status write then makes a new revision, which the next sync rolls to.
+	statusInRevision bool
 }
 
 // selector returns the parent's child selector.
@@ -223,7 +226,11 @@ func (f *composite) writeParent(ctx context.Context, p *parentType, parent *unst
 	}
 	status["observedGeneration"] = parent.GetGeneration()
 	written, err := writeStatus(ctx, f.env, p.res.GroupVersionResource, parent, status)
-	f.env.own.wrote(parent.GetUID(), p.res.GroupVersionResource, written, parent.GetResourceVersion(), parentWritten)
+	kind := parentWritten
+	if f.statusInRevision {
+		kind = revisionInputWritten
+	}
+	f.env.own.wrote(parent.GetUID(), p.res.GroupVersionResource, written, parent.GetResourceVersion(), kind)
 	return err
 }
 

@@ -45,6 +45,10 @@ const (
 	parentWritten writeKind = iota
 	childUpdated
 	childCreated
+	// revisionInputWritten is a parent write the controller's revision history reads
+	// (status under revisionHistory.fieldPaths): like a child's, it calls for one more
+	// sync once the caches show it.
+	revisionInputWritten
 )
 
 type pendingWrites struct {
