@@ -14,8 +14,8 @@ import (
 	"testing/fstest"
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
-	apivalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apivalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
