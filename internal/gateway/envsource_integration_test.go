@@ -245,7 +245,9 @@ func TestFunctionsReadSecretsAtCallTime(t *testing.T) {
 	if err := env.Kube.RbacV1().RoleBindings(ns).Delete(ctx, "metalambda-gateway-secret-db", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	g.hookUntil(t, ns, "py", "fails once the grant is gone", func(r reply) bool { return r.status == http.StatusServiceUnavailable && r.body["error"] == "env_source_unavailable" })
+	g.hookUntil(t, ns, "py", "fails once the grant is gone", func(r reply) bool {
+		return r.status == http.StatusServiceUnavailable && r.body["error"] == "env_source_unavailable"
+	})
 	waitFunction(t, ns, "py", func(o *unstructured.Unstructured) error { return readyIs(o, "False", "EnvSourceUnavailable") })
 }
 
