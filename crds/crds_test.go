@@ -1,6 +1,7 @@
 package crds
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -14,6 +15,7 @@ import (
 
 	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apivalidation "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/validation"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,12 +25,14 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
+	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 )
 
 const (
 	ccName = "compositecontrollers.metacontroller.k8s.io"
 	dcName = "decoratorcontrollers.metacontroller.k8s.io"
 	crName = "controllerrevisions.metacontroller.k8s.io"
+	fnName = "functions.metalambda.dev"
 )
 
 func mustAll(t *testing.T) map[string]*apiextensionsv1.CustomResourceDefinition {
@@ -184,6 +188,7 @@ func TestSchemasMatchTheGoTypes(t *testing.T) {
 		ccName: reflect.TypeFor[v1alpha1.CompositeController](),
 		dcName: reflect.TypeFor[v1alpha1.DecoratorController](),
 		crName: reflect.TypeFor[v1alpha1.ControllerRevision](),
+		fnName: reflect.TypeFor[fnv1.Function](),
 	} {
 		t.Run(typ.Name(), func(t *testing.T) {
 			checkSchema(t, "", typ, byName[name].Spec.Versions[0].Schema.OpenAPIV3Schema)
@@ -245,7 +250,18 @@ func checkSchema(t *testing.T, path string, typ reflect.Type, s *apiextensionsv1
 		checkSchema(t, path+"[]", typ.Elem(), s.Items.Schema)
 	case reflect.Map:
 		want("object", "")
-		if typ.Key().Kind() != reflect.String || typ.Elem().Kind() != reflect.String {
+		if typ.Key().Kind() != reflect.String {
+			t.Fatalf("%s: unexpected map type %s", path, typ)
+		}
+		if typ.Elem().Kind() == reflect.Struct {
+			if s.AdditionalProperties == nil || s.AdditionalProperties.Schema == nil {
+				t.Errorf("%s: a map of objects needs an additionalProperties schema", path)
+				return
+			}
+			checkSchema(t, path+"{}", typ.Elem(), s.AdditionalProperties.Schema)
+			return
+		}
+		if typ.Elem().Kind() != reflect.String {
 			t.Fatalf("%s: unexpected map type %s", path, typ)
 		}
 		if s.AdditionalProperties == nil || s.AdditionalProperties.Schema == nil || !reflect.DeepEqual(*s.AdditionalProperties.Schema, stringMapSchema) {
@@ -603,4 +619,23 @@ func firstDifference(t *testing.T, got, want apiextensionsv1.JSONSchemaProps) st
 		return ""
 	}
 	return walk("", toAny(got), toAny(want))
+}
+
+// TestCRDsPassTheAPIServersValidation runs the API server's own validation of a
+// CustomResourceDefinition over every CRD: its CEL rules compile and stay within
+// the estimated cost the API server allows.
+func TestCRDsPassTheAPIServersValidation(t *testing.T) {
+	for _, crd := range mustAll(t) {
+		t.Run(crd.Name, func(t *testing.T) {
+			v1 := crd.DeepCopy()
+			apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(v1)
+			internal := &apiextensions.CustomResourceDefinition{}
+			if err := apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(v1, internal, nil); err != nil {
+				t.Fatal(err)
+			}
+			for _, err := range apivalidation.ValidateCustomResourceDefinition(context.Background(), internal) {
+				t.Errorf("%s: %v", crd.Name, err)
+			}
+		})
+	}
 }

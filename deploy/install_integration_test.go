@@ -151,6 +151,8 @@ func TestPlatformInstallRunsWithItsOwnRights(t *testing.T) {
 	asEngine := kubernetes.NewForConfigOrDie(engineCfg)
 	for what, err := range map[string]error{
 		"the gateway lists Secrets": listErr(asGateway.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})),
+		// Functions' env sources are granted per namespace and name (gateway.envSources).
+		"the gateway gets a Secret": listErr(asGateway.CoreV1().Secrets("default").Get(ctx, "any", metav1.GetOptions{})),
 		"the gateway lists Pods":    listErr(asGateway.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})),
 		"the engine lists Secrets":  listErr(asEngine.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})),
 	} {

@@ -191,3 +191,67 @@ func checkObject(t *testing.T, v Variant, o *unstructured.Unstructured) {
 		}
 	}
 }
+
+// TestChartGrantsEnvSourcesByName: gateway.envSources gives the gateway's
+// ServiceAccount get on the Secrets and ConfigMaps it names, by name, in their
+// namespaces, and nothing by default; an entry without a namespace or objects fails
+// the render.
+func TestChartGrantsEnvSourcesByName(t *testing.T) {
+	platform := Variants[1]
+	rendered, err := RenderChart(platform)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rendered["gateway.yaml"]) == 0 {
+		t.Fatal("no gateway.yaml in the render")
+	}
+	for _, o := range rendered["gateway.yaml"] {
+		if o.GetKind() == "Role" {
+			t.Errorf("the default install grants the gateway %s", Key(o))
+		}
+	}
+	v := platform
+	v.Values = map[string]any{"gateway": map[string]any{"envSources": []any{
+		map[string]any{"namespace": "shop", "secrets": []any{"db"}, "configMaps": []any{"settings"}},
+		map[string]any{"namespace": "billing", "secrets": []any{"stripe", "smtp"}},
+	}}}
+	if rendered, err = RenderChart(v); err != nil {
+		t.Fatal(err)
+	}
+	type grant struct{ namespace, resource, names string }
+	var grants []grant
+	bound := map[string]bool{}
+	for _, o := range rendered["gateway.yaml"] {
+		switch o.GetKind() {
+		case "Role":
+			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+			for _, r := range rules {
+				r := r.(map[string]any)
+				resources, _, _ := unstructured.NestedStringSlice(r, "resources")
+				names, _, _ := unstructured.NestedStringSlice(r, "resourceNames")
+				verbs, _, _ := unstructured.NestedStringSlice(r, "verbs")
+				if !slices.Equal(verbs, []string{"get"}) {
+					t.Errorf("%s grants %v, want get alone", Key(o), verbs)
+				}
+				grants = append(grants, grant{o.GetNamespace(), strings.Join(resources, ","), strings.Join(names, ",")})
+			}
+		case "RoleBinding":
+			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			s := subjects[0].(map[string]any)
+			bound[o.GetNamespace()] = s["kind"] == "ServiceAccount" && s["name"] == "metalambda-gateway" && s["namespace"] == platform.Namespace
+		}
+	}
+	want := []grant{{"shop", "secrets", "db"}, {"shop", "configmaps", "settings"}, {"billing", "secrets", "stripe,smtp"}}
+	if diff := cmp.Diff(want, grants, cmp.AllowUnexported(grant{})); diff != "" {
+		t.Errorf("grants (-want +got):\n%s", diff)
+	}
+	if !bound["shop"] || !bound["billing"] {
+		t.Errorf("RoleBindings to the gateway's ServiceAccount: %v", bound)
+	}
+	for _, bad := range []map[string]any{{"secrets": []any{"db"}}, {"namespace": "shop"}} {
+		v.Values = map[string]any{"gateway": map[string]any{"envSources": []any{bad}}}
+		if _, err := RenderChart(v); err == nil || !strings.Contains(err.Error(), "gateway.envSources[0]") {
+			t.Errorf("envSources %v: %v, want an error naming gateway.envSources[0]", bad, err)
+		}
+	}
+}

@@ -142,7 +142,29 @@ func userOrUnauthorized(u *authenticationv1.UserInfo) (*authenticationv1.UserInf
 
 // allowed asks whether u may do verb on functions in namespace (SubjectAccessReview).
 func (a *authorizer) allowed(ctx context.Context, token string, u *authenticationv1.UserInfo, verb, namespace string) *apiError {
-	key := sha256.Sum256([]byte(token + "\x00" + verb + "\x00" + namespace))
+	attrs := authorizationv1.ResourceAttributes{Namespace: namespace, Verb: verb, Group: fnv1.Group, Resource: fnv1.Resource}
+	return a.review(ctx, token, u, attrs, func() string {
+		return fmt.Sprintf("user %q may not %s functions.%s in namespace %q", u.Username, verb, fnv1.Group, namespace)
+	})
+}
+
+// mayGet asks whether the caller of r, as authorized (callerFrom), may get one
+// object of a core resource (secrets, configmaps) in namespace; denied says why
+// not, for the 403.
+func (a *authorizer) mayGet(ctx context.Context, r *http.Request, resource, namespace, name string, denied func(user string) string) *apiError {
+	u := callerFrom(ctx)
+	if u == nil {
+		return errorf(http.StatusInternalServerError, "internal", "no authorized caller to check "+resource+" access for")
+	}
+	token, _ := bearer(r)
+	attrs := authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "get", Resource: resource, Name: name}
+	return a.review(ctx, token, u, attrs, func() string { return denied(u.Username) })
+}
+
+// review asks whether u may do what attrs say (SubjectAccessReview), remembering
+// the answer for the TTL by token and attributes; denied is the 403's message.
+func (a *authorizer) review(ctx context.Context, token string, u *authenticationv1.UserInfo, attrs authorizationv1.ResourceAttributes, denied func() string) *apiError {
+	key := sha256.Sum256([]byte(strings.Join([]string{token, attrs.Verb, attrs.Namespace, attrs.Group, attrs.Resource, attrs.Name}, "\x00")))
 	if v, ok := a.decisions.Get(key); ok && a.now().Before(v.(cachedDecision).expires) {
 		return v.(cachedDecision).err
 	}
@@ -151,19 +173,18 @@ func (a *authorizer) allowed(ctx context.Context, token string, u *authenticatio
 		extra[k] = authorizationv1.ExtraValue(v)
 	}
 	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra,
-		ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: namespace, Verb: verb, Group: fnv1.Group, Resource: fnv1.Resource},
+		User: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra, ResourceAttributes: &attrs,
 	}}
 	res, err := a.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
 	if err != nil {
 		return errorf(http.StatusInternalServerError, "internal", "subject access review: "+err.Error())
 	}
-	var denied *apiError
+	var refused *apiError
 	if !res.Status.Allowed {
-		denied = errorf(http.StatusForbidden, "forbidden", fmt.Sprintf("user %q may not %s functions.%s in namespace %q", u.Username, verb, fnv1.Group, namespace))
+		refused = errorf(http.StatusForbidden, "forbidden", denied())
 	}
-	a.decisions.Add(key, cachedDecision{err: denied, expires: a.now().Add(a.ttl)})
-	return denied
+	a.decisions.Add(key, cachedDecision{err: refused, expires: a.now().Add(a.ttl)})
+	return refused
 }
 
 func bearer(r *http.Request) (string, bool) {

@@ -54,6 +54,11 @@ type Options struct {
 	// once, over all functions: each starts workers of its own. More answer 429 with
 	// Retry-After. Default 4.
 	MaxConcurrentReplays int
+	// EnvSourceTTL is how long a Secret or ConfigMap read for a Function's env
+	// (spec.envFrom, spec.envValueFrom) is reused: a changed value reaches the
+	// function's calls within it. A failed read is retried after at most 2s.
+	// Default 10s.
+	EnvSourceTTL time.Duration
 	// AllowFunctionNetwork lets a Function ask for the host's network
 	// (spec.network); without it such a Function is refused. Default false.
 	AllowFunctionNetwork bool
@@ -97,6 +102,9 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxConcurrentReplays <= 0 {
 		o.MaxConcurrentReplays = 4
+	}
+	if o.EnvSourceTTL <= 0 {
+		o.EnvSourceTTL = 10 * time.Second
 	}
 	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 }
@@ -146,13 +154,15 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 		return nil, err
 	}
 	registry := runtime.NewRegistry(opts.Runtime)
+	// Env sources are read as the gateway itself: what a namespace granted it.
+	env := newEnvCache(kube, opts.EnvSourceTTL, min(opts.EnvSourceTTL, 2*time.Second), opts.AuthCacheSize)
 	policy := networkPolicy{compiler: registry, allow: opts.AllowFunctionNetwork}
 	g := &Gateway{
 		opts:     opts,
 		dyn:      dyn,
 		registry: registry,
 		compiler: policy,
-		store:    newStore(dyn, policy, opts.PublicURL, opts.History, newMetrics(reg, registry.Stats)),
+		store:    newStore(dyn, policy, env, opts.PublicURL, opts.History, newMetrics(reg, registry.Stats)),
 		auth:     newAuthorizer(kube, opts.authOptions()),
 		calls:    newCallLimiter(opts.MaxConcurrentCalls),
 		replays:  newCallLimiter(opts.MaxConcurrentReplays),

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -22,7 +23,8 @@ import (
 
 // functionRequest is the body of POST and PUT: a Function object (metadata.name,
 // labels, annotations and spec), or the spec's fields flat beside "name": {"name",
-// "runtime", "source", "handler", "timeoutSeconds", "env", "history", "network"}.
+// "runtime", "source", "handler", "timeoutSeconds", "env", "envFrom", "envValueFrom",
+// "history", "network"}.
 type functionRequest struct {
 	Metadata *struct {
 		Name        string            `json:"name"`
@@ -81,7 +83,7 @@ func (g *Gateway) createFunction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	obj, err := g.validate(ns, req.name(), req)
+	obj, err := g.validate(r, ns, req.name(), req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -106,7 +108,7 @@ func (g *Gateway) putFunction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusUnprocessableEntity, "invalid_name", fmt.Sprintf("the body names %q but the URL names %q", n, name)))
 		return
 	}
-	obj, err := g.validate(ns, name, req)
+	obj, err := g.validate(r, ns, name, req)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -155,9 +157,10 @@ func (g *Gateway) deleteFunction(w http.ResponseWriter, r *http.Request) {
 }
 
 // validate checks a function before anything is stored: its name, runtime, source
-// size, timeout, that the gateway allows the network it asks for, and that the
-// source compiles.
-func (g *Gateway) validate(namespace, name string, req *functionRequest) (*unstructured.Unstructured, error) {
+// size, timeout, env sources, that the caller may read the Secrets and ConfigMaps
+// they name, that the gateway allows the network it asks for, and that the source
+// compiles.
+func (g *Gateway) validate(r *http.Request, namespace, name string, req *functionRequest) (*unstructured.Unstructured, error) {
 	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
 		return nil, errorf(http.StatusUnprocessableEntity, "invalid_name", fmt.Sprintf("function name %q: %s", name, msgs[0]))
 	}
@@ -165,10 +168,15 @@ func (g *Gateway) validate(namespace, name string, req *functionRequest) (*unstr
 	if err := g.checkSpec(&spec); err != nil {
 		return nil, err
 	}
+	sources := sourcesOf(&spec)
+	if err := g.checkSourceAccess(r, namespace, sources); err != nil {
+		return nil, err
+	}
 	fn := toRuntime(namespace, name, &spec)
 	if err := g.compiler.check(fn); err != nil {
 		return nil, errorf(http.StatusUnprocessableEntity, "network_not_allowed", err.Error())
 	}
+	fn.Env = g.trialEnv(r.Context(), fn, sources)
 	compiled, err := g.compiler.Compile(fn)
 	if err != nil {
 		return nil, compileError(err)
@@ -201,7 +209,47 @@ func (g *Gateway) checkSpec(spec *fnv1.FunctionSpec) error {
 	case spec.TimeoutSeconds < 0 || spec.TimeoutSeconds > 300:
 		return errorf(http.StatusUnprocessableEntity, "invalid_timeout", fmt.Sprintf("timeoutSeconds %d is not between 1 and 300", spec.TimeoutSeconds))
 	}
+	if errs := fnv1.ValidateEnvSources(spec); len(errs) > 0 {
+		return errorf(http.StatusUnprocessableEntity, "invalid_env", errs.ToAggregate().Error())
+	}
 	return nil
+}
+
+// checkSourceAccess refuses, with a 403 naming it, a Secret or ConfigMap the
+// sources name that the caller may not get: through this API a function reads only
+// what its author could read.
+func (g *Gateway) checkSourceAccess(r *http.Request, namespace string, sources *envSources) error {
+	if sources == nil {
+		return nil
+	}
+	for _, ref := range sources.refs() {
+		denied := func(user string) string {
+			return fmt.Sprintf("user %q may not get %s %q in namespace %q, which %s names; a function may read only what its author may read", user, singular(ref.kind), ref.name, namespace, ref.field)
+		}
+		if err := g.auth.mayGet(r.Context(), r, ref.kind, namespace, ref.name, denied); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// trialEnv is the environment a function is compiled with to check it before it is
+// stored: what its sources give when the gateway can read them now, else its
+// envValueFrom names set empty (so that top-level code reading them loads), then
+// its plain env.
+func (g *Gateway) trialEnv(ctx context.Context, fn runtime.Function, sources *envSources) map[string]string {
+	if sources == nil {
+		return fn.Env
+	}
+	namespace, _, _ := strings.Cut(fn.Name, "/")
+	fromSources, err := g.store.env.resolve(ctx, fn.Name, namespace, sources)
+	if err != nil {
+		fromSources = map[string]string{}
+		for name := range sources.EnvValueFrom {
+			fromSources[name] = ""
+		}
+	}
+	return mergeEnv(fromSources, fn.Env)
 }
 
 func (req *functionRequest) labels() map[string]string {
@@ -285,8 +333,12 @@ func (g *Gateway) call(r *http.Request, source string) (*Invocation, error) {
 	if err != nil {
 		return nil, err
 	}
-	if e.compileErr != nil {
-		return nil, errorf(http.StatusServiceUnavailable, "not_ready", e.compileErr.Error())
+	b := g.store.serving(r.Context(), e)
+	if errors.Is(b.err, ErrEnvSourceUnavailable) {
+		return nil, errorf(http.StatusServiceUnavailable, "env_source_unavailable", b.err.Error())
+	}
+	if b.err != nil {
+		return nil, errorf(http.StatusServiceUnavailable, "not_ready", b.err.Error())
 	}
 	body, err := readBody(r)
 	if err != nil {
@@ -294,7 +346,7 @@ func (g *Gateway) call(r *http.Request, source string) (*Invocation, error) {
 	}
 	// The runtime checks that the body is JSON as it reads it (one pass, not two).
 	start := time.Now()
-	res, callErr := e.compiled.Invoke(r.Context(), body)
+	res, callErr := b.compiled.Invoke(r.Context(), body)
 	if errors.Is(callErr, runtime.ErrInvalidRequest) {
 		return nil, errorf(http.StatusBadRequest, "bad_request", "the request body is not JSON: "+callErr.Error())
 	}

@@ -79,13 +79,13 @@ func operations() map[string]map[string]*openapi3.Operation {
 		"/v1/namespaces/{namespace}/functions": {
 			http.MethodGet: operation("List functions.", params(ns), nil, nil,
 				ok(200, jsonResponse("The namespace's Functions.", ref("FunctionList"))), errs(401, 403, 500), errs(kubernetesCodes...)),
-			http.MethodPost: operation("Create a function; 409 if it exists, 422 if it does not compile.", params(ns), functionBody, nil,
+			http.MethodPost: operation("Create a function; 409 if it exists, 422 if it does not compile or its env sources are invalid, 403 if the caller may not get a Secret or ConfigMap its env sources name.", params(ns), functionBody, nil,
 				ok(201, fn), errs(400, 401, 403, 409, 413, 422, 500), errs(kubernetesCodes...)),
 		},
 		"/v1/namespaces/{namespace}/functions/{name}": {
 			http.MethodGet: operation("Read a function.", params(ns, name), nil, nil,
 				ok(200, fn), errs(401, 403, 404, 500), errs(kubernetesCodes...)),
-			http.MethodPut: operation("Create (201) or replace (200) a function. Labels and annotations the body names replace the stored ones; a body without them keeps them.",
+			http.MethodPut: operation("Create (201) or replace (200) a function, checked as on create. Labels and annotations the body names replace the stored ones; a body without them keeps them.",
 				params(ns, name), functionBody, nil,
 				ok(200, fn), ok(201, fn), errs(400, 401, 403, 409, 413, 422, 500), errs(kubernetesCodes...)),
 			http.MethodDelete: operation("Delete a function.", params(ns, name), nil, nil,

@@ -106,6 +106,18 @@ func (g *Gateway) replay(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusUnprocessableEntity, "network_not_allowed", err.Error()))
 		return
 	}
+	// The candidate reads the function's env sources, as the function does, if the
+	// caller may read them too.
+	if err := g.checkSourceAccess(r, ns, e.sources); err != nil {
+		writeError(w, err)
+		return
+	}
+	fromSources, err := g.store.env.resolve(r.Context(), fn.Name, ns, e.sources)
+	if err != nil {
+		writeError(w, errorf(http.StatusServiceUnavailable, "env_source_unavailable", err.Error()))
+		return
+	}
+	fn.Env = mergeEnv(fromSources, fn.Env)
 	compiled, err := g.compiler.Compile(fn)
 	if err != nil {
 		writeError(w, compileError(err))
@@ -161,7 +173,8 @@ func readReplay(r *http.Request, maxLimit int) (*replayRequest, error) {
 
 // candidate is the spec a replay runs: the request's source, and its runtime, handler,
 // timeout and env where it gives them, else the current function's (its handler only
-// when the runtime stays). The network is always the current function's.
+// when the runtime stays). The network and the env sources (envFrom, envValueFrom)
+// are always the current function's.
 func (req *replayRequest) candidate(current runtime.Function) fnv1.FunctionSpec {
 	spec := fnv1.FunctionSpec{Runtime: req.Runtime, Source: req.Source, Handler: req.Handler,
 		TimeoutSeconds: req.TimeoutSeconds, Env: req.Env, Network: current.Network}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,18 +34,34 @@ var FunctionsGVR = schema.GroupVersionResource{Group: fnv1.Group, Version: fnv1.
 type entry struct {
 	key        string // namespace/name
 	generation int64
-	hash       string
-	fn         runtime.Function // what it runs; a replay's candidate starts from it
-	compiled   runtime.Compiled // nil when compileErr is set
-	compileErr error
+	hash       string           // of the spec: the code, its plain env and its env sources
+	fn         runtime.Function // what it runs, with its plain env; a replay's candidate starts from it
+	sources    *envSources      // nil: its env is plain
 	history    *history
 	metrics    *functionMetrics
+
+	mu    sync.Mutex // held while a new build is made
+	build atomic.Pointer[build]
 }
+
+// build is a function compiled with one environment. A function with env sources
+// gets a new build when the values they give change: the new build's workers start
+// with the new environment, and the old build is retired once its calls had time
+// to end.
+type build struct {
+	envHash  string           // of the environment it runs with; "" when err is not a compile error
+	compiled runtime.Compiled // nil when err is set
+	err      error            // the compile error, or why the env sources cannot be read
+}
+
+// current is what the entry serves now.
+func (e *entry) current() *build { return e.build.Load() }
 
 // store keeps every Function compiled and ready, following the cluster.
 type store struct {
 	dyn       dynamic.Interface
 	compiler  compiler
+	env       *envCache
 	publicURL string
 	history   int
 	metrics   *metrics
@@ -61,9 +78,9 @@ type compiler interface {
 	Compile(fn runtime.Function) (runtime.Compiled, error)
 }
 
-func newStore(dyn dynamic.Interface, c compiler, publicURL string, history int, m *metrics) *store {
+func newStore(dyn dynamic.Interface, c compiler, env *envCache, publicURL string, history int, m *metrics) *store {
 	s := &store{
-		dyn: dyn, compiler: c, publicURL: publicURL, history: history, metrics: m,
+		dyn: dyn, compiler: c, env: env, publicURL: publicURL, history: history, metrics: m,
 		entries: map[string]*entry{},
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "functions"}),
 	}
@@ -85,7 +102,7 @@ func (s *store) run(ctx context.Context) {
 	if cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
 		loop := &workloop.Loop[string]{
 			Queue: s.queue, Workers: 1,
-			Process: func(ctx context.Context, key string) (time.Duration, error) { return 0, s.sync(ctx, key) },
+			Process: s.sync,
 			Failed: func(ctx context.Context, key string, err error, _ bool) {
 				klog.FromContext(ctx).V(1).Info("Function sync failed; retrying", "function", key, "err", err.Error())
 			},
@@ -97,8 +114,8 @@ func (s *store) run(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for key, e := range s.entries {
-		if e.compiled != nil {
-			e.compiled.Close()
+		if b := e.current(); b != nil && b.compiled != nil {
+			b.compiled.Close()
 		}
 		delete(s.entries, key)
 	}
@@ -110,29 +127,55 @@ func (s *store) run(ctx context.Context) {
 
 func (s *store) synced() bool { return s.informer.HasSynced() }
 
+// envRetry is how soon a function whose env sources could not be read is loaded
+// again without a call, so that its status follows a grant or a new Secret.
+const envRetry = 30 * time.Second
+
 // sync (re)loads one function and reports the result in its status.
-func (s *store) sync(ctx context.Context, key string) error {
+func (s *store) sync(ctx context.Context, key string) (time.Duration, error) {
 	obj, exists, err := s.informer.GetIndexer().GetByKey(key)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if !exists {
 		s.remove(key)
-		return nil
+		return 0, nil
 	}
 	u := obj.(*unstructured.Unstructured)
-	fn, err := decodeFunction(u)
-	if err != nil {
-		return s.writeStatus(ctx, u, "", err)
+	var f fnv1.Function
+	if err := convert(u.Object, &f); err != nil {
+		return 0, s.writeStatus(ctx, u, "", fmt.Errorf("decode Function: %w", err))
 	}
-	e := s.load(key, u.GetGeneration(), fn, historyEnabled(u))
-	return s.writeStatus(ctx, u, sourceHash(fn.Source), e.compileErr)
+	if errs := fnv1.ValidateEnvSources(&f.Spec); len(errs) > 0 {
+		return 0, s.writeStatus(ctx, u, "", fmt.Errorf("function %s: %w: %v", key, errInvalidSpec, errs.ToAggregate()))
+	}
+	fn := toRuntime(u.GetNamespace(), u.GetName(), &f.Spec)
+	e := s.load(ctx, key, u.GetGeneration(), fn, sourcesOf(&f.Spec), historyEnabled(u))
+	b := e.current()
+	if e.sources != nil {
+		b = s.refresh(ctx, e)
+	}
+	var after time.Duration
+	if errors.Is(b.err, ErrEnvSourceUnavailable) {
+		after = envRetry
+	}
+	return after, s.writeStatus(ctx, u, sourceHash(fn.Source), b.err)
 }
 
-// load compiles fn unless the loaded entry already runs exactly this code.
-// record turns its invocation history on or off, before a new entry is served.
-func (s *store) load(key string, generation int64, fn runtime.Function, record bool) *entry {
-	hash := functionHash(fn)
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// errInvalidSpec is a Function the CRD's schema should have refused.
+var errInvalidSpec = errors.New("invalid spec")
+
+// load builds fn unless the loaded entry already runs exactly this spec. record
+// turns its invocation history on or off, before a new entry is served.
+func (s *store) load(ctx context.Context, key string, generation int64, fn runtime.Function, sources *envSources, record bool) *entry {
+	hash := specHash(fn, sources)
 	s.mu.RLock()
 	old := s.entries[key]
 	s.mu.RUnlock()
@@ -140,7 +183,7 @@ func (s *store) load(key string, generation int64, fn runtime.Function, record b
 		old.history.setEnabled(record)
 		return old
 	}
-	e := &entry{key: key, generation: generation, hash: hash, fn: fn}
+	e := &entry{key: key, generation: generation, hash: hash, fn: fn, sources: sources}
 	if old != nil {
 		e.history, e.metrics = old.history, old.metrics
 	} else {
@@ -148,14 +191,80 @@ func (s *store) load(key string, generation int64, fn runtime.Function, record b
 		e.history, e.metrics = newHistory(s.history), s.metrics.forFunction(namespace, name)
 	}
 	e.history.setEnabled(record)
-	e.compiled, e.compileErr = s.compiler.Compile(fn)
+	s.refresh(ctx, e)
 	s.mu.Lock()
 	s.entries[key] = e
 	s.mu.Unlock()
-	if old != nil && old.compiled != nil {
-		s.retire(old.compiled, fn.Timeout)
+	if old != nil {
+		if b := old.current(); b != nil && b.compiled != nil {
+			s.retire(b.compiled, fn.Timeout)
+		}
 	}
 	return e
+}
+
+// serving is the build a call of e runs: for a function with env sources, the one
+// of the values they give now (read through the cache), built if they changed. When
+// the outcome changes (the sources became unreadable, or readable again), the
+// function is queued so that its status follows.
+func (s *store) serving(ctx context.Context, e *entry) *build {
+	if e.sources == nil {
+		return e.current()
+	}
+	before := e.current()
+	b := s.refresh(ctx, e)
+	if b != before && (before == nil || errText(before.err) != errText(b.err)) {
+		s.queue.Add(e.key)
+	}
+	return b
+}
+
+// refresh reads e's env sources and makes a new build when the environment they
+// give differs from the current build's (or there is none yet). A source that
+// cannot be read makes a build that fails every call, and retires the previous one:
+// its workers hold values the gateway may no longer read.
+func (s *store) refresh(ctx context.Context, e *entry) *build {
+	namespace, name, _ := cache.SplitMetaNamespaceKey(e.key)
+	fromSources, err := s.env.resolve(ctx, namespace+"/"+name, namespace, e.sources)
+	if err != nil {
+		return s.replace(e, func(cur *build) *build {
+			if cur != nil && cur.compiled == nil && errText(cur.err) == err.Error() {
+				return nil // the same failure: no change for callers or the status
+			}
+			return &build{err: err}
+		})
+	}
+	env := mergeEnv(fromSources, e.fn.Env)
+	hash := envHash(env)
+	if b := e.current(); b != nil && b.envHash == hash {
+		return b
+	}
+	return s.replace(e, func(cur *build) *build {
+		if cur != nil && cur.envHash == hash {
+			return nil // another call built it meanwhile
+		}
+		fn := e.fn
+		fn.Env = env
+		compiled, err := s.compiler.Compile(fn)
+		return &build{envHash: hash, compiled: compiled, err: err}
+	})
+}
+
+// replace swaps e's build for what makeBuild returns (nil keeps the current one),
+// one caller at a time, and retires the replaced build.
+func (s *store) replace(e *entry, makeBuild func(cur *build) *build) *build {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cur := e.current()
+	next := makeBuild(cur)
+	if next == nil {
+		return cur
+	}
+	e.build.Store(next)
+	if cur != nil && cur.compiled != nil {
+		s.retire(cur.compiled, e.fn.Timeout)
+	}
+	return next
 }
 
 // retire closes a replaced function once calls already running on it had time to end,
@@ -187,8 +296,8 @@ func (s *store) remove(key string) {
 		return
 	}
 	e.metrics.remove()
-	if e.compiled != nil {
-		s.retire(e.compiled, 10*time.Second)
+	if b := e.current(); b != nil && b.compiled != nil {
+		s.retire(b.compiled, 10*time.Second)
 	}
 }
 
@@ -218,8 +327,10 @@ func (s *store) writeStatus(ctx context.Context, u *unstructured.Unstructured, h
 	if loadErr != nil {
 		ready = metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "CompileError", Message: loadErr.Error(), ObservedGeneration: u.GetGeneration()}
 		switch {
-		case errors.Is(loadErr, runtime.ErrUnknownRuntime):
+		case errors.Is(loadErr, runtime.ErrUnknownRuntime), errors.Is(loadErr, errInvalidSpec):
 			ready.Reason = "InvalidSpec"
+		case errors.Is(loadErr, ErrEnvSourceUnavailable):
+			ready.Reason = "EnvSourceUnavailable"
 		case errors.Is(loadErr, ErrNetworkNotAllowed):
 			ready.Reason = "NetworkNotAllowed"
 		}
@@ -241,15 +352,6 @@ func (s *store) writeStatus(ctx context.Context, u *unstructured.Unstructured, h
 
 const fieldManager = "metalambda-gateway"
 
-// decodeFunction reads a Function object into what a runtime compiles.
-func decodeFunction(u *unstructured.Unstructured) (runtime.Function, error) {
-	var f fnv1.Function
-	if err := convert(u.Object, &f); err != nil {
-		return runtime.Function{}, fmt.Errorf("decode Function: %w", err)
-	}
-	return toRuntime(u.GetNamespace(), u.GetName(), &f.Spec), nil
-}
-
 // historyEnabled reads spec.history.enabled; a Function that does not say records.
 func historyEnabled(u *unstructured.Unstructured) bool {
 	enabled, found, err := unstructured.NestedBool(u.Object, "spec", "history", "enabled")
@@ -267,9 +369,10 @@ func toRuntime(namespace, name string, spec *fnv1.FunctionSpec) runtime.Function
 	}
 }
 
-// functionHash identifies what a function runs.
-func functionHash(fn runtime.Function) string {
-	data, _ := json.Marshal([]any{fn.Runtime, fn.Source, fn.Handler, fn.Timeout.String(), fn.Env, fn.Network})
+// specHash identifies what a function runs: its code, plain env and env sources
+// (the references, not the values they give).
+func specHash(fn runtime.Function, sources *envSources) string {
+	data, _ := json.Marshal([]any{fn.Runtime, fn.Source, fn.Handler, fn.Timeout.String(), fn.Env, fn.Network, sources})
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
 }

@@ -1,0 +1,113 @@
+package v1alpha1
+
+import (
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Bounds of the env sources, which the CRD's schema states too.
+const (
+	MaxEnvFrom      = 64
+	MaxEnvValueFrom = 256
+)
+
+// ValidateEnvSources checks spec.envFrom and spec.envValueFrom as the CRD's schema
+// does: exactly one reference per entry, object names and keys Kubernetes accepts,
+// variable names a process environment can hold, and no name both in env and in
+// envValueFrom. Each error names its field (spec.envFrom[1].secretRef.name).
+func ValidateEnvSources(spec *FunctionSpec) field.ErrorList {
+	var errs field.ErrorList
+	from := field.NewPath("spec", "envFrom")
+	if len(spec.EnvFrom) > MaxEnvFrom {
+		return field.ErrorList{field.TooMany(from, len(spec.EnvFrom), MaxEnvFrom)}
+	}
+	for i, src := range spec.EnvFrom {
+		errs = append(errs, validateEnvFrom(from.Index(i), src)...)
+	}
+	valueFrom := field.NewPath("spec", "envValueFrom")
+	if len(spec.EnvValueFrom) > MaxEnvValueFrom {
+		return append(errs, field.TooMany(valueFrom, len(spec.EnvValueFrom), MaxEnvValueFrom))
+	}
+	names := make([]string, 0, len(spec.EnvValueFrom))
+	for name := range spec.EnvValueFrom {
+		names = append(names, name)
+	}
+	slices.Sort(names) // errors in a stable order
+	for _, name := range names {
+		path := valueFrom.Key(name)
+		errs = append(errs, validateEnvName(path, name)...)
+		if _, dup := spec.Env[name]; dup {
+			errs = append(errs, field.Invalid(path, name, "also set in spec.env; set it in one place"))
+		}
+		errs = append(errs, validateValueFrom(path, spec.EnvValueFrom[name])...)
+	}
+	return errs
+}
+
+func validateEnvFrom(path *field.Path, src EnvFromSource) field.ErrorList {
+	var errs field.ErrorList
+	if src.Prefix != "" {
+		errs = append(errs, validateEnvName(path.Child("prefix"), src.Prefix)...)
+	}
+	switch {
+	case src.SecretRef == nil && src.ConfigMapRef == nil:
+		return append(errs, field.Required(path, "one of secretRef and configMapRef"))
+	case src.SecretRef != nil && src.ConfigMapRef != nil:
+		return append(errs, field.Forbidden(path.Child("configMapRef"), "may not be set with secretRef: one source per entry"))
+	case src.SecretRef != nil:
+		return append(errs, validateObjectName(path.Child("secretRef", "name"), src.SecretRef.Name)...)
+	default:
+		return append(errs, validateObjectName(path.Child("configMapRef", "name"), src.ConfigMapRef.Name)...)
+	}
+}
+
+func validateValueFrom(path *field.Path, src EnvVarSource) field.ErrorList {
+	switch {
+	case src.SecretKeyRef == nil && src.ConfigMapKeyRef == nil:
+		return field.ErrorList{field.Required(path, "one of secretKeyRef and configMapKeyRef")}
+	case src.SecretKeyRef != nil && src.ConfigMapKeyRef != nil:
+		return field.ErrorList{field.Forbidden(path.Child("configMapKeyRef"), "may not be set with secretKeyRef: one source per variable")}
+	case src.SecretKeyRef != nil:
+		return validateKeyRef(path.Child("secretKeyRef"), src.SecretKeyRef)
+	default:
+		return validateKeyRef(path.Child("configMapKeyRef"), src.ConfigMapKeyRef)
+	}
+}
+
+func validateKeyRef(path *field.Path, ref *KeyRef) field.ErrorList {
+	errs := validateObjectName(path.Child("name"), ref.Name)
+	if ref.Key == "" {
+		return append(errs, field.Required(path.Child("key"), ""))
+	}
+	for _, msg := range validation.IsConfigMapKey(ref.Key) {
+		errs = append(errs, field.Invalid(path.Child("key"), ref.Key, msg))
+	}
+	return errs
+}
+
+func validateObjectName(path *field.Path, name string) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(path, "")}
+	}
+	var errs field.ErrorList
+	for _, msg := range validation.IsDNS1123Subdomain(name) {
+		errs = append(errs, field.Invalid(path, name, msg))
+	}
+	return errs
+}
+
+// validateEnvName accepts what a Pod accepts as a variable name: printable ASCII
+// other than '='.
+func validateEnvName(path *field.Path, name string) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(path, "a variable name")}
+	}
+	ok := !strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r > '~' || r == '=' })
+	if !ok {
+		return field.ErrorList{field.Invalid(path, name, "a variable name must consist of printable ASCII characters other than '='")}
+	}
+	return nil
+}

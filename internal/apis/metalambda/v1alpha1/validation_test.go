@@ -1,0 +1,46 @@
+package v1alpha1
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestValidateEnvSources(t *testing.T) {
+	secret := &EnvSourceRef{Name: "db"}
+	for _, tt := range []struct {
+		name string
+		spec FunctionSpec
+		want []string // one substring per error, in order
+	}{
+		{"none", FunctionSpec{}, nil},
+		{"secret and config map", FunctionSpec{
+			EnvFrom:      []EnvFromSource{{SecretRef: secret}, {ConfigMapRef: &EnvSourceRef{Name: "settings", Optional: true}, Prefix: "CFG_"}},
+			EnvValueFrom: map[string]EnvVarSource{"PASSWORD": {SecretKeyRef: &KeyRef{Name: "db", Key: "password"}}, "MODE": {ConfigMapKeyRef: &KeyRef{Name: "settings", Key: "app.mode"}}},
+			Env:          map[string]string{"OTHER": "x"},
+		}, nil},
+		{"empty entry", FunctionSpec{EnvFrom: []EnvFromSource{{}}}, []string{"spec.envFrom[0]: Required value: one of secretRef and configMapRef"}},
+		{"both refs", FunctionSpec{EnvFrom: []EnvFromSource{{SecretRef: secret}, {SecretRef: secret, ConfigMapRef: secret}}}, []string{"spec.envFrom[1].configMapRef: Forbidden: may not be set with secretRef"}},
+		{"empty name", FunctionSpec{EnvFrom: []EnvFromSource{{SecretRef: &EnvSourceRef{}}}}, []string{"spec.envFrom[0].secretRef.name: Required value"}},
+		{"bad name", FunctionSpec{EnvFrom: []EnvFromSource{{ConfigMapRef: &EnvSourceRef{Name: "Not_A_Name"}}}}, []string{`spec.envFrom[0].configMapRef.name: Invalid value: "Not_A_Name"`}},
+		{"bad prefix", FunctionSpec{EnvFrom: []EnvFromSource{{Prefix: "A=", SecretRef: secret}}}, []string{`spec.envFrom[0].prefix: Invalid value: "A="`}},
+		{"too many", FunctionSpec{EnvFrom: make([]EnvFromSource, MaxEnvFrom+1)}, []string{"spec.envFrom: Too many: 65"}},
+		{"value without source", FunctionSpec{EnvValueFrom: map[string]EnvVarSource{"A": {}}}, []string{"spec.envValueFrom[A]: Required value: one of secretKeyRef and configMapKeyRef"}},
+		{"value with both", FunctionSpec{EnvValueFrom: map[string]EnvVarSource{"A": {SecretKeyRef: &KeyRef{Name: "a", Key: "k"}, ConfigMapKeyRef: &KeyRef{Name: "a", Key: "k"}}}}, []string{"spec.envValueFrom[A].configMapKeyRef: Forbidden"}},
+		{"value without key", FunctionSpec{EnvValueFrom: map[string]EnvVarSource{"A": {SecretKeyRef: &KeyRef{Name: "a"}}}}, []string{"spec.envValueFrom[A].secretKeyRef.key: Required value"}},
+		{"bad key", FunctionSpec{EnvValueFrom: map[string]EnvVarSource{"A": {ConfigMapKeyRef: &KeyRef{Name: "a", Key: "a/b"}}}}, []string{`spec.envValueFrom[A].configMapKeyRef.key: Invalid value: "a/b"`}},
+		{"bad variable name", FunctionSpec{EnvValueFrom: map[string]EnvVarSource{"A=B": {SecretKeyRef: &KeyRef{Name: "a", Key: "k"}}}}, []string{`spec.envValueFrom[A=B]: Invalid value: "A=B"`}},
+		{"also in env", FunctionSpec{Env: map[string]string{"A": "1"}, EnvValueFrom: map[string]EnvVarSource{"A": {SecretKeyRef: &KeyRef{Name: "a", Key: "k"}}}}, []string{"spec.envValueFrom[A]: Invalid value: \"A\": also set in spec.env"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := ValidateEnvSources(&tt.spec)
+			if len(errs) != len(tt.want) {
+				t.Fatalf("errors = %v, want %d: %q", errs, len(tt.want), tt.want)
+			}
+			for i, want := range tt.want {
+				if got := errs[i].Error(); !strings.Contains(got, want) {
+					t.Errorf("error %d = %q, want it to contain %q", i, got, want)
+				}
+			}
+		})
+	}
+}
