@@ -149,8 +149,13 @@ func TestPlatformInstallRunsWithItsOwnRights(t *testing.T) {
 	// Not more than needed.
 	asGateway := kubernetes.NewForConfigOrDie(gatewayCfg)
 	asEngine := kubernetes.NewForConfigOrDie(engineCfg)
+	// The gateway writes Functions with its callers' tokens; it may not act as anyone.
+	impersonating := rest.CopyConfig(gatewayCfg)
+	impersonating.Impersonate = rest.ImpersonationConfig{UserName: "admin", Groups: []string{"system:masters"}}
+	asAdminViaGateway := kubernetes.NewForConfigOrDie(impersonating)
 	for what, err := range map[string]error{
-		"the gateway lists Secrets": listErr(asGateway.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})),
+		"the gateway impersonates an administrator": listErr(asAdminViaGateway.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})),
+		"the gateway lists Secrets":                 listErr(asGateway.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})),
 		// Functions' env sources are granted per namespace and name (gateway.envSources).
 		"the gateway gets a Secret": listErr(asGateway.CoreV1().Secrets("default").Get(ctx, "any", metav1.GetOptions{})),
 		"the gateway lists Pods":    listErr(asGateway.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})),

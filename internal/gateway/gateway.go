@@ -144,8 +144,12 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	// Management requests write Functions as their caller; see actAsCaller.
-	dyn, err := dynamic.NewForConfig(actAsCaller(cfg))
+	// Management requests write Functions as their caller; see callerHTTPClient.
+	httpClient, err := callerHTTPClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return nil, err
 	}

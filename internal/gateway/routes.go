@@ -84,7 +84,8 @@ func (g *Gateway) limitBody(next http.Handler) http.Handler {
 }
 
 // authorized wraps a management handler with TokenReview and SubjectAccessReview; the
-// handler's Kubernetes calls act as the authorized user (see actAsCaller).
+// handler's Kubernetes calls act as the authorized user, with their token (see
+// callerHTTPClient).
 func (g *Gateway) authorized(verb string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		user, err := g.auth.authorize(r.Context(), r, verb, chi.URLParam(r, "namespace"))
@@ -93,7 +94,8 @@ func (g *Gateway) authorized(verb string, h http.HandlerFunc) http.HandlerFunc {
 			writeError(w, err)
 			return
 		}
-		h(w, r.WithContext(withCaller(r.Context(), user)))
+		token, _ := bearer(r)
+		h(w, r.WithContext(withCaller(r.Context(), user, token)))
 	}
 }
 
