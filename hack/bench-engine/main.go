@@ -61,6 +61,7 @@ type config struct {
 	unrelated     int // also run the first size with this many unrelated ConfigMaps (0: skip)
 	resync        int
 	clientWorkers int
+	profileDir    string // heap profiles and RSS of each row's engine go here ("": none)
 }
 
 func main() {
@@ -72,6 +73,7 @@ func main() {
 	flag.IntVar(&cfg.unrelated, "unrelated", 10000, "also run the first -n size with this many unrelated ConfigMaps in the cluster (0 skips)")
 	flag.IntVar(&cfg.resync, "resync-seconds", 20, "resyncPeriodSeconds of the benchmark controller")
 	flag.IntVar(&cfg.clientWorkers, "client-workers", 16, "goroutines of the plain client that measures the limit")
+	flag.StringVar(&cfg.profileDir, "profile-dir", "", "serve the engine's pprof and save, per row, its heap profile and RSS when idle (controller ready, no parents), converged, and after the resync")
 	flag.Parse()
 	cfg.engineArgs = strings.Fields(*engineArgs)
 	for _, s := range strings.Split(*sizes, ",") {
@@ -280,6 +282,13 @@ func (b *bench) engine(ctx context.Context, cluster *localcluster.Cluster, sc sc
 		return r, err
 	}
 	args := append([]string{"--kubeconfig", cluster.KubeconfigPath, "--metrics-address", metricsAddr, "--health-probe-bind-address", "0"}, sc.args...)
+	prof := profiler{dir: b.cfg.profileDir, row: fmt.Sprintf("n%d-unrelated%d-%s", sc.n, sc.unrelated, rowFlags(sc.args))}
+	if prof.dir != "" {
+		if prof.addr, err = freeAddr(); err != nil {
+			return r, err
+		}
+		args = append(args, "--pprof-address", prof.addr)
+	}
 	engine := exec.Command(b.cfg.engineBin, args...)
 	logFile, err := os.Create(filepath.Join(cluster.DataDir, "logs", "engine.log"))
 	if err != nil {
@@ -306,6 +315,7 @@ func (b *bench) engine(ctx context.Context, cluster *localcluster.Cluster, sc sc
 	}
 	defer stop()
 
+	prof.save("idle", engine.Process.Pid)
 	start := time.Now()
 	cpuStart := cpuTime(engine.Process.Pid)
 	if err := b.parallel(ctx, sc.n, func(ctx context.Context, i int) error {
@@ -321,6 +331,7 @@ func (b *bench) engine(ctx context.Context, cluster *localcluster.Cluster, sc sc
 	}
 	r.converge = time.Since(start)
 	r.cpu = cpuTime(engine.Process.Pid) - cpuStart
+	prof.save("converged", engine.Process.Pid)
 	// Syncs that follow convergence (the engine observing its own last writes) count too.
 	time.Sleep(2 * time.Second)
 	r.callsPerParent = float64(calls.Load()) / float64(sc.n)
@@ -361,7 +372,60 @@ func (b *bench) engine(ctx context.Context, cluster *localcluster.Cluster, sc sc
 		}
 	}
 	r.rssMiB = peakRSS(engine.Process.Pid)
+	prof.save("resynced", engine.Process.Pid)
 	return r, nil
+}
+
+// profiler saves the engine's heap profile and RSS at named moments of a row.
+type profiler struct {
+	dir, row, addr string
+}
+
+func (p profiler) save(moment string, pid int) {
+	if p.dir == "" {
+		return
+	}
+	base := filepath.Join(p.dir, p.row+"-"+moment)
+	rss := fmt.Sprintf("RSS %.1f MiB, peak %.1f MiB\n", statusMiB(pid, "VmRSS:"), statusMiB(pid, "VmHWM:"))
+	if rollup, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", pid)); err == nil {
+		rss += string(rollup) // anonymous memory and mapped files apart
+	}
+	if err := os.WriteFile(base+".rss", []byte(rss), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-engine: profile:", err)
+	}
+	for suffix, query := range map[string]string{".heap": "", ".heap.txt": "?debug=1"} {
+		if err := fetch("http://"+p.addr+"/debug/pprof/heap"+query, base+suffix); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-engine: profile:", err)
+		}
+	}
+}
+
+func fetch(url, path string) error {
+	resp, err := http.Get(url)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// rowFlags names a row's engine flags in a file name.
+func rowFlags(args []string) string {
+	if len(args) == 0 {
+		return "defaults"
+	}
+	return "flags"
 }
 
 func (b *bench) controller(ctx context.Context, hookURL string, resync int) error {
@@ -485,13 +549,16 @@ func labelOf(labels, name string) string {
 	return ""
 }
 
-func peakRSS(pid int) float64 {
+func peakRSS(pid int) float64 { return statusMiB(pid, "VmHWM:") }
+
+// statusMiB reads a memory figure (kB) of /proc/pid/status in MiB.
+func statusMiB(pid int, key string) float64 {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0
 	}
 	for line := range strings.Lines(string(data)) {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmHWM:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == key {
 			kb, _ := strconv.ParseFloat(f[1], 64)
 			return kb / 1024
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
@@ -27,17 +28,24 @@ func isSystemMetadata(field string) bool {
 	return false
 }
 
-// ForApply returns the body of a server-side apply for desired: a deep copy without
+// ForApply returns the body of a server-side apply for desired: desired without
 // status, server-owned metadata, managedFields and the last-applied annotation
 // (dropping annotations, or metadata, when that stripping leaves them empty). desired is not
-// modified. Marshalled as JSON it is a valid application/apply-patch+yaml body.
+// modified: the maps it strips are copied, everything else is shared with desired, so
+// the result is for encoding, not for changing. Marshalled as JSON it is a valid
+// application/apply-patch+yaml body.
 func ForApply(desired map[string]any) map[string]any {
-	out := DeepCopy(desired)
+	if desired == nil {
+		return nil
+	}
+	out := maps.Clone(desired)
 	delete(out, "status")
 	md, ok := out["metadata"].(map[string]any)
 	if !ok {
 		return out
 	}
+	md = maps.Clone(md)
+	out["metadata"] = md
 	had := len(md)
 	for k := range md {
 		if isSystemMetadata(k) {
@@ -51,6 +59,8 @@ func ForApply(desired map[string]any) map[string]any {
 	return out
 }
 
+// removeLastApplied drops the last-applied annotation from md, copying its
+// annotations rather than changing them.
 func removeLastApplied(md map[string]any) {
 	ann, ok := md["annotations"].(map[string]any)
 	if !ok {
@@ -59,7 +69,9 @@ func removeLastApplied(md map[string]any) {
 	if _, has := ann[LastAppliedAnnotation]; !has {
 		return
 	}
+	ann = maps.Clone(ann)
 	delete(ann, LastAppliedAnnotation)
+	md["annotations"] = ann
 	if len(ann) == 0 {
 		delete(md, "annotations")
 	}

@@ -224,10 +224,9 @@ func (m *Manager) addChild(c *controller, rule v1alpha1.ResourceRule, method v1a
 	ct := &childType{rule: rule, res: res, method: method}
 	if comp, ok := c.flavor.(*composite); ok && comp.generateSelector {
 		// Every child, and every orphan the controller could adopt, carries the
-		// controller-uid label: the API server leaves the rest out of the cache, and
-		// a names-only informer tells whether a child's name is taken.
+		// controller-uid label: the API server leaves the rest out of the cache. A
+		// child's name taken by another object shows when the child is created.
 		ct.sub = m.env.informers.SubscribeSelected(res.GroupVersionResource, hasControllerUID)
-		ct.names = m.env.informers.SubscribeNames(res.GroupVersionResource)
 	} else {
 		ct.sub = m.env.informers.Subscribe(res.GroupVersionResource)
 	}

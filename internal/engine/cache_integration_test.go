@@ -5,6 +5,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -54,10 +56,11 @@ func childrenAndRelated(value string) func(req map[string]any) (int, any) {
 }
 
 // TestChildCacheHoldsOnlyLabelledObjects: with generateSelector, the engine caches
-// only ConfigMaps that carry the controller-uid label, and knows the others by name.
-// Everything the hook and the parent see stays as with a full cache: a name taken by
-// an unlabelled object is refused, a labelled orphan is adopted, a child edited by
-// someone else is corrected, and a related object's change syncs the parent.
+// only ConfigMaps that carry the controller-uid label, and nothing at all of the
+// others. Everything the hook and the parent see stays as with a full cache: a name
+// taken by an unlabelled object is refused (the create tells), a labelled orphan is
+// adopted, a child edited by someone else is corrected, and a related object's change
+// syncs the parent.
 func TestChildCacheHoldsOnlyLabelledObjects(t *testing.T) {
 	setup(t)
 	ns := env.Namespace(t)
@@ -68,17 +71,16 @@ func TestChildCacheHoldsOnlyLabelledObjects(t *testing.T) {
 	create(t, ccGVR, "", relatedCompositeManifest, ns, hook.URL)
 	parent := create(t, parentsGVR, ns, "{apiVersion: test.metalambda.dev/v1, kind: Parent, metadata: {name: p}, spec: {size: 2}}")
 
-	t.Run("unlabelled objects are known by name only", func(t *testing.T) {
+	t.Run("unlabelled objects are not cached", func(t *testing.T) {
 		waitFor(t, "p-0 is created", configMapsGVR, ns, "p-0", nil)
 		ct := hostedChildType(t, eng, ns)
-		if ct.names == nil {
-			t.Fatal("the ConfigMap child type has no names-only informer")
-		}
 		if _, cached := ct.sub.Get(ns, "unrelated"); cached {
 			t.Error("an unlabelled ConfigMap is in the child cache")
 		}
-		if !ct.names.Has(ns, "unrelated") {
-			t.Error("the names-only informer does not know an unlabelled ConfigMap")
+		// Parents, ConfigMap children (labelled only), related Secrets, and the
+		// manager's two controller kinds: no informer of every ConfigMap.
+		if n := eng.mgr.env.informers.Active(); n != 5 {
+			t.Errorf("%d informers run, want 5", n)
 		}
 		if cm, cached := ct.sub.Get(ns, "p-0"); !cached {
 			t.Error("a child is not in the child cache")
@@ -162,4 +164,58 @@ func hostedChildType(t *testing.T, eng *engineUnderTest, ns string) *childType {
 		t.Fatal("the controller is not hosted")
 	}
 	return h.controller.children[0]
+}
+
+// TestFieldDroppedFromCreatedChildIsRemoved: a child is created with a plain create,
+// so its fields first belong to the engine's field manager as an Update; once the
+// hook stops returning a field, the next apply still removes it (the fields are handed
+// to the engine's apply first), while a field someone else set stays.
+func TestFieldDroppedFromCreatedChildIsRemoved(t *testing.T) {
+	setup(t)
+	ns := env.Namespace(t)
+	startEngine(t, ns)
+	data := map[string]any{"a": "1", "b": "2"}
+	hook := newHookServer(t, nil)
+	hook.set(func(req map[string]any) (int, any) {
+		hook.mu.Lock()
+		defer hook.mu.Unlock()
+		return 200, map[string]any{"children": []any{configMap("p-0", maps.Clone(data), nil)}}
+	})
+	create(t, ccGVR, "", compositeManifest, ns, hook.URL, 1, "InPlace")
+	create(t, parentsGVR, ns, parentManifest, "p", 0)
+	created := waitFor(t, "the child is created", configMapsGVR, ns, "p-0", nil)
+	if got := managers(created); !slices.Contains(got, "metalambda/Update") || slices.Contains(got, "metalambda/Apply") {
+		t.Fatalf("a created child has managers %v, want metalambda/Update and no apply yet", got)
+	}
+	patch := []byte(`{"data":{"other":"kept"}}`)
+	if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Patch(kubetest.Context(t), "p-0", types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "someone"}); err != nil {
+		t.Fatal(err)
+	}
+	hook.mu.Lock()
+	delete(data, "b")
+	hook.mu.Unlock()
+	updated := waitFor(t, "b is removed, a and other are kept", configMapsGVR, ns, "p-0", func(o *unstructured.Unstructured) error {
+		d := o.Object["data"].(map[string]any)
+		if _, has := d["b"]; has || d["a"] != "1" || d["other"] != "kept" {
+			return fmt.Errorf("data = %v", d)
+		}
+		return nil
+	})
+	if updated.GetUID() != created.GetUID() {
+		t.Error("InPlace recreated the child")
+	}
+	if got := managers(updated); !slices.Contains(got, "metalambda/Apply") || slices.Contains(got, "metalambda/Update") {
+		t.Errorf("an updated child has managers %v, want metalambda/Apply only", got)
+	}
+}
+
+// managers lists an object's field managers of the main resource as manager/operation.
+func managers(obj *unstructured.Unstructured) []string {
+	var out []string
+	for _, m := range obj.GetManagedFields() {
+		if m.Subresource == "" {
+			out = append(out, m.Manager+"/"+string(m.Operation))
+		}
+	}
+	return out
 }

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
@@ -87,10 +89,7 @@ func (c *controller) applyChild(ctx context.Context, ct *childType, parent, obse
 // It returns the child it created or updated, if any.
 func (c *controller) converge(ctx context.Context, ct *childType, parent, observed, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	if observed == nil {
-		if ct.exists(desired.GetNamespace(), desired.GetName()) {
-			return nil, fmt.Errorf("%s exists and is not controlled by %s; delete it or label it for adoption", describe(desired), describe(parent))
-		}
-		return c.createChild(ctx, ct, desired)
+		return c.createChild(ctx, ct, parent, desired)
 	}
 	if observed.GetDeletionTimestamp() != nil {
 		return nil, nil // recreated once it is gone
@@ -106,7 +105,7 @@ func (c *controller) converge(ctx context.Context, ct *childType, parent, observ
 		return nil, c.deleteChild(ctx, ct, observed)
 	default:
 		klog.FromContext(ctx).V(5).Info("Updating child", "child", describe(observed), "diff", apply.Diff(desired.Object, observed.Object))
-		return c.updateChild(ctx, ct, observed, desired)
+		return c.updateChild(ctx, ct, parent, observed, desired)
 	}
 }
 
@@ -144,20 +143,53 @@ func (c *controller) stamp(desired *unstructured.Unstructured) error {
 	return nil
 }
 
-func (c *controller) createChild(ctx context.Context, ct *childType, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	if c.env.opts.ApplyStrategy == ServerSideApply {
-		return c.serverSideApply(ctx, ct, desired)
+// createChild creates desired with a plain create, which fails rather than touch an
+// object that holds the name already: the API server, not a cache of every object of
+// the type, tells whether the name is free.
+func (c *controller) createChild(ctx context.Context, ct *childType, parent, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if ct.sub.Has(desired.GetNamespace(), desired.GetName()) {
+		return nil, nameTaken(desired, parent) // cached, yet not among the parent's children
 	}
-	created, err := c.env.resource(ct.res.GroupVersionResource, desired.GetNamespace()).Create(ctx, desired, metav1.CreateOptions{FieldManager: c.env.opts.FieldManager})
+	body := desired
+	if c.env.opts.ApplyStrategy == ServerSideApply {
+		body = &unstructured.Unstructured{Object: apply.ForApply(desired.Object)} // what an apply would send
+	}
+	created, err := c.env.resource(ct.res.GroupVersionResource, desired.GetNamespace()).Create(ctx, body, metav1.CreateOptions{FieldManager: c.env.opts.FieldManager})
 	if apierrors.IsAlreadyExists(err) {
-		return nil, nil // the informer has not seen it yet; the next sync compares it
+		return c.convergeNameHolder(ctx, ct, parent, desired)
 	}
 	return created, wrapWrite("create", desired, err)
 }
 
-func (c *controller) updateChild(ctx context.Context, ct *childType, observed, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+// convergeNameHolder deals with a create refused because the name is taken: by a child
+// of the parent that the cache does not show (yet), which is converged as observed, or
+// by another object, which is refused and left alone.
+func (c *controller) convergeNameHolder(ctx context.Context, ct *childType, parent, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	holder, err := c.env.resource(ct.res.GroupVersionResource, desired.GetNamespace()).Get(ctx, desired.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read %s, whose name is taken: %w", describe(desired), err)
+	}
+	if ref := metav1.GetControllerOfNoCopy(holder); ref == nil || ref.UID != parent.GetUID() {
+		return nil, nameTaken(desired, parent)
+	}
+	return c.converge(ctx, ct, parent, holder, desired)
+}
+
+func nameTaken(desired, parent *unstructured.Unstructured) error {
+	return fmt.Errorf("%s exists and is not controlled by %s; delete it or label it for adoption", describe(desired), describe(parent))
+}
+
+func (c *controller) updateChild(ctx context.Context, ct *childType, parent, observed, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	if c.env.opts.ApplyStrategy == ServerSideApply {
-		return c.serverSideApply(ctx, ct, desired)
+		handed, err := c.handOverUpdatedFields(ctx, ct, parent, desired)
+		if err != nil {
+			return nil, err
+		}
+		applied, err := c.serverSideApply(ctx, ct, desired)
+		if handed != nil && applied != nil && applied.GetResourceVersion() == handed.GetResourceVersion() {
+			return nil, err // the apply changed nothing more; the hand-over is noted
+		}
+		return applied, err
 	}
 	last, err := apply.LastApplied(observed.Object)
 	if err != nil {
@@ -170,6 +202,33 @@ func (c *controller) updateChild(ctx context.Context, ct *childType, observed, d
 	obj := &unstructured.Unstructured{Object: merged}
 	updated, err := c.env.resource(ct.res.GroupVersionResource, obj.GetNamespace()).Update(ctx, obj, metav1.UpdateOptions{FieldManager: c.env.opts.FieldManager})
 	return updated, wrapWrite("update", obj, err)
+}
+
+// handOverUpdatedFields gives the engine's server-side apply the fields its field
+// manager owns through other writes: the create of a child, the adoption of an
+// orphan. Server-side apply removes a field the hook stops returning only when no
+// other manager owns it, and those writes are recorded as another manager (operation
+// Update rather than Apply). The cache holds no managedFields, so the child is read;
+// once handed over, nothing is left to hand over and no patch is sent. It returns the
+// patched child, if it patched one.
+func (c *controller) handOverUpdatedFields(ctx context.Context, ct *childType, parent, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	client := c.env.resource(ct.res.GroupVersionResource, desired.GetNamespace())
+	current, err := client.Get(ctx, desired.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read %s before applying it: %w", describe(desired), err)
+	}
+	manager := c.env.opts.FieldManager
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(current, sets.New(manager), manager)
+	if err != nil || patch == nil {
+		return nil, err
+	}
+	// The patch is guarded by the resourceVersion read: a conflict retries the sync.
+	patched, err := client.Patch(ctx, desired.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: manager})
+	if err != nil {
+		return nil, wrapWrite("hand over the fields of", desired, err)
+	}
+	c.env.own.wrote(parent.GetUID(), ct.res.GroupVersionResource, patched, current.GetResourceVersion(), childUpdated)
+	return patched, nil
 }
 
 func (c *controller) serverSideApply(ctx context.Context, ct *childType, desired *unstructured.Unstructured) (*unstructured.Unstructured, error) {

@@ -49,12 +49,9 @@ type parentType struct {
 
 // childType is one resource a controller manages for its parents.
 type childType struct {
-	rule v1alpha1.ResourceRule
-	res  *discovery.Resource
-	sub  *informer.Subscription
-	// names, when set, knows every object of the type while sub holds only those a
-	// label selector lets through.
-	names  *informer.Subscription
+	rule   v1alpha1.ResourceRule
+	res    *discovery.Resource
+	sub    *informer.Subscription
 	method v1alpha1.ChildUpdateMethod
 	checks *v1alpha1.ChildUpdateStatusChecks // rolling methods: when a moved child is done
 }
@@ -200,7 +197,7 @@ func (c *controller) waitForCaches(ctx context.Context) bool {
 		}
 	}
 	for _, ct := range c.children {
-		if !ct.sub.WaitForSync(ctx) || (ct.names != nil && !ct.names.WaitForSync(ctx)) {
+		if !ct.sub.WaitForSync(ctx) {
 			return false
 		}
 	}
@@ -218,9 +215,6 @@ func (c *controller) shutdown() {
 	}
 	for _, ct := range c.children {
 		ct.sub.Close()
-		if ct.names != nil {
-			ct.names.Close()
-		}
 	}
 	if c.rollout != nil {
 		c.rollout.revisions.sub.Close()
@@ -349,14 +343,6 @@ func (c *controller) newsOfChild(gvr schema.GroupVersionResource, child *unstruc
 		return true
 	}
 	return c.env.own.observed(ref.UID, gvr, child, deleted)
-}
-
-// exists reports whether an object of the type named namespace/name exists.
-func (ct *childType) exists(namespace, name string) bool {
-	if ct.names != nil {
-		return ct.names.Has(namespace, name)
-	}
-	return ct.sub.Has(namespace, name)
 }
 
 // enqueueOwner queues the parent that controls child, or, for an orphan, every parent

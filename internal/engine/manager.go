@@ -23,7 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -92,10 +91,6 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 	if err != nil {
 		return nil, err
 	}
-	meta, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return nil, err
-	}
 	rec := newEventRecorder(kube, opts)
 	calls := newCallHistory(opts.HookCallHistory)
 	env := &environment{
@@ -103,7 +98,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 		dynamic:   dyn,
 		discovery: discovery.NewMap(kube.Discovery()),
 		informers: informer.NewFactory(dyn, informer.Options{
-			Resync: opts.CacheFlushInterval, Metadata: meta,
+			Resync: opts.CacheFlushInterval,
 			// Three-way apply reads managedFields of observed children.
 			DropManagedFields: opts.ApplyStrategy == ServerSideApply,
 		}),

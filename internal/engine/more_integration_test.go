@@ -5,6 +5,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"sync"
 	"testing"
 	"time"
 
@@ -130,10 +132,9 @@ spec:
 		defer eng.mgr.mu.Unlock()
 		return len(eng.mgr.hosted) == 2, nil
 	})
-	// With generateSelector, each child type has a labelled-objects informer and a
-	// names-only one.
-	if got := eng.mgr.env.informers.Active() - base; got != 5 {
-		t.Errorf("two controllers on parents, configmaps and secrets opened %d informers, want 5 shared ones", got)
+	// With generateSelector, each child type has one informer, of labelled objects.
+	if got := eng.mgr.env.informers.Active() - base; got != 3 {
+		t.Errorf("two controllers on parents, configmaps and secrets opened %d informers, want 3 shared ones", got)
 	}
 	for _, suffix := range []string{"a", "b"} {
 		if err := env.Dynamic.Resource(ccGVR).Delete(kubetest.Context(t), ns+"-"+suffix, metav1.DeleteOptions{}); err != nil {
@@ -239,5 +240,60 @@ spec:
 	}
 	if now := mustGet(t, podsGVR, ns, "p-pod"); now.GetUID() != pod.GetUID() {
 		t.Fatal("the Pod was recreated in steady state")
+	}
+}
+
+// TestCreatedServiceIsUpdatedWithoutLoops: a Service child is created with a plain
+// create, which makes the engine's manager own the fields the API server defaulted too.
+// When the hook drops a label, the update removes it, the Service keeps its allocated
+// clusterIP and gets its defaulted fields back, and the steady state that follows
+// costs no writes.
+func TestCreatedServiceIsUpdatedWithoutLoops(t *testing.T) {
+	setup(t)
+	ns := env.Namespace(t)
+	eng := startEngine(t, ns)
+	var mu sync.Mutex
+	dropped := false
+	hook := newHookServer(t, func(req map[string]any) (int, any) {
+		mu.Lock()
+		labels := map[string]any{"dropped": "soon", "kept": "yes"}
+		if dropped {
+			delete(labels, "dropped")
+		}
+		mu.Unlock()
+		return 200, map[string]any{"children": []any{map[string]any{
+			"apiVersion": "v1", "kind": "Service",
+			"metadata": map[string]any{"name": "p", "labels": labels},
+			"spec":     map[string]any{"selector": map[string]any{"app": "p"}, "ports": []any{map[string]any{"port": 80, "targetPort": 8080}}},
+		}}}
+	})
+	create(t, ccGVR, "", compositeManifest, ns, hook.URL, 1, "InPlace")
+	create(t, parentsGVR, ns, parentManifest, "p", 0)
+	created := waitFor(t, "the Service is created", servicesGVR, ns, "p", nil)
+	mu.Lock()
+	dropped = true
+	mu.Unlock()
+	updated := waitFor(t, "the dropped label is removed", servicesGVR, ns, "p", func(o *unstructured.Unstructured) error {
+		if l := o.GetLabels(); l["dropped"] != "" || l["kept"] != "yes" {
+			return fmt.Errorf("labels = %v", l)
+		}
+		return nil
+	})
+	if updated.GetUID() != created.GetUID() {
+		t.Fatal("InPlace recreated the Service")
+	}
+	for _, path := range [][]string{{"spec", "clusterIP"}, {"spec", "type"}, {"spec", "sessionAffinity"}, {"spec", "internalTrafficPolicy"}} {
+		if before, after := field(created.Object, path...), field(updated.Object, path...); before == nil || before != after {
+			t.Errorf("Service %v was %v, is %v", path, before, after)
+		}
+	}
+	if before, after := field(created.Object, "spec", "ports"), field(updated.Object, "spec", "ports"); !reflect.DeepEqual(before, after) {
+		t.Errorf("Service ports were %v, are %v", before, after)
+	}
+	time.Sleep(1500 * time.Millisecond)
+	writes, calls := eng.writes(t), hook.calls.Load()
+	kubetest.Eventually(t, 30*time.Second, "two more resyncs", func(context.Context) (bool, error) { return hook.calls.Load() >= calls+2, nil })
+	if w := eng.writes(t) - writes; w != 0 {
+		t.Errorf("the steady state after the update cost %v writes", w)
 	}
 }

@@ -17,8 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -35,8 +33,6 @@ const (
 type Options struct {
 	// Resync is how often informers replay their cache to their handlers (0: never).
 	Resync time.Duration
-	// Metadata lists and watches for SubscribeNames; nil disables it.
-	Metadata metadata.Interface
 	// DropManagedFields leaves metadata.managedFields out of cached objects: nobody
 	// reads them from the cache when children are written with server-side apply,
 	// and they are often the bulk of an object.
@@ -56,7 +52,6 @@ type Factory struct {
 type informerKey struct {
 	gvr      schema.GroupVersionResource
 	selector string // label selector the API server filters by; "" for all objects
-	names    bool   // names only (SubscribeNames)
 }
 
 // NewFactory returns a factory that lists and watches with client.
@@ -92,13 +87,6 @@ func (f *Factory) SubscribeSelected(gvr schema.GroupVersionResource, selector la
 	return f.subscribe(informerKey{gvr: gvr, selector: selector.String()})
 }
 
-// SubscribeNames starts (or joins) an informer that knows which objects of gvr
-// exist, and nothing else about them: it watches metadata only and keeps namespace,
-// name and UID. Use Has on it, not Get or List. It needs Options.Metadata.
-func (f *Factory) SubscribeNames(gvr schema.GroupVersionResource) *Subscription {
-	return f.subscribe(informerKey{gvr: gvr, names: true})
-}
-
 func (f *Factory) subscribe(key informerKey) *Subscription {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -113,19 +101,13 @@ func (f *Factory) subscribe(key informerKey) *Subscription {
 
 func (f *Factory) start(key informerKey) *Shared {
 	tweak := func(o *metav1.ListOptions) { o.LabelSelector = key.selector }
-	var inf cache.SharedIndexInformer
-	if key.names {
-		inf = metadatainformer.NewFilteredMetadataInformer(f.opts.Metadata, key.gvr, metav1.NamespaceAll, 0, cache.Indexers{}, tweak).Informer()
-		_ = inf.SetTransform(namesOnly)
-	} else {
-		inf = dynamicinformer.NewFilteredDynamicInformer(f.client, key.gvr, metav1.NamespaceAll, f.opts.Resync, cache.Indexers{
-			cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
-			ByControllerUID:      controllerUIDIndex,
-			Orphans:              orphanIndex,
-		}, tweak).Informer()
-		if f.opts.DropManagedFields {
-			_ = inf.SetTransform(dropManagedFields)
-		}
+	inf := dynamicinformer.NewFilteredDynamicInformer(f.client, key.gvr, metav1.NamespaceAll, f.opts.Resync, cache.Indexers{
+		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+		ByControllerUID:      controllerUIDIndex,
+		Orphans:              orphanIndex,
+	}, tweak).Informer()
+	if f.opts.DropManagedFields {
+		_ = inf.SetTransform(dropManagedFields)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	go inf.RunWithContext(ctx)
@@ -138,17 +120,6 @@ func dropManagedFields(obj any) (any, error) {
 		unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
 	}
 	return obj, nil
-}
-
-// namesOnly keeps what SubscribeNames promises of an object's metadata.
-func namesOnly(obj any) (any, error) {
-	m, ok := obj.(*metav1.PartialObjectMetadata)
-	if !ok {
-		return obj, nil
-	}
-	return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-		Namespace: m.Namespace, Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion,
-	}}, nil
 }
 
 // Active returns how many informers run; tests and metrics use it.
