@@ -66,7 +66,7 @@ func (s *envSources) refs() []objectRef {
 			out = append(out, objectRef{kindConfigMap, src.ConfigMapRef.Name, fmt.Sprintf("spec.envFrom[%d].configMapRef", i)})
 		}
 	}
-	for _, name := range sortedKeys(s.EnvValueFrom) {
+	for _, name := range slices.Sorted(maps.Keys(s.EnvValueFrom)) {
 		src := s.EnvValueFrom[name]
 		if src.SecretKeyRef != nil {
 			out = append(out, objectRef{kindSecret, src.SecretKeyRef.Name, "spec.envValueFrom[" + name + "].secretKeyRef"})
@@ -76,15 +76,6 @@ func (s *envSources) refs() []objectRef {
 		}
 	}
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // envCache reads Secrets and ConfigMaps with GET, as the gateway's own account, and
@@ -204,7 +195,7 @@ func (c *envCache) resolve(ctx context.Context, function, namespace string, src 
 			env[from.Prefix+k] = v
 		}
 	}
-	for _, name := range sortedKeys(src.EnvValueFrom) {
+	for _, name := range slices.Sorted(maps.Keys(src.EnvValueFrom)) {
 		if err := c.resolveValue(ctx, function, namespace, name, src.EnvValueFrom[name], env); err != nil {
 			return nil, err
 		}
