@@ -105,11 +105,22 @@ func TestChildCacheHoldsOnlyLabelledObjects(t *testing.T) {
 	})
 
 	t.Run("a labelled orphan is adopted and shown to the hook", func(t *testing.T) {
+		// The name freed, the engine would create p-1 itself before the orphan
+		// exists: the hook fails (a failing hook changes nothing) while the stranger
+		// makes way for the orphan. A sync after the hook failed is one that saw it.
+		hook.set(func(map[string]any) (int, any) { return 500, "down while the orphan is made" })
+		calls := hook.calls.Load()
+		updateParentValue(t, ns, "p", "swap")
+		kubetest.Eventually(t, 30*time.Second, "a sync sees the failing hook", func(context.Context) (bool, error) {
+			return hook.calls.Load() > calls, nil
+		})
 		if err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Delete(kubetest.Context(t), "p-1", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		waitGone(t, "the stranger is gone", configMapsGVR, ns, "p-1")
 		orphan := create(t, configMapsGVR, ns, "{apiVersion: v1, kind: ConfigMap, metadata: {name: p-1, labels: {controller-uid: %s}}, data: {value: orphan}}", parent.GetUID())
+		hook.set(childrenAndRelated("one"))
+		updateParentValue(t, ns, "p", "adopt")
 		adopted := waitFor(t, "the orphan is adopted and updated", configMapsGVR, ns, "p-1", func(o *unstructured.Unstructured) error {
 			if ref := metav1.GetControllerOf(o); ref == nil || ref.UID != parent.GetUID() {
 				return fmt.Errorf("controller %v", ref)
