@@ -193,7 +193,7 @@ func (m *Manager) newController(obj *unstructured.Unstructured, kind, finalizerP
 		states: newParentStates(m.env.calls != nil),
 	}
 	if resync != nil && *resync > 0 {
-		c.resync = time.Duration(*resync) * time.Second
+		c.resync = newResyncer(time.Duration(*resync) * time.Second)
 	}
 	c.related = newRelatedTracker(c)
 	return c

@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -67,7 +66,7 @@ type controller struct {
 	name      string
 	object    map[string]any // the controller object, sent to hooks
 	finalizer string
-	resync    time.Duration
+	resync    *resyncer // nil without resyncPeriodSeconds
 	parents   []*parentType
 	children  []*childType
 	hooks     hooks
@@ -178,8 +177,8 @@ func (c *controller) run(ctx context.Context) {
 		return
 	}
 	log.V(1).Info("Controller caches synced")
-	if c.resync > 0 {
-		go wait.UntilWithContext(ctx, func(context.Context) { c.enqueueAll() }, c.resync)
+	if c.resync != nil {
+		go c.resync.run(ctx, c.exists, func() bool { return c.queue.Len() >= c.env.opts.Workers }, c.queue.Add)
 	}
 	loop := &workloop.Loop[parentKey]{
 		Queue: c.queue, Workers: c.env.opts.Workers, Process: c.process,
@@ -224,12 +223,10 @@ func (c *controller) shutdown() {
 	}
 }
 
-func (c *controller) enqueueAll() {
-	for i, p := range c.parents {
-		for _, obj := range p.sub.List("") {
-			c.queue.Add(parentKey{parent: i, namespace: obj.GetNamespace(), name: obj.GetName()})
-		}
-	}
+// exists reports whether the cache holds the parent key names.
+func (c *controller) exists(key parentKey) bool {
+	_, ok := c.parents[key.parent].sub.Get(key.namespace, key.name)
+	return ok
 }
 
 // process syncs one parent. A throttled hook's Retry-After holds every sync of that
@@ -243,6 +240,9 @@ func (c *controller) process(ctx context.Context, key parentKey) (time.Duration,
 	}
 	start := time.Now()
 	after, err := c.reconcile(ctx, key)
+	if c.resync != nil {
+		c.resync.synced(key)
+	}
 	c.env.metrics.observeSync(c.name, start, err)
 	c.noteSync(key, err)
 	var delay *delayError
@@ -281,6 +281,9 @@ func (c *controller) parentHandler(i int) cache.ResourceEventHandler {
 			}
 			key := parentKey{parent: i, namespace: u.GetNamespace(), name: u.GetName()}
 			c.states.forget(key)
+			if c.resync != nil {
+				c.resync.forget(key)
+			}
 			c.env.own.forget(u.GetUID())
 			if c.related != nil {
 				c.related.forget(key)
