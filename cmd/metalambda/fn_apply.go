@@ -13,6 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 )
 
 // runtimes maps a source file's extension to its runtime.
@@ -28,7 +30,7 @@ var runtimes = map[string]string{
 type applyOptions struct {
 	file, name, runtime, handler string
 	timeout                      time.Duration
-	env                          []string
+	env, envFrom, envValueFrom   []string
 	wait                         time.Duration
 }
 
@@ -43,11 +45,14 @@ The runtime comes from the file's extension (.js javascript, .py python, .jsonne
 jsonnet) unless --runtime names it; the name is the file's name without its extension
 unless --name gives it. The gateway compiles the source before anything is stored: a
 compile error is printed as FILE:LINE:COLUMN: MESSAGE, as editors and compilers print
-them, and nothing changes. Apply replaces the whole spec: a flag left out (--env, say)
-is dropped from the function. Apply then waits until the gateway serves the new
+them, and nothing changes. --env-from and --env-value-from name Secrets and ConfigMaps
+of the namespace that the gateway reads at call time, as a Pod's envFrom and
+valueFrom do. Apply replaces the whole spec: a flag left out (--env, say) is dropped
+from the function. Apply then waits until the gateway serves the new
 version and prints the hook URL alone on stdout.`,
 		Example: `  metalambda fn apply -f hook.py
   metalambda fn apply -f hook.js --name greeter --timeout 30s --env GREETING=hello
+  metalambda fn apply -f hook.py --env-from secret/db --env-value-from REGION=configmap/settings/region
   URL=$(metalambda fn apply -f hook.jsonnet -n team-a)
   cat hook.py | metalambda fn apply -f - --name hook --runtime python`,
 		Args: exactArgs(),
@@ -65,6 +70,8 @@ version and prints the hook URL alone on stdout.`,
 	c.Flags().StringVar(&o.handler, "handler", "", "the function to call (default sync; javascript and python)")
 	c.Flags().DurationVar(&o.timeout, "timeout", 0, "how long one call may run, 1s to 300s (default 10s)")
 	c.Flags().StringArrayVar(&o.env, "env", nil, "an environment variable KEY=VALUE for the function (repeat for more)")
+	c.Flags().StringArrayVar(&o.envFrom, "env-from", nil, "secret/NAME or configmap/NAME: every key becomes a variable (repeat for more; a later one wins)")
+	c.Flags().StringArrayVar(&o.envValueFrom, "env-value-from", nil, "VAR=secret/NAME/KEY or VAR=configmap/NAME/KEY: one key as one variable (repeat for more)")
 	c.Flags().DurationVar(&o.wait, "wait", time.Minute, "how long to wait until the gateway serves the new version (0: do not wait)")
 	_ = c.MarkFlagRequired("filename")
 	_ = c.RegisterFlagCompletionFunc("runtime", cobra.FixedCompletions([]string{"javascript", "python", "jsonnet"}, cobra.ShellCompDirectiveNoFileComp))
@@ -98,11 +105,67 @@ func (o *applyOptions) spec(stdin io.Reader) (functionSpec, string, error) {
 	if err != nil {
 		return spec, "", err
 	}
+	envFrom, envValueFrom, err := parseEnvSources(o.envFrom, o.envValueFrom)
+	if err != nil {
+		return spec, "", err
+	}
 	source, err := readSource(o.file, stdin)
 	if err != nil {
 		return spec, "", err
 	}
-	return functionSpec{Runtime: rt, Source: source, Handler: o.handler, TimeoutSeconds: int(o.timeout / time.Second), Env: env}, name, nil
+	return functionSpec{
+		Runtime: rt, Source: source, Handler: o.handler, TimeoutSeconds: int(o.timeout / time.Second),
+		Env: env, EnvFrom: envFrom, EnvValueFrom: envValueFrom,
+	}, name, nil
+}
+
+// parseEnvSources reads --env-from (KIND/NAME) and --env-value-from
+// (VAR=KIND/NAME/KEY), KIND being secret or configmap. The gateway validates names
+// and keys; this only checks the shape, so a typo fails before any network call.
+func parseEnvSources(from, valueFrom []string) ([]fnv1.EnvFromSource, map[string]fnv1.EnvVarSource, error) {
+	var sources []fnv1.EnvFromSource
+	for _, s := range from {
+		kind, name, ok := strings.Cut(s, "/")
+		if !ok || name == "" || strings.Contains(name, "/") {
+			return nil, nil, usageError{fmt.Errorf("--env-from %q: want secret/NAME or configmap/NAME", s)}
+		}
+		ref := &fnv1.EnvSourceRef{Name: name}
+		switch kind {
+		case "secret":
+			sources = append(sources, fnv1.EnvFromSource{SecretRef: ref})
+		case "configmap", "cm":
+			sources = append(sources, fnv1.EnvFromSource{ConfigMapRef: ref})
+		default:
+			return nil, nil, usageError{fmt.Errorf("--env-from %q: want secret/NAME or configmap/NAME", s)}
+		}
+	}
+	var vars map[string]fnv1.EnvVarSource
+	for _, s := range valueFrom {
+		bad := usageError{fmt.Errorf("--env-value-from %q: want VAR=secret/NAME/KEY or VAR=configmap/NAME/KEY", s)}
+		variable, ref, ok := strings.Cut(s, "=")
+		parts := strings.Split(ref, "/")
+		if !ok || variable == "" || len(parts) != 3 || parts[1] == "" || parts[2] == "" {
+			return nil, nil, bad
+		}
+		key := &fnv1.KeyRef{Name: parts[1], Key: parts[2]}
+		var src fnv1.EnvVarSource
+		switch parts[0] {
+		case "secret":
+			src.SecretKeyRef = key
+		case "configmap", "cm":
+			src.ConfigMapKeyRef = key
+		default:
+			return nil, nil, bad
+		}
+		if _, dup := vars[variable]; dup {
+			return nil, nil, usageError{fmt.Errorf("--env-value-from: %s is named twice", variable)}
+		}
+		if vars == nil {
+			vars = map[string]fnv1.EnvVarSource{}
+		}
+		vars[variable] = src
+	}
+	return sources, vars, nil
 }
 
 func parseEnv(pairs []string) (map[string]string, error) {

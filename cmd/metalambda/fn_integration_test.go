@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -519,4 +520,55 @@ func (s *syncWriter) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.String()
+}
+
+// TestFnApplyEnvSources: --env-from and --env-value-from reach the gateway as the
+// Function's envFrom and envValueFrom, the function reads the Secret's and the
+// ConfigMap's values, and an apply without them drops them, as apply replaces the spec.
+func TestFnApplyEnvSources(t *testing.T) {
+	c, ns, _ := adminCLI(t)
+	ctx := kubetest.Context(t)
+	if _, err := env.Kube.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "db"}, StringData: map[string]string{"user": "alice", "password": "s3cret"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings"}, Data: map[string]string{"region": "eu-1"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	path := writeFile(t, t.TempDir(), "envs.py", `import os
+
+def sync(request):
+    return {"status": {k: os.environ.get(k, "<unset>") for k in ("user", "PASSWORD", "REGION")}}
+`)
+	c.run(t, "", "fn", "apply", "-f", path, "--env-from", "secret/db", "--env-value-from", "PASSWORD=secret/db/password", "--env-value-from", "REGION=configmap/settings/region").must(t)
+	var fn struct {
+		Spec struct {
+			EnvFrom      []map[string]any
+			EnvValueFrom map[string]any
+		}
+	}
+	if err := json.Unmarshal([]byte(c.run(t, "", "fn", "get", "envs", "-o", "json").must(t).out), &fn); err != nil {
+		t.Fatal(err)
+	}
+	if len(fn.Spec.EnvFrom) != 1 || len(fn.Spec.EnvValueFrom) != 2 {
+		t.Errorf("stored envFrom %v, envValueFrom %v", fn.Spec.EnvFrom, fn.Spec.EnvValueFrom)
+	}
+	status := func() map[string]string {
+		var resp struct{ Status map[string]string }
+		out := c.run(t, "", "fn", "invoke", "envs", "-d", `{"parent": {}, "children": {}}`).must(t).out
+		if err := json.Unmarshal([]byte(out), &resp); err != nil {
+			t.Fatalf("invoke printed %q: %v", out, err)
+		}
+		return resp.Status
+	}
+	if got, want := status(), map[string]string{"user": "alice", "PASSWORD": "s3cret", "REGION": "eu-1"}; !maps.Equal(got, want) {
+		t.Errorf("the function saw %v, want %v", got, want)
+	}
+
+	c.run(t, "", "fn", "apply", "-f", path).must(t)
+	if got, want := status(), map[string]string{"user": "<unset>", "PASSWORD": "<unset>", "REGION": "<unset>"}; !maps.Equal(got, want) {
+		t.Errorf("after an apply without the flags the function saw %v, want %v", got, want)
+	}
+	if r := c.run(t, "", "fn", "apply", "-f", path, "--env-from", "vault/db"); r.code != exitUsage || !strings.Contains(r.err, "--env-from") {
+		t.Errorf("--env-from vault/db: exit %d, %q", r.code, r.err)
+	}
 }

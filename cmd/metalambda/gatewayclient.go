@@ -14,6 +14,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
+
+	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 )
 
 // gatewayClient speaks the gateway's /v1 API for one namespace.
@@ -57,11 +59,13 @@ type invokeResult struct {
 
 // functionSpec is the flat form of a Function that PUT takes.
 type functionSpec struct {
-	Runtime        string            `json:"runtime"`
-	Source         string            `json:"source"`
-	Handler        string            `json:"handler,omitempty"`
-	TimeoutSeconds int               `json:"timeoutSeconds,omitempty"`
-	Env            map[string]string `json:"env,omitempty"`
+	Runtime        string                       `json:"runtime"`
+	Source         string                       `json:"source"`
+	Handler        string                       `json:"handler,omitempty"`
+	TimeoutSeconds int                          `json:"timeoutSeconds,omitempty"`
+	Env            map[string]string            `json:"env,omitempty"`
+	EnvFrom        []fnv1.EnvFromSource         `json:"envFrom,omitempty"`
+	EnvValueFrom   map[string]fnv1.EnvVarSource `json:"envValueFrom,omitempty"`
 }
 
 func (c *gatewayClient) path(name, sub string) string {

@@ -12,6 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 )
 
 func runCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
@@ -118,6 +120,35 @@ func TestApplySpec(t *testing.T) {
 	want := functionSpec{Runtime: "python", Source: "def sync(r): return {}\n", Handler: "go", TimeoutSeconds: 30, Env: map[string]string{"A": "1", "B": "x=y"}}
 	if diff := cmp.Diff(want, spec); diff != "" || name != "my-hook" {
 		t.Errorf("name %q, spec (-want +got):\n%s", name, diff)
+	}
+	o = applyOptions{file: path, envFrom: []string{"secret/db", "configmap/settings"}, envValueFrom: []string{"PASSWORD=secret/db/password", "REGION=cm/settings/region"}}
+	spec, _, err = o.spec(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantFrom := []fnv1.EnvFromSource{{SecretRef: &fnv1.EnvSourceRef{Name: "db"}}, {ConfigMapRef: &fnv1.EnvSourceRef{Name: "settings"}}}
+	wantValueFrom := map[string]fnv1.EnvVarSource{
+		"PASSWORD": {SecretKeyRef: &fnv1.KeyRef{Name: "db", Key: "password"}},
+		"REGION":   {ConfigMapKeyRef: &fnv1.KeyRef{Name: "settings", Key: "region"}},
+	}
+	if diff := cmp.Diff(wantFrom, spec.EnvFrom); diff != "" {
+		t.Errorf("envFrom (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantValueFrom, spec.EnvValueFrom); diff != "" {
+		t.Errorf("envValueFrom (-want +got):\n%s", diff)
+	}
+	for _, bad := range []applyOptions{
+		{file: path, envFrom: []string{"db"}},
+		{file: path, envFrom: []string{"pod/db"}},
+		{file: path, envFrom: []string{"secret/"}},
+		{file: path, envValueFrom: []string{"secret/db/password"}},
+		{file: path, envValueFrom: []string{"P=secret/db"}},
+		{file: path, envValueFrom: []string{"P=vault/db/password"}},
+		{file: path, envValueFrom: []string{"P=secret/db/a", "P=secret/db/b"}},
+	} {
+		if _, _, err := bad.spec(nil); err == nil || !strings.Contains(err.Error(), "--env") {
+			t.Errorf("%v %v: err %v, want a usage error naming the flag", bad.envFrom, bad.envValueFrom, err)
+		}
 	}
 	o = applyOptions{file: "-", name: "n", runtime: "javascript"}
 	if spec, _, err := o.spec(strings.NewReader("function sync() {}")); err != nil || spec.Source != "function sync() {}" || spec.Runtime != "javascript" {
