@@ -73,7 +73,7 @@ func main() {
 	flag.IntVar(&cfg.unrelated, "unrelated", 10000, "also run the first -n size with this many unrelated ConfigMaps in the cluster (0 skips)")
 	flag.IntVar(&cfg.resync, "resync-seconds", 20, "resyncPeriodSeconds of the benchmark controller")
 	flag.IntVar(&cfg.clientWorkers, "client-workers", 16, "goroutines of the plain client that measures the limit")
-	flag.StringVar(&cfg.profileDir, "profile-dir", "", "serve the engine's pprof and save, per row, its heap profile and RSS when idle (controller ready, no parents), converged, and after the resync")
+	flag.StringVar(&cfg.profileDir, "profile-dir", "", "serve the engine's pprof and save, per row, its heap profile and RSS when idle (controller ready, no parents), converged, and after the resync, and its CPU profile while it converges")
 	flag.Parse()
 	cfg.engineArgs = strings.Fields(*engineArgs)
 	for _, s := range strings.Split(*sizes, ",") {
@@ -316,6 +316,8 @@ func (b *bench) engine(ctx context.Context, cluster *localcluster.Cluster, sc sc
 	defer stop()
 
 	prof.save("idle", engine.Process.Pid)
+	cpuProfile := prof.cpu(sc.n)
+	defer cpuProfile()
 	start := time.Now()
 	cpuStart := cpuTime(engine.Process.Pid)
 	if err := b.parallel(ctx, sc.n, func(ctx context.Context, i int) error {
@@ -398,6 +400,24 @@ func (p profiler) save(moment string, pid int) {
 			fmt.Fprintln(os.Stderr, "bench-engine: profile:", err)
 		}
 	}
+}
+
+// cpu records the engine's CPU profile from the start of convergence, for about as
+// long as n parents take to converge here (one second per 150); the returned
+// function waits for it to be saved.
+func (p profiler) cpu(n int) (wait func()) {
+	if p.dir == "" {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.addr, max(n/150, 2))
+		if err := fetch(url, filepath.Join(p.dir, p.row+"-converging.cpu")); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-engine: profile:", err)
+		}
+	}()
+	return func() { <-done }
 }
 
 func fetch(url, path string) error {

@@ -154,7 +154,7 @@ func (c *controller) createChild(ctx context.Context, ct *childType, parent, des
 	if c.env.opts.ApplyStrategy == ServerSideApply {
 		body = &unstructured.Unstructured{Object: apply.ForApply(desired.Object)} // what an apply would send
 	}
-	created, err := c.env.resource(ct.res.GroupVersionResource, desired.GetNamespace()).Create(ctx, body, metav1.CreateOptions{FieldManager: c.env.opts.FieldManager})
+	created, err := c.env.meta.create(ctx, ct.res.GroupVersionResource, body, c.env.opts.FieldManager)
 	if apierrors.IsAlreadyExists(err) {
 		return c.convergeNameHolder(ctx, ct, parent, desired)
 	}

@@ -243,7 +243,7 @@ func writeStatus(ctx context.Context, env *environment, gvr schema.GroupVersionR
 	}
 	updated := parent.DeepCopy()
 	updated.Object["status"] = status
-	written, err := env.resource(gvr, parent.GetNamespace()).UpdateStatus(ctx, updated, metav1.UpdateOptions{FieldManager: env.opts.FieldManager})
+	written, err := env.meta.updateStatus(ctx, gvr, updated, env.opts.FieldManager)
 	if apierrors.IsNotFound(err) {
 		return nil, errParentGone
 	}

@@ -20,6 +20,7 @@ import (
 type environment struct {
 	opts      Options
 	dynamic   dynamic.Interface
+	meta      metaWrites // creates and status writes whose answers only metadata is read of
 	discovery *discovery.Map
 	informers *informer.Factory
 	hooks     *hook.Client
@@ -30,10 +31,7 @@ type environment struct {
 }
 
 func (e *environment) resource(gvr schema.GroupVersionResource, namespace string) dynamic.ResourceInterface {
-	if namespace == "" {
-		return e.dynamic.Resource(gvr)
-	}
-	return e.dynamic.Resource(gvr).Namespace(namespace)
+	return dynamicWrites{e.dynamic}.resource(gvr, namespace)
 }
 
 // hookVersion is the request format of a hook.

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -83,11 +84,20 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return &countingTransport{next: rt, counter: m.apiRequests}
 	})
-	dyn, err := dynamic.NewForConfig(cfg)
+	shareRateLimiter(cfg)
+	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	kube, err := kubernetes.NewForConfig(cfg)
+	dyn, err := dynamic.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := newMetaWriter(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	kube, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return nil, err
 	}
@@ -96,6 +106,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 	env := &environment{
 		opts:      opts,
 		dynamic:   dyn,
+		meta:      meta,
 		discovery: discovery.NewMap(kube.Discovery()),
 		informers: informer.NewFactory(dyn, informer.Options{
 			Resync: opts.CacheFlushInterval,
@@ -125,6 +136,25 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 		reg.MustRegister(&queueCollector{m: mgr, desc: prometheus.NewDesc("metalambda_engine_queue_depth", "Parents waiting in each hosted controller's work queue.", []string{"controller"}, nil)})
 	}
 	return mgr, nil
+}
+
+// shareRateLimiter gives cfg one client-side rate limiter, as its QPS and burst say,
+// for every client built from it: otherwise each client gets one of its own, and the
+// engine as a whole would send more than --client-go-qps.
+func shareRateLimiter(cfg *rest.Config) {
+	if cfg.RateLimiter != nil {
+		return
+	}
+	qps, burst := cfg.QPS, cfg.Burst
+	if qps == 0 {
+		qps = rest.DefaultQPS
+	}
+	if burst == 0 {
+		burst = rest.DefaultBurst
+	}
+	if qps > 0 {
+		cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+	}
 }
 
 // Ready reports whether the manager has synced its caches and serves controllers.

@@ -79,7 +79,7 @@ func syncWith(t *testing.T, caller *fakeCaller, objs []runtime.Object, failCreat
 	}
 	opts := Defaults()
 	opts.ApplyStrategy = ThreeWay
-	env := &environment{opts: opts, dynamic: dyn, recorder: record.NewFakeRecorder(10), own: newOwnWrites()}
+	env := &environment{opts: opts, dynamic: dyn, meta: dynamicWrites{dyn}, recorder: record.NewFakeRecorder(10), own: newOwnWrites()}
 	c := &controller{
 		kind: CompositeKind, name: "c", env: env, caller: caller,
 		hooks:  hooks{sync: &hook.Endpoint{URL: "http://hook.example/sync"}},
