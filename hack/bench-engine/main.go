@@ -71,7 +71,7 @@ func main() {
 	engineArgs := flag.String("engine-args", "--client-go-qps=1000 --client-go-burst=2000 --workers=16", "engine flags of the -n runs, space-separated")
 	flag.IntVar(&cfg.defaultsN, "defaults-n", 1000, "also run this many parents with no engine flags at all (0 skips)")
 	flag.IntVar(&cfg.unrelated, "unrelated", 10000, "also run the first -n size with this many unrelated ConfigMaps in the cluster (0 skips)")
-	flag.IntVar(&cfg.resync, "resync-seconds", 20, "resyncPeriodSeconds of the benchmark controller")
+	flag.IntVar(&cfg.resync, "resync-seconds", 60, "resyncPeriodSeconds of the benchmark controller: longer than convergence, so that resyncs neither add hook calls to it nor wait behind it")
 	flag.IntVar(&cfg.clientWorkers, "client-workers", 16, "goroutines of the plain client that measures the limit")
 	flag.StringVar(&cfg.profileDir, "profile-dir", "", "serve the engine's pprof and save, per row, its heap profile and RSS when idle (controller ready, no parents), converged, and after the resync, and its CPU profile while it converges")
 	flag.Parse()
