@@ -59,7 +59,7 @@ func (r *resyncer) due(key parentKey) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	return last.Add(r.period).Sub(time.Now()), true
+	return time.Until(last.Add(r.period)), true
 }
 
 // run hands due parents to enqueue until ctx ends. exists tells whether a parent is
