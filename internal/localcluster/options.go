@@ -105,15 +105,24 @@ func (o *Options) setDefaults() error {
 	if o.StartTimeout == 0 {
 		o.StartTimeout = 90 * time.Second
 	}
+	// Every port is held until all are chosen: a port released at once can be handed
+	// out again, and two components given the same one fail to start.
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
 	for _, port := range []*int{&o.EtcdClientPort, &o.EtcdPeerPort, &o.APIServerPort, &o.ControllerMgrPort, &o.SchedulerPort} {
 		if *port != 0 {
 			continue
 		}
-		p, err := freePort(o.Host)
+		l, err := net.Listen("tcp", net.JoinHostPort(o.Host, "0"))
 		if err != nil {
-			return err
+			return fmt.Errorf("find a free port on %s: %w", o.Host, err)
 		}
-		*port = p
+		held = append(held, l)
+		*port = l.Addr().(*net.TCPAddr).Port
 	}
 	return nil
 }
@@ -158,13 +167,4 @@ func (o *Options) binaries() []string {
 		names = append(names, string(c))
 	}
 	return names
-}
-
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find a free port on %s: %w", host, err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
