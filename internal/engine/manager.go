@@ -32,6 +32,7 @@ import (
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/dynamic/discovery"
 	"github.com/metalambda/metalambda/internal/dynamic/informer"
+	"github.com/metalambda/metalambda/internal/dynamic/slim"
 	"github.com/metalambda/metalambda/internal/hook"
 	"github.com/metalambda/metalambda/internal/workloop"
 )
@@ -97,6 +98,14 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 	if err != nil {
 		return nil, err
 	}
+	watches := dynamic.Interface(dyn)
+	if opts.ApplyStrategy == ServerSideApply {
+		// The caches drop managedFields; the informers' client leaves them out of
+		// every watch event before decoding it.
+		if watches, err = slimDynamic(cfg, httpClient); err != nil {
+			return nil, err
+		}
+	}
 	kube, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
 	if err != nil {
 		return nil, err
@@ -108,7 +117,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 		dynamic:   dyn,
 		meta:      meta,
 		discovery: discovery.NewMap(kube.Discovery()),
-		informers: informer.NewFactory(dyn, informer.Options{
+		informers: informer.NewFactory(watches, informer.Options{
 			Resync: opts.CacheFlushInterval,
 			// Three-way apply reads managedFields of observed children.
 			DropManagedFields: opts.ApplyStrategy == ServerSideApply,
@@ -136,6 +145,18 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 		reg.MustRegister(&queueCollector{m: mgr, desc: prometheus.NewDesc("metalambda_engine_queue_depth", "Parents waiting in each hosted controller's work queue.", []string{"controller"}, nil)})
 	}
 	return mgr, nil
+}
+
+// slimDynamic is a dynamic client that decodes objects without their managedFields.
+func slimDynamic(cfg *rest.Config, client *http.Client) (dynamic.Interface, error) {
+	c := dynamic.ConfigFor(cfg)
+	c.GroupVersion = nil
+	c.NegotiatedSerializer = slim.WithoutManagedFields(c.NegotiatedSerializer)
+	rc, err := rest.UnversionedRESTClientForConfigAndClient(c, client)
+	if err != nil {
+		return nil, err
+	}
+	return dynamic.New(rc), nil
 }
 
 // shareRateLimiter gives cfg one client-side rate limiter, as its QPS and burst say,

@@ -1,0 +1,270 @@
+// Package slim decodes API objects without their metadata.managedFields.
+//
+// Under server-side apply, the engine's caches drop managedFields (nobody reads them
+// from a cache), but the dynamic client decodes every watch event and list into maps
+// first, and the managedFields of a small object are often most of its maps. A
+// NegotiatedSerializer from [WithoutManagedFields] cuts them out of the JSON before it
+// is decoded: of an object, or of each item of a list. Input it does not understand
+// is decoded as it came.
+package slim
+
+import (
+	"bytes"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// WithoutManagedFields wraps ns so that every object it decodes from JSON lacks
+// metadata.managedFields.
+func WithoutManagedFields(ns runtime.NegotiatedSerializer) runtime.NegotiatedSerializer {
+	return negotiated{ns}
+}
+
+type negotiated struct{ runtime.NegotiatedSerializer }
+
+func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo {
+	infos := n.NegotiatedSerializer.SupportedMediaTypes()
+	out := make([]runtime.SerializerInfo, len(infos))
+	for i, info := range infos {
+		if info.MediaType == runtime.ContentTypeJSON {
+			info.Serializer = serializer{info.Serializer}
+		}
+		out[i] = info
+	}
+	return out
+}
+
+type serializer struct{ runtime.Serializer }
+
+func (s serializer) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	return s.Serializer.Decode(Strip(data), defaults, into)
+}
+
+var managedFieldsKey = []byte(`"managedFields"`)
+
+// Strip returns data without metadata.managedFields: of the object data holds, or of
+// each object in its "items" array. Data without them, or that is not a JSON object as
+// the API server writes one, is returned as it is.
+func Strip(data []byte) []byte {
+	if !bytes.Contains(data, managedFieldsKey) {
+		return data
+	}
+	var cuts [][2]int
+	cutFrom := func(metadata int) {
+		if from, to, found := managedFields(data, metadata); found {
+			cuts = append(cuts, [2]int{from, to})
+		}
+	}
+	ok := members(data, skipSpace(data, 0), func(key []byte, start, _ int) bool {
+		switch string(key) {
+		case "metadata":
+			cutFrom(start)
+		case "items":
+			if data[start] == '[' {
+				elements(data, start, func(item, _ int) bool {
+					members(data, item, func(key []byte, start, _ int) bool {
+						if string(key) == "metadata" {
+							cutFrom(start)
+						}
+						return true
+					})
+					return true
+				})
+			}
+		}
+		return true
+	})
+	if !ok || len(cuts) == 0 {
+		return data
+	}
+	out := make([]byte, 0, len(data))
+	last := 0
+	for _, c := range cuts {
+		out = append(out, data[last:c[0]]...)
+		last = c[1]
+	}
+	return append(out, data[last:]...)
+}
+
+// managedFields finds the managedFields member of the object at data[start:] and
+// returns the range to cut: the member with the comma and space that join it to the
+// next member, or, when it is the last, from the end of the previous member's value.
+func managedFields(data []byte, start int) (from, to int, found bool) {
+	prevEnd := -1 // where the previous member's value ends
+	members(data, start, func(key []byte, valueStart, valueEnd int) bool {
+		if string(key) != "managedFields" {
+			prevEnd = valueEnd
+			return true
+		}
+		found = true
+		keyStart := keyStartOf(data, valueStart)
+		next := skipSpace(data, valueEnd)
+		switch {
+		case next < len(data) && data[next] == ',': // more members follow
+			from, to = keyStart, skipSpace(data, next+1)
+		case prevEnd >= 0: // the last of several
+			from, to = prevEnd, valueEnd
+		default: // the only member
+			from, to = keyStart, valueEnd
+		}
+		return false
+	})
+	return from, to, found
+}
+
+// keyStartOf is where the "managedFields" key of the member whose value starts at
+// valueStart begins: back over the colon and spaces to the key's closing quote.
+func keyStartOf(data []byte, valueStart int) int {
+	i := valueStart - 1
+	for isSpace(data[i]) {
+		i--
+	}
+	i-- // the colon
+	for isSpace(data[i]) {
+		i--
+	}
+	return i - len(managedFieldsKey) + 1 // data[i] is the closing quote
+}
+
+// members calls f for each member of the object at data[i:] with its key (as it
+// is written, unescaped keys only), where its value starts and ends. It reports
+// false for input that is not a well-formed object, or when f stops it.
+func members(data []byte, i int, f func(key []byte, start, end int) bool) bool {
+	if i >= len(data) || data[i] != '{' {
+		return false
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		return true
+	}
+	for i < len(data) {
+		if data[i] != '"' {
+			return false
+		}
+		keyEnd, ok := skipString(data, i)
+		if !ok {
+			return false
+		}
+		key := data[i+1 : keyEnd-1]
+		i = skipSpace(data, keyEnd)
+		if i >= len(data) || data[i] != ':' {
+			return false
+		}
+		start := skipSpace(data, i+1)
+		end, ok := skipValue(data, start)
+		if !ok {
+			return false
+		}
+		if !f(key, start, end) {
+			return true
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) {
+			return false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case '}':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// elements calls f for each element of the array at data[i:]; false as members.
+func elements(data []byte, i int, f func(start, end int) bool) bool {
+	if i >= len(data) || data[i] != '[' {
+		return false
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == ']' {
+		return true
+	}
+	for i < len(data) {
+		end, ok := skipValue(data, i)
+		if !ok {
+			return false
+		}
+		if !f(i, end) {
+			return true
+		}
+		i = skipSpace(data, end)
+		if i >= len(data) {
+			return false
+		}
+		switch data[i] {
+		case ',':
+			i = skipSpace(data, i+1)
+		case ']':
+			return true
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// skipValue returns the end of the JSON value at data[i:].
+func skipValue(data []byte, i int) (int, bool) {
+	if i >= len(data) {
+		return 0, false
+	}
+	switch data[i] {
+	case '"':
+		return skipString(data, i)
+	case '{', '[':
+		depth := 0
+		for i < len(data) {
+			switch data[i] {
+			case '"':
+				end, ok := skipString(data, i)
+				if !ok {
+					return 0, false
+				}
+				i = end
+				continue
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1, true
+				}
+			}
+			i++
+		}
+		return 0, false
+	default: // a number, true, false or null
+		start := i
+		for i < len(data) && !isSpace(data[i]) && data[i] != ',' && data[i] != '}' && data[i] != ']' {
+			i++
+		}
+		return i, i > start
+	}
+}
+
+// skipString returns the end of the string whose opening quote is data[i].
+func skipString(data []byte, i int) (int, bool) {
+	for i++; i < len(data); i++ {
+		switch data[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1, true
+		}
+	}
+	return 0, false
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && isSpace(data[i]) {
+		i++
+	}
+	return i
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

@@ -1,0 +1,128 @@
+package slim
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// A ConfigMap as the API server writes one into a watch event, created by the engine.
+const configMap = `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"p-1","namespace":"bench","uid":"5f0c8a8e-8a2b-4a51-a7e8-3b1c1a9d2e11","resourceVersion":"12345","creationTimestamp":"2026-11-26T12:00:00Z","labels":{"controller-uid":"0b6a0f5e-1d1c-4b7e-9d1a-6f5e4c3b2a10"},"annotations":{"metalambda.dev/desired-hash":"3c5f9a1b2d4e6f708192a3b4"},"ownerReferences":[{"apiVersion":"bench.metalambda.dev/v1","kind":"Parent","name":"p","uid":"0b6a0f5e-1d1c-4b7e-9d1a-6f5e4c3b2a10","controller":true,"blockOwnerDeletion":true}],"managedFields":[{"manager":"metalambda","operation":"Update","apiVersion":"v1","time":"2026-11-26T12:00:00Z","fieldsType":"FieldsV1","fieldsV1":{"f:data":{".":{},"f:index":{},"f:parent":{}},"f:metadata":{"f:annotations":{".":{},"f:metalambda.dev/desired-hash":{}},"f:labels":{".":{},"f:controller-uid":{}},"f:ownerReferences":{".":{},"k:{\"uid\":\"0b6a0f5e-1d1c-4b7e-9d1a-6f5e4c3b2a10\"}":{}}}}}]},"data":{"index":"1","parent":"p"}}`
+
+func decode(t testing.TB, data []byte) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("%v: %s", err, data)
+	}
+	return v
+}
+
+// withoutManagedFields is what Strip should give, computed on decoded maps.
+func withoutManagedFields(v any) any {
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	if md, ok := obj["metadata"].(map[string]any); ok {
+		delete(md, "managedFields")
+	}
+	if items, ok := obj["items"].([]any); ok {
+		for _, item := range items {
+			if o, ok := item.(map[string]any); ok {
+				if md, ok := o["metadata"].(map[string]any); ok {
+					delete(md, "managedFields")
+				}
+			}
+		}
+	}
+	return obj
+}
+
+func check(t *testing.T, data string) {
+	t.Helper()
+	got := Strip([]byte(data))
+	if !json.Valid([]byte(data)) {
+		return
+	}
+	if !json.Valid(got) {
+		t.Fatalf("Strip(%s) = %s, not JSON", data, got)
+	}
+	if want := withoutManagedFields(decode(t, []byte(data))); !reflect.DeepEqual(decode(t, got), want) {
+		t.Errorf("Strip(%s)\n = %s\nwant the same without metadata.managedFields", data, got)
+	}
+}
+
+func TestStrip(t *testing.T) {
+	for _, data := range []string{
+		configMap,
+		`{"metadata":{"managedFields":[{"manager":"m"}]}}`,
+		`{"metadata":{"name":"a","managedFields":[]}}`,
+		`{"metadata":{"managedFields":[], "name":"a"}}`,
+		`{ "metadata" : { "name" : "a" , "managedFields" : [ {"x":"]}\""} ] , "uid" : "u" } , "spec" : {} }`,
+		`{"metadata":{"name":"a"},"spec":{"managedFields":[1,2]}}`,            // not metadata's: kept
+		`{"spec":{"metadata":{"managedFields":[1]}},"metadata":{"name":"a"}}`, // nested deeper: kept
+		`{"data":{"k":"\"managedFields\":[1]"},"metadata":{"name":"a"}}`,      // in a string: kept
+		`{"a":"{[\\\"","metadata":{"managedFields":[{"f":"\\\\"}],"name":"x"}}`,
+		`{"kind":"List","items":[{"metadata":{"name":"a","managedFields":[{}]}},{"metadata":{"managedFields":[{}],"name":"b"}},{"metadata":{}},{}],"metadata":{"resourceVersion":"1"}}`,
+		`{"items":[],"metadata":{"managedFields":[]}}`,
+		`{"items":null,"metadata":{"managedFields":null}}`,
+		`{"type":"ADDED","object":` + configMap + `}`, // a whole watch event is not cut into
+		`{"metadata":{"managedFields":[1]}`,           // malformed: returned as it is
+		`[{"metadata":{"managedFields":[1]}}]`,
+		`"managedFields"`,
+	} {
+		check(t, data)
+	}
+	if got := Strip([]byte(configMap)); len(got) >= len(configMap) || json.Valid(got) && decode(t, got).(map[string]any)["data"] == nil {
+		t.Errorf("the ConfigMap was not cut or lost its data: %s", got)
+	}
+	for _, malformed := range []string{`{"metadata":{"managedFields":[1]}`, `{"metadata":{"managedFields":[1]},`, `{"metadata" {"managedFields":[]}}`} {
+		if got := string(Strip([]byte(malformed))); got != malformed {
+			t.Errorf("malformed %s came back as %s", malformed, got)
+		}
+	}
+}
+
+// TestDecodeThroughSerializer decodes the ConfigMap with the dynamic client's
+// serializer, wrapped, as the informers do.
+func TestDecodeThroughSerializer(t *testing.T) {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(Strip([]byte(configMap))); err != nil {
+		t.Fatal(err)
+	}
+	if u.GetManagedFields() != nil || u.GetName() != "p-1" || len(u.GetOwnerReferences()) != 1 {
+		t.Errorf("decoded %v", u.Object)
+	}
+}
+
+func FuzzStrip(f *testing.F) {
+	f.Add(configMap)
+	f.Add(`{"metadata":{"name":"a","managedFields":[]}}`)
+	f.Add(`{"items":[{"metadata":{"managedFields":[{}],"name":"b"}}]}`)
+	f.Fuzz(func(t *testing.T, data string) { check(t, data) })
+}
+
+func BenchmarkDecodeConfigMap(b *testing.B) {
+	for _, tc := range []struct {
+		name  string
+		strip bool
+	}{{"whole", false}, {"withoutManagedFields", true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			data := []byte(configMap)
+			for b.Loop() {
+				in := data
+				if tc.strip {
+					in = Strip(data)
+				}
+				u := &unstructured.Unstructured{}
+				if err := u.UnmarshalJSON(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
