@@ -128,17 +128,14 @@ func keyStartOf(data []byte, valueStart int) int {
 }
 
 // members calls f for each member of the object at data[i:] with its key (as it
-// is written, unescaped keys only), where its value starts and ends. It reports
-// false for input that is not a well-formed object, or when f stops it.
+// is written), where its value starts and ends, until f returns false. It reports
+// false for input that is not a well-formed object as far as it read.
 func members(data []byte, i int, f func(key []byte, start, end int) bool) bool {
-	if i >= len(data) || data[i] != '{' {
-		return false
+	i, empty, ok := open(data, i, '{', '}')
+	if !ok || empty {
+		return ok
 	}
-	i = skipSpace(data, i+1)
-	if i < len(data) && data[i] == '}' {
-		return true
-	}
-	for i < len(data) {
+	for {
 		if data[i] != '"' {
 			return false
 		}
@@ -159,32 +156,20 @@ func members(data []byte, i int, f func(key []byte, start, end int) bool) bool {
 		if !f(key, start, end) {
 			return true
 		}
-		i = skipSpace(data, end)
-		if i >= len(data) {
-			return false
-		}
-		switch data[i] {
-		case ',':
-			i = skipSpace(data, i+1)
-		case '}':
-			return true
-		default:
-			return false
+		var done bool
+		if i, done, ok = next(data, end, '}'); !ok || done {
+			return ok
 		}
 	}
-	return false
 }
 
-// elements calls f for each element of the array at data[i:]; false as members.
+// elements calls f for each element of the array at data[i:], as members does.
 func elements(data []byte, i int, f func(start, end int) bool) bool {
-	if i >= len(data) || data[i] != '[' {
-		return false
+	i, empty, ok := open(data, i, '[', ']')
+	if !ok || empty {
+		return ok
 	}
-	i = skipSpace(data, i+1)
-	if i < len(data) && data[i] == ']' {
-		return true
-	}
-	for i < len(data) {
+	for {
 		end, ok := skipValue(data, i)
 		if !ok {
 			return false
@@ -192,20 +177,40 @@ func elements(data []byte, i int, f func(start, end int) bool) bool {
 		if !f(i, end) {
 			return true
 		}
-		i = skipSpace(data, end)
-		if i >= len(data) {
-			return false
-		}
-		switch data[i] {
-		case ',':
-			i = skipSpace(data, i+1)
-		case ']':
-			return true
-		default:
-			return false
+		var done bool
+		if i, done, ok = next(data, end, ']'); !ok || done {
+			return ok
 		}
 	}
-	return false
+}
+
+// open starts the object or array at data[i:]: where its first member or element
+// starts, and whether it is empty.
+func open(data []byte, i int, opening, closing byte) (first int, empty, ok bool) {
+	if i >= len(data) || data[i] != opening {
+		return 0, false, false
+	}
+	i = skipSpace(data, i+1)
+	if i >= len(data) {
+		return 0, false, false
+	}
+	return i, data[i] == closing, true
+}
+
+// next finds, after a member or element that ends at end, where the next one starts,
+// or that the container ends (done).
+func next(data []byte, end int, closing byte) (start int, done, ok bool) {
+	i := skipSpace(data, end)
+	switch {
+	case i >= len(data):
+		return 0, false, false
+	case data[i] == ',':
+		i = skipSpace(data, i+1)
+		return i, false, i < len(data)
+	case data[i] == closing:
+		return i, true, true
+	}
+	return 0, false, false
 }
 
 // skipValue returns the end of the JSON value at data[i:].

@@ -1,6 +1,7 @@
 package slim
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"testing"
@@ -14,7 +15,9 @@ const configMap = `{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"p-1
 func decode(t testing.TB, data []byte) any {
 	t.Helper()
 	var v any
-	if err := json.Unmarshal(data, &v); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // numbers as written: 1E700 is JSON, yet no float64
+	if err := dec.Decode(&v); err != nil {
 		t.Fatalf("%v: %s", err, data)
 	}
 	return v
