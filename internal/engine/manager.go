@@ -149,10 +149,9 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 
 // slimDynamic is a dynamic client that decodes objects without their managedFields.
 func slimDynamic(cfg *rest.Config, client *http.Client) (dynamic.Interface, error) {
-	c := dynamic.ConfigFor(cfg)
-	c.GroupVersion = nil
-	c.NegotiatedSerializer = slim.WithoutManagedFields(c.NegotiatedSerializer)
-	rc, err := rest.UnversionedRESTClientForConfigAndClient(c, client)
+	rc, err := dynamicREST(cfg, client, func(c *rest.Config) {
+		c.NegotiatedSerializer = slim.WithoutManagedFields(c.NegotiatedSerializer)
+	})
 	if err != nil {
 		return nil, err
 	}

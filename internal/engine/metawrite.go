@@ -23,13 +23,10 @@ type metaWrites interface {
 	updateStatus(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, fieldManager string) (*unstructured.Unstructured, error)
 }
 
-// metaWriter sends the writes of which the engine reads nothing back but the written
-// object's identity and resourceVersion: creating a child and writing a parent's
-// status, most of the engine's writes. The API server answers them with metadata
-// only, which the engine decodes into a typed struct. Through the dynamic client each
-// answer was the whole object decoded into maps, managedFields included, nested maps
-// and all; that was about a third of the memory the engine allocated while
-// converging.
+// metaWriter is the metaWrites of the engine. The API server answers its writes with
+// metadata only, which it decodes into a typed struct. Through the dynamic client each
+// answer was the whole object decoded into maps, managedFields included; that was
+// about a third of the memory the engine allocated while converging.
 type metaWriter struct {
 	rest rest.Interface
 }
@@ -37,10 +34,7 @@ type metaWriter struct {
 // newMetaWriter builds a metaWriter that sends requests as the dynamic client built
 // from cfg and client would.
 func newMetaWriter(cfg *rest.Config, client *http.Client) (*metaWriter, error) {
-	c := dynamic.ConfigFor(cfg)
-	c.GroupVersion = nil
-	c.AcceptContentTypes = metaAccept
-	rc, err := rest.UnversionedRESTClientForConfigAndClient(c, client)
+	rc, err := dynamicREST(cfg, client, func(c *rest.Config) { c.AcceptContentTypes = metaAccept })
 	if err != nil {
 		return nil, err
 	}
@@ -49,26 +43,20 @@ func newMetaWriter(cfg *rest.Config, client *http.Client) (*metaWriter, error) {
 
 // create creates obj and returns its metadata as an object.
 func (w *metaWriter) create(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, fieldManager string) (*unstructured.Unstructured, error) {
-	body, err := obj.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	req := w.rest.Post().AbsPath(resourcePath(gvr, obj.GetNamespace())...)
-	return w.do(ctx, req, body, fieldManager)
+	return w.do(ctx, w.rest.Post().AbsPath(resourcePath(gvr, obj.GetNamespace())...), obj, fieldManager)
 }
 
 // updateStatus writes obj's status through the status subresource and returns the
 // written object's metadata as an object.
 func (w *metaWriter) updateStatus(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured, fieldManager string) (*unstructured.Unstructured, error) {
+	return w.do(ctx, w.rest.Put().AbsPath(append(resourcePath(gvr, obj.GetNamespace()), obj.GetName(), "status")...), obj, fieldManager)
+}
+
+func (w *metaWriter) do(ctx context.Context, req *rest.Request, obj *unstructured.Unstructured, fieldManager string) (*unstructured.Unstructured, error) {
 	body, err := obj.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
-	req := w.rest.Put().AbsPath(append(resourcePath(gvr, obj.GetNamespace()), obj.GetName(), "status")...)
-	return w.do(ctx, req, body, fieldManager)
-}
-
-func (w *metaWriter) do(ctx context.Context, req *rest.Request, body []byte, fieldManager string) (*unstructured.Unstructured, error) {
 	if fieldManager != "" {
 		req = req.Param("fieldManager", fieldManager)
 	}
@@ -85,6 +73,15 @@ func (w *metaWriter) do(ctx context.Context, req *rest.Request, body []byte, fie
 		return nil, err
 	}
 	return metadataObject(&meta.ObjectMeta), nil
+}
+
+// dynamicREST is a REST client configured as the dynamic client configures its own,
+// changed by tweak; dynamic.New over it is a dynamic client.
+func dynamicREST(cfg *rest.Config, client *http.Client, tweak func(*rest.Config)) (rest.Interface, error) {
+	c := dynamic.ConfigFor(cfg)
+	c.GroupVersion = nil
+	tweak(c)
+	return rest.UnversionedRESTClientForConfigAndClient(c, client)
 }
 
 // metadataObject is an object holding only what the engine reads of a write's answer.
