@@ -110,7 +110,7 @@ func TestBuildSandboxRestricted(t *testing.T) {
 			cmd.Env = []string{restrictedChildEnv + "=" + child, "PATH=/usr/bin:/bin", "TMPDIR=" + dir}
 			var out strings.Builder
 			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := sandbox.Start(cmd); err != nil {
+			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			err = cmd.Wait()

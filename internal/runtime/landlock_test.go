@@ -59,7 +59,7 @@ func TestLandlockSandbox(t *testing.T) {
 			}
 			var out strings.Builder
 			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := sandbox.Start(cmd); err != nil {
+			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
 			err = cmd.Wait()

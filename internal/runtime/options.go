@@ -13,6 +13,8 @@ const (
 	DefaultPythonMemoryLimit = 256 << 20
 	DefaultTimeout           = 10 * time.Second
 	DefaultMaxReplyBytes     = 16 << 20
+	DefaultWorkerCPU         = 1000
+	DefaultWorkerIdleTimeout = 5 * time.Minute
 )
 
 // Options configures the runtimes. The zero value is usable: every zero field takes
@@ -52,6 +54,13 @@ type Options struct {
 	// user, with its view of the file system and network, and JavaScript and
 	// Jsonnet functions in the gateway's process: for development only.
 	InsecureNoSandbox bool
+	// WorkerCPU bounds the processor time of each sandboxed worker and everything
+	// it starts, in thousandths of a core (default 1000: one core), where the
+	// sandbox gives workers cgroups.
+	WorkerCPU int64
+	// WorkerIdleTimeout is how long a worker may wait for a call before it is
+	// stopped (default 5 minutes); the next call starts a fresh one.
+	WorkerIdleTimeout time.Duration
 	// MaxReplyBytes bounds one reply of a worker process (default 16 MiB); a
 	// larger reply kills the worker and fails the call.
 	MaxReplyBytes int64
@@ -82,7 +91,26 @@ func (o Options) withDefaults() Options {
 	if o.DefaultTimeout <= 0 {
 		o.DefaultTimeout = DefaultTimeout
 	}
+	if o.WorkerCPU <= 0 {
+		o.WorkerCPU = DefaultWorkerCPU
+	}
+	if o.WorkerIdleTimeout <= 0 {
+		o.WorkerIdleTimeout = DefaultWorkerIdleTimeout
+	}
 	return o
+}
+
+// workerLimits are the sandbox limits of a worker with this address-space limit
+// and memory bound (bytes; not positive: none).
+func (o Options) workerLimits(addressSpace, memory int64) sandbox.Limits {
+	l := sandbox.Limits{AddressSpace: addressSpace, Memory: memory, CPU: o.WorkerCPU}
+	if addressSpace <= 0 {
+		l.AddressSpace = -1
+	}
+	if memory <= 0 {
+		l.Memory = -1
+	}
+	return l
 }
 
 // timeout is fn's invocation time limit.

@@ -3,7 +3,10 @@ package runtime
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"sync"
+	"time"
 )
 
 // ErrClosed is returned by Invoke after Close.
@@ -14,13 +17,17 @@ var ErrClosed = errors.New("function is closed")
 type pool[T comparable] struct {
 	create  func() (T, error)
 	destroy func(T) // must be idempotent and safe while the item is in use
-	slots   chan struct{}
-	stats   *poolSet
+	// keep, when set, tells whether an item idle since the time given may stay
+	// idle; the pool set's sweep destroys those it may not.
+	keep  func(T, time.Time) bool
+	slots chan struct{}
+	stats *poolSet
 
-	mu     sync.Mutex
-	idle   []T
-	busy   map[T]struct{}
-	closed bool
+	mu        sync.Mutex
+	idle      []T
+	idleSince map[T]time.Time
+	busy      map[T]struct{}
+	closed    bool
 }
 
 func newPool[T comparable](size int, stats *poolSet, create func() (T, error), destroy func(T)) *pool[T] {
@@ -30,6 +37,8 @@ func newPool[T comparable](size int, stats *poolSet, create func() (T, error), d
 		slots:   make(chan struct{}, size),
 		stats:   stats,
 		busy:    map[T]struct{}{},
+
+		idleSince: map[T]time.Time{},
 	}
 	stats.add(p)
 	return p
@@ -62,6 +71,7 @@ func (p *pool[T]) takeIdleOrCreate() (T, error) {
 	if n := len(p.idle); n > 0 {
 		item := p.idle[n-1]
 		p.idle = p.idle[:n-1]
+		delete(p.idleSince, item)
 		p.busy[item] = struct{}{}
 		p.mu.Unlock()
 		return item, nil
@@ -94,6 +104,7 @@ func (p *pool[T]) put(item T, healthy bool) {
 	delete(p.busy, item)
 	if healthy && !p.closed {
 		p.idle = append(p.idle, item)
+		p.idleSince[item] = time.Now()
 		p.mu.Unlock()
 		return
 	}
@@ -114,6 +125,7 @@ func (p *pool[T]) close() {
 		items = append(items, item)
 	}
 	p.idle = nil
+	clear(p.idleSince)
 	p.mu.Unlock()
 	p.stats.remove(p)
 	destroyAll(items, p.destroy)
@@ -131,21 +143,52 @@ func destroyAll[T any](items []T, destroy func(T)) {
 	wg.Wait()
 }
 
+// sweep destroys the idle items that keep says may not stay. Items are checked
+// outside the lock; one lent and given back meanwhile is left alone.
+func (p *pool[T]) sweep() {
+	if p.keep == nil {
+		return
+	}
+	p.mu.Lock()
+	since := maps.Clone(p.idleSince)
+	p.mu.Unlock()
+	var gone []T
+	for item, t := range since {
+		if p.keep(item, t) {
+			continue
+		}
+		p.mu.Lock()
+		if i := slices.Index(p.idle, item); i >= 0 && p.idleSince[item] == t {
+			p.idle = slices.Delete(p.idle, i, i+1)
+			delete(p.idleSince, item)
+			gone = append(gone, item)
+		}
+		p.mu.Unlock()
+	}
+	destroyAll(gone, p.destroy)
+}
+
 func (p *pool[T]) counts() PoolStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return PoolStats{Idle: len(p.idle), Busy: len(p.busy)}
 }
 
-// counter is anything that reports pool counts.
+// counter is anything that reports pool counts and sweeps its idle items.
 type counter interface {
 	counts() PoolStats
+	sweep()
 }
 
-// poolSet is the live pools of one runtime, for Stats.
+// sweepInterval is how often a pool set sweeps its pools' idle items.
+var sweepInterval = time.Second
+
+// poolSet is the live pools of one runtime, for Stats; while it has pools, it
+// sweeps their idle items every sweepInterval.
 type poolSet struct {
-	mu    sync.Mutex
-	pools map[counter]struct{}
+	mu       sync.Mutex
+	pools    map[counter]struct{}
+	sweeping chan struct{} // closed to stop the sweep; nil when none runs
 }
 
 func newPoolSet() *poolSet {
@@ -156,12 +199,41 @@ func (s *poolSet) add(c counter) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.pools[c] = struct{}{}
+	if s.sweeping == nil {
+		s.sweeping = make(chan struct{})
+		go s.sweepEvery(sweepInterval, s.sweeping)
+	}
 }
 
 func (s *poolSet) remove(c counter) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.pools, c)
+	if len(s.pools) == 0 && s.sweeping != nil {
+		close(s.sweeping)
+		s.sweeping = nil
+	}
+}
+
+func (s *poolSet) sweepEvery(interval time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		s.mu.Lock()
+		pools := make([]counter, 0, len(s.pools))
+		for c := range s.pools {
+			pools = append(pools, c)
+		}
+		s.mu.Unlock()
+		for _, c := range pools {
+			c.sweep()
+		}
+	}
 }
 
 // Stats sums the counts of the live pools.

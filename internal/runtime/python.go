@@ -137,6 +137,7 @@ func (p *python) Compile(fn Function) (Compiled, error) {
 	}
 	f := &pyFunction{
 		fn: fn, interpreter: interpreter, memoryLimit: max(p.opts.PythonMemoryLimit, 0), env: env, timeout: p.opts.timeout(fn),
+		limits: p.opts.workerLimits(p.opts.PythonMemoryLimit, p.opts.PythonMemoryLimit), checkTasks: true, idleTimeout: p.opts.WorkerIdleTimeout,
 		sandbox: sb, binds: binds, maxReply: p.opts.MaxReplyBytes,
 		args: []string{interpreter, "-I", "-c", pythonWorkerScript, PythonWorkerMarker, "gateway=" + strconv.Itoa(os.Getpid()), "function=" + fn.Name},
 	}
@@ -158,6 +159,7 @@ func (p *python) Compile(fn Function) (Compiled, error) {
 // not load fails here, at compile time.
 func (f *pyFunction) warm(size int, pools *poolSet) error {
 	f.pool = newPool(size, pools, f.startWorker, (*pyWorker).kill)
+	f.pool.keep = f.keepIdle
 	w, err := f.pool.get(context.Background())
 	if err != nil {
 		f.pool.close()
@@ -260,6 +262,7 @@ type pyFunction struct {
 	fn          Function
 	interpreter string
 	memoryLimit int64
+	limits      sandbox.Limits // what bounds each sandboxed worker
 	env         []string
 	timeout     time.Duration
 	pool        *pool[*pyWorker]
@@ -269,6 +272,8 @@ type pyFunction struct {
 	args        []string // the worker's command
 	init        []byte   // the first frame, which loads the function
 	goWorker    bool     // a script worker: a Go runtime's crash is quoted to its first blank line
+	checkTasks  bool     // a worker with more threads after a call than after loading is replaced
+	idleTimeout time.Duration
 }
 
 // Invoke runs the function in a pooled worker. A worker that times out, crashes or
@@ -289,11 +294,44 @@ func (f *pyFunction) Invoke(ctx context.Context, request json.RawMessage) (Resul
 		return Result{}, doneError(ctx, f.fn.Name, f.timeout)
 	}
 	reply, err := w.exchange(ctx, f.fn.Name, frame, f.timeout)
-	f.pool.put(w, err == nil && !reply.Fatal)
+	f.pool.put(w, err == nil && !reply.Fatal && f.settled(w))
 	if err != nil {
 		return Result{}, err
 	}
 	return reply.result(f.fn.Name)
+}
+
+// idleCPUAllowance is the processor time an idle worker may use before it is
+// taken for still running (threads or children left behind by a call) and
+// stopped. An idle CPython worker blocks in a read and uses none; an idle Go
+// worker's runtime wakes now and then, and collects garbage every two minutes at
+// most, for well under a millisecond each.
+const idleCPUAllowance = 100 * time.Millisecond
+
+// settled reports whether a worker that answered may serve again: a Python
+// worker must hold no more threads and processes than once it had loaded, and no
+// worker may have used processor time since it answered beyond the allowance.
+// Where the sandbox gives no cgroup, nothing is known and the worker is kept.
+func (f *pyFunction) settled(w *pyWorker) bool {
+	now, ok := w.usage()
+	if !ok {
+		return true
+	}
+	if f.checkTasks && now.Tasks > w.loaded.Tasks {
+		return false
+	}
+	w.idle = now
+	return true
+}
+
+// keepIdle reports whether a worker idle since since may stay: not past the idle
+// timeout, and not running (see settled).
+func (f *pyFunction) keepIdle(w *pyWorker, since time.Time) bool {
+	if f.idleTimeout > 0 && time.Since(since) > f.idleTimeout {
+		return false
+	}
+	now, ok := w.usage()
+	return !ok || now.CPU-w.idle.CPU <= idleCPUAllowance && (!f.checkTasks || now.Tasks <= w.loaded.Tasks)
 }
 
 // acquire gets a live worker, replacing one that died while idle.
@@ -326,8 +364,12 @@ type pyWorker struct {
 	killed chan struct{} // closed by kill
 	exited chan struct{} // closed once the process is reaped and its directory removed
 	stderr *tailBuffer
-	dir    string // the unsandboxed worker's temporary directory
+	dir    string           // the unsandboxed worker's temporary directory
+	sb     *sandbox.Command // the sandboxed worker's command; nil when unsandboxed
 	once   sync.Once
+
+	loaded sandbox.Usage // what the worker held once it had loaded the source
+	idle   sandbox.Usage // what it held when it last became idle
 
 	sandboxed bool
 	goWorker  bool
@@ -360,7 +402,18 @@ func (f *pyFunction) startWorker() (*pyWorker, error) {
 		w.kill()
 		return nil, err
 	}
+	w.loaded, _ = w.usage()
+	w.idle = w.loaded
 	return w, nil
+}
+
+// usage is what the sandboxed worker's processes hold; false without a sandbox
+// or a cgroup.
+func (w *pyWorker) usage() (sandbox.Usage, bool) {
+	if w.sb == nil {
+		return sandbox.Usage{}, false
+	}
+	return w.sb.Usage()
 }
 
 func (w *pyWorker) removeDir() {
@@ -374,13 +427,26 @@ func (w *pyWorker) removeDir() {
 func (w *pyWorker) command(f *pyFunction) (*exec.Cmd, error) {
 	args := f.args
 	if f.sandbox != nil {
-		return f.sandbox.Command(sandbox.Spec{Args: args, Env: f.env, ReadOnly: f.binds, Network: f.fn.Network, Limits: sandbox.Limits{AddressSpace: f.memoryLimit}})
+		sb, err := f.sandbox.Command(sandbox.Spec{Args: args, Env: f.env, ReadOnly: f.binds, Network: f.fn.Network, Limits: f.limits})
+		if err != nil {
+			return nil, err
+		}
+		w.sb = sb
+		return sb.Cmd, nil
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = w.dir
 	cmd.Env = f.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	return cmd, nil
+}
+
+// startCmd starts the worker's command.
+func (w *pyWorker) startCmd() error {
+	if w.sb != nil {
+		return w.sb.Start()
+	}
+	return w.cmd.Start()
 }
 
 func (w *pyWorker) start(f *pyFunction) error {
@@ -399,7 +465,7 @@ func (w *pyWorker) start(f *pyFunction) error {
 	if err != nil {
 		return fmt.Errorf("function %s: %w", f.fn.Name, err)
 	}
-	if err := sandbox.Start(w.cmd); err != nil {
+	if err := w.startCmd(); err != nil {
 		return fmt.Errorf("function %s: starting %s: %w", f.fn.Name, f.interpreter, err)
 	}
 	w.stdin = stdin
@@ -567,6 +633,9 @@ func (w *pyWorker) kill() {
 	w.once.Do(func() {
 		close(w.killed)
 		_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
+		if w.sb != nil {
+			w.sb.Kill()
+		}
 		_ = w.stdin.Close()
 	})
 	select {

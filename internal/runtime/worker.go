@@ -141,16 +141,29 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 		// 40% more). GOGC=400 collects as rarely as the gateway does
 		// (the heap is small; the memory limit still bounds it). One malloc arena
 		// keeps the address space of threads that cgo starts small.
-		env:     []string{"GOMAXPROCS=2", "GOGC=400", "MALLOC_ARENA_MAX=1"},
+		env: []string{"GOMAXPROCS=2", "GOGC=400", "MALLOC_ARENA_MAX=1"},
+		// The Go runtime starts and parks threads of its own, so only the
+		// processor time of an idle worker tells that it is still running.
+		limits:  s.opts.workerLimits(memoryLimit, scriptWorkerMemory(memoryLimit)),
 		sandbox: sb, binds: []string{exe}, maxReply: s.opts.MaxReplyBytes,
-		args:     []string{exe, ScriptWorkerMarker, "gateway=" + strconv.Itoa(os.Getpid()), "function=" + fn.Name},
-		init:     append(first, '\n'),
-		goWorker: true,
+		idleTimeout: s.opts.WorkerIdleTimeout,
+		args:        []string{exe, ScriptWorkerMarker, "gateway=" + strconv.Itoa(os.Getpid()), "function=" + fn.Name},
+		init:        append(first, '\n'),
+		goWorker:    true,
 	}
 	if err := f.warm(s.poolSize(), s.pools); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// scriptWorkerMemory is the memory a script worker may hold (its cgroup's
+// bound): the heap its address-space limit leaves it, and the runtime's own.
+func scriptWorkerMemory(addressSpace int64) int64 {
+	if addressSpace <= 0 {
+		return 0
+	}
+	return max(addressSpace-goReservedAddressSpace, 0) + 128<<20
 }
 
 // poolSize is the most workers of one function: as many as Python's.

@@ -61,11 +61,10 @@ func newLandlock(opts Options) (*Sandbox, error) {
 	if s.landlockFilters[0] == nil {
 		return nil, errors.New("sandbox: no seccomp filter for this architecture, which a Landlock sandbox needs to keep descendants in their process group")
 	}
-	if s.launcher = opts.Launcher; s.launcher == "" {
-		if s.launcher, err = executable(); err != nil {
-			return nil, err
-		}
+	if s.launcher, err = launcherPath(opts.Launcher); err != nil {
+		return nil, err
 	}
+	s.cgroups = newCgroups()
 	closeOnExecInherited()
 	if err := s.probeLandlock(); err != nil {
 		return nil, err
@@ -73,16 +72,23 @@ func newLandlock(opts Options) (*Sandbox, error) {
 	return s, nil
 }
 
-// executable is the running executable, which serves as the launcher.
-func executable() (string, error) {
-	exe, err := os.Executable()
+// launcherPath is the launcher's absolute path, the running executable when
+// empty.
+func launcherPath(launcher string) (string, error) {
+	var err error
+	if launcher == "" {
+		launcher, err = os.Executable()
+	}
 	if err == nil {
-		exe, err = filepath.EvalSymlinks(exe)
+		launcher, err = filepath.Abs(launcher)
+	}
+	if err == nil {
+		launcher, err = filepath.EvalSymlinks(launcher)
 	}
 	if err != nil {
-		return "", fmt.Errorf("sandbox: finding the executable that launches Landlock sandboxes: %w", err)
+		return "", fmt.Errorf("sandbox: finding the executable that launches sandboxed commands: %w", err)
 	}
-	return exe, nil
+	return launcher, nil
 }
 
 // probeLandlock starts a launcher that bounds itself and exits.
@@ -101,10 +107,10 @@ func (s *Sandbox) probeLandlock() error {
 }
 
 // output runs a command of Command and returns what it wrote.
-func output(cmd *exec.Cmd) (string, error) {
+func output(cmd *Command) (string, error) {
 	var out strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := Start(cmd); err != nil {
+	if err := cmd.Start(); err != nil {
 		return "", err
 	}
 	err := cmd.Wait()
@@ -113,7 +119,7 @@ func output(cmd *exec.Cmd) (string, error) {
 
 // landlockCommand is CommandContext for a Landlock sandbox: the launcher, which
 // bounds itself and executes spec.Args in a directory of its own.
-func (s *Sandbox) landlockCommand(ctx context.Context, spec Spec) (*exec.Cmd, error) {
+func (s *Sandbox) landlockCommand(ctx context.Context, spec Spec) (*Command, error) {
 	l := spec.Limits.withDefaults()
 	dir := filepath.Join(os.TempDir(), workerDirPrefix+randomName())
 	readOnly := spec.ReadOnly
@@ -124,21 +130,28 @@ func (s *Sandbox) landlockCommand(ctx context.Context, spec Spec) (*exec.Cmd, er
 	if spec.Network {
 		filter = s.landlockFilters[1]
 	}
-	cmd, err := launcherCommand(ctx, s.launcher, launch{Args: spec.Args, Dir: dir, Landlock: true, ReadOnly: readOnly, Network: spec.Network, Filter: filter, Limits: &l})
+	cg, err := s.cgroups.create(l)
 	if err != nil {
 		return nil, err
 	}
-	cmd.Env = append(withoutVars(spec.Env, "TMPDIR", "PWD"), "TMPDIR="+dir, "PWD="+dir)
+	env := append(withoutVars(spec.Env, "TMPDIR", "PWD"), "TMPDIR="+dir, "PWD="+dir)
+	lc := launch{Args: spec.Args, Env: env, Dir: dir, Landlock: true, ReadOnly: readOnly, Network: spec.Network, Filter: filter, Limits: &l, Cgroups: len(cg.procs())}
+	cmd, err := launcherCommand(ctx, s.launcher, lc, cg)
+	if err != nil {
+		cg.remove()
+		return nil, err
+	}
 	if s.privileged {
 		uid := uint32(s.nextUID())
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}
 	}
-	return cmd, nil
+	return &Command{Cmd: cmd, dir: dir, cgroup: cg}, nil
 }
 
-// launcherCommand starts launcher with l on its descriptor 3, in a process group
-// of its own that dies with the caller's thread.
-func launcherCommand(ctx context.Context, launcher string, l launch) (*exec.Cmd, error) {
+// launcherCommand starts launcher with l on its descriptor 3 and the cgroup.procs
+// files of cg after it, in a process group of its own that dies with the
+// caller's thread, with an empty environment.
+func launcherCommand(ctx context.Context, launcher string, l launch, cg *cgroup) (*exec.Cmd, error) {
 	raw, err := json.Marshal(l)
 	if err != nil {
 		return nil, err
@@ -147,8 +160,19 @@ func launcherCommand(ctx context.Context, launcher string, l launch) (*exec.Cmd,
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: handing the launch over: %w", err)
 	}
+	files := []*os.File{r}
+	for _, p := range cg.procs() {
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			for _, f := range files {
+				f.Close()
+			}
+			return nil, fmt.Errorf("sandbox: the command's cgroup: %w", err)
+		}
+		files = append(files, f)
+	}
 	cmd := exec.CommandContext(ctx, launcher, LauncherMarker)
-	cmd.ExtraFiles = []*os.File{r}
+	cmd.ExtraFiles = files
 	cmd.Env = []string{}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	return cmd, nil
@@ -172,20 +196,6 @@ func withoutVars(env []string, names ...string) []string {
 	return out
 }
 
-// workerDir is the directory of a Landlock command, from its TMPDIR; empty for
-// another command.
-func workerDir(cmd *exec.Cmd) string {
-	if len(cmd.Args) < 2 || cmd.Args[1] != LauncherMarker {
-		return ""
-	}
-	for _, kv := range cmd.Env {
-		if dir, ok := strings.CutPrefix(kv, "TMPDIR="); ok && strings.HasPrefix(filepath.Base(dir), workerDirPrefix) {
-			return dir
-		}
-	}
-	return ""
-}
-
 // makeWorkerDir creates a Landlock command's directory, owned by its user.
 func makeWorkerDir(cmd *exec.Cmd, dir string) error {
 	if err := os.Mkdir(dir, 0o700); err != nil {
@@ -200,9 +210,8 @@ func makeWorkerDir(cmd *exec.Cmd, dir string) error {
 	return nil
 }
 
-// removeAtExit removes dir once the process pid has exited, without reaping it.
-func removeAtExit(pid int, dir string) {
-	defer os.RemoveAll(dir)
+// waitExit returns once the process pid has exited, without reaping it.
+func waitExit(pid int) {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if errors.Is(err, unix.ESRCH) {
 		return // already gone
@@ -234,11 +243,11 @@ func removeAtExit(pid int, dir string) {
 // calls, as a kernel without Landlock. args[0] must be an executable that links
 // this package: it serves as its own launcher. It lets tests prove what a
 // gateway does there; start it with Start.
-func RestrictedCommand(args []string, uid int, withoutLandlock bool) (*exec.Cmd, error) {
+func RestrictedCommand(args []string, uid int, withoutLandlock bool) (*Command, error) {
 	if len(args) == 0 {
 		return nil, errors.New("sandbox: RestrictedCommand needs a command")
 	}
-	filter, err := userNamespaceFilter()
+	filter, err := runtimeDefaultFilter()
 	if withoutLandlock {
 		filter, err = noLandlockFilter()
 	}
@@ -248,12 +257,12 @@ func RestrictedCommand(args []string, uid int, withoutLandlock bool) (*exec.Cmd,
 	if filter == nil {
 		return nil, errors.New("sandbox: no seccomp filter for this architecture")
 	}
-	cmd, err := launcherCommand(context.Background(), args[0], launch{Args: args, Filter: filter})
+	cmd, err := launcherCommand(context.Background(), args[0], launch{Args: args, KeepEnv: true, Filter: filter}, nil)
 	if err != nil {
 		return nil, err
 	}
 	if os.Geteuid() == 0 && uid != 0 {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}
 	}
-	return cmd, nil
+	return &Command{Cmd: cmd}, nil
 }

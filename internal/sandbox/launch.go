@@ -41,6 +41,22 @@ func init() {
 type launch struct {
 	// Args is the command; empty means exit 0 once bounded (a probe).
 	Args []string `json:"args"`
+	// Env is the command's whole environment. It is set only by the execution of
+	// Args: the launcher itself, and bubblewrap before it, run with an empty
+	// environment, so that nothing of a command's environment (LD_PRELOAD and the
+	// like) steers a process that builds the sandbox.
+	Env []string `json:"env,omitempty"`
+	// KeepEnv executes Args with the launcher's own environment instead (for
+	// RestrictedCommand, whose launcher runs trusted code).
+	KeepEnv bool `json:"keepEnv,omitempty"`
+	// UID and GID, when not zero, are the user the launcher drops to, with no
+	// supplementary groups and no capabilities (a sandbox of a root caller).
+	UID int `json:"uid,omitempty"`
+	GID int `json:"gid,omitempty"`
+	// Cgroups is how many descriptors after launchFD are cgroup.procs files that
+	// the launcher moves itself into first, so that everything the command runs
+	// is counted and bounded there.
+	Cgroups int `json:"cgroups,omitempty"`
 	// Dir is the command's directory, which it may write in.
 	Dir string `json:"dir,omitempty"`
 	// Landlock restricts the file system to ReadOnly, Dir and a few devices,
@@ -71,13 +87,21 @@ func runLauncher(f *os.File) error {
 	if err := json.Unmarshal(raw, &l); err != nil {
 		return fmt.Errorf("reading the launch: %w", err)
 	}
+	if err := joinCgroups(l.Cgroups); err != nil {
+		return err
+	}
 	if l.Dir != "" {
 		if err := os.Chdir(l.Dir); err != nil {
 			return err
 		}
 	}
+	if l.UID != 0 {
+		if err := dropPrivileges(l.UID, l.GID); err != nil {
+			return err
+		}
+	}
 	others := 0
-	if l.Limits != nil {
+	if l.Limits != nil && l.Landlock && l.UID == 0 {
 		if others, err = otherTasks(); err != nil {
 			return err
 		}
@@ -102,7 +126,11 @@ func runLauncher(f *os.File) error {
 		if argv, err = syscall.SlicePtrFromStrings(l.Args); err != nil {
 			return err
 		}
-		if envv, err = syscall.SlicePtrFromStrings(os.Environ()); err != nil {
+		env := l.Env
+		if l.KeepEnv {
+			env = os.Environ()
+		}
+		if envv, err = syscall.SlicePtrFromStrings(env); err != nil {
 			return err
 		}
 	}
@@ -119,6 +147,56 @@ func runLauncher(f *os.File) error {
 	}
 	_, _, errno := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(path)), uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])))
 	return fmt.Errorf("executing %s: %w", l.Args[0], errno)
+}
+
+// joinCgroups moves the launcher into the cgroups whose cgroup.procs files are
+// the n descriptors after launchFD, and closes them.
+func joinCgroups(n int) error {
+	for fd := launchFD + 1; fd <= launchFD+n; fd++ {
+		f := os.NewFile(uintptr(fd), "cgroup.procs")
+		_, err := f.WriteString("0")
+		f.Close()
+		if err != nil {
+			return fmt.Errorf("joining the command's cgroup: %w", err)
+		}
+	}
+	return nil
+}
+
+// lastCap is the highest capability a bounding set may hold (CAP_LAST_CAP of
+// Linux 6.x is 40); PR_CAPBSET_DROP of a higher one fails with EINVAL, which
+// ends the loop.
+const lastCap = 63
+
+// dropPrivileges makes the calling thread, which executes the command, uid and
+// gid with no supplementary groups, and empties its capability bounding set;
+// the kernel clears its other capabilities at the change of user. The raw system
+// calls change this thread alone, which is the one that executes the command.
+func dropPrivileges(uid, gid int) error {
+	for c := 0; c <= lastCap; c++ {
+		if _, _, errno := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0, 0); errno == unix.EINVAL {
+			break
+		} else if errno != 0 {
+			return fmt.Errorf("dropping capability %d from the bounding set: %w", c, errno)
+		}
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); errno != 0 {
+		return fmt.Errorf("clearing supplementary groups: %w", errno)
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); errno != 0 {
+		return fmt.Errorf("setting group %d: %w", gid, errno)
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); errno != 0 {
+		return fmt.Errorf("setting user %d: %w", uid, errno)
+	}
+	// The change of user cleared the effective and permitted sets; clearing the
+	// inheritable one clears the ambient one too.
+	header := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if _, _, errno := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&header)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
+		return fmt.Errorf("clearing capabilities: %w", errno)
+	}
+	return nil
 }
 
 // restrictLandlock enforces the Landlock ruleset of l: read and execute under

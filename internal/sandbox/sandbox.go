@@ -52,8 +52,6 @@ import (
 // Defaults of Options and Limits.
 const (
 	DefaultBwrap     = "bwrap"
-	DefaultPrlimit   = "prlimit"
-	DefaultSetpriv   = "setpriv"
 	DefaultUID       = 65534
 	DefaultGID       = 65534
 	DefaultUIDBase   = 1 << 30
@@ -62,6 +60,8 @@ const (
 	DefaultOpenFiles = 256
 	DefaultFileSize  = 16 << 20
 	DefaultTmpSize   = 16 << 20
+	DefaultMemory    = 512 << 20
+	DefaultCPU       = 1000
 )
 
 // Mode is the mechanism a Sandbox bounds its commands with.
@@ -97,9 +97,6 @@ type Options struct {
 	Launcher string
 	// Bwrap is the bubblewrap binary (default "bwrap", looked up in PATH).
 	Bwrap string
-	// Prlimit and Setpriv are util-linux's (default "prlimit" and "setpriv", looked
-	// up in PATH); they must lie under /usr, which every sandbox sees.
-	Prlimit, Setpriv string
 	// UID and GID are the user that sandboxed commands run as inside their user
 	// namespace when the caller is not root (default 65534, nobody).
 	UID, GID int
@@ -125,6 +122,14 @@ type Limits struct {
 	// TmpSize bounds the private /tmp of a namespace sandbox (default 16 MiB); a
 	// Landlock sandbox cannot bound its directory.
 	TmpSize int64
+	// Memory bounds the memory the command's processes hold together in bytes,
+	// page cache, tmpfs and shared memory included, where the command gets a
+	// cgroup (default AddressSpace when that is set, 512 MiB otherwise).
+	Memory int64
+	// CPU bounds the processor time of the command's processes together, in
+	// thousandths of a core, where the command gets a cgroup (default 1000: one
+	// core).
+	CPU int64
 }
 
 func (l Limits) withDefaults() Limits {
@@ -138,6 +143,11 @@ func (l Limits) withDefaults() Limits {
 	def(&l.OpenFiles, DefaultOpenFiles)
 	def(&l.FileSize, DefaultFileSize)
 	def(&l.TmpSize, DefaultTmpSize)
+	if l.AddressSpace > 0 {
+		def(&l.Memory, l.AddressSpace)
+	}
+	def(&l.Memory, DefaultMemory)
+	def(&l.CPU, DefaultCPU)
 	return l
 }
 
@@ -158,14 +168,15 @@ type Spec struct {
 
 // Sandbox starts sandboxed commands; it is safe for concurrent use.
 type Sandbox struct {
-	bwrap, prlimit, setpriv string
-	uid, gid                int
-	uidBase                 int
-	privileged              bool   // the caller is root: see the package documentation
-	filter                  []byte // seccomp program, nil when unknown for the architecture
+	bwrap      string
+	uid, gid   int
+	uidBase    int
+	privileged bool      // the caller is root: see the package documentation
+	filters    [2][]byte // seccomp programs without and with network, nil when unknown for the architecture
+	launcher   string    // the executable that bounds each command and executes it
+	cgroups    *cgroups  // where commands get a cgroup of their own; nil: nowhere
 
 	mode            Mode      // ModeNamespaces or ModeLandlock
-	launcher        string    // ModeLandlock: the executable that serves as launcher
 	landlockABI     int       // ModeLandlock: the kernel's Landlock ABI version
 	landlockFilters [2][]byte // ModeLandlock: seccomp programs without and with network
 	fallback        error     // ModeAuto chose Landlock: why namespaces did not work
@@ -234,12 +245,6 @@ func newNamespaces(opts Options) (*Sandbox, error) {
 	if opts.Bwrap == "" {
 		opts.Bwrap = DefaultBwrap
 	}
-	if opts.Prlimit == "" {
-		opts.Prlimit = DefaultPrlimit
-	}
-	if opts.Setpriv == "" {
-		opts.Setpriv = DefaultSetpriv
-	}
 	if opts.UID == 0 {
 		opts.UID = DefaultUID
 	}
@@ -250,11 +255,7 @@ func newNamespaces(opts Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: bubblewrap (%s) not found: install the bubblewrap package: %w", opts.Bwrap, err)
 	}
-	prlimit, err := systemTool("prlimit", opts.Prlimit)
-	if err != nil {
-		return nil, err
-	}
-	setpriv, err := systemTool("setpriv", opts.Setpriv)
+	launcher, err := launcherPath(opts.Launcher)
 	if err != nil {
 		return nil, err
 	}
@@ -264,28 +265,18 @@ func newNamespaces(opts Options) (*Sandbox, error) {
 			return nil, err
 		}
 	}
-	filter, err := userNamespaceFilter()
-	if err != nil {
-		return nil, err
+	var filters [2][]byte
+	for i, network := range []bool{false, true} {
+		if filters[i], err = userNamespaceFilter(network); err != nil {
+			return nil, err
+		}
 	}
 	closeOnExecInherited()
-	s := &Sandbox{mode: ModeNamespaces, bwrap: bwrap, prlimit: prlimit, setpriv: setpriv, uid: opts.UID, gid: opts.GID, uidBase: opts.UIDBase, privileged: privileged, filter: filter}
+	s := &Sandbox{mode: ModeNamespaces, bwrap: bwrap, launcher: launcher, uid: opts.UID, gid: opts.GID, uidBase: opts.UIDBase, privileged: privileged, filters: filters, cgroups: newCgroups()}
 	if err := s.probe(); err != nil {
 		return nil, err
 	}
 	return s, nil
-}
-
-// systemTool finds a util-linux tool under /usr.
-func systemTool(name, path string) (string, error) {
-	found, err := exec.LookPath(path)
-	if err != nil {
-		return "", fmt.Errorf("sandbox: %s (%s) not found: install util-linux: %w", name, path, err)
-	}
-	if found, err = filepath.EvalSymlinks(found); err != nil || !strings.HasPrefix(found, "/usr/") {
-		return "", fmt.Errorf("sandbox: %s %s is not under /usr, which is all a sandbox sees of the system", name, path)
-	}
-	return found, nil
 }
 
 // checkUserNamespaces reports the kernel settings that forbid the user namespaces
@@ -315,17 +306,17 @@ func closeOnExecInherited() {
 	}
 }
 
-// probe runs prlimit --version in a sandbox.
+// probe starts a sandbox whose launcher bounds itself and exits.
 func (s *Sandbox) probe() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	cmd, err := s.CommandContext(ctx, Spec{Args: []string{s.prlimit, "--version"}})
+	cmd, err := s.CommandContext(ctx, Spec{})
 	if err != nil {
 		return err
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := Start(cmd); err != nil {
+	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("sandbox: starting %s: %w", s.bwrap, err)
 	}
 	if err := cmd.Wait(); err != nil {
@@ -334,59 +325,127 @@ func (s *Sandbox) probe() error {
 	return nil
 }
 
-// Command returns the command that runs spec in a sandbox; start it with Start.
-// Killing its process group (it leads one) kills everything the command started;
-// in a namespace sandbox, killing its process is enough.
-func (s *Sandbox) Command(spec Spec) (*exec.Cmd, error) {
+// Command returns the command that runs spec in a sandbox. Kill kills everything
+// the command started.
+func (s *Sandbox) Command(spec Spec) (*Command, error) {
 	return s.CommandContext(context.Background(), spec)
 }
 
 // CommandContext is Command with a context that kills the sandbox when done.
-func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*exec.Cmd, error) {
+func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*Command, error) {
 	if s.mode == ModeLandlock {
 		return s.landlockCommand(ctx, spec)
 	}
+	l := spec.Limits.withDefaults()
+	cg, err := s.cgroups.create(l)
+	if err != nil {
+		return nil, err
+	}
+	env := append(withoutVars(spec.Env, "PWD"), "PWD=/tmp")
+	lc := launch{Args: spec.Args, Env: env, Limits: &l, Cgroups: len(cg.procs())}
+	if s.privileged {
+		lc.UID = s.nextUID()
+		lc.GID = lc.UID
+	}
+	cmd, err := launcherCommand(ctx, launcherInSandbox, lc, cg)
+	if err != nil {
+		cg.remove()
+		return nil, err
+	}
+	// bwrap takes the seccomp filter from the descriptor after the launch and the
+	// cgroups, and passes the others on to the launcher.
 	args := []string{}
-	var extra []*os.File
-	if s.filter != nil {
-		r, err := filterPipe(s.filter)
+	if filter := s.filters[boolIndex(spec.Network)]; filter != nil {
+		r, err := filterPipe(filter)
 		if err != nil {
+			closeExtraFiles(cmd)
+			cg.remove()
 			return nil, fmt.Errorf("sandbox: seccomp filter: %w", err)
 		}
-		extra = append(extra, r)
-		args = append(args, "--seccomp", "3") // the first of ExtraFiles
+		args = append(args, "--seccomp", strconv.Itoa(launchFD+len(cmd.ExtraFiles)))
+		cmd.ExtraFiles = append(cmd.ExtraFiles, r)
 	}
-	cmd := exec.CommandContext(ctx, s.bwrap, append(args, s.args(spec)...)...)
-	cmd.ExtraFiles = extra
-	cmd.Env = spec.Env
-	if cmd.Env == nil {
-		cmd.Env = []string{}
-	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	return cmd, nil
+	args = append(args, s.args(spec, l)...)
+	args = append(args, cmd.Args...)
+	cmd.Path, cmd.Args = s.bwrap, append([]string{s.bwrap}, args...)
+	cmd.Err = nil
+	return &Command{Cmd: cmd, cgroup: cg}, nil
 }
 
-// Start starts a command of Command and closes the descriptors it handed over.
-// The directory of a Landlock command is made here and removed once the command
-// has exited.
-func Start(cmd *exec.Cmd) error {
-	dir := workerDir(cmd)
-	if dir != "" {
-		if err := makeWorkerDir(cmd, dir); err != nil {
-			closeExtraFiles(cmd)
+// launcherInSandbox is where a namespace sandbox shows its launcher.
+const launcherInSandbox = "/run/metalambda/launcher"
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Command is a sandboxed command: an exec.Cmd whose Start, Kill and Usage know
+// its sandbox's directory and cgroup.
+type Command struct {
+	*exec.Cmd
+	dir    string  // a Landlock command's directory, made at Start and removed at exit
+	cgroup *cgroup // nil: the command has no cgroup of its own
+}
+
+// Start starts the command and closes the descriptors it handed over. The
+// directory of a Landlock command is made here; it and the command's cgroup are
+// removed once the command has exited.
+func (c *Command) Start() error {
+	if c.dir != "" {
+		if err := makeWorkerDir(c.Cmd, c.dir); err != nil {
+			closeExtraFiles(c.Cmd)
+			c.cgroup.remove()
 			return err
 		}
 	}
-	err := cmd.Start()
-	closeExtraFiles(cmd)
-	switch {
-	case dir == "":
-	case err != nil:
-		_ = os.RemoveAll(dir)
-	default:
-		go removeAtExit(cmd.Process.Pid, dir)
+	err := c.Cmd.Start()
+	closeExtraFiles(c.Cmd)
+	if err != nil {
+		if c.dir != "" {
+			_ = os.RemoveAll(c.dir)
+		}
+		c.cgroup.remove()
+		return err
 	}
-	return err
+	go c.cleanAtExit()
+	return nil
+}
+
+// cleanAtExit kills what is left of the command once its process has exited,
+// then removes its cgroup and directory.
+func (c *Command) cleanAtExit() {
+	waitExit(c.Process.Pid)
+	c.cgroup.kill()
+	c.cgroup.remove()
+	if c.dir != "" {
+		_ = os.RemoveAll(c.dir)
+	}
+}
+
+// Kill kills every process of the command: its process group, and everything
+// in its cgroup.
+func (c *Command) Kill() {
+	if c.Process != nil {
+		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	}
+	c.cgroup.kill()
+}
+
+// Usage is what the processes of a command hold.
+type Usage struct {
+	// Tasks counts the command's threads, in all its processes.
+	Tasks int
+	// CPU is the processor time they have used.
+	CPU time.Duration
+}
+
+// Usage reports what the command's processes hold, from its cgroup; false when
+// it has none.
+func (c *Command) Usage() (Usage, bool) {
+	return c.cgroup.usage()
 }
 
 func closeExtraFiles(cmd *exec.Cmd) {
@@ -400,14 +459,14 @@ func (s *Sandbox) nextUID() int {
 	return s.uidBase + int(lastUID.Add(1)%uidSpan)
 }
 
-func (s *Sandbox) args(spec Spec) []string {
-	l := spec.Limits.withDefaults()
-	a := []string{"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup", "--hostname", "sandbox"}
+// args are bubblewrap's options for spec, up to the launcher's command line.
+func (s *Sandbox) args(spec Spec, l Limits) []string {
+	a := []string{"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup", "--hostname", "sandbox", "--clearenv"}
 	if !spec.Network {
 		a = append(a, "--unshare-net")
 	}
 	if s.privileged {
-		// setpriv needs these to drop to the command's user; it then drops them.
+		// The launcher needs these to drop to the command's user; it then drops them.
 		a = append(a, "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
 	} else {
 		a = append(a, "--unshare-user", "--uid", strconv.Itoa(s.uid), "--gid", strconv.Itoa(s.gid), "--disable-userns", "--cap-drop", "ALL")
@@ -416,7 +475,7 @@ func (s *Sandbox) args(spec Spec) []string {
 	a = append(a, systemLinks()...)
 	a = append(a, "--proc", "/proc")
 	a = append(a, "--perms", "0755", "--dir", "/dev")
-	for _, dev := range []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom"} {
+	for _, dev := range devices {
 		a = append(a, "--dev-bind", dev, dev)
 	}
 	a = append(a, "--perms", "1777", "--size", strconv.FormatInt(l.TmpSize, 10), "--tmpfs", "/tmp")
@@ -425,21 +484,8 @@ func (s *Sandbox) args(spec Spec) []string {
 		binds = append(networkFiles(), binds...)
 	}
 	a = append(a, bindArgs(binds)...)
-	a = append(a, "--remount-ro", "/", "--chdir", "/tmp", "--")
-	if s.privileged {
-		uid := strconv.Itoa(s.nextUID())
-		a = append(a, s.setpriv, "--reuid="+uid, "--regid="+uid, "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--")
-	}
-	a = append(a, s.prlimit)
-	a = append(a, rlimit("as", l.AddressSpace), rlimit("nproc", l.Processes), rlimit("nofile", l.OpenFiles), rlimit("fsize", l.FileSize), "--core=0", "--")
-	return append(a, spec.Args...)
-}
-
-func rlimit(name string, v int64) string {
-	if v < 0 {
-		return "--" + name + "=unlimited"
-	}
-	return "--" + name + "=" + strconv.FormatInt(v, 10)
+	a = append(a, "--perms", "0755", "--dir", filepath.Dir(launcherInSandbox), "--ro-bind", s.launcher, launcherInSandbox)
+	return append(a, "--remount-ro", "/", "--chdir", "/tmp", "--")
 }
 
 // systemLinks reproduces /bin, /lib, /lib64 and /sbin: links into /usr on a

@@ -15,20 +15,132 @@ import (
 // x32Bit marks the system calls of the x32 ABI, which shares AUDIT_ARCH_X86_64.
 const x32Bit = 0x40000000
 
-// refusal is a system call that a filter refuses, whatever its arguments, and
-// the error it then returns.
+// refusal is a system call that a filter refuses, whatever its arguments, the
+// error it then returns, and why.
 type refusal struct {
-	nr    uint32
-	errno syscall.Errno
+	name   string
+	nr     uint32
+	errno  syscall.Errno
+	reason string
 }
 
-// userNamespaceFilter is a seccomp program for bubblewrap's --seccomp that refuses
-// new user namespaces: unshare and clone with CLONE_NEWUSER fail with EPERM, and
-// clone3, whose flags a filter cannot read, with ENOSYS (libc then falls back to
-// clone); so does every system call of another ABI (32-bit, x32). Nil on an
-// architecture it does not know.
-func userNamespaceFilter() ([]byte, error) {
-	return filterProgram(nil)
+// Reasons of refusedCalls, which docs/security.md repeats.
+const (
+	whySysVIPC = "SysV shared memory, queues and semaphores outlive the command and count against no process's memory (and, without an IPC namespace, are shared with the host)"
+	whyIOURing = "io_uring runs socket, file and other operations that a seccomp filter never sees, and is a large kernel attack surface"
+	whyTrace   = "reads and writes other processes' memory"
+	whyKernel  = "a large kernel attack surface that functions do not need"
+	whyKeys    = "kernel keyrings are not namespaced: a user's keyring is shared by every process of that user"
+	whyUFFD    = "userfaultfd stalls kernel accesses to memory at will, a common step of kernel exploits"
+	whyMount   = "mount namespaces and mounts are the sandbox's file system view"
+	whyNS      = "joining or making namespaces would leave the sandbox's"
+	whyHost    = "acts on the whole host (needs privileges a command never has: refused before the kernel checks)"
+	whyMemfd   = "memory files are held by descriptors, counted by no address-space limit"
+	whyHandle  = "file handles open files by inode, past the sandbox's view of paths"
+	whyNUMA    = "moves other processes' pages and sets memory policy"
+)
+
+// refusedCalls are refused in every sandbox, whatever the mode: the one list of
+// system calls a function may not make, with the reason for each.
+var refusedCalls = append([]refusal{
+	{"shmget", unix.SYS_SHMGET, syscall.EPERM, whySysVIPC},
+	{"shmat", unix.SYS_SHMAT, syscall.EPERM, whySysVIPC},
+	{"shmctl", unix.SYS_SHMCTL, syscall.EPERM, whySysVIPC},
+	{"msgget", unix.SYS_MSGGET, syscall.EPERM, whySysVIPC},
+	{"msgsnd", unix.SYS_MSGSND, syscall.EPERM, whySysVIPC},
+	{"msgrcv", unix.SYS_MSGRCV, syscall.EPERM, whySysVIPC},
+	{"msgctl", unix.SYS_MSGCTL, syscall.EPERM, whySysVIPC},
+	{"semget", unix.SYS_SEMGET, syscall.EPERM, whySysVIPC},
+	{"semop", unix.SYS_SEMOP, syscall.EPERM, whySysVIPC},
+	{"semtimedop", unix.SYS_SEMTIMEDOP, syscall.EPERM, whySysVIPC},
+	{"semctl", unix.SYS_SEMCTL, syscall.EPERM, whySysVIPC},
+	{"io_uring_setup", unix.SYS_IO_URING_SETUP, syscall.EPERM, whyIOURing},
+	{"io_uring_enter", unix.SYS_IO_URING_ENTER, syscall.EPERM, whyIOURing},
+	{"io_uring_register", unix.SYS_IO_URING_REGISTER, syscall.EPERM, whyIOURing},
+	{"ptrace", unix.SYS_PTRACE, syscall.EPERM, whyTrace},
+	{"process_vm_readv", unix.SYS_PROCESS_VM_READV, syscall.EPERM, whyTrace},
+	{"process_vm_writev", unix.SYS_PROCESS_VM_WRITEV, syscall.EPERM, whyTrace},
+	{"pidfd_getfd", unix.SYS_PIDFD_GETFD, syscall.EPERM, whyTrace},
+	{"kcmp", unix.SYS_KCMP, syscall.EPERM, whyTrace},
+	{"perf_event_open", unix.SYS_PERF_EVENT_OPEN, syscall.EPERM, whyKernel},
+	{"bpf", unix.SYS_BPF, syscall.EPERM, whyKernel},
+	{"add_key", unix.SYS_ADD_KEY, syscall.EPERM, whyKeys},
+	{"request_key", unix.SYS_REQUEST_KEY, syscall.EPERM, whyKeys},
+	{"keyctl", unix.SYS_KEYCTL, syscall.EPERM, whyKeys},
+	{"userfaultfd", unix.SYS_USERFAULTFD, syscall.EPERM, whyUFFD},
+	{"mount", unix.SYS_MOUNT, syscall.EPERM, whyMount},
+	{"umount2", unix.SYS_UMOUNT2, syscall.EPERM, whyMount},
+	{"pivot_root", unix.SYS_PIVOT_ROOT, syscall.EPERM, whyMount},
+	{"open_tree", unix.SYS_OPEN_TREE, syscall.EPERM, whyMount},
+	{"move_mount", unix.SYS_MOVE_MOUNT, syscall.EPERM, whyMount},
+	{"fsopen", unix.SYS_FSOPEN, syscall.EPERM, whyMount},
+	{"fsconfig", unix.SYS_FSCONFIG, syscall.EPERM, whyMount},
+	{"fsmount", unix.SYS_FSMOUNT, syscall.EPERM, whyMount},
+	{"fspick", unix.SYS_FSPICK, syscall.EPERM, whyMount},
+	{"mount_setattr", unix.SYS_MOUNT_SETATTR, syscall.EPERM, whyMount},
+	{"setns", unix.SYS_SETNS, syscall.EPERM, whyNS},
+	{"unshare", unix.SYS_UNSHARE, syscall.EPERM, whyNS},
+	{"memfd_create", unix.SYS_MEMFD_CREATE, syscall.EPERM, whyMemfd},
+	{"memfd_secret", unix.SYS_MEMFD_SECRET, syscall.EPERM, whyMemfd},
+	{"name_to_handle_at", unix.SYS_NAME_TO_HANDLE_AT, syscall.EPERM, whyHandle},
+	{"open_by_handle_at", unix.SYS_OPEN_BY_HANDLE_AT, syscall.EPERM, whyHandle},
+	{"move_pages", unix.SYS_MOVE_PAGES, syscall.EPERM, whyNUMA},
+	{"migrate_pages", unix.SYS_MIGRATE_PAGES, syscall.EPERM, whyNUMA},
+	{"mbind", unix.SYS_MBIND, syscall.EPERM, whyNUMA},
+	{"set_mempolicy", unix.SYS_SET_MEMPOLICY, syscall.EPERM, whyNUMA},
+	{"kexec_load", unix.SYS_KEXEC_LOAD, syscall.EPERM, whyHost},
+	{"kexec_file_load", unix.SYS_KEXEC_FILE_LOAD, syscall.EPERM, whyHost},
+	{"init_module", unix.SYS_INIT_MODULE, syscall.EPERM, whyHost},
+	{"finit_module", unix.SYS_FINIT_MODULE, syscall.EPERM, whyHost},
+	{"delete_module", unix.SYS_DELETE_MODULE, syscall.EPERM, whyHost},
+	{"reboot", unix.SYS_REBOOT, syscall.EPERM, whyHost},
+	{"swapon", unix.SYS_SWAPON, syscall.EPERM, whyHost},
+	{"swapoff", unix.SYS_SWAPOFF, syscall.EPERM, whyHost},
+	{"acct", unix.SYS_ACCT, syscall.EPERM, whyHost},
+	{"syslog", unix.SYS_SYSLOG, syscall.EPERM, whyHost},
+	{"quotactl", unix.SYS_QUOTACTL, syscall.EPERM, whyHost},
+	{"fanotify_init", unix.SYS_FANOTIFY_INIT, syscall.EPERM, whyHost},
+	{"settimeofday", unix.SYS_SETTIMEOFDAY, syscall.EPERM, whyHost},
+	{"clock_settime", unix.SYS_CLOCK_SETTIME, syscall.EPERM, whyHost},
+	{"clock_adjtime", unix.SYS_CLOCK_ADJTIME, syscall.EPERM, whyHost},
+	{"adjtimex", unix.SYS_ADJTIMEX, syscall.EPERM, whyHost},
+	{"vhangup", unix.SYS_VHANGUP, syscall.EPERM, whyHost},
+}, archRefused...)
+
+// RefusedCall is a system call every sandbox refuses, and why.
+type RefusedCall struct{ Name, Reason string }
+
+// RefusedCalls lists the system calls every sandbox refuses, whatever the mode,
+// with the reason for each.
+func RefusedCalls() []RefusedCall {
+	out := make([]RefusedCall, len(refusedCalls))
+	for i, r := range refusedCalls {
+		out[i] = RefusedCall{r.name, r.reason}
+	}
+	return out
+}
+
+// socketFamilies are the socket families a sandbox without network may make:
+// UNIX sockets among its own processes, and IP on its own loopback. Netlink
+// (the kernel's routing, audit and other interfaces), packet and every other
+// family fail with EAFNOSUPPORT.
+var socketFamilies = []uint32{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6}
+
+// userNamespaceFilter is the seccomp program of a namespace sandbox, for
+// bubblewrap's --seccomp: refusedCalls; new user namespaces refused (clone with
+// CLONE_NEWUSER fails with EPERM, and clone3, whose flags a filter cannot read,
+// with ENOSYS, so that libc falls back to clone); every system call of another
+// ABI (32-bit, x32) refused; and, without network, sockets only of
+// socketFamilies. Nil on an architecture it does not know.
+func userNamespaceFilter(network bool) ([]byte, error) {
+	return filterProgram(refusedCalls, familiesUnless(network))
+}
+
+func familiesUnless(network bool) []uint32 {
+	if network {
+		return nil
+	}
+	return socketFamilies
 }
 
 // landlockFilter is the seccomp program of a Landlock sandbox: userNamespaceFilter
@@ -36,29 +148,41 @@ func userNamespaceFilter() ([]byte, error) {
 // in its process group and dies with it, and, without network, socket, so that no
 // socket of any family (UDP, netlink, a UNIX socket of the host) can be made.
 func landlockFilter(network bool) ([]byte, error) {
-	refused := []refusal{{unix.SYS_SETSID, syscall.EPERM}, {unix.SYS_SETPGID, syscall.EPERM}}
+	refused := append([]refusal{
+		{"setsid", unix.SYS_SETSID, syscall.EPERM, "keeps every process in the command's process group"},
+		{"setpgid", unix.SYS_SETPGID, syscall.EPERM, "keeps every process in the command's process group"},
+	}, refusedCalls...)
 	if !network {
-		refused = append(refused, refusal{unix.SYS_SOCKET, syscall.EACCES})
+		refused = append(refused, refusal{"socket", unix.SYS_SOCKET, syscall.EACCES, "no network"})
 	}
-	return filterProgram(refused)
+	return filterProgram(refused, nil)
 }
 
-// noLandlockFilter is userNamespaceFilter that also answers Landlock's system
-// calls with ENOSYS, as a kernel without Landlock does.
+// noLandlockFilter is the filter of a container runtime's RuntimeDefault
+// profile for RestrictedCommand: new user namespaces refused, and Landlock's
+// system calls answered with ENOSYS, as a kernel without Landlock does.
 func noLandlockFilter() ([]byte, error) {
 	return filterProgram([]refusal{
-		{unix.SYS_LANDLOCK_CREATE_RULESET, syscall.ENOSYS},
-		{unix.SYS_LANDLOCK_ADD_RULE, syscall.ENOSYS},
-		{unix.SYS_LANDLOCK_RESTRICT_SELF, syscall.ENOSYS},
-	})
+		{"landlock_create_ruleset", unix.SYS_LANDLOCK_CREATE_RULESET, syscall.ENOSYS, ""},
+		{"landlock_add_rule", unix.SYS_LANDLOCK_ADD_RULE, syscall.ENOSYS, ""},
+		{"landlock_restrict_self", unix.SYS_LANDLOCK_RESTRICT_SELF, syscall.ENOSYS, ""},
+	}, nil)
 }
 
-// filterProgram assembles userNamespaceFilter with the refusals before it.
-func filterProgram(refused []refusal) ([]byte, error) {
+// runtimeDefaultFilter is a container runtime's RuntimeDefault profile as far
+// as RestrictedCommand needs it: new user namespaces refused.
+func runtimeDefaultFilter() ([]byte, error) {
+	return filterProgram(nil, nil)
+}
+
+// filterProgram assembles a filter that refuses the calls of refused, limits
+// sockets to families unless nil, and refuses new user namespaces.
+func filterProgram(refused []refusal, families []uint32) ([]byte, error) {
 	if auditArch == 0 {
 		return nil, nil
 	}
 	errno := func(e syscall.Errno) bpf.Instruction { return bpf.RetConstant{Val: unix.SECCOMP_RET_ERRNO | uint32(e)} }
+	allow := bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW}
 	prog := []bpf.Instruction{
 		bpf.LoadAbsolute{Off: 4, Size: 4}, // arch
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: auditArch, SkipTrue: 1},
@@ -70,6 +194,18 @@ func filterProgram(refused []refusal) ([]byte, error) {
 	for _, r := range refused {
 		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: r.nr, SkipFalse: 1}, errno(r.errno))
 	}
+	if len(families) > 0 {
+		n := len(families)
+		prog = append(prog,
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SYS_SOCKET, SkipFalse: uint8(n + 3)},
+			bpf.LoadAbsolute{Off: 16, Size: 4}, // the low half of the first argument, the family
+		)
+		for i, f := range families {
+			prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: f, SkipTrue: uint8(n - i)})
+		}
+		prog = append(prog, errno(syscall.EAFNOSUPPORT), allow,
+			bpf.LoadAbsolute{Off: 0, Size: 4}) // nr again, for what follows
+	}
 	prog = append(prog,
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SYS_CLONE3, SkipFalse: 1},
 		errno(syscall.ENOSYS),
@@ -78,7 +214,7 @@ func filterProgram(refused []refusal) ([]byte, error) {
 		bpf.LoadAbsolute{Off: 16, Size: 4}, // the low half of the first argument, the flags
 		bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: unix.CLONE_NEWUSER, SkipFalse: 1},
 		errno(syscall.EPERM),
-		bpf.RetConstant{Val: unix.SECCOMP_RET_ALLOW},
+		allow,
 	)
 	raw, err := bpf.Assemble(prog)
 	if err != nil {

@@ -1,0 +1,366 @@
+package sandbox
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// cgroupV1Controllers are the cgroup v1 hierarchies a command gets a cgroup in:
+// memory, pids and cpu bound it, cpuacct counts its processor time, freezer
+// stops it whole before it is killed.
+var cgroupV1Controllers = []string{"memory", "pids", "cpu", "cpuacct", "freezer"}
+
+// cgroupV1Needed are the hierarchies without which commands get no cgroup.
+var cgroupV1Needed = []string{"memory", "pids", "cpu"}
+
+// cgroups is where a sandbox makes each command a cgroup of its own: a directory
+// metalambda-<pid> under the caller's own cgroup, in every cgroup v1 hierarchy
+// of cgroupV1Controllers, or in the cgroup v2 tree with the memory, pids and cpu
+// controllers enabled. The caller must be allowed to create cgroups there (root
+// on a host; in a container, only where the runtime delegated its cgroup).
+type cgroups struct {
+	v2      bool
+	parents map[string]string // controller (v1) or "" (v2) → the caller's metalambda-<pid> directory
+	reason  error             // why there are none, when parents is empty
+}
+
+// cgroupRoot is where cgroup file systems are mounted.
+var cgroupRoot = "/sys/fs/cgroup"
+
+// newCgroups finds where commands can get cgroups; without a place, commands
+// run in the caller's cgroup and reason says why.
+func newCgroups() *cgroups {
+	own, err := ownCgroups()
+	if err != nil {
+		return &cgroups{reason: err}
+	}
+	name := "metalambda-" + strconv.Itoa(os.Getpid())
+	if cs, err := v1Cgroups(own, name); err == nil {
+		return cs
+	} else if v2, v2err := v2Cgroups(own, name); v2err == nil {
+		return v2
+	} else {
+		return &cgroups{reason: fmt.Errorf("cgroup v1: %v; cgroup v2: %v", err, v2err)}
+	}
+}
+
+// Cgroups reports whether commands get cgroups of their own, and why not.
+func (s *Sandbox) Cgroups() (bool, error) {
+	if s.cgroups == nil || len(s.cgroups.parents) == 0 {
+		if s.cgroups == nil {
+			return false, errors.New("no cgroups")
+		}
+		return false, s.cgroups.reason
+	}
+	return true, nil
+}
+
+// ownCgroups reads /proc/self/cgroup: each controller's (or "" for v2) path.
+func ownCgroups() (map[string]string, error) {
+	f, err := os.Open("/proc/self/cgroup")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	own := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		parts := strings.SplitN(sc.Text(), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		if parts[1] == "" {
+			own[""] = parts[2]
+			continue
+		}
+		for _, c := range strings.Split(parts[1], ",") {
+			own[c] = parts[2]
+		}
+	}
+	return own, sc.Err()
+}
+
+// v1Cgroups makes name under the caller's cgroup in each v1 hierarchy.
+func v1Cgroups(own map[string]string, name string) (*cgroups, error) {
+	cs := &cgroups{parents: map[string]string{}}
+	for _, c := range cgroupV1Controllers {
+		path, ok := own[c]
+		mount := filepath.Join(cgroupRoot, c)
+		if _, err := os.Stat(filepath.Join(mount, "cgroup.procs")); !ok || err != nil {
+			continue
+		}
+		dir := filepath.Join(mount, path, name)
+		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+			cs.removeParents()
+			return nil, fmt.Errorf("creating %s: %w", dir, err)
+		}
+		cs.parents[c] = dir
+	}
+	for _, c := range cgroupV1Needed {
+		if cs.parents[c] == "" {
+			cs.removeParents()
+			return nil, fmt.Errorf("no %s hierarchy under %s", c, cgroupRoot)
+		}
+	}
+	removeStale(cs.parents)
+	return cs, nil
+}
+
+// v2Cgroups makes name under the caller's cgroup of the v2 tree, with the
+// memory, pids and cpu controllers enabled for its children.
+func v2Cgroups(own map[string]string, name string) (*cgroups, error) {
+	path, ok := own[""]
+	if !ok {
+		return nil, errors.New("the process is in no cgroup v2")
+	}
+	mount := cgroupRoot
+	if _, err := os.Stat(filepath.Join(mount, "cgroup.controllers")); err != nil {
+		mount = filepath.Join(cgroupRoot, "unified")
+	}
+	dir := filepath.Join(mount, path, name)
+	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	cs := &cgroups{v2: true, parents: map[string]string{"": dir}}
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.subtree_control"), []byte("+memory +pids +cpu"), 0); err != nil {
+		cs.removeParents()
+		return nil, fmt.Errorf("enabling the memory, pids and cpu controllers in %s (they must be enabled in the cgroups above it): %w", dir, err)
+	}
+	removeStale(cs.parents)
+	return cs, nil
+}
+
+func (cs *cgroups) removeParents() {
+	for _, dir := range cs.parents {
+		_ = syscall.Rmdir(dir)
+	}
+}
+
+var staleOnce sync.Once
+
+// removeStale removes, once per process, the cgroups that gateways which have
+// exited left beside parents (metalambda-<pid> of a pid that is gone).
+func removeStale(parents map[string]string) {
+	staleOnce.Do(func() {
+		for _, dir := range parents {
+			siblings, _ := filepath.Glob(filepath.Join(filepath.Dir(dir), "metalambda-*"))
+			for _, s := range siblings {
+				pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(s), "metalambda-"))
+				if err != nil || pid == os.Getpid() || syscall.Kill(pid, 0) == nil {
+					continue
+				}
+				children, _ := filepath.Glob(filepath.Join(s, "w-*"))
+				for _, c := range children {
+					_ = syscall.Rmdir(c)
+				}
+				_ = syscall.Rmdir(s)
+			}
+		}
+	})
+}
+
+// cgroup is one command's cgroup: a directory per v1 hierarchy, or one v2
+// directory.
+type cgroup struct {
+	v2   bool
+	dirs map[string]string // controller (v1) or "" (v2) → directory
+}
+
+// create makes a cgroup bounded by l: memory, tasks (Processes) and processor
+// time (CPU). A nil cgroups makes none, and a nil cgroup does nothing.
+func (cs *cgroups) create(l Limits) (*cgroup, error) {
+	if cs == nil || len(cs.parents) == 0 {
+		return nil, nil
+	}
+	name := "w-" + randomName()
+	cg := &cgroup{v2: cs.v2, dirs: map[string]string{}}
+	for c, parent := range cs.parents {
+		dir := filepath.Join(parent, name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			cg.remove()
+			return nil, fmt.Errorf("sandbox: the command's cgroup: %w", err)
+		}
+		cg.dirs[c] = dir
+	}
+	if err := cg.limit(l); err != nil {
+		cg.remove()
+		return nil, fmt.Errorf("sandbox: the command's cgroup: %w", err)
+	}
+	return cg, nil
+}
+
+// cpuPeriod is the CFS period of a command's processor-time bound, in µs.
+const cpuPeriod = 100000
+
+func (cg *cgroup) limit(l Limits) error {
+	var writes [][2]string
+	quota := strconv.FormatInt(l.CPU*cpuPeriod/1000, 10)
+	if cg.v2 {
+		writes = [][2]string{{"memory.max", limitText(l.Memory, "max")}, {"memory.swap.max", "0"}, {"pids.max", limitText(l.Processes, "max")}}
+		if l.CPU > 0 {
+			writes = append(writes, [2]string{"cpu.max", quota + " " + strconv.Itoa(cpuPeriod)})
+		}
+	} else {
+		writes = [][2]string{{"memory/memory.limit_in_bytes", limitText(l.Memory, "-1")}, {"memory/memory.memsw.limit_in_bytes", limitText(l.Memory, "-1")}, {"pids/pids.max", limitText(l.Processes, "max")}}
+		if l.CPU > 0 {
+			writes = append(writes, [2]string{"cpu/cpu.cfs_period_us", strconv.Itoa(cpuPeriod)}, [2]string{"cpu/cpu.cfs_quota_us", quota})
+		}
+	}
+	for _, w := range writes {
+		path := cg.file(w[0])
+		err := os.WriteFile(path, []byte(w[1]), 0)
+		if errors.Is(err, os.ErrNotExist) && (strings.Contains(w[0], "swap") || strings.Contains(w[0], "memsw")) {
+			continue // the kernel does not account swap
+		}
+		if err != nil {
+			return fmt.Errorf("writing %s to %s: %w", w[1], path, err)
+		}
+	}
+	return nil
+}
+
+func limitText(v int64, none string) string {
+	if v < 0 {
+		return none
+	}
+	return strconv.FormatInt(v, 10)
+}
+
+// file is a file of the cgroup: "controller/name" in v1, "name" in v2.
+func (cg *cgroup) file(name string) string {
+	if cg.v2 {
+		return filepath.Join(cg.dirs[""], name)
+	}
+	c, f, _ := strings.Cut(name, "/")
+	return filepath.Join(cg.dirs[c], f)
+}
+
+// procs are the cgroup.procs files a command's launcher joins.
+func (cg *cgroup) procs() []string {
+	if cg == nil {
+		return nil
+	}
+	var files []string
+	for _, dir := range cg.dirs {
+		files = append(files, filepath.Join(dir, "cgroup.procs"))
+	}
+	return files
+}
+
+// pids lists the processes in the cgroup.
+func (cg *cgroup) pids() []int {
+	raw, err := os.ReadFile(cg.file(cg.countFile("cgroup.procs")))
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(raw)) {
+		if pid, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// countFile names a file of the pids hierarchy in v1.
+func (cg *cgroup) countFile(name string) string {
+	if cg.v2 {
+		return name
+	}
+	return "pids/" + name
+}
+
+// kill kills every process in the cgroup: at once with cgroup.kill in v2; in v1
+// frozen first, when the freezer hierarchy is there, so that none forks while
+// the others are killed.
+func (cg *cgroup) kill() {
+	if cg == nil {
+		return
+	}
+	if cg.v2 {
+		if os.WriteFile(cg.file("cgroup.kill"), []byte("1"), 0) == nil {
+			return
+		}
+	}
+	frozen := !cg.v2 && cg.dirs["freezer"] != "" && os.WriteFile(cg.file("freezer/freezer.state"), []byte("FROZEN"), 0) == nil
+	for range 100 {
+		pids := cg.pids()
+		if len(pids) == 0 {
+			break
+		}
+		for _, pid := range pids {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+		if frozen {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if frozen {
+		_ = os.WriteFile(cg.file("freezer/freezer.state"), []byte("THAWED"), 0)
+	}
+}
+
+// remove removes the cgroup once its processes are gone, waiting up to a few
+// seconds for killed ones to exit.
+func (cg *cgroup) remove() {
+	if cg == nil {
+		return
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for c, dir := range cg.dirs {
+		for {
+			err := syscall.Rmdir(dir)
+			if err == nil || errors.Is(err, syscall.ENOENT) || time.Now().After(deadline) {
+				break
+			}
+			cg.kill()
+			time.Sleep(10 * time.Millisecond)
+		}
+		delete(cg.dirs, c)
+	}
+}
+
+// usage reads the cgroup's task count and processor time.
+func (cg *cgroup) usage() (Usage, bool) {
+	if cg == nil {
+		return Usage{}, false
+	}
+	raw, err := os.ReadFile(cg.file(cg.countFile("pids.current")))
+	if err != nil {
+		return Usage{}, false
+	}
+	tasks, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
+	var cpu time.Duration
+	if cg.v2 {
+		stat, err := os.ReadFile(cg.file("cpu.stat"))
+		if err != nil {
+			return Usage{}, false
+		}
+		for _, line := range strings.Split(string(stat), "\n") {
+			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
+				us, _ := strconv.ParseInt(v, 10, 64)
+				cpu = time.Duration(us) * time.Microsecond
+			}
+		}
+	} else {
+		if cg.dirs["cpuacct"] == "" {
+			return Usage{}, false
+		}
+		raw, err := os.ReadFile(cg.file("cpuacct/cpuacct.usage"))
+		if err != nil {
+			return Usage{}, false
+		}
+		ns, _ := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+		cpu = time.Duration(ns)
+	}
+	return Usage{Tasks: tasks, CPU: cpu}, true
+}
