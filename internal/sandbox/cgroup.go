@@ -63,6 +63,14 @@ func (s *Sandbox) Cgroups() (bool, error) {
 	return true, nil
 }
 
+// describe names where commands' cgroups are made.
+func (cs *cgroups) describe() string {
+	if cs.v2 {
+		return "v2 under " + cs.parents[""]
+	}
+	return "v1 under " + cs.parents["memory"] + " and the other hierarchies"
+}
+
 // ownCgroups reads /proc/self/cgroup: each controller's (or "" for v2) path.
 func ownCgroups() (map[string]string, error) {
 	f, err := os.Open("/proc/self/cgroup")

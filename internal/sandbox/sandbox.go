@@ -197,6 +197,11 @@ func (s *Sandbox) Describe() []any {
 	if s.fallback != nil {
 		kv = append(kv, "namespacesUnavailable", s.fallback.Error())
 	}
+	if ok, why := s.Cgroups(); ok {
+		kv = append(kv, "cgroups", s.cgroups.describe())
+	} else {
+		kv = append(kv, "cgroups", "none: processes are bounded by rlimits alone", "cgroupsUnavailable", why.Error())
+	}
 	return kv
 }
 
