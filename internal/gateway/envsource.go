@@ -192,6 +192,9 @@ func (c *envCache) resolve(ctx context.Context, function, namespace string, src 
 			return nil, c.sourceError(ctx, function, namespace, field, kind, ref.Name, err)
 		}
 		for k, v := range data {
+			if err := fnv1.ReservedEnvError(from.Prefix + k); err != nil {
+				return nil, &envSourceError{msg: fmt.Sprintf("function %s: %s: %s %q: key %s: %v; rename the key, or set a prefix", function, field, singular(kind), ref.Name, k, err)}
+			}
 			env[from.Prefix+k] = v
 		}
 	}

@@ -293,6 +293,7 @@ func TestFunctionAPIChecksEnvSources(t *testing.T) {
 		{"bad name", map[string]any{"envValueFrom": map[string]any{"A": map[string]any{"secretKeyRef": map[string]any{"name": "Bad_Name", "key": "k"}}}}, `spec.envValueFrom[A].secretKeyRef.name: Invalid value: "Bad_Name"`},
 		{"no key", map[string]any{"envValueFrom": map[string]any{"A": map[string]any{"configMapKeyRef": map[string]any{"name": "db"}}}}, "spec.envValueFrom[A].configMapKeyRef.key: Required value"},
 		{"also in env", map[string]any{"env": map[string]any{"A": "1"}, "envValueFrom": map[string]any{"A": map[string]any{"secretKeyRef": map[string]any{"name": "db", "key": "password"}}}}, "also set in spec.env"},
+		{"loader variable", map[string]any{"env": map[string]any{"LD_PRELOAD": "/tmp/evil.so"}}, "spec.env[LD_PRELOAD]: Invalid value: \"LD_PRELOAD\": variable LD_PRELOAD is reserved"},
 	} {
 		spec := map[string]any{"name": "bad", "runtime": "python", "source": envPy}
 		for k, v := range tt.spec {
@@ -314,6 +315,8 @@ func TestFunctionAPIChecksEnvSources(t *testing.T) {
 		{"bad name", map[string]any{"envFrom": []any{map[string]any{"configMapRef": map[string]any{"name": "Bad_Name"}}}}, []string{"spec.envFrom[0].configMapRef.name"}},
 		{"also in env", map[string]any{"env": map[string]any{"A": "1"}, "envValueFrom": map[string]any{"A": map[string]any{"secretKeyRef": map[string]any{"name": "db", "key": "password"}}}}, []string{"spec.envValueFrom", "a variable may not be both in env and in envValueFrom"}},
 		{"bad variable", map[string]any{"envValueFrom": map[string]any{"A=B": map[string]any{"secretKeyRef": map[string]any{"name": "db", "key": "password"}}}}, []string{"spec.envValueFrom", "printable ASCII characters other than '='"}},
+		{"loader variable", map[string]any{"env": map[string]any{"LD_PRELOAD": "/tmp/evil.so"}}, []string{"spec.env", "are reserved and cannot be set"}},
+		{"loader prefix", map[string]any{"envFrom": []any{map[string]any{"prefix": "LD_", "secretRef": map[string]any{"name": "db"}}}}, []string{"spec.envFrom[0].prefix", "a prefix may not start a reserved name"}},
 	} {
 		spec := map[string]any{"runtime": "python", "source": envPy}
 		for k, v := range tt.spec {

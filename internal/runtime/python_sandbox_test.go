@@ -159,8 +159,8 @@ def sees(d):
 			landlock: map[string]any{"file": "PermissionError", "sees it": "PermissionError"},
 		},
 		{
-			name:     "connect to loopback",
-			body:     `return {"listener": connect(` + strconv.Itoa(port) + `), "interfaces": interfaces()}`,
+			name: "connect to loopback",
+			body: `return {"listener": connect(` + strconv.Itoa(port) + `), "interfaces": interfaces()}`,
 			// No netlink socket either, to list interfaces with.
 			want:     map[string]any{"listener": "ConnectionRefusedError", "interfaces": "OSError"},
 			landlock: map[string]any{"listener": "PermissionError", "interfaces": "PermissionError"},

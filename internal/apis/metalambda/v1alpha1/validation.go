@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"maps"
 	"slices"
 	"strings"
 
@@ -12,14 +13,22 @@ import (
 const (
 	MaxEnvFrom      = 64
 	MaxEnvValueFrom = 256
+	MaxEnv          = 512
 )
 
-// ValidateEnvSources checks spec.envFrom and spec.envValueFrom as the CRD's schema
-// does: exactly one reference per entry, object names and keys Kubernetes accepts,
-// variable names a process environment can hold, and no name both in env and in
-// envValueFrom. Each error names its field (spec.envFrom[1].secretRef.name).
+// ValidateEnvSources checks spec.env's names, spec.envFrom and spec.envValueFrom
+// as the CRD's schema does: exactly one reference per entry, object names and keys
+// Kubernetes accepts, variable names a process environment can hold and that are
+// not reserved (ReservedEnvError), and no name both in env and in envValueFrom. Each error names its field (spec.envFrom[1].secretRef.name).
 func ValidateEnvSources(spec *FunctionSpec) field.ErrorList {
 	var errs field.ErrorList
+	env := field.NewPath("spec", "env")
+	if len(spec.Env) > MaxEnv {
+		return field.ErrorList{field.TooMany(env, len(spec.Env), MaxEnv)}
+	}
+	for _, name := range slices.Sorted(maps.Keys(spec.Env)) {
+		errs = append(errs, validateEnvName(env.Key(name), name)...)
+	}
 	from := field.NewPath("spec", "envFrom")
 	if len(spec.EnvFrom) > MaxEnvFrom {
 		return field.ErrorList{field.TooMany(from, len(spec.EnvFrom), MaxEnvFrom)}
@@ -108,6 +117,9 @@ func validateEnvName(path *field.Path, name string) field.ErrorList {
 	ok := !strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r > '~' || r == '=' })
 	if !ok {
 		return field.ErrorList{field.Invalid(path, name, "a variable name must consist of printable ASCII characters other than '='")}
+	}
+	if err := ReservedEnvError(name); err != nil {
+		return field.ErrorList{field.Invalid(path, name, err.Error())}
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -29,6 +30,11 @@ func TestValidateEnvSources(t *testing.T) {
 		{"value without key", FunctionSpec{EnvValueFrom: map[string]EnvVarSource{"A": {SecretKeyRef: &KeyRef{Name: "a"}}}}, []string{"spec.envValueFrom[A].secretKeyRef.key: Required value"}},
 		{"bad key", FunctionSpec{EnvValueFrom: map[string]EnvVarSource{"A": {ConfigMapKeyRef: &KeyRef{Name: "a", Key: "a/b"}}}}, []string{`spec.envValueFrom[A].configMapKeyRef.key: Invalid value: "a/b"`}},
 		{"bad variable name", FunctionSpec{EnvValueFrom: map[string]EnvVarSource{"A=B": {SecretKeyRef: &KeyRef{Name: "a", Key: "k"}}}}, []string{`spec.envValueFrom[A=B]: Invalid value: "A=B"`}},
+		{"loader variable in env", FunctionSpec{Env: map[string]string{"LD_PRELOAD": "/tmp/x.so", "OK": "1"}}, []string{`spec.env[LD_PRELOAD]: Invalid value: "LD_PRELOAD": variable LD_PRELOAD is reserved: names that steer the dynamic loader or the C library`}},
+		{"C library variable from a key", FunctionSpec{EnvValueFrom: map[string]EnvVarSource{"GCONV_PATH": {SecretKeyRef: &KeyRef{Name: "a", Key: "k"}}}}, []string{"spec.envValueFrom[GCONV_PATH]: Invalid value: \"GCONV_PATH\": variable GCONV_PATH is reserved"}},
+		{"loader prefix", FunctionSpec{EnvFrom: []EnvFromSource{{Prefix: "LD_", SecretRef: secret}}}, []string{`spec.envFrom[0].prefix: Invalid value: "LD_": variable LD_ is reserved`}},
+		{"malloc tunable", FunctionSpec{Env: map[string]string{"MALLOC_PERTURB_": "1", "GLIBC_TUNABLES": "x"}}, []string{"spec.env[GLIBC_TUNABLES]", "spec.env[MALLOC_PERTURB_]"}},
+		{"too many variables", FunctionSpec{Env: manyVars(MaxEnv + 1)}, []string{"spec.env: Too many: 513"}},
 		{"also in env", FunctionSpec{Env: map[string]string{"A": "1"}, EnvValueFrom: map[string]EnvVarSource{"A": {SecretKeyRef: &KeyRef{Name: "a", Key: "k"}}}}, []string{"spec.envValueFrom[A]: Invalid value: \"A\": also set in spec.env"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,4 +49,12 @@ func TestValidateEnvSources(t *testing.T) {
 			}
 		})
 	}
+}
+
+func manyVars(n int) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		m[fmt.Sprintf("V%d", i)] = "x"
+	}
+	return m
 }
