@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -465,6 +466,104 @@ for leave in (os.setsid, lambda: os.setpgid(0, 0)):
 		t.Run(mode, func(t *testing.T) {
 			if got, want := run(t, command, Spec{Network: true}, program), "PermissionError\nPermissionError\nPermissionError"; got != want {
 				t.Errorf("abstract socket, setsid, setpgid: %q, want %q", got, want)
+			}
+		})
+	}
+}
+
+// TestEnvironmentReachesOnlyTheCommand: a command's environment that names a
+// library for the dynamic loader must not steer any process that builds the
+// sandbox (bubblewrap, the launcher), which run with the caller's rights before
+// any bound exists. The library records every process that loads it in a file
+// only the host can reach; the command itself may load it, inside its sandbox,
+// where that file is out of its sight.
+func TestEnvironmentReachesOnlyTheCommand(t *testing.T) {
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		t.Skip("needs gcc to build the library")
+	}
+	libDir, err := os.MkdirTemp("/tmp", "metalambda-preload-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(libDir)
+	if err := os.Chmod(libDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	hostOnly := t.TempDir()
+	marker := filepath.Join(hostOnly, "loaded")
+	src := filepath.Join(libDir, "evil.c")
+	code := `#include <stdio.h>
+#include <unistd.h>
+__attribute__((constructor)) static void evil(void) {
+	FILE *f = fopen(` + strconv.Quote(marker) + `, "a");
+	if (f) { fprintf(f, "uid %d pid %d\n", (int)getuid(), (int)getpid()); fclose(f); }
+}
+`
+	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lib := filepath.Join(libDir, "evil.so")
+	if out, err := exec.Command(gcc, "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
+		t.Fatalf("building the library: %v: %s", err, out)
+	}
+	if err := os.Chmod(lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, command := range modes(t) {
+		t.Run(name, func(t *testing.T) {
+			spec := Spec{Env: []string{"LD_PRELOAD=" + lib, "LD_LIBRARY_PATH=" + libDir}, ReadOnly: []string{libDir}}
+			got := run(t, command, spec, `import os; print(os.environ.get("LD_PRELOAD", "unset"))`)
+			if got != lib {
+				t.Errorf("the command's LD_PRELOAD = %q, want %q: the command gets its environment", got, lib)
+			}
+			if raw, err := os.ReadFile(marker); err == nil {
+				t.Errorf("a process outside the sandbox loaded the command's library: %s", raw)
+			}
+		})
+	}
+}
+
+// TestCgroupBoundsMemoryAndCPU: where the sandbox gives commands cgroups, memory
+// the address-space limit does not see (here none is set) is bounded as a whole,
+// processor time is held to the command's share, and Usage reports both.
+func TestCgroupBoundsMemoryAndCPU(t *testing.T) {
+	s := newSandbox(t)
+	if ok, why := s.Cgroups(); !ok {
+		t.Skipf("no cgroups here: %v", why)
+	}
+	for name, sb := range map[string]*Sandbox{"namespaces": s, "landlock": landlockSandbox(t)} {
+		t.Run(name, func(t *testing.T) {
+			cmd, err := sb.Command(Spec{Args: []string{python, "-I", "-c", "b = bytearray(256 << 20); print('allocated')"}, Limits: Limits{AddressSpace: -1, Memory: 64 << 20}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := output(cmd)
+			if err == nil || strings.Contains(out, "allocated") {
+				t.Errorf("allocating 256 MiB under a 64 MiB bound: %v, %q; want the command killed", err, out)
+			}
+
+			spin := `import os, threading, time
+def spin():
+    end = time.monotonic() + 2
+    while time.monotonic() < end:
+        pass
+ts = [threading.Thread(target=spin) for _ in range(2)]
+[t.start() for t in ts]
+[t.join() for t in ts]
+print(sum(os.times()[:2]))`
+			cmd, err = sb.Command(Spec{Args: []string{python, "-I", "-c", spin}, Limits: Limits{CPU: 100}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err = output(cmd)
+			if err != nil {
+				t.Fatalf("%v: %s", err, out)
+			}
+			// Two threads spinning for 2 s of wall clock at a tenth of a core get
+			// about 0.2 s; without the bound they would get up to 4.
+			if cpu, err := strconv.ParseFloat(strings.TrimSpace(out), 64); err != nil || cpu > 1 {
+				t.Errorf("processor time %q s at a tenth of a core for 2 s, want well under 1", out)
 			}
 		})
 	}
