@@ -22,7 +22,7 @@ command -v go >/dev/null || { say "Go is required and not on PATH; install Go 1.
 # builds the dashboard's assets, chromium is the headless browser of its tests).
 required=(
   make:make git:git gcc:gcc sha256sum:coreutils curl:curl python3:python3
-  ip:iproute2 unshare:util-linux prlimit:util-linux setpriv:util-linux
+  ip:iproute2 unshare:util-linux nsenter:util-linux
   bwrap:bubblewrap npm:npm chromium:chromium
 )
 missing=()

@@ -568,3 +568,17 @@ print(sum(os.times()[:2]))`
 		})
 	}
 }
+
+// TestSecurityDocNamesEveryRefusedCall: docs/security.md lists the system calls
+// every sandbox refuses; it must name each one the filter refuses.
+func TestSecurityDocNamesEveryRefusedCall(t *testing.T) {
+	raw, err := os.ReadFile("../../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range RefusedCalls() {
+		if !strings.Contains(string(raw), "`"+c.Name+"`") {
+			t.Errorf("docs/security.md does not name %s (%s)", c.Name, c.Reason)
+		}
+	}
+}
