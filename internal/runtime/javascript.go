@@ -58,7 +58,7 @@ func (j *javaScript) Compile(fn Function) (Compiled, error) {
 		return nil, err
 	}
 	f := &jsFunction{fn: fn, program: program, timeout: j.opts.timeout(fn)}
-	f.pool = newPool(j.opts.JavaScriptPoolSize, j.pools, f.newVM, (*jsVM).interrupt)
+	f.pool = newPool(j.opts.JavaScriptPoolSize, j.pools, f.newVM, (*jsVM).interrupt, nil)
 	vm, err := f.pool.get(context.Background())
 	if err != nil {
 		f.pool.close()

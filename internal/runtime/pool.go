@@ -30,10 +30,11 @@ type pool[T comparable] struct {
 	closed    bool
 }
 
-func newPool[T comparable](size int, stats *poolSet, create func() (T, error), destroy func(T)) *pool[T] {
+func newPool[T comparable](size int, stats *poolSet, create func() (T, error), destroy func(T), keep func(T, time.Time) bool) *pool[T] {
 	p := &pool[T]{
 		create:  create,
 		destroy: destroy,
+		keep:    keep,
 		slots:   make(chan struct{}, size),
 		stats:   stats,
 		busy:    map[T]struct{}{},

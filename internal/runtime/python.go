@@ -159,8 +159,7 @@ func (p *python) Compile(fn Function) (Compiled, error) {
 // warm makes f's pool of workers and starts the first, so that a source that does
 // not load fails here, at compile time.
 func (f *pyFunction) warm(size int, pools *poolSet) error {
-	f.pool = newPool(size, pools, f.startWorker, (*pyWorker).kill)
-	f.pool.keep = f.keepIdle
+	f.pool = newPool(size, pools, f.startWorker, (*pyWorker).kill, f.keepIdle)
 	w, err := f.pool.get(context.Background())
 	if err != nil {
 		f.pool.close()
@@ -312,11 +311,27 @@ func (f *pyFunction) Invoke(ctx context.Context, request json.RawMessage) (Resul
 // most, for well under a millisecond each.
 const idleCPUAllowance = 100 * time.Millisecond
 
-// settled reports whether a worker that answered may serve again: a Python
-// worker must hold no more threads and processes than once it had loaded, and no
-// worker may have used processor time since it answered beyond the allowance.
-// Where the sandbox gives no cgroup, nothing is known and the worker is kept.
+// settled reports whether a Python worker that answered may serve again: it must
+// hold no more threads and processes than once it had loaded. A script worker's
+// Go runtime starts and parks threads of its own, so only its processor time
+// while idle tells (keepIdle). Where the sandbox gives no cgroup, nothing is
+// known and the worker is kept.
 func (f *pyFunction) settled(w *pyWorker) bool {
+	if !f.checkTasks {
+		return true
+	}
+	now, ok := w.usage()
+	return !ok || now.Tasks <= w.loaded.Tasks
+}
+
+// keepIdle reports whether a worker idle since since may stay: not past the idle
+// timeout, and not running: a Python worker with more threads or processes than
+// once it had loaded, or any worker that has used more than idleCPUAllowance of
+// processor time since the first sweep of this idle period.
+func (f *pyFunction) keepIdle(w *pyWorker, since time.Time) bool {
+	if f.idleTimeout > 0 && time.Since(since) > f.idleTimeout {
+		return false
+	}
 	now, ok := w.usage()
 	if !ok {
 		return true
@@ -324,18 +339,13 @@ func (f *pyFunction) settled(w *pyWorker) bool {
 	if f.checkTasks && now.Tasks > w.loaded.Tasks {
 		return false
 	}
-	w.idle = now
-	return true
-}
-
-// keepIdle reports whether a worker idle since since may stay: not past the idle
-// timeout, and not running (see settled).
-func (f *pyFunction) keepIdle(w *pyWorker, since time.Time) bool {
-	if f.idleTimeout > 0 && time.Since(since) > f.idleTimeout {
-		return false
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.idleFrom != since { // the first sweep of this idle period: the baseline
+		w.idleFrom, w.idleCPU = since, now.CPU
+		return true
 	}
-	now, ok := w.usage()
-	return !ok || now.CPU-w.idle.CPU <= idleCPUAllowance && (!f.checkTasks || now.Tasks <= w.loaded.Tasks)
+	return now.CPU-w.idleCPU <= idleCPUAllowance
 }
 
 // acquire gets a live worker, replacing one that died while idle.
@@ -373,7 +383,10 @@ type pyWorker struct {
 	once   sync.Once
 
 	loaded sandbox.Usage // what the worker held once it had loaded the source
-	idle   sandbox.Usage // what it held when it last became idle
+
+	mu       sync.Mutex    // guards the idle sweep's baseline
+	idleFrom time.Time     // the idle period the baseline belongs to
+	idleCPU  time.Duration // processor time at the first sweep of that period
 
 	sandboxed bool
 	goWorker  bool
@@ -407,7 +420,6 @@ func (f *pyFunction) startWorker() (*pyWorker, error) {
 		return nil, err
 	}
 	w.loaded, _ = w.usage()
-	w.idle = w.loaded
 	return w, nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 )
 
 // cgroupV1Controllers are the cgroup v1 hierarchies a command gets a cgroup in:
@@ -180,6 +181,10 @@ func removeStale(parents map[string]string) {
 type cgroup struct {
 	v2   bool
 	dirs map[string]string // controller (v1) or "" (v2) → directory
+
+	mu       sync.Mutex
+	counters [2]*os.File // pids.current and the processor time's file, opened by usage
+	removed  bool
 }
 
 // create makes a cgroup bounded by l: memory, tasks (Processes) and processor
@@ -251,14 +256,21 @@ func (cg *cgroup) file(name string) string {
 	return filepath.Join(cg.dirs[c], f)
 }
 
-// procs are the cgroup.procs files a command's launcher joins.
+// procs are the files a command's launcher joins its cgroup through: v1's
+// tasks, where writing 0 moves the writing thread alone, which then executes the
+// command (cgroup.procs moves the whole thread group under a lock that waits for
+// an RCU grace period, 10 ms and more on a small machine); v2's cgroup.procs.
 func (cg *cgroup) procs() []string {
 	if cg == nil {
 		return nil
 	}
+	name := "tasks"
+	if cg.v2 {
+		name = "cgroup.procs"
+	}
 	var files []string
 	for _, dir := range cg.dirs {
-		files = append(files, filepath.Join(dir, "cgroup.procs"))
+		files = append(files, filepath.Join(dir, name))
 	}
 	return files
 }
@@ -323,8 +335,12 @@ func (cg *cgroup) remove() {
 	if cg == nil {
 		return
 	}
+	cg.mu.Lock()
+	cg.closeCounters()
+	cg.removed = true
+	cg.mu.Unlock()
 	deadline := time.Now().Add(5 * time.Second)
-	for c, dir := range cg.dirs {
+	for _, dir := range cg.dirs { // never changed after create: kill reads it meanwhile
 		for {
 			err := syscall.Rmdir(dir)
 			if err == nil || errors.Is(err, syscall.ENOENT) || time.Now().After(deadline) {
@@ -333,42 +349,84 @@ func (cg *cgroup) remove() {
 			cg.kill()
 			time.Sleep(10 * time.Millisecond)
 		}
-		delete(cg.dirs, c)
 	}
 }
 
-// usage reads the cgroup's task count and processor time.
+// usage reads the cgroup's task count and processor time from descriptors it
+// keeps open, without allocating: the gateway reads them after every call.
 func (cg *cgroup) usage() (Usage, bool) {
 	if cg == nil {
 		return Usage{}, false
 	}
-	raw, err := os.ReadFile(cg.file(cg.countFile("pids.current")))
-	if err != nil {
+	cg.mu.Lock()
+	defer cg.mu.Unlock()
+	if cg.removed {
 		return Usage{}, false
 	}
-	tasks, _ := strconv.Atoi(strings.TrimSpace(string(raw)))
-	var cpu time.Duration
-	if cg.v2 {
-		stat, err := os.ReadFile(cg.file("cpu.stat"))
-		if err != nil {
+	if cg.counters[0] == nil {
+		if err := cg.openCounters(); err != nil {
 			return Usage{}, false
 		}
-		for _, line := range strings.Split(string(stat), "\n") {
-			if v, ok := strings.CutPrefix(line, "usage_usec "); ok {
-				us, _ := strconv.ParseInt(v, 10, 64)
-				cpu = time.Duration(us) * time.Microsecond
-			}
-		}
-	} else {
-		if cg.dirs["cpuacct"] == "" {
-			return Usage{}, false
-		}
-		raw, err := os.ReadFile(cg.file("cpuacct/cpuacct.usage"))
-		if err != nil {
-			return Usage{}, false
-		}
-		ns, _ := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
-		cpu = time.Duration(ns)
 	}
-	return Usage{Tasks: tasks, CPU: cpu}, true
+	var buf [512]byte
+	n, err := cg.counters[0].ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
+		return Usage{}, false
+	}
+	tasks, _ := leadingInt(buf[:n])
+	n, err = cg.counters[1].ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
+		return Usage{}, false
+	}
+	if !cg.v2 {
+		ns, _ := leadingInt(buf[:n])
+		return Usage{Tasks: int(tasks), CPU: time.Duration(ns)}, true
+	}
+	// cpu.stat starts with "usage_usec <n>".
+	rest, ok := strings.CutPrefix(unsafeString(buf[:n]), "usage_usec ")
+	if !ok {
+		return Usage{}, false
+	}
+	us, _ := leadingInt([]byte(rest))
+	return Usage{Tasks: int(tasks), CPU: time.Duration(us) * time.Microsecond}, true
+}
+
+// openCounters opens the files usage reads.
+func (cg *cgroup) openCounters() error {
+	names := [2]string{"pids/pids.current", "cpuacct/cpuacct.usage"}
+	if cg.v2 {
+		names = [2]string{"pids.current", "cpu.stat"}
+	}
+	for i, name := range names {
+		f, err := os.Open(cg.file(name))
+		if err != nil {
+			cg.closeCounters()
+			return err
+		}
+		cg.counters[i] = f
+	}
+	return nil
+}
+
+func (cg *cgroup) closeCounters() {
+	for i, f := range cg.counters {
+		if f != nil {
+			f.Close()
+			cg.counters[i] = nil
+		}
+	}
+}
+
+// leadingInt parses the decimal number at the start of b.
+func leadingInt(b []byte) (int64, bool) {
+	var v int64
+	i := 0
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		v = v*10 + int64(b[i]-'0')
+	}
+	return v, i > 0
+}
+
+func unsafeString(b []byte) string {
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }

@@ -149,8 +149,9 @@ func runLauncher(f *os.File) error {
 	return fmt.Errorf("executing %s: %w", l.Args[0], errno)
 }
 
-// joinCgroups moves the launcher into the cgroups whose cgroup.procs files are
-// the n descriptors after launchFD, and closes them.
+// joinCgroups moves the launcher's thread, which executes the command, into the
+// cgroups whose files (cgroup.procs or v1's tasks) are the n descriptors after
+// launchFD, and closes them.
 func joinCgroups(n int) error {
 	for fd := launchFD + 1; fd <= launchFD+n; fd++ {
 		f := os.NewFile(uintptr(fd), "cgroup.procs")
