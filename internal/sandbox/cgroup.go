@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,9 +17,8 @@ import (
 )
 
 // cgroupV1Controllers are the cgroup v1 hierarchies a command gets a cgroup in:
-// memory, pids and cpu bound it, cpuacct counts its processor time, freezer
-// stops it whole before it is killed.
-var cgroupV1Controllers = []string{"memory", "pids", "cpu", "cpuacct", "freezer"}
+// memory, pids and cpu bound it, cpuacct counts its processor time.
+var cgroupV1Controllers = []string{"memory", "pids", "cpu", "cpuacct"}
 
 // cgroupV1Needed are the hierarchies without which commands get no cgroup.
 var cgroupV1Needed = []string{"memory", "pids", "cpu"}
@@ -102,8 +103,10 @@ func v1Cgroups(own map[string]string, name string) (*cgroups, error) {
 	cs := &cgroups{parents: map[string]string{}}
 	for _, c := range cgroupV1Controllers {
 		path, ok := own[c]
-		mount := filepath.Join(cgroupRoot, c)
-		if _, err := os.Stat(filepath.Join(mount, "cgroup.procs")); !ok || err != nil {
+		// Co-mounted controllers (cpu,cpuacct) share a directory, reached through
+		// a link named for each.
+		mount, err := filepath.EvalSymlinks(filepath.Join(cgroupRoot, c))
+		if _, statErr := os.Stat(filepath.Join(mount, "cgroup.procs")); !ok || err != nil || statErr != nil {
 			continue
 		}
 		dir := filepath.Join(mount, path, name)
@@ -197,6 +200,10 @@ func (cs *cgroups) create(l Limits) (*cgroup, error) {
 	cg := &cgroup{v2: cs.v2, dirs: map[string]string{}}
 	for c, parent := range cs.parents {
 		dir := filepath.Join(parent, name)
+		if slices.Contains(slices.Collect(maps.Values(cg.dirs)), dir) {
+			cg.dirs[c] = dir // a co-mounted controller's
+			continue
+		}
 		if err := os.Mkdir(dir, 0o755); err != nil {
 			cg.remove()
 			return nil, fmt.Errorf("sandbox: the command's cgroup: %w", err)
@@ -270,7 +277,9 @@ func (cg *cgroup) procs() []string {
 	}
 	var files []string
 	for _, dir := range cg.dirs {
-		files = append(files, filepath.Join(dir, name))
+		if f := filepath.Join(dir, name); !slices.Contains(files, f) {
+			files = append(files, f)
+		}
 	}
 	return files
 }
@@ -299,33 +308,24 @@ func (cg *cgroup) countFile(name string) string {
 }
 
 // kill kills every process in the cgroup: at once with cgroup.kill in v2; in v1
-// frozen first, when the freezer hierarchy is there, so that none forks while
-// the others are killed.
+// by listing them until none is left (pids.max bounds how many a fork can add
+// meanwhile).
 func (cg *cgroup) kill() {
 	if cg == nil {
 		return
 	}
-	if cg.v2 {
-		if os.WriteFile(cg.file("cgroup.kill"), []byte("1"), 0) == nil {
-			return
-		}
+	if cg.v2 && os.WriteFile(cg.file("cgroup.kill"), []byte("1"), 0) == nil {
+		return
 	}
-	frozen := !cg.v2 && cg.dirs["freezer"] != "" && os.WriteFile(cg.file("freezer/freezer.state"), []byte("FROZEN"), 0) == nil
 	for range 100 {
 		pids := cg.pids()
 		if len(pids) == 0 {
-			break
+			return
 		}
 		for _, pid := range pids {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
-		if frozen {
-			break
-		}
 		time.Sleep(time.Millisecond)
-	}
-	if frozen {
-		_ = os.WriteFile(cg.file("freezer/freezer.state"), []byte("THAWED"), 0)
 	}
 }
 
