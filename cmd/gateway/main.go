@@ -50,7 +50,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.listen, "listen", o.listen, "Address to serve the API and the hooks on.")
 	fs.StringVar(&o.hooksListen, "hooks-listen", o.hooksListen, "Address to serve /hooks on, apart from the API (so a network policy can let only engines reach them); empty serves them on --listen.")
 	fs.StringVar(&o.gateway.PublicURL, "public-url", o.gateway.PublicURL, "Base URL engines call hooks at (default http://<hooks-listen or listen>).")
-	fs.StringVar(&o.hookTokenFile, "hook-token-file", o.hookTokenFile, "File holding a bearer token that calls to /hooks must present; empty leaves hooks open.")
+	fs.StringVar(&o.hookTokenFile, "hook-token-file", o.hookTokenFile, "File holding the hook token: calls to /hooks must present it, or a Kubernetes token allowed to invoke functions in the namespace, as a bearer token; empty leaves hooks open.")
 	fs.Float64Var(&o.qps, "client-go-qps", o.qps, "Queries per second to the Kubernetes API.")
 	fs.IntVar(&o.burst, "client-go-burst", o.burst, "Burst of queries to the Kubernetes API.")
 	fs.StringVar(&o.gateway.Runtime.PythonBinary, "python", "python3", "CPython 3 interpreter for python functions.")
@@ -174,6 +174,9 @@ func run(ctx context.Context, o *options, ready chan<- string) error {
 		listeners = append(listeners, hl)
 	}
 	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "hooksListen", o.hooksListen, "gcPercent", gateway.SetGCPercent(o.gcPercent), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "")
+	if o.gateway.HookToken == "" {
+		klog.InfoS("WARNING: no --hook-token-file: /hooks call any function for whoever reaches them", "address", cmp.Or(o.hooksListen, o.listen))
+	}
 	// The gateway and its servers stop together: when ctx ends, or when a server
 	// fails.
 	ctx, cancel := context.WithCancel(ctx)

@@ -25,7 +25,7 @@ func (g *Gateway) routes(metrics http.Handler) http.Handler {
 			writeError(w, errorf(http.StatusNotFound, "not_found", "this gateway serves hooks on its hooks address (--hooks-listen), not on its API address"))
 		})
 	} else {
-		r.Post("/hooks/{namespace}/{name}", g.hookToken(g.limitCalls(g.hook)))
+		r.Post("/hooks/{namespace}/{name}", g.hookAuth(g.limitCalls(g.hook)))
 	}
 	r.Route("/v1/namespaces/{namespace}/functions", g.functionRoutes)
 	r.Mount(dashboard.Prefix, g.dash.Handler())
@@ -68,7 +68,7 @@ func (g *Gateway) hookRoutes() http.Handler {
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	r.Post("/hooks/{namespace}/{name}", g.hookToken(g.limitCalls(g.hook)))
+	r.Post("/hooks/{namespace}/{name}", g.hookAuth(g.limitCalls(g.hook)))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path+" (this address serves /hooks only)"))
 	})
@@ -99,20 +99,26 @@ func (g *Gateway) authorized(verb string, h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// hookToken requires the gateway's hook token, when it has one, as the bearer token
-// of /hooks calls. The comparison takes the same time whatever the token.
-func (g *Gateway) hookToken(h http.HandlerFunc) http.HandlerFunc {
+// hookAuth lets through /hooks calls that present the gateway's hook token (the
+// engines' credential, compared in constant time) or a Kubernetes token whose user
+// may invoke functions in the namespace, as a test call through the API must. A
+// gateway without a hook token leaves its hooks open.
+func (g *Gateway) hookAuth(h http.HandlerFunc) http.HandlerFunc {
 	if g.opts.HookToken == "" {
 		return h
 	}
 	want := []byte(g.opts.HookToken)
 	return func(w http.ResponseWriter, r *http.Request) {
-		token, _ := bearer(r)
-		if subtle.ConstantTimeCompare([]byte(token), want) != 1 {
-			writeError(w, errorf(http.StatusUnauthorized, "unauthorized", "this gateway's hooks need its hook token as a bearer token"))
+		token, ok := bearer(r)
+		if !ok {
+			writeError(w, errorf(http.StatusUnauthorized, "unauthorized", "this gateway's hooks need its hook token, or a Kubernetes token allowed to invoke functions, as a bearer token"))
 			return
 		}
-		h(w, r)
+		if subtle.ConstantTimeCompare([]byte(token), want) == 1 {
+			h(w, r)
+			return
+		}
+		g.authorized(verbInvoke, h)(w, r)
 	}
 }
 
