@@ -131,7 +131,7 @@ func TestKustomizeMatchesChart(t *testing.T) {
 }
 
 // TestChartObjects checks what each install holds: its kinds, restricted pod
-// security, and no wildcard rights unless asked for.
+// security, a size limit on every emptyDir, and no wildcard rights unless asked for.
 func TestChartObjects(t *testing.T) {
 	for _, v := range Variants {
 		t.Run(v.Name, func(t *testing.T) {
@@ -176,6 +176,13 @@ func checkObject(t *testing.T, v Variant, o *unstructured.Unstructured) {
 			}
 			if drop, _, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "drop"); !slices.Equal(drop, []string{"ALL"}) {
 				t.Errorf("%s: container %v drops capabilities %v, want [ALL]", Key(o), c["name"], drop)
+			}
+		}
+		volumes, _, _ := unstructured.NestedSlice(pod, "volumes")
+		for _, vol := range volumes {
+			vol := vol.(map[string]any)
+			if dir, ok := vol["emptyDir"].(map[string]any); ok && dir["sizeLimit"] == nil {
+				t.Errorf("%s: emptyDir %v has no sizeLimit", Key(o), vol["name"])
 			}
 		}
 	case "ClusterRole", "Role":
