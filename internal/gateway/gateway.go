@@ -32,6 +32,9 @@ type Options struct {
 	SeparateHooks bool
 	// MaxBodyBytes bounds request bodies; larger ones answer 413. Default 4 MiB.
 	MaxBodyBytes int64
+	// BodyReadTimeout is how long a call's body (hooks, invoke, replay) may take to
+	// arrive, read before the call takes a slot; slower ones answer 408. Default 30s.
+	BodyReadTimeout time.Duration
 	// History is how many invocations are kept per function. Default 50.
 	History int
 	// AuthCacheTTL is how long an accepted token and an authorization answer are
@@ -78,6 +81,9 @@ type Options struct {
 func (o *Options) setDefaults() {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 4 << 20
+	}
+	if o.BodyReadTimeout <= 0 {
+		o.BodyReadTimeout = 30 * time.Second
 	}
 	if o.History <= 0 {
 		o.History = 50

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -276,24 +275,6 @@ func readFunction(r *http.Request) (*functionRequest, error) {
 		return nil, errorf(http.StatusBadRequest, "bad_request", "the body is not a Function in JSON: "+err.Error())
 	}
 	return &req, nil
-}
-
-// readBody reads a request body, answering 413 past the limit.
-func readBody(r *http.Request) ([]byte, error) {
-	var buf bytes.Buffer
-	if r.ContentLength > 0 && r.ContentLength < 1<<20 {
-		buf.Grow(int(r.ContentLength) + 1) // +1: ReadFrom's last read finds EOF without growing
-	}
-	_, err := buf.ReadFrom(r.Body)
-	body := buf.Bytes()
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the request body is over the limit of %d bytes", tooBig.Limit))
-	}
-	if err != nil {
-		return nil, errorf(http.StatusBadRequest, "bad_request", "read the body: "+err.Error())
-	}
-	return body, nil
 }
 
 // hook serves engines: Metacontroller hook JSON in, hook JSON out.

@@ -25,7 +25,7 @@ func (g *Gateway) routes(metrics http.Handler) http.Handler {
 			writeError(w, errorf(http.StatusNotFound, "not_found", "this gateway serves hooks on its hooks address (--hooks-listen), not on its API address"))
 		})
 	} else {
-		r.Post("/hooks/{namespace}/{name}", g.hookAuth(g.limitCalls(g.hook)))
+		r.Post("/hooks/{namespace}/{name}", g.hookAuth(g.callRoute(g.hook)))
 	}
 	r.Route("/v1/namespaces/{namespace}/functions", g.functionRoutes)
 	r.Mount(dashboard.Prefix, g.dash.Handler())
@@ -45,11 +45,11 @@ func (g *Gateway) functionRoutes(r chi.Router) {
 	r.Get("/{name}", g.authorized("get", g.getFunction))
 	r.Put("/{name}", g.authorized("update", g.putFunction))
 	r.Delete("/{name}", g.authorized("delete", g.deleteFunction))
-	r.Post("/{name}/invoke", g.authorized(verbInvoke, g.limitCalls(g.invoke)))
+	r.Post("/{name}/invoke", g.authorized(verbInvoke, g.callRoute(g.invoke)))
 	r.Get("/{name}/invocations", g.authorized(verbInvoke, g.invocations))
 	// A replay runs code the caller wrote (update) on recorded requests it then
 	// shows the answers to (invoke): it needs both verbs.
-	r.Post("/{name}/replay", g.authorized("update", g.authorized(verbInvoke, g.limitReplays(g.replay))))
+	r.Post("/{name}/replay", g.authorized("update", g.authorized(verbInvoke, g.bodyFirst(g.limitReplays(g.replay)))))
 }
 
 // functionsAPI is the management API of Functions alone, for the dashboard's calls in
@@ -68,11 +68,17 @@ func (g *Gateway) hookRoutes() http.Handler {
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	r.Post("/hooks/{namespace}/{name}", g.hookAuth(g.limitCalls(g.hook)))
+	r.Post("/hooks/{namespace}/{name}", g.hookAuth(g.callRoute(g.hook)))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path+" (this address serves /hooks only)"))
 	})
 	return r
+}
+
+// callRoute serves a call of a function: its body read first, then a slot of the
+// function taken (limitCalls), so that slow bodies cannot hold the slots.
+func (g *Gateway) callRoute(h http.HandlerFunc) http.HandlerFunc {
+	return g.bodyFirst(g.limitCalls(h))
 }
 
 // limitBody answers 413 to bodies over the limit (see readBody).
