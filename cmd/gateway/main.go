@@ -64,6 +64,8 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.gateway.AllowFunctionNetwork, "allow-function-network", false, "Let a Function ask for the host's network (spec.network: true); without it such a Function is refused.")
 	fs.IntVar(&o.gateway.History, "history", 50, "Invocations kept per function.")
 	fs.IntVar(&o.gateway.MaxConcurrentCalls, "max-concurrent-calls", 64, "Calls of one function that run at once; more answer 429 with Retry-After.")
+	fs.IntVar(&o.gateway.MaxFunctionsPerNamespace, "max-functions-per-namespace", 100, "Functions of one namespace the gateway serves: the API refuses more (403), and a Function applied past it is not loaded (Ready False, TooManyFunctions).")
+	fs.IntVar(&o.gateway.MaxCallsPerNamespace, "max-calls-per-namespace", 256, "Calls of one namespace's functions that run at once, over all of them; more answer 429 with Retry-After.")
 	fs.DurationVar(&o.gateway.EnvSourceTTL, "env-source-ttl", 10*time.Second, "How long a Secret or ConfigMap read for a Function's env (spec.envFrom, spec.envValueFrom) is reused; a changed value reaches calls within it.")
 	fs.IntVar(&o.gateway.AuthCacheSize, "auth-cache-size", 4096, "Entries of each authentication cache (tokens, decisions, clients with failed authentications).")
 	fs.IntVar(&o.gateway.FailedAuthBurst, "failed-auth-burst", 20, "Failed authentications allowed per client address before 429, refilled at --failed-auth-rate.")

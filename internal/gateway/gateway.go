@@ -53,6 +53,13 @@ type Options struct {
 	// MaxConcurrentCalls is how many calls of one function run at once; more answer
 	// 429 with Retry-After. Default 64.
 	MaxConcurrentCalls int
+	// MaxFunctionsPerNamespace is how many functions of one namespace the gateway
+	// serves: the API refuses more (403), and a Function applied past it is not
+	// loaded (Ready False, TooManyFunctions). Default 100.
+	MaxFunctionsPerNamespace int
+	// MaxCallsPerNamespace is how many calls of one namespace's functions run at
+	// once, over all of them; more answer 429 with Retry-After. Default 256.
+	MaxCallsPerNamespace int
 	// MaxConcurrentReplays is how many replays (POST .../replay) the gateway runs at
 	// once, over all functions: each starts workers of its own. More answer 429 with
 	// Retry-After. Default 4.
@@ -106,6 +113,12 @@ func (o *Options) setDefaults() {
 	if o.MaxConcurrentCalls <= 0 {
 		o.MaxConcurrentCalls = 64
 	}
+	if o.MaxFunctionsPerNamespace <= 0 {
+		o.MaxFunctionsPerNamespace = 100
+	}
+	if o.MaxCallsPerNamespace <= 0 {
+		o.MaxCallsPerNamespace = 256
+	}
 	if o.MaxConcurrentReplays <= 0 {
 		o.MaxConcurrentReplays = 4
 	}
@@ -139,6 +152,7 @@ type Gateway struct {
 	store    *store
 	auth     *authorizer
 	calls    *callLimiter
+	nsCalls  *callLimiter // keyed by namespace
 	replays  *callLimiter // one key: replays are counted over the whole gateway
 	dash     *dashboard.Dashboard
 	running  atomic.Bool
@@ -175,8 +189,10 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 		store:    newStore(dyn, policy, env, opts.PublicURL, opts.History, newMetrics(reg, registry.Stats)),
 		auth:     newAuthorizer(kube, opts.authOptions()),
 		calls:    newCallLimiter(opts.MaxConcurrentCalls),
+		nsCalls:  newCallLimiter(opts.MaxCallsPerNamespace),
 		replays:  newCallLimiter(opts.MaxConcurrentReplays),
 	}
+	g.store.maxPerNamespace = opts.MaxFunctionsPerNamespace
 	dopts := opts.Dashboard
 	dopts.Config, dopts.Authenticate = cfg, g.auth.login
 	dopts.EngineURL, dopts.IngressAddress = opts.EngineURL, opts.IngressAddress

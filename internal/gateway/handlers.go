@@ -82,6 +82,10 @@ func (g *Gateway) createFunction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if err := g.store.checkRoom(ns, req.name()); err != nil {
+		writeError(w, err)
+		return
+	}
 	obj, err := g.validate(r, ns, req.name(), req)
 	if err != nil {
 		writeError(w, err)
@@ -116,6 +120,10 @@ func (g *Gateway) putFunction(w http.ResponseWriter, r *http.Request) {
 	if apierrors.IsNotFound(err) {
 		if _, aerr := g.auth.authorize(r.Context(), r, "create", ns); aerr != nil {
 			writeError(w, aerr)
+			return
+		}
+		if err := g.store.checkRoom(ns, name); err != nil {
+			writeError(w, err)
 			return
 		}
 		created, err := g.functions(ns).Create(r.Context(), obj, metav1.CreateOptions{FieldManager: fieldManager})
