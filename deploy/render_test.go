@@ -262,3 +262,26 @@ func TestChartGrantsEnvSourcesByName(t *testing.T) {
 		}
 	}
 }
+
+// TestServiceMonitorScrapesTheGatewayWithAToken: the gateway's /metrics needs a
+// token, so its ServiceMonitor sends Prometheus's own; the engine's needs none.
+func TestServiceMonitorScrapesTheGatewayWithAToken(t *testing.T) {
+	v := Variants[1]
+	v.Values = map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}}
+	rendered, err := RenderChart(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := map[string]string{}
+	for _, o := range rendered["metrics.yaml"] {
+		if o.GetKind() != "ServiceMonitor" {
+			continue
+		}
+		endpoints, _, _ := unstructured.NestedSlice(o.Object, "spec", "endpoints")
+		tokens[o.GetName()], _, _ = unstructured.NestedString(endpoints[0].(map[string]any), "bearerTokenFile")
+	}
+	want := map[string]string{"metalambda-gateway": "/var/run/secrets/kubernetes.io/serviceaccount/token", "metalambda-engine": ""}
+	if diff := cmp.Diff(want, tokens); diff != "" {
+		t.Errorf("ServiceMonitors' bearerTokenFile (-want +got):\n%s", diff)
+	}
+}

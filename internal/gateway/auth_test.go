@@ -25,7 +25,8 @@ type reviewAPI struct {
 	tokenReviews   atomic.Int64
 	accessReviews  atomic.Int64
 	acceptedTokens map[string]bool
-	// refused are the verbs SubjectAccessReviews of users named "viewer" refuse.
+	// refused are the verbs SubjectAccessReviews of users named "viewer" refuse
+	// ("get /metrics" for a path).
 	refused map[string]bool
 }
 
@@ -50,7 +51,13 @@ func newReviewAPI() *reviewAPI {
 	api.kube.PrependReactor("create", "subjectaccessreviews", func(a clienttesting.Action) (bool, apiruntime.Object, error) {
 		api.accessReviews.Add(1)
 		sar := a.(clienttesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
-		sar.Status.Allowed = sar.Spec.User != "viewer" || sar.Spec.ResourceAttributes == nil || !api.refused[sar.Spec.ResourceAttributes.Verb]
+		verb := ""
+		if ra := sar.Spec.ResourceAttributes; ra != nil {
+			verb = ra.Verb
+		} else if nra := sar.Spec.NonResourceAttributes; nra != nil {
+			verb = nra.Verb + " " + nra.Path
+		}
+		sar.Status.Allowed = sar.Spec.User != "viewer" || !api.refused[verb]
 		return true, sar, nil
 	})
 	return api

@@ -18,7 +18,7 @@ func (g *Gateway) routes(metrics http.Handler) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", g.readyz)
-	r.Handle("/metrics", metrics)
+	r.Handle("/metrics", g.metricsAuth(metrics))
 	r.Get("/openapi.json", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, openAPI()) })
 	if g.opts.SeparateHooks {
 		r.Post("/hooks/{namespace}/{name}", func(w http.ResponseWriter, _ *http.Request) {
@@ -103,6 +103,21 @@ func (g *Gateway) authorized(verb string, h http.HandlerFunc) http.HandlerFunc {
 		token, _ := bearer(r)
 		h(w, r.WithContext(withCaller(r.Context(), user, token)))
 	}
+}
+
+// metricsAuth guards /metrics as the API is guarded, since its series name every
+// tenant's functions: a bearer token the Kubernetes API accepts, whose user may get
+// the path /metrics (a nonResourceURLs rule, as for a Kubernetes component's
+// metrics; the ClusterRole metalambda-metrics-reader grants it).
+func (g *Gateway) metricsAuth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := g.auth.mayGetPath(r.Context(), r, "/metrics"); err != nil {
+			setRetryAfter(w, err)
+			writeError(w, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // hookAuth lets through /hooks calls that present the gateway's hook token (the
