@@ -285,3 +285,26 @@ func TestServiceMonitorScrapesTheGatewayWithAToken(t *testing.T) {
 		t.Errorf("ServiceMonitors' bearerTokenFile (-want +got):\n%s", diff)
 	}
 }
+
+// TestChartSecureCookies: gateway.secureCookies passes --secure-cookies; off by
+// default, as the chart serves the dashboard over plain HTTP.
+func TestChartSecureCookies(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		v := Variants[1]
+		v.Values = map[string]any{"gateway": map[string]any{"secureCookies": on}}
+		rendered, err := RenderChart(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range rendered["gateway.yaml"] {
+			if o.GetKind() != "Deployment" {
+				continue
+			}
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+			if got := slices.Contains(args, "--secure-cookies"); got != on {
+				t.Errorf("secureCookies %v: args %v", on, args)
+			}
+		}
+	}
+}

@@ -71,6 +71,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.gateway.FailedAuthBurst, "failed-auth-burst", 20, "Failed authentications allowed per client address before 429, refilled at --failed-auth-rate.")
 	fs.Float64Var(&o.gateway.FailedAuthRate, "failed-auth-rate", 1, "Failed authentications allowed per client address per second after the burst.")
 	fs.StringVar(&o.gateway.EngineURL, "engine-url", "", "Base URL of the engine's API (its --api-address), which the dashboard at /ui/ reads controllers, parents and hook calls from; empty leaves those out.")
+	fs.BoolVar(&o.gateway.Dashboard.SecureCookies, "secure-cookies", false, "Mark the dashboard's session cookies Secure on plain-HTTP requests too, for a gateway behind a TLS-terminating proxy or ingress (requests over TLS always get them Secure).")
 	fs.StringVar(&o.gateway.IngressAddress, "ingress-address", "", "host:port of the ingress that serves PythonLambdas' hosts, through which the dashboard's \"try it\" calls them; empty turns \"try it\" off.")
 	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage-collection target (as GOGC); the GOGC environment variable, when set, wins.")
 }
@@ -175,7 +176,7 @@ func run(ctx context.Context, o *options, ready chan<- string) error {
 		servers = append(servers, gateway.NewServer(gw.HooksHandler()))
 		listeners = append(listeners, hl)
 	}
-	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "hooksListen", o.hooksListen, "gcPercent", gateway.SetGCPercent(o.gcPercent), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "")
+	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "hooksListen", o.hooksListen, "gcPercent", gateway.SetGCPercent(o.gcPercent), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "", "secureCookies", o.gateway.Dashboard.SecureCookies, "maxFunctionsPerNamespace", o.gateway.MaxFunctionsPerNamespace, "maxCallsPerNamespace", o.gateway.MaxCallsPerNamespace)
 	if o.gateway.HookToken == "" {
 		klog.InfoS("WARNING: no --hook-token-file: /hooks call any function for whoever reaches them", "address", cmp.Or(o.hooksListen, o.listen))
 	}
