@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 
+	helmchart "helm.sh/helm/v3/pkg/chart"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
@@ -44,13 +45,25 @@ type Variant struct {
 	Chart string
 	// Release is the release's name. Default "metalambda".
 	Release string
+	// Cluster answers the chart's lookup calls, as the cluster does in `helm
+	// upgrade`; nil renders as `helm template` does, where lookup finds nothing.
+	Cluster engine.ClientProvider
 }
 
-// Variants are the kustomize bases and their chart values.
+// Variants are the kustomize bases and their chart values. The platform's base
+// names a hook token Secret the user creates: a static base cannot make a random
+// token, and one written into it would be the same for every install.
 var Variants = []Variant{
 	{Name: "engine", Namespace: "metacontroller", ValuesFiles: []string{"values-engine-only.yaml"}},
-	{Name: "platform", Namespace: "metalambda-system"},
+	{Name: "platform", Namespace: "metalambda-system", Values: map[string]any{
+		"gateway": map[string]any{"hookToken": map[string]any{"existingSecret": HookTokenSecret}},
+	}},
 }
+
+// HookTokenSecret is the Secret, in the gateway's namespace, that holds the hook token
+// (key "token") under the platform's kustomize base: the name the chart gives the
+// one it makes.
+const HookTokenSecret = "metalambda-gateway-hook-token"
 
 // ChartDir is the Helm chart.
 func ChartDir() string { return filepath.Join(Dir(), "helm", "metalambda") }
@@ -87,7 +100,13 @@ func RenderChart(v Variant) (map[string][]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, err
 	}
-	files, err := engine.Render(chart, renderValues)
+	render := engine.Render
+	if v.Cluster != nil {
+		render = func(c *helmchart.Chart, vals chartutil.Values) (map[string]string, error) {
+			return engine.RenderWithClientProvider(c, vals, v.Cluster)
+		}
+	}
+	files, err := render(chart, renderValues)
 	if err != nil {
 		return nil, fmt.Errorf("render chart: %w", err)
 	}

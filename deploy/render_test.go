@@ -131,7 +131,7 @@ func TestKustomizeMatchesChart(t *testing.T) {
 }
 
 // TestChartObjects checks what each install holds: its kinds, restricted pod
-// security, and no wildcard rights unless asked for.
+// security, a size limit on every emptyDir, and no wildcard rights unless asked for.
 func TestChartObjects(t *testing.T) {
 	for _, v := range Variants {
 		t.Run(v.Name, func(t *testing.T) {
@@ -176,6 +176,13 @@ func checkObject(t *testing.T, v Variant, o *unstructured.Unstructured) {
 			}
 			if drop, _, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "drop"); !slices.Equal(drop, []string{"ALL"}) {
 				t.Errorf("%s: container %v drops capabilities %v, want [ALL]", Key(o), c["name"], drop)
+			}
+		}
+		volumes, _, _ := unstructured.NestedSlice(pod, "volumes")
+		for _, vol := range volumes {
+			vol := vol.(map[string]any)
+			if dir, ok := vol["emptyDir"].(map[string]any); ok && dir["sizeLimit"] == nil {
+				t.Errorf("%s: emptyDir %v has no sizeLimit", Key(o), vol["name"])
 			}
 		}
 	case "ClusterRole", "Role":
@@ -252,6 +259,52 @@ func TestChartGrantsEnvSourcesByName(t *testing.T) {
 		v.Values = map[string]any{"gateway": map[string]any{"envSources": []any{bad}}}
 		if _, err := RenderChart(v); err == nil || !strings.Contains(err.Error(), "gateway.envSources[0]") {
 			t.Errorf("envSources %v: %v, want an error naming gateway.envSources[0]", bad, err)
+		}
+	}
+}
+
+// TestServiceMonitorScrapesTheGatewayWithAToken: the gateway's /metrics needs a
+// token, so its ServiceMonitor sends Prometheus's own; the engine's needs none.
+func TestServiceMonitorScrapesTheGatewayWithAToken(t *testing.T) {
+	v := Variants[1]
+	v.Values = map[string]any{"metrics": map[string]any{"serviceMonitor": map[string]any{"enabled": true}}}
+	rendered, err := RenderChart(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens := map[string]string{}
+	for _, o := range rendered["metrics.yaml"] {
+		if o.GetKind() != "ServiceMonitor" {
+			continue
+		}
+		endpoints, _, _ := unstructured.NestedSlice(o.Object, "spec", "endpoints")
+		tokens[o.GetName()], _, _ = unstructured.NestedString(endpoints[0].(map[string]any), "bearerTokenFile")
+	}
+	want := map[string]string{"metalambda-gateway": "/var/run/secrets/kubernetes.io/serviceaccount/token", "metalambda-engine": ""}
+	if diff := cmp.Diff(want, tokens); diff != "" {
+		t.Errorf("ServiceMonitors' bearerTokenFile (-want +got):\n%s", diff)
+	}
+}
+
+// TestChartSecureCookies: gateway.secureCookies passes --secure-cookies; off by
+// default, as the chart serves the dashboard over plain HTTP.
+func TestChartSecureCookies(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		v := Variants[1]
+		v.Values = map[string]any{"gateway": map[string]any{"secureCookies": on}}
+		rendered, err := RenderChart(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range rendered["gateway.yaml"] {
+			if o.GetKind() != "Deployment" {
+				continue
+			}
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+			if got := slices.Contains(args, "--secure-cookies"); got != on {
+				t.Errorf("secureCookies %v: args %v", on, args)
+			}
 		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/clientmetrics"
 	"github.com/metalambda/metalambda/internal/engine"
+	"github.com/metalambda/metalambda/internal/hook"
 	"github.com/metalambda/metalambda/internal/kubeclient"
 	"github.com/metalambda/metalambda/internal/version"
 )
@@ -68,6 +69,10 @@ type options struct {
 	// gcPercent is the garbage-collection target (as GOGC); GOGC in the environment
 	// wins.
 	gcPercent int
+	// hookTokenFile holds a bearer token that hook calls to hookTokenHosts carry
+	// (a gateway's hook token).
+	hookTokenFile  string
+	hookTokenHosts []string
 }
 
 // defaultGCPercent is the engine's garbage-collection target unless GOGC is set. The
@@ -133,8 +138,37 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 		o.services[svc] = strings.TrimRight(url, "/")
 		return nil
 	})
+	fs.StringVar(&o.hookTokenFile, "hook-token-file", "", "File holding a bearer token (a gateway's hook token) that hook calls to --hook-token-host carry, unless their webhook sets its own authorization.")
+	fs.Func("hook-token-host", "Where --hook-token-file's token goes: host:port, a host on any port, or a Service as name.namespace (also matching name.namespace.svc and name.namespace.svc.cluster.local) (repeatable).", func(v string) error {
+		if v == "" || strings.ContainsAny(v, "/ ") {
+			return fmt.Errorf("want host, host:port or name.namespace, got %q", v)
+		}
+		o.hookTokenHosts = append(o.hookTokenHosts, v)
+		return nil
+	})
 	o.log.bindFlags(fs)
 	o.leader.bindFlags(fs)
+}
+
+// hookToken reads --hook-token-file and gives its token to the hook calls to
+// --hook-token-host: both flags, or neither.
+func (o *options) hookToken() error {
+	if (o.hookTokenFile == "") != (len(o.hookTokenHosts) == 0) {
+		return errors.New("--hook-token-file and --hook-token-host go together: the token, and the gateway it is for")
+	}
+	if o.hookTokenFile == "" {
+		return nil
+	}
+	data, err := os.ReadFile(o.hookTokenFile)
+	if err != nil {
+		return fmt.Errorf("--hook-token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(data))
+	if token == "" {
+		return fmt.Errorf("--hook-token-file %s is empty", o.hookTokenFile)
+	}
+	o.engine.HookHTTP = hook.TokenForHosts{Hosts: o.hookTokenHosts, Token: token}
+	return nil
 }
 
 func (o *options) validate() error {
@@ -183,6 +217,9 @@ func (o *options) validate() error {
 		o.engine.HookCallHistory = 0 // nobody could read it
 	}
 	if o.apiEndpoint, err = parseAPIEndpoint(o.apiService, o.apiAdvertise, o.apiAddress); err != nil {
+		return err
+	}
+	if err := o.hookToken(); err != nil {
 		return err
 	}
 	return o.engine.Validate()
@@ -237,7 +274,7 @@ func run(ctx context.Context, o *options) error {
 		"fieldManager", o.engine.FieldManager, "clientRateLimit", rateLimit, "discoveryInterval", o.engine.DiscoveryInterval,
 		"cacheFlushInterval", o.engine.CacheFlushInterval, "targetLabelSelector", o.engine.TargetSelector.String(),
 		"eventsQPS", o.engine.EventsQPS, "eventsBurst", o.engine.EventsBurst, "pprofAddress", o.pprofAddress,
-		"apiAddress", o.apiAddress, "hookCallHistory", o.engine.HookCallHistory, "gcPercent", setGCPercent(o.gcPercent))
+		"apiAddress", o.apiAddress, "hookCallHistory", o.engine.HookCallHistory, "hookTokenHosts", o.hookTokenHosts, "gcPercent", setGCPercent(o.gcPercent))
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -50,7 +50,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.listen, "listen", o.listen, "Address to serve the API and the hooks on.")
 	fs.StringVar(&o.hooksListen, "hooks-listen", o.hooksListen, "Address to serve /hooks on, apart from the API (so a network policy can let only engines reach them); empty serves them on --listen.")
 	fs.StringVar(&o.gateway.PublicURL, "public-url", o.gateway.PublicURL, "Base URL engines call hooks at (default http://<hooks-listen or listen>).")
-	fs.StringVar(&o.hookTokenFile, "hook-token-file", o.hookTokenFile, "File holding a bearer token that calls to /hooks must present; empty leaves hooks open.")
+	fs.StringVar(&o.hookTokenFile, "hook-token-file", o.hookTokenFile, "File holding the hook token: calls to /hooks must present it, or a Kubernetes token allowed to invoke functions in the namespace, as a bearer token; empty leaves hooks open.")
 	fs.Float64Var(&o.qps, "client-go-qps", o.qps, "Queries per second to the Kubernetes API.")
 	fs.IntVar(&o.burst, "client-go-burst", o.burst, "Burst of queries to the Kubernetes API.")
 	fs.StringVar(&o.gateway.Runtime.PythonBinary, "python", "python3", "CPython 3 interpreter for python functions.")
@@ -64,11 +64,14 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.gateway.AllowFunctionNetwork, "allow-function-network", false, "Let a Function ask for the host's network (spec.network: true); without it such a Function is refused.")
 	fs.IntVar(&o.gateway.History, "history", 50, "Invocations kept per function.")
 	fs.IntVar(&o.gateway.MaxConcurrentCalls, "max-concurrent-calls", 64, "Calls of one function that run at once; more answer 429 with Retry-After.")
+	fs.IntVar(&o.gateway.MaxFunctionsPerNamespace, "max-functions-per-namespace", 100, "Functions of one namespace the gateway serves: the API refuses more (403), and a Function applied past it is not loaded (Ready False, TooManyFunctions).")
+	fs.IntVar(&o.gateway.MaxCallsPerNamespace, "max-calls-per-namespace", 256, "Calls of one namespace's functions that run at once, over all of them; more answer 429 with Retry-After.")
 	fs.DurationVar(&o.gateway.EnvSourceTTL, "env-source-ttl", 10*time.Second, "How long a Secret or ConfigMap read for a Function's env (spec.envFrom, spec.envValueFrom) is reused; a changed value reaches calls within it.")
 	fs.IntVar(&o.gateway.AuthCacheSize, "auth-cache-size", 4096, "Entries of each authentication cache (tokens, decisions, clients with failed authentications).")
 	fs.IntVar(&o.gateway.FailedAuthBurst, "failed-auth-burst", 20, "Failed authentications allowed per client address before 429, refilled at --failed-auth-rate.")
 	fs.Float64Var(&o.gateway.FailedAuthRate, "failed-auth-rate", 1, "Failed authentications allowed per client address per second after the burst.")
 	fs.StringVar(&o.gateway.EngineURL, "engine-url", "", "Base URL of the engine's API (its --api-address), which the dashboard at /ui/ reads controllers, parents and hook calls from; empty leaves those out.")
+	fs.BoolVar(&o.gateway.Dashboard.SecureCookies, "secure-cookies", false, "Mark the dashboard's session cookies Secure on plain-HTTP requests too, for a gateway behind a TLS-terminating proxy or ingress (requests over TLS always get them Secure).")
 	fs.StringVar(&o.gateway.IngressAddress, "ingress-address", "", "host:port of the ingress that serves PythonLambdas' hosts, through which the dashboard's \"try it\" calls them; empty turns \"try it\" off.")
 	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage-collection target (as GOGC); the GOGC environment variable, when set, wins.")
 }
@@ -173,7 +176,10 @@ func run(ctx context.Context, o *options, ready chan<- string) error {
 		servers = append(servers, gateway.NewServer(gw.HooksHandler()))
 		listeners = append(listeners, hl)
 	}
-	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "hooksListen", o.hooksListen, "gcPercent", gateway.SetGCPercent(o.gcPercent), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "")
+	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "hooksListen", o.hooksListen, "gcPercent", gateway.SetGCPercent(o.gcPercent), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "", "secureCookies", o.gateway.Dashboard.SecureCookies, "maxFunctionsPerNamespace", o.gateway.MaxFunctionsPerNamespace, "maxCallsPerNamespace", o.gateway.MaxCallsPerNamespace)
+	if o.gateway.HookToken == "" {
+		klog.InfoS("WARNING: no --hook-token-file: /hooks call any function for whoever reaches them", "address", cmp.Or(o.hooksListen, o.listen))
+	}
 	// The gateway and its servers stop together: when ctx ends, or when a server
 	// fails.
 	ctx, cancel := context.WithCancel(ctx)

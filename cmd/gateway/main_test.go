@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -25,6 +26,15 @@ func TestOptionsValidate(t *testing.T) {
 	o.hookTokenFile = tokenFile
 	if err := o.validate(); err != nil || o.gateway.HookToken != "s3cret" {
 		t.Fatalf("hook token file: %v, token %q", err, o.gateway.HookToken)
+	}
+	o = defaultOptions()
+	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
+	o.bindFlags(fs)
+	if err := fs.Parse([]string{"--secure-cookies", "--max-functions-per-namespace=7", "--max-calls-per-namespace=9"}); err != nil || o.validate() != nil {
+		t.Fatalf("flags: %v", err)
+	}
+	if !o.gateway.Dashboard.SecureCookies || o.gateway.MaxFunctionsPerNamespace != 7 || o.gateway.MaxCallsPerNamespace != 9 {
+		t.Errorf("--secure-cookies %v, --max-functions-per-namespace %d, --max-calls-per-namespace %d", o.gateway.Dashboard.SecureCookies, o.gateway.MaxFunctionsPerNamespace, o.gateway.MaxCallsPerNamespace)
 	}
 	o = defaultOptions()
 	o.listen, o.hooksListen = ":8081", ":8082"

@@ -35,32 +35,68 @@ type Session struct {
 	Dynamic dynamic.Interface
 }
 
+// Bounds of the live sessions: a token logged in again and again, or many tokens,
+// cannot grow them without end; the oldest session goes first.
+const (
+	maxSessionsPerToken = 8
+	maxSessions         = 10000
+)
+
 // sessions are the live sessions, by id.
 type sessions struct {
 	mu   sync.Mutex
 	byID map[string]*Session
 	ttl  time.Duration
 	now  func() time.Time
+	// perToken and total bound the sessions (maxSessionsPerToken, maxSessions).
+	perToken, total int
 }
 
 func newSessions(ttl time.Duration, now func() time.Time) *sessions {
-	return &sessions{byID: map[string]*Session{}, ttl: ttl, now: now}
+	return &sessions{byID: map[string]*Session{}, ttl: ttl, now: now, perToken: maxSessionsPerToken, total: maxSessions}
 }
 
-// add stores s under a new random id with a new CSRF token, and drops expired ones.
+// add stores s under a new random id with a new CSRF token, drops expired ones,
+// and makes room for it: the oldest session of its token when that token has as
+// many as it may, the oldest of all when the whole is full.
 func (ss *sessions) add(s *Session) *Session {
 	s.ID, s.CSRF = randomToken(), randomToken()
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	now := ss.now()
+	sameToken := func(old *Session) bool { return subtle.ConstantTimeCompare([]byte(old.Token), []byte(s.Token)) == 1 }
+	ofToken := 0
 	for id, old := range ss.byID {
-		if !now.Before(old.Expires) {
+		switch {
+		case !now.Before(old.Expires):
 			delete(ss.byID, id)
+		case sameToken(old):
+			ofToken++
 		}
+	}
+	if ofToken >= ss.perToken {
+		ss.evictOldest(sameToken)
+	}
+	if len(ss.byID) >= ss.total {
+		ss.evictOldest(func(*Session) bool { return true })
 	}
 	s.Expires = now.Add(ss.ttl)
 	ss.byID[s.ID] = s
 	return s
+}
+
+// evictOldest removes the session that expires first among those match accepts
+// (sessions last the same time, so the oldest).
+func (ss *sessions) evictOldest(match func(*Session) bool) {
+	var oldest *Session
+	for _, old := range ss.byID {
+		if match(old) && (oldest == nil || old.Expires.Before(oldest.Expires)) {
+			oldest = old
+		}
+	}
+	if oldest != nil {
+		delete(ss.byID, oldest.ID)
+	}
 }
 
 // get is the unexpired session with id, or nil.

@@ -161,21 +161,41 @@ func (a *authorizer) mayGet(ctx context.Context, r *http.Request, resource, name
 	return a.review(ctx, token, u, attrs, func() string { return denied(u.Username) })
 }
 
+// mayGetPath returns the user when the request's bearer token may get a path
+// that is no resource (SubjectAccessReview with nonResourceAttributes, as a
+// Kubernetes component guards its /metrics), else a 401, 403 or 429.
+func (a *authorizer) mayGetPath(ctx context.Context, r *http.Request, path string) *apiError {
+	token, ok := bearer(r)
+	u, err := a.identify(ctx, r, token, ok)
+	if err != nil {
+		return err
+	}
+	spec := authorizationv1.SubjectAccessReviewSpec{NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: "get"}}
+	return a.reviewSpec(ctx, token, u, spec, []string{token, "get", "nonResourceURL", path}, func() string {
+		return fmt.Sprintf("user %q may not get %s (grant the ClusterRole metalambda-metrics-reader)", u.Username, path)
+	})
+}
+
 // review asks whether u may do what attrs say (SubjectAccessReview), remembering
 // the answer for the TTL by token and attributes; denied is the 403's message.
 func (a *authorizer) review(ctx context.Context, token string, u *authenticationv1.UserInfo, attrs authorizationv1.ResourceAttributes, denied func() string) *apiError {
-	key := sha256.Sum256([]byte(strings.Join([]string{token, attrs.Verb, attrs.Namespace, attrs.Group, attrs.Resource, attrs.Name}, "\x00")))
-	if v, ok := a.decisions.Get(key); ok && a.now().Before(v.(cachedDecision).expires) {
+	spec := authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &attrs}
+	return a.reviewSpec(ctx, token, u, spec, []string{token, attrs.Verb, attrs.Namespace, attrs.Group, attrs.Resource, attrs.Name}, denied)
+}
+
+// reviewSpec asks whether u may do what spec's attributes say, remembering the
+// answer for the TTL under key, which names the token and the attributes.
+func (a *authorizer) reviewSpec(ctx context.Context, token string, u *authenticationv1.UserInfo, spec authorizationv1.SubjectAccessReviewSpec, key []string, denied func() string) *apiError {
+	cacheKey := sha256.Sum256([]byte(strings.Join(key, "\x00")))
+	if v, ok := a.decisions.Get(cacheKey); ok && a.now().Before(v.(cachedDecision).expires) {
 		return v.(cachedDecision).err
 	}
 	extra := map[string]authorizationv1.ExtraValue{}
 	for k, v := range u.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)
 	}
-	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra, ResourceAttributes: &attrs,
-	}}
-	res, err := a.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+	spec.User, spec.UID, spec.Groups, spec.Extra = u.Username, u.UID, u.Groups, extra
+	res, err := a.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		return errorf(http.StatusInternalServerError, "internal", "subject access review: "+err.Error())
 	}
@@ -183,7 +203,7 @@ func (a *authorizer) review(ctx context.Context, token string, u *authentication
 	if !res.Status.Allowed {
 		refused = errorf(http.StatusForbidden, "forbidden", denied())
 	}
-	a.decisions.Add(key, cachedDecision{err: refused, expires: a.now().Add(a.ttl)})
+	a.decisions.Add(cacheKey, cachedDecision{err: refused, expires: a.now().Add(a.ttl)})
 	return refused
 }
 

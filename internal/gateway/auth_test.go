@@ -25,24 +25,39 @@ type reviewAPI struct {
 	tokenReviews   atomic.Int64
 	accessReviews  atomic.Int64
 	acceptedTokens map[string]bool
+	// refused are the verbs SubjectAccessReviews of users named "viewer" refuse
+	// ("get /metrics" for a path).
+	refused map[string]bool
 }
 
-const goodToken = "good-token"
+const (
+	goodToken   = "good-token"
+	viewerToken = "viewer-token" // user "viewer": what refused names is refused
+)
 
 func newReviewAPI() *reviewAPI {
-	api := &reviewAPI{kube: fake.NewClientset(), acceptedTokens: map[string]bool{goodToken: true}}
+	api := &reviewAPI{kube: fake.NewClientset(), acceptedTokens: map[string]bool{goodToken: true, viewerToken: true}, refused: map[string]bool{}}
 	api.kube.PrependReactor("create", "tokenreviews", func(a clienttesting.Action) (bool, apiruntime.Object, error) {
 		api.tokenReviews.Add(1)
 		tr := a.(clienttesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
 		if api.acceptedTokens[tr.Spec.Token] {
 			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "dev", Groups: []string{"devs"}}}
+			if tr.Spec.Token == viewerToken {
+				tr.Status.User.Username = "viewer"
+			}
 		}
 		return true, tr, nil
 	})
 	api.kube.PrependReactor("create", "subjectaccessreviews", func(a clienttesting.Action) (bool, apiruntime.Object, error) {
 		api.accessReviews.Add(1)
 		sar := a.(clienttesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
-		sar.Status.Allowed = true
+		verb := ""
+		if ra := sar.Spec.ResourceAttributes; ra != nil {
+			verb = ra.Verb
+		} else if nra := sar.Spec.NonResourceAttributes; nra != nil {
+			verb = nra.Verb + " " + nra.Path
+		}
+		sar.Status.Allowed = sar.Spec.User != "viewer" || !api.refused[verb]
 		return true, sar, nil
 	})
 	return api

@@ -45,16 +45,29 @@ func (l *callLimiter) release(key string) {
 const callRetryAfter = 1
 
 // limitCalls answers 429 with Retry-After when the function named in the URL already
-// runs as many calls as it may.
+// runs as many calls as it may, or its namespace does (when the gateway has a
+// namespace limit).
 func (g *Gateway) limitCalls(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		key := chi.URLParam(r, "namespace") + "/" + chi.URLParam(r, "name")
+		ns := chi.URLParam(r, "namespace")
+		key := ns + "/" + chi.URLParam(r, "name")
+		if g.nsCalls != nil {
+			if !g.nsCalls.acquire(ns) {
+				tooManyCalls(w, "namespace "+strconv.Quote(ns)+" already runs "+strconv.Itoa(g.nsCalls.max)+" calls, the most this gateway runs per namespace (--max-calls-per-namespace); retry in a moment")
+				return
+			}
+			defer g.nsCalls.release(ns)
+		}
 		if !g.calls.acquire(key) {
-			w.Header().Set("Retry-After", strconv.Itoa(callRetryAfter))
-			writeError(w, errorf(http.StatusTooManyRequests, "too_many_calls", "function "+key+" already runs "+strconv.Itoa(g.calls.max)+" calls, its limit; retry in a moment"))
+			tooManyCalls(w, "function "+key+" already runs "+strconv.Itoa(g.calls.max)+" calls, its limit; retry in a moment")
 			return
 		}
 		defer g.calls.release(key)
 		next(w, r)
 	}
+}
+
+func tooManyCalls(w http.ResponseWriter, message string) {
+	w.Header().Set("Retry-After", strconv.Itoa(callRetryAfter))
+	writeError(w, errorf(http.StatusTooManyRequests, "too_many_calls", message))
 }

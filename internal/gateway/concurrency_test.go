@@ -52,31 +52,6 @@ func TestCallsPerFunctionAreCapped(t *testing.T) {
 	}
 }
 
-func TestHookTokenRequired(t *testing.T) {
-	ok := func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }
-	for _, tt := range []struct {
-		name, configured, auth string
-		want                   int
-	}{
-		{"no token configured", "", "", 200},
-		{"missing", "s3cret", "", 401},
-		{"wrong", "s3cret", "Bearer s3cre", 401},
-		{"other scheme", "s3cret", "Basic s3cret", 401},
-		{"right", "s3cret", "Bearer s3cret", 200},
-	} {
-		g := &Gateway{opts: Options{HookToken: tt.configured}}
-		req := httptest.NewRequest(http.MethodPost, "/hooks/ns/f", nil)
-		if tt.auth != "" {
-			req.Header.Set("Authorization", tt.auth)
-		}
-		w := httptest.NewRecorder()
-		g.hookToken(ok)(w, req)
-		if w.Code != tt.want {
-			t.Errorf("%s: %d, want %d", tt.name, w.Code, tt.want)
-		}
-	}
-}
-
 // TestServerTimeouts: every timeout is set, and a response may take as long as the
 // longest function timeout.
 func TestServerTimeouts(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,5 +172,13 @@ func TestHookToken(t *testing.T) {
 	}
 	if r := second.do(t, "POST", "/hooks/"+ns+"/echo", "s3cret", hookRequest("p")); r.status != 200 || childName(r) != "p-t" {
 		t.Errorf("hook with the token = %d %s", r.status, r.raw)
+	}
+	// A Kubernetes token passes the check a test call makes: invoke in the namespace.
+	applyShippedRBAC(t)
+	invoker := serviceAccount(t, ns, "invoker", false, clusterRole("metalambda-function-invoker"))
+	nobody := serviceAccount(t, ns, "nobody", false)
+	second.waitStatus(t, "POST", "/hooks/"+ns+"/echo", invoker, hookRequest("p"), http.StatusOK)
+	if r := second.do(t, "POST", "/hooks/"+ns+"/echo", nobody, hookRequest("p")); r.status != http.StatusForbidden || !strings.Contains(r.raw, "may not invoke") {
+		t.Errorf("hook with the token of a user who may not invoke = %d %s, want 403", r.status, r.raw)
 	}
 }

@@ -218,7 +218,7 @@ func TestFunctionsReadSecretsAtCallTime(t *testing.T) {
 			t.Errorf("Function %s shows a Secret's value: %s", name, data)
 		}
 	}
-	if m := g.do(t, "GET", "/metrics", "", nil); strings.Contains(m.raw, rotated) {
+	if m := g.do(t, "GET", "/metrics", g.token, nil); strings.Contains(m.raw, rotated) {
 		t.Error("the metrics show a Secret's value")
 	}
 	pids := append(runtime.PythonWorkerPIDs(os.Getpid(), ns+"/py"), runtime.ScriptWorkerPIDs(os.Getpid(), ns+"/js")...)

@@ -32,6 +32,9 @@ type Options struct {
 	SeparateHooks bool
 	// MaxBodyBytes bounds request bodies; larger ones answer 413. Default 4 MiB.
 	MaxBodyBytes int64
+	// BodyReadTimeout is how long a call's body (hooks, invoke, replay) may take to
+	// arrive, read before the call takes a slot; slower ones answer 408. Default 30s.
+	BodyReadTimeout time.Duration
 	// History is how many invocations are kept per function. Default 50.
 	History int
 	// AuthCacheTTL is how long an accepted token and an authorization answer are
@@ -50,6 +53,13 @@ type Options struct {
 	// MaxConcurrentCalls is how many calls of one function run at once; more answer
 	// 429 with Retry-After. Default 64.
 	MaxConcurrentCalls int
+	// MaxFunctionsPerNamespace is how many functions of one namespace the gateway
+	// serves: the API refuses more (403), and a Function applied past it is not
+	// loaded (Ready False, TooManyFunctions). Default 100.
+	MaxFunctionsPerNamespace int
+	// MaxCallsPerNamespace is how many calls of one namespace's functions run at
+	// once, over all of them; more answer 429 with Retry-After. Default 256.
+	MaxCallsPerNamespace int
 	// MaxConcurrentReplays is how many replays (POST .../replay) the gateway runs at
 	// once, over all functions: each starts workers of its own. More answer 429 with
 	// Retry-After. Default 4.
@@ -79,6 +89,9 @@ func (o *Options) setDefaults() {
 	if o.MaxBodyBytes <= 0 {
 		o.MaxBodyBytes = 4 << 20
 	}
+	if o.BodyReadTimeout <= 0 {
+		o.BodyReadTimeout = 30 * time.Second
+	}
 	if o.History <= 0 {
 		o.History = 50
 	}
@@ -99,6 +112,12 @@ func (o *Options) setDefaults() {
 	}
 	if o.MaxConcurrentCalls <= 0 {
 		o.MaxConcurrentCalls = 64
+	}
+	if o.MaxFunctionsPerNamespace <= 0 {
+		o.MaxFunctionsPerNamespace = 100
+	}
+	if o.MaxCallsPerNamespace <= 0 {
+		o.MaxCallsPerNamespace = 256
 	}
 	if o.MaxConcurrentReplays <= 0 {
 		o.MaxConcurrentReplays = 4
@@ -133,6 +152,7 @@ type Gateway struct {
 	store    *store
 	auth     *authorizer
 	calls    *callLimiter
+	nsCalls  *callLimiter // keyed by namespace
 	replays  *callLimiter // one key: replays are counted over the whole gateway
 	dash     *dashboard.Dashboard
 	running  atomic.Bool
@@ -169,8 +189,10 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 		store:    newStore(dyn, policy, env, opts.PublicURL, opts.History, newMetrics(reg, registry.Stats)),
 		auth:     newAuthorizer(kube, opts.authOptions()),
 		calls:    newCallLimiter(opts.MaxConcurrentCalls),
+		nsCalls:  newCallLimiter(opts.MaxCallsPerNamespace),
 		replays:  newCallLimiter(opts.MaxConcurrentReplays),
 	}
+	g.store.maxPerNamespace = opts.MaxFunctionsPerNamespace
 	dopts := opts.Dashboard
 	dopts.Config, dopts.Authenticate = cfg, g.auth.login
 	dopts.EngineURL, dopts.IngressAddress = opts.EngineURL, opts.IngressAddress

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -83,6 +82,10 @@ func (g *Gateway) createFunction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if err := g.store.checkRoom(ns, req.name()); err != nil {
+		writeError(w, err)
+		return
+	}
 	obj, err := g.validate(r, ns, req.name(), req)
 	if err != nil {
 		writeError(w, err)
@@ -117,6 +120,10 @@ func (g *Gateway) putFunction(w http.ResponseWriter, r *http.Request) {
 	if apierrors.IsNotFound(err) {
 		if _, aerr := g.auth.authorize(r.Context(), r, "create", ns); aerr != nil {
 			writeError(w, aerr)
+			return
+		}
+		if err := g.store.checkRoom(ns, name); err != nil {
+			writeError(w, err)
 			return
 		}
 		created, err := g.functions(ns).Create(r.Context(), obj, metav1.CreateOptions{FieldManager: fieldManager})
@@ -276,24 +283,6 @@ func readFunction(r *http.Request) (*functionRequest, error) {
 		return nil, errorf(http.StatusBadRequest, "bad_request", "the body is not a Function in JSON: "+err.Error())
 	}
 	return &req, nil
-}
-
-// readBody reads a request body, answering 413 past the limit.
-func readBody(r *http.Request) ([]byte, error) {
-	var buf bytes.Buffer
-	if r.ContentLength > 0 && r.ContentLength < 1<<20 {
-		buf.Grow(int(r.ContentLength) + 1) // +1: ReadFrom's last read finds EOF without growing
-	}
-	_, err := buf.ReadFrom(r.Body)
-	body := buf.Bytes()
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the request body is over the limit of %d bytes", tooBig.Limit))
-	}
-	if err != nil {
-		return nil, errorf(http.StatusBadRequest, "bad_request", "read the body: "+err.Error())
-	}
-	return body, nil
 }
 
 // hook serves engines: Metacontroller hook JSON in, hook JSON out.

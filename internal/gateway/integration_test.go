@@ -149,7 +149,7 @@ func TestRegisterCallUpdateDelete(t *testing.T) {
 	}
 
 	series := `gateway_function_invocation_total{code="200",function_name="echo.` + ns + `"}`
-	if metrics := g.do(t, "GET", "/metrics", "", nil); !strings.Contains(metrics.raw, series) {
+	if metrics := g.do(t, "GET", "/metrics", g.token, nil); !strings.Contains(metrics.raw, series) {
 		t.Errorf("metrics lack the invocation counter")
 	}
 	if del := g.do(t, "DELETE", base+"/echo", g.token, nil); del.status != http.StatusNoContent {
@@ -160,7 +160,7 @@ func TestRegisterCallUpdateDelete(t *testing.T) {
 		return r.status == 404, fmt.Errorf("%d %s", r.status, r.raw)
 	})
 	kubetest.Eventually(t, 30*time.Second, "the deleted function's series are gone", func(context.Context) (bool, error) {
-		metrics := g.do(t, "GET", "/metrics", "", nil)
+		metrics := g.do(t, "GET", "/metrics", g.token, nil)
 		return !strings.Contains(metrics.raw, `function_name="echo.`+ns+`"`), nil
 	})
 }

@@ -62,20 +62,22 @@ func operations() map[string]map[string]*openapi3.Operation {
 	anyJSON := &openapi3.RequestBodyRef{Value: openapi3.NewRequestBody().WithRequired(true).
 		WithDescription("The hook request: any JSON, usually a Metacontroller sync request.").WithJSONSchema(openapi3.NewSchema())}
 	public := &openapi3.SecurityRequirements{}
-	hookAuth := &openapi3.SecurityRequirements{openapi3.NewSecurityRequirement().Authenticate("hookToken"), openapi3.NewSecurityRequirement()}
+	// The hook token, or a Kubernetes token allowed to invoke; nothing on a gateway
+	// without a hook token.
+	hookAuth := &openapi3.SecurityRequirements{openapi3.NewSecurityRequirement().Authenticate("hookToken"), openapi3.NewSecurityRequirement().Authenticate("bearer"), openapi3.NewSecurityRequirement()}
 	return map[string]map[string]*openapi3.Operation{
 		"/healthz": {http.MethodGet: operation("Liveness.", nil, nil, public,
 			ok(200, jsonResponse("Alive.", ref("Status"))))},
 		"/readyz": {http.MethodGet: operation("Readiness: every Function loaded once.", nil, nil, public,
 			ok(200, jsonResponse("Ready.", ref("Status"))), errs(503))},
-		"/metrics": {http.MethodGet: operation("Prometheus metrics.", nil, nil, public,
+		"/metrics": {http.MethodGet: operation("Prometheus metrics; the user must be allowed to get the non-resource URL /metrics.", nil, nil, nil,
 			ok(200, &openapi3.Response{Description: ptr("The Prometheus text exposition format."),
-				Content: openapi3.NewContentWithSchema(openapi3.NewStringSchema(), []string{"text/plain"})}))},
+				Content: openapi3.NewContentWithSchema(openapi3.NewStringSchema(), []string{"text/plain"})}), errs(401, 403, 429))},
 		"/openapi.json": {http.MethodGet: operation("This document.", nil, nil, public,
 			ok(200, jsonResponse("An OpenAPI 3.0 document.", openapi3.NewObjectSchema().NewRef())))},
 		"/hooks/{namespace}/{name}": {http.MethodPost: operation("Call a function as a Metacontroller hook: hook request in, hook response out.",
 			params(ns, name), anyJSON, hookAuth,
-			ok(200, jsonResponse("The function's response.", openapi3.NewSchema().NewRef())), errs(400, 401, 404, 413, 429, 500, 503))},
+			ok(200, jsonResponse("The function's response.", openapi3.NewSchema().NewRef())), errs(400, 401, 403, 404, 413, 429, 500, 503))},
 		"/v1/namespaces/{namespace}/functions": {
 			http.MethodGet: operation("List functions.", params(ns), nil, nil,
 				ok(200, jsonResponse("The namespace's Functions.", ref("FunctionList"))), errs(401, 403, 500), errs(kubernetesCodes...)),
@@ -156,7 +158,7 @@ func securitySchemes() openapi3.SecuritySchemes {
 		"bearer": {Value: &openapi3.SecurityScheme{Type: "http", Scheme: "bearer",
 			Description: "A token the Kubernetes API accepts; RBAC on functions.metalambda.dev decides."}},
 		"hookToken": {Value: &openapi3.SecurityScheme{Type: "http", Scheme: "bearer",
-			Description: "The gateway's hook token, required when the gateway has one."}},
+			Description: "The gateway's hook token, the engines' credential; a gateway with one takes it, or a Kubernetes token allowed to invoke functions in the namespace, on /hooks."}},
 	}
 }
 

@@ -118,9 +118,11 @@ func TestAPIMatchesItsOpenAPI(t *testing.T) {
 			t.Errorf("got %d %.300s, want %d %s", r.status, r.raw, status, code)
 		}
 	}
-	for _, path := range []string{"/healthz", "/readyz", "/openapi.json", "/metrics"} {
+	for _, path := range []string{"/healthz", "/readyz", "/openapi.json"} {
 		expect(c.do(t, "GET", path, "", nil, nil, true), 200, "")
 	}
+	expect(c.do(t, "GET", "/metrics", tok, nil, nil, true), 200, "")
+	expect(c.do(t, "GET", "/metrics", "", nil, nil, true), 401, "unauthorized")
 
 	// Create in both body forms; PUT creates (201) and replaces (200).
 	echo := map[string]any{"metadata": map[string]any{"name": "echo", "labels": map[string]any{"team": "a"}, "annotations": map[string]any{"note": "x"}},

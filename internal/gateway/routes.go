@@ -18,14 +18,14 @@ func (g *Gateway) routes(metrics http.Handler) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", g.readyz)
-	r.Handle("/metrics", metrics)
+	r.Handle("/metrics", g.metricsAuth(metrics))
 	r.Get("/openapi.json", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, openAPI()) })
 	if g.opts.SeparateHooks {
 		r.Post("/hooks/{namespace}/{name}", func(w http.ResponseWriter, _ *http.Request) {
 			writeError(w, errorf(http.StatusNotFound, "not_found", "this gateway serves hooks on its hooks address (--hooks-listen), not on its API address"))
 		})
 	} else {
-		r.Post("/hooks/{namespace}/{name}", g.hookToken(g.limitCalls(g.hook)))
+		r.Post("/hooks/{namespace}/{name}", g.hookAuth(g.callRoute(g.hook)))
 	}
 	r.Route("/v1/namespaces/{namespace}/functions", g.functionRoutes)
 	r.Mount(dashboard.Prefix, g.dash.Handler())
@@ -45,11 +45,11 @@ func (g *Gateway) functionRoutes(r chi.Router) {
 	r.Get("/{name}", g.authorized("get", g.getFunction))
 	r.Put("/{name}", g.authorized("update", g.putFunction))
 	r.Delete("/{name}", g.authorized("delete", g.deleteFunction))
-	r.Post("/{name}/invoke", g.authorized(verbInvoke, g.limitCalls(g.invoke)))
+	r.Post("/{name}/invoke", g.authorized(verbInvoke, g.callRoute(g.invoke)))
 	r.Get("/{name}/invocations", g.authorized(verbInvoke, g.invocations))
 	// A replay runs code the caller wrote (update) on recorded requests it then
 	// shows the answers to (invoke): it needs both verbs.
-	r.Post("/{name}/replay", g.authorized("update", g.authorized(verbInvoke, g.limitReplays(g.replay))))
+	r.Post("/{name}/replay", g.authorized("update", g.authorized(verbInvoke, g.bodyFirst(g.limitReplays(g.replay)))))
 }
 
 // functionsAPI is the management API of Functions alone, for the dashboard's calls in
@@ -68,11 +68,17 @@ func (g *Gateway) hookRoutes() http.Handler {
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	r.Post("/hooks/{namespace}/{name}", g.hookToken(g.limitCalls(g.hook)))
+	r.Post("/hooks/{namespace}/{name}", g.hookAuth(g.callRoute(g.hook)))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path+" (this address serves /hooks only)"))
 	})
 	return r
+}
+
+// callRoute serves a call of a function: its body read first, then a slot of the
+// function taken (limitCalls), so that slow bodies cannot hold the slots.
+func (g *Gateway) callRoute(h http.HandlerFunc) http.HandlerFunc {
+	return g.bodyFirst(g.limitCalls(h))
 }
 
 // limitBody answers 413 to bodies over the limit (see readBody).
@@ -99,20 +105,41 @@ func (g *Gateway) authorized(verb string, h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// hookToken requires the gateway's hook token, when it has one, as the bearer token
-// of /hooks calls. The comparison takes the same time whatever the token.
-func (g *Gateway) hookToken(h http.HandlerFunc) http.HandlerFunc {
+// metricsAuth guards /metrics as the API is guarded, since its series name every
+// tenant's functions: a bearer token the Kubernetes API accepts, whose user may get
+// the path /metrics (a nonResourceURLs rule, as for a Kubernetes component's
+// metrics; the ClusterRole metalambda-metrics-reader grants it).
+func (g *Gateway) metricsAuth(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := g.auth.mayGetPath(r.Context(), r, "/metrics"); err != nil {
+			setRetryAfter(w, err)
+			writeError(w, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// hookAuth lets through /hooks calls that present the gateway's hook token (the
+// engines' credential, compared in constant time) or a Kubernetes token whose user
+// may invoke functions in the namespace, as a test call through the API must. A
+// gateway without a hook token leaves its hooks open.
+func (g *Gateway) hookAuth(h http.HandlerFunc) http.HandlerFunc {
 	if g.opts.HookToken == "" {
 		return h
 	}
 	want := []byte(g.opts.HookToken)
 	return func(w http.ResponseWriter, r *http.Request) {
-		token, _ := bearer(r)
-		if subtle.ConstantTimeCompare([]byte(token), want) != 1 {
-			writeError(w, errorf(http.StatusUnauthorized, "unauthorized", "this gateway's hooks need its hook token as a bearer token"))
+		token, ok := bearer(r)
+		if !ok {
+			writeError(w, errorf(http.StatusUnauthorized, "unauthorized", "this gateway's hooks need its hook token, or a Kubernetes token allowed to invoke functions, as a bearer token"))
 			return
 		}
-		h(w, r)
+		if subtle.ConstantTimeCompare([]byte(token), want) == 1 {
+			h(w, r)
+			return
+		}
+		g.authorized(verbInvoke, h)(w, r)
 	}
 }
 

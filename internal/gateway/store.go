@@ -65,8 +65,10 @@ type store struct {
 	publicURL string
 	history   int
 	metrics   *metrics
-	informer  cache.SharedIndexInformer
-	queue     workqueue.TypedRateLimitingInterface[string]
+	// maxPerNamespace is how many functions of one namespace are served; 0 is no limit.
+	maxPerNamespace int
+	informer        cache.SharedIndexInformer
+	queue           workqueue.TypedRateLimitingInterface[string]
 
 	mu      sync.RWMutex
 	entries map[string]*entry
@@ -84,7 +86,7 @@ func newStore(dyn dynamic.Interface, c compiler, env *envCache, publicURL string
 		entries: map[string]*entry{},
 		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "functions"}),
 	}
-	s.informer = dynamicinformer.NewFilteredDynamicInformer(dyn, FunctionsGVR, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	s.informer = dynamicinformer.NewFilteredDynamicInformer(dyn, FunctionsGVR, metav1.NamespaceAll, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 			s.queue.Add(key)
@@ -139,9 +141,15 @@ func (s *store) sync(ctx context.Context, key string) (time.Duration, error) {
 	}
 	if !exists {
 		s.remove(key)
+		s.makeRoom(key)
 		return 0, nil
 	}
 	u := obj.(*unstructured.Unstructured)
+	if s.pastLimit(u) {
+		// Checked again later: an older function deleted makes room.
+		s.remove(key)
+		return envRetry, s.writeStatus(ctx, u, "", functionLimitError(u.GetNamespace(), s.maxPerNamespace))
+	}
 	var f fnv1.Function
 	if err := convert(u.Object, &f); err != nil {
 		return 0, s.writeStatus(ctx, u, "", fmt.Errorf("decode Function: %w", err))
@@ -333,6 +341,8 @@ func (s *store) writeStatus(ctx context.Context, u *unstructured.Unstructured, h
 			ready.Reason = "EnvSourceUnavailable"
 		case errors.Is(loadErr, ErrNetworkNotAllowed):
 			ready.Reason = "NetworkNotAllowed"
+		case errors.Is(loadErr, ErrTooManyFunctions):
+			ready.Reason = "TooManyFunctions"
 		}
 	}
 	want.Conditions = append([]metav1.Condition(nil), status.Conditions...)

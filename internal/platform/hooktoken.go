@@ -10,8 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
-	"github.com/metalambda/metalambda/internal/hook"
 )
 
 // HookTokenFile is where the platform keeps the bearer token its gateway requires on
@@ -61,21 +59,6 @@ func newHookToken(path string) (string, error) {
 		return "", fmt.Errorf("hook token: %w", err)
 	}
 	return token, f.Close()
-}
-
-// tokenForHost presents a bearer token on the engine's hook calls to one host (the
-// gateway's address) that carry no Authorization of their own.
-type tokenForHost struct {
-	host  string
-	token string
-	next  hook.Doer
-}
-
-func (d tokenForHost) Do(req *http.Request) (*http.Response, error) {
-	if req.URL.Host == d.host && req.Header.Get("Authorization") == "" {
-		req.Header.Set("Authorization", "Bearer "+d.token)
-	}
-	return d.next.Do(req)
 }
 
 // newHookHTTP is the engine's HTTP client for hooks: keep-alive connections, many per

@@ -1,7 +1,6 @@
 package platform
 
 import (
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,39 +40,5 @@ func TestHookTokenIsMadeOnceAndKeptPrivate(t *testing.T) {
 	}
 	if _, err := hookToken(dir); err == nil || !strings.Contains(err.Error(), "empty") {
 		t.Errorf("empty token file: %v, want an error", err)
-	}
-}
-
-type recordingDoer struct{ auth []string }
-
-func (d *recordingDoer) Do(req *http.Request) (*http.Response, error) {
-	d.auth = append(d.auth, req.Header.Get("Authorization"))
-	return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
-}
-
-// TestEngineShowsTheTokenToTheGatewayOnly: the engine's hook calls to the gateway carry
-// the token; calls elsewhere, and calls with their own authorization, do not.
-func TestEngineShowsTheTokenToTheGatewayOnly(t *testing.T) {
-	next := &recordingDoer{}
-	d := tokenForHost{host: "127.0.0.1:8081", token: "s3cret", next: next}
-	for _, tt := range []struct{ url, own string }{
-		{"http://127.0.0.1:8081/hooks/ns/f", ""},
-		{"http://127.0.0.1:9999/hooks/ns/f", ""},
-		{"http://hooks.example/sync", ""},
-		{"http://127.0.0.1:8081/hooks/ns/f", "Bearer mine"},
-	} {
-		req, _ := http.NewRequest(http.MethodPost, tt.url, nil)
-		if tt.own != "" {
-			req.Header.Set("Authorization", tt.own)
-		}
-		if _, err := d.Do(req); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want := []string{"Bearer s3cret", "", "", "Bearer mine"}
-	for i := range want {
-		if next.auth[i] != want[i] {
-			t.Errorf("call %d: Authorization %q, want %q", i, next.auth[i], want[i])
-		}
 	}
 }

@@ -66,10 +66,37 @@ func (c *InCluster) check() error {
 }
 
 // chartValues are the chart's values on the local platform: the CRDs are the
-// platform's own (it installs them before anything else), the rest is the chart's
-// defaults.
+// platform's own (it installs them before anything else), the hook token is the
+// platform's (hookTokenSecret), the rest is the chart's defaults.
 func chartValues() map[string]any {
-	return map[string]any{"crds": map[string]any{"install": false}}
+	return map[string]any{
+		"crds":    map[string]any{"install": false},
+		"gateway": map[string]any{"hookToken": map[string]any{"existingSecret": deploy.HookTokenSecret}},
+	}
+}
+
+// hookTokenSecret writes the platform's hook token (<data dir>/hook-token) as the
+// Secret the chart's engine and gateway read it from: the chart, rendered without a
+// cluster, would make a new token at every start, and `metalambda fn` and the
+// printed hook token would not match it.
+func (p *Platform) hookTokenSecret(ctx context.Context, kube kubernetes.Interface) error {
+	token, err := hookToken(p.opts.DataDir)
+	if err != nil {
+		return err
+	}
+	want := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: deploy.HookTokenSecret, Namespace: GatewayNamespace},
+		Data:       map[string][]byte{"token": []byte(token)},
+	}
+	secrets := kube.CoreV1().Secrets(GatewayNamespace)
+	_, err = secrets.Create(ctx, want, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		_, err = secrets.Update(ctx, want, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("hook token Secret: %w", err)
+	}
+	return nil
 }
 
 // installChart renders the chart for GatewayNamespace and applies it server-side,
@@ -84,6 +111,9 @@ func (p *Platform) installChart(ctx context.Context) error {
 	}
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: GatewayNamespace}}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	if err := p.hookTokenSecret(ctx, kube); err != nil {
 		return err
 	}
 	rendered, err := deploy.RenderChart(deploy.Variant{Namespace: GatewayNamespace, Chart: c.ChartDir, Values: chartValues(), Release: ReleaseName})

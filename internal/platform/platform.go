@@ -29,6 +29,7 @@ import (
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/gateway"
+	"github.com/metalambda/metalambda/internal/hook"
 	"github.com/metalambda/metalambda/internal/ingress"
 	"github.com/metalambda/metalambda/internal/localcluster"
 	"github.com/metalambda/metalambda/internal/localstorage"
@@ -301,7 +302,7 @@ func (p *Platform) startEngineAndGateway(kube kubernetes.Interface) error {
 	engineOpts.ResolveService = func(ref v1alpha1.ServiceReference) (string, bool) {
 		return gatewayURL, ref.Name == GatewayService && ref.Namespace == GatewayNamespace
 	}
-	engineOpts.HookHTTP = tokenForHost{host: p.opts.GatewayAddress, token: token, next: newHookHTTP()}
+	engineOpts.HookHTTP = hook.TokenForHosts{Hosts: []string{p.opts.GatewayAddress}, Token: token, Next: newHookHTTP()}
 	mgr, err := engine.New(cfg, engineOpts, prometheus.NewRegistry())
 	if err != nil {
 		engineAPI.Close()

@@ -47,3 +47,13 @@ affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
+
+{{/* The Secret holding the gateway's hook token (key "token"). */}}
+{{- define "metalambda.hookTokenSecret" -}}
+{{ .Values.gateway.hookToken.existingSecret | default (printf "%s-hook-token" .Values.gateway.name) }}
+{{- end -}}
+
+{{/* Where the engine and the gateway mount the hook token. */}}
+{{- define "metalambda.hookTokenDir" -}}
+/var/run/metalambda/hook-token
+{{- end -}}
