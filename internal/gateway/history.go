@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/metalambda/metalambda/internal/redact"
+	"github.com/metalambda/metalambda/internal/runtime"
 )
 
 // Invocation is one recorded call of a function.
@@ -69,6 +70,10 @@ func (h *history) add(inv Invocation) {
 		return
 	}
 	inv.Request, inv.Response = redactJSON(truncateJSON(inv.Request)), redactJSON(truncateJSON(inv.Response))
+	// The runtimes bound these already; a record outlives the call, so bound them
+	// here too.
+	inv.Logs = runtime.BoundText(inv.Logs, runtime.MaxLogBytes, "\n[logs truncated]\n")
+	inv.Error = runtime.BoundText(inv.Error, runtime.MaxErrorBytes, "\n[message truncated]")
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.disabled {

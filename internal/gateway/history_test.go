@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/metalambda/metalambda/internal/runtime"
 )
 
 // TestHistoryRedactsSecrets: Secret data and authorization values never reach the
@@ -102,4 +104,15 @@ func fromJSON(t *testing.T, raw json.RawMessage) any {
 		t.Fatalf("%v: %s", err, raw)
 	}
 	return v
+}
+
+// TestHistoryBoundsLogsAndErrors: a record keeps at most the logs and the error
+// message a runtime would report, whatever it was given.
+func TestHistoryBoundsLogsAndErrors(t *testing.T) {
+	h := newHistory(2)
+	h.add(Invocation{Logs: strings.Repeat("L", 1<<20), Error: strings.Repeat("e", 1<<20)})
+	got := h.list()[0]
+	if len(got.Logs) > runtime.MaxLogBytes+64 || len(got.Error) > runtime.MaxErrorBytes+64 {
+		t.Errorf("kept %d bytes of logs and %d of error, want at most %d and %d", len(got.Logs), len(got.Error), runtime.MaxLogBytes, runtime.MaxErrorBytes)
+	}
 }

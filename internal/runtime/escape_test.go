@@ -1,12 +1,15 @@
 package runtime
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -182,4 +185,66 @@ func workersHaveCgroups(t *testing.T) bool {
 	}
 	ok, _ := sb.Cgroups()
 	return ok
+}
+
+// TestWorkerThatStopsReading: a function that answers its call on the reply
+// descriptor itself, shrinks its request pipe and then never reads it again
+// would hold the gateway's write of the next, larger request, and with it the
+// call, past its timeout, while it spins. The call must end at its timeout with
+// the worker killed.
+func TestWorkerThatStopsReading(t *testing.T) {
+	source := `import os, json, fcntl, select
+def sync(request):
+    fcntl.fcntl(3, 1031, 4096)  # F_SETPIPE_SZ on the request pipe
+    os.write(4, json.dumps({"ok": True, "logs": "", "response": {"armed": True}}).encode() + b"\n")
+    select.select([3], [], [])
+    while True:
+        pass
+`
+	fn := pyFn("stops-reading", source)
+	fn.Timeout = 2 * time.Second
+	c := mustCompile(t, NewPython(Options{PythonPoolSize: 1}), fn)
+	defer c.Close()
+	if _, err := invoke(t, c, echoRequest("arm")); err != nil {
+		t.Fatal(err)
+	}
+	big, _ := json.Marshal(map[string]string{"name": strings.Repeat("x", 100<<10)})
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Invoke(context.Background(), big)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var ie *InvokeError
+		if !errors.As(err, &ie) || ie.Reason != ReasonTimeout {
+			t.Errorf("the call = %v, want a timeout", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call outlived its 2 s timeout by 28 s: the gateway is stuck writing to a worker that does not read")
+	}
+}
+
+// TestForgedReplyIsBounded: a function that writes its own reply frame, with
+// logs and an error message of megabytes, gets them cut to the bounds the
+// worker would have kept, so that neither a caller nor the history holds them.
+func TestForgedReplyIsBounded(t *testing.T) {
+	rt := NewPython(Options{PythonPoolSize: 1})
+	for name, frame := range map[string]string{
+		"logs":  `{"ok": True, "logs": "L" * (4 << 20), "response": {}}`,
+		"error": `{"ok": False, "error": {"type": "E", "message": "m" * (4 << 20), "traceback": "t" * (4 << 20)}, "logs": ""}`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			source := "import os, json\ndef sync(request):\n    os.write(4, json.dumps(" + frame + ").encode() + b\"\\n\")\n    os._exit(0)\n"
+			c := mustCompile(t, rt, pyFn("forged-"+name, source))
+			defer c.Close()
+			res, err := invoke(t, c, echoRequest("x"))
+			if len(res.Logs) > MaxLogBytes+len(truncatedMark) {
+				t.Errorf("logs of %d bytes, want at most %d", len(res.Logs), MaxLogBytes)
+			}
+			if err != nil && len(err.Error()) > 3*MaxErrorBytes {
+				t.Errorf("an error of %d bytes, want about %d at most", len(err.Error()), 2*MaxErrorBytes)
+			}
+		})
+	}
 }

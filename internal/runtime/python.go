@@ -576,7 +576,14 @@ func requestFrame(name string, request json.RawMessage) ([]byte, error) {
 // exchange writes a frame and reads the reply; at the context's end it kills the
 // worker.
 func (w *pyWorker) exchange(ctx context.Context, name string, frame []byte, limit time.Duration) (pyReply, error) {
-	if _, err := w.stdin.Write(frame); err != nil {
+	// A worker that stops reading its stdin would hold the write, and the call,
+	// past its end: the context's end kills it, which ends the write.
+	stop := context.AfterFunc(ctx, func() { go w.kill() })
+	_, err := w.stdin.Write(frame)
+	if !stop() {
+		return pyReply{}, doneError(ctx, name, limit)
+	}
+	if err != nil {
 		return pyReply{}, w.crashError(name)
 	}
 	select {
@@ -699,10 +706,21 @@ func (r pyReply) compileError(name string) *CompileError {
 	if r.Error == nil {
 		return &CompileError{Function: name, Message: "the worker did not load the source"}
 	}
-	return &CompileError{Function: name, Line: r.Error.Line, Column: r.Error.Column, Message: r.Error.String()}
+	return &CompileError{Function: name, Line: r.Error.Line, Column: r.Error.Column, Message: BoundText(r.Error.String(), MaxErrorBytes, errorTruncatedMark)}
 }
 
+// errorTruncatedMark ends an error message cut to MaxErrorBytes.
+const errorTruncatedMark = "\n[message truncated]"
+
+// result is the call's result and error. The worker bounds its logs itself, but
+// it runs user code, which can write any reply frame: logs and messages are
+// bounded again here.
 func (r pyReply) result(name string) (Result, error) {
+	r.Logs = BoundText(r.Logs, MaxLogBytes, truncatedMark)
+	if r.Error != nil {
+		r.Error.Message = BoundText(r.Error.Message, MaxErrorBytes, errorTruncatedMark)
+		r.Error.Traceback = BoundText(r.Error.Traceback, MaxErrorBytes, errorTruncatedMark)
+	}
 	if r.OK {
 		// The worker wrote the response with json.dumps, compact, and Unmarshal has
 		// checked the whole reply.

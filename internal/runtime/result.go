@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"unicode/utf8"
 )
 
 // Reasons of an InvokeError.
@@ -24,6 +25,23 @@ var ErrInvalidRequest = errors.New("invalid request JSON")
 const MaxLogBytes = 64 << 10
 
 const truncatedMark = "\n[logs truncated]\n"
+
+// MaxErrorBytes bounds the message of a call's or a compile's error.
+const MaxErrorBytes = 16 << 10
+
+// BoundText is s cut to at most max bytes (on a rune boundary), followed by mark
+// when it was cut. The gateway bounds what a worker reports itself, as a worker
+// runs user code and may write any frame it likes.
+func BoundText(s string, max int, mark string) string {
+	if len(s) <= max {
+		return s
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
+}
 
 // logBuffer collects a call's logs up to MaxLogBytes; it is safe for concurrent use.
 type logBuffer struct {
