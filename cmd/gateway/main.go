@@ -22,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/functions"
+	"github.com/metalambda/metalambda/internal/egress"
 	"github.com/metalambda/metalambda/internal/gateway"
 	"github.com/metalambda/metalambda/internal/kubeclient"
 	"github.com/metalambda/metalambda/internal/runtime"
@@ -36,6 +37,7 @@ type options struct {
 	hookTokenFile string
 	gcPercent     int
 	sandboxMode   string
+	egressDeny    []string
 	qps           float64
 	burst         int
 	gateway       gateway.Options
@@ -73,6 +75,14 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.gateway.EngineURL, "engine-url", "", "Base URL of the engine's API (its --api-address), which the dashboard at /ui/ reads controllers, parents and hook calls from; empty leaves those out.")
 	fs.BoolVar(&o.gateway.Dashboard.SecureCookies, "secure-cookies", false, "Mark the dashboard's session cookies Secure on plain-HTTP requests too, for a gateway behind a TLS-terminating proxy or ingress (requests over TLS always get them Secure).")
 	fs.StringVar(&o.gateway.IngressAddress, "ingress-address", "", "host:port of the ingress that serves PythonLambdas' hosts, through which the dashboard's \"try it\" calls them; empty turns \"try it\" off.")
+	fs.Func("egress-deny", "Comma-separated host:port destinations the dashboard's \"try it\" never connects to (e.g. etcd's client port), besides loopback, link-local, unspecified and multicast addresses, the Kubernetes API server, the engine's API and the gateway's own addresses; a host left empty or 0.0.0.0 means every address on the port. May be repeated.", func(v string) error {
+		for item := range strings.SplitSeq(v, ",") {
+			if item = strings.TrimSpace(item); item != "" {
+				o.egressDeny = append(o.egressDeny, item)
+			}
+		}
+		return nil
+	})
 	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage-collection target (as GOGC); the GOGC environment variable, when set, wins.")
 }
 
@@ -91,6 +101,16 @@ func (o *options) validate() error {
 			return fmt.Errorf("--hooks-listen and --listen are both %s; leave --hooks-listen empty to serve hooks with the API", o.listen)
 		}
 		o.gateway.SeparateHooks = true
+	}
+	for _, d := range o.egressDeny {
+		if _, _, err := net.SplitHostPort(d); err != nil {
+			return fmt.Errorf("--egress-deny %q: %w", d, err)
+		}
+		o.gateway.EgressDeny = append(o.gateway.EgressDeny, egress.Destination{Address: d, What: d + " (--egress-deny)"})
+	}
+	o.gateway.EgressDeny = append(o.gateway.EgressDeny, egress.Destination{Address: o.listen, What: "the gateway's API"})
+	if o.hooksListen != "" {
+		o.gateway.EgressDeny = append(o.gateway.EgressDeny, egress.Destination{Address: o.hooksListen, What: "the gateway's hooks"})
 	}
 	if o.gateway.PublicURL == "" {
 		o.gateway.PublicURL = "http://" + cmp.Or(o.hooksListen, o.listen)
@@ -176,7 +196,7 @@ func run(ctx context.Context, o *options, ready chan<- string) error {
 		servers = append(servers, gateway.NewServer(gw.HooksHandler()))
 		listeners = append(listeners, hl)
 	}
-	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "hooksListen", o.hooksListen, "gcPercent", gateway.SetGCPercent(o.gcPercent), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "", "secureCookies", o.gateway.Dashboard.SecureCookies, "maxFunctionsPerNamespace", o.gateway.MaxFunctionsPerNamespace, "maxCallsPerNamespace", o.gateway.MaxCallsPerNamespace)
+	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "hooksListen", o.hooksListen, "ingressAddress", o.gateway.IngressAddress, "egressDeny", o.egressDeny, "gcPercent", gateway.SetGCPercent(o.gcPercent), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "", "secureCookies", o.gateway.Dashboard.SecureCookies, "maxFunctionsPerNamespace", o.gateway.MaxFunctionsPerNamespace, "maxCallsPerNamespace", o.gateway.MaxCallsPerNamespace)
 	if o.gateway.HookToken == "" {
 		klog.InfoS("WARNING: no --hook-token-file: /hooks call any function for whoever reaches them", "address", cmp.Or(o.hooksListen, o.listen))
 	}

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/metalambda/metalambda/internal/egress"
 	"github.com/metalambda/metalambda/internal/runtime"
 	"github.com/metalambda/metalambda/internal/sandbox"
 )
@@ -41,10 +44,30 @@ func TestOptionsValidate(t *testing.T) {
 	if err := o.validate(); err != nil || !o.gateway.SeparateHooks || o.gateway.PublicURL != "http://:8082" {
 		t.Fatalf("hooks address: %v, separate %v, public URL %q", err, o.gateway.SeparateHooks, o.gateway.PublicURL)
 	}
+	o = defaultOptions()
+	fs = flag.NewFlagSet("gateway", flag.ContinueOnError)
+	o.bindFlags(fs)
+	if err := fs.Parse([]string{"--egress-deny=127.0.0.1:2379, :2380", "--egress-deny=10.0.0.9:6443", "--hooks-listen=:8082"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.validate(); err != nil {
+		t.Fatal(err)
+	}
+	wantDeny := []egress.Destination{
+		{Address: "127.0.0.1:2379", What: "127.0.0.1:2379 (--egress-deny)"},
+		{Address: ":2380", What: ":2380 (--egress-deny)"},
+		{Address: "10.0.0.9:6443", What: "10.0.0.9:6443 (--egress-deny)"},
+		{Address: "127.0.0.1:8081", What: "the gateway's API"},
+		{Address: ":8082", What: "the gateway's hooks"},
+	}
+	if diff := cmp.Diff(wantDeny, o.gateway.EgressDeny); diff != "" {
+		t.Errorf("denied destinations (-want +got):\n%s", diff)
+	}
 	for _, tt := range []struct {
 		set  func(*options)
 		want string
 	}{
+		{func(o *options) { o.egressDeny = []string{"etcd"} }, "--egress-deny \"etcd\""},
 		{func(o *options) { o.listen = "nowhere" }, "--listen"},
 		{func(o *options) { o.hooksListen = "nowhere" }, "--hooks-listen"},
 		{func(o *options) { o.hooksListen = o.listen }, "--hooks-listen and --listen"},

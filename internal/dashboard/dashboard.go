@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"time"
@@ -9,6 +10,7 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/client-go/rest"
 
+	"github.com/metalambda/metalambda/internal/egress"
 	"github.com/metalambda/metalambda/internal/engineapi"
 	"github.com/metalambda/metalambda/web"
 )
@@ -42,6 +44,10 @@ type Options struct {
 	// IngressAddress is where the ingress router listens (host:port); PythonLambdas'
 	// "try it" goes through it. Empty turns "try it" off.
 	IngressAddress string
+	// EgressDeny are destinations "try it" never connects to, besides loopback,
+	// link-local, unspecified and multicast addresses: the platform's control plane.
+	// IngressAddress is reached even so.
+	EgressDeny []egress.Destination
 	// FunctionRates are a Function's recent call and error rates (the gateway's
 	// counters); false when the gateway has not loaded it. Nil shows no rates.
 	FunctionRates func(namespace, name string) (Rates, bool)
@@ -86,6 +92,8 @@ type Dashboard struct {
 	sessions *sessions
 	pages    map[string]*template.Template
 	engine   *engineapi.Client
+	// try sends "try it" requests: to the ingress alone, and following no redirect.
+	try *http.Client
 }
 
 // New builds a dashboard.
@@ -101,6 +109,11 @@ func New(opts Options) (*Dashboard, error) {
 	d := &Dashboard{opts: opts, sessions: newSessions(opts.SessionTTL, opts.Now), pages: pages}
 	if opts.EngineURL != "" {
 		d.engine = &engineapi.Client{BaseURL: opts.EngineURL, HTTP: &http.Client{Timeout: 10 * time.Second}}
+	}
+	if opts.IngressAddress != "" {
+		if d.try, err = tryClient(opts.IngressAddress, opts.EgressDeny); err != nil {
+			return nil, fmt.Errorf("dashboard: %w", err)
+		}
 	}
 	return d, nil
 }

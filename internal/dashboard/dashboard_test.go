@@ -41,8 +41,14 @@ func (c *fakeClock) add(d time.Duration) {
 // stop before any page reads it.
 func testDashboard(t *testing.T) (*testServer, *fakeClock) {
 	t.Helper()
+	return testDashboardWith(t, nil)
+}
+
+// testDashboardWith is testDashboard with options changed by change (when not nil).
+func testDashboardWith(t *testing.T, change func(*Options)) (*testServer, *fakeClock) {
+	t.Helper()
 	clock := &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	d, err := New(Options{
+	opts := Options{
 		Config: &rest.Config{Host: "http://127.0.0.1:1"},
 		Authenticate: func(_ *http.Request, token string) (*authenticationv1.UserInfo, error) {
 			if token != goodToken {
@@ -52,7 +58,11 @@ func testDashboard(t *testing.T) (*testServer, *fakeClock) {
 		},
 		SessionTTL: time.Hour,
 		Now:        clock.now,
-	})
+	}
+	if change != nil {
+		change(&opts)
+	}
+	d, err := New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,8 @@ import (
 	"github.com/go-chi/chi/v5"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metalambda/metalambda/internal/egress"
 )
 
 // maxTryBody bounds the answer "try it" shows.
@@ -64,7 +67,21 @@ type TryResult struct {
 	Body       string
 	DurationMS float64
 	Truncated  bool
-	Error      string
+	// Location is where a redirect answer points: "try it" does not follow it.
+	Location string
+	Error    string
+	// code is the status the dashboard answers with, to a request that is not htmx's.
+	code int
+}
+
+// tryTimeout bounds a "try it" call, the reading of the answer included.
+const tryTimeout = 15 * time.Second
+
+// tryClient sends "try it" requests: to the ingress (at ingressAddress) alone, never
+// to another loopback, link-local or denied destination, and following no redirect,
+// so that a PythonLambda's answer cannot send the user's request elsewhere.
+func tryClient(ingressAddress string, deny []egress.Destination) (*http.Client, error) {
+	return egress.New(egress.Policy{Purpose: `"try it"`, Allow: []string{ingressAddress}, Deny: deny, Timeout: tryTimeout})
 }
 
 // tryPythonLambda calls a PythonLambda through the ingress with its host, as the user
@@ -77,26 +94,30 @@ func (d *Dashboard) tryPythonLambda(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, err)
 		return
 	}
-	res := TryResult{Lambda: ns + "/" + name}
+	res := TryResult{Lambda: ns + "/" + name, code: http.StatusOK}
 	host, _, _ := unstructured.NestedString(u.Object, "spec", "host")
 	path := r.PostFormValue("path")
 	switch {
-	case d.opts.IngressAddress == "":
-		res.Error = "The gateway does not know the ingress address (--ingress-address): \"try it\" is off."
+	case d.try == nil:
+		res.Error, res.code = "The gateway does not know the ingress address (--ingress-address): \"try it\" is off.", http.StatusServiceUnavailable
 	case host == "":
-		res.Error = "This PythonLambda has no spec.host: the ingress does not route to it."
+		res.Error, res.code = "This PythonLambda has no spec.host: the ingress does not route to it.", http.StatusUnprocessableEntity
 	case !strings.HasPrefix(path, "/"):
-		res.Error = fmt.Sprintf("The path %q must start with /, e.g. /?name=Martin.", path)
+		res.Error, res.code = fmt.Sprintf("The path %q must start with /, e.g. /?name=Martin.", path), http.StatusBadRequest
 	default:
 		res = d.callThroughIngress(r.Context(), res, host, path, r.PostFormValue("body"))
 	}
-	d.execute(w, http.StatusOK, "pythonlambdas.html", "try-result", res)
+	// htmx swaps only 2xx answers: to htmx, the fragment says what went wrong.
+	status := res.code
+	if isHTMX(r) {
+		status = http.StatusOK
+	}
+	d.execute(w, status, "pythonlambdas.html", "try-result", res)
 }
 
 // callThroughIngress sends GET (or POST with body) http://host/path to the ingress.
+// The PythonLambda's answer is shown as it is: a redirect is not followed.
 func (d *Dashboard) callThroughIngress(ctx context.Context, res TryResult, host, path, body string) TryResult {
-	ctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	defer cancel()
 	method, reader := http.MethodGet, io.Reader(nil)
 	if body != "" {
 		method, reader = http.MethodPost, strings.NewReader(body)
@@ -104,26 +125,38 @@ func (d *Dashboard) callThroughIngress(ctx context.Context, res TryResult, host,
 	res.Request = method + " http://" + host + path
 	req, err := http.NewRequestWithContext(ctx, method, "http://"+d.opts.IngressAddress+path, reader)
 	if err != nil {
-		res.Error = err.Error()
+		res.Error, res.code = err.Error(), http.StatusBadRequest
 		return res
 	}
 	req.Host = host
 	start := d.opts.Now()
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := d.try.Do(req)
 	if err != nil {
-		res.Error = "calling the ingress: " + err.Error()
+		res.Error, res.code = callError(err), http.StatusBadGateway
 		return res
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxTryBody+1))
 	res.DurationMS = float64(d.opts.Now().Sub(start).Microseconds()) / 1000
 	res.Status = resp.Status
+	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
+		res.Location = resp.Header.Get("Location")
+	}
 	if len(data) > maxTryBody {
 		data, res.Truncated = data[:maxTryBody], true
 	}
 	res.Body = string(data)
 	if err != nil {
-		res.Error = "reading the answer: " + err.Error()
+		res.Error, res.code = "reading the answer: "+err.Error(), http.StatusBadGateway
 	}
 	return res
+}
+
+// callError says why calling the ingress failed: a refused destination by itself.
+func callError(err error) string {
+	var refused *egress.RefusedError
+	if errors.As(err, &refused) {
+		return "\"try it\" did not call the ingress: " + refused.Error() + "."
+	}
+	return "calling the ingress: " + err.Error()
 }

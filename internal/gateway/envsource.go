@@ -78,6 +78,9 @@ func (s *envSources) refs() []objectRef {
 	return out
 }
 
+// envReadTimeout bounds each request of an envCache to the API server.
+const envReadTimeout = 10 * time.Second
+
 // envCache reads Secrets and ConfigMaps with GET, as the gateway's own account, and
 // keeps each answer for a few seconds, keyed by namespace, kind and name: a call
 // reads its function's sources without reaching the API server each time, and a
@@ -90,6 +93,8 @@ type envCache struct {
 	kube        kubernetes.Interface
 	ttl         time.Duration
 	negativeTTL time.Duration
+	// readTimeout bounds each request to the API server.
+	readTimeout time.Duration
 	now         func() time.Time
 	objects     *lru.Cache // objectKey → cachedObject
 	flight      singleflight.Group
@@ -107,7 +112,7 @@ type cachedObject struct {
 }
 
 func newEnvCache(kube kubernetes.Interface, ttl, negativeTTL time.Duration, size int) *envCache {
-	return &envCache{kube: kube, ttl: ttl, negativeTTL: negativeTTL, now: time.Now, objects: lru.New(size)}
+	return &envCache{kube: kube, ttl: ttl, negativeTTL: negativeTTL, readTimeout: envReadTimeout, now: time.Now, objects: lru.New(size)}
 }
 
 // get is the data of a Secret (decoded) or a ConfigMap (its data, not binaryData),
@@ -119,7 +124,7 @@ func (c *envCache) get(ctx context.Context, namespace, kind, name string) (map[s
 	}
 	v, _, _ := c.flight.Do(namespace+"/"+kind+"/"+name, func() (any, error) {
 		// The request outlives a caller that gives up: others may wait for it.
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.readTimeout)
 		defer cancel()
 		data, err := c.fetch(ctx, key)
 		entry := cachedObject{data: data, err: err, expires: c.now().Add(c.ttl)}
@@ -155,14 +160,20 @@ func (c *envCache) fetch(ctx context.Context, key objectKey) (map[string]string,
 // message proposes; "" when the API does not say.
 func (c *envCache) whoAmI(ctx context.Context) string {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.identity != "" {
-		return c.identity
+	known := c.identity
+	c.mu.Unlock()
+	if known != "" {
+		return known
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.readTimeout)
+	defer cancel()
 	review, err := c.kube.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
-	if err == nil {
-		c.identity = review.Status.UserInfo.Username
+	if err != nil {
+		return ""
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.identity = review.Status.UserInfo.Username
 	return c.identity
 }
 

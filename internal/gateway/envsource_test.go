@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	apiruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
@@ -179,5 +183,36 @@ func TestGrantCommandForAUser(t *testing.T) {
 	want := "kubectl -n dev create role metalambda-gateway-configmap-settings --verb=get --resource=configmaps --resource-name=settings && kubectl -n dev create rolebinding metalambda-gateway-configmap-settings --role=metalambda-gateway-configmap-settings --user=alice"
 	if got != want {
 		t.Errorf("grantCommand = %s\nwant %s", got, want)
+	}
+}
+
+// An API server that does not answer holds neither a call's env nor the gateway's
+// identity past the read timeout.
+func TestEnvCacheReadsTimeOut(t *testing.T) {
+	release := make(chan struct{})
+	hung := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	defer hung.Close()
+	defer close(release)
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: hung.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newEnvCache(kube, 10*time.Second, 2*time.Second, 16)
+	c.readTimeout = 50 * time.Millisecond
+	done := make(chan struct{})
+	var getErr error
+	var who string
+	go func() {
+		defer close(done)
+		_, getErr = c.get(context.Background(), "demo", kindSecret, "creds")
+		who = c.whoAmI(context.Background())
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the reads did not end")
+	}
+	if getErr == nil || who != "" {
+		t.Errorf("get: %v, whoAmI: %q; want an error and no name", getErr, who)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/metalambda/metalambda/internal/dashboard"
+	"github.com/metalambda/metalambda/internal/egress"
 	"github.com/metalambda/metalambda/internal/runtime"
 )
 
@@ -77,6 +78,12 @@ type Options struct {
 	// IngressAddress (host:port) is where the ingress router serves; the dashboard's
 	// "try it" of PythonLambdas calls through it. Empty turns "try it" off.
 	IngressAddress string
+	// EgressDeny are destinations the dashboard's "try it" never connects to (package
+	// egress), besides loopback, link-local, unspecified and multicast addresses and
+	// those the gateway knows of: the Kubernetes API server, the engine's API and
+	// PublicURL. List the platform's other control-plane ports here (etcd, the
+	// gateway's listen addresses). IngressAddress is reached even so.
+	EgressDeny []egress.Destination
 	// Dashboard configures the web dashboard at /ui/ beyond what the options above
 	// give it (its Config, Authenticate, EngineURL and IngressAddress are set here).
 	Dashboard dashboard.Options
@@ -196,6 +203,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 	dopts := opts.Dashboard
 	dopts.Config, dopts.Authenticate = cfg, g.auth.login
 	dopts.EngineURL, dopts.IngressAddress = opts.EngineURL, opts.IngressAddress
+	dopts.EgressDeny = append(dopts.EgressDeny, controlPlane(cfg, &opts)...)
 	dopts.FunctionRates = g.store.rates
 	dopts.FunctionsAPI = g.functionsAPI()
 	if g.dash, err = dashboard.New(dopts); err != nil {

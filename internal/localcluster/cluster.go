@@ -319,3 +319,29 @@ var insecureClient = &http.Client{
 	Timeout:   5 * time.Second,
 	Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}, //nolint:gosec // loopback health checks of our own children
 }
+
+// Address is one address a process of the control plane serves on.
+type Address struct {
+	// HostPort is host:port.
+	HostPort string
+	// What serves there, e.g. "etcd's client port".
+	What string
+}
+
+// Addresses are where the control plane serves: etcd's client and peer ports,
+// kube-apiserver, and the optional components that run.
+func (c *Cluster) Addresses() []Address {
+	o := &c.opts
+	out := []Address{
+		{hostPort(o.Host, o.EtcdClientPort), "etcd's client port"},
+		{hostPort(o.Host, o.EtcdPeerPort), "etcd's peer port"},
+		{hostPort(o.Host, o.APIServerPort), "kube-apiserver"},
+	}
+	if o.runs(ControllerManager) {
+		out = append(out, Address{hostPort(o.Host, o.ControllerMgrPort), string(ControllerManager)})
+	}
+	if o.runs(Scheduler) {
+		out = append(out, Address{hostPort(o.Host, o.SchedulerPort), string(Scheduler)})
+	}
+	return out
+}

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func TestValidateNamesTheProblem(t *testing.T) {
@@ -151,5 +153,30 @@ func TestStaleTempDirsOfDeadProcessesAreRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(live); err != nil {
 		t.Errorf("dir of a live process was removed: %v", err)
+	}
+}
+
+func TestAddressesNameWhatRuns(t *testing.T) {
+	ports := Options{Host: "127.0.0.1", EtcdClientPort: 2379, EtcdPeerPort: 2380, APIServerPort: 6443, ControllerMgrPort: 10257, SchedulerPort: 10259}
+	for _, tt := range []struct {
+		name       string
+		components []Component
+		want       []Address
+	}{
+		{"etcd and kube-apiserver alone", []Component{}, []Address{
+			{"127.0.0.1:2379", "etcd's client port"}, {"127.0.0.1:2380", "etcd's peer port"}, {"127.0.0.1:6443", "kube-apiserver"},
+		}},
+		{"the scheduler too", []Component{Scheduler}, []Address{
+			{"127.0.0.1:2379", "etcd's client port"}, {"127.0.0.1:2380", "etcd's peer port"}, {"127.0.0.1:6443", "kube-apiserver"},
+			{"127.0.0.1:10259", "kube-scheduler"},
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := ports
+			o.Components = tt.components
+			if diff := cmp.Diff(tt.want, (&Cluster{opts: o}).Addresses()); diff != "" {
+				t.Errorf("Addresses (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/functions"
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
+	"github.com/metalambda/metalambda/internal/egress"
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/gateway"
 	"github.com/metalambda/metalambda/internal/hook"
@@ -275,6 +276,16 @@ func (p *Platform) startComponents(ctx context.Context, log io.Writer) error {
 	return nil
 }
 
+// egressDeny are the control plane's addresses, which the dashboard's "try it" never
+// connects to (the gateway adds kube-apiserver, the engine's API and its own).
+func egressDeny(addrs []localcluster.Address) []egress.Destination {
+	out := make([]egress.Destination, 0, len(addrs))
+	for _, a := range addrs {
+		out = append(out, egress.Destination{Address: a.HostPort, What: a.What})
+	}
+	return out
+}
+
 // startEngineAndGateway runs the gateway and the engine in this process.
 func (p *Platform) startEngineAndGateway(kube kubernetes.Interface) error {
 	cfg := p.cluster.Config
@@ -289,7 +300,8 @@ func (p *Platform) startEngineAndGateway(kube kubernetes.Interface) error {
 	}
 	p.engineURL = "http://" + engineAPI.Addr().String()
 	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(cfg, gateway.Options{PublicURL: gatewayURL, HookToken: token, EngineURL: p.engineURL, IngressAddress: p.opts.IngressAddress, Runtime: runtime.Options{Builtins: functions.Builtins()}}, reg)
+	gw, err := gateway.New(cfg, gateway.Options{PublicURL: gatewayURL, HookToken: token, EngineURL: p.engineURL, IngressAddress: p.opts.IngressAddress,
+		EgressDeny: egressDeny(p.cluster.Addresses()), Runtime: runtime.Options{Builtins: functions.Builtins()}}, reg)
 	if err != nil {
 		return err
 	}
