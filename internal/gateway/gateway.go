@@ -161,8 +161,11 @@ type Gateway struct {
 	calls    *callLimiter
 	nsCalls  *callLimiter // keyed by namespace
 	replays  *callLimiter // one key: replays are counted over the whole gateway
-	dash     *dashboard.Dashboard
-	running  atomic.Bool
+	// nsReplays counts replays per namespace, so that one namespace cannot hold
+	// every replay of the gateway.
+	nsReplays *callLimiter
+	dash      *dashboard.Dashboard
+	running   atomic.Bool
 }
 
 // New builds a gateway for the cluster cfg reaches.
@@ -198,6 +201,8 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 		calls:    newCallLimiter(opts.MaxConcurrentCalls),
 		nsCalls:  newCallLimiter(opts.MaxCallsPerNamespace),
 		replays:  newCallLimiter(opts.MaxConcurrentReplays),
+
+		nsReplays: newCallLimiter(max(opts.MaxConcurrentReplays/2, 1)),
 	}
 	g.store.maxPerNamespace = opts.MaxFunctionsPerNamespace
 	dopts := opts.Dashboard

@@ -140,9 +140,17 @@ func (g *Gateway) replay(w http.ResponseWriter, r *http.Request) {
 }
 
 // limitReplays answers 429 with Retry-After when the gateway already runs as many
-// replays as it may: each starts workers of its own.
+// replays as it may (each starts workers of its own), or the namespace half of
+// them.
 func (g *Gateway) limitReplays(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		ns := chi.URLParam(r, "namespace")
+		if !g.nsReplays.acquire(ns) {
+			w.Header().Set("Retry-After", strconv.Itoa(callRetryAfter))
+			writeError(w, errorf(http.StatusTooManyRequests, "too_many_replays", "namespace "+strconv.Quote(ns)+" already runs "+strconv.Itoa(g.nsReplays.max)+" replays, the most one namespace may run at once on this gateway; retry in a moment"))
+			return
+		}
+		defer g.nsReplays.release(ns)
 		if !g.replays.acquire("") {
 			w.Header().Set("Retry-After", strconv.Itoa(callRetryAfter))
 			writeError(w, errorf(http.StatusTooManyRequests, "too_many_replays", "this gateway already runs "+strconv.Itoa(g.replays.max)+" replays, its limit; retry in a moment"))

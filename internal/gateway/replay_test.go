@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-chi/chi/v5"
 	"github.com/google/go-cmp/cmp"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
@@ -171,6 +172,47 @@ func TestTruncationNote(t *testing.T) {
 	} {
 		if got := truncationNote(json.RawMessage(body)); got != want {
 			t.Errorf("truncationNote(%.60s) = %v, want %v", body, got, want)
+		}
+	}
+}
+
+// TestReplaysPerNamespace: one namespace holding replays cannot take every
+// replay place of the gateway: it gets half of them, and another namespace
+// still runs one.
+func TestReplaysPerNamespace(t *testing.T) {
+	g := &Gateway{replays: newCallLimiter(4), nsReplays: newCallLimiter(2)}
+	release := make(chan struct{})
+	started := make(chan struct{}, 8)
+	r := chi.NewRouter()
+	r.Post("/v1/namespaces/{namespace}/functions/{name}/replay", g.limitReplays(func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		<-release
+	}))
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	post := func(ns string) int {
+		resp, err := http.Post(srv.URL+"/v1/namespaces/"+ns+"/functions/f/replay", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	done := make(chan int, 8)
+	for range 2 {
+		go func() { done <- post("attacker") }()
+		<-started
+	}
+	if code := post("attacker"); code != http.StatusTooManyRequests {
+		t.Errorf("a third replay of one namespace: %d, want 429", code)
+	}
+	go func() { done <- post("victim") }()
+	<-started // another namespace still gets a place
+	close(release)
+	for range 3 {
+		if code := <-done; code != http.StatusOK {
+			t.Errorf("a held replay ended with %d, want 200", code)
 		}
 	}
 }
