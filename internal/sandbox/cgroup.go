@@ -278,6 +278,41 @@ func (cg *cgroup) pids() []int {
 	return pids
 }
 
+// roots are the processes of the cgroup whose parent is outside it.
+func (cg *cgroup) roots() []int {
+	pids := cg.pids()
+	in := map[int]bool{}
+	for _, pid := range pids {
+		in[pid] = true
+	}
+	var out []int
+	for _, pid := range pids {
+		if ppid, ok := parentOf(pid); ok && !in[ppid] {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// parentOf reads a process's parent from /proc/<pid>/stat, whose second field
+// (the command's name, in parentheses) may hold spaces and parentheses.
+func parentOf(pid int) (int, bool) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := strings.LastIndexByte(string(raw), ')')
+	if i < 0 {
+		return 0, false
+	}
+	fields := strings.Fields(string(raw[i+1:]))
+	if len(fields) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(fields[1])
+	return ppid, err == nil
+}
+
 // countFile names a file of the pids hierarchy in v1.
 func (cg *cgroup) countFile(name string) string {
 	if cg.v2 {
