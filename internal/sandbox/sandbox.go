@@ -337,6 +337,7 @@ func newNamespaces(opts Options) (*Sandbox, error) {
 	s := &Sandbox{mode: ModeNamespaces, bwrap: bwrap, launcher: launcher, uid: opts.UID, gid: opts.GID, uidBase: opts.UIDBase, privileged: privileged, filters: filters, cgroups: newCgroups()}
 	s.nsenter, _ = exec.LookPath("nsenter")
 	if err := s.probe(); err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -386,6 +387,13 @@ func (s *Sandbox) probe() error {
 		return fmt.Errorf("sandbox: bubblewrap cannot build a sandbox here (%s: %w): %s", s.bwrap, err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
+}
+
+// Close releases what s holds in the process: the directory its commands'
+// cgroups are made in, once no other sandbox of the process uses it. Call it
+// once its commands have ended; s makes no command after it.
+func (s *Sandbox) Close() {
+	s.cgroups.close()
 }
 
 // Command returns the command that runs spec in a sandbox. Kill kills everything
