@@ -155,22 +155,35 @@ func (c *container) command(ctx context.Context) (*sandbox.Command, *os.File, er
 
 // sandboxSpec is how the container's command args runs: see containerSpec.
 func (c *container) sandboxSpec(pod *corev1.Pod, env, args []string) sandbox.Spec {
-	return containerSpec(c.spec, c.id, c.image.hostPaths, c.mounts, netnsPath(c.w.netns), pod.Name, c.w.n.openFiles, env, args)
+	return containerSpec(c.spec, containerRun{
+		id: c.id, hostPaths: c.image.hostPaths, mounts: c.mounts,
+		netns: netnsPath(c.w.netns), hostname: pod.Name, openFiles: c.w.n.openFiles,
+	}, env, args)
 }
 
-// containerSpec is the sandbox of a container: args run as id in the pod's
-// network namespace netns, with a read-only view of the system directories and
-// hostPaths, its mounts at their targets (read-only where they say so), a
+// containerRun is what a container's sandbox is made of besides its spec.
+type containerRun struct {
+	id        identity    // who it runs as
+	hostPaths []string    // host paths of its runtime it sees read-only
+	mounts    []bindMount // its volumes
+	netns     string      // the pod's network namespace
+	hostname  string      // the pod's name
+	openFiles int64       // RLIMIT_NOFILE
+}
+
+// containerSpec is the sandbox of a container: args run as run.id in the pod's
+// network namespace, with a read-only view of the system directories and
+// run.hostPaths, its mounts at their targets (read-only where they say so), a
 // private /tmp, its workingDir, the pod's name as its hostname, and cgroup
 // bounds from its resources.limits.
-func containerSpec(c *corev1.Container, id identity, hostPaths []string, mounts []bindMount, netns, hostname string, openFiles int64, env, args []string) sandbox.Spec {
-	user := id.user
+func containerSpec(c *corev1.Container, run containerRun, env, args []string) sandbox.Spec {
+	user := run.id.user
 	spec := sandbox.Spec{
-		Args: args, Env: env, ReadOnly: outsideSystemDirs(hostPaths),
-		User: &user, Capabilities: id.caps, Dir: c.WorkingDir, NetNS: netns,
-		Hostname: hostnameOf(hostname), Limits: containerLimits(c.Resources, openFiles),
+		Args: args, Env: env, ReadOnly: outsideSystemDirs(run.hostPaths),
+		User: &user, Capabilities: run.id.caps, Dir: c.WorkingDir, NetNS: run.netns,
+		Hostname: hostnameOf(run.hostname), Limits: containerLimits(c.Resources, run.openFiles),
 	}
-	for _, m := range mounts {
+	for _, m := range run.mounts {
 		spec.Binds = append(spec.Binds, sandbox.Bind{Source: m.source, Target: m.target, Writable: !m.readOnly})
 	}
 	return spec

@@ -113,9 +113,10 @@ var attacks = []string{
 // data directory, as `metalambda up` places it, a victim pod with an emptyDir
 // and a secret volume, and attacker pods that try to reach the platform's
 // secrets, the control plane's, the victim's volumes, the host's files and
-// processes, and root: as the pod's own user, as a user the pod names, and as
-// root (runAsUser 0). Every attack must fail, and none may leave a trace on the
-// host. A pod that asks runAsNonRoot with runAsUser 0 does not start.
+// processes, and root: as their namespace's user (the victim's too), as a user
+// they name, and as root (runAsUser 0). Every attack must fail, and none may
+// leave a trace on the host. A pod that asks runAsNonRoot with runAsUser 0 does
+// not start.
 func TestPodContainment(t *testing.T) {
 	kube, err := kubernetes.NewForConfig(nodeConfig())
 	if err != nil {

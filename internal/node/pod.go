@@ -24,8 +24,8 @@ type podWorker struct {
 	n     *Node
 	netns string
 	dir   string
-	// uid is the pod's own user (podUID): its containers' user and group unless
-	// their securityContext names others.
+	// uid is the user of the pod's namespace (namespaceUID): its containers' user
+	// and group unless their securityContext names others.
 	uid int64
 
 	mu         sync.Mutex
@@ -56,11 +56,12 @@ func newPodWorker(n *Node, pod *corev1.Pod) *podWorker {
 	if len(uid) > 12 {
 		uid = uid[:12]
 	}
-	taken := func(u int64) bool {
-		return slices.ContainsFunc(slices.Collect(maps.Values(n.workers)), func(w *podWorker) bool { return w.uid == u })
+	users := map[int64]string{}
+	for _, w := range n.workers {
+		users[w.uid] = w.current().Namespace
 	}
 	return &podWorker{
-		n: n, pod: pod, netns: "ml-" + uid, uid: podUID(pod.UID, taken),
+		n: n, pod: pod, netns: "ml-" + uid, uid: namespaceUID(pod.Namespace, users),
 		dir:    filepath.Join(n.opts.StateDir, "pods", string(pod.UID)),
 		kick:   make(chan struct{}, 1),
 		stopCh: make(chan struct{}),

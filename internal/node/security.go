@@ -9,27 +9,35 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/metalambda/metalambda/internal/sandbox"
 )
 
-// Pods' own users: a container that names no runAsUser runs as its pod's user,
-// taken from this range (beside the gateway's, which starts at 2^30), with the
-// group of the same number.
+// Namespaces' users: a container that names no runAsUser runs as the user of its
+// pod's namespace, taken from this range (beside the gateway's, which starts at
+// 2^30), with the group of the same number. A namespace's pods share it, as a
+// workload's replicas share their image's user on a cluster, so that a pod that
+// replaces another can write what it left in a claim; pods stay apart by their
+// mount and PID namespaces, not by their users.
 const (
 	podUIDBase = 1<<30 + 1<<20
 	podUIDSpan = 1 << 20
 )
 
-// podUID is the first user of the range that pod uid hashes to and taken does
-// not hold (the users of the other pods the node runs).
-func podUID(uid types.UID, taken func(int64) bool) int64 {
+// namespaceUID is the user of the pods of namespace: the one a running pod of
+// namespace holds (users), else the first of the range the name hashes to that no
+// running pod of another namespace holds.
+func namespaceUID(namespace string, users map[int64]string) int64 {
+	for u, ns := range users {
+		if ns == namespace {
+			return u
+		}
+	}
 	h := fnv.New32a()
-	_, _ = h.Write([]byte(uid))
+	_, _ = h.Write([]byte(namespace))
 	for i := uint32(0); ; i++ {
 		u := int64(podUIDBase + (h.Sum32()+i)%podUIDSpan)
-		if !taken(u) {
+		if _, taken := users[u]; !taken {
 			return u
 		}
 	}
@@ -47,7 +55,7 @@ var grantableCapabilities = []string{
 }
 
 // identity is who a container runs as, from its pod's securityContext and its
-// own, with the pod's user (own) where they name none.
+// own, with the namespace's user (own) where they name none.
 type identity struct {
 	user sandbox.User
 	caps []string
@@ -55,8 +63,8 @@ type identity struct {
 
 // containerIdentity maps the securityContext of a pod and of its container c to
 // the user, groups and capabilities c runs with, as a kubelet does: the
-// container's fields win over the pod's. Without runAsUser it is own, the pod's
-// user; without runAsGroup, own's group (root's, 0, for runAsUser 0). Its
+// container's fields win over the pod's. Without runAsUser it is own, the
+// namespace's user; without runAsGroup, own's group (root's, 0, for runAsUser 0). Its
 // supplementary groups are the pod's volume group (fsGroup, or own's group) and
 // supplementalGroups. It keeps only the capabilities added (see
 // grantableCapabilities), none with allowPrivilegeEscalation false. A
@@ -120,7 +128,7 @@ func capName(c corev1.Capability) string {
 }
 
 // volumeGroup is the group that owns the pod's volumes: fsGroup, or the group of
-// the pod's user.
+// the namespace's user.
 func volumeGroup(pod *corev1.Pod, own int64) int64 {
 	if psc := pod.Spec.SecurityContext; psc != nil && psc.FSGroup != nil {
 		return *psc.FSGroup
@@ -138,7 +146,7 @@ type volumeOwner struct {
 
 // podVolumeOwner owns a pod's volumes: the user every container of the pod runs
 // as when they share one (so that a token file of mode 0600 is theirs), else the
-// pod's own user; and the pod's volume group.
+// namespace's user; and the pod's volume group.
 func podVolumeOwner(pod *corev1.Pod, ids []identity, own int64) volumeOwner {
 	o := volumeOwner{uid: int(own), gid: int(volumeGroup(pod, own))}
 	if psc := pod.Spec.SecurityContext; psc != nil && psc.FSGroup != nil {

@@ -33,7 +33,7 @@ func TestContainerIdentity(t *testing.T) {
 		want    identity
 		wantErr string
 	}{
-		{name: "nothing asked: the pod's own user and group",
+		{name: "nothing asked: the namespace's user and group",
 			want: identity{user: sandbox.User{UID: own, GID: own, Groups: []int{own}}}},
 		{name: "the pod's runAsUser, runAsGroup, fsGroup and supplementalGroups",
 			psc:  &corev1.PodSecurityContext{RunAsUser: ptr.To(int64(1000)), RunAsGroup: ptr.To(int64(3000)), FSGroup: ptr.To(int64(2000)), SupplementalGroups: []int64{4000, 2000}},
@@ -42,7 +42,7 @@ func TestContainerIdentity(t *testing.T) {
 			psc:  &corev1.PodSecurityContext{RunAsUser: ptr.To(int64(1000)), RunAsGroup: ptr.To(int64(3000))},
 			csc:  &corev1.SecurityContext{RunAsUser: ptr.To(int64(1001)), RunAsGroup: ptr.To(int64(3001))},
 			want: identity{user: sandbox.User{UID: 1001, GID: 3001, Groups: []int{own}}}},
-		{name: "runAsUser without runAsGroup: the pod's own group",
+		{name: "runAsUser without runAsGroup: the namespace's group",
 			csc:  &corev1.SecurityContext{RunAsUser: ptr.To(int64(1000))},
 			want: identity{user: sandbox.User{UID: 1000, GID: own, Groups: []int{own}}}},
 		{name: "root asked for: root's group, no capability",
@@ -111,7 +111,7 @@ func TestPodVolumeOwner(t *testing.T) {
 		want volumeOwner
 	}{
 		{"one user for every container", nil, []identity{id(1000), id(1000)}, volumeOwner{uid: 1000, gid: own}},
-		{"containers of different users: the pod's own", nil, []identity{id(0), id(1000)}, volumeOwner{uid: own, gid: own}},
+		{"containers of different users: the namespace's", nil, []identity{id(0), id(1000)}, volumeOwner{uid: own, gid: own}},
 		{"fsGroup owns them, readable by the group", &corev1.PodSecurityContext{FSGroup: ptr.To(int64(2000))}, []identity{id(own)},
 			volumeOwner{uid: own, gid: 2000, groupRead: true}},
 	}
@@ -157,8 +157,9 @@ func TestContainerSpec(t *testing.T) {
 	mounts := []bindMount{{source: "/state/pods/u/volumes/app", target: "/srv/app", readOnly: true}, {source: "/state/pods/u/volumes/scratch", target: "/scratch"}}
 	runtime := t.TempDir()
 	long := strings.Repeat("a", 70)
-	got := containerSpec(c, id, []string{"/usr/bin/python3", runtime, filepath.Join(runtime, "bin")}, mounts, "/run/netns/ml-1", long, 1024,
-		[]string{"A=1"}, []string{"python3", "main.py"})
+	run := containerRun{id: id, hostPaths: []string{"/usr/bin/python3", runtime, filepath.Join(runtime, "bin")}, mounts: mounts,
+		netns: "/run/netns/ml-1", hostname: long, openFiles: 1024}
+	got := containerSpec(c, run, []string{"A=1"}, []string{"python3", "main.py"})
 	user := id.user
 	want := sandbox.Spec{
 		Args: []string{"python3", "main.py"}, Env: []string{"A=1"}, ReadOnly: []string{runtime},
@@ -210,14 +211,20 @@ func TestVolumeOwnership(t *testing.T) {
 	}
 }
 
-// Pods get users of their own while their hashes collide.
-func TestPodUID(t *testing.T) {
-	taken := map[int64]bool{}
-	for range 3 {
-		u := podUID("same-uid", func(u int64) bool { return taken[u] })
-		if taken[u] || u < podUIDBase || u >= podUIDBase+podUIDSpan {
-			t.Fatalf("user %d handed out twice or outside the range", u)
-		}
-		taken[u] = true
+// A namespace's pods share its user; namespaces whose names hash alike get users
+// of their own while their pods run.
+func TestNamespaceUID(t *testing.T) {
+	users := map[int64]string{}
+	a := namespaceUID("a", users)
+	if a < podUIDBase || a >= podUIDBase+podUIDSpan {
+		t.Fatalf("user %d outside the range", a)
+	}
+	users[a] = "a"
+	if got := namespaceUID("a", users); got != a {
+		t.Errorf("a second pod of namespace a: user %d, want %d", got, a)
+	}
+	users = map[int64]string{a: "b"} // b holds a's first choice
+	if got := namespaceUID("a", users); got == a {
+		t.Errorf("namespace a got user %d, which namespace b holds", got)
 	}
 }
