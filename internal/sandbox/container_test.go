@@ -38,7 +38,8 @@ func netns(t *testing.T) string {
 }
 
 // TestContainerSpec: binds at targets of their own, read-only unless writable;
-// an explicit user with supplementary groups; a working directory; a network
+// an explicit user with supplementary groups; a working directory, made and
+// entered as that user in a volume only that user may enter; a network
 // namespace; a hostname; a command found in PATH; and a capability kept by a
 // user that is not root, while a root command without capabilities can write
 // none of the kernel's settings.
@@ -48,7 +49,11 @@ func TestContainerSpec(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ro, "in"), []byte("data"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Only the command's user may enter it, not root without capabilities.
 	if err := os.Chown(rw, 4242, 4343); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(rw, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	ns := netns(t)

@@ -62,6 +62,9 @@ type launch struct {
 	// CgroupProcesses leaves RLIMIT_NPROC as it is: the command's cgroup bounds
 	// its processes (Spec.User).
 	CgroupProcesses bool `json:"cgroupProcesses,omitempty"`
+	// WorkDir is made when missing and entered as the command's user, once the
+	// launcher has dropped to it (Spec.Dir).
+	WorkDir string `json:"workDir,omitempty"`
 	// LookPath finds a command named without a slash in the directories of its
 	// environment's PATH, as the user it runs as.
 	LookPath bool `json:"lookPath,omitempty"`
@@ -110,6 +113,14 @@ func runLauncher(f *os.File) error {
 	if l.UID != 0 || l.SetUser {
 		if err := dropPrivileges(l.UID, l.GID, l.Groups, l.Capabilities); err != nil {
 			return err
+		}
+	}
+	if l.WorkDir != "" {
+		if err := os.MkdirAll(l.WorkDir, 0o755); err != nil {
+			return fmt.Errorf("making the working directory: %w", err)
+		}
+		if err := os.Chdir(l.WorkDir); err != nil {
+			return fmt.Errorf("entering the working directory: %w", err)
 		}
 	}
 	if l.LookPath && len(l.Args) > 0 {

@@ -189,7 +189,8 @@ type Spec struct {
 	// every process of a user, and this one may be shared (root, or a user named
 	// by several commands).
 	User *User
-	// Dir is the command's working directory, made when missing (default /tmp).
+	// Dir is the command's working directory, made when missing and entered as
+	// the command's user (default /tmp).
 	Dir string
 	// NetNS is a network namespace (a file such as /run/netns/<name>) the command
 	// runs in, instead of a loopback of its own or the host's network (Network is
@@ -459,6 +460,9 @@ func (s *Sandbox) launch(spec Spec, l Limits, cg *cgroup) launch {
 	dir := cmp.Or(spec.Dir, "/tmp")
 	env := append(withoutVars(spec.Env, "PWD"), "PWD="+dir)
 	lc := launch{Args: spec.Args, Env: env, Limits: &l, Cgroups: len(cg.procs()), LookPath: spec.forContainer()}
+	if spec.forContainer() {
+		lc.WorkDir = dir
+	}
 	switch {
 	case spec.User != nil:
 		lc.UID, lc.GID, lc.Groups, lc.SetUser = spec.User.UID, spec.User.GID, spec.User.Groups, true
@@ -617,9 +621,12 @@ func (s *Sandbox) args(spec Spec, l Limits) []string {
 		a = append(a, map[bool]string{false: "--ro-bind", true: "--bind"}[b.Writable], b.Source, b.Target)
 	}
 	a = append(a, "--perms", "0755", "--dir", filepath.Dir(launcherInSandbox), "--ro-bind", s.launcher, launcherInSandbox)
-	dir := cmp.Or(spec.Dir, "/tmp")
-	if spec.Dir != "" {
-		a = append(a, "--perms", "0755", "--dir", dir)
+	// bubblewrap enters the directory as root without capabilities, which a
+	// volume of the command's user may refuse: the launcher of a container enters
+	// it once it is that user.
+	dir := "/tmp"
+	if spec.forContainer() {
+		dir = "/"
 	}
 	return append(a, "--remount-ro", "/", "--chdir", dir, "--")
 }
