@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -174,13 +175,14 @@ type containerRun struct {
 // containerSpec is the sandbox of a container: args run as run.id in the pod's
 // network namespace, with a read-only view of the system directories and
 // run.hostPaths, its mounts at their targets (read-only where they say so), a
-// private /tmp, its workingDir, the pod's name as its hostname, and cgroup
+// private /tmp, its workingDir (the root without one, as an image without a
+// WORKDIR), the pod's name as its hostname, and cgroup
 // bounds from its resources.limits.
 func containerSpec(c *corev1.Container, run containerRun, env, args []string) sandbox.Spec {
 	user := run.id.user
 	spec := sandbox.Spec{
 		Args: args, Env: env, ReadOnly: outsideSystemDirs(run.hostPaths),
-		User: &user, Capabilities: run.id.caps, Dir: c.WorkingDir, NetNS: run.netns,
+		User: &user, Capabilities: run.id.caps, Dir: cmp.Or(c.WorkingDir, "/"), NetNS: run.netns,
 		Hostname: hostnameOf(run.hostname), Limits: containerLimits(c.Resources, run.openFiles),
 	}
 	for _, m := range run.mounts {

@@ -170,6 +170,9 @@ func TestContainerSpec(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("spec (-want +got):\n%s", diff)
 	}
+	if got := containerSpec(&corev1.Container{}, run, nil, nil); got.Dir != "/" {
+		t.Errorf("without workingDir: Dir %q, want /", got.Dir)
+	}
 }
 
 // TestVolumeOwnership: the node's volumes belong to the pod's owner; an
