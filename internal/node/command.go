@@ -116,25 +116,6 @@ func within(p, dir string) bool {
 
 func depth(p string) int { return strings.Count(path.Clean(p), "/") }
 
-// wrapCommand returns the host command line that runs argv inside the network
-// namespace netns, in a private mount namespace with the mounts made, from workDir.
-func wrapCommand(netns string, mounts []bindMount, workDir string, argv []string) []string {
-	var script []string
-	for _, m := range mounts {
-		script = append(script, "mount --bind "+shellQuote(m.source)+" "+shellQuote(m.target))
-		if m.readOnly {
-			script = append(script, "mount -o remount,bind,ro "+shellQuote(m.target))
-		}
-	}
-	if workDir != "" {
-		script = append(script, "cd "+shellQuote(workDir))
-	}
-	script = append(script, `exec "$@"`)
-	out := []string{"ip", "netns", "exec", netns, "unshare", "--mount", "--propagation", "private",
-		"sh", "-ec", strings.Join(script, "\n"), "sh"}
-	return append(out, argv...)
-}
-
 // shellQuote quotes s for sh.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"

@@ -1,18 +1,21 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/metalambda/metalambda/internal/sandbox"
 )
 
 // container runs one container of a pod as a host process group, restarting it by
@@ -23,6 +26,7 @@ type container struct {
 	kind    runtimeKind
 	image   imageRun
 	mounts  []bindMount
+	id      identity // who it runs as
 	logPath string
 
 	mu       sync.Mutex
@@ -31,8 +35,9 @@ type container struct {
 	restarts int32
 	ready    bool
 	started  bool
-	pid      int
-	gen      int // increments at every start, so probes notice restarts
+	pid      int              // the running sandbox's first process (nsenter, then bwrap)
+	cmd      *sandbox.Command // the running sandbox
+	gen      int              // increments at every start, so probes notice restarts
 	exited   chan struct{}
 	stopping bool
 	launched bool // run or runToCompletion began: done will be closed
@@ -128,8 +133,9 @@ func (c *container) runOnce(ctx context.Context) int {
 	return code
 }
 
-// command builds the host process for the container.
-func (c *container) command(ctx context.Context) (*exec.Cmd, *os.File, error) {
+// command builds the sandbox the container runs in, writing its output to its
+// log.
+func (c *container) command(ctx context.Context) (*sandbox.Command, *os.File, error) {
 	pod := c.w.podWithIP()
 	env, err := containerEnv(ctx, c.w.n, pod, c.spec)
 	if err != nil {
@@ -139,15 +145,62 @@ func (c *container) command(ctx context.Context) (*exec.Cmd, *os.File, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	args := wrapCommand(c.w.netns, c.mounts, c.spec.WorkingDir, argv(c.spec, c.image))
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Env = env
+	cmd, err := c.w.n.sandbox.Command(c.sandboxSpec(pod, env, argv(c.spec, c.image)))
+	if err != nil {
+		logFile.Close()
+		return nil, nil, err
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	return cmd, logFile, nil
 }
 
-func (c *container) start(cmd *exec.Cmd) error {
+// sandboxSpec is how the container's command args runs: see containerSpec.
+func (c *container) sandboxSpec(pod *corev1.Pod, env, args []string) sandbox.Spec {
+	return containerSpec(c.spec, containerRun{
+		id: c.id, hostPaths: c.image.hostPaths, mounts: c.mounts,
+		netns: netnsPath(c.w.netns), hostname: pod.Name, openFiles: c.w.n.openFiles,
+	}, env, args)
+}
+
+// containerRun is what a container's sandbox is made of besides its spec.
+type containerRun struct {
+	id        identity    // who it runs as
+	hostPaths []string    // host paths of its runtime it sees read-only
+	mounts    []bindMount // its volumes
+	netns     string      // the pod's network namespace
+	hostname  string      // the pod's name
+	openFiles int64       // RLIMIT_NOFILE
+}
+
+// containerSpec is the sandbox of a container: args run as run.id in the pod's
+// network namespace, with a read-only view of the system directories and
+// run.hostPaths, its mounts at their targets (read-only where they say so), a
+// private /tmp, its workingDir (the root without one, as an image without a
+// WORKDIR), the pod's name as its hostname, and cgroup
+// bounds from its resources.limits.
+func containerSpec(c *corev1.Container, run containerRun, env, args []string) sandbox.Spec {
+	user := run.id.user
+	spec := sandbox.Spec{
+		Args: args, Env: env, ReadOnly: outsideSystemDirs(run.hostPaths),
+		User: &user, Capabilities: run.id.caps, Dir: cmp.Or(c.WorkingDir, "/"), NetNS: run.netns,
+		Hostname: hostnameOf(run.hostname), Limits: containerLimits(c.Resources, run.openFiles),
+	}
+	for _, m := range run.mounts {
+		spec.Binds = append(spec.Binds, sandbox.Bind{Source: m.source, Target: m.target, Writable: !m.readOnly})
+	}
+	return spec
+}
+
+// hostnameOf is a pod's name as a hostname: at most 63 characters, as a
+// kubelet cuts it.
+func hostnameOf(name string) string {
+	if len(name) > 63 {
+		name = strings.TrimRight(name[:63], "-.")
+	}
+	return name
+}
+
+func (c *container) start(cmd *sandbox.Command) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopping {
@@ -157,7 +210,7 @@ func (c *container) start(cmd *exec.Cmd) error {
 		return err
 	}
 	c.w.n.recordStarted(cmd.Process.Pid)
-	c.pid, c.started, c.ready = cmd.Process.Pid, true, false
+	c.pid, c.cmd, c.started, c.ready = cmd.Process.Pid, cmd, true, false
 	c.gen++
 	c.exited = make(chan struct{})
 	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: *ptrTime(time.Now())}}
@@ -187,7 +240,7 @@ func (c *container) exitedWith(code int) {
 		term.StartedAt = c.state.Running.StartedAt
 	}
 	c.state = corev1.ContainerState{Terminated: term}
-	c.ready, c.pid = false, 0
+	c.ready, c.pid, c.cmd = false, 0, nil
 	close(c.exited)
 }
 
@@ -223,38 +276,38 @@ func (c *container) launch() bool {
 	return true
 }
 
-// terminate stops the container for good: SIGTERM to its process group, SIGKILL
-// after the grace period. A container never launched (its pod's init containers
-// had not finished) just stays stopped.
+// terminate stops the container for good: SIGTERM to its command, SIGKILL to its
+// whole sandbox after the grace period. A container never launched (its pod's
+// init containers had not finished) just stays stopped.
 func (c *container) terminate(grace time.Duration) {
 	c.mu.Lock()
 	if !c.stopping {
 		c.stopping = true
 		close(c.stopCh)
 	}
-	pid, exited, launched := c.pid, c.exited, c.launched
+	cmd, exited, launched := c.cmd, c.exited, c.launched
 	c.mu.Unlock()
 	if !launched {
 		return
 	}
-	if pid != 0 {
-		_ = syscall.Kill(-pid, syscall.SIGTERM)
+	if cmd != nil {
+		_ = cmd.Signal(syscall.SIGTERM)
 		select {
 		case <-exited:
 		case <-time.After(grace):
-			_ = syscall.Kill(-pid, syscall.SIGKILL)
+			cmd.Kill()
 		}
 	}
 	<-c.done
 }
 
-// kill ends the current process (a failed liveness probe); run restarts it.
+// kill ends the current sandbox (a failed liveness probe); run restarts it.
 func (c *container) kill() {
 	c.mu.Lock()
-	pid := c.pid
+	cmd := c.cmd
 	c.mu.Unlock()
-	if pid != 0 {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
+	if cmd != nil {
+		cmd.Kill()
 	}
 }
 

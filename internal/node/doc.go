@@ -10,9 +10,21 @@
 // kubelet's; the container-log endpoint accepts only the API server's client
 // certificate. Volumes
 // (configMap, secret, emptyDir, downwardAPI) are materialised under the state directory
-// and bind-mounted at their mountPath in a private mount namespace; a claim's volume
+// and bound at their mountPath in the container's sandbox; a claim's volume
 // (persistentVolumeClaim, ephemeral) is the host directory of the local or hostPath
-// PersistentVolume bound to it, mounted the same way.
+// PersistentVolume bound to it, bound the same way.
+//
+// Every container, and every exec probe, runs in the gateway's sandbox
+// (internal/sandbox, namespace mode), started in the pod's network namespace: a
+// read-only view of the host's system directories and of the runtime its image maps
+// to, its volumes, a private /tmp, PID, IPC, UTS and cgroup namespaces of its own,
+// no_new_privs, the sandbox's seccomp filter, a cgroup bounded by resources.limits.
+// securityContext decides its user, groups and capabilities (security.go): the user
+// of its namespace unless runAsUser names one; no capability but those added from a
+// container runtime's defaults; runAsNonRoot with runAsUser 0 and privileged are
+// refused with CreateContainerConfigError. A pod still shares the host's kernel and
+// reaches what the bridge reaches; docs/local-platform.md says what it can and cannot
+// do.
 //
 // Service ClusterIPs answer from pods and from the host through the service proxy
 // (internal/serviceproxy) the node runs on its bridge; containers get the Service

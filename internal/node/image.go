@@ -85,6 +85,9 @@ type imageRun struct {
 	node       string
 	entrypoint []string
 	message    string
+	// hostPaths are what the container sees read-only beside the system
+	// directories: the installations of its interpreters, its entrypoint.
+	hostPaths []string
 }
 
 // normalizedRepo returns an image reference's repository without tag or digest, and
@@ -222,8 +225,18 @@ func (o *Options) mapImage(image string) imageRun {
 	}
 	if run.kind != runtimePlaceholder {
 		run.message = ""
+		for _, key := range []string{run.python, run.node, first(run.entrypoint)} {
+			run.hostPaths = append(run.hostPaths, o.runtimePaths[key]...)
+		}
 	}
 	return run
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
 }
 
 // placeholderMessage is what a pod says about an image the node does not run.

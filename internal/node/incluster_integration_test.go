@@ -27,16 +27,26 @@ import (
 // default so a running local platform's ClusterIPs do not collide with the tests'.
 const testServiceRange = "10.97.213.0/24"
 
-// testInCluster runs a Go program built with client-go as a pod: rest.InClusterConfig
-// finds the API server through the kubernetes Service and the mounted service account
-// files, verifies its certificate against the mounted CA, and gets exactly the rights
-// of the pod's own service account (ConfigMaps yes, Secrets no).
-func testInCluster(t *testing.T, n *Node) {
+// inClusterImageName is the image the node runs as the in-cluster client.
+const inClusterImageName = "metalambda.test/incluster"
+
+// inClusterImage builds the in-cluster client and maps inClusterImageName to it,
+// as the platform maps its component images to its binaries: a container sees
+// its image's entrypoint, not the host's files.
+func inClusterImage(t *testing.T) ImageRule {
 	bin := filepath.Join(t.TempDir(), "incluster")
 	build := exec.Command("go", "build", "-o", bin, "./testdata/incluster")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
+	return ImageRule{Image: inClusterImageName, Kind: "host", Entrypoint: []string{bin}}
+}
+
+// testInCluster runs a Go program built with client-go as a pod: rest.InClusterConfig
+// finds the API server through the kubernetes Service and the mounted service account
+// files, verifies its certificate against the mounted CA, and gets exactly the rights
+// of the pod's own service account (ConfigMaps yes, Secrets no).
+func testInCluster(t *testing.T, n *Node) {
 	ns := env.Namespace(t)
 	ctx := kubetest.Context(t)
 	objs := []func() error{
@@ -74,7 +84,7 @@ func testInCluster(t *testing.T, n *Node) {
 		Spec: corev1.PodSpec{
 			ServiceAccountName: "reader",
 			RestartPolicy:      corev1.RestartPolicyNever,
-			Containers:         []corev1.Container{{Name: "client", Image: "python:3.11", Command: []string{bin}}},
+			Containers:         []corev1.Container{{Name: "client", Image: inClusterImageName}},
 		},
 	})
 	pod := waitPod(t, ns, "incluster", "the in-cluster client finishes", func(p *corev1.Pod) error {

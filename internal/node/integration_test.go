@@ -18,6 +18,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -82,6 +84,7 @@ func TestLocalNode(t *testing.T) {
 	n, err := New(kube, Options{
 		Name: "local-test", PodCIDR: testCIDR, Bridge: testBridge, StateDir: t.TempDir(),
 		BackoffInitial: time.Second, BackoffMax: 4 * time.Second, HeartbeatInterval: 2 * time.Second,
+		Images: []ImageRule{inClusterImage(t)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -387,14 +390,26 @@ func testProbes(t *testing.T, n *Node) {
 	})
 }
 
+// testDelete deletes a running pod whose container started a grandchild in a
+// session of its own: every process of the pod, the grandchild too, dies, and
+// its address, network namespace and directory go.
 func testDelete(t *testing.T, n *Node) {
 	ns := env.Namespace(t)
 	ctx := kubetest.Context(t)
+	marker := "ml-grandchild-" + strconv.Itoa(os.Getpid())
+	script := `import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.execv("/usr/bin/sleep", [` + strconv.Quote(marker) + `, "3600"])
+    os._exit(0)
+time.sleep(3600)
+`
 	createPod(t, ns, &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "doomed"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{
 			Name: "sleeper", Image: "python:3.11",
-			Command: []string{"python3", "-c", "import time; time.sleep(3600)"},
+			Command: []string{"python3", "-c", script},
 		}}},
 	})
 	pod := waitPod(t, ns, "doomed", "the pod runs", func(p *corev1.Pod) error {
@@ -402,6 +417,9 @@ func testDelete(t *testing.T, n *Node) {
 			return fmt.Errorf("phase %s", p.Status.Phase)
 		}
 		return nil
+	})
+	kubetest.Eventually(t, 10*time.Second, "the grandchild runs", func(context.Context) (bool, error) {
+		return len(pidsWith(marker)) == 1, nil
 	})
 	w := workerOf(n, pod)
 	if w == nil {
@@ -423,6 +441,9 @@ func testDelete(t *testing.T, n *Node) {
 		if alive(pid) {
 			t.Errorf("process %d survived the pod", pid)
 		}
+	}
+	if left := pidsWith(marker); len(left) > 0 {
+		t.Errorf("the container's grandchild survived the pod: %v", left)
 	}
 	if _, err := os.Stat(netnsPath(w.netns)); err == nil {
 		t.Errorf("network namespace %s survived the pod", w.netns)
@@ -506,7 +527,12 @@ func testClaims(t *testing.T, n *Node) {
 		return false, fmt.Errorf("%d events, none FailedMount saying %q", len(evs.Items), waiting)
 	})
 
+	// Writable by every user, as the local provisioner makes its volumes: the
+	// pod runs as a user of its own.
 	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "in"), []byte("prepared data"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -1002,6 +1028,19 @@ func containerPIDs(w *podWorker) []int {
 	return out
 }
 
+// pidsWith returns the processes whose argv[0] is arg.
+func pidsWith(arg string) []string {
+	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var pids []string
+	for _, p := range paths {
+		raw, err := os.ReadFile(p)
+		if err == nil && strings.HasPrefix(string(raw), arg+"\x00") {
+			pids = append(pids, filepath.Base(filepath.Dir(p)))
+		}
+	}
+	return pids
+}
+
 func alive(pid int) bool {
 	return pid > 0 && syscall.Kill(pid, 0) == nil
 }
@@ -1036,4 +1075,25 @@ func assertNoLeftovers(t *testing.T, n *Node) {
 	if entries, _ := os.ReadDir(filepath.Join(n.opts.StateDir, "pods")); len(entries) > 0 {
 		t.Errorf("pod directories left behind: %v", entries)
 	}
+	if left := sandboxCgroups(); len(left) > 0 {
+		t.Errorf("cgroups of the node's sandbox left behind: %v", left)
+	}
+}
+
+// sandboxCgroups are the cgroup directories the sandboxes of this process made
+// (metalambda-<pid>, under its own cgroups), in every hierarchy.
+func sandboxCgroups() []string {
+	raw, _ := os.ReadFile("/proc/self/cgroup")
+	var out []string
+	for line := range strings.Lines(string(raw)) {
+		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(parts) != 3 {
+			continue
+		}
+		found, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*", parts[2], "metalambda-"+strconv.Itoa(os.Getpid())))
+		v2, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", parts[2], "metalambda-"+strconv.Itoa(os.Getpid())))
+		out = append(append(out, found...), v2...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

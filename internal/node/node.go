@@ -2,14 +2,13 @@ package node
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,14 +22,20 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/internal/clusterdns"
+	"github.com/metalambda/metalambda/internal/sandbox"
 )
 
 // Node is a running local node.
 type Node struct {
-	kube  kubernetes.Interface
-	opts  Options
-	net   *network
-	ready atomic.Bool
+	kube kubernetes.Interface
+	opts Options
+	net  *network
+	// sandbox runs every container and exec probe (see containerSpec).
+	sandbox *sandbox.Sandbox
+	// openFiles is containers' RLIMIT_NOFILE: the node's own hard limit, up to
+	// 2^20 (a container cannot raise it).
+	openFiles int64
+	ready     atomic.Bool
 	// serviceLister and stopServices belong to the service proxy (services.go).
 	serviceLister corelisters.ServiceLister
 	stopServices  func()
@@ -41,9 +46,6 @@ type Node struct {
 	mu      sync.Mutex
 	workers map[types.UID]*podWorker
 	wg      sync.WaitGroup
-	// mountDirs counts the pods using each host directory the node created as a
-	// mount point; the directory is removed when the count drops to zero.
-	mountDirs map[string]int
 	// closed is set when the node shuts down; no new worker starts after it.
 	closed bool
 	// started lists every process the node started (tests check none survives).
@@ -63,7 +65,16 @@ func New(kube kubernetes.Interface, opts Options) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Node{kube: kube, opts: opts, net: nw, workers: map[types.UID]*podWorker{}, mountDirs: map[string]int{}}, nil
+	sb, err := sandbox.New(sandbox.Options{Mode: sandbox.ModeNamespaces})
+	if err != nil {
+		return nil, fmt.Errorf("the local node runs containers in sandboxes: %w", err)
+	}
+	var nofile syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &nofile); err != nil {
+		return nil, err
+	}
+	return &Node{kube: kube, opts: opts, net: nw, sandbox: sb, openFiles: int64(min(nofile.Max, 1<<20)),
+		workers: map[types.UID]*podWorker{}}, nil
 }
 
 // Options returns the effective options.
@@ -76,8 +87,8 @@ func (n *Node) Ready() bool { return n.ready.Load() }
 // pod and removes every network namespace and the bridge it created.
 func (n *Node) Run(ctx context.Context) error {
 	log := klog.FromContext(ctx).WithValues("node", n.opts.Name)
-	log.Info("Starting local node", "podCIDR", n.opts.PodCIDR, "bridge", n.opts.Bridge, "stateDir", n.opts.StateDir,
-		"python", n.opts.Python, "nodejs", n.opts.NodeJS, "imageMap", n.opts.ImageMapFile)
+	log.Info("Starting local node", append([]any{"podCIDR", n.opts.PodCIDR, "bridge", n.opts.Bridge, "stateDir", n.opts.StateDir,
+		"python", n.opts.Python, "nodejs", n.opts.NodeJS, "imageMap", n.opts.ImageMapFile}, n.sandbox.Describe()...)...)
 	if err := os.MkdirAll(filepath.Join(n.opts.StateDir, "pods"), 0o755); err != nil {
 		return err
 	}
@@ -120,8 +131,9 @@ func (n *Node) Run(ctx context.Context) error {
 	return nil
 }
 
-// shutdown stops every pod (without deleting the Pod objects), then the service
-// proxy, marks the node not ready and removes the bridge.
+// shutdown stops every pod (without deleting the Pod objects), releases the
+// sandbox's cgroup directory, stops the service proxy, marks the node not ready
+// and removes the bridge.
 func (n *Node) shutdown(ctx context.Context) {
 	n.ready.Store(false)
 	n.mu.Lock()
@@ -131,6 +143,7 @@ func (n *Node) shutdown(ctx context.Context) {
 	}
 	n.mu.Unlock()
 	n.wg.Wait()
+	n.sandbox.Close()
 	if n.stopServices != nil {
 		n.stopServices()
 	}
@@ -204,53 +217,6 @@ func (n *Node) podGone(obj any) {
 	defer n.mu.Unlock()
 	if w, ok := n.workers[pod.UID]; ok {
 		w.stop()
-	}
-}
-
-// acquireMountDir makes sure dir exists on the host, recording the directories it
-// creates so releaseMountDirs can remove them.
-func (n *Node) acquireMountDir(dir string) ([]string, error) {
-	if !filepath.IsAbs(dir) {
-		return nil, fmt.Errorf("mount point %q is not an absolute path", dir)
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	var created []string
-	for p := filepath.Clean(dir); p != "/"; p = filepath.Dir(p) {
-		if _, err := os.Lstat(p); err == nil {
-			break
-		}
-		created = append(created, p)
-	}
-	slices.Reverse(created)
-	for _, p := range created {
-		if err := os.Mkdir(p, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
-			return nil, err
-		}
-	}
-	var used []string
-	for p := filepath.Clean(dir); p != "/"; p = filepath.Dir(p) {
-		if _, ok := n.mountDirs[p]; ok || slices.Contains(created, p) {
-			n.mountDirs[p]++
-			used = append(used, p)
-		}
-	}
-	return used, nil
-}
-
-// releaseMountDirs drops a pod's use of directories the node created, removing those
-// no pod uses any more (deepest first).
-func (n *Node) releaseMountDirs(dirs []string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
-	for _, p := range dirs {
-		n.mountDirs[p]--
-		if n.mountDirs[p] > 0 {
-			continue
-		}
-		delete(n.mountDirs, p)
-		_ = os.Remove(p) // only if empty; never removes anything a process wrote there
 	}
 }
 

@@ -226,10 +226,6 @@ func TestContainerMountsRefuseRelativePaths(t *testing.T) {
 			t.Errorf("mount %+v: err = %v, want an invalid spec", m, err)
 		}
 	}
-	n := &Node{mountDirs: map[string]int{}}
-	if _, err := n.acquireMountDir("data"); err == nil {
-		t.Error("acquireMountDir accepted a relative path")
-	}
 }
 
 func TestContainerEnv(t *testing.T) {
@@ -294,7 +290,8 @@ func TestMaterializeVolumes(t *testing.T) {
 			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}},
 		}}}},
 	}
-	dirs, err := materializeVolumes(context.Background(), refs, pod, dir)
+	owner := volumeOwner{uid: os.Getuid(), gid: os.Getgid()}
+	dirs, err := materializeVolumes(context.Background(), refs, pod, dir, owner)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,25 +318,8 @@ func TestMaterializeVolumes(t *testing.T) {
 		t.Errorf("emptyDir at %q", dirs["scratch"])
 	}
 	pod.Spec.Volumes = []corev1.Volume{{Name: "host", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/"}}}}
-	if _, err := materializeVolumes(context.Background(), refs, pod, dir); err == nil {
+	if _, err := materializeVolumes(context.Background(), refs, pod, dir, owner); err == nil {
 		t.Error("a hostPath volume was accepted")
-	}
-}
-
-func TestWrapCommand(t *testing.T) {
-	c := &corev1.Container{VolumeMounts: []corev1.VolumeMount{
-		{Name: "b", MountPath: "/srv/app/sub", ReadOnly: true}, {Name: "a", MountPath: "/srv/app"},
-	}}
-	mounts, err := containerMounts(c, map[string]string{"a": "/state/a", "b": "/state/b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := wrapCommand("ml-1", mounts, "/srv/app", []string{"python3", "it's.py"})
-	want := []string{"ip", "netns", "exec", "ml-1", "unshare", "--mount", "--propagation", "private", "sh", "-ec",
-		"mount --bind '/state/a' '/srv/app'\nmount --bind '/state/b' '/srv/app/sub'\nmount -o remount,bind,ro '/srv/app/sub'\ncd '/srv/app'\nexec \"$@\"",
-		"sh", "python3", "it's.py"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("command (-want +got):\n%s", diff)
 	}
 }
 
@@ -518,7 +498,7 @@ func TestClaimVolumes(t *testing.T) {
 			pod := testPod()
 			pod.Spec.Volumes = c.volumes
 			stateDir := t.TempDir()
-			dirs, err := materializeVolumes(context.Background(), claimRefs(dataDir, c.mod), pod, stateDir)
+			dirs, err := materializeVolumes(context.Background(), claimRefs(dataDir, c.mod), pod, stateDir, volumeOwner{uid: os.Getuid(), gid: os.Getgid()})
 			var wait *claimWaitError
 			if errors.As(err, &wait) != c.waits {
 				t.Errorf("error %v: waiting %t, want %t", err, !c.waits, c.waits)
@@ -556,7 +536,7 @@ func TestClaimMountsReadOnlyAndSubPath(t *testing.T) {
 	if !readOnlyVolumes(pod)[mounts[0].volume] {
 		t.Errorf("the readOnly claim %s is not listed read-only", mounts[0].volume)
 	}
-	if err := ensureSubPath(mounts[0], dirs); err != nil {
+	if err := ensureSubPath(mounts[0], dirs, volumeOwner{uid: os.Getuid(), gid: os.Getgid()}); err != nil {
 		t.Fatal(err)
 	}
 	if info, err := os.Stat(filepath.Join(dataDir, "pgdata")); err != nil || !info.IsDir() {

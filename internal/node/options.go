@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -60,6 +61,10 @@ type Options struct {
 
 	// imageRules is the effective image table (Validate builds it).
 	imageRules []ImageRule
+	// runtimePaths are, by interpreter or entrypoint, the host paths outside the
+	// system directories that a container running it must see (Validate finds
+	// them): the interpreter's installation, the entrypoint itself.
+	runtimePaths map[string][]string
 }
 
 // requiredPlugins are the CNI plugins the node runs.
@@ -111,10 +116,13 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("CNI plugin %s is missing: install the CNI plugins with `%s` (or set CNIBinDir)", path, CNIInstallHint)
 		}
 	}
-	for _, tool := range []string{"ip", "unshare", "mount", "sh"} {
+	for _, tool := range []string{"ip", "nsenter", "sh"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return fmt.Errorf("%s is not on PATH (apt-get install -y iproute2 util-linux)", tool)
 		}
+	}
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		return errors.New("bwrap, which contains every container, is not on PATH (apt-get install -y bubblewrap)")
 	}
 	ip, subnet, err := net.ParseCIDR(o.PodCIDR)
 	if err != nil || ip.To4() == nil {
@@ -140,7 +148,94 @@ func (o *Options) Validate() error {
 	if o.NodeJS, err = resolveNodeJS(o.NodeJS); err != nil {
 		return err
 	}
-	return o.buildImageRules()
+	if err := o.buildImageRules(); err != nil {
+		return err
+	}
+	return o.findRuntimePaths()
+}
+
+// findRuntimePaths fills runtimePaths for the node's interpreters and those and
+// the entrypoints of the image rules.
+func (o *Options) findRuntimePaths() error {
+	o.runtimePaths = map[string][]string{}
+	add := func(key string, paths []string, err error) error {
+		if err != nil {
+			return err
+		}
+		o.runtimePaths[key] = outsideSystemDirs(paths)
+		return nil
+	}
+	pythons, nodes := []string{o.Python}, []string{o.NodeJS}
+	for _, r := range o.imageRules {
+		switch {
+		case runtimeKind(r.Kind) == runtimePython && r.Interpreter != "":
+			pythons = append(pythons, r.Interpreter)
+		case runtimeKind(r.Kind) == runtimeNode && r.Interpreter != "":
+			nodes = append(nodes, r.Interpreter)
+		case len(r.Entrypoint) > 0:
+			if err := add(r.Entrypoint[0], []string{r.Entrypoint[0]}, nil); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range pythons {
+		paths, err := pythonPaths(p)
+		if err := add(p, paths, err); err != nil {
+			return err
+		}
+	}
+	for _, n := range nodes {
+		if n != "" {
+			_ = add(n, nodePaths(n), nil)
+		}
+	}
+	return nil
+}
+
+// pythonPaths are the interpreter and its installation (sys.prefix and
+// sys.base_prefix, which differ in a virtual environment).
+func pythonPaths(python string) ([]string, error) {
+	out, err := exec.Command(python, "-c", "import sys; print(sys.prefix); print(sys.base_prefix)").Output()
+	if err != nil {
+		return nil, fmt.Errorf("asking %s for its installation: %w", python, err)
+	}
+	return append([]string{python}, strings.Fields(string(out))...), nil
+}
+
+// nodePaths are Node.js and its installation: the directory above its bin/.
+func nodePaths(node string) []string {
+	real, err := filepath.EvalSymlinks(node)
+	if err != nil {
+		return []string{node}
+	}
+	if filepath.Base(filepath.Dir(real)) == "bin" {
+		return []string{node, filepath.Dir(filepath.Dir(real))}
+	}
+	return []string{node, real}
+}
+
+// systemDirs are what every container sees read-only (the sandbox shows them).
+var systemDirs = []string{"/usr", "/bin", "/lib", "/lib64", "/sbin"}
+
+// outsideSystemDirs are the real paths of paths that are neither a system
+// directory nor inside one, and none inside another of them.
+func outsideSystemDirs(paths []string) []string {
+	var out []string
+	for _, p := range paths {
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil || real == "/" || slices.ContainsFunc(systemDirs, func(d string) bool { return within(real, d) }) {
+			continue
+		}
+		out = append(out, real)
+	}
+	slices.SortFunc(out, func(a, b string) int { return len(a) - len(b) })
+	var kept []string
+	for _, p := range out {
+		if !slices.ContainsFunc(kept, func(k string) bool { return within(p, k) }) {
+			kept = append(kept, p)
+		}
+	}
+	return kept
 }
 
 // resolveNodeJS returns the path of the host's Node.js: name if set (it must

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,6 +24,9 @@ type podWorker struct {
 	n     *Node
 	netns string
 	dir   string
+	// uid is the user of the pod's namespace (namespaceUID): its containers' user
+	// and group unless their securityContext names others.
+	uid int64
 
 	mu         sync.Mutex
 	pod        *corev1.Pod
@@ -32,7 +36,7 @@ type podWorker struct {
 	setupErr   string
 	specErr    string // the spec cannot run: containers wait with this message
 	volumeDirs map[string]string
-	mountDirs  []string
+	owner      volumeOwner // of the volumes the node writes
 	containers []*container
 	// inits are the init containers, run one after the other to completion before
 	// the containers start; initialized is set once they all succeeded.
@@ -46,13 +50,18 @@ type podWorker struct {
 	stopOnce sync.Once
 }
 
+// newPodWorker makes the worker of pod; the caller holds n.mu.
 func newPodWorker(n *Node, pod *corev1.Pod) *podWorker {
 	uid := strings.ReplaceAll(string(pod.UID), "-", "")
 	if len(uid) > 12 {
 		uid = uid[:12]
 	}
+	users := map[int64]string{}
+	for _, w := range n.workers {
+		users[w.uid] = w.current().Namespace
+	}
 	return &podWorker{
-		n: n, pod: pod, netns: "ml-" + uid,
+		n: n, pod: pod, netns: "ml-" + uid, uid: namespaceUID(pod.Namespace, users),
 		dir:    filepath.Join(n.opts.StateDir, "pods", string(pod.UID)),
 		kick:   make(chan struct{}, 1),
 		stopCh: make(chan struct{}),
@@ -214,7 +223,12 @@ func (w *podWorker) setup(ctx context.Context) error {
 		w.podIP = ip
 		w.mu.Unlock()
 	}
-	dirs, err := materializeVolumes(ctx, w.n, pod, filepath.Join(w.dir, "volumes"))
+	ids, err := w.identities(pod)
+	if err != nil {
+		return err
+	}
+	owner := podVolumeOwner(pod, slices.Collect(maps.Values(ids)), w.uid)
+	dirs, err := materializeVolumes(ctx, w.n, pod, filepath.Join(w.dir, "volumes"), owner)
 	if err != nil {
 		return err
 	}
@@ -225,14 +239,16 @@ func (w *podWorker) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var mountDirs []string
-	inits, err := w.prepare(pod.Spec.InitContainers, dirs, resolv, &mountDirs)
+	inits, err := w.prepare(pod.Spec.InitContainers, dirs, resolv, owner)
 	if err != nil {
 		return err
 	}
-	containers, err := w.prepare(pod.Spec.Containers, dirs, resolv, &mountDirs)
+	containers, err := w.prepare(pod.Spec.Containers, dirs, resolv, owner)
 	if err != nil {
 		return err
+	}
+	for _, c := range append(inits, containers...) {
+		c.id = ids[c.spec.Name]
 	}
 	if len(inits) > 0 {
 		for _, c := range containers {
@@ -240,7 +256,7 @@ func (w *podWorker) setup(ctx context.Context) error {
 		}
 	}
 	w.mu.Lock()
-	w.volumeDirs, w.mountDirs, w.containers, w.inits, w.sandbox, w.setupErr = dirs, mountDirs, containers, inits, true, ""
+	w.volumeDirs, w.owner, w.containers, w.inits, w.sandbox, w.setupErr = dirs, owner, containers, inits, true, ""
 	w.mu.Unlock()
 	for _, c := range append(inits, containers...) {
 		if c.kind == runtimePlaceholder {
@@ -250,33 +266,40 @@ func (w *podWorker) setup(ctx context.Context) error {
 	return nil
 }
 
-// prepare builds the containers of specs with their mounts, acquiring their mount
-// points into mountDirs; on failure it releases every mount point acquired so far.
-func (w *podWorker) prepare(specs []corev1.Container, dirs map[string]string, resolv bindMount, mountDirs *[]string) ([]*container, error) {
+// identities are who the pod's containers (init containers too) run as, by name;
+// a container the node refuses to run is an *invalidSpecError.
+func (w *podWorker) identities(pod *corev1.Pod) (map[string]identity, error) {
+	ids := map[string]identity{}
+	for _, specs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range specs {
+			id, err := containerIdentity(pod, &specs[i], w.uid)
+			if err != nil {
+				return nil, err
+			}
+			ids[specs[i].Name] = id
+		}
+	}
+	return ids, nil
+}
+
+// prepare builds the containers of specs with their mounts. Mount points are
+// made inside each container's sandbox, never on the host.
+func (w *podWorker) prepare(specs []corev1.Container, dirs map[string]string, resolv bindMount, owner volumeOwner) ([]*container, error) {
 	readOnly := readOnlyVolumes(w.current())
 	var out []*container
 	for i := range specs {
 		c := newContainer(w, &specs[i])
 		mounts, err := containerMounts(c.spec, dirs)
 		if err != nil {
-			w.n.releaseMountDirs(*mountDirs)
 			return nil, err
 		}
 		for j, m := range mounts {
 			mounts[j].readOnly = m.readOnly || readOnly[m.volume]
-			if err := ensureSubPath(m, dirs); err != nil {
-				w.n.releaseMountDirs(*mountDirs)
+			if err := ensureSubPath(m, dirs, owner); err != nil {
 				return nil, fmt.Errorf("volumeMount %s subPath: %w", m.volume, err)
 			}
-			used, err := w.n.acquireMountDir(m.target)
-			if err != nil {
-				w.n.releaseMountDirs(*mountDirs)
-				return nil, fmt.Errorf("mount point %s: %w", m.target, err)
-			}
-			*mountDirs = append(*mountDirs, used...)
 		}
 		if c.mounts, err = orderMounts(c.spec.Name, append(mounts, resolv)); err != nil {
-			w.n.releaseMountDirs(*mountDirs)
 			return nil, err
 		}
 		out = append(out, c)
@@ -330,13 +353,10 @@ func (w *podWorker) teardown(ctx context.Context) {
 	w.mu.Lock()
 	done := w.tornDown
 	w.tornDown = true
-	dirs := w.mountDirs
-	w.mountDirs = nil
 	w.mu.Unlock()
 	if done {
 		return
 	}
-	w.n.releaseMountDirs(dirs)
 	w.n.tokens.forget(w.current().UID)
 	if err := w.n.net.detach(ctx, w.netns, string(w.current().UID)); err != nil {
 		w.log(ctx).Error(err, "Cannot release the pod network")

@@ -1,12 +1,12 @@
 package node
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"os/exec"
 	"strconv"
 	"syscall"
 	"time"
@@ -200,19 +200,23 @@ var probeClient = &http.Client{
 	Transport:     &http.Transport{Proxy: nil, DisableKeepAlives: true},
 }
 
+// probeExec runs an exec probe's command in a sandbox like its container's.
 func (c *container) probeExec(ctx context.Context, pod *corev1.Pod, command []string) error {
 	env, err := containerEnv(ctx, c.w.n, pod, c.spec)
 	if err != nil {
 		return err
 	}
-	args := wrapCommand(c.w.netns, c.mounts, c.spec.WorkingDir, c.image.hostArgv(command))
-	cmd := exec.CommandContext(ctx, args[0], args[1:]...)
-	cmd.Env = env
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
-	out, err := cmd.CombinedOutput()
+	cmd, err := c.w.n.sandbox.CommandContext(ctx, c.sandboxSpec(pod, env, c.image.hostArgv(command)))
 	if err != nil {
-		return fmt.Errorf("exec probe: %w: %s", err, tail(string(out), 3))
+		return err
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("exec probe: %w", err)
+	}
+	if err := cmd.Wait(); err != nil {
+		return fmt.Errorf("exec probe: %w: %s", err, tail(out.String(), 3))
 	}
 	return nil
 }

@@ -138,11 +138,12 @@ func tokenFiles(pod *corev1.Pod, volumeDirs map[string]string) []tokenFile {
 
 // refreshTokens rewrites every token file whose token the cache has replaced. The
 // file is replaced by a rename, so a reader sees the old token or the new one, never
-// a mix; the volume is bind-mounted as a directory, so containers see the new file.
+// a mix; the volume is bind-mounted as a directory, so containers see the new file,
+// owned by the pod's volume owner as the first one was.
 func (w *podWorker) refreshTokens(ctx context.Context, src refSource) error {
 	pod := w.current()
 	w.mu.Lock()
-	dirs := w.volumeDirs
+	dirs, owner := w.volumeDirs, w.owner
 	w.mu.Unlock()
 	for _, f := range tokenFiles(pod, dirs) {
 		tok, err := src.token(ctx, pod, f.audience, f.expiration)
@@ -152,15 +153,16 @@ func (w *podWorker) refreshTokens(ctx context.Context, src refSource) error {
 		if old, err := os.ReadFile(f.path); err == nil && string(old) == tok {
 			continue
 		}
-		if err := writeFileAtomic(f.path, []byte(tok), f.mode); err != nil {
+		if err := writeFileAtomic(f.path, []byte(tok), owner.mode(f.mode), owner); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// writeFileAtomic replaces path with data through a temporary file and a rename.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+// writeFileAtomic replaces path with data through a temporary file, which owner
+// owns, and a rename.
+func writeFileAtomic(path string, data []byte, mode os.FileMode, owner volumeOwner) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-")
 	if err != nil {
 		return err
@@ -171,6 +173,10 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	if err := tmp.Chmod(mode); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chown(owner.uid, owner.gid); err != nil {
 		tmp.Close()
 		return err
 	}

@@ -17,7 +17,10 @@ import (
 // the directories by volume name; a volume of a claim is the directory of the
 // volume bound to it. Unsupported volume types are an error, a claim not bound yet a
 // *claimWaitError.
-func materializeVolumes(ctx context.Context, src refSource, pod *corev1.Pod, dir string) (map[string]string, error) {
+//
+// Every volume it writes is handed to owner; an emptyDir is writable by owner's
+// group.
+func materializeVolumes(ctx context.Context, src refSource, pod *corev1.Pod, dir string, owner volumeOwner) (map[string]string, error) {
 	out := map[string]string{}
 	for _, v := range pod.Spec.Volumes {
 		if claim, ephemeral, ok := claimOf(pod, v); ok {
@@ -40,6 +43,9 @@ func materializeVolumes(ctx context.Context, src refSource, pod *corev1.Pod, dir
 			if err := writeVolumeFile(vdir, f); err != nil {
 				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
 			}
+		}
+		if err := owner.own(vdir, v.EmptyDir != nil); err != nil {
+			return nil, fmt.Errorf("volume %s: %w", v.Name, err)
 		}
 		out[v.Name] = vdir
 	}
@@ -185,11 +191,13 @@ func volumePath(pv *corev1.PersistentVolume) (string, error) {
 }
 
 // readOnlyVolumes lists the pod's volumes every mount of which is read-only: claims
-// marked readOnly.
+// marked readOnly, and the volumes of data the node writes (configMap, secret,
+// downwardAPI, projected), which a kubelet mounts read-only too.
 func readOnlyVolumes(pod *corev1.Pod) map[string]bool {
 	out := map[string]bool{}
 	for _, v := range pod.Spec.Volumes {
-		if v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly {
+		claimRO := v.PersistentVolumeClaim != nil && v.PersistentVolumeClaim.ReadOnly
+		if claimRO || v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil {
 			out[v.Name] = true
 		}
 	}
@@ -197,15 +205,30 @@ func readOnlyVolumes(pod *corev1.Pod) map[string]bool {
 }
 
 // ensureSubPath creates the directory a subPath mount binds when it is missing, as a
-// kubelet does.
-func ensureSubPath(m bindMount, volumeDirs map[string]string) error {
+// kubelet does, owned by the pod's volume owner.
+func ensureSubPath(m bindMount, volumeDirs map[string]string, owner volumeOwner) error {
 	if m.source == volumeDirs[m.volume] {
 		return nil
 	}
 	if _, err := os.Lstat(m.source); !errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
-	return os.MkdirAll(m.source, 0o755)
+	var made []string
+	for p := m.source; p != volumeDirs[m.volume] && p != "/"; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil {
+			break
+		}
+		made = append(made, p)
+	}
+	if err := os.MkdirAll(m.source, 0o755); err != nil {
+		return err
+	}
+	for _, p := range made {
+		if err := os.Chown(p, owner.uid, owner.gid); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // keyFiles turns ConfigMap or Secret data into files: every key, or only the listed

@@ -10,6 +10,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -377,12 +378,15 @@ func testRequirements(t *testing.T, ctx context.Context, p *Platform) {
 	dyn := dynamicFor(t, p.Kubeconfig)
 	lambdas := dyn.Resource(pythonLambdasGVR).Namespace("deps")
 	defer dumpLambdaOnFailure(t, ctx, lambdas, kube, "deps")
-	// Pods on the local node see the host's files, so the operator's wheel directory
-	// is a path (on a cluster, an index or a wheel directory served over HTTP).
-	wheels := t.TempDir()
-	writeWheel(t, wheels, "tinypkg", "1.0", "def greet(name):\n    return 'tinypkg greets ' + name\n")
+	// Pods on the local node see none of the host's files: the wheel directory is
+	// served on the node's bridge address, as a directory served over HTTP would
+	// be on a cluster.
+	dir := t.TempDir()
+	writeWheel(t, dir, "tinypkg", "1.0", "def greet(name):\n    return 'tinypkg greets ' + name\n")
+	wheels, host := serveOnBridge(t, "mle2e0", dir)
 	functions := dyn.Resource(schema.GroupVersionResource{Group: "metalambda.dev", Version: "v1alpha1", Resource: "functions"}).Namespace("metalambda-system")
-	patch := fmt.Sprintf(`{"spec":{"env":{"PIP_FIND_LINKS":%q,"PIP_NO_INDEX":"1"}}}`, wheels)
+	// pip takes plain HTTP from localhost alone unless the host is trusted.
+	patch := fmt.Sprintf(`{"spec":{"env":{"PIP_FIND_LINKS":%q,"PIP_NO_INDEX":"1","PIP_TRUSTED_HOST":%q}}}`, wheels, host)
 	if _, err := functions.Patch(ctx, "pythonlambda", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -440,6 +444,32 @@ spec:
 		}
 		return false, fmt.Errorf("conditions %v", conds)
 	})
+}
+
+// serveOnBridge serves dir, with its listing, on the address of the node's
+// bridge, which pods reach, and returns its URL and host.
+func serveOnBridge(t *testing.T, bridge, dir string) (string, string) {
+	t.Helper()
+	iface, err := net.InterfaceByName(bridge)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs, err := iface.Addrs()
+	if err != nil || len(addrs) == 0 {
+		t.Fatalf("bridge %s has no address: %v", bridge, err)
+	}
+	ip, _, err := net.ParseCIDR(addrs[0].String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort(ip.String(), "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.FileServer(http.Dir(dir)), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return "http://" + l.Addr().String() + "/", ip.String()
 }
 
 // waitHookUses waits until the gateway's pythonlambda hook gives pip the wheel

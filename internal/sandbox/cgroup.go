@@ -45,12 +45,47 @@ func newCgroups() *cgroups {
 		return &cgroups{reason: err}
 	}
 	name := "metalambda-" + strconv.Itoa(os.Getpid())
-	if cs, err := v1Cgroups(own, name); err == nil {
-		return cs
-	} else if v2, v2err := v2Cgroups(own, name); v2err == nil {
-		return v2
-	} else {
-		return &cgroups{reason: fmt.Errorf("cgroup v1: %v; cgroup v2: %v", err, v2err)}
+	parentUsers.Lock()
+	defer parentUsers.Unlock()
+	cs, err := v1Cgroups(own, name)
+	if err != nil {
+		v2, v2err := v2Cgroups(own, name)
+		if v2err != nil {
+			return &cgroups{reason: fmt.Errorf("cgroup v1: %v; cgroup v2: %v", err, v2err)}
+		}
+		cs = v2
+	}
+	for _, dir := range cs.parents {
+		parentUsers.n[dir]++
+	}
+	return cs
+}
+
+// parentUsers counts the sandboxes of the process that use each of its
+// metalambda-<pid> directories, which the last one to close removes.
+var parentUsers = struct {
+	sync.Mutex
+	n map[string]int
+}{n: map[string]int{}}
+
+// close removes the caller's metalambda-<pid> directories once no sandbox of
+// the process uses them, waiting a few seconds for the cgroups of commands that
+// have just exited to go.
+func (cs *cgroups) close() {
+	if cs == nil {
+		return
+	}
+	parentUsers.Lock()
+	defer parentUsers.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for _, dir := range cs.parents {
+		if parentUsers.n[dir]--; parentUsers.n[dir] > 0 {
+			continue
+		}
+		delete(parentUsers.n, dir)
+		for syscall.Rmdir(dir) == syscall.EBUSY && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
 
@@ -297,6 +332,41 @@ func (cg *cgroup) pids() []int {
 		}
 	}
 	return pids
+}
+
+// roots are the processes of the cgroup whose parent is outside it.
+func (cg *cgroup) roots() []int {
+	pids := cg.pids()
+	in := map[int]bool{}
+	for _, pid := range pids {
+		in[pid] = true
+	}
+	var out []int
+	for _, pid := range pids {
+		if ppid, ok := parentOf(pid); ok && !in[ppid] {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// parentOf reads a process's parent from /proc/<pid>/stat, whose second field
+// (the command's name, in parentheses) may hold spaces and parentheses.
+func parentOf(pid int) (int, bool) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	i := strings.LastIndexByte(string(raw), ')')
+	if i < 0 {
+		return 0, false
+	}
+	fields := strings.Fields(string(raw[i+1:]))
+	if len(fields) < 2 {
+		return 0, false
+	}
+	ppid, err := strconv.Atoi(fields[1])
+	return ppid, err == nil
 }
 
 // countFile names a file of the pids hierarchy in v1.

@@ -67,6 +67,7 @@ func newLandlock(opts Options) (*Sandbox, error) {
 	s.cgroups = newCgroups()
 	closeOnExecInherited()
 	if err := s.probeLandlock(); err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil

@@ -53,6 +53,21 @@ type launch struct {
 	// supplementary groups and no capabilities (a sandbox of a root caller).
 	UID int `json:"uid,omitempty"`
 	GID int `json:"gid,omitempty"`
+	// SetUser drops to UID and GID even when UID is 0 (a command that asks to be
+	// root keeps only its Capabilities), with Groups as supplementary groups.
+	SetUser bool  `json:"setUser,omitempty"`
+	Groups  []int `json:"groups,omitempty"`
+	// Capabilities are the numbers of the capabilities the command keeps.
+	Capabilities []int `json:"capabilities,omitempty"`
+	// CgroupProcesses leaves RLIMIT_NPROC as it is: the command's cgroup bounds
+	// its processes (Spec.User).
+	CgroupProcesses bool `json:"cgroupProcesses,omitempty"`
+	// WorkDir is made when missing and entered as the command's user, once the
+	// launcher has dropped to it (Spec.Dir).
+	WorkDir string `json:"workDir,omitempty"`
+	// LookPath finds a command named without a slash in the directories of its
+	// environment's PATH, as the user it runs as.
+	LookPath bool `json:"lookPath,omitempty"`
 	// Cgroups is how many descriptors after launchFD are cgroup.procs files that
 	// the launcher moves itself into first, so that everything the command runs
 	// is counted and bounded there.
@@ -95,8 +110,21 @@ func runLauncher(f *os.File) error {
 			return err
 		}
 	}
-	if l.UID != 0 {
-		if err := dropPrivileges(l.UID, l.GID); err != nil {
+	if l.UID != 0 || l.SetUser {
+		if err := dropPrivileges(l.UID, l.GID, l.Groups, l.Capabilities); err != nil {
+			return err
+		}
+	}
+	if l.WorkDir != "" {
+		if err := os.MkdirAll(l.WorkDir, 0o755); err != nil {
+			return fmt.Errorf("making the working directory: %w", err)
+		}
+		if err := os.Chdir(l.WorkDir); err != nil {
+			return fmt.Errorf("entering the working directory: %w", err)
+		}
+	}
+	if l.LookPath && len(l.Args) > 0 {
+		if l.Args[0], err = lookPath(l.Args[0], l.Env); err != nil {
 			return err
 		}
 	}
@@ -135,7 +163,11 @@ func runLauncher(f *os.File) error {
 		}
 	}
 	if l.Limits != nil {
-		if err := setLimits(limitValues(*l.Limits, others)); err != nil {
+		limits := limitValues(*l.Limits, others)
+		if l.CgroupProcesses {
+			limits = limits[1:] // RLIMIT_NPROC comes first
+		}
+		if err := setLimits(limits); err != nil {
 			return err
 		}
 	}
@@ -170,34 +202,91 @@ func joinCgroups(n int) error {
 const lastCap = 63
 
 // dropPrivileges makes the calling thread, which executes the command, uid and
-// gid with no supplementary groups, and empties its capability bounding set;
-// the kernel clears its other capabilities at the change of user. The raw system
-// calls change this thread alone, which is the one that executes the command.
-func dropPrivileges(uid, gid int) error {
+// gid with groups as its supplementary groups, and empties its capability sets
+// but for keep; the kernel clears the others at the change of user. The raw
+// system calls change this thread alone, which is the one that executes the
+// command.
+func dropPrivileges(uid, gid int, groups []int, keep []int) error {
+	kept := map[int]bool{}
+	for _, c := range keep {
+		kept[c] = true
+	}
 	for c := 0; c <= lastCap; c++ {
+		if kept[c] {
+			continue
+		}
 		if _, _, errno := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAPBSET_DROP, uintptr(c), 0, 0, 0, 0); errno == unix.EINVAL {
 			break
 		} else if errno != 0 {
 			return fmt.Errorf("dropping capability %d from the bounding set: %w", c, errno)
 		}
 	}
-	if _, _, errno := unix.RawSyscall(unix.SYS_SETGROUPS, 0, 0, 0); errno != 0 {
-		return fmt.Errorf("clearing supplementary groups: %w", errno)
+	gids := make([]uint32, len(groups)+1)
+	for i, g := range groups {
+		gids[i] = uint32(g)
+	}
+	var list uintptr
+	if len(groups) > 0 {
+		list = uintptr(unsafe.Pointer(&gids[0]))
+	}
+	if _, _, errno := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(groups)), list, 0); errno != 0 {
+		return fmt.Errorf("setting supplementary groups %v: %w", groups, errno)
 	}
 	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESGID, uintptr(gid), uintptr(gid), uintptr(gid)); errno != 0 {
 		return fmt.Errorf("setting group %d: %w", gid, errno)
 	}
+	if len(keep) > 0 {
+		// The permitted set survives the change of user, to be narrowed below.
+		if _, _, errno := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_SET_KEEPCAPS, 1, 0, 0, 0, 0); errno != 0 {
+			return fmt.Errorf("keeping capabilities: %w", errno)
+		}
+	}
 	if _, _, errno := unix.RawSyscall(unix.SYS_SETRESUID, uintptr(uid), uintptr(uid), uintptr(uid)); errno != 0 {
 		return fmt.Errorf("setting user %d: %w", uid, errno)
 	}
-	// The change of user cleared the effective and permitted sets; clearing the
-	// inheritable one clears the ambient one too.
+	// Without keep, the change of user cleared the effective and permitted sets
+	// (unless uid is 0); setting them, and the inheritable one, to keep clears
+	// the ambient set too, which is then raised to keep.
 	header := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
+	for _, c := range keep {
+		data[c/32].Effective |= 1 << (c % 32)
+		data[c/32].Permitted |= 1 << (c % 32)
+		data[c/32].Inheritable |= 1 << (c % 32)
+	}
 	if _, _, errno := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&header)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
-		return fmt.Errorf("clearing capabilities: %w", errno)
+		return fmt.Errorf("setting capabilities: %w", errno)
+	}
+	for _, c := range keep {
+		if _, _, errno := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, uintptr(c), 0, 0, 0); errno != 0 {
+			return fmt.Errorf("raising ambient capability %d: %w", c, errno)
+		}
 	}
 	return nil
+}
+
+// lookPath finds name in the directories of env's PATH, as execvp does, unless
+// it holds a slash.
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := ""
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && !fi.IsDir() && unix.Access(p, unix.X_OK) == nil {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("executing %s: not found in PATH %q", name, path)
 }
 
 // restrictLandlock enforces the Landlock ruleset of l: read and execute under

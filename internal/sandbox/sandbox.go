@@ -31,10 +31,22 @@
 // caller's user (as a user of its own when the caller is root), so the process
 // limit counts beyond the tasks that user already runs. ModeAuto (the default)
 // takes namespaces where bubblewrap can build them and Landlock otherwise.
+//
+// A namespace sandbox of a root caller also runs commands that stand for a
+// container (the local node's pods; see Spec.Binds and the fields after it):
+// host directories bound at paths of their own, read-only or writable; a user
+// and supplementary groups of the caller's choice instead of a user of its own
+// (root among them, then with no capability but those the spec keeps, and with
+// /proc's kernel settings read-only); a working directory; an existing network
+// namespace, which nsenter starts bubblewrap in; and a hostname. A command found
+// by name is looked up in its own PATH, inside the sandbox. Command.Signal
+// signals the command itself, as a container runtime signals a container's
+// first process, where Kill ends the sandbox whole.
 package sandbox
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -164,11 +176,57 @@ type Spec struct {
 	// loopback.
 	Network bool
 	Limits  Limits
+
+	// The fields below serve commands that stand for a whole container (the
+	// local node's pods); each needs a namespace sandbox whose caller is root.
+
+	// Binds are host paths shown at a target path of their own, read-only unless
+	// Writable, after ReadOnly and the private /tmp (a bind at /tmp hides it), in
+	// order: a bind inside another's target comes after it.
+	Binds []Bind
+	// User is who the command runs as, instead of a user of its own. Its process
+	// limit is then bounded by the command's cgroup alone: RLIMIT_NPROC counts
+	// every process of a user, and this one may be shared (root, or a user named
+	// by several commands).
+	User *User
+	// Dir is the command's working directory, made when missing and entered as
+	// the command's user (default /tmp).
+	Dir string
+	// NetNS is a network namespace (a file such as /run/netns/<name>) the command
+	// runs in, instead of a loopback of its own or the host's network (Network is
+	// ignored); bubblewrap is started in it by nsenter.
+	NetNS string
+	// Capabilities are the capabilities the command keeps (CAP_NET_BIND_SERVICE
+	// and the like; see CapabilityNames), in every set including the ambient one
+	// so that they survive the execution of a command that is not root.
+	Capabilities []string
+	// Hostname is the name of the command's UTS namespace (default "sandbox").
+	Hostname string
+}
+
+// Bind shows the host path Source at Target in a namespace sandbox.
+type Bind struct {
+	Source, Target string
+	Writable       bool
+}
+
+// User is a user and its groups.
+type User struct {
+	UID, GID int
+	// Groups are the supplementary groups.
+	Groups []int
+}
+
+// forContainer reports whether spec asks for what only a namespace sandbox of a
+// root caller gives.
+func (spec Spec) forContainer() bool {
+	return len(spec.Binds) > 0 || spec.User != nil || spec.Dir != "" || spec.NetNS != "" || len(spec.Capabilities) > 0 || spec.Hostname != ""
 }
 
 // Sandbox starts sandboxed commands; it is safe for concurrent use.
 type Sandbox struct {
 	bwrap      string
+	nsenter    string // where found: starts bwrap in a network namespace (Spec.NetNS)
 	uid, gid   int
 	uidBase    int
 	privileged bool      // the caller is root: see the package documentation
@@ -278,7 +336,9 @@ func newNamespaces(opts Options) (*Sandbox, error) {
 	}
 	closeOnExecInherited()
 	s := &Sandbox{mode: ModeNamespaces, bwrap: bwrap, launcher: launcher, uid: opts.UID, gid: opts.GID, uidBase: opts.UIDBase, privileged: privileged, filters: filters, cgroups: newCgroups()}
+	s.nsenter, _ = exec.LookPath("nsenter")
 	if err := s.probe(); err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil
@@ -330,6 +390,13 @@ func (s *Sandbox) probe() error {
 	return nil
 }
 
+// Close releases what s holds in the process: the directory its commands'
+// cgroups are made in, once no other sandbox of the process uses it. Call it
+// once its commands have ended; s makes no command after it.
+func (s *Sandbox) Close() {
+	s.cgroups.close()
+}
+
 // Command returns the command that runs spec in a sandbox. Kill kills everything
 // the command started.
 func (s *Sandbox) Command(spec Spec) (*Command, error) {
@@ -338,20 +405,26 @@ func (s *Sandbox) Command(spec Spec) (*Command, error) {
 
 // CommandContext is Command with a context that kills the sandbox when done.
 func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*Command, error) {
+	if spec.forContainer() && (s.mode != ModeNamespaces || !s.privileged) {
+		return nil, errors.New("sandbox: binds, a user, a directory, a network namespace, capabilities and a hostname need a namespace sandbox whose caller is root")
+	}
 	if s.mode == ModeLandlock {
 		return s.landlockCommand(ctx, spec)
+	}
+	caps, err := capabilityNumbers(spec.Capabilities)
+	if err != nil {
+		return nil, err
+	}
+	if spec.NetNS != "" && s.nsenter == "" {
+		return nil, errors.New("sandbox: nsenter, which starts a sandbox in a network namespace, is not on PATH (apt-get install -y util-linux)")
 	}
 	l := spec.Limits.withDefaults()
 	cg, err := s.cgroups.create(l)
 	if err != nil {
 		return nil, err
 	}
-	env := append(withoutVars(spec.Env, "PWD"), "PWD=/tmp")
-	lc := launch{Args: spec.Args, Env: env, Limits: &l, Cgroups: len(cg.procs())}
-	if s.privileged {
-		lc.UID = s.nextUID()
-		lc.GID = lc.UID
-	}
+	lc := s.launch(spec, l, cg)
+	lc.Capabilities = caps
 	cmd, err := launcherCommand(ctx, launcherInSandbox, lc, cg)
 	if err != nil {
 		cg.remove()
@@ -360,7 +433,7 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*Command, erro
 	// bwrap takes the seccomp filter from the descriptor after the launch and the
 	// cgroups, and passes the others on to the launcher.
 	args := []string{}
-	if filter := s.filters[boolIndex(spec.Network)]; filter != nil {
+	if filter := s.filters[boolIndex(spec.Network || spec.NetNS != "")]; filter != nil {
 		r, err := filterPipe(filter)
 		if err != nil {
 			closeExtraFiles(cmd)
@@ -373,8 +446,32 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*Command, erro
 	args = append(args, s.args(spec, l)...)
 	args = append(args, cmd.Args...)
 	cmd.Path, cmd.Args = s.bwrap, append([]string{s.bwrap}, args...)
+	if spec.NetNS != "" {
+		// nsenter joins the namespace and executes bwrap in its place, with the
+		// same empty environment and descriptors.
+		cmd.Path, cmd.Args = s.nsenter, append([]string{s.nsenter, "--net=" + spec.NetNS, "--"}, cmd.Args...)
+	}
 	cmd.Err = nil
 	return &Command{Cmd: cmd, cgroup: cg}, nil
+}
+
+// launch is what the launcher of a namespace sandbox does for spec.
+func (s *Sandbox) launch(spec Spec, l Limits, cg *cgroup) launch {
+	dir := cmp.Or(spec.Dir, "/tmp")
+	env := append(withoutVars(spec.Env, "PWD"), "PWD="+dir)
+	lc := launch{Args: spec.Args, Env: env, Limits: &l, Cgroups: len(cg.procs()), LookPath: spec.forContainer()}
+	if spec.forContainer() {
+		lc.WorkDir = dir
+	}
+	switch {
+	case spec.User != nil:
+		lc.UID, lc.GID, lc.Groups, lc.SetUser = spec.User.UID, spec.User.GID, spec.User.Groups, true
+		lc.CgroupProcesses = true // see Spec.User
+	case s.privileged:
+		lc.UID = s.nextUID()
+		lc.GID = lc.UID
+	}
+	return lc
 }
 
 // launcherInSandbox is where a namespace sandbox shows its launcher.
@@ -439,6 +536,24 @@ func (c *Command) Kill() {
 	c.cgroup.kill()
 }
 
+// Signal sends sig to the command's own process, as a container runtime signals
+// a container's first process: in a Landlock sandbox the launcher's, in a
+// namespace sandbox each process of the command's cgroup whose parent is
+// outside it (the command, and any orphan bubblewrap's init adopted). A command
+// without a cgroup gets sig at bubblewrap, which then ends the sandbox whole.
+func (c *Command) Signal(sig syscall.Signal) error {
+	if c.Process == nil {
+		return errors.New("sandbox: the command has not started")
+	}
+	if c.dir != "" || c.cgroup == nil {
+		return syscall.Kill(c.Process.Pid, sig)
+	}
+	for _, pid := range c.cgroup.roots() {
+		_ = syscall.Kill(pid, sig)
+	}
+	return nil
+}
+
 // Usage is what the processes of a command hold.
 type Usage struct {
 	// Tasks counts the command's threads, in all its processes.
@@ -466,32 +581,59 @@ func (s *Sandbox) nextUID() int {
 
 // args are bubblewrap's options for spec, up to the launcher's command line.
 func (s *Sandbox) args(spec Spec, l Limits) []string {
-	a := []string{"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup", "--hostname", "sandbox", "--clearenv"}
-	if !spec.Network {
+	a := []string{"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup", "--hostname", cmp.Or(spec.Hostname, "sandbox"), "--clearenv"}
+	network := spec.Network || spec.NetNS != ""
+	if !network {
 		a = append(a, "--unshare-net")
 	}
 	if s.privileged {
-		// The launcher needs these to drop to the command's user; it then drops them.
+		// The launcher needs these to drop to the command's user; it then drops them
+		// but for spec.Capabilities.
 		a = append(a, "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP")
+		for _, c := range spec.Capabilities {
+			a = append(a, "--cap-add", c)
+		}
 	} else {
 		a = append(a, "--unshare-user", "--uid", strconv.Itoa(s.uid), "--gid", strconv.Itoa(s.gid), "--disable-userns", "--cap-drop", "ALL")
 	}
 	a = append(a, "--ro-bind", "/usr", "/usr")
 	a = append(a, systemLinks()...)
 	a = append(a, "--proc", "/proc")
+	if spec.User != nil {
+		// bubblewrap leaves these writable when they look read-only to it; a
+		// command that is root could write the host's kernel settings there.
+		for _, p := range procReadOnly {
+			a = append(a, "--ro-bind-try", p, p)
+		}
+	}
 	a = append(a, "--perms", "0755", "--dir", "/dev")
 	for _, dev := range devices {
 		a = append(a, "--dev-bind", dev, dev)
 	}
 	a = append(a, "--perms", "1777", "--size", strconv.FormatInt(l.TmpSize, 10), "--tmpfs", "/tmp")
 	binds := spec.ReadOnly
-	if spec.Network {
+	if network {
 		binds = append(networkFiles(), binds...)
 	}
 	a = append(a, bindArgs(binds)...)
+	for _, b := range spec.Binds {
+		a = append(a, parentDirs(b.Target, nil)...)
+		a = append(a, map[bool]string{false: "--ro-bind", true: "--bind"}[b.Writable], b.Source, b.Target)
+	}
 	a = append(a, "--perms", "0755", "--dir", filepath.Dir(launcherInSandbox), "--ro-bind", s.launcher, launcherInSandbox)
-	return append(a, "--remount-ro", "/", "--chdir", "/tmp", "--")
+	// bubblewrap enters the directory as root without capabilities, which a
+	// volume of the command's user may refuse: the launcher of a container enters
+	// it once it is that user.
+	dir := "/tmp"
+	if spec.forContainer() {
+		dir = "/"
+	}
+	return append(a, "--remount-ro", "/", "--chdir", dir, "--")
 }
+
+// procReadOnly are the files of /proc that a command that is root must not
+// write: the kernel's settings and triggers.
+var procReadOnly = []string{"/proc/sys", "/proc/sysrq-trigger", "/proc/fs", "/proc/irq", "/proc/bus", "/proc/acpi", "/proc/scsi"}
 
 // systemLinks reproduces /bin, /lib, /lib64 and /sbin: links into /usr on a
 // merged-/usr system, read-only binds otherwise.
@@ -530,17 +672,26 @@ func bindArgs(paths []string) []string {
 	var a []string
 	made := map[string]bool{}
 	for _, p := range paths {
-		var parents []string
-		for dir := filepath.Dir(p); dir != "/" && dir != "."; dir = filepath.Dir(dir) {
-			parents = append(parents, dir)
-		}
-		for i := len(parents) - 1; i >= 0; i-- {
-			if !made[parents[i]] {
-				made[parents[i]] = true
-				a = append(a, "--perms", "0755", "--dir", parents[i])
-			}
-		}
+		a = append(a, parentDirs(p, made)...)
 		a = append(a, "--ro-bind", p, p)
+	}
+	return a
+}
+
+// parentDirs makes the parents of p traversable, but for those in made (which
+// it adds to, when not nil).
+func parentDirs(p string, made map[string]bool) []string {
+	var a, parents []string
+	for dir := filepath.Dir(p); dir != "/" && dir != "."; dir = filepath.Dir(dir) {
+		parents = append(parents, dir)
+	}
+	for i := len(parents) - 1; i >= 0; i-- {
+		if !made[parents[i]] {
+			if made != nil {
+				made[parents[i]] = true
+			}
+			a = append(a, "--perms", "0755", "--dir", parents[i])
+		}
 	}
 	return a
 }

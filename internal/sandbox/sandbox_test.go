@@ -117,10 +117,13 @@ func mustCommand(t *testing.T, s *Sandbox) func(Spec) *Command {
 	}
 }
 
-// run runs a Python program in a sandbox and returns its output.
+// run runs a Python program in a sandbox (spec.Args when program is empty) and
+// returns its output.
 func run(t *testing.T, command func(Spec) *Command, spec Spec, program string) string {
 	t.Helper()
-	spec.Args = []string{python, "-I", "-c", program}
+	if program != "" {
+		spec.Args = []string{python, "-I", "-c", program}
+	}
 	cmd := command(spec)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
