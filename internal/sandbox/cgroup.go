@@ -377,9 +377,10 @@ func (cg *cgroup) countFile(name string) string {
 	return "pids/" + name
 }
 
-// kill kills every process in the cgroup: at once with cgroup.kill in v2; in v1
-// by listing them until none is left (pids.max bounds how many a fork can add
-// meanwhile).
+// kill sends SIGKILL to every process in the cgroup, without waiting for them
+// to exit: at once with cgroup.kill in v2; in v1 to each process listed (one
+// forked meanwhile is killed by remove, which kills again until the cgroup is
+// empty; pids.max bounds how many there can be).
 func (cg *cgroup) kill() {
 	if cg == nil {
 		return
@@ -387,15 +388,8 @@ func (cg *cgroup) kill() {
 	if cg.v2 && os.WriteFile(cg.file("cgroup.kill"), []byte("1"), 0) == nil {
 		return
 	}
-	for range 100 {
-		pids := cg.pids()
-		if len(pids) == 0 {
-			return
-		}
-		for _, pid := range pids {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-		}
-		time.Sleep(time.Millisecond)
+	for _, pid := range cg.pids() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
 
