@@ -72,8 +72,7 @@ func (h *history) add(inv Invocation) {
 	inv.Request, inv.Response = redactJSON(truncateJSON(inv.Request)), redactJSON(truncateJSON(inv.Response))
 	// The runtimes bound these already; a record outlives the call, so bound them
 	// here too.
-	inv.Logs = runtime.BoundText(inv.Logs, runtime.MaxLogBytes, "\n[logs truncated]\n")
-	inv.Error = runtime.BoundText(inv.Error, runtime.MaxErrorBytes, "\n[message truncated]")
+	inv.Logs, inv.Error = runtime.BoundLogs(inv.Logs), runtime.BoundError(inv.Error)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.disabled {

@@ -126,27 +126,7 @@ func TestPodContainment(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dataDir, "hook-token"), []byte("platform secret"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(kube, Options{
-		Name: "local-sec", PodCIDR: "10.244.231.0/24", Bridge: "mlsec0", StateDir: filepath.Join(dataDir, "node"),
-		BackoffInitial: time.Second, BackoffMax: 4 * time.Second, HeartbeatInterval: 2 * time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(time.Minute):
-			t.Fatal("Run did not return within a minute of cancel")
-		}
-		assertNoLeftovers(t, n)
+	n := runNode(t, kube, Options{Name: "local-sec", PodCIDR: "10.244.231.0/24", Bridge: "mlsec0", StateDir: filepath.Join(dataDir, "node")}, func() {
 		// The scheduler would bind other tests' pods to the stopped node: the
 		// control plane runs no node lifecycle controller to taint it.
 		if err := env.Kube.CoreV1().Nodes().Delete(context.Background(), "local-sec", metav1.DeleteOptions{}); err != nil {

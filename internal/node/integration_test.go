@@ -81,29 +81,10 @@ func TestLocalNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(kube, Options{
+	n := runNode(t, kube, Options{
 		Name: "local-test", PodCIDR: testCIDR, Bridge: testBridge, StateDir: t.TempDir(),
-		BackoffInitial: time.Second, BackoffMax: 4 * time.Second, HeartbeatInterval: 2 * time.Second,
 		Images: []ImageRule{inClusterImage(t)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- n.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		case <-time.After(time.Minute):
-			t.Fatal("Run did not return within a minute of cancel")
-		}
-		assertNoLeftovers(t, n)
-	})
+	}, nil)
 
 	t.Run("NodeReadyAndSchedules", func(t *testing.T) { testNodeReady(t, n) })
 	t.Run("Group", func(t *testing.T) {
@@ -1043,6 +1024,37 @@ func pidsWith(arg string) []string {
 
 func alive(pid int) bool {
 	return pid > 0 && syscall.Kill(pid, 0) == nil
+}
+
+// runNode starts a node of opts (with the tests' back-off and heartbeat) until
+// the test ends; its cleanup stops it, checks that it left nothing behind, then
+// runs after.
+func runNode(t *testing.T, kube kubernetes.Interface, opts Options, after func()) *Node {
+	t.Helper()
+	opts.BackoffInitial, opts.BackoffMax, opts.HeartbeatInterval = time.Second, 4*time.Second, 2*time.Second
+	n, err := New(kube, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- n.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run: %v", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("Run did not return within a minute of cancel")
+		}
+		assertNoLeftovers(t, n)
+		if after != nil {
+			after()
+		}
+	})
+	return n
 }
 
 func assertNoLeftovers(t *testing.T, n *Node) {

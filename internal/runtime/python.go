@@ -706,20 +706,17 @@ func (r pyReply) compileError(name string) *CompileError {
 	if r.Error == nil {
 		return &CompileError{Function: name, Message: "the worker did not load the source"}
 	}
-	return &CompileError{Function: name, Line: r.Error.Line, Column: r.Error.Column, Message: BoundText(r.Error.String(), MaxErrorBytes, errorTruncatedMark)}
+	return &CompileError{Function: name, Line: r.Error.Line, Column: r.Error.Column, Message: BoundError(r.Error.String())}
 }
-
-// errorTruncatedMark ends an error message cut to MaxErrorBytes.
-const errorTruncatedMark = "\n[message truncated]"
 
 // result is the call's result and error. The worker bounds its logs itself, but
 // it runs user code, which can write any reply frame: logs and messages are
 // bounded again here.
 func (r pyReply) result(name string) (Result, error) {
-	r.Logs = BoundText(r.Logs, MaxLogBytes, truncatedMark)
+	r.Logs = BoundLogs(r.Logs)
 	if r.Error != nil {
-		r.Error.Message = BoundText(r.Error.Message, MaxErrorBytes, errorTruncatedMark)
-		r.Error.Traceback = BoundText(r.Error.Traceback, MaxErrorBytes, errorTruncatedMark)
+		r.Error.Message = BoundError(r.Error.Message)
+		r.Error.Traceback = BoundError(r.Error.Traceback)
 	}
 	if r.OK {
 		// The worker wrote the response with json.dumps, compact, and Unmarshal has

@@ -29,10 +29,20 @@ const truncatedMark = "\n[logs truncated]\n"
 // MaxErrorBytes bounds the message of a call's or a compile's error.
 const MaxErrorBytes = 16 << 10
 
-// BoundText is s cut to at most max bytes (on a rune boundary), followed by mark
-// when it was cut. The gateway bounds what a worker reports itself, as a worker
-// runs user code and may write any frame it likes.
-func BoundText(s string, max int, mark string) string {
+// errorTruncatedMark ends an error message cut to MaxErrorBytes.
+const errorTruncatedMark = "\n[message truncated]"
+
+// BoundLogs is logs cut to MaxLogBytes, as a call's logs are kept. The gateway
+// bounds what a worker reports itself, as a worker runs user code and may write
+// any frame it likes.
+func BoundLogs(logs string) string { return boundText(logs, MaxLogBytes, truncatedMark) }
+
+// BoundError is an error message cut to MaxErrorBytes.
+func BoundError(msg string) string { return boundText(msg, MaxErrorBytes, errorTruncatedMark) }
+
+// boundText is s cut to at most max bytes (on a rune boundary), followed by mark
+// when it was cut.
+func boundText(s string, max int, mark string) string {
 	if len(s) <= max {
 		return s
 	}
