@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # The gateway: a static binary with what its runtimes and its sandbox need (CPython 3,
-# bubblewrap, util-linux's prlimit and setpriv), running as a non-root user.
+# bubblewrap, and metalambda-worker beside it, from which its sandboxed workers start),
+# running as a non-root user.
 #
 #   make images            # or:
 #   docker build -f deploy/images/gateway.Dockerfile --build-arg VERSION=$(git describe --tags --always) -t ghcr.io/metalambda/gateway:$(git describe --tags --always) .
@@ -14,12 +15,12 @@ COPY . .
 ARG VERSION=devel
 ARG TARGETOS=linux
 ARG TARGETARCH
-RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -buildvcs=false -ldflags "-s -w -X github.com/metalambda/metalambda/internal/version.version=${VERSION}" -o /out/gateway ./cmd/gateway
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -buildvcs=false -ldflags "-s -w -X github.com/metalambda/metalambda/internal/version.version=${VERSION}" -o /out/ ./cmd/gateway ./cmd/metalambda-worker
 
 FROM debian:bookworm-slim
 RUN apt-get update \
- && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 bubblewrap util-linux \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 bubblewrap \
  && rm -rf /var/lib/apt/lists/*
-COPY --from=build /out/gateway /usr/bin/gateway
+COPY --from=build /out/gateway /out/metalambda-worker /usr/bin/
 USER 65532:65532
 ENTRYPOINT ["/usr/bin/gateway"]

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/lru"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
+	"github.com/metalambda/metalambda/internal/reservedenv"
 )
 
 // ErrEnvSourceUnavailable is the error of a Function whose env names a Secret or a
@@ -203,7 +204,7 @@ func (c *envCache) resolve(ctx context.Context, function, namespace string, src 
 			return nil, c.sourceError(ctx, function, namespace, field, kind, ref.Name, err)
 		}
 		for k, v := range data {
-			if err := fnv1.ReservedEnvError(from.Prefix + k); err != nil {
+			if err := reservedenv.Error(from.Prefix + k); err != nil {
 				return nil, &envSourceError{msg: fmt.Sprintf("function %s: %s: %s %q: key %s: %v; rename the key, or set a prefix", function, field, singular(kind), ref.Name, k, err)}
 			}
 			env[from.Prefix+k] = v

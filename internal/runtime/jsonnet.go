@@ -104,13 +104,16 @@ var residentSource = fmt.Sprintf(`function(f)
     served + std.native("metalambda.reply")(call.n, if std.isFunction(f) then f(request=call.request) else f),
     std.range(1, %d), 0)`, residentCalls)
 
-var residentProgram = func() ast.Node {
+// residentProgram is residentSource parsed at its first use: every process that
+// links this package (the gateway, each worker) would parse it at start, and most
+// never evaluate Jsonnet.
+var residentProgram = sync.OnceValue(func() ast.Node {
 	node, err := jsonnet.SnippetToAST(residentFile, residentSource)
 	if err != nil {
 		panic(err)
 	}
 	return node
-}()
+})
 
 // jsonnetFunction is a parsed Jsonnet function and its resident evaluators.
 type jsonnetFunction struct {
@@ -231,7 +234,7 @@ func (e *jsonnetEvaluator) run() {
 		vm.NativeFunction(&jsonnet.NativeFunction{Name: "metalambda.next", Params: ast.Identifiers{"i"}, Func: e.next})
 		vm.NativeFunction(&jsonnet.NativeFunction{Name: "metalambda.reply", Params: ast.Identifiers{"n", "response"}, Func: e.reply})
 		vm.TLANode("f", e.f.node)
-		_, err := vm.Evaluate(residentProgram)
+		_, err := vm.Evaluate(residentProgram())
 		if job := e.current; job != nil {
 			// The function failed: the evaluation ends with the call's error.
 			e.finish(job, jsonnetOutcome{err: err})

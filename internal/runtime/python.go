@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
+	"github.com/metalambda/metalambda/internal/reservedenv"
 	"github.com/metalambda/metalambda/internal/sandbox"
 )
 
@@ -246,7 +246,7 @@ func pythonEnv(fn Function) ([]string, error) {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.Contains(v, "\x00") {
 			return nil, &CompileError{Function: fn.Name, Message: fmt.Sprintf("invalid environment variable %q", k)}
 		}
-		if err := fnv1.ReservedEnvError(k); err != nil {
+		if err := reservedenv.Error(k); err != nil {
 			return nil, &CompileError{Function: fn.Name, Message: err.Error()}
 		}
 		merged[k] = v

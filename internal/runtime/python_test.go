@@ -264,12 +264,20 @@ func BenchmarkPythonEcho(b *testing.B) {
 }
 
 // BenchmarkPythonColdStart measures a new function's first answer: compile (start
-// a worker, load the source), one call, close; with and without the sandbox.
+// a worker, load the source), one call, close; in sandboxes launched from each
+// executable of benchLaunchers, and without a sandbox.
 func BenchmarkPythonColdStart(b *testing.B) {
-	for _, mode := range []struct {
+	modes := []struct {
 		name string
 		opts Options
-	}{{"sandbox", Options{}}, {"insecure", Options{InsecureNoSandbox: true}}} {
+	}{{"insecure", Options{InsecureNoSandbox: true}}}
+	for _, l := range benchLaunchers(b) {
+		modes = append(modes, struct {
+			name string
+			opts Options
+		}{"sandbox/" + l.name, Options{Sandbox: l.sandbox}})
+	}
+	for _, mode := range modes {
 		b.Run(mode.name, func(b *testing.B) {
 			rt := NewPython(mode.opts)
 			for b.Loop() {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"sync"
@@ -172,28 +171,24 @@ func (s *scripts) poolSize() int {
 }
 
 // workerSandbox is Options.Sandbox (or one built at the first call) and the
-// executable that workers run. A failure is not remembered.
+// executable that workers run: the sandbox's launcher, which links this package
+// (sandbox.WorkerExecutable beside the gateway's, or the gateway's own). A
+// failure is not remembered.
 func (s *scripts) workerSandbox() (*sandbox.Sandbox, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.sandbox != nil {
 		return s.sandbox, s.executable, nil
 	}
-	exe, err := os.Executable()
-	if err == nil {
-		exe, err = filepath.EvalSymlinks(exe)
-	}
-	if err != nil {
-		return nil, "", fmt.Errorf("finding the gateway's executable for its workers: %w", err)
-	}
 	sb := s.opts.Sandbox
 	if sb == nil {
+		var err error
 		if sb, err = sandbox.New(sandbox.Options{}); err != nil {
 			return nil, "", err
 		}
 	}
-	s.sandbox, s.executable = sb, exe
-	return sb, exe, nil
+	s.sandbox, s.executable = sb, sb.Launcher()
+	return sb, s.executable, nil
 }
 
 // serveScriptWorker is a worker's main: it reads the init frame, compiles the

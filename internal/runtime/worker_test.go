@@ -171,15 +171,27 @@ func BenchmarkScriptWorkerEcho(b *testing.B) {
 	}
 }
 
-// BenchmarkScriptWorkerColdStart measures a new JavaScript function's first
-// answer: compile (start a sandboxed worker, load the source), one call, close.
+// BenchmarkScriptWorkerColdStart measures a new JavaScript or Jsonnet function's
+// first answer: compile (start a sandboxed worker, load the source), one call,
+// close; with workers started from each executable of benchLaunchers.
 func BenchmarkScriptWorkerColdStart(b *testing.B) {
-	rt := NewSandboxedJavaScript(Options{})
-	for b.Loop() {
-		c := mustCompile(b, rt, jsFn("cold", jsEcho))
-		if _, err := c.Invoke(context.Background(), echoRequest("cold")); err != nil {
-			b.Fatal(err)
+	launchers := benchLaunchers(b)
+	for _, rt := range []string{JavaScript, Jsonnet} {
+		for _, l := range launchers {
+			b.Run(rt+"/"+l.name, func(b *testing.B) {
+				opts := Options{Sandbox: l.sandbox}
+				run, fn := NewSandboxedJavaScript(opts), jsFn("cold", jsEcho)
+				if rt == Jsonnet {
+					run, fn = NewSandboxedJsonnet(opts), jsonnetFn("cold", jsonnetEcho)
+				}
+				for b.Loop() {
+					c := mustCompile(b, run, fn)
+					if _, err := c.Invoke(context.Background(), echoRequest("cold")); err != nil {
+						b.Fatal(err)
+					}
+					c.Close()
+				}
+			})
 		}
-		c.Close()
 	}
 }

@@ -73,12 +73,23 @@ func newLandlock(opts Options) (*Sandbox, error) {
 	return s, nil
 }
 
-// launcherPath is the launcher's absolute path, the running executable when
-// empty.
+// WorkerExecutable is the name of the small executable (cmd/metalambda-worker)
+// that, installed beside the caller's, launches sandboxed commands in its place:
+// it links this package and the runtimes' workers but not the rest of the
+// gateway, so it starts in a fraction of the time (the Go runtime initializes
+// every package an executable links before the launcher's turn comes).
+const WorkerExecutable = "metalambda-worker"
+
+// launcherPath is the launcher's absolute path: WorkerExecutable beside the
+// running executable when there is one, else the running executable itself,
+// when launcher is empty.
 func launcherPath(launcher string) (string, error) {
 	var err error
 	if launcher == "" {
 		launcher, err = os.Executable()
+		if err == nil {
+			launcher = besideOrSelf(launcher)
+		}
 	}
 	if err == nil {
 		launcher, err = filepath.Abs(launcher)
@@ -90,6 +101,16 @@ func launcherPath(launcher string) (string, error) {
 		return "", fmt.Errorf("sandbox: finding the executable that launches sandboxed commands: %w", err)
 	}
 	return launcher, nil
+}
+
+// besideOrSelf is WorkerExecutable in self's directory if it is an executable
+// file there, else self.
+func besideOrSelf(self string) string {
+	worker := filepath.Join(filepath.Dir(self), WorkerExecutable)
+	if fi, err := os.Stat(worker); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+		return worker
+	}
+	return self
 }
 
 // probeLandlock starts a launcher that bounds itself and exits.
@@ -153,6 +174,7 @@ func (s *Sandbox) landlockCommand(ctx context.Context, spec Spec) (*Command, err
 // files of cg after it, in a process group of its own that dies with the
 // caller's thread, with an empty environment.
 func launcherCommand(ctx context.Context, launcher string, l launch, cg *cgroup) (*exec.Cmd, error) {
+	l.Protocol = launchProtocol
 	raw, err := json.Marshal(l)
 	if err != nil {
 		return nil, err

@@ -37,8 +37,16 @@ func init() {
 	}
 }
 
+// launchProtocol is the version of launch. A launcher refuses a launch of
+// another version, so that a WorkerExecutable left from an older build fails
+// the sandbox's probe at the caller's start, naming itself, instead of
+// misreading what it is given.
+const launchProtocol = 2
+
 // launch is what a launcher does before it executes Args.
 type launch struct {
+	// Protocol is launchProtocol of the caller.
+	Protocol int `json:"protocol"`
 	// Args is the command; empty means exit 0 once bounded (a probe).
 	Args []string `json:"args"`
 	// Env is the command's whole environment. It is set only by the execution of
@@ -101,6 +109,10 @@ func runLauncher(f *os.File) error {
 	var l launch
 	if err := json.Unmarshal(raw, &l); err != nil {
 		return fmt.Errorf("reading the launch: %w", err)
+	}
+	if l.Protocol != launchProtocol {
+		self, _ := os.Executable()
+		return fmt.Errorf("%s speaks launch protocol %d and was given %d: it is from another build than its caller; rebuild both (make build) or remove it", self, launchProtocol, l.Protocol)
 	}
 	if err := joinCgroups(l.Cgroups); err != nil {
 		return err

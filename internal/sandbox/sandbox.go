@@ -6,22 +6,21 @@
 // capabilities, no_new_privs, a seccomp filter that refuses new user namespaces,
 // a read-only view of only the system directories and the paths a command needs,
 // a private size-bounded /tmp, a /proc of their own PID namespace, and rlimits
-// (address space, processes, open files, file size) set by prlimit before the
-// command starts. Every descendant of a sandboxed command lives in its PID
+// (address space, processes, open files, file size) that the launcher (see
+// Options.Launcher) sets before it executes the command. Every descendant of a sandboxed command lives in its PID
 // namespace, so it dies when the command's bwrap process is killed.
 //
 // The user depends on the caller. When it is root, bwrap builds the namespaces as
 // root (so that it can show paths only root can reach, such as an interpreter
-// under /root) and setpriv drops to a user of its own for each command, taken
+// under /root) and the launcher drops to a user of its own for each command, taken
 // from a range no account uses: the process limit then counts that command's
 // processes alone, and no two commands share a user. Otherwise bwrap runs as the
 // caller in a user namespace of its own (unprivileged user namespaces must be
 // allowed), as Options.UID inside it, with further user namespaces disabled.
 //
 // Landlock (ModeLandlock), for where user namespaces are refused (a container
-// under a RuntimeDefault seccomp profile, without CAP_SYS_ADMIN): the caller's
-// executable is started again as a launcher (LauncherMarker) in a process group
-// of its own; it sets no_new_privs, restricts itself with Landlock (read and
+// under a RuntimeDefault seccomp profile, without CAP_SYS_ADMIN): the launcher
+// (Options.Launcher) is started in a process group of its own; it sets no_new_privs, restricts itself with Landlock (read and
 // execute on the system directories and the paths a command needs, read and
 // write on a few devices and on a directory of the command's own; no TCP
 // without network; signals and abstract UNIX sockets scoped to the command), sets
@@ -104,8 +103,9 @@ func ParseMode(name string) (Mode, error) {
 type Options struct {
 	// Mode is the mechanism (default ModeAuto).
 	Mode Mode
-	// Launcher is the executable that starts a Landlock sandbox's commands; it
-	// must link this package (default the running executable).
+	// Launcher is the executable that bounds each command and executes it; it
+	// must link this package (default WorkerExecutable beside the running
+	// executable, else the running executable).
 	Launcher string
 	// Bwrap is the bubblewrap binary (default "bwrap", looked up in PATH).
 	Bwrap string
@@ -248,7 +248,7 @@ func (s *Sandbox) Mode() Mode {
 // Describe names s's mechanism as key/values for a log line, with why ModeAuto
 // did not choose namespaces.
 func (s *Sandbox) Describe() []any {
-	kv := []any{"sandbox", string(s.mode)}
+	kv := []any{"sandbox", string(s.mode), "launcher", s.launcher}
 	if s.mode == ModeLandlock {
 		kv = append(kv, "landlockABI", s.landlockABI)
 	}
@@ -261,6 +261,12 @@ func (s *Sandbox) Describe() []any {
 		kv = append(kv, "cgroups", "none: processes are bounded by rlimits alone", "cgroupsUnavailable", why.Error())
 	}
 	return kv
+}
+
+// Launcher is the executable that launches s's commands (Options.Launcher,
+// resolved). The runtimes start their Go workers from it too.
+func (s *Sandbox) Launcher() string {
+	return s.launcher
 }
 
 // lastUID is the offset in the range of the last user handed out. Users are a
@@ -302,7 +308,7 @@ func New(opts Options) (*Sandbox, error) {
 	return s, nil
 }
 
-// newNamespaces finds bubblewrap and prlimit and checks that bubblewrap can build
+// newNamespaces finds bubblewrap and the launcher and checks that bubblewrap can build
 // a sandbox here.
 func newNamespaces(opts Options) (*Sandbox, error) {
 	if opts.Bwrap == "" {

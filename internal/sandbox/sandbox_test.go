@@ -21,7 +21,7 @@ func newSandbox(t *testing.T) *Sandbox {
 	t.Helper()
 	s, err := New(Options{})
 	if err != nil {
-		t.Fatalf("the sandbox tests need bubblewrap and prlimit: %v", err)
+		t.Fatalf("the sandbox tests need bubblewrap: %v", err)
 	}
 	return s
 }

@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/metalambda/metalambda/internal/reservedenv"
 )
 
 // Bounds of the env sources, which the CRD's schema states too.
@@ -19,7 +21,7 @@ const (
 // ValidateEnvSources checks spec.env's names, spec.envFrom and spec.envValueFrom
 // as the CRD's schema does: exactly one reference per entry, object names and keys
 // Kubernetes accepts, variable names a process environment can hold and that are
-// not reserved (ReservedEnvError), and no name both in env and in envValueFrom. Each error names its field (spec.envFrom[1].secretRef.name).
+// not reserved (reservedenv.Error), and no name both in env and in envValueFrom. Each error names its field (spec.envFrom[1].secretRef.name).
 func ValidateEnvSources(spec *FunctionSpec) field.ErrorList {
 	var errs field.ErrorList
 	env := field.NewPath("spec", "env")
@@ -118,7 +120,7 @@ func validateEnvName(path *field.Path, name string) field.ErrorList {
 	if !ok {
 		return field.ErrorList{field.Invalid(path, name, "a variable name must consist of printable ASCII characters other than '='")}
 	}
-	if err := ReservedEnvError(name); err != nil {
+	if err := reservedenv.Error(name); err != nil {
 		return field.ErrorList{field.Invalid(path, name, err.Error())}
 	}
 	return nil
