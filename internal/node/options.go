@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/metalambda/metalambda/internal/sandbox"
 )
 
 // CNIInstallHint says how to get the CNI plugins the node needs.
@@ -173,7 +175,7 @@ func (o *Options) findRuntimePaths() error {
 		case runtimeKind(r.Kind) == runtimeNode && r.Interpreter != "":
 			nodes = append(nodes, r.Interpreter)
 		case len(r.Entrypoint) > 0:
-			if err := add(r.Entrypoint[0], []string{r.Entrypoint[0]}, nil); err != nil {
+			if err := add(r.Entrypoint[0], entrypointPaths(r.Entrypoint[0]), nil); err != nil {
 				return err
 			}
 		}
@@ -190,6 +192,17 @@ func (o *Options) findRuntimePaths() error {
 		}
 	}
 	return nil
+}
+
+// entrypointPaths are a host entrypoint and, when there is one beside it, the
+// sandbox's worker executable: the gateway's image holds it beside the gateway,
+// which starts its workers from it.
+func entrypointPaths(entrypoint string) []string {
+	worker := filepath.Join(filepath.Dir(entrypoint), sandbox.WorkerExecutable)
+	if fi, err := os.Stat(worker); err == nil && fi.Mode().IsRegular() {
+		return []string{entrypoint, worker}
+	}
+	return []string{entrypoint}
 }
 
 // pythonPaths are the interpreter and its installation (sys.prefix and

@@ -44,7 +44,8 @@ type InCluster struct {
 }
 
 // ComponentImages are the local node's image rules that run the chart's engine and
-// gateway images as the binaries in binDir (`make build` puts them in bin/).
+// gateway images as the binaries in binDir (`make build` puts them in bin/); the
+// gateway's pod also sees the metalambda-worker beside it, as in its image.
 func ComponentImages(binDir string) []node.ImageRule {
 	return []node.ImageRule{
 		{Image: EngineImage, Kind: "host", Entrypoint: []string{filepath.Join(binDir, "engine")}},

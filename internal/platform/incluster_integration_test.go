@@ -47,7 +47,7 @@ func TestInClusterChart(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(binDir) })
-	for _, cmd := range []string{"engine", "gateway"} {
+	for _, cmd := range []string{"engine", "gateway", "metalambda-worker"} {
 		build := exec.Command("go", "build", "-o", filepath.Join(binDir, cmd), "github.com/metalambda/metalambda/cmd/"+cmd)
 		if out, err := build.CombinedOutput(); err != nil {
 			t.Fatalf("build %s: %v\n%s", cmd, err, out)
