@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/functions"
@@ -37,6 +38,7 @@ type options struct {
 	hookTokenFile string
 	gcPercent     int
 	sandboxMode   string
+	memoryBudget  string
 	egressDeny    []string
 	qps           float64
 	burst         int
@@ -44,7 +46,7 @@ type options struct {
 }
 
 func defaultOptions() *options {
-	return &options{listen: "127.0.0.1:8081", qps: 50, burst: 100, gcPercent: gateway.DefaultGCPercent, sandboxMode: string(sandbox.ModeAuto)}
+	return &options{listen: "127.0.0.1:8081", qps: 50, burst: 100, gcPercent: gateway.DefaultGCPercent, sandboxMode: string(sandbox.ModeAuto), memoryBudget: "auto"}
 }
 
 func (o *options) bindFlags(fs *flag.FlagSet) {
@@ -60,6 +62,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&o.gateway.Runtime.ScriptMemoryLimit, "script-memory-limit", runtime.DefaultScriptMemoryLimit, "Address-space limit of each JavaScript and Jsonnet worker, in bytes (an idle worker holds about 1.3 GiB of address space; its heap gets the rest).")
 	fs.IntVar(&o.gateway.Runtime.PythonPoolSize, "python-workers", 0, "Most Python worker processes per function, started on demand (0: 2×GOMAXPROCS, between 2 and 8).")
 	fs.DurationVar(&o.gateway.Runtime.WorkerIdleTimeout, "worker-idle-timeout", runtime.DefaultWorkerIdleTimeout, "How long a worker process waits for a call before it is stopped; the next call starts a fresh one.")
+	fs.StringVar(&o.memoryBudget, "worker-memory-budget", o.memoryBudget, "Memory of all worker processes together, as a quantity (1536Mi, 2Gi); past it the least recently used idle workers are stopped. auto: three quarters of the gateway's cgroup memory limit (its container's), none without one; 0: no budget.")
 	fs.Int64Var(&o.gateway.Runtime.WorkerCPU, "worker-cpu", runtime.DefaultWorkerCPU, "Processor time of each worker process and everything it starts, in thousandths of a core, where the gateway can give workers cgroups (as root on a host, or in a delegated cgroup).")
 	fs.StringVar(&o.sandboxMode, "sandbox", o.sandboxMode, "How worker processes are sandboxed: namespaces (bubblewrap), landlock (Landlock, seccomp and rlimits, for containers that refuse user namespaces), or auto (namespaces where bubblewrap can build them, landlock otherwise).")
 	fs.BoolVar(&o.gateway.Runtime.InsecureNoSandbox, "insecure-no-sandbox", false, "Run Python workers as plain processes of the gateway's user and JavaScript and Jsonnet functions in the gateway's process, without a sandbox (development only).")
@@ -115,6 +118,11 @@ func (o *options) validate() error {
 	if o.gateway.PublicURL == "" {
 		o.gateway.PublicURL = "http://" + cmp.Or(o.hooksListen, o.listen)
 	}
+	budget, err := parseMemoryBudget(o.memoryBudget)
+	if err != nil {
+		return err
+	}
+	o.gateway.Runtime.MemoryBudget = runtime.NewMemoryBudget(budget)
 	if o.hookTokenFile != "" {
 		data, err := os.ReadFile(o.hookTokenFile)
 		if err != nil {
@@ -196,7 +204,7 @@ func run(ctx context.Context, o *options, ready chan<- string) error {
 		servers = append(servers, gateway.NewServer(gw.HooksHandler()))
 		listeners = append(listeners, hl)
 	}
-	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "hooksListen", o.hooksListen, "ingressAddress", o.gateway.IngressAddress, "egressDeny", o.egressDeny, "gcPercent", gateway.SetGCPercent(o.gcPercent), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "", "secureCookies", o.gateway.Dashboard.SecureCookies, "maxFunctionsPerNamespace", o.gateway.MaxFunctionsPerNamespace, "maxCallsPerNamespace", o.gateway.MaxCallsPerNamespace)
+	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "hooksListen", o.hooksListen, "ingressAddress", o.gateway.IngressAddress, "egressDeny", o.egressDeny, "gcPercent", gateway.SetGCPercent(o.gcPercent), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "", "secureCookies", o.gateway.Dashboard.SecureCookies, "maxFunctionsPerNamespace", o.gateway.MaxFunctionsPerNamespace, "maxCallsPerNamespace", o.gateway.MaxCallsPerNamespace, "workerMemoryBudget", o.gateway.Runtime.MemoryBudget.Limit())
 	if o.gateway.HookToken == "" {
 		klog.InfoS("WARNING: no --hook-token-file: /hooks call any function for whoever reaches them", "address", cmp.Or(o.hooksListen, o.listen))
 	}
@@ -236,4 +244,20 @@ func run(ctx context.Context, o *options, ready chan<- string) error {
 	}
 	<-done
 	return err
+}
+
+// parseMemoryBudget reads --worker-memory-budget: a quantity, 0 for none, or
+// auto for three quarters of the gateway's cgroup memory limit (none without).
+func parseMemoryBudget(v string) (int64, error) {
+	if v == "auto" {
+		if limit, ok := sandbox.MemoryLimit(); ok {
+			return limit / 4 * 3, nil
+		}
+		return 0, nil
+	}
+	q, err := resource.ParseQuantity(v)
+	if err != nil || q.Sign() < 0 {
+		return 0, fmt.Errorf("--worker-memory-budget %q: want auto, 0 or a quantity of bytes such as 1536Mi", v)
+	}
+	return q.Value(), nil
 }

@@ -33,11 +33,19 @@ func TestOptionsValidate(t *testing.T) {
 	o = defaultOptions()
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	o.bindFlags(fs)
-	if err := fs.Parse([]string{"--secure-cookies", "--max-functions-per-namespace=7", "--max-calls-per-namespace=9"}); err != nil || o.validate() != nil {
+	if err := fs.Parse([]string{"--secure-cookies", "--max-functions-per-namespace=7", "--max-calls-per-namespace=9", "--worker-memory-budget=1536Mi"}); err != nil || o.validate() != nil {
 		t.Fatalf("flags: %v", err)
+	}
+	if got := o.gateway.Runtime.MemoryBudget.Limit(); got != 1536<<20 {
+		t.Errorf("--worker-memory-budget=1536Mi: %d bytes", got)
 	}
 	if !o.gateway.Dashboard.SecureCookies || o.gateway.MaxFunctionsPerNamespace != 7 || o.gateway.MaxCallsPerNamespace != 9 {
 		t.Errorf("--secure-cookies %v, --max-functions-per-namespace %d, --max-calls-per-namespace %d", o.gateway.Dashboard.SecureCookies, o.gateway.MaxFunctionsPerNamespace, o.gateway.MaxCallsPerNamespace)
+	}
+	o = defaultOptions()
+	o.memoryBudget = "0"
+	if err := o.validate(); err != nil || o.gateway.Runtime.MemoryBudget != nil {
+		t.Errorf("--worker-memory-budget=0: %v, budget %v", err, o.gateway.Runtime.MemoryBudget)
 	}
 	o = defaultOptions()
 	o.listen, o.hooksListen = ":8081", ":8082"
@@ -74,6 +82,8 @@ func TestOptionsValidate(t *testing.T) {
 		{func(o *options) { o.hookTokenFile = filepath.Join(t.TempDir(), "missing") }, "--hook-token-file"},
 		{func(o *options) { o.gateway.PublicURL = "gateway:8081" }, "public URL"},
 		{func(o *options) { o.sandboxMode = "chroot" }, `--sandbox: unknown sandbox mode "chroot"`},
+		{func(o *options) { o.memoryBudget = "lots" }, `--worker-memory-budget "lots"`},
+		{func(o *options) { o.memoryBudget = "-1Gi" }, `--worker-memory-budget "-1Gi"`},
 	} {
 		o := defaultOptions()
 		tt.set(o)

@@ -196,7 +196,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 		dyn:      dyn,
 		registry: registry,
 		compiler: policy,
-		store:    newStore(dyn, policy, env, opts.PublicURL, opts.History, newMetrics(reg, registry.Stats)),
+		store:    newStore(dyn, policy, env, opts.PublicURL, opts.History, newMetrics(reg, registry.Stats, opts.Runtime.MemoryBudget)),
 		auth:     newAuthorizer(kube, opts.authOptions()),
 		calls:    newCallLimiter(opts.MaxConcurrentCalls),
 		nsCalls:  newCallLimiter(opts.MaxCallsPerNamespace),

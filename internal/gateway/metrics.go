@@ -15,7 +15,7 @@ type metrics struct {
 	seconds     *prometheus.HistogramVec
 }
 
-func newMetrics(reg prometheus.Registerer, stats func() map[string]runtime.PoolStats) *metrics {
+func newMetrics(reg prometheus.Registerer, stats func() map[string]runtime.PoolStats, budget *runtime.MemoryBudget) *metrics {
 	m := &metrics{
 		invocations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_function_invocation_total", Help: "Function calls by function and HTTP status code.",
@@ -26,8 +26,7 @@ func newMetrics(reg prometheus.Registerer, stats func() map[string]runtime.PoolS
 		}, []string{"function_name"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.invocations, m.seconds, &poolCollector{stats: stats, desc: prometheus.NewDesc(
-			"gateway_runtime_pool_workers", "Pooled VMs or worker processes per runtime, idle or busy.", []string{"runtime", "state"}, nil)})
+		reg.MustRegister(m.invocations, m.seconds, newPoolCollector(stats, budget))
 	}
 	return m
 }
@@ -63,15 +62,39 @@ func (f *functionMetrics) remove() {
 }
 
 type poolCollector struct {
-	stats func() map[string]runtime.PoolStats
-	desc  *prometheus.Desc
+	stats                                          func() map[string]runtime.PoolStats
+	budget                                         *runtime.MemoryBudget
+	workers, starts, stops, budgetBytes, usedBytes *prometheus.Desc
 }
 
-func (p *poolCollector) Describe(ch chan<- *prometheus.Desc) { ch <- p.desc }
+func newPoolCollector(stats func() map[string]runtime.PoolStats, budget *runtime.MemoryBudget) *poolCollector {
+	return &poolCollector{
+		stats: stats, budget: budget,
+		workers: prometheus.NewDesc("gateway_runtime_pool_workers", "Pooled VMs or worker processes per runtime, idle or busy.", []string{"runtime", "state"}, nil),
+		starts:  prometheus.NewDesc("gateway_runtime_worker_starts_total", "Worker processes started per runtime: each is a cold start.", []string{"runtime"}, nil),
+		stops: prometheus.NewDesc("gateway_runtime_worker_stops_total", "Idle worker processes stopped per runtime: reason memory to keep --worker-memory-budget, idle when idle past --worker-idle-timeout or busy while idle.",
+			[]string{"runtime", "reason"}, nil),
+		budgetBytes: prometheus.NewDesc("gateway_runtime_worker_memory_budget_bytes", "The memory budget of all worker processes (--worker-memory-budget); absent without one.", nil, nil),
+		usedBytes:   prometheus.NewDesc("gateway_runtime_worker_memory_bytes", "Memory of all worker processes at the budget's last look (every second and before each start).", nil, nil),
+	}
+}
+
+func (p *poolCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{p.workers, p.starts, p.stops, p.budgetBytes, p.usedBytes} {
+		ch <- d
+	}
+}
 
 func (p *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	for name, s := range p.stats() {
-		ch <- prometheus.MustNewConstMetric(p.desc, prometheus.GaugeValue, float64(s.Idle), name, "idle")
-		ch <- prometheus.MustNewConstMetric(p.desc, prometheus.GaugeValue, float64(s.Busy), name, "busy")
+		ch <- prometheus.MustNewConstMetric(p.workers, prometheus.GaugeValue, float64(s.Idle), name, "idle")
+		ch <- prometheus.MustNewConstMetric(p.workers, prometheus.GaugeValue, float64(s.Busy), name, "busy")
+		ch <- prometheus.MustNewConstMetric(p.starts, prometheus.CounterValue, float64(s.Starts), name)
+		ch <- prometheus.MustNewConstMetric(p.stops, prometheus.CounterValue, float64(s.Evictions), name, "memory")
+		ch <- prometheus.MustNewConstMetric(p.stops, prometheus.CounterValue, float64(s.Reaps), name, "idle")
+	}
+	if p.budget != nil {
+		ch <- prometheus.MustNewConstMetric(p.budgetBytes, prometheus.GaugeValue, float64(p.budget.Limit()))
+		ch <- prometheus.MustNewConstMetric(p.usedBytes, prometheus.GaugeValue, float64(p.budget.Used()))
 	}
 }

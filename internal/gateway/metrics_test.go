@@ -1,10 +1,12 @@
 package gateway
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/metalambda/metalambda/internal/runtime"
 )
@@ -13,7 +15,7 @@ import (
 // another function's stay.
 func TestDeletedFunctionsLeaveNoSeries(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := newMetrics(reg, func() map[string]runtime.PoolStats { return nil })
+	m := newMetrics(reg, func() map[string]runtime.PoolStats { return nil }, nil)
 	gone, kept := m.forFunction("ns", "gone"), m.forFunction("ns", "kept")
 	for _, f := range []*functionMetrics{gone, kept} {
 		f.observe(200, time.Millisecond)
@@ -49,4 +51,32 @@ func series(t *testing.T, reg *prometheus.Registry, fn string) int {
 		}
 	}
 	return n
+}
+
+// The runtimes' worker counts, cold starts, stops and the memory budget are
+// exported under the names docs/gateway.md gives.
+func TestWorkerMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	budget := runtime.NewMemoryBudget(3 << 30)
+	newMetrics(reg, func() map[string]runtime.PoolStats {
+		return map[string]runtime.PoolStats{"python": {Idle: 2, Busy: 1, Starts: 7, Evictions: 3, Reaps: 2}}
+	}, budget)
+	want := `
+# HELP gateway_runtime_worker_memory_budget_bytes The memory budget of all worker processes (--worker-memory-budget); absent without one.
+# TYPE gateway_runtime_worker_memory_budget_bytes gauge
+gateway_runtime_worker_memory_budget_bytes 3.221225472e+09
+# HELP gateway_runtime_worker_starts_total Worker processes started per runtime: each is a cold start.
+# TYPE gateway_runtime_worker_starts_total counter
+gateway_runtime_worker_starts_total{runtime="python"} 7
+# HELP gateway_runtime_worker_stops_total Idle worker processes stopped per runtime: reason memory to keep --worker-memory-budget, idle when idle past --worker-idle-timeout or busy while idle.
+# TYPE gateway_runtime_worker_stops_total counter
+gateway_runtime_worker_stops_total{reason="idle",runtime="python"} 2
+gateway_runtime_worker_stops_total{reason="memory",runtime="python"} 3
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gateway_runtime_worker_starts_total", "gateway_runtime_worker_stops_total", "gateway_runtime_worker_memory_budget_bytes"); err != nil {
+		t.Error(err)
+	}
+	if n, err := testutil.GatherAndCount(reg, "gateway_runtime_pool_workers"); err != nil || n != 2 {
+		t.Errorf("gateway_runtime_pool_workers: %d series (%v), want idle and busy", n, err)
+	}
 }

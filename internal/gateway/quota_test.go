@@ -30,7 +30,7 @@ func functionObject(ns, name string, created time.Time) *unstructured.Unstructur
 // name, and other namespaces, still pass); and of a namespace's Functions the oldest
 // are served, ties broken by name, the rest refused.
 func TestFunctionsPerNamespace(t *testing.T) {
-	s := newStore(dynamicfake.NewSimpleDynamicClient(apiruntime.NewScheme()), nil, nil, "http://gw", 1, newMetrics(nil, nil))
+	s := newStore(dynamicfake.NewSimpleDynamicClient(apiruntime.NewScheme()), nil, nil, "http://gw", 1, newMetrics(nil, nil, nil))
 	s.maxPerNamespace = 2
 	t0 := time.Unix(1000, 0)
 	objs := map[string]*unstructured.Unstructured{

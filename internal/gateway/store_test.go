@@ -64,7 +64,7 @@ func TestServingBuildsOncePerEnvironment(t *testing.T) {
 	ctx := context.Background()
 	cache, kube, clock := newTestEnvCache(secret("db", map[string]string{"password": "one", "user": "admin"}))
 	compiler := &countingCompiler{}
-	s := newStore(dynamicfake.NewSimpleDynamicClient(apiruntime.NewScheme()), compiler, cache, "http://gw", 10, newMetrics(prometheus.NewRegistry(), func() map[string]runtime.PoolStats { return nil }))
+	s := newStore(dynamicfake.NewSimpleDynamicClient(apiruntime.NewScheme()), compiler, cache, "http://gw", 10, newMetrics(prometheus.NewRegistry(), func() map[string]runtime.PoolStats { return nil }, nil))
 	defer s.queue.ShutDown()
 	sources := &envSources{EnvFrom: []fnv1.EnvFromSource{{SecretRef: &fnv1.EnvSourceRef{Name: "db"}}}}
 	fn := runtime.Function{Name: "ns/f", Runtime: "python", Source: "x", Timeout: time.Millisecond, Env: map[string]string{"user": "plain"}}

@@ -42,7 +42,7 @@ type javaScript struct {
 //
 // where context.request.body is the request. Either may be async.
 func NewJavaScript(opts Options) Runtime {
-	return &javaScript{opts: opts.withDefaults(), pools: newPoolSet()}
+	return &javaScript{opts: opts.withDefaults(), pools: newPoolSet(opts.MemoryBudget)}
 }
 
 // Stats counts the VMs of all open JavaScript functions.

@@ -64,6 +64,9 @@ type Options struct {
 	// MaxReplyBytes bounds one reply of a worker process (default 16 MiB); a
 	// larger reply kills the worker and fails the call.
 	MaxReplyBytes int64
+	// MemoryBudget, when set, bounds the memory of the workers of every runtime
+	// made with it (one per gateway; nil: none).
+	MemoryBudget *MemoryBudget
 }
 
 func (o Options) withDefaults() Options {

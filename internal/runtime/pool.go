@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,7 +20,9 @@ type pool[T comparable] struct {
 	destroy func(T) // must be idempotent and safe while the item is in use
 	// keep, when set, tells whether an item idle since the time given may stay
 	// idle; the pool set's sweep destroys those it may not.
-	keep  func(T, time.Time) bool
+	keep func(T, time.Time) bool
+	// memory, when set, is an item's memory, which the pool set's budget counts.
+	memory func(T) int64
 	slots chan struct{}
 	stats *poolSet
 
@@ -78,10 +81,12 @@ func (p *pool[T]) takeIdleOrCreate() (T, error) {
 		return item, nil
 	}
 	p.mu.Unlock()
+	p.stats.budget.enforce() // make room first
 	item, err := p.create()
 	if err != nil {
 		return zero, err
 	}
+	p.stats.starts.Add(1)
 	return item, p.markBusy(item)
 }
 
@@ -155,18 +160,53 @@ func (p *pool[T]) sweep() {
 	p.mu.Unlock()
 	var gone []T
 	for item, t := range since {
-		if p.keep(item, t) {
-			continue
-		}
-		p.mu.Lock()
-		if i := slices.Index(p.idle, item); i >= 0 && p.idleSince[item] == t {
-			p.idle = slices.Delete(p.idle, i, i+1)
-			delete(p.idleSince, item)
+		if !p.keep(item, t) && p.takeIdle(item, t) {
 			gone = append(gone, item)
 		}
-		p.mu.Unlock()
 	}
+	p.stats.reaps.Add(uint64(len(gone)))
 	destroyAll(gone, p.destroy)
+}
+
+// takeIdle removes item from the idle ones if it has been idle since since.
+func (p *pool[T]) takeIdle(item T, since time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := slices.Index(p.idle, item)
+	if i < 0 || !p.idleSince[item].Equal(since) {
+		return false
+	}
+	p.idle = slices.Delete(p.idle, i, i+1)
+	delete(p.idleSince, item)
+	return true
+}
+
+// memoryUse is the memory of every item, and the idle ones a budget may stop.
+func (p *pool[T]) memoryUse() (int64, []idleItem) {
+	if p.memory == nil {
+		return 0, nil
+	}
+	p.mu.Lock()
+	idle := maps.Clone(p.idleSince)
+	busy := slices.Collect(maps.Keys(p.busy))
+	p.mu.Unlock()
+	var total int64
+	for _, item := range busy {
+		total += p.memory(item)
+	}
+	items := make([]idleItem, 0, len(idle))
+	for item, since := range idle {
+		m := p.memory(item)
+		total += m
+		items = append(items, idleItem{since: since, bytes: m, set: p.stats, evict: func() bool {
+			if !p.takeIdle(item, since) {
+				return false
+			}
+			p.destroy(item)
+			return true
+		}})
+	}
+	return total, items
 }
 
 func (p *pool[T]) counts() PoolStats {
@@ -179,21 +219,48 @@ func (p *pool[T]) counts() PoolStats {
 type counter interface {
 	counts() PoolStats
 	sweep()
+	memoryUse() (int64, []idleItem)
 }
 
 // sweepInterval is how often a pool set sweeps its pools' idle items.
 var sweepInterval = time.Second
 
 // poolSet is the live pools of one runtime, for Stats; while it has pools, it
-// sweeps their idle items every sweepInterval.
+// sweeps their idle items every sweepInterval, then keeps its budget.
 type poolSet struct {
+	budget *MemoryBudget // nil: none
+
 	mu       sync.Mutex
 	pools    map[counter]struct{}
 	sweeping chan struct{} // closed to stop the sweep; nil when none runs
+
+	// Items started, stopped for the budget and stopped by the sweep, since the
+	// set was made.
+	starts, evictions, reaps atomic.Uint64
 }
 
-func newPoolSet() *poolSet {
-	return &poolSet{pools: map[counter]struct{}{}}
+func newPoolSet(budget *MemoryBudget) *poolSet {
+	s := &poolSet{pools: map[counter]struct{}{}, budget: budget}
+	budget.add(s)
+	return s
+}
+
+// memory is the memory of the items of every pool, and their idle ones.
+func (s *poolSet) memory() (int64, []idleItem) {
+	var total int64
+	var idle []idleItem
+	for _, c := range s.live() {
+		t, items := c.memoryUse()
+		total += t
+		idle = append(idle, items...)
+	}
+	return total, idle
+}
+
+func (s *poolSet) live() []counter {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Keys(s.pools))
 }
 
 func (s *poolSet) add(c counter) {
@@ -225,15 +292,10 @@ func (s *poolSet) sweepEvery(interval time.Duration, stop <-chan struct{}) {
 			return
 		case <-t.C:
 		}
-		s.mu.Lock()
-		pools := make([]counter, 0, len(s.pools))
-		for c := range s.pools {
-			pools = append(pools, c)
-		}
-		s.mu.Unlock()
-		for _, c := range pools {
+		for _, c := range s.live() {
 			c.sweep()
 		}
+		s.budget.enforce()
 	}
 }
 
@@ -241,7 +303,7 @@ func (s *poolSet) sweepEvery(interval time.Duration, stop <-chan struct{}) {
 func (s *poolSet) Stats() PoolStats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var total PoolStats
+	total := PoolStats{Starts: s.starts.Load(), Evictions: s.evictions.Load(), Reaps: s.reaps.Load()}
 	for c := range s.pools {
 		n := c.counts()
 		total.Idle += n.Idle

@@ -113,7 +113,7 @@ type python struct {
 // (the handler named by Function.Handler, default "sync") taking and returning
 // dicts. What it prints, on stdout or stderr, is the call's logs.
 func NewPython(opts Options) Runtime {
-	return &python{opts: opts.withDefaults(), pools: newPoolSet()}
+	return &python{opts: opts.withDefaults(), pools: newPoolSet(opts.MemoryBudget)}
 }
 
 // Stats counts the workers of all open Python functions.
@@ -160,12 +160,15 @@ func (p *python) Compile(fn Function) (Compiled, error) {
 // not load fails here, at compile time.
 func (f *pyFunction) warm(size int, pools *poolSet) error {
 	f.pool = newPool(size, pools, f.startWorker, (*pyWorker).kill, f.keepIdle)
+	f.pool.memory = (*pyWorker).memory
 	w, err := f.pool.get(context.Background())
 	if err != nil {
 		f.pool.close()
 		return err
 	}
-	f.pool.put(w, true)
+	// The worker that checked the source is not kept: a registered function
+	// holds no memory until it is called.
+	f.pool.put(w, false)
 	return nil
 }
 
@@ -430,6 +433,18 @@ func (w *pyWorker) usage() (sandbox.Usage, bool) {
 		return sandbox.Usage{}, false
 	}
 	return w.sb.Usage()
+}
+
+// memory is what the worker holds: its cgroup's count, or the resident memory
+// of its processes where it has no cgroup.
+func (w *pyWorker) memory() int64 {
+	if u, ok := w.usage(); ok {
+		return u.Memory
+	}
+	if w.cmd == nil || w.cmd.Process == nil {
+		return 0
+	}
+	return processTreeMemory(w.cmd.Process.Pid)
 }
 
 func (w *pyWorker) removeDir() {

@@ -106,7 +106,7 @@ func TestPythonEscapes(t *testing.T) {
 	other := mustCompile(t, rt, pyFn("other", pyEcho))
 	neighbour := pyFn("neighbour", `open("neighbour-file", "w").write("neighbour-secret-value")`+pyEcho)
 	neighbour.Env = map[string]string{"NEIGHBOUR_TOKEN": "neighbour-secret-value"}
-	mustCompile(t, rt, neighbour)
+	assertEcho(t, mustCompile(t, rt, neighbour), "n") // a worker is started by a call
 	neighbourPIDs := workerProcesses(neighbour.Name)
 	if len(neighbourPIDs) == 0 {
 		t.Fatal("no worker of the neighbour function")

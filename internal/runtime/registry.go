@@ -14,6 +14,10 @@ var ErrUnknownRuntime = errors.New("unknown runtime")
 type PoolStats struct {
 	Idle int
 	Busy int
+	// Starts, Evictions and Reaps count the workers started (cold starts), stopped
+	// to keep the memory budget, and stopped by the idle sweep (idle past the
+	// timeout, or busy while idle), since the runtime was made.
+	Starts, Evictions, Reaps uint64
 }
 
 // StatsReporter is implemented by the runtimes that pool VMs or workers; the

@@ -65,7 +65,7 @@ type scripts struct {
 // newScripts returns the sandboxed form of the in-process runtime name.
 func newScripts(name string, opts Options) *scripts {
 	opts = opts.withDefaults()
-	s := &scripts{name: name, opts: opts, pools: newPoolSet()}
+	s := &scripts{name: name, opts: opts, pools: newPoolSet(opts.MemoryBudget)}
 	switch name {
 	case JavaScript:
 		s.inProcess = NewJavaScript(opts)

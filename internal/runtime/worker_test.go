@@ -113,6 +113,7 @@ func TestScriptWorkerJsonnetRunaway(t *testing.T) {
 	fn := jsonnetFn("runaway", source)
 	fn.Timeout = time.Second
 	c := mustCompile(t, rt, fn)
+	assertEcho(t, c, "warm")
 	workers := scriptWorkers(fn.Name)
 	if len(workers) != 1 {
 		t.Fatalf("workers of %s: %v, want one", fn.Name, workers)

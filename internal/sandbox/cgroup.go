@@ -221,7 +221,7 @@ type cgroup struct {
 	dirs map[string]string // controller (v1) or "" (v2) → directory
 
 	mu       sync.Mutex
-	counters [2]*os.File // pids.current and the processor time's file, opened by usage
+	counters [3]*os.File // pids.current, the processor time's and the memory's files, opened by usage
 	removed  bool
 }
 
@@ -416,7 +416,7 @@ func (cg *cgroup) remove() {
 	}
 }
 
-// usage reads the cgroup's task count and processor time from descriptors it
+// usage reads the cgroup's task count, processor time and memory from descriptors it
 // keeps open, without allocating: the gateway reads them after every call.
 func (cg *cgroup) usage() (Usage, bool) {
 	if cg == nil {
@@ -438,13 +438,18 @@ func (cg *cgroup) usage() (Usage, bool) {
 		return Usage{}, false
 	}
 	tasks, _ := leadingInt(buf[:n])
+	n, err = cg.counters[2].ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
+		return Usage{}, false
+	}
+	memory, _ := leadingInt(buf[:n])
 	n, err = cg.counters[1].ReadAt(buf[:], 0)
 	if n == 0 && err != nil {
 		return Usage{}, false
 	}
 	if !cg.v2 {
 		ns, _ := leadingInt(buf[:n])
-		return Usage{Tasks: int(tasks), CPU: time.Duration(ns)}, true
+		return Usage{Tasks: int(tasks), CPU: time.Duration(ns), Memory: memory}, true
 	}
 	// cpu.stat starts with "usage_usec <n>".
 	rest, ok := strings.CutPrefix(unsafeString(buf[:n]), "usage_usec ")
@@ -452,14 +457,14 @@ func (cg *cgroup) usage() (Usage, bool) {
 		return Usage{}, false
 	}
 	us, _ := leadingInt([]byte(rest))
-	return Usage{Tasks: int(tasks), CPU: time.Duration(us) * time.Microsecond}, true
+	return Usage{Tasks: int(tasks), CPU: time.Duration(us) * time.Microsecond, Memory: memory}, true
 }
 
 // openCounters opens the files usage reads.
 func (cg *cgroup) openCounters() error {
-	names := [2]string{"pids/pids.current", "cpuacct/cpuacct.usage"}
+	names := [3]string{"pids/pids.current", "cpuacct/cpuacct.usage", "memory/memory.usage_in_bytes"}
 	if cg.v2 {
-		names = [2]string{"pids.current", "cpu.stat"}
+		names = [3]string{"pids.current", "cpu.stat", "memory.current"}
 	}
 	for i, name := range names {
 		f, err := os.Open(cg.file(name))
@@ -493,4 +498,44 @@ func leadingInt(b []byte) (int64, bool) {
 
 func unsafeString(b []byte) string {
 	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// MemoryLimit is the smallest memory limit of the caller's cgroup and those
+// above it that it can see (a container's own limit under a cgroup namespace);
+// false when there is none.
+func MemoryLimit() (int64, bool) {
+	own, err := ownCgroups()
+	if err != nil {
+		return 0, false
+	}
+	file, path := "memory.max", own[""] // v2
+	dir := cgroupRoot
+	if p, ok := own["memory"]; ok {
+		file, path, dir = "memory.limit_in_bytes", p, filepath.Join(cgroupRoot, "memory")
+	} else if _, ok := own[""]; !ok {
+		return 0, false
+	}
+	limit, found := int64(0), false
+	for p := filepath.Clean("/" + path); ; p = filepath.Dir(p) {
+		if v, ok := readLimit(filepath.Join(dir, p, file)); ok && (!found || v < limit) {
+			limit, found = v, true
+		}
+		if p == "/" {
+			return limit, found
+		}
+	}
+}
+
+// readLimit reads a memory limit file: a number of bytes, or "max" or a number
+// near 2^63 (v1's way of saying none) for no limit.
+func readLimit(path string) (int64, bool) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	v, err := strconv.ParseInt(strings.TrimSpace(string(raw)), 10, 64)
+	if err != nil || v <= 0 || v >= 1<<62 {
+		return 0, false
+	}
+	return v, true
 }

@@ -566,6 +566,9 @@ type Usage struct {
 	Tasks int
 	// CPU is the processor time they have used.
 	CPU time.Duration
+	// Memory is the memory charged to them (v1 memory.usage_in_bytes, v2
+	// memory.current): their pages, page cache, tmpfs and shared memory.
+	Memory int64
 }
 
 // Usage reports what the command's processes hold, from its cgroup; false when
