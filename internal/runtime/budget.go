@@ -140,4 +140,3 @@ func descendants(pid int) []int {
 	}
 	return out
 }
-

@@ -23,8 +23,8 @@ type pool[T comparable] struct {
 	keep func(T, time.Time) bool
 	// memory, when set, is an item's memory, which the pool set's budget counts.
 	memory func(T) int64
-	slots chan struct{}
-	stats *poolSet
+	slots  chan struct{}
+	stats  *poolSet
 
 	mu        sync.Mutex
 	idle      []T
