@@ -230,6 +230,9 @@ func (g *Gateway) Ready() bool { return g.running.Load() && g.store.synced() }
 // Handler is the gateway's HTTP API; metrics is served at /metrics.
 func (g *Gateway) Handler(metrics http.Handler) http.Handler { return g.routes(metrics) }
 
+// RuntimeStats are the runtimes' worker counts, as the metrics export them.
+func (g *Gateway) RuntimeStats() map[string]runtime.PoolStats { return g.registry.Stats() }
+
 // HooksHandler serves /hooks alone (and /healthz), for a listener of its own when
 // Options.SeparateHooks is set.
 func (g *Gateway) HooksHandler() http.Handler { return g.hookRoutes() }

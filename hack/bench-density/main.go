@@ -1,0 +1,358 @@
+// Command bench-density measures what registered Functions cost a gateway: n
+// Functions (a third each of JavaScript, Python and Jsonnet, trivial sync hooks)
+// are registered on an in-process gateway with a real API server, then each is
+// called (a cold call: its worker starts), called again (warm), left idle past the
+// worker idle timeout, and called again. It prints the proportional memory (PSS) of
+// the gateway and all its workers per Function in each state, cold and warm call
+// latency per runtime, the workers started and stopped, and the process's own RSS.
+//
+//	go run ./hack/bench-density -n 1000
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/metalambda/metalambda/crds"
+	"github.com/metalambda/metalambda/internal/gateway"
+	"github.com/metalambda/metalambda/internal/kubetest"
+	"github.com/metalambda/metalambda/internal/localcluster"
+	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/sandbox"
+)
+
+// hooks are the trivial sync hooks, by runtime.
+var hooks = map[string]string{
+	runtime.JavaScript: `function sync(request) {
+  return {children: [{apiVersion: "v1", kind: "ConfigMap", metadata: {name: request.parent.metadata.name}, data: {hello: "world"}}]};
+}`,
+	runtime.Python: `def sync(request):
+    return {"children": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": request["parent"]["metadata"]["name"]}, "data": {"hello": "world"}}]}
+`,
+	runtime.Jsonnet: `function(request) {
+  children: [{apiVersion: "v1", kind: "ConfigMap", metadata: {name: request.parent.metadata.name}, data: {hello: "world"}}],
+}`,
+}
+
+var runtimes = []string{runtime.JavaScript, runtime.Python, runtime.Jsonnet}
+
+var request = []byte(`{"controller":{},"parent":{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"bench","namespace":"density"},"spec":{}},"children":{"ConfigMap.v1":{}},"related":{},"finalizing":false}`)
+
+const namespace = "density"
+
+var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+
+func main() {
+	n := flag.Int("n", 1000, "Functions to register, a third of each runtime")
+	idleTimeout := flag.Duration("idle-timeout", 10*time.Second, "the gateway's --worker-idle-timeout")
+	budget := flag.String("budget", "2Gi", "the gateway's --worker-memory-budget (0: none)")
+	worker := flag.String("worker", "bin/"+sandbox.WorkerExecutable, "the worker executable (make build puts it in bin/); the benchmark's own when missing")
+	clients := flag.Int("clients", 16, "concurrent callers of the warm calls (cold calls are made one at a time, so that each measures a start alone)")
+	flag.Parse()
+	q, err := resource.ParseQuantity(*budget)
+	if err == nil {
+		err = run(*n, *idleTimeout, q.Value(), *worker, *clients)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-density:", err)
+		os.Exit(1)
+	}
+}
+
+// phase is one pass over every Function.
+type phase struct {
+	name      string
+	latencies map[string][]time.Duration // by runtime
+	errors    int
+	pss       int64 // after the pass
+}
+
+func run(n int, idleTimeout time.Duration, budget int64, worker string, clients int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+	defer cancel()
+	cluster, err := localcluster.Start(ctx, localcluster.Options{EtcdNoFsync: true, Components: []localcluster.Component{}})
+	if err != nil {
+		return err
+	}
+	defer cluster.Stop()
+	ext, err := apiextensionsclient.NewForConfig(cluster.Config)
+	if err != nil {
+		return err
+	}
+	all, err := crds.All()
+	if err != nil {
+		return err
+	}
+	if err := crds.Install(ctx, ext, all...); err != nil {
+		return err
+	}
+	opts := runtime.Options{WorkerIdleTimeout: idleTimeout, MemoryBudget: runtime.NewMemoryBudget(budget)}
+	launcher := "the benchmark's own executable"
+	if _, err := os.Stat(worker); err == nil {
+		sb, err := sandbox.New(sandbox.Options{Launcher: worker})
+		if err != nil {
+			return err
+		}
+		defer sb.Close()
+		opts.Sandbox, launcher = sb, worker
+	}
+	base, stats, stop, err := startGateway(cluster, opts, n)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	baseline := pss()
+
+	dyn := dynamic.NewForConfigOrDie(cluster.Config)
+	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": namespace}}}
+	if _, err := dyn.Resource(namespacesGVR).Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	names := make([]string, n)
+	rt := make([]string, n)
+	start := time.Now()
+	for i := range n {
+		rt[i] = runtimes[i%len(runtimes)]
+		names[i] = fmt.Sprintf("%s-%04d", rt[i], i)
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "metalambda.dev/v1alpha1", "kind": "Function",
+			"metadata": map[string]any{"name": names[i]}, "spec": map[string]any{"runtime": rt[i], "source": hooks[rt[i]]},
+		}}
+		if _, err := dyn.Resource(gateway.FunctionsGVR).Namespace(namespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	if err := kubetest.Wait(ctx, 20*time.Minute, func(ctx context.Context) (bool, error) {
+		list, err := dyn.Resource(gateway.FunctionsGVR).Namespace(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for _, f := range list.Items {
+			if readyTrue(f) {
+				ready++
+			}
+		}
+		return ready == n, nil
+	}); err != nil {
+		return fmt.Errorf("the Functions never all became Ready: %w", err)
+	}
+	registered := time.Since(start)
+	time.Sleep(2 * time.Second) // the check workers' exits
+	registeredPSS := pss()
+
+	call := func(name string, clients int) *phase {
+		p := &phase{name: name, latencies: map[string][]time.Duration{}}
+		var mu sync.Mutex
+		work := make(chan int)
+		var wg sync.WaitGroup
+		for range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range work {
+					t := time.Now()
+					err := post(base + "/hooks/" + namespace + "/" + names[i])
+					d := time.Since(t)
+					mu.Lock()
+					if err != nil {
+						p.errors++
+					} else {
+						p.latencies[rt[i]] = append(p.latencies[rt[i]], d)
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		for i := range n {
+			work <- i
+		}
+		close(work)
+		wg.Wait()
+		p.pss = pss()
+		return p
+	}
+	cold := call("first call (cold)", 1)
+	warm := call("second call (warm)", clients)
+	time.Sleep(idleTimeout + 3*time.Second) // past the idle timeout and a sweep
+	idlePSS := pss()
+	again := call("after idle (cold)", 1)
+	after := stats()
+
+	fmt.Printf("\n%d Functions (%s), %d callers, worker idle timeout %s, memory budget %s, workers from %s; registering took %s\n",
+		n, strings.Join(runtimes, ", "), clients, idleTimeout, resource.NewQuantity(budget, resource.BinarySI), launcher, registered.Round(time.Millisecond))
+	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "state\tPSS of the gateway and its workers (MiB)\tper Function (MiB)\t")
+	row := func(state string, v int64) {
+		fmt.Fprintf(tw, "%s\t%.1f\t%.2f\t\n", state, mib(v), mib(v-baseline)/float64(n))
+	}
+	row("no Function", baseline)
+	row("registered", registeredPSS)
+	row("after the first calls", cold.pss)
+	row("after the second calls", warm.pss)
+	row("idle past the timeout", idlePSS)
+	row("after calls again", again.pss)
+	tw.Flush()
+	fmt.Println()
+	fmt.Fprintln(tw, "calls\truntime\tp50 (ms)\tp99 (ms)\tmax (ms)\terrors\t")
+	for _, p := range []*phase{cold, warm, again} {
+		for _, r := range runtimes {
+			l := p.latencies[r]
+			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.1f\t%d\t\n", p.name, r, ms(pct(l, 50)), ms(pct(l, 99)), ms(pct(l, 100)), p.errors)
+		}
+	}
+	tw.Flush()
+	fmt.Println()
+	fmt.Fprintln(tw, "runtime\tworkers started\tstopped for the budget\tstopped idle\t")
+	for _, r := range runtimes {
+		s := after[r]
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", r, s.Starts, s.Evictions, s.Reaps)
+	}
+	tw.Flush()
+	fmt.Printf("\nthis process's own RSS (the gateway and the benchmark): %.1f MiB; workers' memory at the budget's last look: %.1f MiB\n",
+		mib(rss(os.Getpid())), mib(opts.MemoryBudget.Used()))
+	return nil
+}
+
+func readyTrue(f unstructured.Unstructured) bool {
+	conds, _, _ := unstructured.NestedSlice(f.Object, "status", "conditions")
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		if m["type"] == "Ready" && m["status"] == "True" {
+			return true
+		}
+	}
+	return false
+}
+
+func startGateway(cluster *localcluster.Cluster, rt runtime.Options, n int) (string, func() map[string]runtime.PoolStats, func(), error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, nil, err
+	}
+	base := "http://" + l.Addr().String()
+	reg := prometheus.NewRegistry()
+	gw, err := gateway.New(cluster.Config, gateway.Options{PublicURL: base, Runtime: rt, MaxFunctionsPerNamespace: n}, reg)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))}}
+	srv.Start()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); gw.Run(ctx) }()
+	return base, gw.RuntimeStats, func() { srv.Close(); cancel(); <-done }, nil
+}
+
+var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
+
+func post(url string) error {
+	resp, err := client.Post(url, "application/json", bytes.NewReader(request))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	if resp.StatusCode != 200 {
+		return fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// pss is the proportional memory of this process and its workers with their
+// sandboxes' processes (the trees below it that hold a worker of this gateway),
+// not of the control plane it also started.
+func pss() int64 {
+	self := os.Getpid()
+	total := smapsField(self, "Pss:")
+	mark := "gateway=" + strconv.Itoa(self)
+	for _, child := range children(self) {
+		tree := append([]int{child}, descendants(child)...)
+		if !slices.ContainsFunc(tree, func(pid int) bool {
+			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+			return strings.Contains(string(cmdline), mark)
+		}) {
+			continue // the control plane
+		}
+		for _, pid := range tree {
+			total += smapsField(pid, "Pss:")
+		}
+	}
+	return total
+}
+
+func rss(pid int) int64 { return smapsField(pid, "Rss:") }
+
+// smapsField reads a field of /proc/PID/smaps_rollup, in bytes.
+func smapsField(pid int, field string) int64 {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func descendants(pid int) []int {
+	var out []int
+	for _, c := range children(pid) {
+		out = append(out, c)
+		out = append(out, descendants(c)...)
+	}
+	return out
+}
+
+func children(pid int) []int {
+	var out []int
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	for _, t := range tasks {
+		raw, _ := os.ReadFile(t)
+		for _, f := range strings.Fields(string(raw)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+func pct(l []time.Duration, p int) time.Duration {
+	if len(l) == 0 {
+		return 0
+	}
+	s := slices.Clone(l)
+	slices.Sort(s)
+	i := (len(s)*p + 99) / 100
+	return s[min(max(i-1, 0), len(s)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+func mib(b int64) float64        { return float64(b) / (1 << 20) }
