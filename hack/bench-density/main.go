@@ -67,7 +67,7 @@ var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namesp
 
 func main() {
 	n := flag.Int("n", 1000, "Functions to register, a third of each runtime")
-	idleTimeout := flag.Duration("idle-timeout", 10*time.Second, "the gateway's --worker-idle-timeout")
+	idleTimeout := flag.Duration("idle-timeout", 2*time.Minute, "the gateway's --worker-idle-timeout: longer than the cold pass takes, so that the warm pass finds the workers it started")
 	budget := flag.String("budget", "2Gi", "the gateway's --worker-memory-budget (0: none)")
 	worker := flag.String("worker", "bin/"+sandbox.WorkerExecutable, "the worker executable (make build puts it in bin/); the benchmark's own when missing")
 	clients := flag.Int("clients", 16, "concurrent callers of the warm calls (cold calls are made one at a time, so that each measures a start alone)")
