@@ -276,17 +276,19 @@ func (f *filter) install() error {
 	return nil
 }
 
-// filterPipe returns the read end of a pipe that holds prog, for bubblewrap to
-// read at start.
+// filterPipe returns the read end of a pipe that holds prog, for bubblewrap or
+// the launcher to read at start. Its reader starts after this returns, and prog
+// (a launch carries a Function's environment) may be larger than a pipe's
+// buffer, so what the buffer does not take is written as the reader reads; the
+// write ends, with EPIPE, once no process holds the read end.
 func filterPipe(prog []byte) (*os.File, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	defer w.Close()
-	if _, err := w.Write(prog); err != nil {
-		r.Close()
-		return nil, err
-	}
+	go func() {
+		_, _ = w.Write(prog)
+		w.Close()
+	}()
 	return r, nil
 }
