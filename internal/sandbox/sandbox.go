@@ -282,6 +282,7 @@ var lastUID = func() *atomic.Uint32 {
 // names what is missing. ModeAuto tries namespaces, then Landlock, and fails
 // naming what each one lacks.
 func New(opts Options) (*Sandbox, error) {
+	reapOrphans()
 	if opts.UIDBase == 0 {
 		opts.UIDBase = DefaultUIDBase
 	}
