@@ -153,7 +153,8 @@ func familiesUnless(network bool) []uint32 {
 // that also refuses setsid and setpgid, so that every descendant of a command stays
 // in its process group and dies with it, selfOnlyCalls on any process but the
 // caller, and, without network, socket, so that no socket of any family (UDP,
-// netlink, a UNIX socket of the host) can be made.
+// netlink, a UNIX socket of the host) can be made; with network, sockets of
+// networkFamilies only.
 func landlockFilter(network bool) ([]byte, error) {
 	refused := append([]refusal{
 		{"setsid", unix.SYS_SETSID, syscall.EPERM, "keeps every process in the command's process group"},
@@ -161,9 +162,17 @@ func landlockFilter(network bool) ([]byte, error) {
 	}, refusedCalls...)
 	if !network {
 		refused = append(refused, refusal{"socket", unix.SYS_SOCKET, syscall.EACCES, "no network"})
+		return filterProgram(refused, nil, selfOnlyCalls...)
 	}
-	return filterProgram(refused, nil, selfOnlyCalls...)
+	return filterProgram(refused, networkFamilies, selfOnlyCalls...)
 }
+
+// networkFamilies are the socket families of a Landlock command with network:
+// IP, and netlink to read the interfaces. Not UNIX: Landlock does not confine
+// connecting to a socket's path, so a UNIX socket would reach every socket of
+// the host's file system that the command's user may write (a container
+// runtime's, a database's), which a namespace sandbox does not show.
+var networkFamilies = []uint32{unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}
 
 // selfOnly is a system call that a Landlock sandbox allows only on the calling
 // process: each argument of args (its index, and the value of its low half) must
