@@ -514,7 +514,7 @@ func (c *Command) Start() error {
 	closeExtraFiles(c.Cmd)
 	if err != nil {
 		if c.dir != "" {
-			_ = os.RemoveAll(c.dir)
+			removeWorkerDir(c.dir)
 		}
 		c.cgroup.remove()
 		return err
@@ -530,7 +530,7 @@ func (c *Command) cleanAtExit() {
 	c.cgroup.kill()
 	c.cgroup.remove()
 	if c.dir != "" {
-		_ = os.RemoveAll(c.dir)
+		removeWorkerDir(c.dir)
 	}
 }
 
