@@ -107,6 +107,35 @@ func escapeAttacks() []attack {
         print("x" * 65536)
         os.write(2, b"y" * 65536)
     return "flooded"`, want: "flooded"},
+		// In a Landlock sandbox of a gateway that is not root, workers run as the
+		// gateway's user, in its PID namespace: the kernel lets a process of the
+		// same user set another's limits, priority and processor affinity, which
+		// Landlock does not scope. Each writes back what the gateway already has.
+		{name: "set the gateway's limits", blocked: "PID namespace; Landlock: seccomp refuses prlimit64 of another process", body: `old = (ctypes.c_uint64 * 2)()
+    r = sysc(` + nr(unix.SYS_PRLIMIT64) + `, ` + gateway + `, ` + nr(unix.RLIMIT_CPU) + `, 0, ctypes.addressof(old))
+    if r != "succeeded":
+        return r
+    return sysc(` + nr(unix.SYS_PRLIMIT64) + `, ` + gateway + `, ` + nr(unix.RLIMIT_CPU) + `, ctypes.addressof(old), 0)`, want: "ESRCH", landlock: "EPERM"},
+		{name: "renice the gateway", blocked: "PID namespace; Landlock: seccomp refuses setpriority of another process", body: `ctypes.set_errno(0)
+    prio = libc.syscall(ctypes.c_long(` + nr(unix.SYS_GETPRIORITY) + `), ctypes.c_long(0), ctypes.c_long(` + gateway + `))
+    if prio < 0:
+        return errno.errorcode.get(ctypes.get_errno(), "?")
+    return sysc(` + nr(unix.SYS_SETPRIORITY) + `, 0, ` + gateway + `, 20 - prio)`, want: "ESRCH", landlock: "EPERM"},
+		{name: "renice every process of the user", blocked: "PID namespace; Landlock: seccomp refuses setpriority of another process", body: `return sysc(` + nr(unix.SYS_SETPRIORITY) + `, ` + nr(unix.PRIO_USER) + `, 0, 19)`, want: "succeeded", landlock: "EPERM"},
+		{name: "pin the gateway to a processor", blocked: "PID namespace; Landlock: seccomp refuses sched_setaffinity of another process", body: `mask = (ctypes.c_uint64 * 16)()
+    r = libc.syscall(ctypes.c_long(` + nr(unix.SYS_SCHED_GETAFFINITY) + `), ctypes.c_long(` + gateway + `), ctypes.c_long(128), ctypes.c_long(ctypes.addressof(mask)))
+    if r < 0:
+        return errno.errorcode.get(ctypes.get_errno(), "?")
+    return sysc(` + nr(unix.SYS_SCHED_SETAFFINITY) + `, ` + gateway + `, r, ctypes.addressof(mask))`, want: "ESRCH", landlock: "EPERM"},
+		{name: "set the gateway's scheduling policy", blocked: "PID namespace; Landlock: seccomp refuses sched_setscheduler of another process", body: `policy = libc.syscall(ctypes.c_long(` + nr(unix.SYS_SCHED_GETSCHEDULER) + `), ctypes.c_long(` + gateway + `))
+    if policy < 0:
+        return errno.errorcode.get(ctypes.get_errno(), "?")
+    param = ctypes.c_int(0)
+    return sysc(` + nr(unix.SYS_SCHED_SETSCHEDULER) + `, ` + gateway + `, policy, ctypes.addressof(param))`, want: "ESRCH", landlock: "EPERM"},
+		{name: "set the gateway's I/O priority", blocked: "PID namespace; Landlock: seccomp refuses ioprio_set of another process", body: `prio = libc.syscall(ctypes.c_long(` + nr(unix.SYS_IOPRIO_GET) + `), ctypes.c_long(1), ctypes.c_long(` + gateway + `))
+    if prio < 0:
+        return errno.errorcode.get(ctypes.get_errno(), "?")
+    return sysc(` + nr(unix.SYS_IOPRIO_SET) + `, 1, ` + gateway + `, prio)`, want: "ESRCH", landlock: "EPERM"},
 		{name: "threads left running", blocked: "the cgroup: a worker with more threads after its answer than after loading is replaced", cgroups: true,
 			body: `threading.Thread(target=lambda: [None for _ in iter(int, 1)], daemon=True).start()
     return WORKER`, want: "replaced"},

@@ -233,6 +233,35 @@ func makeWorkerDir(cmd *exec.Cmd, dir string) error {
 	return nil
 }
 
+// removeWorkerDir removes a Landlock command's directory once the command has
+// exited. Landlock does not confine chmod: the command may have taken the
+// modes of its directory, or of one it made there, and a caller that is not
+// root, whose user the command ran as, holds no more rights on them than it
+// did. The directories are made the caller's own (0700) again, and removed. A
+// root caller needs no modes, and changes none: a path in the directory may
+// since have become a link to one outside.
+func removeWorkerDir(dir string) {
+	if os.RemoveAll(dir) == nil || os.Geteuid() == 0 {
+		return
+	}
+	ownDirs(dir)
+	_ = os.RemoveAll(dir)
+}
+
+// ownDirs gives dir and the directories below it the mode 0700; links are not
+// followed.
+func ownDirs(dir string) {
+	if os.Chmod(dir, 0o700) != nil {
+		return
+	}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if e.IsDir() {
+			ownDirs(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
 // waitExit returns once the process pid has exited, without reaping it.
 func waitExit(pid int) {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)

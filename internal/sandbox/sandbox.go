@@ -282,6 +282,7 @@ var lastUID = func() *atomic.Uint32 {
 // names what is missing. ModeAuto tries namespaces, then Landlock, and fails
 // naming what each one lacks.
 func New(opts Options) (*Sandbox, error) {
+	reapOrphans()
 	if opts.UIDBase == 0 {
 		opts.UIDBase = DefaultUIDBase
 	}
@@ -513,7 +514,7 @@ func (c *Command) Start() error {
 	closeExtraFiles(c.Cmd)
 	if err != nil {
 		if c.dir != "" {
-			_ = os.RemoveAll(c.dir)
+			removeWorkerDir(c.dir)
 		}
 		c.cgroup.remove()
 		return err
@@ -529,7 +530,7 @@ func (c *Command) cleanAtExit() {
 	c.cgroup.kill()
 	c.cgroup.remove()
 	if c.dir != "" {
-		_ = os.RemoveAll(c.dir)
+		removeWorkerDir(c.dir)
 	}
 }
 

@@ -151,8 +151,10 @@ func familiesUnless(network bool) []uint32 {
 
 // landlockFilter is the seccomp program of a Landlock sandbox: userNamespaceFilter
 // that also refuses setsid and setpgid, so that every descendant of a command stays
-// in its process group and dies with it, and, without network, socket, so that no
-// socket of any family (UDP, netlink, a UNIX socket of the host) can be made.
+// in its process group and dies with it, selfOnlyCalls on any process but the
+// caller, and, without network, socket, so that no socket of any family (UDP,
+// netlink, a UNIX socket of the host) can be made; with network, sockets of
+// networkFamilies only.
 func landlockFilter(network bool) ([]byte, error) {
 	refused := append([]refusal{
 		{"setsid", unix.SYS_SETSID, syscall.EPERM, "keeps every process in the command's process group"},
@@ -160,8 +162,41 @@ func landlockFilter(network bool) ([]byte, error) {
 	}, refusedCalls...)
 	if !network {
 		refused = append(refused, refusal{"socket", unix.SYS_SOCKET, syscall.EACCES, "no network"})
+		return filterProgram(refused, nil, selfOnlyCalls...)
 	}
-	return filterProgram(refused, nil)
+	return filterProgram(refused, networkFamilies, selfOnlyCalls...)
+}
+
+// networkFamilies are the socket families of a Landlock command with network:
+// IP, and netlink to read the interfaces. Not UNIX: Landlock does not confine
+// connecting to a socket's path, so a UNIX socket would reach every socket of
+// the host's file system that the command's user may write (a container
+// runtime's, a database's), which a namespace sandbox does not show.
+var networkFamilies = []uint32{unix.AF_INET, unix.AF_INET6, unix.AF_NETLINK}
+
+// selfOnly is a system call that a Landlock sandbox allows only on the calling
+// process: each argument of args (its index, and the value of its low half) must
+// be as given, else the call fails with EPERM.
+type selfOnly struct {
+	name string
+	nr   uint32
+	args [][2]uint32
+}
+
+// selfOnlyCalls act on a process the caller names, which the kernel allows for
+// any process of the caller's user and Landlock does not scope. A Landlock
+// command of a caller that is not root runs as the caller's user, in its PID
+// namespace: it could set the gateway's resource limits (RLIMIT_CPU ends it),
+// its priority, processor affinity and scheduling policy, and those of other
+// functions' workers. It may still set its own (a pid of 0).
+var selfOnlyCalls = []selfOnly{
+	{"prlimit64", unix.SYS_PRLIMIT64, [][2]uint32{{0, 0}}},
+	{"setpriority", unix.SYS_SETPRIORITY, [][2]uint32{{0, unix.PRIO_PROCESS}, {1, 0}}},
+	{"sched_setaffinity", unix.SYS_SCHED_SETAFFINITY, [][2]uint32{{0, 0}}},
+	{"sched_setscheduler", unix.SYS_SCHED_SETSCHEDULER, [][2]uint32{{0, 0}}},
+	{"sched_setparam", unix.SYS_SCHED_SETPARAM, [][2]uint32{{0, 0}}},
+	{"sched_setattr", unix.SYS_SCHED_SETATTR, [][2]uint32{{0, 0}}},
+	{"ioprio_set", unix.SYS_IOPRIO_SET, [][2]uint32{{0, 1 /* IOPRIO_WHO_PROCESS */}, {1, 0}}},
 }
 
 // noLandlockFilter is the filter of a container runtime's RuntimeDefault
@@ -181,9 +216,10 @@ func runtimeDefaultFilter() ([]byte, error) {
 	return filterProgram(nil, nil)
 }
 
-// filterProgram assembles a filter that refuses the calls of refused, limits
-// sockets to families unless nil, and refuses new user namespaces.
-func filterProgram(refused []refusal, families []uint32) ([]byte, error) {
+// filterProgram assembles a filter that refuses the calls of refused, allows
+// those of self only with their arguments, limits sockets to families unless nil,
+// and refuses new user namespaces.
+func filterProgram(refused []refusal, families []uint32, self ...selfOnly) ([]byte, error) {
 	if auditArch == 0 {
 		return nil, nil
 	}
@@ -203,6 +239,17 @@ func filterProgram(refused []refusal, families []uint32) ([]byte, error) {
 	}
 	for _, r := range refused {
 		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: r.nr, SkipFalse: 1}, errno(r.errno))
+	}
+	for _, c := range self {
+		// Another call skips the block; this one returns from it.
+		n := len(c.args)
+		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: c.nr, SkipFalse: uint8(2*n + 2)})
+		for i, a := range c.args {
+			prog = append(prog,
+				bpf.LoadAbsolute{Off: 16 + 8*a[0], Size: 4}, // the low half of the argument
+				bpf.JumpIf{Cond: bpf.JumpEqual, Val: a[1], SkipFalse: uint8(2*(n-i-1) + 1)})
+		}
+		prog = append(prog, allow, errno(syscall.EPERM))
 	}
 	if len(families) > 0 {
 		n := len(families)
@@ -276,17 +323,19 @@ func (f *filter) install() error {
 	return nil
 }
 
-// filterPipe returns the read end of a pipe that holds prog, for bubblewrap to
-// read at start.
+// filterPipe returns the read end of a pipe that holds prog, for bubblewrap or
+// the launcher to read at start. Its reader starts after this returns, and prog
+// (a launch carries a Function's environment) may be larger than a pipe's
+// buffer, so what the buffer does not take is written as the reader reads; the
+// write ends, with EPIPE, once no process holds the read end.
 func filterPipe(prog []byte) (*os.File, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
-	defer w.Close()
-	if _, err := w.Write(prog); err != nil {
-		r.Close()
-		return nil, err
-	}
+	go func() {
+		_, _ = w.Write(prog)
+		w.Close()
+	}()
 	return r, nil
 }

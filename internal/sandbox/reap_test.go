@@ -1,0 +1,62 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestOrphansAreReaped: a gateway that is its container's entrypoint (the first
+// process of its PID namespace) adopts every process whose parent exits. A
+// function that forks twice, its child exiting first, hands it one such process
+// per fork; nothing waited for them, so each stayed a zombie of the gateway for
+// good: a pid, and a task its user's process limit counts. The test makes
+// itself a subreaper, which adopts as the first process does.
+func TestOrphansAreReaped(t *testing.T) {
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+	for name, command := range modes(t) {
+		t.Run(name, func(t *testing.T) {
+			run(t, command, Spec{}, `import os
+for _ in range(10):
+    if os.fork() == 0:
+        if os.fork() == 0:
+            os._exit(0)
+        os._exit(0)
+    os.wait()
+`)
+			var left []string
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				if left = zombieChildren(); len(left) == 0 {
+					return
+				}
+			}
+			t.Errorf("%d zombies left to the caller: %v", len(left), left)
+		})
+	}
+}
+
+// zombieChildren are the exited, unreaped children of the test process.
+func zombieChildren() []string {
+	var out []string
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range stats {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := string(raw)
+		end := strings.LastIndexByte(s, ')')
+		if f := strings.Fields(s[end+1:]); len(f) > 2 && f[0] == "Z" && f[1] == strconv.Itoa(os.Getpid()) {
+			out = append(out, s[:end+1]+" pgrp "+f[2])
+		}
+	}
+	return out
+}
