@@ -63,6 +63,10 @@ func TestUpstreamExamples(t *testing.T) {
 			{"SecretPropagation", testSecretPropagation},
 			{"ClusteredParent", testClusteredParent},
 			{"CRDRoles", testCRDRoles},
+			{"ServicePerPod", testServicePerPod},
+			{"BlueGreen", testBlueGreen},
+			{"CatSet", testCatSet},
+			{"WebhookAuth", testWebhookAuth},
 		} {
 			t.Run(ex.name, func(t *testing.T) { t.Parallel(); ex.run(t, e) })
 		}
@@ -92,6 +96,7 @@ func (e *examples) apply(t *testing.T, doc string) {
 func (e *examples) function(t *testing.T, ns, name, runtime, handler, source string) {
 	t.Helper()
 	e.applyf(t, "apiVersion: v1\nkind: Namespace\nmetadata: {name: %s}\n", ns)
+	t.Cleanup(func() { e.dumpOnFailure(t, ns) })
 	spec := map[string]any{"runtime": runtime, "source": source}
 	if handler != "" {
 		spec["handler"] = handler
@@ -113,6 +118,30 @@ func (e *examples) function(t *testing.T, ns, name, runtime, handler, source str
 		}
 		return fmt.Errorf("status %v", o.Object["status"])
 	})
+}
+
+// dumpOnFailure logs the namespace's events, pods and claims if the test failed.
+func (e *examples) dumpOnFailure(t *testing.T, ns string) {
+	if !t.Failed() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if events, err := e.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, ev := range events.Items {
+			t.Logf("event %s %s: %s %s", ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Reason, ev.Message)
+		}
+	}
+	if pods, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range pods.Items {
+			t.Logf("pod %s node=%q phase=%s deleting=%t conditions=%v containers=%+v", p.Name, p.Spec.NodeName, p.Status.Phase, p.DeletionTimestamp != nil, p.Status.Conditions, p.Status.ContainerStatuses)
+		}
+	}
+	if claims, err := e.kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, c := range claims.Items {
+			t.Logf("claim %s phase=%s", c.Name, c.Status.Phase)
+		}
+	}
 }
 
 // hookRef is a controller's webhook for the Function ns/name, through the gateway's

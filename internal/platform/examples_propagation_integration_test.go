@@ -202,7 +202,7 @@ spec:
 }
 
 // propagationNamespaces are the source namespace with its Secret, two namespaces
-// labelled propagate=true and one that is not (prefix keeps examples apart).
+// labelled <prefix>propagate=true and one that is not (prefix keeps examples apart).
 func propagationNamespaces(prefix, source, secret string) string {
 	return fmt.Sprintf(`apiVersion: v1
 kind: Namespace
@@ -215,11 +215,11 @@ data: {some: dmFsdWUK, other: dmFsdWUK}
 ---
 apiVersion: v1
 kind: Namespace
-metadata: {name: %[1]salpha, labels: {propagate: "true"}}
+metadata: {name: %[1]salpha, labels: {%[1]spropagate: "true"}}
 ---
 apiVersion: v1
 kind: Namespace
-metadata: {name: %[1]sbeta, labels: {propagate: "true"}}
+metadata: {name: %[1]sbeta, labels: {%[1]spropagate: "true"}}
 ---
 apiVersion: v1
 kind: Namespace
