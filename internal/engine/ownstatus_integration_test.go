@@ -72,9 +72,7 @@ func TestConstantStatusIsAFixedPoint(t *testing.T) {
 	hook := newHookServer(t, constantStatus)
 	create(t, ccGVR, "", plainCompositeManifest, ns, hook.URL)
 	create(t, parentsGVR, ns, parentManifest, "p", 0)
-	kubetest.Eventually(t, 30*time.Second, "the hook is shown its own status", func(context.Context) (bool, error) {
-		return hook.sawStatus("phase", "done"), nil
-	})
+	hook.waitForStatus(t, "phase", "done")
 	annotate(t, parentsGVR, ns, "p", "example.com/touched", "yes")
 	hook.waitForAnnotation(t, "example.com/touched", "yes")
 	if n := hook.calls.Load(); n != 3 {
@@ -242,13 +240,11 @@ func (h *hookServer) waitForAnnotation(t *testing.T, key, value string) {
 	})
 }
 
-// sawStatus reports whether a composite hook has been shown its parent with
-// status[key] = value.
-func (h *hookServer) sawStatus(key string, value any) bool {
-	for _, req := range h.seen() {
-		if field(req["parent"].(map[string]any), "status", key) == value {
-			return true
-		}
-	}
-	return false
+// waitForStatus waits until a composite hook is shown its parent with status[key] =
+// value (numbers as JSON decodes them, float64).
+func (h *hookServer) waitForStatus(t *testing.T, key string, value any) {
+	t.Helper()
+	h.waitFor(t, fmt.Sprintf("the hook is shown its status %s=%v", key, value), func(req map[string]any) bool {
+		return field(req["parent"].(map[string]any), "status", key) == value
+	})
 }
