@@ -135,18 +135,19 @@ func (d *decorator) prepareChild(parent, child *unstructured.Unstructured) {
 // changes what the hook is shown leads to one more sync, which shows it: labels and
 // annotations always, the status unless ignoreStatusChanges.
 func (d *decorator) writeParent(ctx context.Context, p *parentType, parent *unstructured.Unstructured, out *outcome) error {
+	version := parent.GetResourceVersion() // of the target as the next write leaves it
 	if out.status != nil {
 		written, err := d.writeStatus(ctx, p, parent, out.status)
 		kind := parentInputWritten
 		if p.ignoreStatusChanges {
 			kind = parentWritten
 		}
-		d.env.own.wrote(parent.GetUID(), p.res.GroupVersionResource, written, parent.GetResourceVersion(), kind)
+		d.env.own.wrote(parent.GetUID(), p.res.GroupVersionResource, written, version, kind)
 		if err != nil {
 			return err
 		}
 		if written != nil {
-			parent = written
+			version = written.GetResourceVersion()
 		}
 	}
 	meta := map[string]any{}
@@ -161,7 +162,7 @@ func (d *decorator) writeParent(ctx context.Context, p *parentType, parent *unst
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": meta})
 	written, err := d.env.resource(p.res.GroupVersionResource, parent.GetNamespace()).Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: d.env.opts.FieldManager})
-	d.env.own.wrote(parent.GetUID(), p.res.GroupVersionResource, written, parent.GetResourceVersion(), parentInputWritten)
+	d.env.own.wrote(parent.GetUID(), p.res.GroupVersionResource, written, version, parentInputWritten)
 	return wrapWrite("update labels and annotations of", parent, err)
 }
 
