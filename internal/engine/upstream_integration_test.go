@@ -5,6 +5,8 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -292,4 +294,56 @@ func TestChildThatLosesItsSelectorLabelIsReleased(t *testing.T) {
 		}
 		return false, nil
 	})
+}
+
+// A customize answer serves a parent of the same generation for a limited time, as
+// upstream's cache does (20 minutes; here shortened): an answer that depends on more
+// than the spec, here on a label, is taken up once it expires.
+func TestCustomizeAnswerExpires(t *testing.T) {
+	setup(t)
+	ns := env.Namespace(t)
+	startEngine(t, ns, func(o *Options) { o.customizeTTL = 2 * time.Second })
+	hook := newHookServer(t, func(req map[string]any) (int, any) {
+		parent := req["parent"].(map[string]any)
+		if _, sync := req["children"]; !sync {
+			set := field(parent, "metadata", "labels", "pick")
+			return 200, map[string]any{"relatedResources": []any{map[string]any{
+				"apiVersion": "v1", "resource": "secrets", "labelSelector": map[string]any{"matchLabels": map[string]any{"set": set}},
+			}}}
+		}
+		related, _ := field(req, "related", "Secret.v1").(map[string]any)
+		return 200, map[string]any{"status": map[string]any{"related": strings.Join(slices.Sorted(maps.Keys(related)), ",")}, "children": []any{}}
+	})
+	for _, name := range []string{"a", "b"} {
+		create(t, secretsGVR, ns, "{apiVersion: v1, kind: Secret, metadata: {name: %s, labels: {set: %s}}}", name, name)
+	}
+	create(t, ccGVR, "", `
+apiVersion: metacontroller.k8s.io/v1alpha1
+kind: CompositeController
+metadata: {name: %[1]s, labels: {metalambda.dev/test-engine: %[1]s}}
+spec:
+  generateSelector: true
+  resyncPeriodSeconds: 1
+  parentResource: {apiVersion: test.metalambda.dev/v1, resource: parents, labelSelector: {matchLabels: {metalambda.dev/test-engine: %[1]s}}}
+  childResources:
+  - {apiVersion: v1, resource: configmaps}
+  hooks:
+    sync: {webhook: {url: "%[2]s/sync"}}
+    customize: {webhook: {url: "%[2]s/customize"}}
+`, ns, hook.URL)
+	create(t, parentsGVR, ns, "{apiVersion: test.metalambda.dev/v1, kind: Parent, metadata: {name: p, labels: {pick: a}}, spec: {}}")
+	related := func(want string) func(*unstructured.Unstructured) error {
+		return func(o *unstructured.Unstructured) error {
+			if got := field(o.Object, "status", "related"); got != want {
+				return fmt.Errorf("status.related = %v", got)
+			}
+			return nil
+		}
+	}
+	waitFor(t, "the hook is shown Secret a", parentsGVR, ns, "p", related("a"))
+	patch := `{"metadata":{"labels":{"pick":"b"}}}`
+	if _, err := env.Dynamic.Resource(parentsGVR).Namespace(ns).Patch(kubetest.Context(t), "p", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the customize answer expires and the hook is shown Secret b", parentsGVR, ns, "p", related("b"))
 }
