@@ -172,7 +172,27 @@ func (c *controller) convergeNameHolder(ctx context.Context, ct *childType, pare
 	if ref := metav1.GetControllerOfNoCopy(holder); ref == nil || ref.UID != parent.GetUID() {
 		return nil, nameTaken(desired, parent)
 	}
+	if released, err := c.releaseUnselected(ctx, ct, parent, holder); released || err != nil {
+		return nil, errors.Join(err, nameTaken(desired, parent))
+	}
 	return c.converge(ctx, ct, parent, holder, desired)
+}
+
+// releaseUnselected releases a child of a composite parent that no longer matches the
+// parent's selector, as observe does with the children the cache shows. Under
+// generateSelector the cache holds only labelled objects, so a child whose
+// controller-uid label was taken away shows up only here, as a name holder.
+func (c *controller) releaseUnselected(ctx context.Context, ct *childType, parent, child *unstructured.Unstructured) (bool, error) {
+	comp, ok := c.flavor.(*composite)
+	if !ok {
+		return false, nil
+	}
+	sel, err := comp.selector(parent)
+	if err != nil || sel.Matches(labelsOf(child)) {
+		return false, err
+	}
+	a := &adopter{env: c.env, parent: parent}
+	return true, a.setOwner(ctx, ct, child, false)
 }
 
 func nameTaken(desired, parent *unstructured.Unstructured) error {

@@ -226,12 +226,19 @@ func (f *composite) writeParent(ctx context.Context, p *parentType, parent *unst
 	}
 	status["observedGeneration"] = parent.GetGeneration()
 	written, err := writeStatus(ctx, f.env, p.res.GroupVersionResource, parent, status)
-	kind := parentWritten
-	if f.statusInRevision {
-		kind = revisionInputWritten
-	}
-	f.env.own.wrote(parent.GetUID(), p.res.GroupVersionResource, written, parent.GetResourceVersion(), kind)
+	f.env.own.wrote(parent.GetUID(), p.res.GroupVersionResource, written, parent.GetResourceVersion(), f.statusWrite(p))
 	return err
+}
+
+// statusWrite says what a status write means for the next sync. A changed status is
+// shown to the hook once more, as upstream does: a hook may act only once it sees
+// its status committed. Under ignoreStatusChanges it wakes nothing, unless the
+// revision history reads the status, where it can make a new revision to roll to.
+func (f *composite) statusWrite(p *parentType) writeKind {
+	if p.ignoreStatusChanges && !f.statusInRevision {
+		return parentWritten
+	}
+	return parentInputWritten
 }
 
 // writeStatus writes status through the status subresource unless the parent holds

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"time"
 
@@ -266,11 +265,19 @@ func (c *controller) parentHandler(i int) cache.ResourceEventHandler {
 		AddFunc: enqueue,
 		UpdateFunc: func(oldObj, newObj any) {
 			o, n := asObject(oldObj), asObject(newObj)
-			if p.ignoreStatusChanges && onlyStatusChanged(o, n) {
+			if o == nil || n == nil || o.GetResourceVersion() == n.GetResourceVersion() {
+				enqueue(newObj) // a cache replay: a resync
 				return
 			}
-			if o != nil && n != nil && o.GetResourceVersion() != n.GetResourceVersion() && !c.env.own.observed(n.GetUID(), p.res.GroupVersionResource, n, false) {
-				return // the engine's own write, which the hook's answer does not depend on
+			// Every change is shown to the own-write tracking first, even one that
+			// ignoreStatusChanges drops: a sync waits until the caches show the last
+			// sync's writes.
+			own := c.env.own.tracking(n.GetUID())
+			if !c.env.own.observed(n.GetUID(), p.res.GroupVersionResource, n, false) {
+				return // the engine's own write, with others still to show
+			}
+			if !own && p.ignoreStatusChanges && onlyStatusChanged(o, n) {
+				return
 			}
 			enqueue(newObj)
 		},
@@ -292,9 +299,11 @@ func (c *controller) parentHandler(i int) cache.ResourceEventHandler {
 	}
 }
 
-// onlyStatusChanged is true for an update that changed neither generation, labels,
-// annotations, finalizers nor deletion. A cache replay (same resourceVersion) is not
-// a status change: it is a resync and goes through.
+// onlyStatusChanged is true for an update that ignoreStatusChanges drops, as upstream
+// decides it: generation, labels and annotations unchanged, and the parent not being
+// deleted (every update of a parent being deleted goes through, so that a finalize
+// hook sees its own status). A cache replay (same resourceVersion) is not a status
+// change: it is a resync and goes through.
 func onlyStatusChanged(oldObj, newObj *unstructured.Unstructured) bool {
 	if oldObj == nil || newObj == nil || oldObj.GetResourceVersion() == newObj.GetResourceVersion() {
 		return false
@@ -302,8 +311,7 @@ func onlyStatusChanged(oldObj, newObj *unstructured.Unstructured) bool {
 	return oldObj.GetGeneration() == newObj.GetGeneration() &&
 		equalStrings(oldObj.GetLabels(), newObj.GetLabels()) &&
 		equalStrings(oldObj.GetAnnotations(), newObj.GetAnnotations()) &&
-		fmt.Sprint(oldObj.GetFinalizers()) == fmt.Sprint(newObj.GetFinalizers()) &&
-		(oldObj.GetDeletionTimestamp() == nil) == (newObj.GetDeletionTimestamp() == nil)
+		newObj.GetDeletionTimestamp() == nil
 }
 
 func (c *controller) childHandler(ct *childType) cache.ResourceEventHandler {

@@ -131,11 +131,23 @@ func (d *decorator) prepareChild(parent, child *unstructured.Unstructured) {
 }
 
 // writeParent writes the status (when the hook gave one) and then merges labels and
-// annotations, each only when something changes.
+// annotations, each only when something changes. Like upstream's, each write that
+// changes what the hook is shown leads to one more sync, which shows it: labels and
+// annotations always, the status unless ignoreStatusChanges.
 func (d *decorator) writeParent(ctx context.Context, p *parentType, parent *unstructured.Unstructured, out *outcome) error {
+	version := parent.GetResourceVersion() // of the target as the next write leaves it
 	if out.status != nil {
-		if err := d.writeStatus(ctx, p, parent, out.status); err != nil {
+		written, err := d.writeStatus(ctx, p, parent, out.status)
+		kind := parentInputWritten
+		if p.ignoreStatusChanges {
+			kind = parentWritten
+		}
+		d.env.own.wrote(parent.GetUID(), p.res.GroupVersionResource, written, version, kind)
+		if err != nil {
 			return err
+		}
+		if written != nil {
+			version = written.GetResourceVersion()
 		}
 	}
 	meta := map[string]any{}
@@ -149,23 +161,28 @@ func (d *decorator) writeParent(ctx context.Context, p *parentType, parent *unst
 		return nil
 	}
 	patch, _ := json.Marshal(map[string]any{"metadata": meta})
-	_, err := d.env.resource(p.res.GroupVersionResource, parent.GetNamespace()).Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: d.env.opts.FieldManager})
+	written, err := d.env.resource(p.res.GroupVersionResource, parent.GetNamespace()).Patch(ctx, parent.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: d.env.opts.FieldManager})
+	d.env.own.wrote(parent.GetUID(), p.res.GroupVersionResource, written, version, parentInputWritten)
 	return wrapWrite("update labels and annotations of", parent, err)
 }
 
-func (d *decorator) writeStatus(ctx context.Context, p *parentType, parent *unstructured.Unstructured, status map[string]any) error {
+// writeStatus writes the target's status, through the status subresource where it
+// has one, and returns the written target (nil when nothing was written).
+func (d *decorator) writeStatus(ctx context.Context, p *parentType, parent *unstructured.Unstructured, status map[string]any) (*unstructured.Unstructured, error) {
 	if p.res.HasStatus {
-		_, err := writeStatus(ctx, d.env, p.res.GroupVersionResource, parent, status)
-		return err
+		return writeStatus(ctx, d.env, p.res.GroupVersionResource, parent, status)
 	}
 	current, _, _ := unstructured.NestedFieldNoCopy(parent.Object, "status")
 	if sameJSON(current, status) {
-		return nil
+		return nil, nil
 	}
 	updated := parent.DeepCopy()
 	updated.Object["status"] = status
-	_, err := d.env.resource(p.res.GroupVersionResource, parent.GetNamespace()).Update(ctx, updated, metav1.UpdateOptions{FieldManager: d.env.opts.FieldManager})
-	return wrapWrite("update status of", parent, err)
+	written, err := d.env.resource(p.res.GroupVersionResource, parent.GetNamespace()).Update(ctx, updated, metav1.UpdateOptions{FieldManager: d.env.opts.FieldManager})
+	if err != nil {
+		return nil, wrapWrite("update status of", parent, err)
+	}
+	return written, nil
 }
 
 // mapChanges returns the merge-patch entries that turn current into current+want,

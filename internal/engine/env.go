@@ -30,6 +30,11 @@ type environment struct {
 	own       *ownWrites
 }
 
+// customizeCacheTTL is upstream's lifetime of a cached customize answer: the hook is
+// asked again at the first sync after it, though the generation is unchanged, so an
+// answer that depends on more than the parent's spec is taken up within it.
+const customizeCacheTTL = 20 * time.Minute
+
 func (e *environment) resource(gvr schema.GroupVersionResource, namespace string) dynamic.ResourceInterface {
 	return dynamicWrites{e.dynamic}.resource(gvr, namespace)
 }

@@ -61,6 +61,9 @@ type Options struct {
 	// HookCallHistory is how many recent hook calls the engine keeps for its API
 	// (see api.go); 0 records none.
 	HookCallHistory int
+	// customizeTTL is how long a customize answer serves a parent whose generation
+	// stays the same; upstream's 20 minutes unless a test shortens it.
+	customizeTTL time.Duration
 }
 
 // Defaults are the option values the engine uses unless told otherwise.
@@ -75,6 +78,7 @@ func Defaults() Options {
 		EventsQPS:          1. / 300.,
 		EventsBurst:        25,
 		HookCallHistory:    DefaultHookCallHistory,
+		customizeTTL:       customizeCacheTTL,
 	}
 }
 

@@ -20,9 +20,12 @@ const ownWriteTimeout = 30 * time.Second
 //
 //   - a parent is not synced while the caches have not shown every write of its last
 //     sync (the next sync would see a world older than the engine's own writes);
-//   - once they have, it is synced again only if a child was written (the hook sees
-//     its children, so its answer may change) or someone else changed something
-//     meanwhile; a status write alone causes no sync: the hook gave that status.
+//   - once they have, it is synced again if the hook will be shown something it has
+//     not seen: a child was written, the parent's status, labels or annotations
+//     changed (a hook may wait to see its own status committed before it acts on it,
+//     as upstream's hooks may), or someone else changed something meanwhile. Only
+//     writes the hook cannot see, a finalizer or a status under ignoreStatusChanges,
+//     cause no sync.
 //
 // Writes are tracked per parent UID, which every event of a child carries in its
 // controller reference.
@@ -42,13 +45,15 @@ type objectRef struct {
 type writeKind int
 
 const (
+	// parentWritten is a write of the parent that the hook's next answer cannot
+	// depend on: its finalizer, or its status under ignoreStatusChanges.
 	parentWritten writeKind = iota
+	// parentInputWritten changed what the hook is shown of its parent (status, labels,
+	// annotations): like a child's write, it calls for one more sync once the caches
+	// show it.
+	parentInputWritten
 	childUpdated
 	childCreated
-	// revisionInputWritten is a parent write the controller's revision history reads
-	// (status under revisionHistory.fieldPaths): like a child's, it calls for one more
-	// sync once the caches show it.
-	revisionInputWritten
 )
 
 type pendingWrites struct {
@@ -58,7 +63,7 @@ type pendingWrites struct {
 	// write that caused it.
 	unclaimed map[objectRef]uint64
 	open      bool // the sync that writes them still runs
-	children  bool // a child was written
+	inputs    bool // something the hook is shown was written: a child, or the parent's status
 	created   bool // a child was created
 	news      bool // someone else changed something, or asked for a sync
 	deadline  time.Time
@@ -93,7 +98,7 @@ func (w *ownWrites) begin(parent types.UID) {
 }
 
 // end closes the sync of parent and reports whether it needs another one at once:
-// every write it made is in the cache already, and one of them was a child's.
+// every write it made is in the cache already, and one of them is shown to the hook.
 func (w *ownWrites) end(parent types.UID) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -123,7 +128,7 @@ func (w *ownWrites) wrote(parent types.UID, gvr schema.GroupVersionResource, obj
 	if p == nil || !p.open {
 		return
 	}
-	p.children = p.children || kind != parentWritten
+	p.inputs = p.inputs || kind != parentWritten
 	p.created = p.created || kind == childCreated
 	ref := objectRef{gvr: gvr, namespace: obj.GetNamespace(), name: obj.GetName()}
 	seen, early := p.unclaimed[ref]
@@ -182,7 +187,7 @@ func (w *ownWrites) settle(parent types.UID, p *pendingWrites) bool {
 		return false
 	}
 	delete(w.parents, parent)
-	return p.children || p.news
+	return p.inputs || p.news
 }
 
 // createdChildren reports whether the running sync of parent created a child, which
@@ -192,6 +197,14 @@ func (w *ownWrites) createdChildren(parent types.UID) bool {
 	defer w.mu.Unlock()
 	p := w.parents[parent]
 	return p != nil && p.open && p.created
+}
+
+// tracking reports whether writes of a sync of parent are being tracked: the sync
+// runs, or the caches have not shown all its writes yet.
+func (w *ownWrites) tracking(parent types.UID) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.parents[parent] != nil
 }
 
 // forget drops what is tracked for a deleted parent.

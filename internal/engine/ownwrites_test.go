@@ -37,7 +37,7 @@ type step struct {
 func TestOwnWrites(t *testing.T) {
 	const uid = types.UID("parent-uid")
 	gvrOf := func(s step) schema.GroupVersionResource {
-		if s.kind == parentWritten {
+		if s.kind == parentWritten || s.kind == parentInputWritten {
 			return ownParentsGVR
 		}
 		return ownCMGVR
@@ -55,10 +55,22 @@ func TestOwnWrites(t *testing.T) {
 			{event: at("c0", "11"), kind: childCreated},
 			{event: at("c1", "12"), kind: childCreated, wantSync: true},
 		}},
-		{name: "a status write alone causes no sync", steps: []step{
+		{name: "a parent write the hook cannot see (a finalizer, a status under ignoreStatusChanges) causes no sync", steps: []step{
 			{wrote: at("p", "20"), before: "19", kind: parentWritten},
 			{end: true},
 			{event: at("p", "20"), kind: parentWritten},
+		}},
+		{name: "a changed status is shown to the hook: one more sync once seen", steps: []step{
+			{wrote: at("p", "20"), before: "19", kind: parentInputWritten},
+			{end: true},
+			{event: at("p", "20"), kind: parentInputWritten, wantSync: true},
+		}},
+		{name: "status, then labels: one sync once the last is seen", steps: []step{
+			{wrote: at("p", "20"), before: "19", kind: parentInputWritten},
+			{wrote: at("p", "21"), before: "20", kind: parentInputWritten},
+			{end: true},
+			{event: at("p", "20"), kind: parentInputWritten},
+			{event: at("p", "21"), kind: parentInputWritten, wantSync: true},
 		}},
 		{name: "an event that overtakes its write's answer is the engine's own", steps: []step{
 			{event: at("p", "20"), kind: parentWritten},

@@ -75,12 +75,12 @@ func (c *controller) sync(ctx context.Context, key parentKey, p *parentType, par
 		return 0, err
 	}
 	terminating := parent.GetDeletionTimestamp() != nil
-	finalizing := c.hooks.finalize != nil && slices.Contains(parent.GetFinalizers(), c.finalizer) && (terminating || !p.selects(parent))
-	switch {
-	case !p.selects(parent) && !finalizing:
-		return 0, nil // released: the finalizer was just removed
-	case finalizing && hasGCFinalizer(parent):
-		return 0, nil // the garbage collector is deleting the children first
+	// While the garbage collector deletes the children first (foreground deletion),
+	// the parent is synced as one without a finalize hook, as upstream does: the
+	// sync hook is called and the status written, the children left alone.
+	finalizing := c.hooks.finalize != nil && slices.Contains(parent.GetFinalizers(), c.finalizer) && (terminating || !p.selects(parent)) && !hasGCFinalizer(parent)
+	if !p.selects(parent) && !finalizing {
+		return 0, nil // released, or the garbage collector goes first
 	}
 	children, err := c.flavor.observe(ctx, p, parent, c.children)
 	if err != nil {

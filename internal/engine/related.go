@@ -36,6 +36,7 @@ type relatedTracker struct {
 type relatedEntry struct {
 	uid        types.UID
 	generation int64
+	expires    time.Time
 	parentNS   string
 	rules      []resolvedRule
 }
@@ -103,12 +104,12 @@ func (rr *resolvedRule) selects(obj *unstructured.Unstructured) bool {
 }
 
 // entry returns the parent's cached customize answer, calling the hook when the
-// parent is new or its generation changed.
+// parent is new, its generation changed, or the answer is older than its lifetime.
 func (r *relatedTracker) entry(ctx context.Context, key parentKey, parent *unstructured.Unstructured) (*relatedEntry, error) {
 	r.mu.Lock()
 	e := r.entries[key]
 	r.mu.Unlock()
-	if e != nil && e.uid == parent.GetUID() && e.generation == parent.GetGeneration() {
+	if e != nil && e.uid == parent.GetUID() && e.generation == parent.GetGeneration() && time.Now().Before(e.expires) {
 		return e, nil
 	}
 	var resp hookapi.CustomizeResponse
@@ -116,7 +117,7 @@ func (r *relatedTracker) entry(ctx context.Context, key parentKey, parent *unstr
 	if err := r.c.env.hooks.Call(ctx, *r.c.hooks.customize, r.c.callInfo(hook.HookCustomize, parent), req, &resp); err != nil {
 		return nil, throttled(err)
 	}
-	e = &relatedEntry{uid: parent.GetUID(), generation: parent.GetGeneration(), parentNS: parent.GetNamespace()}
+	e = &relatedEntry{uid: parent.GetUID(), generation: parent.GetGeneration(), expires: time.Now().Add(r.ttl()), parentNS: parent.GetNamespace()}
 	for i, rule := range resp.RelatedResources {
 		rr, err := r.resolve(rule, parent)
 		if err != nil {
@@ -187,6 +188,14 @@ func (r *relatedTracker) selectNamespaces(rr *resolvedRule, parent *unstructured
 	}
 	rr.namespaces, rr.nsSub = sel, r.subscribe(nsRes)
 	return nil
+}
+
+// ttl is how long a customize answer serves a parent whose generation stays the same.
+func (r *relatedTracker) ttl() time.Duration {
+	if t := r.c.env.opts.customizeTTL; t > 0 {
+		return t
+	}
+	return customizeCacheTTL
 }
 
 // subscribe joins the informer of a related resource once per controller and queues
