@@ -64,7 +64,6 @@ type pendingWrites struct {
 	unclaimed map[objectRef]uint64
 	open      bool // the sync that writes them still runs
 	inputs    bool // something the hook is shown was written: a child, or the parent's status
-	created   bool // a child was created
 	news      bool // someone else changed something, or asked for a sync
 	deadline  time.Time
 }
@@ -129,7 +128,6 @@ func (w *ownWrites) wrote(parent types.UID, gvr schema.GroupVersionResource, obj
 		return
 	}
 	p.inputs = p.inputs || kind != parentWritten
-	p.created = p.created || kind == childCreated
 	ref := objectRef{gvr: gvr, namespace: obj.GetNamespace(), name: obj.GetName()}
 	seen, early := p.unclaimed[ref]
 	delete(p.unclaimed, ref)
@@ -188,15 +186,6 @@ func (w *ownWrites) settle(parent types.UID, p *pendingWrites) bool {
 	}
 	delete(w.parents, parent)
 	return p.inputs || p.news
-}
-
-// createdChildren reports whether the running sync of parent created a child, which
-// guarantees another sync once the caches show it.
-func (w *ownWrites) createdChildren(parent types.UID) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	p := w.parents[parent]
-	return p != nil && p.open && p.created
 }
 
 // tracking reports whether writes of a sync of parent are being tracked: the sync

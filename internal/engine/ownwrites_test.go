@@ -158,21 +158,3 @@ func TestOwnWritesTimeOut(t *testing.T) {
 		t.Error("after the timeout, someone else's change does not sync the parent")
 	}
 }
-
-func TestOwnWritesCreatedChildrenDeferTheParent(t *testing.T) {
-	const uid = types.UID("parent-uid")
-	w := newOwnWrites()
-	w.begin(uid)
-	w.wrote(uid, ownCMGVR, at("c0", "11"), "9", childUpdated)
-	if w.createdChildren(uid) {
-		t.Error("an updated child counts as created")
-	}
-	w.wrote(uid, ownCMGVR, at("c1", "12"), "", childCreated)
-	if !w.createdChildren(uid) {
-		t.Error("a created child does not count")
-	}
-	w.end(uid)
-	if w.createdChildren(uid) {
-		t.Error("a finished sync still reports created children")
-	}
-}

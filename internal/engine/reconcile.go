@@ -109,12 +109,6 @@ func (c *controller) sync(ctx context.Context, key parentKey, p *parentType, par
 		childErr = c.applyChildren(ctx, parent, children, out.desired)
 		c.states.applied(key, out.desired)
 	}
-	if !finalizing && manage && childErr == nil && c.env.own.createdChildren(parent.GetUID()) {
-		// The next sync, due once the caches show the new children, writes the
-		// parent from an answer that sees them; a status from this one would be
-		// replaced at once.
-		return 0, nil
-	}
 	if err := c.flavor.writeParent(ctx, p, parent, out); err != nil {
 		if terminating && errors.Is(err, errParentGone) {
 			err = nil // the last finalizer went and the parent with it
