@@ -6,8 +6,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	goruntime "runtime"
+	"slices"
 	"strings"
 	"testing"
 )
