@@ -10,14 +10,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,19 +22,15 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/metalambda/metalambda/crds"
+	"github.com/metalambda/metalambda/hack/internal/benchkit"
 	"github.com/metalambda/metalambda/internal/gateway"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/localcluster"
 	"github.com/metalambda/metalambda/internal/runtime"
 	"github.com/metalambda/metalambda/internal/sandbox"
 )
@@ -93,22 +84,11 @@ type phase struct {
 func run(n int, idleTimeout time.Duration, budget int64, worker string, clients int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	cluster, err := localcluster.Start(ctx, localcluster.Options{EtcdNoFsync: true, Components: []localcluster.Component{}})
+	cluster, err := benchkit.StartControlPlane(ctx)
 	if err != nil {
 		return err
 	}
 	defer cluster.Stop()
-	ext, err := apiextensionsclient.NewForConfig(cluster.Config)
-	if err != nil {
-		return err
-	}
-	all, err := crds.All()
-	if err != nil {
-		return err
-	}
-	if err := crds.Install(ctx, ext, all...); err != nil {
-		return err
-	}
 	opts := runtime.Options{WorkerIdleTimeout: idleTimeout, MemoryBudget: runtime.NewMemoryBudget(budget)}
 	launcher := "the benchmark's own executable"
 	if _, err := os.Stat(worker); err == nil {
@@ -119,11 +99,12 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 		defer sb.Close()
 		opts.Sandbox, launcher = sb, worker
 	}
-	base, stats, stop, err := startGateway(cluster, opts, n)
+	base, gw, stop, err := benchkit.StartGateway(cluster, gateway.Options{Runtime: opts, MaxFunctionsPerNamespace: n})
 	if err != nil {
 		return err
 	}
 	defer stop()
+	stats := gw.RuntimeStats
 	baseline := pss()
 
 	dyn := dynamic.NewForConfigOrDie(cluster.Config)
@@ -248,39 +229,7 @@ func readyTrue(f unstructured.Unstructured) bool {
 	return false
 }
 
-func startGateway(cluster *localcluster.Cluster, rt runtime.Options, n int) (string, func() map[string]runtime.PoolStats, func(), error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, nil, err
-	}
-	base := "http://" + l.Addr().String()
-	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(cluster.Config, gateway.Options{PublicURL: base, Runtime: rt, MaxFunctionsPerNamespace: n}, reg)
-	if err != nil {
-		return "", nil, nil, err
-	}
-	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))}}
-	srv.Start()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); gw.Run(ctx) }()
-	return base, gw.RuntimeStats, func() { srv.Close(); cancel(); <-done }, nil
-}
-
-var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
-
-func post(url string) error {
-	resp, err := client.Post(url, "application/json", bytes.NewReader(request))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	return nil
-}
+func post(url string) error { return benchkit.Post(url, request) }
 
 // pss is the proportional memory of this process and its workers with their
 // sandboxes' processes (the trees below it that hold a worker of this gateway),
@@ -290,7 +239,7 @@ func pss() int64 {
 	total := smapsField(self, "Pss:")
 	mark := "gateway=" + strconv.Itoa(self)
 	for _, child := range children(self) {
-		tree := append([]int{child}, descendants(child)...)
+		tree := append([]int{child}, runtime.Descendants(child)...)
 		if !slices.ContainsFunc(tree, func(pid int) bool {
 			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 			return strings.Contains(string(cmdline), mark)
@@ -319,15 +268,6 @@ func smapsField(pid int, field string) int64 {
 		}
 	}
 	return 0
-}
-
-func descendants(pid int) []int {
-	var out []int
-	for _, c := range children(pid) {
-		out = append(out, c)
-		out = append(out, descendants(c)...)
-	}
-	return out
 }
 
 func children(pid int) []int {

@@ -33,18 +33,14 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/metalambda/metalambda/crds"
+	"github.com/metalambda/metalambda/hack/internal/benchkit"
 	"github.com/metalambda/metalambda/internal/gateway"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/localcluster"
 	"github.com/metalambda/metalambda/internal/runtime"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 )
 
 var functions = []struct{ name, runtime, source string }{
@@ -170,23 +166,12 @@ type result struct {
 func run(duration time.Duration, clients int, loader string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cluster, err := localcluster.Start(ctx, localcluster.Options{EtcdNoFsync: true, Components: []localcluster.Component{}})
+	cluster, err := benchkit.StartControlPlane(ctx)
 	if err != nil {
 		return err
 	}
 	defer cluster.Stop()
-	ext, err := apiextensionsclient.NewForConfig(cluster.Config)
-	if err != nil {
-		return err
-	}
-	all, err := crds.All()
-	if err != nil {
-		return err
-	}
-	if err := crds.Install(ctx, ext, all...); err != nil {
-		return err
-	}
-	base, stop, err := startGateway(cluster)
+	base, _, stop, err := benchkit.StartGateway(cluster, gateway.Options{Runtime: runtime.Options{PythonPoolSize: pythonWorkers, Builtins: runtime.Builtins{"echo": echo}}})
 	if err != nil {
 		return err
 	}
@@ -342,25 +327,6 @@ func cpuTicks(pids []int) int64 {
 // ticksToDuration converts clock ticks; Linux reports them at USER_HZ, 100 per second.
 func ticksToDuration(ticks int64) time.Duration { return time.Duration(ticks) * 10 * time.Millisecond }
 
-func startGateway(cluster *localcluster.Cluster) (string, func(), error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", nil, err
-	}
-	base := "http://" + l.Addr().String()
-	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(cluster.Config, gateway.Options{PublicURL: base, Runtime: runtime.Options{PythonPoolSize: pythonWorkers, Builtins: runtime.Builtins{"echo": echo}}}, reg)
-	if err != nil {
-		return "", nil, err
-	}
-	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))}}
-	srv.Start()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); gw.Run(ctx) }()
-	return base, func() { srv.Close(); cancel(); <-done }, nil
-}
-
 func startSeed(dir string) (string, func(), error) {
 	script := filepath.Join(dir, "seed_hook.py")
 	if err := os.WriteFile(script, []byte(seedServer), 0o600); err != nil {
@@ -387,20 +353,7 @@ func startSeed(dir string) (string, func(), error) {
 	return url, stop, nil
 }
 
-var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 10 * time.Second}
-
-func post(url string) error {
-	resp, err := client.Post(url, "application/json", bytes.NewReader(request))
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	if resp.StatusCode != 200 {
-		return fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	return nil
-}
+func post(url string) error { return benchkit.Post(url, request) }
 
 // load runs clients goroutines posting to url for d and summarises their latencies.
 func load(name, url string, d time.Duration, clients int) result {

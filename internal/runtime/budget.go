@@ -109,7 +109,7 @@ func (b *MemoryBudget) enforce() {
 // worker without a cgroup to ask.
 func processTreeMemory(pid int) int64 {
 	var total int64
-	for _, p := range append([]int{pid}, descendants(pid)...) {
+	for _, p := range append([]int{pid}, Descendants(pid)...) {
 		raw, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/statm")
 		if err != nil {
 			continue
@@ -122,8 +122,8 @@ func processTreeMemory(pid int) int64 {
 	return total
 }
 
-// descendants lists the processes below pid, through each thread's children.
-func descendants(pid int) []int {
+// Descendants lists the processes below pid, through each thread's children.
+func Descendants(pid int) []int {
 	var out []int
 	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
 	for _, t := range tasks {
@@ -134,7 +134,7 @@ func descendants(pid int) []int {
 		for _, f := range strings.Fields(string(raw)) {
 			if c, err := strconv.Atoi(f); err == nil {
 				out = append(out, c)
-				out = append(out, descendants(c)...)
+				out = append(out, Descendants(c)...)
 			}
 		}
 	}

@@ -438,8 +438,10 @@ func (w *pyWorker) usage() (sandbox.Usage, bool) {
 // memory is what the worker holds: its cgroup's count, or the resident memory
 // of its processes where it has no cgroup.
 func (w *pyWorker) memory() int64 {
-	if u, ok := w.usage(); ok {
-		return u.Memory
+	if w.sb != nil {
+		if m, ok := w.sb.Memory(); ok {
+			return m
+		}
 	}
 	if w.cmd == nil || w.cmd.Process == nil {
 		return 0

@@ -416,7 +416,7 @@ func (cg *cgroup) remove() {
 	}
 }
 
-// usage reads the cgroup's task count, processor time and memory from descriptors it
+// usage reads the cgroup's task count and processor time from descriptors it
 // keeps open, without allocating: the gateway reads them after every call.
 func (cg *cgroup) usage() (Usage, bool) {
 	if cg == nil {
@@ -438,18 +438,13 @@ func (cg *cgroup) usage() (Usage, bool) {
 		return Usage{}, false
 	}
 	tasks, _ := leadingInt(buf[:n])
-	n, err = cg.counters[2].ReadAt(buf[:], 0)
-	if n == 0 && err != nil {
-		return Usage{}, false
-	}
-	memory, _ := leadingInt(buf[:n])
 	n, err = cg.counters[1].ReadAt(buf[:], 0)
 	if n == 0 && err != nil {
 		return Usage{}, false
 	}
 	if !cg.v2 {
 		ns, _ := leadingInt(buf[:n])
-		return Usage{Tasks: int(tasks), CPU: time.Duration(ns), Memory: memory}, true
+		return Usage{Tasks: int(tasks), CPU: time.Duration(ns)}, true
 	}
 	// cpu.stat starts with "usage_usec <n>".
 	rest, ok := strings.CutPrefix(unsafeString(buf[:n]), "usage_usec ")
@@ -457,7 +452,32 @@ func (cg *cgroup) usage() (Usage, bool) {
 		return Usage{}, false
 	}
 	us, _ := leadingInt([]byte(rest))
-	return Usage{Tasks: int(tasks), CPU: time.Duration(us) * time.Microsecond, Memory: memory}, true
+	return Usage{Tasks: int(tasks), CPU: time.Duration(us) * time.Microsecond}, true
+}
+
+// memory reads the memory charged to the cgroup from a descriptor it keeps
+// open; the memory budget reads it, not every call.
+func (cg *cgroup) memory() (int64, bool) {
+	if cg == nil {
+		return 0, false
+	}
+	cg.mu.Lock()
+	defer cg.mu.Unlock()
+	if cg.removed {
+		return 0, false
+	}
+	if cg.counters[0] == nil {
+		if err := cg.openCounters(); err != nil {
+			return 0, false
+		}
+	}
+	var buf [64]byte
+	n, err := cg.counters[2].ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
+		return 0, false
+	}
+	v, _ := leadingInt(buf[:n])
+	return v, true
 }
 
 // openCounters opens the files usage reads.

@@ -567,15 +567,19 @@ type Usage struct {
 	Tasks int
 	// CPU is the processor time they have used.
 	CPU time.Duration
-	// Memory is the memory charged to them (v1 memory.usage_in_bytes, v2
-	// memory.current): their pages, page cache, tmpfs and shared memory.
-	Memory int64
 }
 
 // Usage reports what the command's processes hold, from its cgroup; false when
 // it has none.
 func (c *Command) Usage() (Usage, bool) {
 	return c.cgroup.usage()
+}
+
+// Memory is the memory charged to the command's processes (v1
+// memory.usage_in_bytes, v2 memory.current): their pages, page cache, tmpfs and
+// shared memory; false when it has no cgroup.
+func (c *Command) Memory() (int64, bool) {
+	return c.cgroup.memory()
 }
 
 func closeExtraFiles(cmd *exec.Cmd) {
