@@ -25,14 +25,14 @@ import (
 	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/localcluster"
+	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
 var env *kubetest.Env
 
 // CRDs need nothing but etcd and kube-apiserver.
 func TestMain(m *testing.M) {
-	kubetest.Main(m, &env, localcluster.Options{Components: []localcluster.Component{}})
+	kubetest.Main(m, &env, cluster.Options{Components: []cluster.Component{}})
 }
 
 var (

@@ -11,7 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
@@ -113,12 +113,12 @@ func TestChartHookToken(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: HookTokenSecret, Namespace: platform.Namespace},
 		Data:       map[string][]byte{"token": []byte("kept-from-the-install")},
 	}
-	obj, err := apiruntime.DefaultUnstructuredConverter.ToUnstructured(existing)
+	obj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(existing)
 	if err != nil {
 		t.Fatal(err)
 	}
 	upgrade := platform
-	upgrade.Cluster = fakeCluster{dynamicfake.NewSimpleDynamicClient(apiruntime.NewScheme(), &unstructured.Unstructured{Object: obj})}
+	upgrade.Cluster = fakeCluster{dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), &unstructured.Unstructured{Object: obj})}
 	if got := render(upgrade); got.token != "kept-from-the-install" {
 		t.Errorf("upgrade: token %q, want the installed one kept", got.token)
 	}

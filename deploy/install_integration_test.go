@@ -25,16 +25,16 @@ import (
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/gateway"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/localcluster"
-	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
 var env *kubetest.Env
 
 func TestMain(m *testing.M) {
 	log.SetOutput(io.Discard) // the chart loader logs every symbolic link it follows
-	kubetest.Main(m, &env, localcluster.Options{})
+	kubetest.Main(m, &env, cluster.Options{})
 }
 
 // serviceAccountConfig is a client configuration that authenticates as a
@@ -83,7 +83,7 @@ func TestPlatformInstallRunsWithItsOwnRights(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	gw, err := gateway.New(gatewayCfg, gateway.Options{
 		PublicURL: "http://metalambda-gateway." + ns, SeparateHooks: true,
-		Runtime: runtime.Options{Builtins: functions.Builtins()},
+		Runtime: lambda.Options{Builtins: functions.Builtins()},
 	}, reg)
 	if err != nil {
 		t.Fatal(err)

@@ -7,8 +7,8 @@ import (
 
 	"github.com/metalambda/metalambda/functions/immortalcontainer"
 	"github.com/metalambda/metalambda/functions/pythonlambda"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/hookapi"
-	"github.com/metalambda/metalambda/internal/runtime"
 )
 
 // CompositeSync is a CompositeController sync hook written as a pure Go function.
@@ -19,8 +19,8 @@ type CustomizeHook func(req *hookapi.CustomizeRequest) (*hookapi.CustomizeRespon
 
 // Builtins returns the builtin functions, by the name a Function's source gives:
 // "pythonlambda", "pythonlambda-customize" and "immortalcontainer".
-func Builtins() runtime.Builtins {
-	return runtime.Builtins{
+func Builtins() lambda.Builtins {
+	return lambda.Builtins{
 		"pythonlambda":           pythonLambda,
 		"pythonlambda-customize": Customize("pythonlambda-customize", pythonlambda.Customize),
 		"immortalcontainer":      Composite("immortalcontainer", immortalcontainer.Sync),
@@ -30,13 +30,13 @@ func Builtins() runtime.Builtins {
 // pythonLambda is the pythonlambda sync hook, configured by its Function's env
 // (pythonlambda.OptionsFromEnv).
 func pythonLambda(ctx context.Context, request json.RawMessage) (json.RawMessage, error) {
-	sync := pythonlambda.SyncWith(pythonlambda.OptionsFromEnv(runtime.FunctionEnv(ctx)))
+	sync := pythonlambda.SyncWith(pythonlambda.OptionsFromEnv(lambda.FunctionEnv(ctx)))
 	return Composite("pythonlambda", sync)(ctx, request)
 }
 
 // Composite adapts sync to a builtin function: it decodes the CompositeRequest,
 // calls sync and encodes its response. Errors name the function.
-func Composite(name string, sync CompositeSync) runtime.BuiltinFunc {
+func Composite(name string, sync CompositeSync) lambda.BuiltinFunc {
 	return func(_ context.Context, request json.RawMessage) (json.RawMessage, error) {
 		var req hookapi.CompositeRequest
 		if err := json.Unmarshal(request, &req); err != nil {
@@ -56,7 +56,7 @@ func Composite(name string, sync CompositeSync) runtime.BuiltinFunc {
 
 // Customize adapts a customize hook to a builtin function, as Composite does a sync
 // hook.
-func Customize(name string, hook CustomizeHook) runtime.BuiltinFunc {
+func Customize(name string, hook CustomizeHook) lambda.BuiltinFunc {
 	return func(_ context.Context, request json.RawMessage) (json.RawMessage, error) {
 		var req hookapi.CustomizeRequest
 		if err := json.Unmarshal(request, &req); err != nil {

@@ -24,14 +24,14 @@ import (
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/gateway"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/localcluster"
-	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
 var env *kubetest.Env
 
-func TestMain(m *testing.M) { kubetest.Main(m, &env, localcluster.Options{}) }
+func TestMain(m *testing.M) { kubetest.Main(m, &env, cluster.Options{}) }
 
 var platformOnce sync.Once
 
@@ -52,7 +52,7 @@ func startPlatform(t *testing.T) {
 		reg := prometheus.NewRegistry()
 		gw, err := gateway.New(env.Config, gateway.Options{
 			PublicURL: "http://" + srv.Listener.Addr().String(),
-			Runtime:   runtime.Options{Builtins: functions.Builtins()},
+			Runtime:   lambda.Options{Builtins: functions.Builtins()},
 		}, reg)
 		if err != nil {
 			t.Fatal(err)

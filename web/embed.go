@@ -1,5 +1,5 @@
 // Package web holds the dashboard's browser side: templates/, the html/template pages
-// internal/dashboard renders, and static/, the scripts and stylesheet built from src/
+// internal/gateway/dashboard renders, and static/, the scripts and stylesheet built from src/
 // by `make web` (npm ci, then esbuild; see build.mjs). Both are embedded in the
 // binary: the dashboard fetches nothing at run time.
 package web

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/engine/hook"
 )
 
 // TestHookTokenFlags: --hook-token-file gives its token to the hook calls to the

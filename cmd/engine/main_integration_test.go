@@ -25,13 +25,13 @@ import (
 	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/localcluster"
+	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
 var env *kubetest.Env
 
 func TestMain(m *testing.M) {
-	kubetest.Main(m, &env, localcluster.Options{Components: []localcluster.Component{}})
+	kubetest.Main(m, &env, cluster.Options{Components: []cluster.Component{}})
 }
 
 // TestEngineServesHealthAndMetrics runs the engine's main path against the cluster.

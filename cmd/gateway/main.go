@@ -23,11 +23,11 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/functions"
-	"github.com/metalambda/metalambda/internal/egress"
 	"github.com/metalambda/metalambda/internal/gateway"
+	"github.com/metalambda/metalambda/internal/gateway/egress"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 	"github.com/metalambda/metalambda/internal/kubeclient"
-	"github.com/metalambda/metalambda/internal/runtime"
-	"github.com/metalambda/metalambda/internal/sandbox"
 	"github.com/metalambda/metalambda/internal/version"
 )
 
@@ -59,11 +59,11 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.burst, "client-go-burst", o.burst, "Burst of queries to the Kubernetes API.")
 	fs.StringVar(&o.gateway.Runtime.PythonBinary, "python", "python3", "CPython 3 interpreter for python functions.")
 	fs.Int64Var(&o.gateway.Runtime.PythonMemoryLimit, "python-memory-limit", 256<<20, "Address-space limit of each Python worker, in bytes.")
-	fs.Int64Var(&o.gateway.Runtime.ScriptMemoryLimit, "script-memory-limit", runtime.DefaultScriptMemoryLimit, "Address-space limit of each JavaScript and Jsonnet worker, in bytes (an idle worker holds about 1.3 GiB of address space; its heap gets the rest).")
+	fs.Int64Var(&o.gateway.Runtime.ScriptMemoryLimit, "script-memory-limit", lambda.DefaultScriptMemoryLimit, "Address-space limit of each JavaScript and Jsonnet worker, in bytes (an idle worker holds about 1.3 GiB of address space; its heap gets the rest).")
 	fs.IntVar(&o.gateway.Runtime.PythonPoolSize, "python-workers", 0, "Most Python worker processes per function, started on demand (0: 2×GOMAXPROCS, between 2 and 8).")
-	fs.DurationVar(&o.gateway.Runtime.WorkerIdleTimeout, "worker-idle-timeout", runtime.DefaultWorkerIdleTimeout, "How long a worker process waits for a call before it is stopped; the next call starts a fresh one.")
+	fs.DurationVar(&o.gateway.Runtime.WorkerIdleTimeout, "worker-idle-timeout", lambda.DefaultWorkerIdleTimeout, "How long a worker process waits for a call before it is stopped; the next call starts a fresh one.")
 	fs.StringVar(&o.memoryBudget, "worker-memory-budget", o.memoryBudget, "Memory of all worker processes together, as a quantity (1536Mi, 2Gi); past it the least recently used idle workers are stopped. auto: three quarters of the gateway's cgroup memory limit (its container's), none without one; 0: no budget.")
-	fs.Int64Var(&o.gateway.Runtime.WorkerCPU, "worker-cpu", runtime.DefaultWorkerCPU, "Processor time of each worker process and everything it starts, in thousandths of a core, where the gateway can give workers cgroups (as root on a host, or in a delegated cgroup).")
+	fs.Int64Var(&o.gateway.Runtime.WorkerCPU, "worker-cpu", lambda.DefaultWorkerCPU, "Processor time of each worker process and everything it starts, in thousandths of a core, where the gateway can give workers cgroups (as root on a host, or in a delegated cgroup).")
 	fs.StringVar(&o.sandboxMode, "sandbox", o.sandboxMode, "How worker processes are sandboxed: namespaces (bubblewrap), landlock (Landlock, seccomp and rlimits, for containers that refuse user namespaces), or auto (namespaces where bubblewrap can build them, landlock otherwise).")
 	fs.BoolVar(&o.gateway.Runtime.InsecureNoSandbox, "insecure-no-sandbox", false, "Run Python workers as plain processes of the gateway's user and JavaScript and Jsonnet functions in the gateway's process, without a sandbox (development only).")
 	fs.BoolVar(&o.gateway.AllowFunctionNetwork, "allow-function-network", false, "Let a Function ask for the host's network (spec.network: true); without it such a Function is refused.")
@@ -122,7 +122,7 @@ func (o *options) validate() error {
 	if err != nil {
 		return err
 	}
-	o.gateway.Runtime.MemoryBudget = runtime.NewMemoryBudget(budget)
+	o.gateway.Runtime.MemoryBudget = lambda.NewMemoryBudget(budget)
 	if o.hookTokenFile != "" {
 		data, err := os.ReadFile(o.hookTokenFile)
 		if err != nil {
@@ -159,7 +159,7 @@ func main() {
 
 // buildSandbox gives the runtimes a sandbox of mode, failing with what is
 // missing, unless the operator turned it off.
-func buildSandbox(rt *runtime.Options, mode sandbox.Mode) error {
+func buildSandbox(rt *lambda.Options, mode sandbox.Mode) error {
 	if rt.InsecureNoSandbox {
 		klog.InfoS("WARNING: --insecure-no-sandbox: Python functions run as plain processes of the gateway's user, with its files, credentials and network, and JavaScript and Jsonnet functions in the gateway's process, without memory bounds")
 		return nil

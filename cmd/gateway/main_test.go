@@ -11,9 +11,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/metalambda/metalambda/internal/egress"
-	"github.com/metalambda/metalambda/internal/runtime"
-	"github.com/metalambda/metalambda/internal/sandbox"
+	"github.com/metalambda/metalambda/internal/gateway/egress"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -94,17 +94,17 @@ func TestOptionsValidate(t *testing.T) {
 }
 
 func TestBuildSandbox(t *testing.T) {
-	var rt runtime.Options
+	var rt lambda.Options
 	if err := buildSandbox(&rt, sandbox.ModeAuto); err != nil || rt.Sandbox == nil || rt.Sandbox.Mode() != sandbox.ModeNamespaces {
 		t.Fatalf("buildSandbox = %v (sandbox %v), want a namespace sandbox: the tests need bubblewrap", err, rt.Sandbox)
 	}
 	t.Setenv("PATH", t.TempDir())
-	rt = runtime.Options{}
+	rt = lambda.Options{}
 	err := buildSandbox(&rt, sandbox.ModeNamespaces)
 	if err == nil || !strings.Contains(err.Error(), "bubblewrap (bwrap) not found") || !strings.Contains(err.Error(), "--insecure-no-sandbox") {
 		t.Errorf("without bwrap: %v, want an error naming bubblewrap and --insecure-no-sandbox", err)
 	}
-	rt = runtime.Options{InsecureNoSandbox: true}
+	rt = lambda.Options{InsecureNoSandbox: true}
 	if err := buildSandbox(&rt, sandbox.ModeNamespaces); err != nil || rt.Sandbox != nil {
 		t.Errorf("--insecure-no-sandbox: %v (sandbox %v), want no sandbox and no error", err, rt.Sandbox)
 	}
@@ -170,7 +170,7 @@ func TestBuildSandboxInRestrictedChild(t *testing.T) {
 	if child == "" {
 		t.Skip("runs in the child of TestBuildSandboxRestricted")
 	}
-	var rt runtime.Options
+	var rt lambda.Options
 	err := buildSandbox(&rt, sandbox.ModeAuto)
 	if child == "none" {
 		for _, want := range []string{"cannot sandbox user code (--insecure-no-sandbox", "neither mechanism works here", "namespaces: bubblewrap cannot build a sandbox here", "Landlock: the kernel has no Landlock"} {
@@ -183,10 +183,10 @@ func TestBuildSandboxInRestrictedChild(t *testing.T) {
 	if err != nil || rt.Sandbox.Mode() != sandbox.ModeLandlock {
 		t.Fatalf("buildSandbox(auto) = %v (sandbox %v), want a Landlock sandbox", err, rt.Sandbox)
 	}
-	if err := buildSandbox(&runtime.Options{}, sandbox.ModeNamespaces); err == nil || !strings.Contains(err.Error(), "bubblewrap cannot build a sandbox here") {
+	if err := buildSandbox(&lambda.Options{}, sandbox.ModeNamespaces); err == nil || !strings.Contains(err.Error(), "bubblewrap cannot build a sandbox here") {
 		t.Errorf("buildSandbox(namespaces) = %v, want bubblewrap's failure", err)
 	}
-	c, err := runtime.NewPython(rt).Compile(runtime.Function{Name: "test/echo", Runtime: runtime.Python, Source: "def sync(request):\n    return {\"status\": request}\n"})
+	c, err := lambda.NewPython(rt).Compile(lambda.Function{Name: "test/echo", Runtime: lambda.Python, Source: "def sync(request):\n    return {\"status\": request}\n"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"fmt"
 	"os"
 
-	_ "github.com/metalambda/metalambda/internal/runtime"
+	_ "github.com/metalambda/metalambda/internal/gateway/lambda"
 )
 
 func main() {

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/transport"
 
-	"github.com/metalambda/metalambda/internal/platform"
+	"github.com/metalambda/metalambda/internal/local/platform"
 )
 
 // gatewayEnv names the gateway when --gateway does not.

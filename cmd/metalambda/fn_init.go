@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/metalambda/metalambda/internal/starter"
+	"github.com/metalambda/metalambda/internal/gateway/starter"
 )
 
 func (f *fnCommand) initCommand() *cobra.Command {

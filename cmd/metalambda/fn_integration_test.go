@@ -28,15 +28,15 @@ import (
 
 	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/gateway"
+	"github.com/metalambda/metalambda/internal/gateway/starter"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/localcluster"
-	"github.com/metalambda/metalambda/internal/platform"
-	"github.com/metalambda/metalambda/internal/starter"
+	"github.com/metalambda/metalambda/internal/local/cluster"
+	"github.com/metalambda/metalambda/internal/local/platform"
 )
 
 var env *kubetest.Env
 
-func TestMain(m *testing.M) { kubetest.Main(m, &env, localcluster.Options{}) }
+func TestMain(m *testing.M) { kubetest.Main(m, &env, cluster.Options{}) }
 
 var installOnce sync.Once
 

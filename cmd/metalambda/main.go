@@ -20,9 +20,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
-	"github.com/metalambda/metalambda/internal/localcluster"
-	"github.com/metalambda/metalambda/internal/node"
-	"github.com/metalambda/metalambda/internal/platform"
+	"github.com/metalambda/metalambda/internal/local/cluster"
+	"github.com/metalambda/metalambda/internal/local/node"
+	"github.com/metalambda/metalambda/internal/local/platform"
 )
 
 func main() {
@@ -117,12 +117,12 @@ func localNode(opts node.Options) func(kubernetes.Interface, string) (platform.N
 // script of this checkout, which builds it once (about 10 minutes) and then answers at
 // once.
 func kubeBinaries() (string, error) {
-	if dir := os.Getenv(localcluster.BinDirEnv); dir != "" {
+	if dir := os.Getenv(cluster.BinDirEnv); dir != "" {
 		return dir, nil
 	}
 	script := "deploy/local/build-kube.sh"
 	if _, err := os.Stat(script); err != nil {
-		return "", fmt.Errorf("no control-plane binaries: set $%s, or run from the repository root so %s can build them", localcluster.BinDirEnv, script)
+		return "", fmt.Errorf("no control-plane binaries: set $%s, or run from the repository root so %s can build them", cluster.BinDirEnv, script)
 	}
 	cmd := exec.Command("bash", script)
 	cmd.Stderr = os.Stderr

@@ -6,7 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	goruntime "runtime"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -104,7 +104,7 @@ func TestDockerfilesBuildTheCommands(t *testing.T) {
 			script := strings.Replace(strings.ReplaceAll(d.build, "/out/", out+"/"), "go build ", "go build -n ", 1)
 			cmd := exec.Command("sh", "-c", script)
 			cmd.Dir = root
-			cmd.Env = append(os.Environ(), "VERSION=v9.8.7-test", "TARGETOS=linux", "TARGETARCH="+goruntime.GOARCH)
+			cmd.Env = append(os.Environ(), "VERSION=v9.8.7-test", "TARGETOS=linux", "TARGETARCH="+runtime.GOARCH)
 			plan, err := cmd.CombinedOutput()
 			if err != nil {
 				t.Fatalf("%s: %v\n%s", script, err, plan)

@@ -11,7 +11,7 @@ import (
 )
 
 // Annotations of scale to zero. The values are those of the local ingress
-// (internal/ingress): an ingress that knows them wakes a lambda at zero pods.
+// (internal/local/ingress): an ingress that knows them wakes a lambda at zero pods.
 const (
 	// WakeTargetAnnotation on the Ingress names the object the ingress signals demand
 	// to, as "<resource>.<version>.<group>/<name>" in the Ingress's namespace. The hook

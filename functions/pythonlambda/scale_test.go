@@ -10,7 +10,7 @@ import (
 
 	"github.com/metalambda/metalambda/functions/internal/golden"
 	"github.com/metalambda/metalambda/internal/hookapi"
-	localingress "github.com/metalambda/metalambda/internal/ingress"
+	localingress "github.com/metalambda/metalambda/internal/local/ingress"
 )
 
 func withScaleToZero(idleSeconds int) parentOpt {

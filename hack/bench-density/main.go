@@ -30,25 +30,25 @@ import (
 
 	"github.com/metalambda/metalambda/hack/internal/benchkit"
 	"github.com/metalambda/metalambda/internal/gateway"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/runtime"
-	"github.com/metalambda/metalambda/internal/sandbox"
 )
 
 // hooks are the trivial sync hooks, by runtime.
 var hooks = map[string]string{
-	runtime.JavaScript: `function sync(request) {
+	lambda.JavaScript: `function sync(request) {
   return {children: [{apiVersion: "v1", kind: "ConfigMap", metadata: {name: request.parent.metadata.name}, data: {hello: "world"}}]};
 }`,
-	runtime.Python: `def sync(request):
+	lambda.Python: `def sync(request):
     return {"children": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": request["parent"]["metadata"]["name"]}, "data": {"hello": "world"}}]}
 `,
-	runtime.Jsonnet: `function(request) {
+	lambda.Jsonnet: `function(request) {
   children: [{apiVersion: "v1", kind: "ConfigMap", metadata: {name: request.parent.metadata.name}, data: {hello: "world"}}],
 }`,
 }
 
-var runtimes = []string{runtime.JavaScript, runtime.Python, runtime.Jsonnet}
+var runtimes = []string{lambda.JavaScript, lambda.Python, lambda.Jsonnet}
 
 var request = []byte(`{"controller":{},"parent":{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"bench","namespace":"density"},"spec":{}},"children":{"ConfigMap.v1":{}},"related":{},"finalizing":false}`)
 
@@ -89,7 +89,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 		return err
 	}
 	defer cluster.Stop()
-	opts := runtime.Options{WorkerIdleTimeout: idleTimeout, MemoryBudget: runtime.NewMemoryBudget(budget)}
+	opts := lambda.Options{WorkerIdleTimeout: idleTimeout, MemoryBudget: lambda.NewMemoryBudget(budget)}
 	launcher := "the benchmark's own executable"
 	if _, err := os.Stat(worker); err == nil {
 		sb, err := sandbox.New(sandbox.Options{Launcher: worker})
@@ -239,7 +239,7 @@ func pss() int64 {
 	total := smapsField(self, "Pss:")
 	mark := "gateway=" + strconv.Itoa(self)
 	for _, child := range children(self) {
-		tree := append([]int{child}, runtime.Descendants(child)...)
+		tree := append([]int{child}, lambda.Descendants(child)...)
 		if !slices.ContainsFunc(tree, func(pid int) bool {
 			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
 			return strings.Contains(string(cmdline), mark)

@@ -47,7 +47,7 @@ import (
 
 	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/localcluster"
+	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
 var gvr = schema.GroupVersionResource{Group: "bench.metalambda.dev", Version: "v1", Resource: "benchparents"}
@@ -173,7 +173,7 @@ func benchHook(calls *atomic.Int64) http.Handler {
 func measure(cfg config, sc scenario) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
-	cluster, err := localcluster.Start(ctx, localcluster.Options{EtcdNoFsync: true, Components: []localcluster.Component{localcluster.ControllerManager}})
+	cluster, err := cluster.Start(ctx, cluster.Options{EtcdNoFsync: true, Components: []cluster.Component{cluster.ControllerManager}})
 	if err != nil {
 		return result{}, err
 	}
@@ -274,7 +274,7 @@ func (b *bench) limit(ctx context.Context, n int) (time.Duration, error) {
 }
 
 // engine runs the engine against n parents: convergence, one full resync, memory.
-func (b *bench) engine(ctx context.Context, cluster *localcluster.Cluster, sc scenario) (result, error) {
+func (b *bench) engine(ctx context.Context, cluster *cluster.Cluster, sc scenario) (result, error) {
 	r := result{scenario: sc}
 	var calls atomic.Int64
 	hook := httptest.NewServer(benchHook(&calls))
@@ -618,7 +618,7 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-func installCRDs(ctx context.Context, cluster *localcluster.Cluster) error {
+func installCRDs(ctx context.Context, cluster *cluster.Cluster) error {
 	all, err := crds.All()
 	if err != nil {
 		return err

@@ -39,8 +39,8 @@ import (
 
 	"github.com/metalambda/metalambda/hack/internal/benchkit"
 	"github.com/metalambda/metalambda/internal/gateway"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/runtime"
 )
 
 var functions = []struct{ name, runtime, source string }{
@@ -171,7 +171,7 @@ func run(duration time.Duration, clients int, loader string) error {
 		return err
 	}
 	defer cluster.Stop()
-	base, _, stop, err := benchkit.StartGateway(cluster, gateway.Options{Runtime: runtime.Options{PythonPoolSize: pythonWorkers, Builtins: runtime.Builtins{"echo": echo}}})
+	base, _, stop, err := benchkit.StartGateway(cluster, gateway.Options{Runtime: lambda.Options{PythonPoolSize: pythonWorkers, Builtins: lambda.Builtins{"echo": echo}}})
 	if err != nil {
 		return err
 	}
@@ -207,7 +207,7 @@ func run(duration time.Duration, clients int, loader string) error {
 	// gateway) and its workers, or the seed server.
 	self := os.Getpid()
 	gatewayProcs := func() []int {
-		return append(append([]int{self}, runtime.PythonWorkerPIDs(self, "")...), runtime.ScriptWorkerPIDs(self, "")...)
+		return append(append([]int{self}, lambda.PythonWorkerPIDs(self, "")...), lambda.ScriptWorkerPIDs(self, "")...)
 	}
 	type target struct {
 		key, name, url string

@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/metalambda/metalambda/internal/ingress"
+	"github.com/metalambda/metalambda/internal/local/ingress"
 	"github.com/metalambda/metalambda/internal/manifest"
 )
 

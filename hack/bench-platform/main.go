@@ -26,10 +26,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/metalambda/metalambda/internal/localcluster"
+	"github.com/metalambda/metalambda/internal/local/cluster"
+	"github.com/metalambda/metalambda/internal/local/node"
+	"github.com/metalambda/metalambda/internal/local/platform"
 	"github.com/metalambda/metalambda/internal/manifest"
-	"github.com/metalambda/metalambda/internal/node"
-	"github.com/metalambda/metalambda/internal/platform"
 )
 
 const want = "Hello Martin! Your name in reverse is nitraM"
@@ -52,7 +52,7 @@ func run(runs, coldRuns int) error {
 	defer os.RemoveAll(dir)
 	ingress, gateway := freeAddr(), freeAddr()
 	opts := platform.Options{
-		DataDir: filepath.Join(dir, "data"), BinDir: os.Getenv(localcluster.BinDirEnv),
+		DataDir: filepath.Join(dir, "data"), BinDir: os.Getenv(cluster.BinDirEnv),
 		IngressAddress: ingress, GatewayAddress: gateway,
 		Node: func(kube kubernetes.Interface, d string) (platform.NodeRunner, error) {
 			return node.New(kube, node.Options{Bridge: "mlbench0", PodCIDR: "10.244.216.0/24", StateDir: filepath.Join(d, "node")})

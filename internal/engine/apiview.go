@@ -13,9 +13,9 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/metalambda/metalambda/internal/apply"
+	"github.com/metalambda/metalambda/internal/engine/apply"
+	"github.com/metalambda/metalambda/internal/engine/hook"
 	"github.com/metalambda/metalambda/internal/engineapi"
-	"github.com/metalambda/metalambda/internal/hook"
 	"github.com/metalambda/metalambda/internal/redact"
 )
 

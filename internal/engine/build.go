@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/selection"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
-	"github.com/metalambda/metalambda/internal/dynamic/discovery"
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/engine/discovery"
+	"github.com/metalambda/metalambda/internal/engine/hook"
 )
 
 // Finalizer name prefixes, as upstream Metacontroller names them, so parents carry the

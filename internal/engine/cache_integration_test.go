@@ -82,9 +82,12 @@ func TestChildCacheHoldsOnlyLabelledObjects(t *testing.T) {
 		if n := eng.mgr.env.informers.Active(); n != 5 {
 			t.Errorf("%d informers run, want 5", n)
 		}
-		if cm, cached := ct.sub.Get(ns, "p-0"); !cached {
-			t.Error("a child is not in the child cache")
-		} else if cm.GetManagedFields() != nil {
+		// The API server answered the create before the watch delivered it.
+		kubetest.Eventually(t, 10*time.Second, "the child p-0 reaches the child cache", func(context.Context) (bool, error) {
+			_, cached := ct.sub.Get(ns, "p-0")
+			return cached, nil
+		})
+		if cm, _ := ct.sub.Get(ns, "p-0"); cm.GetManagedFields() != nil {
 			t.Error("the child cache keeps managedFields")
 		}
 	})

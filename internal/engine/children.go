@@ -19,7 +19,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
-	"github.com/metalambda/metalambda/internal/apply"
+	"github.com/metalambda/metalambda/internal/engine/apply"
 )
 
 // childWritesInFlight bounds the writes one sync sends at once.

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/metalambda/metalambda/internal/dynamic/informer"
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/engine/hook"
+	"github.com/metalambda/metalambda/internal/engine/informer"
 	"github.com/metalambda/metalambda/internal/hookapi"
 )
 

@@ -30,7 +30,7 @@ import (
 
 	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/localcluster"
+	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
 var env *kubetest.Env
@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 		klog.InitFlags(fs)
 		_ = fs.Set("v", v)
 	}
-	kubetest.Main(m, &env, localcluster.Options{})
+	kubetest.Main(m, &env, cluster.Options{})
 }
 
 const testGroup = "test.metalambda.dev"

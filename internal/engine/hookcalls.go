@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/engine/hook"
 )
 
 // DefaultHookCallHistory is how many hook calls the engine remembers by default.

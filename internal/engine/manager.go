@@ -30,10 +30,10 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
-	"github.com/metalambda/metalambda/internal/dynamic/discovery"
-	"github.com/metalambda/metalambda/internal/dynamic/informer"
-	"github.com/metalambda/metalambda/internal/dynamic/slim"
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/engine/discovery"
+	"github.com/metalambda/metalambda/internal/engine/hook"
+	"github.com/metalambda/metalambda/internal/engine/informer"
+	"github.com/metalambda/metalambda/internal/engine/slim"
 	"github.com/metalambda/metalambda/internal/workloop"
 )
 

@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
-	"github.com/metalambda/metalambda/internal/apply"
+	"github.com/metalambda/metalambda/internal/engine/apply"
 	"github.com/metalambda/metalambda/internal/kubetest"
 )
 

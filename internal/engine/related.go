@@ -15,9 +15,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
-	"github.com/metalambda/metalambda/internal/dynamic/discovery"
-	"github.com/metalambda/metalambda/internal/dynamic/informer"
-	"github.com/metalambda/metalambda/internal/hook"
+	"github.com/metalambda/metalambda/internal/engine/discovery"
+	"github.com/metalambda/metalambda/internal/engine/hook"
+	"github.com/metalambda/metalambda/internal/engine/informer"
 	"github.com/metalambda/metalambda/internal/hookapi"
 )
 

@@ -23,7 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
-	"github.com/metalambda/metalambda/internal/dynamic/informer"
+	"github.com/metalambda/metalambda/internal/engine/informer"
 )
 
 // Labels on every ControllerRevision, as upstream sets them, so that revisions of

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
@@ -213,10 +214,21 @@ func updatedCondition(obj *unstructured.Unstructured) map[string]any {
 	return nil
 }
 
+// podVersions returns the version annotation of each named pod, "" for a pod that is
+// missing (deleted to be recreated, say); callers compare against full lists, so a
+// missing pod reads as "not there yet".
 func podVersions(t *testing.T, ns string, names []string) []string {
+	t.Helper()
 	out := make([]string, len(names))
 	for i, n := range names {
-		out[i] = mustGet(t, podsGVR, ns, n).GetAnnotations()["version"]
+		obj, err := get(kubetest.Context(t), podsGVR, ns, n)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			t.Fatal(err)
+		default:
+			out[i] = obj.GetAnnotations()["version"]
+		}
 	}
 	return out
 }

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
-	"github.com/metalambda/metalambda/internal/dynamic/discovery"
-	"github.com/metalambda/metalambda/internal/dynamic/informer"
+	"github.com/metalambda/metalambda/internal/engine/discovery"
+	"github.com/metalambda/metalambda/internal/engine/informer"
 )
 
 func pod(name, version string, ready bool) *unstructured.Unstructured {

@@ -15,7 +15,7 @@ import (
 	"k8s.io/utils/lru"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
-	"github.com/metalambda/metalambda/internal/dashboard"
+	"github.com/metalambda/metalambda/internal/gateway/dashboard"
 )
 
 // verbInvoke is the RBAC verb on functions.metalambda.dev that test calls and the

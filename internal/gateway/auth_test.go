@@ -13,7 +13,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 )
@@ -37,7 +37,7 @@ const (
 
 func newReviewAPI() *reviewAPI {
 	api := &reviewAPI{kube: fake.NewClientset(), acceptedTokens: map[string]bool{goodToken: true, viewerToken: true}, refused: map[string]bool{}}
-	api.kube.PrependReactor("create", "tokenreviews", func(a clienttesting.Action) (bool, apiruntime.Object, error) {
+	api.kube.PrependReactor("create", "tokenreviews", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		api.tokenReviews.Add(1)
 		tr := a.(clienttesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
 		if api.acceptedTokens[tr.Spec.Token] {
@@ -48,7 +48,7 @@ func newReviewAPI() *reviewAPI {
 		}
 		return true, tr, nil
 	})
-	api.kube.PrependReactor("create", "subjectaccessreviews", func(a clienttesting.Action) (bool, apiruntime.Object, error) {
+	api.kube.PrependReactor("create", "subjectaccessreviews", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		api.accessReviews.Add(1)
 		sar := a.(clienttesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
 		verb := ""

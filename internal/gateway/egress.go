@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/metalambda/metalambda/internal/egress"
+	"github.com/metalambda/metalambda/internal/gateway/egress"
 )
 
 // controlPlane are the destinations the dashboard's "try it" never connects to that

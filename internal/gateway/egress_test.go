@@ -6,7 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"k8s.io/client-go/rest"
 
-	"github.com/metalambda/metalambda/internal/egress"
+	"github.com/metalambda/metalambda/internal/gateway/egress"
 )
 
 func TestURLHostPort(t *testing.T) {

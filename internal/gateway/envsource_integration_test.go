@@ -20,8 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/runtime"
 )
 
 // The functions of the env source tests answer with the variables they were given.
@@ -221,7 +221,7 @@ func TestFunctionsReadSecretsAtCallTime(t *testing.T) {
 	if m := g.do(t, "GET", "/metrics", g.token, nil); strings.Contains(m.raw, rotated) {
 		t.Error("the metrics show a Secret's value")
 	}
-	pids := append(runtime.PythonWorkerPIDs(os.Getpid(), ns+"/py"), runtime.ScriptWorkerPIDs(os.Getpid(), ns+"/js")...)
+	pids := append(lambda.PythonWorkerPIDs(os.Getpid(), ns+"/py"), lambda.ScriptWorkerPIDs(os.Getpid(), ns+"/js")...)
 	if len(pids) == 0 {
 		t.Fatal("no worker of py or js found")
 	}

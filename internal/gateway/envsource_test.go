@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -29,7 +29,7 @@ type fakeClock struct{ t time.Time }
 
 func (c *fakeClock) now() time.Time { return c.t }
 
-func newTestEnvCache(objs ...apiruntime.Object) (*envCache, *fake.Clientset, *fakeClock) {
+func newTestEnvCache(objs ...runtime.Object) (*envCache, *fake.Clientset, *fakeClock) {
 	kube := fake.NewClientset(objs...)
 	c := newEnvCache(kube, 10*time.Second, 2*time.Second, 16)
 	clock := &fakeClock{t: time.Unix(1000, 0)}
@@ -138,13 +138,13 @@ func TestResolveEnvInAPodsOrder(t *testing.T) {
 // function, the field, the object and the fix, and never a value.
 func TestResolveEnvErrorsNameTheFix(t *testing.T) {
 	c, kube, _ := newTestEnvCache(secret("db", map[string]string{"password": "s3cret"}))
-	kube.PrependReactor("get", "secrets", func(a k8stesting.Action) (bool, apiruntime.Object, error) {
+	kube.PrependReactor("get", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		if a.(k8stesting.GetAction).GetName() == "locked" {
 			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "locked", nil)
 		}
 		return false, nil, nil
 	})
-	kube.PrependReactor("create", "selfsubjectreviews", func(k8stesting.Action) (bool, apiruntime.Object, error) {
+	kube.PrependReactor("create", "selfsubjectreviews", func(k8stesting.Action) (bool, runtime.Object, error) {
 		return true, &authenticationv1.SelfSubjectReview{Status: authenticationv1.SelfSubjectReviewStatus{UserInfo: authenticationv1.UserInfo{Username: "system:serviceaccount:metalambda-system:metalambda-gateway"}}}, nil
 	})
 	for _, tt := range []struct {

@@ -10,7 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
-	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 )
 
 // apiError is the one error shape of the API: {"error": code, "message": text}, plus
@@ -35,7 +35,7 @@ func errorf(status int, code, message string) *apiError {
 // compileError is a 422 carrying the runtime's message and position.
 func compileError(err error) *apiError {
 	e := &apiError{Status: http.StatusUnprocessableEntity, Code: "compile_error", Message: err.Error()}
-	var ce *runtime.CompileError
+	var ce *lambda.CompileError
 	if errors.As(err, &ce) {
 		e.Line, e.Column = ce.Line, ce.Column
 	}

@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/metalambda/metalambda/internal/dashboard"
-	"github.com/metalambda/metalambda/internal/egress"
-	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/gateway/dashboard"
+	"github.com/metalambda/metalambda/internal/gateway/egress"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 )
 
 // Options configure a gateway; cmd/gateway sets them from flags.
@@ -74,7 +74,7 @@ type Options struct {
 	// (spec.network); without it such a Function is refused. Default false.
 	AllowFunctionNetwork bool
 	// Runtime configures the runtimes.
-	Runtime runtime.Options
+	Runtime lambda.Options
 	// IngressAddress (host:port) is where the ingress router serves; the dashboard's
 	// "try it" of PythonLambdas calls through it. Empty turns "try it" off.
 	IngressAddress string
@@ -154,7 +154,7 @@ func (o *Options) authOptions() authOptions {
 type Gateway struct {
 	opts     Options
 	dyn      dynamic.Interface
-	registry *runtime.Registry
+	registry *lambda.Registry
 	compiler networkPolicy // registry, under the network policy
 	store    *store
 	auth     *authorizer
@@ -187,7 +187,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 	if err != nil {
 		return nil, err
 	}
-	registry := runtime.NewRegistry(opts.Runtime)
+	registry := lambda.NewRegistry(opts.Runtime)
 	// Env sources are read as the gateway itself: what a namespace granted it.
 	env := newEnvCache(kube, opts.EnvSourceTTL, min(opts.EnvSourceTTL, 2*time.Second), opts.AuthCacheSize)
 	policy := networkPolicy{compiler: registry, allow: opts.AllowFunctionNetwork}
@@ -231,7 +231,7 @@ func (g *Gateway) Ready() bool { return g.running.Load() && g.store.synced() }
 func (g *Gateway) Handler(metrics http.Handler) http.Handler { return g.routes(metrics) }
 
 // RuntimeStats are the runtimes' worker counts, as the metrics export them.
-func (g *Gateway) RuntimeStats() map[string]runtime.PoolStats { return g.registry.Stats() }
+func (g *Gateway) RuntimeStats() map[string]lambda.PoolStats { return g.registry.Stats() }
 
 // HooksHandler serves /hooks alone (and /healthz), for a listener of its own when
 // Options.SeparateHooks is set.

@@ -9,7 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/metalambda/metalambda/internal/dashboard"
+	"github.com/metalambda/metalambda/internal/gateway/dashboard"
 )
 
 // TestOpenAPIDescribesEveryRoute keeps /openapi.json and the route table in step.

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
-	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 )
 
 // functionRequest is the body of POST and PUT: a Function object (metadata.name,
@@ -244,7 +244,7 @@ func (g *Gateway) checkSourceAccess(r *http.Request, namespace string, sources *
 // stored: what its sources give when the gateway can read them now, else its
 // envValueFrom names set empty (so that top-level code reading them loads), then
 // its plain env.
-func (g *Gateway) trialEnv(ctx context.Context, fn runtime.Function, sources *envSources) map[string]string {
+func (g *Gateway) trialEnv(ctx context.Context, fn lambda.Function, sources *envSources) map[string]string {
 	if sources == nil {
 		return fn.Env
 	}
@@ -336,7 +336,7 @@ func (g *Gateway) call(r *http.Request, source string) (*Invocation, error) {
 	// The runtime checks that the body is JSON as it reads it (one pass, not two).
 	start := time.Now()
 	res, callErr := b.compiled.Invoke(r.Context(), body)
-	if errors.Is(callErr, runtime.ErrInvalidRequest) {
+	if errors.Is(callErr, lambda.ErrInvalidRequest) {
 		return nil, errorf(http.StatusBadRequest, "bad_request", "the request body is not JSON: "+callErr.Error())
 	}
 	elapsed := time.Since(start)

@@ -7,8 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/redact"
-	"github.com/metalambda/metalambda/internal/runtime"
 )
 
 // Invocation is one recorded call of a function.
@@ -72,7 +72,7 @@ func (h *history) add(inv Invocation) {
 	inv.Request, inv.Response = redactJSON(truncateJSON(inv.Request)), redactJSON(truncateJSON(inv.Response))
 	// The runtimes bound these already; a record outlives the call, so bound them
 	// here too.
-	inv.Logs, inv.Error = runtime.BoundLogs(inv.Logs), runtime.BoundError(inv.Error)
+	inv.Logs, inv.Error = lambda.BoundLogs(inv.Logs), lambda.BoundError(inv.Error)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.disabled {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 )
 
 // TestHistoryRedactsSecrets: Secret data and authorization values never reach the
@@ -112,7 +112,7 @@ func TestHistoryBoundsLogsAndErrors(t *testing.T) {
 	h := newHistory(2)
 	h.add(Invocation{Logs: strings.Repeat("L", 1<<20), Error: strings.Repeat("e", 1<<20)})
 	got := h.list()[0]
-	if len(got.Logs) > runtime.MaxLogBytes+64 || len(got.Error) > runtime.MaxErrorBytes+64 {
-		t.Errorf("kept %d bytes of logs and %d of error, want at most %d and %d", len(got.Logs), len(got.Error), runtime.MaxLogBytes, runtime.MaxErrorBytes)
+	if len(got.Logs) > lambda.MaxLogBytes+64 || len(got.Error) > lambda.MaxErrorBytes+64 {
+		t.Errorf("kept %d bytes of logs and %d of error, want at most %d and %d", len(got.Logs), len(got.Error), lambda.MaxLogBytes, lambda.MaxErrorBytes)
 	}
 }

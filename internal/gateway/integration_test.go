@@ -23,12 +23,12 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/localcluster"
+	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
 var env *kubetest.Env
 
-func TestMain(m *testing.M) { kubetest.Main(m, &env, localcluster.Options{}) }
+func TestMain(m *testing.M) { kubetest.Main(m, &env, cluster.Options{}) }
 
 var installOnce sync.Once
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 )
 
 // metrics use the names FaaS users already graph (OpenFaaS gateway).
@@ -15,7 +15,7 @@ type metrics struct {
 	seconds     *prometheus.HistogramVec
 }
 
-func newMetrics(reg prometheus.Registerer, stats func() map[string]runtime.PoolStats, budget *runtime.MemoryBudget) *metrics {
+func newMetrics(reg prometheus.Registerer, stats func() map[string]lambda.PoolStats, budget *lambda.MemoryBudget) *metrics {
 	m := &metrics{
 		invocations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gateway_function_invocation_total", Help: "Function calls by function and HTTP status code.",
@@ -62,12 +62,12 @@ func (f *functionMetrics) remove() {
 }
 
 type poolCollector struct {
-	stats                                          func() map[string]runtime.PoolStats
-	budget                                         *runtime.MemoryBudget
+	stats                                          func() map[string]lambda.PoolStats
+	budget                                         *lambda.MemoryBudget
 	workers, starts, stops, budgetBytes, usedBytes *prometheus.Desc
 }
 
-func newPoolCollector(stats func() map[string]runtime.PoolStats, budget *runtime.MemoryBudget) *poolCollector {
+func newPoolCollector(stats func() map[string]lambda.PoolStats, budget *lambda.MemoryBudget) *poolCollector {
 	return &poolCollector{
 		stats: stats, budget: budget,
 		workers: prometheus.NewDesc("gateway_runtime_pool_workers", "Pooled VMs or worker processes per runtime, idle or busy.", []string{"runtime", "state"}, nil),

@@ -8,14 +8,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 )
 
 // TestDeletedFunctionsLeaveNoSeries: a removed function's counters and histogram go,
 // another function's stay.
 func TestDeletedFunctionsLeaveNoSeries(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m := newMetrics(reg, func() map[string]runtime.PoolStats { return nil }, nil)
+	m := newMetrics(reg, func() map[string]lambda.PoolStats { return nil }, nil)
 	gone, kept := m.forFunction("ns", "gone"), m.forFunction("ns", "kept")
 	for _, f := range []*functionMetrics{gone, kept} {
 		f.observe(200, time.Millisecond)
@@ -57,9 +57,9 @@ func series(t *testing.T, reg *prometheus.Registry, fn string) int {
 // exported under the names docs/gateway.md gives.
 func TestWorkerMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	budget := runtime.NewMemoryBudget(3 << 30)
-	newMetrics(reg, func() map[string]runtime.PoolStats {
-		return map[string]runtime.PoolStats{"python": {Idle: 2, Busy: 1, Starts: 7, Evictions: 3, Reaps: 2}}
+	budget := lambda.NewMemoryBudget(3 << 30)
+	newMetrics(reg, func() map[string]lambda.PoolStats {
+		return map[string]lambda.PoolStats{"python": {Idle: 2, Busy: 1, Starts: 7, Evictions: 3, Reaps: 2}}
 	}, budget)
 	want := `
 # HELP gateway_runtime_worker_memory_budget_bytes The memory budget of all worker processes (--worker-memory-budget); absent without one.

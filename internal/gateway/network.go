@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 )
 
 // ErrNetworkNotAllowed is the error of a Function that asks for the host's network
@@ -19,7 +19,7 @@ type networkPolicy struct {
 }
 
 // check refuses fn when it asks for network that the gateway does not allow.
-func (p networkPolicy) check(fn runtime.Function) error {
+func (p networkPolicy) check(fn lambda.Function) error {
 	if fn.Network && !p.allow {
 		return fmt.Errorf("function %s: %w", fn.Name, ErrNetworkNotAllowed)
 	}
@@ -27,7 +27,7 @@ func (p networkPolicy) check(fn runtime.Function) error {
 }
 
 // Compile compiles fn once check allows it.
-func (p networkPolicy) Compile(fn runtime.Function) (runtime.Compiled, error) {
+func (p networkPolicy) Compile(fn lambda.Function) (lambda.Compiled, error) {
 	if err := p.check(fn); err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 )
 
@@ -30,7 +30,7 @@ func functionObject(ns, name string, created time.Time) *unstructured.Unstructur
 // name, and other namespaces, still pass); and of a namespace's Functions the oldest
 // are served, ties broken by name, the rest refused.
 func TestFunctionsPerNamespace(t *testing.T) {
-	s := newStore(dynamicfake.NewSimpleDynamicClient(apiruntime.NewScheme()), nil, nil, "http://gw", 1, newMetrics(nil, nil, nil))
+	s := newStore(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), nil, nil, "http://gw", 1, newMetrics(nil, nil, nil))
 	s.maxPerNamespace = 2
 	t0 := time.Unix(1000, 0)
 	objs := map[string]*unstructured.Unstructured{

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/metalambda/metalambda/internal/dashboard"
+	"github.com/metalambda/metalambda/internal/gateway/dashboard"
 )
 
 // rateWindow is how far back call rates look: long enough to show a function called

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/metalambda/metalambda/internal/dashboard"
+	"github.com/metalambda/metalambda/internal/gateway/dashboard"
 )
 
 // TestCallRatesCountTheLastWindow: calls and failures of the last five minutes count,

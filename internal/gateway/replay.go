@@ -16,7 +16,7 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
-	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 )
 
 // A replay runs a candidate version of a function, not yet saved, against the
@@ -183,7 +183,7 @@ func readReplay(r *http.Request, maxLimit int) (*replayRequest, error) {
 // timeout and env where it gives them, else the current function's (its handler only
 // when the runtime stays). The network and the env sources (envFrom, envValueFrom)
 // are always the current function's.
-func (req *replayRequest) candidate(current runtime.Function) fnv1.FunctionSpec {
+func (req *replayRequest) candidate(current lambda.Function) fnv1.FunctionSpec {
 	spec := fnv1.FunctionSpec{Runtime: req.Runtime, Source: req.Source, Handler: req.Handler,
 		TimeoutSeconds: req.TimeoutSeconds, Env: req.Env, Network: current.Network}
 	if spec.Runtime == "" {
@@ -202,7 +202,7 @@ func (req *replayRequest) candidate(current runtime.Function) fnv1.FunctionSpec 
 }
 
 // replayCalls runs c with each recorded request in turn, until ctx ends.
-func replayCalls(ctx context.Context, c runtime.Compiled, recorded []Invocation) []ReplayedCall {
+func replayCalls(ctx context.Context, c lambda.Compiled, recorded []Invocation) []ReplayedCall {
 	items := make([]ReplayedCall, 0, len(recorded))
 	for _, rec := range recorded {
 		items = append(items, replayCall(ctx, c, rec))
@@ -210,7 +210,7 @@ func replayCalls(ctx context.Context, c runtime.Compiled, recorded []Invocation)
 	return items
 }
 
-func replayCall(ctx context.Context, c runtime.Compiled, rec Invocation) ReplayedCall {
+func replayCall(ctx context.Context, c lambda.Compiled, rec Invocation) ReplayedCall {
 	item := ReplayedCall{Time: rec.Time, Source: rec.Source, Request: rec.Request, Old: CallOutcome{
 		Status: rec.Status, Response: rec.Response, Error: rec.Error, Logs: rec.Logs, DurationMS: rec.DurationMS}}
 	switch {
@@ -234,7 +234,7 @@ func replayCall(ctx context.Context, c runtime.Compiled, rec Invocation) Replaye
 
 // invokeOnce runs one call and keeps its answer as the history would keep it
 // (redacted, and only its size when big), so that it compares with a recorded one.
-func invokeOnce(ctx context.Context, c runtime.Compiled, request json.RawMessage) *CallOutcome {
+func invokeOnce(ctx context.Context, c lambda.Compiled, request json.RawMessage) *CallOutcome {
 	start := time.Now()
 	res, err := c.Invoke(ctx, request)
 	out := &CallOutcome{Status: http.StatusOK, Response: redactJSON(truncateJSON(res.Response)), Logs: res.Logs,
@@ -242,7 +242,7 @@ func invokeOnce(ctx context.Context, c runtime.Compiled, request json.RawMessage
 	if err != nil {
 		out.Status, out.Response, out.Error = http.StatusInternalServerError, nil, err.Error()
 	}
-	if errors.Is(err, runtime.ErrInvalidRequest) {
+	if errors.Is(err, lambda.ErrInvalidRequest) {
 		out.Status = http.StatusBadRequest
 	}
 	return out

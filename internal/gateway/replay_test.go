@@ -13,11 +13,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
-	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 )
 
 func TestReplayCandidateDefaultsToTheFunction(t *testing.T) {
-	current := runtime.Function{Name: "ns/f", Runtime: "python", Source: "old", Handler: "handle",
+	current := lambda.Function{Name: "ns/f", Runtime: "python", Source: "old", Handler: "handle",
 		Timeout: 7 * time.Second, Env: map[string]string{"A": "1"}, Network: true}
 	for _, tt := range []struct {
 		name string
@@ -97,11 +97,11 @@ func TestCompareOutcomes(t *testing.T) {
 
 // fakeCompiled answers each request with respond; it counts its calls.
 type fakeCompiled struct {
-	respond func(json.RawMessage) (runtime.Result, error)
+	respond func(json.RawMessage) (lambda.Result, error)
 	calls   int
 }
 
-func (f *fakeCompiled) Invoke(_ context.Context, req json.RawMessage) (runtime.Result, error) {
+func (f *fakeCompiled) Invoke(_ context.Context, req json.RawMessage) (lambda.Result, error) {
 	f.calls++
 	return f.respond(req)
 }
@@ -120,16 +120,16 @@ func TestReplayCallsComparesAsTheHistoryKeeps(t *testing.T) {
 	h.add(Invocation{Time: time.Unix(2, 0), Source: "hook", Status: 200, Request: json.RawMessage(`{"n":"secret"}`), Response: json.RawMessage(secretOut)})
 	h.add(Invocation{Time: time.Unix(3, 0), Source: "invoke", Status: 200, Request: json.RawMessage(`{"n":"a","authorization":"Bearer t"}`), Response: json.RawMessage(`{"n":"a"}`)})
 	h.add(Invocation{Time: time.Unix(4, 0), Source: "hook", Status: 200, Request: json.RawMessage(`{"n":"fail"}`), Response: json.RawMessage(`{"n":"fail"}`)})
-	fake := &fakeCompiled{respond: func(req json.RawMessage) (runtime.Result, error) {
+	fake := &fakeCompiled{respond: func(req json.RawMessage) (lambda.Result, error) {
 		var in struct{ N string }
 		_ = json.Unmarshal(req, &in)
 		switch in.N {
 		case "secret":
-			return runtime.Result{Response: json.RawMessage(secretOut)}, nil
+			return lambda.Result{Response: json.RawMessage(secretOut)}, nil
 		case "fail":
-			return runtime.Result{Logs: "about to fail\n"}, &runtime.InvokeError{Function: "ns/f", Reason: "exception", Message: "boom"}
+			return lambda.Result{Logs: "about to fail\n"}, &lambda.InvokeError{Function: "ns/f", Reason: "exception", Message: "boom"}
 		}
-		return runtime.Result{Response: req}, nil
+		return lambda.Result{Response: req}, nil
 	}}
 	items := replayCalls(context.Background(), fake, h.list())
 	if len(items) != 4 || fake.calls != 3 {

@@ -7,7 +7,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
 
-	"github.com/metalambda/metalambda/internal/dashboard"
+	"github.com/metalambda/metalambda/internal/gateway/dashboard"
 )
 
 // routes is the gateway's whole route table; openapi.go describes the same routes.

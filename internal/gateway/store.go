@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -23,7 +23,7 @@ import (
 	"k8s.io/klog/v2"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
-	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/workloop"
 )
 
@@ -34,9 +34,9 @@ var FunctionsGVR = schema.GroupVersionResource{Group: fnv1.Group, Version: fnv1.
 type entry struct {
 	key        string // namespace/name
 	generation int64
-	hash       string           // of the spec: the code, its plain env and its env sources
-	fn         runtime.Function // what it runs, with its plain env; a replay's candidate starts from it
-	sources    *envSources      // nil: its env is plain
+	hash       string          // of the spec: the code, its plain env and its env sources
+	fn         lambda.Function // what it runs, with its plain env; a replay's candidate starts from it
+	sources    *envSources     // nil: its env is plain
 	history    *history
 	metrics    *functionMetrics
 
@@ -49,9 +49,9 @@ type entry struct {
 // with the new environment, and the old build is retired once its calls had time
 // to end.
 type build struct {
-	envHash  string           // of the environment it runs with; "" when err is not a compile error
-	compiled runtime.Compiled // nil when err is set
-	err      error            // the compile error, or why the env sources cannot be read
+	envHash  string          // of the environment it runs with; "" when err is not a compile error
+	compiled lambda.Compiled // nil when err is set
+	err      error           // the compile error, or why the env sources cannot be read
 }
 
 // current is what the entry serves now.
@@ -72,12 +72,12 @@ type store struct {
 
 	mu      sync.RWMutex
 	entries map[string]*entry
-	retired []runtime.Compiled // replaced or deleted, closed after a grace period or at the end
+	retired []lambda.Compiled // replaced or deleted, closed after a grace period or at the end
 }
 
-// compiler turns a Function into something callable; *runtime.Registry is one.
+// compiler turns a Function into something callable; *lambda.Registry is one.
 type compiler interface {
-	Compile(fn runtime.Function) (runtime.Compiled, error)
+	Compile(fn lambda.Function) (lambda.Compiled, error)
 }
 
 func newStore(dyn dynamic.Interface, c compiler, env *envCache, publicURL string, history int, m *metrics) *store {
@@ -182,7 +182,7 @@ var errInvalidSpec = errors.New("invalid spec")
 
 // load builds fn unless the loaded entry already runs exactly this spec. record
 // turns its invocation history on or off, before a new entry is served.
-func (s *store) load(ctx context.Context, key string, generation int64, fn runtime.Function, sources *envSources, record bool) *entry {
+func (s *store) load(ctx context.Context, key string, generation int64, fn lambda.Function, sources *envSources, record bool) *entry {
 	hash := specHash(fn, sources)
 	s.mu.RLock()
 	old := s.entries[key]
@@ -277,7 +277,7 @@ func (s *store) replace(e *entry, makeBuild func(cur *build) *build) *build {
 
 // retire closes a replaced function once calls already running on it had time to end,
 // or when the store stops, whichever comes first.
-func (s *store) retire(c runtime.Compiled, timeout time.Duration) {
+func (s *store) retire(c lambda.Compiled, timeout time.Duration) {
 	s.mu.Lock()
 	s.retired = append(s.retired, c)
 	s.mu.Unlock()
@@ -335,7 +335,7 @@ func (s *store) writeStatus(ctx context.Context, u *unstructured.Unstructured, h
 	if loadErr != nil {
 		ready = metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "CompileError", Message: loadErr.Error(), ObservedGeneration: u.GetGeneration()}
 		switch {
-		case errors.Is(loadErr, runtime.ErrUnknownRuntime), errors.Is(loadErr, errInvalidSpec):
+		case errors.Is(loadErr, lambda.ErrUnknownRuntime), errors.Is(loadErr, errInvalidSpec):
 			ready.Reason = "InvalidSpec"
 		case errors.Is(loadErr, ErrEnvSourceUnavailable):
 			ready.Reason = "EnvSourceUnavailable"
@@ -350,7 +350,7 @@ func (s *store) writeStatus(ctx context.Context, u *unstructured.Unstructured, h
 	if sameJSON(status, want) {
 		return nil
 	}
-	newStatus, err := apiruntime.DefaultUnstructuredConverter.ToUnstructured(&want)
+	newStatus, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&want)
 	if err != nil {
 		return err
 	}
@@ -368,12 +368,12 @@ func historyEnabled(u *unstructured.Unstructured) bool {
 	return !found || err != nil || enabled
 }
 
-func toRuntime(namespace, name string, spec *fnv1.FunctionSpec) runtime.Function {
+func toRuntime(namespace, name string, spec *fnv1.FunctionSpec) lambda.Function {
 	timeout := 10 * time.Second
 	if spec.TimeoutSeconds > 0 {
 		timeout = time.Duration(spec.TimeoutSeconds) * time.Second
 	}
-	return runtime.Function{
+	return lambda.Function{
 		Name: namespace + "/" + name, Runtime: spec.Runtime, Source: spec.Source,
 		Handler: spec.Handler, Timeout: timeout, Env: spec.Env, Network: spec.Network,
 	}
@@ -381,7 +381,7 @@ func toRuntime(namespace, name string, spec *fnv1.FunctionSpec) runtime.Function
 
 // specHash identifies what a function runs: its code, plain env and env sources
 // (the references, not the values they give).
-func specHash(fn runtime.Function, sources *envSources) string {
+func specHash(fn lambda.Function, sources *envSources) string {
 	data, _ := json.Marshal([]any{fn.Runtime, fn.Source, fn.Handler, fn.Timeout.String(), fn.Env, fn.Network, sources})
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])

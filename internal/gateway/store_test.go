@@ -10,11 +10,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	apiruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
-	"github.com/metalambda/metalambda/internal/runtime"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 )
 
 // countingCompiler records the environments it compiles with and which builds were
@@ -25,7 +25,7 @@ type countingCompiler struct {
 	closed int
 }
 
-func (c *countingCompiler) Compile(fn runtime.Function) (runtime.Compiled, error) {
+func (c *countingCompiler) Compile(fn lambda.Function) (lambda.Compiled, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.envs = append(c.envs, fn.Env)
@@ -37,8 +37,8 @@ type countedBuild struct {
 	once sync.Once
 }
 
-func (f *countedBuild) Invoke(context.Context, json.RawMessage) (runtime.Result, error) {
-	return runtime.Result{Response: json.RawMessage(`{}`)}, nil
+func (f *countedBuild) Invoke(context.Context, json.RawMessage) (lambda.Result, error) {
+	return lambda.Result{Response: json.RawMessage(`{}`)}, nil
 }
 
 func (f *countedBuild) Close() {
@@ -64,10 +64,10 @@ func TestServingBuildsOncePerEnvironment(t *testing.T) {
 	ctx := context.Background()
 	cache, kube, clock := newTestEnvCache(secret("db", map[string]string{"password": "one", "user": "admin"}))
 	compiler := &countingCompiler{}
-	s := newStore(dynamicfake.NewSimpleDynamicClient(apiruntime.NewScheme()), compiler, cache, "http://gw", 10, newMetrics(prometheus.NewRegistry(), func() map[string]runtime.PoolStats { return nil }, nil))
+	s := newStore(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), compiler, cache, "http://gw", 10, newMetrics(prometheus.NewRegistry(), func() map[string]lambda.PoolStats { return nil }, nil))
 	defer s.queue.ShutDown()
 	sources := &envSources{EnvFrom: []fnv1.EnvFromSource{{SecretRef: &fnv1.EnvSourceRef{Name: "db"}}}}
-	fn := runtime.Function{Name: "ns/f", Runtime: "python", Source: "x", Timeout: time.Millisecond, Env: map[string]string{"user": "plain"}}
+	fn := lambda.Function{Name: "ns/f", Runtime: "python", Source: "x", Timeout: time.Millisecond, Env: map[string]string{"user": "plain"}}
 	e := s.load(ctx, "ns/f", 1, fn, sources, true)
 
 	first := s.serving(ctx, e)

@@ -18,12 +18,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/metalambda/metalambda/internal/localcluster"
+	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
 // Env is a running control plane with clients for it.
 type Env struct {
-	Cluster    *localcluster.Cluster
+	Cluster    *cluster.Cluster
 	Config     *rest.Config
 	Kube       kubernetes.Interface
 	Dynamic    dynamic.Interface
@@ -32,16 +32,16 @@ type Env struct {
 
 // Main starts a control plane, stores it in *env, runs the package's tests, prints the
 // components' logs if anything failed, stops the control plane and exits.
-func Main(m *testing.M, env **Env, opts localcluster.Options) {
+func Main(m *testing.M, env **Env, opts cluster.Options) {
 	os.Exit(run(m, env, opts))
 }
 
-func run(m *testing.M, env **Env, opts localcluster.Options) int {
+func run(m *testing.M, env **Env, opts cluster.Options) int {
 	opts.EtcdNoFsync = true
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	start := time.Now()
-	cluster, err := localcluster.Start(ctx, opts)
+	cluster, err := cluster.Start(ctx, opts)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kubetest: cannot start the control plane: %v\n", err)
 		return 1
@@ -65,7 +65,7 @@ func run(m *testing.M, env **Env, opts localcluster.Options) int {
 	return code
 }
 
-func newEnv(cluster *localcluster.Cluster) (*Env, error) {
+func newEnv(cluster *cluster.Cluster) (*Env, error) {
 	e := &Env{Cluster: cluster, Config: cluster.Config}
 	var err error
 	if e.Kube, err = kubernetes.NewForConfig(e.Config); err != nil {

@@ -19,13 +19,13 @@ import (
 
 	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/gateway"
-	"github.com/metalambda/metalambda/internal/localcluster"
+	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
 // StartControlPlane starts etcd and an API server alone, with the project's CRDs
 // installed.
-func StartControlPlane(ctx context.Context) (*localcluster.Cluster, error) {
-	cluster, err := localcluster.Start(ctx, localcluster.Options{EtcdNoFsync: true, Components: []localcluster.Component{}})
+func StartControlPlane(ctx context.Context) (*cluster.Cluster, error) {
+	cluster, err := cluster.Start(ctx, cluster.Options{EtcdNoFsync: true, Components: []cluster.Component{}})
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func StartControlPlane(ctx context.Context) (*localcluster.Cluster, error) {
 
 // StartGateway serves a gateway of opts on cluster at a loopback address (its
 // PublicURL is set to it) until stop is called.
-func StartGateway(cluster *localcluster.Cluster, opts gateway.Options) (base string, gw *gateway.Gateway, stop func(), err error) {
+func StartGateway(cluster *cluster.Cluster, opts gateway.Options) (base string, gw *gateway.Gateway, stop func(), err error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", nil, nil, err

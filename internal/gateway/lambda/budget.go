@@ -1,0 +1,142 @@
+package lambda
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// MemoryBudget bounds the memory of every worker of the runtimes that share it
+// (a gateway's): before a worker starts, and at every sweep, the least recently
+// used idle workers are stopped until the workers' memory is back within the
+// budget. Busy workers are never stopped for it; a call that needs a worker gets
+// one. A worker's memory is its cgroup's (pages, page cache, tmpfs, shared
+// memory), or the resident memory of its processes where it has no cgroup.
+type MemoryBudget struct {
+	limit int64
+	used  atomic.Int64 // at the last look
+
+	mu   sync.Mutex
+	sets map[*poolSet]struct{}
+
+	enforcing sync.Mutex // one look at a time
+}
+
+// NewMemoryBudget returns a budget of limit bytes; nil (no budget) when limit
+// is not positive.
+func NewMemoryBudget(limit int64) *MemoryBudget {
+	if limit <= 0 {
+		return nil
+	}
+	return &MemoryBudget{limit: limit, sets: map[*poolSet]struct{}{}}
+}
+
+// Limit is the budget in bytes.
+func (b *MemoryBudget) Limit() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.limit
+}
+
+// Used is the workers' memory at the budget's last look.
+func (b *MemoryBudget) Used() int64 {
+	if b == nil {
+		return 0
+	}
+	return b.used.Load()
+}
+
+func (b *MemoryBudget) add(s *poolSet) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.sets[s] = struct{}{}
+}
+
+// idleItem is an idle item a budget may stop.
+type idleItem struct {
+	since time.Time
+	bytes int64
+	evict func() bool // stops the item if it is still idle since since
+	set   *poolSet
+}
+
+// enforce stops least recently used idle items until the items' memory is
+// within the budget.
+func (b *MemoryBudget) enforce() {
+	if b == nil {
+		return
+	}
+	b.enforcing.Lock()
+	defer b.enforcing.Unlock()
+	b.mu.Lock()
+	sets := make([]*poolSet, 0, len(b.sets))
+	for s := range b.sets {
+		sets = append(sets, s)
+	}
+	b.mu.Unlock()
+	var total int64
+	var idle []idleItem
+	for _, s := range sets {
+		t, items := s.memory()
+		total += t
+		idle = append(idle, items...)
+	}
+	if total > b.limit {
+		slices.SortFunc(idle, func(a, b idleItem) int { return a.since.Compare(b.since) })
+		for _, it := range idle {
+			if total <= b.limit {
+				break
+			}
+			if it.evict() {
+				total -= it.bytes
+				it.set.evictions.Add(1)
+			}
+		}
+	}
+	b.used.Store(total)
+}
+
+// processTreeMemory is the resident memory of pid and its descendants, for a
+// worker without a cgroup to ask.
+func processTreeMemory(pid int) int64 {
+	var total int64
+	for _, p := range append([]int{pid}, Descendants(pid)...) {
+		raw, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/statm")
+		if err != nil {
+			continue
+		}
+		if f := strings.Fields(string(raw)); len(f) > 1 {
+			pages, _ := strconv.ParseInt(f[1], 10, 64)
+			total += pages * int64(os.Getpagesize())
+		}
+	}
+	return total
+}
+
+// Descendants lists the processes below pid, through each thread's children.
+func Descendants(pid int) []int {
+	var out []int
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	for _, t := range tasks {
+		raw, err := os.ReadFile(t)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(raw)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+				out = append(out, Descendants(c)...)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,128 @@
+package lambda
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The budget stops idle items, least recently used first, across the pools of
+// every set that shares it, until the items' memory is back within it; busy
+// items are never stopped.
+func TestMemoryBudgetStopsTheLeastRecentlyUsedIdleItems(t *testing.T) {
+	budget := NewMemoryBudget(250)
+	var mu sync.Mutex
+	var destroyed []int
+	next := 0
+	newIntPool := func(set *poolSet) *pool[int] {
+		p := newPool(4, set, func() (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			next++
+			return next, nil
+		}, func(i int) {
+			mu.Lock()
+			defer mu.Unlock()
+			destroyed = append(destroyed, i)
+		}, nil)
+		p.memory = func(int) int64 { return 100 }
+		return p
+	}
+	sets := []*poolSet{newPoolSet(budget), newPoolSet(budget)}
+	a, b, c := newIntPool(sets[0]), newIntPool(sets[1]), newIntPool(sets[0])
+	defer a.close()
+	defer b.close()
+	defer c.close()
+	ctx := context.Background()
+	use := func(p *pool[int]) int {
+		t.Helper()
+		item, err := p.get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.put(item, true)
+		time.Sleep(time.Millisecond) // distinct idle times
+		return item
+	}
+	first, second := use(a), use(b)
+	busy, err := c.get(ctx) // the third item: 300 bytes in all, over the budget
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Before the third started, two items (200 bytes) were within the budget.
+	if len(destroyed) != 0 {
+		t.Fatalf("stopped %v before the budget was passed", destroyed)
+	}
+	budget.enforce()
+	if !slices.Equal(destroyed, []int{first}) {
+		t.Errorf("stopped %v, want only the least recently used idle item %d", destroyed, first)
+	}
+	if got := budget.Used(); got != 200 {
+		t.Errorf("Used = %d, want 200", got)
+	}
+	// Past the budget with only a busy item and one idle: the idle one goes,
+	// the busy one stays.
+	budget.limit = 50
+	budget.enforce()
+	if !slices.Equal(destroyed, []int{first, second}) || budget.Used() != 100 {
+		t.Errorf("stopped %v (used %d), want %d and %d stopped and the busy %d kept", destroyed, budget.Used(), first, second, busy)
+	}
+	c.put(busy, true)
+	if s := sets[0].Stats(); s.Evictions != 1 || s.Starts != 2 {
+		t.Errorf("first set: %+v, want 2 starts and 1 eviction", s)
+	}
+	if s := sets[1].Stats(); s.Evictions != 1 || s.Starts != 1 {
+		t.Errorf("second set: %+v, want 1 start and 1 eviction", s)
+	}
+}
+
+// A registered function holds no worker until it is called: the worker that
+// checked its source is stopped.
+func TestCompilingKeepsNoWorker(t *testing.T) {
+	for _, tt := range []struct {
+		rt      Runtime
+		fn      Function
+		workers func(string) []int
+	}{
+		{NewSandboxedJavaScript(Options{}), jsFn("kept-js", jsEcho), scriptWorkers},
+		{NewPython(Options{}), pyFn("kept-python", pyEcho), workerProcesses},
+	} {
+		t.Run(tt.fn.Runtime, func(t *testing.T) {
+			c := mustCompile(t, tt.rt, tt.fn)
+			if got := tt.workers(tt.fn.Name); len(got) != 0 {
+				t.Errorf("workers after Compile: %v, want none", got)
+			}
+			stats := tt.rt.(StatsReporter).Stats()
+			if stats.Idle != 0 || stats.Starts != 1 {
+				t.Errorf("stats after Compile: %+v, want one start and no idle worker", stats)
+			}
+			assertEcho(t, c, "p")
+			if got := tt.workers(tt.fn.Name); len(got) != 1 {
+				t.Errorf("workers after a call: %v, want one", got)
+			}
+		})
+	}
+}
+
+// With a budget smaller than any worker, starting a worker for one function
+// first stops another function's idle worker (so its memory was counted), and
+// the runtime's counters say so.
+func TestMemoryBudgetStopsIdleWorkers(t *testing.T) {
+	budget := NewMemoryBudget(1)
+	rt := NewSandboxedJavaScript(Options{MemoryBudget: budget})
+	first := mustCompile(t, rt, jsFn("budget-first", jsEcho))
+	second := mustCompile(t, rt, jsFn("budget-second", jsEcho))
+	assertEcho(t, first, "a")
+	if got := scriptWorkers("test/budget-first"); len(got) != 1 {
+		t.Fatalf("workers of the first function: %v, want one", got)
+	}
+	assertEcho(t, second, "b")
+	if got := scriptWorkers("test/budget-first"); len(got) != 0 {
+		t.Errorf("the first function's idle worker %v outlived the second's start", got)
+	}
+	if s := rt.(StatsReporter).Stats(); s.Evictions < 1 {
+		t.Errorf("stats: %+v, want an eviction", s)
+	}
+}

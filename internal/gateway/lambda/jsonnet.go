@@ -1,0 +1,333 @@
+package lambda
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/go-jsonnet"
+	"github.com/google/go-jsonnet/ast"
+)
+
+// errNoImports is what an import in a Jsonnet function fails with.
+var errNoImports = errors.New("imports are not available: functions run without a file system")
+
+// jsonnetRuntime evaluates Jsonnet functions with go-jsonnet, in process; the
+// gateway runs it in a sandboxed worker (NewSandboxedJsonnet), which kills an
+// evaluation past its timeout.
+type jsonnetRuntime struct {
+	opts    Options
+	running *runningCount
+}
+
+// NewJsonnet returns the Jsonnet runtime. A source is, as in Metacontroller's
+// examples, a function of the request:
+//
+//	function(request) { local parent = request.parent, children: [...], status: {...} }
+//
+// called with the request as the argument "request"; std.trace output is the call's
+// logs and std.extVar reads Function.Env. Imports are refused.
+//
+// go-jsonnet builds its standard library for every evaluation, which costs more than
+// a small hook itself. So a function is served by resident evaluators: long-running
+// evaluations (see residentSource) that take requests from a channel through a
+// native function and hand each response back through another, so that std and the
+// function's top-level locals are built once per evaluator rather than once per
+// call. Jsonnet has no side effects, so a call cannot see what an earlier one did;
+// only a std.trace in a top-level local shows once per evaluator instead of once
+// per call.
+//
+// go-jsonnet cannot be interrupted: at the timeout the call returns, a fresh
+// evaluator takes the stuck one's place, and the stuck one ends when its evaluation
+// does (Stats counts it as busy meanwhile). So that a function whose calls run
+// long cannot take every CPU, while as many of its evaluations as it has evaluators
+// are still running past their timeout, its calls fail at once.
+func NewJsonnet(opts Options) Runtime {
+	return &jsonnetRuntime{opts: opts.withDefaults(), running: &runningCount{}}
+}
+
+// Stats counts the evaluations in progress (abandoned ones included) as busy.
+func (j *jsonnetRuntime) Stats() PoolStats {
+	return PoolStats{Busy: int(j.running.n.Load())}
+}
+
+// Compile parses the source once.
+func (j *jsonnetRuntime) Compile(fn Function) (Compiled, error) {
+	node, err := jsonnet.SnippetToAST(fn.Name, fn.Source)
+	if err != nil {
+		return nil, jsonnetCompileError(fn.Name, err)
+	}
+	return &jsonnetFunction{
+		fn: fn, node: node, timeout: j.opts.timeout(fn), running: j.running,
+		evaluators: j.opts.JsonnetEvaluators,
+		jobs:       make(chan *jsonnetJob),
+		closed:     make(chan struct{}),
+	}, nil
+}
+
+// located is go-jsonnet's static error.
+type located interface {
+	Loc() ast.LocationRange
+}
+
+func jsonnetCompileError(name string, err error) *CompileError {
+	ce := &CompileError{Function: name, Message: err.Error()}
+	var loc located
+	if errors.As(err, &loc) {
+		where := loc.Loc()
+		ce.Line, ce.Column = where.Begin.Line, where.Begin.Column
+		ce.Message = strings.TrimPrefix(err.Error(), where.String()+" ")
+	}
+	return ce
+}
+
+// residentFile names the resident program in stack traces, which leave it out.
+const residentFile = "<metalambda-resident>"
+
+// residentCalls is how many calls one resident evaluation serves before it ends and
+// a new one starts (its std.range is that long).
+const residentCalls = 1000
+
+// residentSource serves residentCalls calls of the function f, given as a top-level
+// argument. next blocks until a call arrives; reply takes the call's number first
+// (native arguments are evaluated in order), so next has run, and the trace output
+// goes to the right call, even when f never reads its request.
+var residentSource = fmt.Sprintf(`function(f)
+  std.foldl(function(served, i)
+    local call = std.native("metalambda.next")(i);
+    served + std.native("metalambda.reply")(call.n, if std.isFunction(f) then f(request=call.request) else f),
+    std.range(1, %d), 0)`, residentCalls)
+
+// residentProgram is residentSource parsed at its first use: every process that
+// links this package (the gateway, each worker) would parse it at start, and most
+// never evaluate Jsonnet.
+var residentProgram = sync.OnceValue(func() ast.Node {
+	node, err := jsonnet.SnippetToAST(residentFile, residentSource)
+	if err != nil {
+		panic(err)
+	}
+	return node
+})
+
+// jsonnetFunction is a parsed Jsonnet function and its resident evaluators.
+type jsonnetFunction struct {
+	fn         Function
+	node       ast.Node
+	timeout    time.Duration
+	running    *runningCount
+	evaluators int
+
+	start     sync.Once
+	stuck     atomic.Int32 // abandoned evaluations still running
+	alive     atomic.Int32 // evaluator goroutines
+	jobs      chan *jsonnetJob
+	closed    chan struct{}
+	closeOnce sync.Once
+}
+
+// Job states: a job is answered or abandoned, whichever comes first.
+const (
+	jobPending int32 = iota
+	jobAnswered
+	jobAbandoned
+)
+
+// jsonnetJob is one call, handed to whichever evaluator takes it.
+type jsonnetJob struct {
+	request any
+	logs    *logBuffer
+	done    chan jsonnetOutcome // buffered: the answer never blocks the evaluator
+	state   atomic.Int32
+}
+
+type jsonnetOutcome struct {
+	output []byte
+	err    error
+}
+
+// Invoke hands the request to a resident evaluator and waits for its answer until
+// the timeout.
+func (f *jsonnetFunction) Invoke(ctx context.Context, request json.RawMessage) (Result, error) {
+	var decoded any
+	if err := json.Unmarshal(request, &decoded); err != nil {
+		return Result{}, fmt.Errorf("function %s: %w: %v", f.fn.Name, ErrInvalidRequest, err)
+	}
+	if n := int(f.stuck.Load()); n >= f.evaluators {
+		return Result{}, &InvokeError{Function: f.fn.Name, Reason: ReasonTimeout, Message: fmt.Sprintf(
+			"%d earlier calls are still running past their timeout of %s (a Jsonnet evaluation cannot be interrupted); calls fail until one ends", n, f.timeout)}
+	}
+	f.start.Do(func() {
+		for range f.evaluators {
+			f.spawn()
+		}
+	})
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	job := &jsonnetJob{request: decoded, logs: &logBuffer{}, done: make(chan jsonnetOutcome, 1)}
+	select {
+	case f.jobs <- job:
+	case <-ctx.Done():
+		return Result{}, doneError(ctx, f.fn.Name, f.timeout)
+	case <-f.closed:
+		return Result{}, fmt.Errorf("function %s: %w", f.fn.Name, ErrClosed)
+	}
+	select {
+	case out := <-job.done:
+		return f.result(out, job.logs)
+	case <-ctx.Done():
+		if !job.state.CompareAndSwap(jobPending, jobAbandoned) {
+			return f.result(<-job.done, job.logs) // answered at the last moment
+		}
+		f.stuck.Add(1)
+		f.spawn() // the stuck evaluator retires once its evaluation ends
+		return Result{Logs: job.logs.String()}, doneError(ctx, f.fn.Name, f.timeout)
+	}
+}
+
+func (f *jsonnetFunction) result(out jsonnetOutcome, logs *logBuffer) (Result, error) {
+	if out.err != nil {
+		return Result{Logs: logs.String()}, exception(f.fn.Name, jsonnetErrorMessage(out.err))
+	}
+	response, err := compactObject(f.fn.Name, out.output)
+	return Result{Response: response, Logs: logs.String()}, err
+}
+
+// Close ends the evaluators: idle ones at once, busy ones after their call.
+func (f *jsonnetFunction) Close() {
+	f.closeOnce.Do(func() { close(f.closed) })
+}
+
+func (f *jsonnetFunction) spawn() {
+	e := &jsonnetEvaluator{f: f}
+	f.alive.Add(1)
+	go func() {
+		defer f.alive.Add(-1)
+		e.run()
+	}()
+}
+
+// errRetired ends a resident evaluation whose evaluator is closed or replaced.
+var errRetired = errors.New("evaluator retired")
+
+// jsonnetEvaluator runs resident evaluations one after another. Its fields belong
+// to its goroutine: go-jsonnet calls next, reply and Write from the evaluation.
+type jsonnetEvaluator struct {
+	f       *jsonnetFunction
+	current *jsonnetJob
+	retired bool
+}
+
+func (e *jsonnetEvaluator) run() {
+	for !e.retired {
+		vm := jsonnet.MakeVM()
+		vm.Importer(noImporter{})
+		vm.SetTraceOut(e)
+		for k, v := range e.f.fn.Env {
+			vm.ExtVar(k, v)
+		}
+		vm.NativeFunction(&jsonnet.NativeFunction{Name: "metalambda.next", Params: ast.Identifiers{"i"}, Func: e.next})
+		vm.NativeFunction(&jsonnet.NativeFunction{Name: "metalambda.reply", Params: ast.Identifiers{"n", "response"}, Func: e.reply})
+		vm.TLANode("f", e.f.node)
+		_, err := vm.Evaluate(residentProgram())
+		if job := e.current; job != nil {
+			// The function failed: the evaluation ends with the call's error.
+			e.finish(job, jsonnetOutcome{err: err})
+		}
+	}
+}
+
+// next waits for a call and returns {n, request}.
+func (e *jsonnetEvaluator) next([]any) (any, error) {
+	select {
+	case job := <-e.f.jobs:
+		e.current = job
+		e.f.running.n.Add(1)
+		return map[string]any{"n": 0.0, "request": job.request}, nil
+	case <-e.f.closed:
+		e.retired = true
+		return nil, errRetired
+	}
+}
+
+// reply answers the current call with the function's response.
+func (e *jsonnetEvaluator) reply(args []any) (any, error) {
+	job := e.current
+	if job == nil {
+		return nil, errors.New("reply without a call")
+	}
+	var out bytes.Buffer
+	enc := json.NewEncoder(&out)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(args[1])
+	e.finish(job, jsonnetOutcome{output: bytes.TrimSuffix(out.Bytes(), []byte("\n")), err: err})
+	if e.retired {
+		return nil, errRetired
+	}
+	return 1.0, nil
+}
+
+// finish answers job unless its caller gave up, in which case a replacement
+// evaluator already runs and this one retires.
+func (e *jsonnetEvaluator) finish(job *jsonnetJob, out jsonnetOutcome) {
+	e.current = nil
+	e.f.running.n.Add(-1)
+	if job.state.CompareAndSwap(jobPending, jobAnswered) {
+		job.done <- out
+		return
+	}
+	e.f.stuck.Add(-1)
+	e.retired = true
+}
+
+// Write receives std.trace output for the current call.
+func (e *jsonnetEvaluator) Write(p []byte) (int, error) {
+	if e.current != nil {
+		return e.current.logs.Write(p)
+	}
+	return len(p), nil
+}
+
+// maxStackFrames bounds the stack trace in an error message.
+const maxStackFrames = 20
+
+// jsonnetErrorMessage is a runtime error's message and stack.
+func jsonnetErrorMessage(err error) string {
+	var rt jsonnet.RuntimeError
+	if !errors.As(err, &rt) {
+		return err.Error()
+	}
+	var b strings.Builder
+	b.WriteString(rt.Msg)
+	frames := make([]jsonnet.TraceFrame, 0, len(rt.StackTrace))
+	for _, frame := range rt.StackTrace {
+		if frame.Loc.FileName != residentFile {
+			frames = append(frames, frame)
+		}
+	}
+	for i, frame := range frames {
+		if i == maxStackFrames {
+			fmt.Fprintf(&b, "\n\t... %d more frames", len(frames)-i)
+			break
+		}
+		fmt.Fprintf(&b, "\n\t%s %s", frame.Loc.String(), frame.Name)
+	}
+	return b.String()
+}
+
+// noImporter refuses every import.
+type noImporter struct{}
+
+func (noImporter) Import(importedFrom, importedPath string) (jsonnet.Contents, string, error) {
+	return jsonnet.Contents{}, "", fmt.Errorf("import %q: %w", importedPath, errNoImports)
+}
+
+// runningCount counts evaluations in progress.
+type runningCount struct {
+	n atomic.Int64
+}

@@ -1,0 +1,313 @@
+package lambda
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrClosed is returned by Invoke after Close.
+var ErrClosed = errors.New("function is closed")
+
+// pool holds up to size items (goja VMs, Python workers) of one compiled function,
+// created lazily. An item is either idle or lent to one caller.
+type pool[T comparable] struct {
+	create  func() (T, error)
+	destroy func(T) // must be idempotent and safe while the item is in use
+	// keep, when set, tells whether an item idle since the time given may stay
+	// idle; the pool set's sweep destroys those it may not.
+	keep func(T, time.Time) bool
+	// memory, when set, is an item's memory, which the pool set's budget counts.
+	memory func(T) int64
+	slots  chan struct{}
+	stats  *poolSet
+
+	mu        sync.Mutex
+	idle      []T
+	idleSince map[T]time.Time
+	busy      map[T]struct{}
+	closed    bool
+}
+
+func newPool[T comparable](size int, stats *poolSet, create func() (T, error), destroy func(T), keep func(T, time.Time) bool) *pool[T] {
+	p := &pool[T]{
+		create:  create,
+		destroy: destroy,
+		keep:    keep,
+		slots:   make(chan struct{}, size),
+		stats:   stats,
+		busy:    map[T]struct{}{},
+
+		idleSince: map[T]time.Time{},
+	}
+	stats.add(p)
+	return p
+}
+
+// get lends an idle item, creating one if none is idle and the pool is not full; it
+// waits for a free slot until ctx is done.
+func (p *pool[T]) get(ctx context.Context) (T, error) {
+	var zero T
+	select {
+	case p.slots <- struct{}{}:
+	case <-ctx.Done():
+		return zero, ctx.Err()
+	}
+	item, err := p.takeIdleOrCreate()
+	if err != nil {
+		<-p.slots
+		return zero, err
+	}
+	return item, nil
+}
+
+func (p *pool[T]) takeIdleOrCreate() (T, error) {
+	var zero T
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return zero, ErrClosed
+	}
+	if n := len(p.idle); n > 0 {
+		item := p.idle[n-1]
+		p.idle = p.idle[:n-1]
+		delete(p.idleSince, item)
+		p.busy[item] = struct{}{}
+		p.mu.Unlock()
+		return item, nil
+	}
+	p.mu.Unlock()
+	p.stats.budget.enforce() // make room first
+	item, err := p.create()
+	if err != nil {
+		return zero, err
+	}
+	p.stats.starts.Add(1)
+	return item, p.markBusy(item)
+}
+
+// markBusy records a new item, destroying it if the pool closed meanwhile.
+func (p *pool[T]) markBusy(item T) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		p.destroy(item)
+		return ErrClosed
+	}
+	p.busy[item] = struct{}{}
+	return nil
+}
+
+// put returns a lent item; an unhealthy one is destroyed and its slot freed for a
+// fresh item.
+func (p *pool[T]) put(item T, healthy bool) {
+	defer func() { <-p.slots }()
+	p.mu.Lock()
+	delete(p.busy, item)
+	if healthy && !p.closed {
+		p.idle = append(p.idle, item)
+		p.idleSince[item] = time.Now()
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	p.destroy(item)
+}
+
+// close destroys every item, idle or lent; get fails from then on.
+func (p *pool[T]) close() {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return
+	}
+	p.closed = true
+	items := append([]T(nil), p.idle...)
+	for item := range p.busy {
+		items = append(items, item)
+	}
+	p.idle = nil
+	clear(p.idleSince)
+	p.mu.Unlock()
+	p.stats.remove(p)
+	destroyAll(items, p.destroy)
+}
+
+func destroyAll[T any](items []T, destroy func(T)) {
+	var wg sync.WaitGroup
+	for _, item := range items {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			destroy(item)
+		}()
+	}
+	wg.Wait()
+}
+
+// sweep destroys the idle items that keep says may not stay. Items are checked
+// outside the lock; one lent and given back meanwhile is left alone.
+func (p *pool[T]) sweep() {
+	if p.keep == nil {
+		return
+	}
+	p.mu.Lock()
+	since := maps.Clone(p.idleSince)
+	p.mu.Unlock()
+	var gone []T
+	for item, t := range since {
+		if !p.keep(item, t) && p.takeIdle(item, t) {
+			gone = append(gone, item)
+		}
+	}
+	p.stats.reaps.Add(uint64(len(gone)))
+	destroyAll(gone, p.destroy)
+}
+
+// takeIdle removes item from the idle ones if it has been idle since since.
+func (p *pool[T]) takeIdle(item T, since time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i := slices.Index(p.idle, item)
+	if i < 0 || !p.idleSince[item].Equal(since) {
+		return false
+	}
+	p.idle = slices.Delete(p.idle, i, i+1)
+	delete(p.idleSince, item)
+	return true
+}
+
+// memoryUse is the memory of every item, and the idle ones a budget may stop.
+func (p *pool[T]) memoryUse() (int64, []idleItem) {
+	if p.memory == nil {
+		return 0, nil
+	}
+	p.mu.Lock()
+	idle := maps.Clone(p.idleSince)
+	busy := slices.Collect(maps.Keys(p.busy))
+	p.mu.Unlock()
+	var total int64
+	for _, item := range busy {
+		total += p.memory(item)
+	}
+	items := make([]idleItem, 0, len(idle))
+	for item, since := range idle {
+		m := p.memory(item)
+		total += m
+		items = append(items, idleItem{since: since, bytes: m, set: p.stats, evict: func() bool {
+			if !p.takeIdle(item, since) {
+				return false
+			}
+			p.destroy(item)
+			return true
+		}})
+	}
+	return total, items
+}
+
+func (p *pool[T]) counts() PoolStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return PoolStats{Idle: len(p.idle), Busy: len(p.busy)}
+}
+
+// counter is anything that reports pool counts and sweeps its idle items.
+type counter interface {
+	counts() PoolStats
+	sweep()
+	memoryUse() (int64, []idleItem)
+}
+
+// sweepInterval is how often a pool set sweeps its pools' idle items.
+var sweepInterval = time.Second
+
+// poolSet is the live pools of one runtime, for Stats; while it has pools, it
+// sweeps their idle items every sweepInterval, then keeps its budget.
+type poolSet struct {
+	budget *MemoryBudget // nil: none
+
+	mu       sync.Mutex
+	pools    map[counter]struct{}
+	sweeping chan struct{} // closed to stop the sweep; nil when none runs
+
+	// Items started, stopped for the budget and stopped by the sweep, since the
+	// set was made.
+	starts, evictions, reaps atomic.Uint64
+}
+
+func newPoolSet(budget *MemoryBudget) *poolSet {
+	s := &poolSet{pools: map[counter]struct{}{}, budget: budget}
+	budget.add(s)
+	return s
+}
+
+// memory is the memory of the items of every pool, and their idle ones.
+func (s *poolSet) memory() (int64, []idleItem) {
+	var total int64
+	var idle []idleItem
+	for _, c := range s.live() {
+		t, items := c.memoryUse()
+		total += t
+		idle = append(idle, items...)
+	}
+	return total, idle
+}
+
+func (s *poolSet) live() []counter {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Keys(s.pools))
+}
+
+func (s *poolSet) add(c counter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pools[c] = struct{}{}
+	if s.sweeping == nil {
+		s.sweeping = make(chan struct{})
+		go s.sweepEvery(sweepInterval, s.sweeping)
+	}
+}
+
+func (s *poolSet) remove(c counter) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.pools, c)
+	if len(s.pools) == 0 && s.sweeping != nil {
+		close(s.sweeping)
+		s.sweeping = nil
+	}
+}
+
+func (s *poolSet) sweepEvery(interval time.Duration, stop <-chan struct{}) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		for _, c := range s.live() {
+			c.sweep()
+		}
+		s.budget.enforce()
+	}
+}
+
+// Stats sums the counts of the live pools.
+func (s *poolSet) Stats() PoolStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	total := PoolStats{Starts: s.starts.Load(), Evictions: s.evictions.Load(), Reaps: s.reaps.Load()}
+	for c := range s.pools {
+		n := c.counts()
+		total.Idle += n.Idle
+		total.Busy += n.Busy
+	}
+	return total
+}

@@ -1,0 +1,803 @@
+package lambda
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
+	"github.com/metalambda/metalambda/internal/reservedenv"
+)
+
+// DefaultPythonHandler is the function a Python source defines when
+// Function.Handler is empty.
+const DefaultPythonHandler = "sync"
+
+// PythonWorkerMarker is an argument of every Python worker's command line, so
+// that its processes can be recognised (ps, /proc).
+const PythonWorkerMarker = "metalambda-python-worker"
+
+// PythonWorkerPIDs returns the pids of the Python workers that the process gateway
+// started for function ("namespace/name"; empty means every function), found by
+// their command lines in /proc. The bubblewrap process around a sandboxed worker
+// is left out.
+func PythonWorkerPIDs(gateway int, function string) []int {
+	return workerPIDs(PythonWorkerMarker, gateway, function)
+}
+
+// workerPIDs finds the workers whose command lines hold marker, gateway and
+// function.
+func workerPIDs(marker string, gateway int, function string) []int {
+	want := []string{marker, "gateway=" + strconv.Itoa(gateway)}
+	if function != "" {
+		want = append(want, "function="+function)
+	}
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var pids []int
+	for _, path := range cmdlines {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(raw), "\x00")
+		if filepath.Base(args[0]) != "bwrap" && containsAll(args, want) {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func containsAll(have, want []string) bool {
+	for _, w := range want {
+		if !slices.Contains(have, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// pythonStartAllowance is added to the function's timeout to bound a worker's
+// start (interpreter start-up and loading the source).
+const pythonStartAllowance = 10 * time.Second
+
+// pythonKillWait bounds how long killing a worker waits for it to be reaped.
+const pythonKillWait = 5 * time.Second
+
+// pythonBaseEnv is the environment of every worker, before Function.Env.
+var pythonBaseEnv = map[string]string{
+	"PATH": "/usr/local/bin:/usr/bin:/bin",
+	"LANG": "C.UTF-8",
+}
+
+//go:embed python_worker.py
+var pythonWorkerScript string
+
+// python runs functions in warm CPython worker processes, each in its own sandbox
+// (package sandbox): its own user, PID, mount and network namespaces (the host's
+// network when Function.Network asks for it), a read-only
+// view of /usr and the interpreter's installation, a private /tmp, a clean
+// environment, no capabilities and rlimits, its address space bounded by
+// Options.PythonMemoryLimit. With Options.InsecureNoSandbox a worker is a plain
+// process in its own process group and temporary directory.
+type python struct {
+	opts  Options
+	pools *poolSet
+
+	mu          sync.Mutex
+	interpreter string   // resolved Options.PythonBinary, once known
+	binds       []string // the interpreter's installation, outside /usr
+	sandbox     *sandbox.Sandbox
+}
+
+// NewPython returns the Python runtime. A source defines
+//
+//	def sync(request): return response
+//
+// (the handler named by Function.Handler, default "sync") taking and returning
+// dicts. What it prints, on stdout or stderr, is the call's logs.
+func NewPython(opts Options) Runtime {
+	return &python{opts: opts.withDefaults(), pools: newPoolSet(opts.MemoryBudget)}
+}
+
+// Stats counts the workers of all open Python functions.
+func (p *python) Stats() PoolStats {
+	return p.pools.Stats()
+}
+
+// Compile starts a first worker, which compiles and loads the source: a syntax
+// error, a top-level exception or a missing handler is a *CompileError.
+func (p *python) Compile(fn Function) (Compiled, error) {
+	env, err := pythonEnv(fn)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := p.workerSandbox()
+	if err != nil {
+		return nil, fmt.Errorf("function %s: the python runtime has no sandbox (the gateway's --insecure-no-sandbox runs without one): %w", fn.Name, err)
+	}
+	interpreter, binds, err := p.resolveInterpreter()
+	if err != nil {
+		return nil, fmt.Errorf("function %s: %w", fn.Name, err)
+	}
+	f := &pyFunction{
+		fn: fn, interpreter: interpreter, memoryLimit: max(p.opts.PythonMemoryLimit, 0), env: env, timeout: p.opts.timeout(fn),
+		limits: p.opts.workerLimits(p.opts.PythonMemoryLimit, p.opts.PythonMemoryLimit), checkTasks: true, idleTimeout: p.opts.WorkerIdleTimeout,
+		sandbox: sb, binds: binds, maxReply: p.opts.MaxReplyBytes,
+		args: []string{interpreter, "-I", "-c", pythonWorkerScript, PythonWorkerMarker, "gateway=" + strconv.Itoa(os.Getpid()), "function=" + fn.Name},
+	}
+	if f.fn.Handler == "" {
+		f.fn.Handler = DefaultPythonHandler
+	}
+	first, err := json.Marshal(pyInit{Source: f.fn.Source, Handler: f.fn.Handler, Filename: f.fn.Name, MemoryLimit: f.memoryLimit})
+	if err != nil {
+		return nil, fmt.Errorf("function %s: %w", fn.Name, err)
+	}
+	f.init = append(first, '\n')
+	if err := f.warm(p.opts.PythonPoolSize, p.pools); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// warm makes f's pool of workers and starts the first, so that a source that does
+// not load fails here, at compile time.
+func (f *pyFunction) warm(size int, pools *poolSet) error {
+	f.pool = newPool(size, pools, f.startWorker, (*pyWorker).kill, f.keepIdle)
+	f.pool.memory = (*pyWorker).memory
+	w, err := f.pool.get(context.Background())
+	if err != nil {
+		f.pool.close()
+		return err
+	}
+	// The worker that checked the source is not kept: a registered function
+	// holds no memory until it is called.
+	f.pool.put(w, false)
+	return nil
+}
+
+// workerSandbox is Options.Sandbox, or one built at the first call; nil with
+// Options.InsecureNoSandbox. A failure is not remembered.
+func (p *python) workerSandbox() (*sandbox.Sandbox, error) {
+	if p.opts.InsecureNoSandbox {
+		return nil, nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.sandbox != nil {
+		return p.sandbox, nil
+	}
+	sb := p.opts.Sandbox
+	if sb == nil {
+		var err error
+		if sb, err = sandbox.New(sandbox.Options{}); err != nil {
+			return nil, err
+		}
+	}
+	p.sandbox = sb
+	return sb, nil
+}
+
+// pythonPaths prints sys.executable, then the installation's prefixes.
+const pythonPaths = "import sys; print(sys.executable); print(sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, sep='\\n')"
+
+// resolveInterpreter asks Options.PythonBinary for its sys.executable, so that
+// workers bypass wrapper scripts (pyenv or asdf shims add to the environment), and
+// for the directories of its installation that a sandbox must show besides /usr.
+// A failure is not remembered: the next Compile tries again.
+func (p *python) resolveInterpreter() (string, []string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.interpreter != "" {
+		return p.interpreter, p.binds, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pythonStartAllowance)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, p.opts.PythonBinary, "-I", "-c", pythonPaths).Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("running %s: %w", p.opts.PythonBinary, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	p.interpreter = lines[0]
+	if p.interpreter == "" {
+		p.interpreter = p.opts.PythonBinary
+	}
+	p.binds = installationBinds(filepath.Dir(p.interpreter), lines[1:])
+	return p.interpreter, p.binds, nil
+}
+
+// installationBinds are the directories among dirs outside /usr, without
+// duplicates; dir is the interpreter's, bound when no prefix holds it.
+func installationBinds(dir string, prefixes []string) []string {
+	var binds []string
+	for _, d := range prefixes {
+		if d != "" && d != "/usr" && !strings.HasPrefix(d, "/usr/") && !slices.Contains(binds, d) {
+			binds = append(binds, d)
+		}
+	}
+	for _, d := range append(binds, "/usr") {
+		if dir == d || strings.HasPrefix(dir, d+"/") {
+			return binds
+		}
+	}
+	return append(binds, dir)
+}
+
+// pythonEnv is the base environment overlaid with fn.Env, as KEY=value sorted.
+func pythonEnv(fn Function) ([]string, error) {
+	merged := map[string]string{}
+	for k, v := range pythonBaseEnv {
+		merged[k] = v
+	}
+	for k, v := range fn.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") || strings.Contains(v, "\x00") {
+			return nil, &CompileError{Function: fn.Name, Message: fmt.Sprintf("invalid environment variable %q", k)}
+		}
+		if err := reservedenv.Error(k); err != nil {
+			return nil, &CompileError{Function: fn.Name, Message: err.Error()}
+		}
+		merged[k] = v
+	}
+	env := make([]string, 0, len(merged))
+	for k, v := range merged {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	return env, nil
+}
+
+// pyFunction is a compiled function and its pool of workers: Python's, or the
+// script workers of JavaScript and Jsonnet, which speak the same protocol.
+type pyFunction struct {
+	fn          Function
+	interpreter string
+	memoryLimit int64
+	limits      sandbox.Limits // what bounds each sandboxed worker
+	env         []string
+	timeout     time.Duration
+	pool        *pool[*pyWorker]
+	sandbox     *sandbox.Sandbox // nil: workers are plain processes
+	binds       []string
+	maxReply    int64
+	args        []string // the worker's command
+	init        []byte   // the first frame, which loads the function
+	goWorker    bool     // a script worker: a Go runtime's crash is quoted to its first blank line
+	checkTasks  bool     // a worker with more threads after a call than after loading is replaced
+	idleTimeout time.Duration
+}
+
+// Invoke runs the function in a pooled worker. A worker that times out, crashes or
+// runs out of memory is killed; the pool starts a fresh one on demand.
+func (f *pyFunction) Invoke(ctx context.Context, request json.RawMessage) (Result, error) {
+	frame, err := requestFrame(f.fn.Name, request)
+	if err != nil {
+		return Result{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	w, err := f.acquire(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	if ctx.Err() != nil {
+		f.pool.put(w, true)
+		return Result{}, doneError(ctx, f.fn.Name, f.timeout)
+	}
+	reply, err := w.exchange(ctx, f.fn.Name, frame, f.timeout)
+	f.pool.put(w, err == nil && !reply.Fatal && f.settled(w))
+	if err != nil {
+		return Result{}, err
+	}
+	return reply.result(f.fn.Name)
+}
+
+// idleCPUAllowance is the processor time an idle worker may use before it is
+// taken for still running (threads or children left behind by a call) and
+// stopped. An idle CPython worker blocks in a read and uses none; an idle Go
+// worker's runtime wakes now and then, and collects garbage every two minutes at
+// most, for well under a millisecond each.
+const idleCPUAllowance = 100 * time.Millisecond
+
+// settled reports whether a Python worker that answered may serve again: it must
+// hold no more threads and processes than once it had loaded. A script worker's
+// Go runtime starts and parks threads of its own, so only its processor time
+// while idle tells (keepIdle). Where the sandbox gives no cgroup, nothing is
+// known and the worker is kept.
+func (f *pyFunction) settled(w *pyWorker) bool {
+	if !f.checkTasks {
+		return true
+	}
+	now, ok := w.usage()
+	return !ok || now.Tasks <= w.loaded.Tasks
+}
+
+// keepIdle reports whether a worker idle since since may stay: not past the idle
+// timeout, and not running: a Python worker with more threads or processes than
+// once it had loaded, or any worker that has used more than idleCPUAllowance of
+// processor time since the first sweep of this idle period.
+func (f *pyFunction) keepIdle(w *pyWorker, since time.Time) bool {
+	if f.idleTimeout > 0 && time.Since(since) > f.idleTimeout {
+		return false
+	}
+	now, ok := w.usage()
+	if !ok {
+		return true
+	}
+	if f.checkTasks && now.Tasks > w.loaded.Tasks {
+		return false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.idleFrom != since { // the first sweep of this idle period: the baseline
+		w.idleFrom, w.idleCPU = since, now.CPU
+		return true
+	}
+	return now.CPU-w.idleCPU <= idleCPUAllowance
+}
+
+// acquire gets a live worker, replacing one that died while idle.
+func (f *pyFunction) acquire(ctx context.Context) (*pyWorker, error) {
+	for {
+		w, err := f.pool.get(ctx)
+		if err != nil && ctx.Err() != nil {
+			return nil, doneError(ctx, f.fn.Name, f.timeout)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("function %s: %w", f.fn.Name, err)
+		}
+		if !w.dead() {
+			return w, nil
+		}
+		f.pool.put(w, false)
+	}
+}
+
+// Close kills the function's workers, busy ones included.
+func (f *pyFunction) Close() {
+	f.pool.close()
+}
+
+// pyWorker is one python process serving one function, one call at a time.
+type pyWorker struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	frames chan []byte   // replies; closed when the worker's stdout ends
+	killed chan struct{} // closed by kill
+	exited chan struct{} // closed once the process is reaped and its directory removed
+	stderr *tailBuffer
+	dir    string           // the unsandboxed worker's temporary directory
+	sb     *sandbox.Command // the sandboxed worker's command; nil when unsandboxed
+	once   sync.Once
+
+	loaded sandbox.Usage // what the worker held once it had loaded the source
+
+	mu       sync.Mutex    // guards the idle sweep's baseline
+	idleFrom time.Time     // the idle period the baseline belongs to
+	idleCPU  time.Duration // processor time at the first sweep of that period
+
+	sandboxed bool
+	goWorker  bool
+	maxReply  int64
+	tooLarge  atomic.Bool // a reply passed maxReply
+}
+
+func (f *pyFunction) startWorker() (*pyWorker, error) {
+	w := &pyWorker{
+		frames:    make(chan []byte, 1),
+		killed:    make(chan struct{}),
+		exited:    make(chan struct{}),
+		stderr:    &tailBuffer{},
+		maxReply:  f.maxReply,
+		sandboxed: f.sandbox != nil,
+		goWorker:  f.goWorker,
+	}
+	if f.sandbox == nil {
+		dir, err := os.MkdirTemp("", "metalambda-python-")
+		if err != nil {
+			return nil, fmt.Errorf("function %s: worker directory: %w", f.fn.Name, err)
+		}
+		w.dir = dir
+	}
+	if err := w.start(f); err != nil {
+		w.removeDir()
+		return nil, err
+	}
+	if err := w.load(f); err != nil {
+		w.kill()
+		return nil, err
+	}
+	w.loaded, _ = w.usage()
+	return w, nil
+}
+
+// usage is what the sandboxed worker's processes hold; false without a sandbox
+// or a cgroup.
+func (w *pyWorker) usage() (sandbox.Usage, bool) {
+	if w.sb == nil {
+		return sandbox.Usage{}, false
+	}
+	return w.sb.Usage()
+}
+
+// memory is what the worker holds: its cgroup's count, or the resident memory
+// of its processes where it has no cgroup.
+func (w *pyWorker) memory() int64 {
+	if w.sb != nil {
+		if m, ok := w.sb.Memory(); ok {
+			return m
+		}
+	}
+	if w.cmd == nil || w.cmd.Process == nil {
+		return 0
+	}
+	return processTreeMemory(w.cmd.Process.Pid)
+}
+
+func (w *pyWorker) removeDir() {
+	if w.dir != "" {
+		_ = os.RemoveAll(w.dir)
+	}
+}
+
+// command is the worker's command: in the function's sandbox, or a plain process
+// in its own process group and directory.
+func (w *pyWorker) command(f *pyFunction) (*exec.Cmd, error) {
+	args := f.args
+	if f.sandbox != nil {
+		sb, err := f.sandbox.Command(sandbox.Spec{Args: args, Env: f.env, ReadOnly: f.binds, Network: f.fn.Network, Limits: f.limits})
+		if err != nil {
+			return nil, err
+		}
+		w.sb = sb
+		return sb.Cmd, nil
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = w.dir
+	cmd.Env = f.env
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	return cmd, nil
+}
+
+// startCmd starts the worker's command.
+func (w *pyWorker) startCmd() error {
+	if w.sb != nil {
+		return w.sb.Start()
+	}
+	return w.cmd.Start()
+}
+
+func (w *pyWorker) start(f *pyFunction) error {
+	cmd, err := w.command(f)
+	if err != nil {
+		return fmt.Errorf("function %s: %w", f.fn.Name, err)
+	}
+	w.cmd = cmd
+	w.cmd.Stderr = w.stderr
+	w.cmd.WaitDelay = time.Second
+	stdin, err := w.cmd.StdinPipe()
+	if err != nil {
+		return fmt.Errorf("function %s: %w", f.fn.Name, err)
+	}
+	stdout, err := w.cmd.StdoutPipe()
+	if err != nil {
+		return fmt.Errorf("function %s: %w", f.fn.Name, err)
+	}
+	if err := w.startCmd(); err != nil {
+		return fmt.Errorf("function %s: starting %s: %w", f.fn.Name, f.interpreter, err)
+	}
+	w.stdin = stdin
+	go w.readFrames(stdout)
+	return nil
+}
+
+// readFrames forwards the worker's replies until its stdout ends, then reaps it. A
+// reply longer than maxReply kills the worker.
+func (w *pyWorker) readFrames(stdout io.Reader) {
+	defer close(w.exited)
+	defer w.removeDir()
+	defer func() { _ = w.cmd.Wait() }()
+	defer close(w.frames)
+	r := bufio.NewReaderSize(stdout, 64<<10)
+	for {
+		line, err := readLine(r, w.maxReply)
+		if errors.Is(err, errReplyTooLarge) {
+			w.tooLarge.Store(true)
+			_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
+			return
+		}
+		if err != nil {
+			return
+		}
+		select {
+		case w.frames <- line:
+		case <-w.killed:
+			return
+		}
+	}
+}
+
+var errReplyTooLarge = errors.New("reply too large")
+
+// readLine reads through the next newline, failing with errReplyTooLarge as soon
+// as the line passes limit bytes.
+func readLine(r *bufio.Reader, limit int64) ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := r.ReadSlice('\n')
+		if int64(len(line)+len(chunk)) > limit {
+			return nil, errReplyTooLarge
+		}
+		line = append(line, chunk...)
+		if err != bufio.ErrBufferFull {
+			return line, err
+		}
+	}
+}
+
+// pyInit is the first frame a worker reads.
+type pyInit struct {
+	Source      string `json:"source"`
+	Handler     string `json:"handler"`
+	Filename    string `json:"filename"`
+	MemoryLimit int64  `json:"memory_limit"`
+}
+
+// load sends the source and waits for the worker to have loaded it.
+func (w *pyWorker) load(f *pyFunction) error {
+	limit := f.timeout + pythonStartAllowance
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	reply, err := w.exchange(ctx, f.fn.Name, f.init, limit)
+	var ie *InvokeError
+	if errors.As(err, &ie) {
+		return &CompileError{Function: f.fn.Name, Message: "loading the source: " + ie.Message}
+	}
+	if err != nil {
+		return err
+	}
+	if !reply.OK {
+		return reply.compileError(f.fn.Name)
+	}
+	return nil
+}
+
+// requestFrame is {"request": request} on one line: the request compacted, which
+// also checks that it is JSON.
+func requestFrame(name string, request json.RawMessage) ([]byte, error) {
+	var frame bytes.Buffer
+	frame.Grow(len(request) + 13)
+	frame.WriteString(`{"request":`)
+	if err := json.Compact(&frame, request); err != nil {
+		return nil, fmt.Errorf("function %s: %w: %v", name, ErrInvalidRequest, err)
+	}
+	frame.WriteString("}\n")
+	return frame.Bytes(), nil
+}
+
+// exchange writes a frame and reads the reply; at the context's end it kills the
+// worker.
+func (w *pyWorker) exchange(ctx context.Context, name string, frame []byte, limit time.Duration) (pyReply, error) {
+	// A worker that stops reading its stdin would hold the write, and the call,
+	// past its end: the context's end kills it, which ends the write.
+	stop := context.AfterFunc(ctx, func() { go w.kill() })
+	_, err := w.stdin.Write(frame)
+	if !stop() {
+		return pyReply{}, doneError(ctx, name, limit)
+	}
+	if err != nil {
+		return pyReply{}, w.crashError(name)
+	}
+	select {
+	case line, ok := <-w.frames:
+		if !ok {
+			return pyReply{}, w.crashError(name)
+		}
+		var reply pyReply
+		if err := json.Unmarshal(line, &reply); err != nil {
+			w.kill()
+			return pyReply{}, crash(name, fmt.Sprintf("worker protocol error: %v", err))
+		}
+		return reply, nil
+	case <-ctx.Done():
+		w.kill()
+		return pyReply{}, doneError(ctx, name, limit)
+	}
+}
+
+// crashError describes a worker that exited: its status and last stderr output.
+func (w *pyWorker) crashError(name string) error {
+	select {
+	case <-w.exited:
+	case <-time.After(pythonKillWait):
+	}
+	if w.tooLarge.Load() {
+		w.kill()
+		return &InvokeError{Function: name, Reason: ReasonBadReturn, Message: fmt.Sprintf("the reply is larger than the limit of %d bytes; the worker was killed", w.maxReply)}
+	}
+	state := "still running"
+	if w.cmd.ProcessState != nil {
+		state = exitState(w.cmd.ProcessState, w.sandboxed)
+	}
+	msg := "worker exited (" + state + ")"
+	tail := strings.TrimSpace(w.stderr.String())
+	if cause, _, found := strings.Cut(tail, "\n\n"); w.goWorker && found {
+		tail = cause // the Go runtime's message, without its goroutines' stacks
+	}
+	if tail != "" {
+		msg += ": " + tail
+	}
+	w.kill()
+	return crash(name, msg)
+}
+
+// exitState describes how a worker ended. Bubblewrap exits with 128+n when the
+// sandboxed command is killed by signal n.
+func exitState(ps *os.ProcessState, sandboxed bool) string {
+	if code := ps.ExitCode(); sandboxed && code > 128 && code < 128+65 {
+		return "signal: " + syscall.Signal(code-128).String()
+	}
+	return ps.String()
+}
+
+// dead reports whether the worker has exited.
+func (w *pyWorker) dead() bool {
+	select {
+	case <-w.frames:
+		return true
+	case <-w.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// kill kills the worker's process group and waits for it to be reaped; it is
+// idempotent.
+func (w *pyWorker) kill() {
+	w.once.Do(func() {
+		close(w.killed)
+		_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
+		if w.sb != nil {
+			w.sb.Kill()
+		}
+		_ = w.stdin.Close()
+	})
+	select {
+	case <-w.exited:
+	case <-time.After(pythonKillWait):
+	}
+}
+
+// pyReply is a worker's answer to the source or to a request.
+type pyReply struct {
+	OK       bool            `json:"ok"`
+	Response json.RawMessage `json:"response"`
+	Logs     string          `json:"logs"`
+	Fatal    bool            `json:"fatal"`
+	Error    *pyError        `json:"error"`
+}
+
+type pyError struct {
+	// Reason is a script worker's InvokeError reason; Message is then its message.
+	Reason    string `json:"reason,omitempty"`
+	Type      string `json:"type,omitempty"`
+	Message   string `json:"message"`
+	Traceback string `json:"traceback,omitempty"`
+	Line      int    `json:"line,omitempty"`
+	Column    int    `json:"column,omitempty"`
+}
+
+func (e *pyError) String() string {
+	if e == nil {
+		return "unknown error"
+	}
+	s := e.Type
+	if e.Message != "" && s != "" {
+		s += ": " + e.Message
+	} else if e.Message != "" {
+		s = e.Message
+	}
+	if e.Traceback != "" {
+		s += "\n" + strings.TrimRight(e.Traceback, "\n")
+	}
+	return s
+}
+
+func (r pyReply) compileError(name string) *CompileError {
+	if r.Error == nil {
+		return &CompileError{Function: name, Message: "the worker did not load the source"}
+	}
+	return &CompileError{Function: name, Line: r.Error.Line, Column: r.Error.Column, Message: BoundError(r.Error.String())}
+}
+
+// result is the call's result and error. The worker bounds its logs itself, but
+// it runs user code, which can write any reply frame: logs and messages are
+// bounded again here.
+func (r pyReply) result(name string) (Result, error) {
+	r.Logs = BoundLogs(r.Logs)
+	if r.Error != nil {
+		r.Error.Message = BoundError(r.Error.Message)
+		r.Error.Traceback = BoundError(r.Error.Traceback)
+	}
+	if r.OK {
+		// The worker wrote the response with json.dumps, compact, and Unmarshal has
+		// checked the whole reply.
+		response, err := compactObject(name, r.Response)
+		return Result{Response: response, Logs: r.Logs}, err
+	}
+	if r.Error != nil && r.Error.Reason != "" {
+		return Result{Logs: r.Logs}, &InvokeError{Function: name, Reason: r.Error.Reason, Message: r.Error.Message}
+	}
+	if r.Error != nil && r.Error.Type == "BadReturn" {
+		return Result{Logs: r.Logs}, badReturn(name, "%s", r.Error.Message)
+	}
+	return Result{Logs: r.Logs}, exception(name, r.Error.String())
+}
+
+// tailBuffer keeps the first and the last bytes written to it (a worker's
+// stderr): a Python traceback ends with its cause, a Go runtime's crash starts
+// with it.
+type tailBuffer struct {
+	mu      sync.Mutex
+	head    []byte
+	buf     []byte
+	dropped bool // bytes between head and buf were dropped
+}
+
+const (
+	headBytes = 1 << 10
+	tailBytes = 4 << 10
+)
+
+// Write keeps the first headBytes and the last tailBytes written, each in a buffer
+// allocated once, so that a worker flooding its standard error costs the gateway no
+// allocation per write.
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if room := headBytes - len(t.head); room > 0 {
+		k := min(room, len(p))
+		t.head = append(t.head, p[:k]...)
+		p = p[k:]
+	}
+	if t.buf == nil {
+		t.buf = make([]byte, 0, tailBytes)
+	}
+	if len(p) >= tailBytes {
+		t.dropped = t.dropped || len(t.buf) > 0 || len(p) > tailBytes
+		t.buf = append(t.buf[:0], p[len(p)-tailBytes:]...)
+		return n, nil
+	}
+	if drop := len(t.buf) + len(p) - tailBytes; drop > 0 {
+		t.buf = t.buf[:copy(t.buf, t.buf[drop:])]
+		t.dropped = true
+	}
+	t.buf = append(t.buf, p...)
+	return n, nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.dropped {
+		return string(t.head) + "\n[...]\n" + string(t.buf)
+	}
+	return string(t.head) + string(t.buf)
+}

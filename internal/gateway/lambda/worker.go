@@ -1,0 +1,301 @@
+package lambda
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
+)
+
+// ScriptWorkerMarker is the first argument of a JavaScript or Jsonnet worker: the
+// executable that hosts the gateway (the gateway, the platform, a test binary),
+// started again in a sandbox, serves one function on its stdin and stdout instead
+// of running its main. Every binary that links this package can serve as a worker.
+const ScriptWorkerMarker = "metalambda-script-worker"
+
+// DefaultScriptMemoryLimit is the default of Options.ScriptMemoryLimit: about
+// 384 MiB of heap beside the address space a worker reserves at start.
+const DefaultScriptMemoryLimit = 1792 << 20
+
+// goReservedAddressSpace is about the address space an idle worker holds before
+// any heap (the Go runtime's page summaries and arena index, thread stacks, one
+// malloc arena): measured 1.25 to 1.3 GiB on amd64.
+const goReservedAddressSpace = 1408 << 20
+
+func init() {
+	if len(os.Args) > 1 && os.Args[1] == ScriptWorkerMarker {
+		os.Exit(serveScriptWorker(os.Stdin, os.Stdout))
+	}
+}
+
+// ScriptWorkerPIDs returns the pids of the JavaScript and Jsonnet workers that the
+// process gateway started for function ("namespace/name"; empty means every
+// function), as PythonWorkerPIDs does for Python.
+func ScriptWorkerPIDs(gateway int, function string) []int {
+	return workerPIDs(ScriptWorkerMarker, gateway, function)
+}
+
+// scripts runs the functions of an in-process runtime (JavaScript or Jsonnet) in
+// warm worker processes, each in its own sandbox like a Python worker's: the
+// gateway's executable started again with ScriptWorkerMarker, which compiles the
+// function with the in-process runtime and serves its calls one at a time. Its
+// address space is bounded by Options.ScriptMemoryLimit; a call past its timeout
+// kills the worker, and a fresh one takes its place at the next call. With
+// Options.InsecureNoSandbox functions run in the gateway's process instead.
+type scripts struct {
+	name      string  // JavaScript or Jsonnet
+	opts      Options // with defaults
+	inProcess Runtime
+	pools     *poolSet
+
+	mu         sync.Mutex
+	executable string
+	sandbox    *sandbox.Sandbox
+}
+
+// newScripts returns the sandboxed form of the in-process runtime name.
+func newScripts(name string, opts Options) *scripts {
+	opts = opts.withDefaults()
+	s := &scripts{name: name, opts: opts, pools: newPoolSet(opts.MemoryBudget)}
+	switch name {
+	case JavaScript:
+		s.inProcess = NewJavaScript(opts)
+	case Jsonnet:
+		s.inProcess = NewJsonnet(opts)
+	default:
+		panic("runtime: no script worker for " + name)
+	}
+	return s
+}
+
+// NewSandboxedJavaScript returns the JavaScript runtime of NewJavaScript whose
+// functions run in sandboxed worker processes (in process with
+// Options.InsecureNoSandbox). New uses it.
+func NewSandboxedJavaScript(opts Options) Runtime {
+	return newScripts(JavaScript, opts)
+}
+
+// NewSandboxedJsonnet returns the Jsonnet runtime of NewJsonnet whose functions
+// run in sandboxed worker processes (in process with Options.InsecureNoSandbox).
+// New uses it.
+func NewSandboxedJsonnet(opts Options) Runtime {
+	return newScripts(Jsonnet, opts)
+}
+
+// Stats counts the workers of all open functions (with Options.InsecureNoSandbox,
+// the in-process runtime's VMs or evaluations).
+func (s *scripts) Stats() PoolStats {
+	if s.opts.InsecureNoSandbox {
+		if r, ok := s.inProcess.(StatsReporter); ok {
+			return r.Stats()
+		}
+		return PoolStats{}
+	}
+	return s.pools.Stats()
+}
+
+// scriptInit is the first frame a script worker reads.
+type scriptInit struct {
+	Runtime     string            `json:"runtime"`
+	Name        string            `json:"name"`
+	Source      string            `json:"source"`
+	Handler     string            `json:"handler"`
+	Env         map[string]string `json:"env"`
+	Timeout     int64             `json:"timeout"` // nanoseconds, bounds the top-level code
+	MemoryLimit int64             `json:"memory_limit"`
+}
+
+// Compile starts a first worker, which compiles and loads the source: what the
+// in-process runtime reports as a *CompileError is one here too.
+func (s *scripts) Compile(fn Function) (Compiled, error) {
+	if s.opts.InsecureNoSandbox {
+		return s.inProcess.Compile(fn)
+	}
+	sb, exe, err := s.workerSandbox()
+	if err != nil {
+		return nil, fmt.Errorf("function %s: the %s runtime has no sandbox (the gateway's --insecure-no-sandbox runs functions in its own process): %w", fn.Name, s.name, err)
+	}
+	timeout := s.opts.timeout(fn)
+	memoryLimit := max(s.opts.ScriptMemoryLimit, 0)
+	first, err := json.Marshal(scriptInit{Runtime: s.name, Name: fn.Name, Source: fn.Source, Handler: fn.Handler, Env: fn.Env, Timeout: int64(timeout), MemoryLimit: memoryLimit})
+	if err != nil {
+		return nil, fmt.Errorf("function %s: %w", fn.Name, err)
+	}
+	f := &pyFunction{
+		fn: fn, interpreter: exe, memoryLimit: memoryLimit, timeout: timeout,
+		// A worker serves one call at a time and waits for the next in a blocking
+		// read of its stdin. With two Ps the runtime leaves the reading thread its
+		// P while the other is idle; with one, its monitor takes the P back every
+		// 20 µs of the wait, which cost 12-18% more CPU per call (perf stat over
+		// BenchmarkScriptWorkerEcho; waiting in the network poller instead cost
+		// 40% more). GOGC=400 collects as rarely as the gateway does
+		// (the heap is small; the memory limit still bounds it). One malloc arena
+		// keeps the address space of threads that cgo starts small.
+		env: []string{"GOMAXPROCS=2", "GOGC=400", "MALLOC_ARENA_MAX=1"},
+		// The Go runtime starts and parks threads of its own, so only the
+		// processor time of an idle worker tells that it is still running.
+		limits:  s.opts.workerLimits(memoryLimit, scriptWorkerMemory(memoryLimit)),
+		sandbox: sb, binds: []string{exe}, maxReply: s.opts.MaxReplyBytes,
+		idleTimeout: s.opts.WorkerIdleTimeout,
+		args:        []string{exe, ScriptWorkerMarker, "gateway=" + strconv.Itoa(os.Getpid()), "function=" + fn.Name},
+		init:        append(first, '\n'),
+		goWorker:    true,
+	}
+	if err := f.warm(s.poolSize(), s.pools); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// scriptWorkerMemory is the memory a script worker may hold (its cgroup's
+// bound): the heap its address-space limit leaves it, and the runtime's own.
+func scriptWorkerMemory(addressSpace int64) int64 {
+	if addressSpace <= 0 {
+		return 0
+	}
+	return max(addressSpace-goReservedAddressSpace, 0) + 128<<20
+}
+
+// poolSize is the most workers of one function: as many as Python's.
+func (s *scripts) poolSize() int {
+	return s.opts.PythonPoolSize
+}
+
+// workerSandbox is Options.Sandbox (or one built at the first call) and the
+// executable that workers run: the sandbox's launcher, which links this package
+// (sandbox.WorkerExecutable beside the gateway's, or the gateway's own). A
+// failure is not remembered.
+func (s *scripts) workerSandbox() (*sandbox.Sandbox, string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sandbox != nil {
+		return s.sandbox, s.executable, nil
+	}
+	sb := s.opts.Sandbox
+	if sb == nil {
+		var err error
+		if sb, err = sandbox.New(sandbox.Options{}); err != nil {
+			return nil, "", err
+		}
+	}
+	s.sandbox, s.executable = sb, sb.Launcher()
+	return sb, s.executable, nil
+}
+
+// serveScriptWorker is a worker's main: it reads the init frame, compiles the
+// function in process and answers each request frame with a reply frame, in the
+// Python worker's protocol. It returns the exit code.
+func serveScriptWorker(in io.Reader, out io.Writer) int {
+	r := bufio.NewReaderSize(in, 64<<10)
+	w := bufio.NewWriterSize(out, 64<<10)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	send := func(reply scriptReply) int {
+		if err := enc.Encode(reply); err != nil {
+			fmt.Fprintln(os.Stderr, "script worker: writing a reply:", err)
+			return 1
+		}
+		if err := w.Flush(); err != nil {
+			return 1
+		}
+		return 0
+	}
+	line, err := r.ReadBytes('\n')
+	if err != nil {
+		return 0
+	}
+	var first scriptInit
+	if err := json.Unmarshal(line, &first); err != nil {
+		fmt.Fprintln(os.Stderr, "script worker: init frame:", err)
+		return 2
+	}
+	if heap := first.MemoryLimit - goReservedAddressSpace; first.MemoryLimit > 0 && heap > 0 {
+		// Collect harder before the address-space limit, which the runtime cannot
+		// survive.
+		debug.SetMemoryLimit(heap * 3 / 4)
+	}
+	opts := Options{JavaScriptPoolSize: 1, JsonnetEvaluators: 1, InsecureNoSandbox: true}
+	var rt Runtime
+	switch first.Runtime {
+	case JavaScript:
+		rt = NewJavaScript(opts)
+	case Jsonnet:
+		rt = NewJsonnet(opts)
+	default:
+		fmt.Fprintf(os.Stderr, "script worker: unknown runtime %q\n", first.Runtime)
+		return 2
+	}
+	fn := Function{Name: first.Name, Runtime: first.Runtime, Source: first.Source, Handler: first.Handler, Env: first.Env}
+	// The top-level code is bounded by the timeout in process; calls are bounded
+	// by the gateway, which kills the worker.
+	fn.Timeout = time.Duration(first.Timeout)
+	compiled, err := rt.Compile(fn)
+	if err != nil {
+		return send(compileReply(err))
+	}
+	if code := send(scriptReply{OK: true}); code != 0 {
+		return code
+	}
+	if f, ok := compiled.(*jsFunction); ok {
+		f.timeout = maxDuration // the gateway kills the worker at the timeout
+	}
+	if f, ok := compiled.(*jsonnetFunction); ok {
+		f.timeout = maxDuration
+	}
+	for {
+		line, err := r.ReadBytes('\n')
+		if err != nil {
+			return 0
+		}
+		var frame struct {
+			Request json.RawMessage `json:"request"`
+		}
+		if err := json.Unmarshal(line, &frame); err != nil {
+			fmt.Fprintln(os.Stderr, "script worker: request frame:", err)
+			return 2
+		}
+		res, err := compiled.Invoke(context.Background(), frame.Request)
+		if code := send(callReply(res, err)); code != 0 {
+			return code
+		}
+	}
+}
+
+// maxDuration is as good as no timeout.
+const maxDuration = 1<<63 - 1
+
+// scriptReply is pyReply as a script worker writes it.
+type scriptReply struct {
+	OK       bool            `json:"ok"`
+	Response json.RawMessage `json:"response,omitempty"`
+	Logs     string          `json:"logs,omitempty"`
+	Error    *pyError        `json:"error,omitempty"`
+}
+
+func compileReply(err error) scriptReply {
+	var ce *CompileError
+	if errors.As(err, &ce) {
+		return scriptReply{Error: &pyError{Message: ce.Message, Line: ce.Line, Column: ce.Column}}
+	}
+	return scriptReply{Error: &pyError{Message: err.Error()}}
+}
+
+func callReply(res Result, err error) scriptReply {
+	if err == nil {
+		return scriptReply{OK: true, Response: res.Response, Logs: res.Logs}
+	}
+	var ie *InvokeError
+	if errors.As(err, &ie) {
+		return scriptReply{Logs: res.Logs, Error: &pyError{Reason: ie.Reason, Message: ie.Message}}
+	}
+	return scriptReply{Logs: res.Logs, Error: &pyError{Reason: ReasonException, Message: err.Error()}}
+}

@@ -1,0 +1,209 @@
+//go:build integration
+
+package platform
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/metalambda/metalambda/internal/engineapi"
+	"github.com/metalambda/metalambda/internal/kubetest"
+	"github.com/metalambda/metalambda/internal/local/cluster"
+	"github.com/metalambda/metalambda/internal/local/node"
+	"github.com/metalambda/metalambda/internal/manifest"
+)
+
+// TestInClusterChart installs the Helm chart on the local platform and runs the
+// engine and the gateway as its pods (the node runs this checkout's binaries for
+// their images): two engine replicas elect a leader with their ServiceAccount's
+// rights, the engine reaches the gateway's hooks by the Service's DNS name, and the
+// PythonLambda sample answers through the ingress.
+func TestInClusterChart(t *testing.T) {
+	// Not under /tmp, where the test's temporary directory (and maybe the checkout)
+	// is: the gateway pod mounts an emptyDir at /tmp, which would hide its binary.
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(cache, "metalambda"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	binDir, err := os.MkdirTemp(filepath.Join(cache, "metalambda"), "incluster-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(binDir) })
+	for _, cmd := range []string{"engine", "gateway", "metalambda-worker"} {
+		build := exec.Command("go", "build", "-o", filepath.Join(binDir, cmd), "github.com/metalambda/metalambda/cmd/"+cmd)
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("build %s: %v\n%s", cmd, err, out)
+		}
+	}
+	nodeOpts := node.Options{Bridge: "mlchart0", PodCIDR: "10.244.225.0/24", Images: ComponentImages(binDir)}
+	opts := Options{
+		DataDir: filepath.Join(t.TempDir(), "data"), BinDir: os.Getenv(cluster.BinDirEnv),
+		IngressAddress: freeAddr(t), GatewayAddress: freeAddr(t),
+		InCluster: &InCluster{ChartDir: filepath.Join("..", "..", "..", "deploy", "helm", "metalambda"), BinDir: binDir},
+		Node: func(kube kubernetes.Interface, dir string) (NodeRunner, error) {
+			o := nodeOpts
+			o.StateDir = filepath.Join(dir, "node")
+			return node.New(kube, o)
+		},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	var out strings.Builder
+	p, err := Start(ctx, opts, &out)
+	if err != nil {
+		t.Fatalf("up: %v\n%s", err, out.String())
+	}
+	defer p.Stop()
+	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kube := kubernetes.NewForConfigOrDie(cfg)
+	defer func() {
+		if t.Failed() {
+			logPods(t, ctx, kube, GatewayNamespace)
+		}
+	}()
+
+	var status strings.Builder
+	p.Status(&status)
+	if !strings.Contains(status.String(), "engine       pods of the chart in "+GatewayNamespace) {
+		t.Errorf("status does not say the engine runs as pods:\n%s", status.String())
+	}
+
+	// The components run as pods on the local node, from the chart's images.
+	pods, err := kube.CoreV1().Pods(GatewayNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	images := map[string]int{}
+	for _, pod := range pods.Items {
+		if pod.Spec.NodeName == "" || !podReady(&pod) {
+			t.Errorf("pod %s: node %q, ready %t", pod.Name, pod.Spec.NodeName, podReady(&pod))
+		}
+		for _, c := range pod.Spec.Containers {
+			images[strings.SplitN(c.Image, ":", 2)[0]]++
+		}
+	}
+	if images[EngineImage] != 2 || images[GatewayImage] != 1 {
+		t.Errorf("images of the running pods: %v, want 2 engines and 1 gateway", images)
+	}
+
+	// One engine pod leads, through the Lease its ServiceAccount may update. (The
+	// identity is the hostname, which pods share with the host here, and a UUID: the
+	// leader is found by its log.)
+	var holder string
+	kubetest.Eventually(t, time.Minute, "an engine pod holds the leader Lease", func(ctx context.Context) (bool, error) {
+		lease, err := kube.CoordinationV1().Leases(GatewayNamespace).Get(ctx, "metacontroller", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if lease.Spec.HolderIdentity != nil {
+			holder = *lease.Spec.HolderIdentity
+		}
+		return holder != "", fmt.Errorf("no holder")
+	})
+	leaders := 0
+	for _, pod := range pods.Items {
+		if !strings.HasPrefix(pod.Name, "metalambda-engine-") {
+			continue
+		}
+		logs, err := kube.CoreV1().Pods(GatewayNamespace).GetLogs(pod.Name, &corev1.PodLogOptions{Container: "engine"}).Do(ctx).Raw()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(logs), `"Leading: starting controllers" identity=`+holder) {
+			leaders++
+		}
+	}
+	if leaders != 1 {
+		t.Errorf("%d engine pods say they lead as %s, want 1", leaders, holder)
+	}
+
+	// The gateway's API answers at its Service's ClusterIP, which `metalambda fn` reads.
+	url, err := os.ReadFile(GatewayURLFile(opts.DataDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, body := get(t, strings.TrimSpace(string(url))+"/readyz", ""); code != http.StatusOK {
+		t.Errorf("gateway /readyz through its ClusterIP: %d %s", code, body)
+	}
+
+	// The engine's API answers through its Service, which sends every request to the
+	// leader (the standby would answer 503): each request on a new connection.
+	apiSvc, err := kube.CoreV1().Services(GatewayNamespace).Get(ctx, "metalambda-engine-api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := kube.CoreV1().ServiceAccounts(GatewayNamespace).CreateToken(ctx, DashboardAdmin, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := engineapi.Client{BaseURL: "http://" + net.JoinHostPort(apiSvc.Spec.ClusterIP, "9095"),
+		HTTP: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
+	kubetest.Eventually(t, time.Minute, "the engine API's Service reaches the leader", func(ctx context.Context) (bool, error) {
+		_, err := api.Controllers(ctx, tr.Status.Token)
+		return err == nil, err
+	})
+	for i := range 6 {
+		list, err := api.Controllers(ctx, tr.Status.Token)
+		if err != nil {
+			t.Fatalf("request %d to the engine API: %v", i, err)
+		}
+		if len(list.Items) < 2 {
+			t.Fatalf("request %d: controllers %+v, want the two bundled operators", i, list.Items)
+		}
+	}
+
+	// The sample, verbatim: the engine pods call the gateway pod's builtin hook.
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "operators", "pythonlambda", "sample.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	applier, err := manifest.NewApplier(cfg, "incluster-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := applier.Apply(ctx, data); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Eventually(t, 3*time.Minute, "the lambda answers through the ingress", func(context.Context) (bool, error) {
+		code, body := get(t, "http://"+opts.IngressAddress+"/?name=Martin", "example.com")
+		return code == http.StatusOK && body == wantAnswer, fmt.Errorf("%d %q", code, body)
+	})
+}
+
+// logPods logs the pods of a namespace and their containers' last lines.
+func logPods(t *testing.T, ctx context.Context, kube kubernetes.Interface, ns string) {
+	pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("list pods: %v", err)
+		return
+	}
+	for _, pod := range pods.Items {
+		t.Logf("pod %s phase=%s ready=%t statuses=%+v", pod.Name, pod.Status.Phase, podReady(&pod), pod.Status.ContainerStatuses)
+		for _, c := range pod.Spec.Containers {
+			tail := int64(20)
+			logs, err := kube.CoreV1().Pods(ns).GetLogs(pod.Name, &corev1.PodLogOptions{Container: c.Name, TailLines: &tail}).Do(ctx).Raw()
+			t.Logf("logs of %s/%s (%v):\n%s", pod.Name, c.Name, err, logs)
+		}
+	}
+}
