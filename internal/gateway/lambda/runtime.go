@@ -1,4 +1,4 @@
-// Package runtime compiles and runs hook functions written in JavaScript (goja),
+// Package lambda compiles and runs hook functions written in JavaScript (goja),
 // Python (CPython) or Jsonnet (go-jsonnet), each in warm sandboxed worker
 // processes, or Go (builtin functions compiled into the gateway, in process). A
 // function takes the hook's JSON request and returns its JSON response.

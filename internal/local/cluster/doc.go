@@ -1,4 +1,4 @@
-// Package localcluster runs a real Kubernetes control plane (etcd, kube-apiserver,
+// Package cluster runs a real Kubernetes control plane (etcd, kube-apiserver,
 // kube-controller-manager and kube-scheduler) as child processes on loopback.
 //
 // The binaries come from the pinned build that `make kube` puts in the user's cache

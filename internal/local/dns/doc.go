@@ -1,4 +1,4 @@
-// Package clusterdns answers DNS for a cluster's Services on one machine, the part
+// Package dns answers DNS for a cluster's Services on one machine, the part
 // of cluster DNS (CoreDNS's kubernetes plugin) that pods rely on: a Service's name
 // resolves in the pod's namespace and in the cluster domain, and every other name is
 // forwarded to the host's resolvers.

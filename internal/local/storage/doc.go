@@ -1,4 +1,4 @@
-// Package localstorage gives the local platform dynamically provisioned
+// Package storage gives the local platform dynamically provisioned
 // PersistentVolumes: the default StorageClass "local-path" and the provisioner behind
 // it, which backs every claim with a directory under one root on this machine and
 // removes the directory when the claim is gone and the reclaim policy is Delete. The
