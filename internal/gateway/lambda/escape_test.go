@@ -212,6 +212,7 @@ func workersHaveCgroups(t *testing.T) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer sb.Close()
 	ok, _ := sb.Cgroups()
 	return ok
 }

@@ -129,6 +129,7 @@ func TestLandlockChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(sb.Close)
 	if sb.Mode() != sandbox.ModeLandlock {
 		t.Fatalf("auto chose %s, want landlock", sb.Mode())
 	}

@@ -26,6 +26,7 @@ func BenchmarkStartTrue(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Cleanup(s.Close)
 	noCgroups := *s
 	noCgroups.cgroups = nil
 	for name, sb := range map[string]*Sandbox{"cgroup": s, "no-cgroup": &noCgroups} {

@@ -23,6 +23,7 @@ func newSandbox(t *testing.T) *Sandbox {
 	if err != nil {
 		t.Fatalf("the sandbox tests need bubblewrap: %v", err)
 	}
+	t.Cleanup(s.Close)
 	return s
 }
 
@@ -99,6 +100,7 @@ func landlockSandbox(t *testing.T) *Sandbox {
 	if err != nil {
 		t.Fatalf("the sandbox tests need Landlock (ABI %d): %v", MinLandlockABI, err)
 	}
+	t.Cleanup(s.Close)
 	return s
 }
 
