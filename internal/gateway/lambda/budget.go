@@ -70,8 +70,10 @@ type idleItem struct {
 }
 
 // enforce stops least recently used idle items until the items' memory is
-// within the budget.
-func (b *MemoryBudget) enforce() {
+// within the budget. Unless fresh, it first adds up the items' last readings
+// (the sweep's, every second), so that a start reads no worker's memory while
+// the budget holds; over the budget, it reads every item again before choosing.
+func (b *MemoryBudget) enforce(fresh bool) {
 	if b == nil {
 		return
 	}
@@ -83,12 +85,9 @@ func (b *MemoryBudget) enforce() {
 		sets = append(sets, s)
 	}
 	b.mu.Unlock()
-	var total int64
-	var idle []idleItem
-	for _, s := range sets {
-		t, items := s.memory()
-		total += t
-		idle = append(idle, items...)
+	total, idle := b.measure(sets, fresh)
+	if total > b.limit && !fresh {
+		total, idle = b.measure(sets, true)
 	}
 	if total > b.limit {
 		slices.SortFunc(idle, func(a, b idleItem) int { return a.since.Compare(b.since) })
@@ -103,6 +102,17 @@ func (b *MemoryBudget) enforce() {
 		}
 	}
 	b.used.Store(total)
+}
+
+func (b *MemoryBudget) measure(sets []*poolSet, fresh bool) (int64, []idleItem) {
+	var total int64
+	var idle []idleItem
+	for _, s := range sets {
+		t, items := s.memory(fresh)
+		total += t
+		idle = append(idle, items...)
+	}
+	return total, idle
 }
 
 // processTreeMemory is the resident memory of pid and its descendants, for a

@@ -55,7 +55,7 @@ func TestMemoryBudgetStopsTheLeastRecentlyUsedIdleItems(t *testing.T) {
 	if len(destroyed) != 0 {
 		t.Fatalf("stopped %v before the budget was passed", destroyed)
 	}
-	budget.enforce()
+	budget.enforce(true)
 	if !slices.Equal(destroyed, []int{first}) {
 		t.Errorf("stopped %v, want only the least recently used idle item %d", destroyed, first)
 	}
@@ -65,7 +65,7 @@ func TestMemoryBudgetStopsTheLeastRecentlyUsedIdleItems(t *testing.T) {
 	// Past the budget with only a busy item and one idle: the idle one goes,
 	// the busy one stays.
 	budget.limit = 50
-	budget.enforce()
+	budget.enforce(true)
 	if !slices.Equal(destroyed, []int{first, second}) || budget.Used() != 100 {
 		t.Errorf("stopped %v (used %d), want %d and %d stopped and the busy %d kept", destroyed, budget.Used(), first, second, busy)
 	}
@@ -75,6 +75,55 @@ func TestMemoryBudgetStopsTheLeastRecentlyUsedIdleItems(t *testing.T) {
 	}
 	if s := sets[1].Stats(); s.Evictions != 1 || s.Starts != 1 {
 		t.Errorf("second set: %+v, want 1 start and 1 eviction", s)
+	}
+}
+
+// A start reads only the memory of items never read before while the budget
+// holds; the sweep reads every item again, and a start over the budget reads
+// afresh before it chooses what to stop.
+func TestMemoryBudgetStartReadsNoKnownItem(t *testing.T) {
+	budget := NewMemoryBudget(1000)
+	var mu sync.Mutex
+	reads := map[int]int{}
+	size := int64(100)
+	next := 0
+	p := newPool(8, newPoolSet(budget), func() (int, error) { next++; return next, nil }, func(int) {}, nil)
+	p.memory = func(i int) int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		reads[i]++
+		return size
+	}
+	defer p.close()
+	ctx := context.Background()
+	var items []int
+	for range 4 { // each start sums the items before it
+		item, err := p.get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		items = append(items, item)
+	}
+	for _, i := range items[:3] {
+		if reads[i] != 1 {
+			t.Errorf("item %d read %d times by the starts after it, want once", i, reads[i])
+		}
+	}
+	budget.enforce(true)
+	if reads[items[0]] != 2 || budget.Used() != 400 {
+		t.Errorf("after a sweep: item %d read %d times, used %d; want 2 reads and 400", items[0], reads[items[0]], budget.Used())
+	}
+	for _, i := range items {
+		p.put(i, true)
+	}
+	// Growth between sweeps shows at the next sweep; a start that finds the
+	// last readings over the budget reads again (300 each now) before it stops
+	// idle items.
+	size = 300
+	budget.limit = 350
+	budget.enforce(false)
+	if reads[items[0]] != 3 || budget.Used() != 300 {
+		t.Errorf("over the budget: item %d read %d times, used %d; want a fresh read and 300 left", items[0], reads[items[0]], budget.Used())
 	}
 }
 

@@ -31,6 +31,9 @@ type pool[T comparable] struct {
 	idleSince map[T]time.Time
 	busy      map[T]struct{}
 	closed    bool
+	// read is each item's memory when last read: a start adds up these readings
+	// instead of reading every worker of the gateway; the sweep reads afresh.
+	read map[T]int64
 }
 
 func newPool[T comparable](size int, stats *poolSet, create func() (T, error), destroy func(T), keep func(T, time.Time) bool) *pool[T] {
@@ -41,6 +44,7 @@ func newPool[T comparable](size int, stats *poolSet, create func() (T, error), d
 		slots:   make(chan struct{}, size),
 		stats:   stats,
 		busy:    map[T]struct{}{},
+		read:    map[T]int64{},
 
 		idleSince: map[T]time.Time{},
 	}
@@ -81,7 +85,7 @@ func (p *pool[T]) takeIdleOrCreate() (T, error) {
 		return item, nil
 	}
 	p.mu.Unlock()
-	p.stats.budget.enforce() // make room first
+	p.stats.budget.enforce(false) // make room first
 	item, err := p.create()
 	if err != nil {
 		return zero, err
@@ -114,6 +118,7 @@ func (p *pool[T]) put(item T, healthy bool) {
 		p.mu.Unlock()
 		return
 	}
+	delete(p.read, item)
 	p.mu.Unlock()
 	p.destroy(item)
 }
@@ -132,6 +137,7 @@ func (p *pool[T]) close() {
 	}
 	p.idle = nil
 	clear(p.idleSince)
+	clear(p.read)
 	p.mu.Unlock()
 	p.stats.remove(p)
 	destroyAll(items, p.destroy)
@@ -178,25 +184,42 @@ func (p *pool[T]) takeIdle(item T, since time.Time) bool {
 	}
 	p.idle = slices.Delete(p.idle, i, i+1)
 	delete(p.idleSince, item)
+	delete(p.read, item)
 	return true
 }
 
 // memoryUse is the memory of every item, and the idle ones a budget may stop.
-func (p *pool[T]) memoryUse() (int64, []idleItem) {
+// Unless fresh, an item read before counts with its last reading.
+func (p *pool[T]) memoryUse(fresh bool) (int64, []idleItem) {
 	if p.memory == nil {
 		return 0, nil
 	}
 	p.mu.Lock()
 	idle := maps.Clone(p.idleSince)
 	busy := slices.Collect(maps.Keys(p.busy))
+	read := maps.Clone(p.read)
 	p.mu.Unlock()
+	measure := func(item T) int64 {
+		if m, ok := read[item]; ok && !fresh {
+			return m
+		}
+		m := p.memory(item)
+		p.mu.Lock()
+		_, idle := p.idleSince[item]
+		_, busy := p.busy[item]
+		if idle || busy { // not if the item went meanwhile
+			p.read[item] = m
+		}
+		p.mu.Unlock()
+		return m
+	}
 	var total int64
 	for _, item := range busy {
-		total += p.memory(item)
+		total += measure(item)
 	}
 	items := make([]idleItem, 0, len(idle))
 	for item, since := range idle {
-		m := p.memory(item)
+		m := measure(item)
 		total += m
 		items = append(items, idleItem{since: since, bytes: m, set: p.stats, evict: func() bool {
 			if !p.takeIdle(item, since) {
@@ -219,7 +242,7 @@ func (p *pool[T]) counts() PoolStats {
 type counter interface {
 	counts() PoolStats
 	sweep()
-	memoryUse() (int64, []idleItem)
+	memoryUse(fresh bool) (int64, []idleItem)
 }
 
 // sweepInterval is how often a pool set sweeps its pools' idle items.
@@ -246,11 +269,11 @@ func newPoolSet(budget *MemoryBudget) *poolSet {
 }
 
 // memory is the memory of the items of every pool, and their idle ones.
-func (s *poolSet) memory() (int64, []idleItem) {
+func (s *poolSet) memory(fresh bool) (int64, []idleItem) {
 	var total int64
 	var idle []idleItem
 	for _, c := range s.live() {
-		t, items := c.memoryUse()
+		t, items := c.memoryUse(fresh)
 		total += t
 		idle = append(idle, items...)
 	}
@@ -295,7 +318,7 @@ func (s *poolSet) sweepEvery(interval time.Duration, stop <-chan struct{}) {
 		for _, c := range s.live() {
 			c.sweep()
 		}
-		s.budget.enforce()
+		s.budget.enforce(true)
 	}
 }
 
