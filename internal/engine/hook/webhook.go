@@ -160,6 +160,11 @@ func (c *Client) post(ctx context.Context, ep Endpoint, info CallInfo, payload [
 		doer = ep.HTTP
 	}
 	resp, err := doer.Do(req)
+	if err != nil && notConnected(err) && ctx.Err() == nil {
+		// The hook never saw the request (a replica that went away, say): once,
+		// on a fresh connection, before the sync counts an error.
+		resp, err = doer.Do(retryOf(req, payload))
+	}
 	if err != nil {
 		code, err = transportFailure(ctx, ep, err)
 		return code, nil, err
@@ -231,7 +236,25 @@ func newRequest(ctx context.Context, u string, payload []byte) (*http.Request, e
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "metalambda")
+	// Hooks are idempotent by contract: net/http may then resend the request
+	// when a kept-alive connection turns out closed before any answer. A nil
+	// value marks the request so without sending the header.
+	req.Header["X-Idempotency-Key"] = nil
 	return req, nil
+}
+
+// retryOf is req again, with a body to send anew.
+func retryOf(req *http.Request, payload []byte) *http.Request {
+	again := req.Clone(req.Context())
+	again.Body = io.NopCloser(bytes.NewReader(payload))
+	return again
+}
+
+// notConnected reports whether err says no connection to the hook was made, so
+// the hook cannot have seen the request.
+func notConnected(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }
 
 // transportFailure classifies an error of sending or reading: ErrTimeout when the

@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -435,5 +438,66 @@ func TestCallUsesDoer(t *testing.T) {
 	}
 	if !sawDeadline {
 		t.Error("request context has no deadline; want the default timeout")
+	}
+}
+
+// A hook the engine could not connect to (a gateway replica that went away, say) is
+// called once more, on a fresh connection, and the sync sees the answer; the hook
+// gets the request once.
+func TestCallRetriesOnceWhenItCouldNotConnect(t *testing.T) {
+	var calls atomic.Int32
+	ep := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		body, _ := io.ReadAll(r.Body)
+		_, _ = w.Write(body)
+	})
+	for _, tt := range []struct {
+		name         string
+		refuse       int32 // dials refused before one connects
+		wantErr      bool
+		wantDials    int32
+		wantRequests int32
+	}{
+		{"one refused dial", 1, false, 2, 1},
+		{"two refused dials", 2, true, 2, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			calls.Store(0)
+			var dials atomic.Int32
+			transport := newTransport()
+			transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if dials.Add(1) <= tt.refuse {
+					return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+				}
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			}
+			t.Cleanup(transport.CloseIdleConnections)
+			var got map[string]any
+			err := (&Client{HTTP: &http.Client{Transport: transport}}).Call(context.Background(), ep, CallInfo{}, map[string]any{"n": 1}, &got)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("error = %v, want error: %v", err, tt.wantErr)
+			}
+			if dials.Load() != tt.wantDials || calls.Load() != tt.wantRequests {
+				t.Errorf("%d dials and %d requests served, want %d and %d", dials.Load(), calls.Load(), tt.wantDials, tt.wantRequests)
+			}
+			if !tt.wantErr && fmt.Sprint(got["n"]) != "1" {
+				t.Errorf("answer %v, want the request echoed", got)
+			}
+		})
+	}
+}
+
+// An error after the request may have reached the hook is not retried.
+func TestCallDoesNotRetryAfterConnecting(t *testing.T) {
+	var tries int
+	c := &Client{HTTP: doerFunc(func(*http.Request) (*http.Response, error) {
+		tries++
+		return nil, &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}
+	})}
+	if err := c.Call(context.Background(), Endpoint{URL: "http://x/sync"}, CallInfo{}, nil, nil); err == nil {
+		t.Fatal("a reset connection gave no error")
+	}
+	if tries != 1 {
+		t.Errorf("sent %d times, want once", tries)
 	}
 }
