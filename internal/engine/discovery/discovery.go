@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/klog/v2"
@@ -49,20 +51,13 @@ func NewMap(client discovery.DiscoveryInterface) *Map {
 	return &Map{client: client, resources: map[string]*Resource{}, byKind: map[string]*Resource{}}
 }
 
-// Run refreshes the map every interval until ctx ends.
+// Run refreshes the map now and every interval until ctx ends.
 func (m *Map) Run(ctx context.Context, interval time.Duration) {
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			if err := m.Refresh(); err != nil {
-				klog.FromContext(ctx).Error(err, "Discovery refresh failed; keeping the previous resource map")
-			}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if err := m.Refresh(); err != nil {
+			klog.FromContext(ctx).Error(err, "Discovery refresh failed; keeping the previous resource map")
 		}
-	}
+	}, interval)
 }
 
 // Refresh reloads every group. A partial failure keeps what was discovered, and

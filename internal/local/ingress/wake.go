@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -186,16 +188,7 @@ func (d *demand) flush(ctx context.Context) {
 
 // run flushes every interval until ctx ends.
 func (d *demand) run(ctx context.Context) {
-	tick := time.NewTicker(d.interval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			d.flush(ctx)
-		}
-	}
+	wait.UntilWithContext(ctx, d.flush, d.interval)
 }
 
 // Why a held request was not served.

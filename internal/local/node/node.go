@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -159,18 +161,11 @@ func (n *Node) shutdown(ctx context.Context) {
 }
 
 func (n *Node) heartbeat(ctx context.Context) {
-	tick := time.NewTicker(n.opts.HeartbeatInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if err := n.renew(ctx); err != nil && ctx.Err() == nil {
 			klog.FromContext(ctx).Error(err, "Node heartbeat failed", "node", n.opts.Name)
 		}
-	}
+	}, n.opts.HeartbeatInterval)
 }
 
 // podChanged starts a worker for a new pod or hands the worker the pod's latest state.
