@@ -16,6 +16,7 @@ import (
 	"github.com/metalambda/metalambda/internal/engine/hook"
 	"github.com/metalambda/metalambda/internal/engine/informer"
 	"github.com/metalambda/metalambda/internal/hookapi"
+	"github.com/metalambda/metalambda/internal/workloop"
 )
 
 // ControllerUIDLabel is stamped on every child when generateSelector is set, and is
@@ -302,10 +303,11 @@ func seconds(s float64) time.Duration {
 	return time.Duration(s * float64(time.Second))
 }
 
-// throttled turns a 429 with Retry-After into a delayed retry.
+// throttled turns a 429 with Retry-After into a hold: the work loop calls the hook
+// for that parent no sooner, whatever event comes.
 func throttled(err error) error {
 	if t, ok := asThrottled(err); ok {
-		return &delayError{after: t, throttled: true, err: err}
+		return workloop.Hold(t, err)
 	}
 	return err
 }

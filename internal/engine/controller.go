@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -77,11 +78,8 @@ type controller struct {
 
 	env   *environment
 	queue workqueue.TypedRateLimitingInterface[parentKey]
-	// notBefore holds, per parent, the time before which a throttled hook asked not to
-	// be called again (Retry-After); events in between wait for it.
-	notBefore sync.Map // parentKey -> time.Time
-	stop      context.CancelFunc
-	done      sync.WaitGroup
+	stop  context.CancelFunc
+	done  sync.WaitGroup
 }
 
 // flavor is what differs between composite and decorator controllers. A flavor gets
@@ -179,13 +177,19 @@ func (c *controller) run(ctx context.Context) {
 	if c.resync != nil {
 		go c.resync.run(ctx, c.exists, func() bool { return c.queue.Len() >= c.env.opts.Workers }, c.queue.Add)
 	}
-	loop := &workloop.Loop[parentKey]{
-		Queue: c.queue, Workers: c.env.opts.Workers, Process: c.process,
+	c.newLoop().Run(ctx)
+}
+
+// newLoop is the work loop of the controller's queue: it retries, holds a parent
+// whose hook asked for a pause (Retry-After), counts syncs and recovers panics.
+func (c *controller) newLoop() *workloop.Loop[parentKey] {
+	return &workloop.Loop[parentKey]{
+		Queue: c.queue, Workers: c.env.opts.Workers, Process: c.reconcile, Processed: c.processed,
+		Metrics: c.env.metrics.loops(), Name: c.name,
 		Failed: func(ctx context.Context, key parentKey, err error, _ bool) {
 			klog.FromContext(ctx).V(1).Info("Sync failed; retrying with backoff", "parent", key.String(), "err", err.Error())
 		},
 	}
-	loop.Run(ctx)
 }
 
 func (c *controller) waitForCaches(ctx context.Context) bool {
@@ -228,30 +232,21 @@ func (c *controller) exists(key parentKey) bool {
 	return ok
 }
 
-// process syncs one parent. A throttled hook's Retry-After holds every sync of that
-// parent until it passes; other delays retry once after theirs.
-func (c *controller) process(ctx context.Context, key parentKey) (time.Duration, error) {
-	if until, ok := c.notBefore.Load(key); ok {
-		if wait := time.Until(until.(time.Time)); wait > 0 {
-			return wait, nil
+// processed records the end of a sync of key, a panicked one included: the next
+// resync is a period away, and the API shows the result. A panic fails this sync and
+// nothing else; like any failure it becomes a Warning event on the parent.
+func (c *controller) processed(_ context.Context, key parentKey, err error) {
+	var p *workloop.Panic
+	if errors.As(err, &p) {
+		err = fmt.Errorf("internal error in the engine (please report it): %v", p.Value)
+		if parent, ok := c.parents[key.parent].sub.Get(key.namespace, key.name); ok {
+			c.env.warn(parent, "SyncError", err)
 		}
-		c.notBefore.Delete(key)
 	}
-	start := time.Now()
-	after, err := c.reconcile(ctx, key)
 	if c.resync != nil {
 		c.resync.synced(key)
 	}
-	c.env.metrics.observeSync(c.name, start, err)
 	c.noteSync(key, err)
-	var delay *delayError
-	if errors.As(err, &delay) {
-		if delay.throttled {
-			c.notBefore.Store(key, time.Now().Add(delay.after))
-		}
-		return delay.after, nil
-	}
-	return after, err
 }
 
 func (c *controller) parentHandler(i int) cache.ResourceEventHandler {

@@ -7,6 +7,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metalambda/metalambda/internal/workloop"
 )
 
 // parentStates remember, per parent of one controller, its last sync and the
@@ -105,8 +107,7 @@ func (c *controller) noteSync(key parentKey, err error) {
 	if c.states == nil {
 		return
 	}
-	var delay *delayError
-	if errors.As(err, &delay) || errors.Is(err, errParentGone) || apierrors.IsConflict(err) {
+	if workloop.IsDelay(err) || errors.Is(err, errParentGone) || apierrors.IsConflict(err) {
 		err = nil
 	}
 	c.states.synced(key, time.Now(), err)

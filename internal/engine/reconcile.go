@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"time"
@@ -21,11 +20,13 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/internal/hookapi"
+	"github.com/metalambda/metalambda/internal/workloop"
 )
 
 // reconcile is the level-based sync of one parent. It returns how long to wait before
 // the next sync the hook asked for (resyncAfterSeconds). A failure becomes a Warning
-// event on the parent; so does a panic, which fails this sync and nothing else.
+// event on the parent; a panic goes up to the work loop, which recovers it (see
+// processed).
 func (c *controller) reconcile(ctx context.Context, key parentKey) (after time.Duration, err error) {
 	p := c.parents[key.parent]
 	parent, ok := p.sub.Get(key.namespace, key.name)
@@ -42,16 +43,8 @@ func (c *controller) reconcile(ctx context.Context, key parentKey) (after time.D
 		}
 	}()
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("parent", key.String()))
-	defer func() {
-		if r := recover(); r != nil {
-			klog.FromContext(ctx).Error(nil, "Sync panicked; retrying with backoff", "panic", r, "stack", string(debug.Stack()))
-			after, err = 0, fmt.Errorf("internal error in the engine (please report it): %v", r)
-			c.env.warn(parent, "SyncError", err)
-		}
-	}()
 	after, err = c.sync(ctx, key, p, parent)
-	var delay *delayError
-	if err != nil && !errors.As(err, &delay) && !errors.Is(err, errParentGone) && !apierrors.IsConflict(err) {
+	if err != nil && !workloop.IsDelay(err) && !errors.Is(err, errParentGone) && !apierrors.IsConflict(err) {
 		c.env.warn(parent, "SyncError", err)
 	}
 	return after, err

@@ -24,6 +24,7 @@ import (
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/engine/informer"
+	"github.com/metalambda/metalambda/internal/workloop"
 )
 
 // Labels on every ControllerRevision, as upstream sets them, so that revisions of
@@ -415,7 +416,7 @@ func (c *controller) writeRevisions(ctx context.Context, parent *unstructured.Un
 			_, err := client.Create(ctx, obj, metav1.CreateOptions{FieldManager: c.env.opts.FieldManager})
 			if apierrors.IsAlreadyExists(err) {
 				// Created by an earlier sync the cache has not shown yet.
-				return &delayError{after: time.Second, err: fmt.Errorf("ControllerRevision %s exists but is not in the cache yet", r.name)}
+				return workloop.After(time.Second, fmt.Errorf("ControllerRevision %s exists but is not in the cache yet", r.name))
 			}
 			if err != nil {
 				return fmt.Errorf("create ControllerRevision %s: %w", r.name, err)
