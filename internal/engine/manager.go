@@ -30,6 +30,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
+	"github.com/metalambda/metalambda/internal/engine/api"
 	"github.com/metalambda/metalambda/internal/engine/discovery"
 	"github.com/metalambda/metalambda/internal/engine/hook"
 	"github.com/metalambda/metalambda/internal/engine/informer"
@@ -111,7 +112,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 		return nil, err
 	}
 	rec := newEventRecorder(kube, opts)
-	calls := newCallHistory(opts.HookCallHistory)
+	calls := api.NewHistory(opts.HookCallHistory)
 	env := &environment{
 		opts:      opts,
 		dynamic:   dyn,
@@ -323,7 +324,7 @@ func (m *Manager) remove(ctx context.Context, key controllerKey, release bool) e
 		// The controller is gone for good: drop its series, so they do not pile up.
 		m.env.hooks.Metrics.Forget(key.kind, key.name)
 		m.env.metrics.forget(key.kind, key.name)
-		m.env.calls.forget(key.kind, key.name)
+		m.env.calls.Forget(key.kind, key.name)
 	}
 	klog.FromContext(ctx).Info("Controller stopped", "kind", key.kind, "name", key.name)
 	return nil

@@ -111,5 +111,5 @@ func (c *controller) noteSync(key parentKey, err error) {
 		err = nil
 	}
 	c.states.synced(key, time.Now(), err)
-	c.env.calls.recordSync(c.kind, c.name, err != nil)
+	c.env.calls.RecordSync(c.kind, c.name, err != nil)
 }
