@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/metalambda/metalambda/internal/engine/hook"
 	"github.com/metalambda/metalambda/internal/engine/informer"
 	"github.com/metalambda/metalambda/internal/hookapi"
 )
@@ -258,54 +256,4 @@ func writeStatus(ctx context.Context, env *environment, gvr schema.GroupVersionR
 		return nil, fmt.Errorf("update status of %s: %w", describe(parent), err)
 	}
 	return written, nil
-}
-
-// call sends the sync or finalize hook request and validates the answer.
-func (c *controller) call(ctx context.Context, in *hookInput) (*outcome, error) {
-	req := c.flavor.request(c.object, in, c.childObjects(in.endpoint.Version, in.parentType.res.Namespaced, in.children))
-	resp := c.flavor.answer()
-	if err := c.caller.Call(ctx, *in.endpoint, c.callInfo(hookName(in.finalizing, c.hooks.finalize != nil), in.parent), req, resp); err != nil {
-		return nil, throttled(err)
-	}
-	out, raw := resp.outcome()
-	desired, err := c.decodeDesired(in.parent, raw)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.flavor.check(in.parent, desired); err != nil {
-		return nil, err
-	}
-	out.desired = desired
-	return out, nil
-}
-
-// callInfo names a hook call about parent.
-func (c *controller) callInfo(hookName string, parent *unstructured.Unstructured) hook.CallInfo {
-	return hook.CallInfo{
-		Controller: c.name, ControllerType: c.kind, Hook: hookName,
-		Parent:           hook.ObjectKey{Group: groupOf(parent.GetAPIVersion()), Kind: parent.GetKind(), Namespace: parent.GetNamespace(), Name: parent.GetName()},
-		ParentAPIVersion: parent.GetAPIVersion(), ParentUID: string(parent.GetUID()),
-	}
-}
-
-func hookName(finalizing, hasFinalize bool) string {
-	if finalizing && hasFinalize {
-		return "finalize"
-	}
-	return "sync"
-}
-
-func seconds(s float64) time.Duration {
-	if s <= 0 {
-		return 0
-	}
-	return time.Duration(s * float64(time.Second))
-}
-
-// throttled turns a 429 with Retry-After into a delayed retry.
-func throttled(err error) error {
-	if t, ok := asThrottled(err); ok {
-		return &delayError{after: t, throttled: true, err: err}
-	}
-	return err
 }

@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
+	"github.com/metalambda/metalambda/internal/engine/api"
 	"github.com/metalambda/metalambda/internal/engine/discovery"
 	"github.com/metalambda/metalambda/internal/engine/hook"
 	"github.com/metalambda/metalambda/internal/engine/informer"
@@ -26,7 +27,7 @@ type environment struct {
 	hooks     *hook.Client
 	recorder  record.EventRecorder
 	metrics   *metrics
-	calls     *callHistory // nil when no calls are recorded
+	calls     *api.History // nil when no calls are recorded
 	own       *ownWrites
 }
 

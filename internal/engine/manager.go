@@ -2,24 +2,16 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -30,6 +22,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
+	"github.com/metalambda/metalambda/internal/engine/api"
 	"github.com/metalambda/metalambda/internal/engine/discovery"
 	"github.com/metalambda/metalambda/internal/engine/hook"
 	"github.com/metalambda/metalambda/internal/engine/informer"
@@ -111,7 +104,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 		return nil, err
 	}
 	rec := newEventRecorder(kube, opts)
-	calls := newCallHistory(opts.HookCallHistory)
+	calls := api.NewHistory(opts.HookCallHistory)
 	env := &environment{
 		opts:      opts,
 		dynamic:   dyn,
@@ -323,7 +316,7 @@ func (m *Manager) remove(ctx context.Context, key controllerKey, release bool) e
 		// The controller is gone for good: drop its series, so they do not pile up.
 		m.env.hooks.Metrics.Forget(key.kind, key.name)
 		m.env.metrics.forget(key.kind, key.name)
-		m.env.calls.forget(key.kind, key.name)
+		m.env.calls.Forget(key.kind, key.name)
 	}
 	klog.FromContext(ctx).Info("Controller stopped", "kind", key.kind, "name", key.name)
 	return nil
@@ -347,87 +340,5 @@ func (m *Manager) stopAll() {
 	for key, h := range m.hosted {
 		m.stop(key, h)
 		delete(m.hosted, key)
-	}
-}
-
-// releaseFinalizers removes the controller's finalizer from every parent, reading
-// them from the API server since the controller's caches are closed.
-func (c *controller) releaseFinalizers(ctx context.Context) error {
-	var errs []error
-	for _, p := range c.parents {
-		list, err := c.env.resource(p.res.GroupVersionResource, "").List(ctx, metav1.ListOptions{})
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		for i := range list.Items {
-			parent := &list.Items[i]
-			if slices.Contains(parent.GetFinalizers(), c.finalizer) {
-				_, err := patchFinalizers(ctx, c.env, p.res.GroupVersionResource, parent, c.finalizer, false)
-				errs = append(errs, err)
-			}
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func specHash(obj *unstructured.Unstructured) string {
-	data, _ := json.Marshal(obj.Object["spec"])
-	sum := sha256.Sum256(data)
-	return fmt.Sprintf("%x", sum[:8])
-}
-
-// Condition types written on controller objects.
-const (
-	ConditionReady     = "Ready"
-	ConditionSupported = "Supported"
-)
-
-// writeControllerStatus records on the controller object whether it runs, and which
-// of its fields this engine does not support.
-func (m *Manager) writeControllerStatus(ctx context.Context, obj *unstructured.Unstructured, buildErr error, unsupported []string) error {
-	var status v1alpha1.ControllerStatus
-	if raw, ok := obj.Object["status"]; ok {
-		_ = convertJSON(raw, &status)
-	}
-	gen := obj.GetGeneration()
-	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Running", Message: "the controller is running", ObservedGeneration: gen}
-	if buildErr != nil {
-		ready = metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: reasonOf(buildErr), Message: buildErr.Error(), ObservedGeneration: gen}
-	}
-	supported := metav1.Condition{Type: ConditionSupported, Status: metav1.ConditionTrue, Reason: "AllFieldsSupported", Message: "every field set is supported", ObservedGeneration: gen}
-	if len(unsupported) > 0 {
-		supported = metav1.Condition{Type: ConditionSupported, Status: metav1.ConditionFalse, Reason: "UnsupportedFields", Message: strings.Join(unsupported, "; "), ObservedGeneration: gen}
-	}
-	meta.SetStatusCondition(&status.Conditions, ready)
-	meta.SetStatusCondition(&status.Conditions, supported)
-	status.ObservedGeneration = gen
-	newStatus, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&status)
-	if err != nil {
-		return err
-	}
-	gvr := compositeGVR
-	if obj.GetKind() == DecoratorKind {
-		gvr = decoratorGVR
-	}
-	_, err = writeStatus(ctx, m.env, gvr, obj, newStatus)
-	return err
-}
-
-// queueCollector reports each hosted controller's queue length at scrape time.
-type queueCollector struct {
-	m    *Manager
-	desc *prometheus.Desc
-}
-
-func (q *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- q.desc }
-
-func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
-	q.m.mu.Lock()
-	defer q.m.mu.Unlock()
-	for key, h := range q.m.hosted {
-		if h.controller.queue != nil {
-			ch <- prometheus.MustNewConstMetric(q.desc, prometheus.GaugeValue, float64(h.controller.queue.Len()), key.kind+"/"+key.name)
-		}
 	}
 }

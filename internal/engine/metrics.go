@@ -8,52 +8,49 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/klog/v2"
+
+	"github.com/metalambda/metalambda/internal/workloop"
 )
 
 // metrics are the engine's own Prometheus series; hook call series live in package
 // hook.
 type metrics struct {
-	syncs        *prometheus.CounterVec
-	syncDuration *prometheus.HistogramVec
-	apiRequests  *prometheus.CounterVec
+	// syncs are the work loop's series of the hosted controllers' parent syncs:
+	// metalambda_engine_syncs_total, _sync_duration_seconds, _sync_panics_total and
+	// _active_workers, labelled controller.
+	syncs       *workloop.Metrics
+	apiRequests *prometheus.CounterVec
 	// queues serves the workqueue_* series of every work queue the engine creates.
 	queues *queueMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "metalambda_engine_syncs_total", Help: "Parent syncs by controller and result (success or error).",
-		}, []string{"controller", "result"}),
-		syncDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "metalambda_engine_sync_duration_seconds", Help: "Time to sync one parent, hook call included.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
-		}, []string{"controller"}),
+		syncs: workloop.NewMetrics(reg, workloop.MetricsOptions{Prefix: "metalambda_engine", Label: "controller", Item: "parent"}),
 		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "metalambda_engine_api_requests_total", Help: "Requests the engine sent to the Kubernetes API, by verb, resource and status code.",
 		}, []string{"verb", "resource", "code"}),
 		queues: newQueueMetrics(),
 	}
 	if reg != nil {
-		reg.MustRegister(m.syncs, m.syncDuration, m.apiRequests)
+		reg.MustRegister(m.apiRequests)
 		m.queues.register(reg)
 	}
 	return m
 }
 
-func (m *metrics) observeSync(controller string, start time.Time, err error) {
-	result := "success"
-	if err != nil {
-		result = "error"
+// loops are the series of the hosted controllers' work loops; nil (none) without
+// metrics, as in unit tests that build a controller by hand.
+func (m *metrics) loops() *workloop.Metrics {
+	if m == nil {
+		return nil
 	}
-	m.syncs.WithLabelValues(controller, result).Inc()
-	m.syncDuration.WithLabelValues(controller).Observe(time.Since(start).Seconds())
+	return m.syncs
 }
 
 // forget drops a removed controller's series.
 func (m *metrics) forget(kind, controller string) {
-	m.syncs.DeletePartialMatch(prometheus.Labels{"controller": controller})
-	m.syncDuration.DeletePartialMatch(prometheus.Labels{"controller": controller})
+	m.syncs.Forget(controller)
 	m.queues.forget(queueName(kind, controller))
 }
 

@@ -1,11 +1,9 @@
 package engine
 
 import (
-	"errors"
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -95,20 +93,4 @@ func (s *parentStates) get(key parentKey) (parentState, bool) {
 		return parentState{}, false
 	}
 	return *st, true
-}
-
-// noteSync records the end of a sync of key for the API: its time and error, and a
-// failure in the controller's overview. What reconcile reports as no SyncError is no
-// failure here either: a delay the hook asked for, a parent gone meanwhile, and a
-// write conflict, which the next sync (queued at once) resolves.
-func (c *controller) noteSync(key parentKey, err error) {
-	if c.states == nil {
-		return
-	}
-	var delay *delayError
-	if errors.As(err, &delay) || errors.Is(err, errParentGone) || apierrors.IsConflict(err) {
-		err = nil
-	}
-	c.states.synced(key, time.Now(), err)
-	c.env.calls.recordSync(c.kind, c.name, err != nil)
 }

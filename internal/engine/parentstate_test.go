@@ -8,6 +8,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
+// t0 is the time of the syncs the tests record.
+var t0 = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+
 func TestParentStatesRememberHandledParentsOnly(t *testing.T) {
 	s := newParentStates(true)
 	ignored, failing, applied := parentKey{name: "ignored"}, parentKey{name: "failing"}, parentKey{name: "applied"}

@@ -19,6 +19,7 @@ import (
 	"github.com/metalambda/metalambda/internal/engine/hook"
 	"github.com/metalambda/metalambda/internal/engine/informer"
 	"github.com/metalambda/metalambda/internal/hookapi"
+	"github.com/metalambda/metalambda/internal/workloop"
 )
 
 // relatedTracker runs a controller's customize hook and serves the related objects
@@ -72,7 +73,7 @@ func (r *relatedTracker) objects(ctx context.Context, key parentKey, parent *uns
 	for _, rr := range entry.rules {
 		sub := r.subscribe(rr.res)
 		if !sub.HasSynced() || (rr.nsSub != nil && !rr.nsSub.HasSynced()) {
-			return nil, retryAfter(500*time.Millisecond, fmt.Errorf("related %s: %w", rr.res.Resource, errNotSynced))
+			return nil, workloop.After(500*time.Millisecond, fmt.Errorf("related %s: %w", rr.res.Resource, errNotSynced))
 		}
 		typeKey := hookapi.TypeKey(rr.res.Kind, rr.rule.APIVersion)
 		if out[typeKey] == nil {

@@ -241,7 +241,7 @@ func TestPanicInSyncBecomesSyncError(t *testing.T) {
 		flavor:  &panicky{},
 		env:     &environment{opts: Defaults(), recorder: rec, own: newOwnWrites()},
 	}
-	_, err := c.reconcile(ctx, parentKey{namespace: "ns", name: "p"})
+	_, err := c.newLoop().Handle(ctx, parentKey{namespace: "ns", name: "p"}) // the work loop recovers the panic
 	if err == nil || !strings.Contains(err.Error(), "observe exploded") {
 		t.Fatalf("reconcile returned %v, want the panic as an error", err)
 	}

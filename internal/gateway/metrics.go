@@ -7,12 +7,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/workloop"
 )
 
 // metrics use the names FaaS users already graph (OpenFaaS gateway).
 type metrics struct {
 	invocations *prometheus.CounterVec
 	seconds     *prometheus.HistogramVec
+	// store are the work loop's series of the Function store (metalambda_gateway_
+	// function_syncs_total, _sync_duration_seconds, _sync_panics_total and
+	// _active_workers, labelled queue="functions"): no FaaS gateway has such series,
+	// so they carry the project's prefix.
+	store *workloop.Metrics
 }
 
 func newMetrics(reg prometheus.Registerer, stats func() map[string]lambda.PoolStats, budget *lambda.MemoryBudget) *metrics {
@@ -24,6 +30,7 @@ func newMetrics(reg prometheus.Registerer, stats func() map[string]lambda.PoolSt
 			Name: "gateway_functions_seconds", Help: "Function call duration.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
 		}, []string{"function_name"}),
+		store: workloop.NewMetrics(reg, workloop.MetricsOptions{Prefix: "metalambda_gateway_function", Label: "queue", Item: "function"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.invocations, m.seconds, newPoolCollector(stats, budget))

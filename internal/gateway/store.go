@@ -57,6 +57,9 @@ type build struct {
 // current is what the entry serves now.
 func (e *entry) current() *build { return e.build.Load() }
 
+// storeQueue names the store's work queue, and its work loop's series.
+const storeQueue = "functions"
+
 // store keeps every Function compiled and ready, following the cluster.
 type store struct {
 	dyn       dynamic.Interface
@@ -84,7 +87,7 @@ func newStore(dyn dynamic.Interface, c compiler, env *envCache, publicURL string
 	s := &store{
 		dyn: dyn, compiler: c, env: env, publicURL: publicURL, history: history, metrics: m,
 		entries: map[string]*entry{},
-		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: "functions"}),
+		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[string](), workqueue.TypedRateLimitingQueueConfig[string]{Name: storeQueue}),
 	}
 	s.informer = dynamicinformer.NewFilteredDynamicInformer(dyn, FunctionsGVR, metav1.NamespaceAll, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}, nil).Informer()
 	enqueue := func(obj any) {
@@ -104,7 +107,7 @@ func (s *store) run(ctx context.Context) {
 	if cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
 		loop := &workloop.Loop[string]{
 			Queue: s.queue, Workers: 1,
-			Process: s.sync,
+			Process: s.sync, Metrics: s.metrics.store, Name: storeQueue,
 			Failed: func(ctx context.Context, key string, err error, _ bool) {
 				klog.FromContext(ctx).V(1).Info("Function sync failed; retrying", "function", key, "err", err.Error())
 			},

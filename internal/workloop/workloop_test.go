@@ -4,11 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 )
 
 // recordingLimiter counts backoff requests and forgets per key.
@@ -132,5 +137,71 @@ func TestRunStopsWithTheContext(t *testing.T) {
 	}
 	if !q.ShuttingDown() {
 		t.Error("the queue was not shut down")
+	}
+}
+
+// A Hold keeps every processing of its key back until it passes; an After does not.
+func TestHoldKeepsTheKeyBack(t *testing.T) {
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+	defer q.ShutDown()
+	calls := map[string]int{}
+	l := &Loop[string]{Queue: q, Process: func(_ context.Context, key string) (time.Duration, error) {
+		calls[key]++
+		if key == "held" {
+			return 0, Hold(time.Hour, errors.New("429"))
+		}
+		return 0, After(time.Hour, errors.New("cache filling"))
+	}}
+	for range 2 {
+		for _, key := range []string{"held", "delayed"} {
+			if after, err := l.Handle(context.Background(), key); err == nil && after <= 0 {
+				t.Fatalf("%s: no delay", key)
+			}
+		}
+	}
+	if calls["held"] != 1 || calls["delayed"] != 2 {
+		t.Errorf("calls %v, want held once (then held back) and delayed twice", calls)
+	}
+}
+
+// The metrics count results and panics, and every processing has a reconcile ID.
+func TestMetricsAndReconcileID(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg, MetricsOptions{Prefix: "test", Label: "loop", Item: "thing"})
+	var ids []string
+	ctx := klog.NewContext(context.Background(), funcr.New(func(_, args string) {
+		_, id, _ := strings.Cut(args, `"reconcileID"=`)
+		ids = append(ids, id)
+	}, funcr.Options{}))
+	l := &Loop[string]{Queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()), Metrics: m, Name: "things",
+		Process: func(ctx context.Context, key string) (time.Duration, error) {
+			klog.FromContext(ctx).Info("Processing")
+			if key == "panics" {
+				panic("boom")
+			}
+			return 0, nil
+		}}
+	defer l.Queue.ShutDown()
+	for _, key := range []string{"ok", "panics"} {
+		_, _ = l.Handle(ctx, key)
+	}
+	want := `
+		# HELP test_sync_panics_total Thing syncs that panicked, by loop (each also counts as an error).
+		# TYPE test_sync_panics_total counter
+		test_sync_panics_total{loop="things"} 1
+		# HELP test_syncs_total Thing syncs by loop and result (success or error).
+		# TYPE test_syncs_total counter
+		test_syncs_total{loop="things",result="error"} 1
+		test_syncs_total{loop="things",result="success"} 1
+	`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "test_syncs_total", "test_sync_panics_total"); err != nil {
+		t.Error(err)
+	}
+	if len(ids) < 2 || ids[0] == "" || ids[0] == ids[1] {
+		t.Errorf("reconcile IDs %v, want two different ones", ids)
+	}
+	m.Forget("things")
+	if n, _ := testutil.GatherAndCount(reg); n != 0 {
+		t.Errorf("%d series left after Forget", n)
 	}
 }

@@ -128,15 +128,6 @@ func (w *differ) listValue(d []any, o any) {
 	}
 }
 
-// listMode is how a desired list is compared with the observed one.
-type listMode uint8
-
-const (
-	byIndex listMode = iota // same length, item by item in order
-	byKey                   // a list-map: each desired item held by the observed item with its key
-	asSet                   // each desired item held by any observed item
-)
-
 // listMode chooses how the desired list d at the current path is compared with
 // the observed list o. A list whose items are all objects with a list-map key
 // (see detectListMapKey), unique among them, is a list-map; so is an empty desired
@@ -158,19 +149,6 @@ func (c *collector) listMode(d, o []any) (listMode, listKey) {
 		}
 	}
 	return byIndex, listKey{}
-}
-
-// setLike reports whether the list at the current path is a set whose items the
-// server or admission plugins add to: metadata.finalizers (pvc-protection,
-// foregroundDeletion) and tolerations (not-ready, unreachable).
-func (c *collector) setLike() bool {
-	switch c.key(0) {
-	case "finalizers":
-		return c.key(1) == "metadata"
-	case "tolerations":
-		return true
-	}
-	return false
 }
 
 // indexedList requires the same length, then compares item by item in order.

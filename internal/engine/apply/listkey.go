@@ -228,3 +228,25 @@ func scalarID(v any) string {
 	}
 	return fmt.Sprintf("%T:%v", v, v)
 }
+
+// listMode is how a desired list is compared with the observed one.
+type listMode uint8
+
+const (
+	byIndex listMode = iota // same length, item by item in order
+	byKey                   // a list-map: each desired item held by the observed item with its key
+	asSet                   // each desired item held by any observed item
+)
+
+// setLike reports whether the list at the current path is a set whose items the
+// server or admission plugins add to: metadata.finalizers (pvc-protection,
+// foregroundDeletion) and tolerations (not-ready, unreachable).
+func (c *collector) setLike() bool {
+	switch c.key(0) {
+	case "finalizers":
+		return c.key(1) == "metadata"
+	case "tolerations":
+		return true
+	}
+	return false
+}

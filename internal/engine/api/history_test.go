@@ -1,4 +1,4 @@
-package engine
+package api
 
 import (
 	"errors"
@@ -51,7 +51,7 @@ func ids(calls []recordedCall) []uint64 {
 func all(*recordedCall) bool { return true }
 
 func TestCallHistoryKeepsTheLastCallsNewestFirst(t *testing.T) {
-	h := newCallHistory(3)
+	h := NewHistory(3)
 	for range 5 {
 		h.RecordCall(hookCall("a"))
 	}
@@ -74,12 +74,12 @@ func TestCallHistoryKeepsTheLastCallsNewestFirst(t *testing.T) {
 }
 
 func TestCallHistoryOffRecordsNothing(t *testing.T) {
-	h := newCallHistory(0)
+	h := NewHistory(0)
 	if h != nil {
 		t.Fatal("a history of size 0 is not off")
 	}
-	h.recordSync(CompositeKind, "web", true)
-	h.forget(CompositeKind, "web")
+	h.RecordSync(CompositeKind, "web", true)
+	h.Forget(CompositeKind, "web")
 	if calls, _ := h.list(0, 10, all); calls != nil || h.lastID() != 0 {
 		t.Errorf("an off history lists %v, last id %d", calls, h.lastID())
 	}
@@ -89,7 +89,7 @@ func TestCallHistoryOffRecordsNothing(t *testing.T) {
 }
 
 func TestCallHistoryPreviousCallIsPerParentAndHook(t *testing.T) {
-	h := newCallHistory(10)
+	h := NewHistory(10)
 	h.RecordCall(hookCall("a", withResponse(`{"children":[{"kind":"ConfigMap","spec":{"replicas":1}}]}`))) // 1
 	h.RecordCall(hookCall("b"))                                                                            // 2
 	h.RecordCall(hookCall("a", func(c *hook.Call) { c.Info.Hook = hook.HookFinalize }))                    // 3
@@ -124,7 +124,7 @@ func TestCallHistoryPreviousCallIsPerParentAndHook(t *testing.T) {
 }
 
 func TestCallHistoryForgetsThePreviousCallItEvicted(t *testing.T) {
-	h := newCallHistory(2)
+	h := NewHistory(2)
 	h.RecordCall(hookCall("a"))
 	h.RecordCall(hookCall("b"))
 	h.RecordCall(hookCall("c")) // evicts a
@@ -137,7 +137,7 @@ func TestCallHistoryForgetsThePreviousCallItEvicted(t *testing.T) {
 		t.Errorf("the previous call was evicted, yet the view shows previous %d, diff %q", v.PreviousID, v.Diff)
 	}
 
-	h = newCallHistory(3)
+	h = NewHistory(3)
 	h.RecordCall(hookCall("a", withResponse(`{"a":1}`))) // 1
 	h.RecordCall(hookCall("b"))                          // 2
 	h.RecordCall(hookCall("a", withResponse(`{"a":2}`))) // 3, after 1
@@ -149,7 +149,7 @@ func TestCallHistoryForgetsThePreviousCallItEvicted(t *testing.T) {
 }
 
 func TestCallViewRedactsAndTruncates(t *testing.T) {
-	h := newCallHistory(4)
+	h := NewHistory(4)
 	secret := `{"kind":"Secret","apiVersion":"v1","data":{"password":"aHVudGVyMg=="},"stringData":{"token":"abc"}}`
 	h.RecordCall(hookCall("a", withResponse(`{"children":[`+secret+`]}`), func(c *hook.Call) {
 		c.Request = []byte(`{"related":{"Secret.v1":{"s":` + secret + `}}}`)
@@ -176,7 +176,7 @@ func TestCallViewRedactsAndTruncates(t *testing.T) {
 }
 
 func TestCallViewFields(t *testing.T) {
-	h := newCallHistory(2)
+	h := NewHistory(2)
 	h.RecordCall(hookCall("a", func(c *hook.Call) {
 		c.Status, c.Response, c.Err = 500, nil, errors.New("POST http://hook/sync: hook answered HTTP 500")
 	}))
@@ -194,7 +194,7 @@ func TestCallViewFields(t *testing.T) {
 }
 
 func TestControllerStatsOfTheLastHour(t *testing.T) {
-	h := newCallHistory(100)
+	h := NewHistory(100)
 	now := t0
 	h.now = func() time.Time { return now }
 	old := hookCall("a", func(c *hook.Call) { c.Start = t0.Add(-61 * time.Minute) })
@@ -208,9 +208,9 @@ func TestControllerStatsOfTheLastHour(t *testing.T) {
 		}))
 	}
 	h.RecordCall(hookCall("a", func(c *hook.Call) { c.Info.Controller = "other" }))
-	h.recordSync(CompositeKind, "web", true)
-	h.recordSync(CompositeKind, "web", true)
-	h.recordSync(CompositeKind, "web", false)
+	h.RecordSync(CompositeKind, "web", true)
+	h.RecordSync(CompositeKind, "web", true)
+	h.RecordSync(CompositeKind, "web", false)
 	points, syncErrors := h.lastHour(CompositeKind, "web")
 	if syncErrors != 2 {
 		t.Errorf("sync errors = %d, want 2", syncErrors)
@@ -226,7 +226,7 @@ func TestControllerStatsOfTheLastHour(t *testing.T) {
 	if math.Abs(p.P50MS-50)/50 > 0.12 || math.Abs(p.P95MS-95)/95 > 0.12 {
 		t.Errorf("p50 %.2fms, p95 %.2fms; want about 50 and 95", p.P50MS, p.P95MS)
 	}
-	h.forget(CompositeKind, "web")
+	h.Forget(CompositeKind, "web")
 	if points, _ := h.lastHour(CompositeKind, "web"); points != nil {
 		t.Errorf("a forgotten controller has points %v", points)
 	}
@@ -273,7 +273,7 @@ func TestReadiness(t *testing.T) {
 // BenchmarkRecordCall is the cost the call history adds to each hook call, with the
 // ring full and parents seen before (the steady state).
 func BenchmarkRecordCall(b *testing.B) {
-	h := newCallHistory(DefaultHookCallHistory)
+	h := NewHistory(DefaultHookCallHistory)
 	calls := make([]hook.Call, 100)
 	for i := range calls {
 		calls[i] = hookCall(fmt.Sprintf("p%d", i))

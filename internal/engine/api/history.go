@@ -1,4 +1,4 @@
-package engine
+package api
 
 import (
 	"sort"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/metalambda/metalambda/internal/engine/hook"
+	"github.com/metalambda/metalambda/internal/engineapi"
 )
 
 // DefaultHookCallHistory is how many hook calls the engine remembers by default.
@@ -16,15 +17,15 @@ const DefaultHookCallHistory = 1000
 // to 2 x 1000 x 32 KiB = 64 MiB, and far less for usual hooks.
 const maxRecordedBody = 32 << 10
 
-// callHistory is the engine's bounded record of recent hook calls (a hook.Recorder):
+// History is the engine's bounded record of recent hook calls (a hook.Recorder):
 // a ring of the last calls with monotonic ids, the newest call per parent and hook
 // (for diffs), and per controller a per-minute record of the last hour. A nil
-// *callHistory records nothing.
+// *History records nothing.
 //
 // Recording is the hot path: it copies the call into a preallocated slot and keeps
 // the body slices the hook client made anyway; redaction, indentation and diffs
 // happen when the record is served.
-type callHistory struct {
+type History struct {
 	now func() time.Time
 
 	mu     sync.Mutex
@@ -43,6 +44,9 @@ type recordedCall struct {
 	requestBytes, responseBytes int
 }
 
+// controllerKey names a controller object.
+type controllerKey struct{ kind, name string }
+
 // callKey names the calls whose responses are diffed against each other.
 type callKey struct {
 	kind, name, hook, parentUID string
@@ -53,18 +57,18 @@ func keyOf(info hook.CallInfo) callKey {
 	return callKey{kind: info.ControllerType, name: info.Controller, hook: info.Hook, parentUID: info.ParentUID, parent: info.Parent}
 }
 
-func newCallHistory(size int) *callHistory {
+func NewHistory(size int) *History {
 	if size <= 0 {
 		return nil
 	}
-	return &callHistory{
+	return &History{
 		now: time.Now, ring: make([]recordedCall, size), nextID: 1,
 		latest: map[callKey]uint64{}, stats: map[controllerKey]*controllerStats{},
 	}
 }
 
 // RecordCall keeps c, evicting the oldest call when the ring is full.
-func (h *callHistory) RecordCall(c hook.Call) {
+func (h *History) RecordCall(c hook.Call) {
 	rec := recordedCall{call: c}
 	if len(c.Request) > maxRecordedBody {
 		rec.call.Request, rec.requestBytes = nil, len(c.Request)
@@ -87,8 +91,8 @@ func (h *callHistory) RecordCall(c hook.Call) {
 	h.statsOf(controllerKey{kind: c.Info.ControllerType, name: c.Info.Controller}).addCall(c.Start, c.Duration, c.Err != nil)
 }
 
-// recordSync counts a failed sync of a controller's parent for its overview.
-func (h *callHistory) recordSync(kind, name string, failed bool) {
+// RecordSync counts a failed sync of a controller's parent for its overview.
+func (h *History) RecordSync(kind, name string, failed bool) {
 	if h == nil || !failed {
 		return
 	}
@@ -97,7 +101,7 @@ func (h *callHistory) recordSync(kind, name string, failed bool) {
 	h.statsOf(controllerKey{kind: kind, name: name}).addSyncError(h.now())
 }
 
-func (h *callHistory) statsOf(key controllerKey) *controllerStats {
+func (h *History) statsOf(key controllerKey) *controllerStats {
 	s := h.stats[key]
 	if s == nil {
 		s = &controllerStats{}
@@ -106,9 +110,9 @@ func (h *callHistory) statsOf(key controllerKey) *controllerStats {
 	return s
 }
 
-// forget drops what is known of a controller that is gone; its calls leave the ring
+// Forget drops what is known of a controller that is gone; its calls leave the ring
 // as newer ones come.
-func (h *callHistory) forget(kind, name string) {
+func (h *History) Forget(kind, name string) {
 	if h == nil {
 		return
 	}
@@ -118,7 +122,7 @@ func (h *callHistory) forget(kind, name string) {
 }
 
 // get returns the call with id when the ring still holds it.
-func (h *callHistory) get(id uint64) (recordedCall, bool) {
+func (h *History) get(id uint64) (recordedCall, bool) {
 	if id == 0 {
 		return recordedCall{}, false
 	}
@@ -127,7 +131,7 @@ func (h *callHistory) get(id uint64) (recordedCall, bool) {
 }
 
 // lastID is the id of the newest call, 0 before the first.
-func (h *callHistory) lastID() uint64 {
+func (h *History) lastID() uint64 {
 	if h == nil {
 		return 0
 	}
@@ -139,7 +143,7 @@ func (h *callHistory) lastID() uint64 {
 // list returns, newest first, up to limit calls with an id above since that keep
 // returns true for, each with its previous call when the ring holds it. keep runs
 // without the lock held, so it may be slow (an authorization check).
-func (h *callHistory) list(since uint64, limit int, keep func(*recordedCall) bool) (calls, previous []recordedCall) {
+func (h *History) list(since uint64, limit int, keep func(*recordedCall) bool) (calls, previous []recordedCall) {
 	if h == nil {
 		return nil, nil
 	}
@@ -161,7 +165,7 @@ func (h *callHistory) list(since uint64, limit int, keep func(*recordedCall) boo
 }
 
 // snapshot copies the calls with an id above since, newest first.
-func (h *callHistory) snapshot(since uint64) []recordedCall {
+func (h *History) snapshot(since uint64) []recordedCall {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	var out []recordedCall
@@ -268,4 +272,30 @@ func percentile(h *[latencyBuckets]uint32, q float64) time.Duration {
 		}
 	}
 	return latencyBounds[latencyBuckets-1]
+}
+
+// lastHour is a controller's latency per minute and its sync errors in the last hour.
+func (h *History) lastHour(kind, name string) ([]engineapi.LatencyPoint, int) {
+	if h == nil {
+		return nil, 0
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.stats[controllerKey{kind: kind, name: name}]
+	if s == nil {
+		return nil, 0
+	}
+	minutes, syncErrors := s.lastHour(h.now())
+	var points []engineapi.LatencyPoint
+	for i := range minutes {
+		m := &minutes[i]
+		if m.calls == 0 {
+			continue
+		}
+		points = append(points, engineapi.LatencyPoint{
+			Minute: unixMinute(m.minute), Calls: m.calls, Errors: m.errors,
+			P50MS: ms(percentile(&m.latency, 0.5)), P95MS: ms(percentile(&m.latency, 0.95)),
+		})
+	}
+	return points, syncErrors
 }

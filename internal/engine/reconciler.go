@@ -2,13 +2,10 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -77,11 +74,8 @@ type controller struct {
 
 	env   *environment
 	queue workqueue.TypedRateLimitingInterface[parentKey]
-	// notBefore holds, per parent, the time before which a throttled hook asked not to
-	// be called again (Retry-After); events in between wait for it.
-	notBefore sync.Map // parentKey -> time.Time
-	stop      context.CancelFunc
-	done      sync.WaitGroup
+	stop  context.CancelFunc
+	done  sync.WaitGroup
 }
 
 // flavor is what differs between composite and decorator controllers. A flavor gets
@@ -179,13 +173,19 @@ func (c *controller) run(ctx context.Context) {
 	if c.resync != nil {
 		go c.resync.run(ctx, c.exists, func() bool { return c.queue.Len() >= c.env.opts.Workers }, c.queue.Add)
 	}
-	loop := &workloop.Loop[parentKey]{
-		Queue: c.queue, Workers: c.env.opts.Workers, Process: c.process,
+	c.newLoop().Run(ctx)
+}
+
+// newLoop is the work loop of the controller's queue: it retries, holds a parent
+// whose hook asked for a pause (Retry-After), counts syncs and recovers panics.
+func (c *controller) newLoop() *workloop.Loop[parentKey] {
+	return &workloop.Loop[parentKey]{
+		Queue: c.queue, Workers: c.env.opts.Workers, Process: c.reconcile, Processed: c.processed,
+		Metrics: c.env.metrics.loops(), Name: c.name,
 		Failed: func(ctx context.Context, key parentKey, err error, _ bool) {
 			klog.FromContext(ctx).V(1).Info("Sync failed; retrying with backoff", "parent", key.String(), "err", err.Error())
 		},
 	}
-	loop.Run(ctx)
 }
 
 func (c *controller) waitForCaches(ctx context.Context) bool {
@@ -226,181 +226,4 @@ func (c *controller) shutdown() {
 func (c *controller) exists(key parentKey) bool {
 	_, ok := c.parents[key.parent].sub.Get(key.namespace, key.name)
 	return ok
-}
-
-// process syncs one parent. A throttled hook's Retry-After holds every sync of that
-// parent until it passes; other delays retry once after theirs.
-func (c *controller) process(ctx context.Context, key parentKey) (time.Duration, error) {
-	if until, ok := c.notBefore.Load(key); ok {
-		if wait := time.Until(until.(time.Time)); wait > 0 {
-			return wait, nil
-		}
-		c.notBefore.Delete(key)
-	}
-	start := time.Now()
-	after, err := c.reconcile(ctx, key)
-	if c.resync != nil {
-		c.resync.synced(key)
-	}
-	c.env.metrics.observeSync(c.name, start, err)
-	c.noteSync(key, err)
-	var delay *delayError
-	if errors.As(err, &delay) {
-		if delay.throttled {
-			c.notBefore.Store(key, time.Now().Add(delay.after))
-		}
-		return delay.after, nil
-	}
-	return after, err
-}
-
-func (c *controller) parentHandler(i int) cache.ResourceEventHandler {
-	p := c.parents[i]
-	enqueue := func(obj any) {
-		if u := asObject(obj); u != nil {
-			c.queue.Add(parentKey{parent: i, namespace: u.GetNamespace(), name: u.GetName()})
-		}
-	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue,
-		UpdateFunc: func(oldObj, newObj any) {
-			o, n := asObject(oldObj), asObject(newObj)
-			if o == nil || n == nil || o.GetResourceVersion() == n.GetResourceVersion() {
-				enqueue(newObj) // a cache replay: a resync
-				return
-			}
-			// Every change is shown to the own-write tracking first, even one that
-			// ignoreStatusChanges drops: a sync waits until the caches show the last
-			// sync's writes.
-			own := c.env.own.tracking(n.GetUID())
-			if !c.env.own.observed(n.GetUID(), p.res.GroupVersionResource, n, false) {
-				return // the engine's own write, with others still to show
-			}
-			if !own && p.ignoreStatusChanges && onlyStatusChanged(o, n) {
-				return
-			}
-			enqueue(newObj)
-		},
-		DeleteFunc: func(obj any) {
-			u := asObject(obj)
-			if u == nil {
-				return
-			}
-			key := parentKey{parent: i, namespace: u.GetNamespace(), name: u.GetName()}
-			c.states.forget(key)
-			if c.resync != nil {
-				c.resync.forget(key)
-			}
-			c.env.own.forget(u.GetUID())
-			if c.related != nil {
-				c.related.forget(key)
-			}
-		},
-	}
-}
-
-// onlyStatusChanged is true for an update that ignoreStatusChanges drops, as upstream
-// decides it: generation, labels and annotations unchanged, and the parent not being
-// deleted (every update of a parent being deleted goes through, so that a finalize
-// hook sees its own status). A cache replay (same resourceVersion) is not a status
-// change: it is a resync and goes through.
-func onlyStatusChanged(oldObj, newObj *unstructured.Unstructured) bool {
-	if oldObj == nil || newObj == nil || oldObj.GetResourceVersion() == newObj.GetResourceVersion() {
-		return false
-	}
-	return oldObj.GetGeneration() == newObj.GetGeneration() &&
-		equalStrings(oldObj.GetLabels(), newObj.GetLabels()) &&
-		equalStrings(oldObj.GetAnnotations(), newObj.GetAnnotations()) &&
-		newObj.GetDeletionTimestamp() == nil
-}
-
-func (c *controller) childHandler(ct *childType) cache.ResourceEventHandler {
-	gvr := ct.res.GroupVersionResource
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) {
-			if n := asObject(obj); c.newsOfChild(gvr, n, false) {
-				c.enqueueOwner(n)
-			}
-		},
-		UpdateFunc: func(oldObj, newObj any) {
-			o, n := asObject(oldObj), asObject(newObj)
-			if o == nil || n == nil || o.GetResourceVersion() == n.GetResourceVersion() {
-				return // a cache replay; children never cause resyncs
-			}
-			oldRef, newRef := metav1.GetControllerOfNoCopy(o), metav1.GetControllerOfNoCopy(n)
-			if oldRef != nil && (newRef == nil || oldRef.UID != newRef.UID) {
-				c.enqueueOwner(o)
-			}
-			if c.newsOfChild(gvr, n, false) {
-				c.enqueueOwner(n)
-			}
-		},
-		DeleteFunc: func(obj any) {
-			u := asObject(obj)
-			c.newsOfChild(gvr, u, true)
-			c.enqueueOwner(u)
-		},
-	}
-}
-
-// newsOfChild reports whether an event about child needs a sync of its controller:
-// not when it shows one of the engine's own writes (see ownWrites).
-func (c *controller) newsOfChild(gvr schema.GroupVersionResource, child *unstructured.Unstructured, deleted bool) bool {
-	if child == nil {
-		return true
-	}
-	ref := metav1.GetControllerOfNoCopy(child)
-	if ref == nil {
-		return true
-	}
-	return c.env.own.observed(ref.UID, gvr, child, deleted)
-}
-
-// enqueueOwner queues the parent that controls child, or, for an orphan, every parent
-// that might adopt it.
-func (c *controller) enqueueOwner(child *unstructured.Unstructured) {
-	if child == nil {
-		return
-	}
-	ref := metav1.GetControllerOfNoCopy(child)
-	if ref == nil {
-		c.enqueueAdopters(child)
-		return
-	}
-	for i, p := range c.parents {
-		if ref.Kind != p.res.Kind || groupOf(ref.APIVersion) != p.res.Group {
-			continue
-		}
-		ns := child.GetNamespace()
-		if !p.res.Namespaced {
-			ns = ""
-		}
-		c.queue.Add(parentKey{parent: i, namespace: ns, name: ref.Name})
-	}
-}
-
-// enqueueAdopters queues the composite parents whose selector matches an orphan.
-func (c *controller) enqueueAdopters(child *unstructured.Unstructured) {
-	comp, ok := c.flavor.(*composite)
-	if !ok {
-		return
-	}
-	p := c.parents[0]
-	ns := child.GetNamespace()
-	if !p.res.Namespaced {
-		ns = ""
-	}
-	for _, parent := range p.sub.List(ns) {
-		if sel, err := comp.selector(parent); err == nil && sel.Matches(labelsOf(child)) {
-			c.queue.Add(parentKey{namespace: parent.GetNamespace(), name: parent.GetName()})
-		}
-	}
-}
-
-func asObject(obj any) *unstructured.Unstructured {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	u, _ := obj.(*unstructured.Unstructured)
-	return u
 }

@@ -1,4 +1,4 @@
-package engine
+package api
 
 import (
 	"bytes"
@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/metalambda/metalambda/internal/engine/apply"
-	"github.com/metalambda/metalambda/internal/engine/hook"
 	"github.com/metalambda/metalambda/internal/engineapi"
 	"github.com/metalambda/metalambda/internal/redact"
 )
@@ -93,25 +92,29 @@ func indented(body []byte) string {
 }
 
 // summary is the overview of one controller object.
-func (m *Manager) summary(obj *unstructured.Unstructured) engineapi.ControllerSummary {
-	s := engineapi.ControllerSummary{ControllerRef: engineapi.ControllerRef{Kind: obj.GetKind(), Name: obj.GetName()}}
+func (s *server) summary(obj *unstructured.Unstructured) engineapi.ControllerSummary {
+	sum := engineapi.ControllerSummary{ControllerRef: engineapi.ControllerRef{Kind: obj.GetKind(), Name: obj.GetName()}}
 	if reason, message := notReady(obj); reason != "" {
-		s.Error = message
+		sum.Error = message
 	}
-	if c := m.hostedController(s.Kind, s.Name); c != nil {
-		s.Running, s.Error = true, ""
-		c.describeTo(&s)
+	if c := s.engine.Controller(sum.Kind, sum.Name); c != nil {
+		sum.Running, sum.Error = true, ""
+		o := c.Overview()
+		sum.ParentResources, sum.ChildResources, sum.Parents, sum.Hooks = o.ParentResources, o.ChildResources, o.Parents, o.Hooks
 	}
-	s.Latency, s.SyncErrorsLastHour = m.env.calls.lastHour(s.Kind, s.Name)
-	return s
+	sum.Latency, sum.SyncErrorsLastHour = s.calls.lastHour(sum.Kind, sum.Name)
+	return sum
 }
+
+// conditionReady is the condition the engine writes on a controller object.
+const conditionReady = "Ready"
 
 // notReady returns the reason and message of a Ready condition that is not True.
 func notReady(obj *unstructured.Unstructured) (reason, message string) {
 	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
 	for _, c := range conds {
 		cond, _ := c.(map[string]any)
-		if cond["type"] == ConditionReady && cond["status"] != "True" {
+		if cond["type"] == conditionReady && cond["status"] != "True" {
 			reason, _ = cond["reason"].(string)
 			message, _ = cond["message"].(string)
 			return reason, message
@@ -120,107 +123,51 @@ func notReady(obj *unstructured.Unstructured) (reason, message string) {
 	return "", ""
 }
 
-// describeTo fills in what the running controller knows of itself.
-func (c *controller) describeTo(s *engineapi.ControllerSummary) {
-	for _, p := range c.parents {
-		s.ParentResources = append(s.ParentResources, engineapi.Resource{APIVersion: p.res.APIVersion(), Resource: p.res.Resource})
-		for _, obj := range p.sub.List("") {
-			if p.selects(obj) {
-				s.Parents++
-			}
-		}
-	}
-	for _, ct := range c.children {
-		s.ChildResources = append(s.ChildResources, engineapi.Resource{APIVersion: ct.res.APIVersion(), Resource: ct.res.Resource})
-	}
-	s.Hooks = map[string]string{}
-	for name, ep := range map[string]*hook.Endpoint{engineapi.HookSync: c.hooks.sync, engineapi.HookFinalize: c.hooks.finalize, engineapi.HookCustomize: c.hooks.customize} {
-		if ep != nil {
-			s.Hooks[name] = ep.URL
-		}
-	}
-}
-
-// lastHour is a controller's latency per minute and its sync errors in the last hour.
-func (h *callHistory) lastHour(kind, name string) ([]engineapi.LatencyPoint, int) {
-	if h == nil {
-		return nil, 0
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	s := h.stats[controllerKey{kind: kind, name: name}]
-	if s == nil {
-		return nil, 0
-	}
-	minutes, syncErrors := s.lastHour(h.now())
-	var points []engineapi.LatencyPoint
-	for i := range minutes {
-		m := &minutes[i]
-		if m.calls == 0 {
-			continue
-		}
-		points = append(points, engineapi.LatencyPoint{
-			Minute: unixMinute(m.minute), Calls: m.calls, Errors: m.errors,
-			P50MS: ms(percentile(&m.latency, 0.5)), P95MS: ms(percentile(&m.latency, 0.95)),
-		})
-	}
-	return points, syncErrors
-}
-
-// findParent finds a parent of the controller by namespace and name; kind, when not
-// empty, picks among the resources of a decorator.
-func (c *controller) findParent(namespace, name, kind string) (parentKey, *unstructured.Unstructured, error) {
-	var found []parentKey
-	var objs []*unstructured.Unstructured
-	for i, p := range c.parents {
-		if (kind != "" && p.res.Kind != kind) || p.res.Namespaced != (namespace != "") {
-			continue
-		}
-		obj, ok := p.sub.Get(namespace, name)
-		if ok && p.selects(obj) {
-			found = append(found, parentKey{parent: i, namespace: namespace, name: name})
-			objs = append(objs, obj)
-		}
-	}
+// findParent finds the parent of ctl (the controller ref names) by namespace and
+// name; kind, when not empty, picks among the resources of a decorator.
+func findParent(ctl Controller, ref engineapi.ControllerRef, namespace, name, kind string) (Parent, error) {
+	found := ctl.Parents(namespace, name, kind)
 	switch len(found) {
 	case 0:
-		return parentKey{}, nil, apiErrorf(http.StatusNotFound, "not_found", fmt.Sprintf("%s %s has no parent %s", c.kind, c.name, parentKey{namespace: namespace, name: name}))
+		what := name
+		if namespace != "" {
+			what = namespace + "/" + name
+		}
+		return Parent{}, apiErrorf(http.StatusNotFound, "not_found", fmt.Sprintf("%s %s has no parent %s", ref.Kind, ref.Name, what))
 	case 1:
-		return found[0], objs[0], nil
+		return found[0], nil
 	}
-	kinds := make([]string, len(objs))
-	for i, o := range objs {
-		kinds[i] = o.GetKind()
+	kinds := make([]string, len(found))
+	for i, p := range found {
+		kinds[i] = p.Object.GetKind()
 	}
-	return parentKey{}, nil, apiErrorf(http.StatusConflict, "ambiguous", fmt.Sprintf("%s %s has parents of kinds %s named %s; add ?kind=KIND", c.kind, c.name, strings.Join(kinds, ", "), name))
+	return Parent{}, apiErrorf(http.StatusConflict, "ambiguous", fmt.Sprintf("%s %s has parents of kinds %s named %s; add ?kind=KIND", ref.Kind, ref.Name, strings.Join(kinds, ", "), name))
 }
 
-// parentDetail is what the API shows of one parent: its last sync and its children,
-// the ones the hook last asked for and the ones it controls.
-func (c *controller) parentDetail(key parentKey, parent *unstructured.Unstructured) engineapi.ParentDetail {
+// parentDetail is what the API shows of one parent of the controller ref names: its
+// last sync and its children, the ones the hook last asked for and the ones it
+// controls.
+func parentDetail(ref engineapi.ControllerRef, parent *unstructured.Unstructured, st ParentState) engineapi.ParentDetail {
 	out := engineapi.ParentDetail{
-		Controller: engineapi.ControllerRef{Kind: c.kind, Name: c.name},
+		Controller: ref,
 		Parent:     apiObjectRef(parent),
 		Children:   []engineapi.Child{},
 	}
-	st, known := c.states.get(key)
-	if known && !st.lastSync.IsZero() {
-		t := st.lastSync.UTC()
+	if !st.LastSync.IsZero() {
+		t := st.LastSync.UTC()
 		out.LastSyncTime = &t
 	}
-	if known && st.lastErr != nil {
-		out.LastError = st.lastErr.Error()
+	if st.LastError != nil {
+		out.LastError = st.LastError.Error()
 	}
 	seen := map[string]bool{}
-	for _, d := range st.desired {
-		out.Children = append(out.Children, c.desiredChild(parent, d))
-		seen[childKeyOf(d)] = true
+	for _, d := range st.Desired {
+		out.Children = append(out.Children, desiredChild(parent, d))
+		seen[childKeyOf(d.Desired)] = true
 	}
-	for _, ct := range c.children {
-		for _, o := range ct.sub.Controlled(parent.GetUID()) {
-			if !seen[childKeyOf(o)] {
-				out.Children = append(out.Children, observedChild(o))
-			}
+	for _, o := range st.Controlled {
+		if !seen[childKeyOf(o)] {
+			out.Children = append(out.Children, observedChild(o))
 		}
 	}
 	sort.Slice(out.Children, func(i, j int) bool { return childLess(out.Children[i].ObjectRef, out.Children[j].ObjectRef) })
@@ -228,15 +175,11 @@ func (c *controller) parentDetail(key parentKey, parent *unstructured.Unstructur
 }
 
 // desiredChild compares a child the hook asked for with the cluster's object, as the
-// engine does before it decides to write (controller.inSync).
-func (c *controller) desiredChild(parent, desired *unstructured.Unstructured) engineapi.Child {
-	child := engineapi.Child{ObjectRef: apiObjectRef(desired), Desired: true, Ready: engineapi.ReadyUnknown, ReadyReason: "the child does not exist"}
-	ct := c.childTypeOf(desired)
-	if ct == nil {
-		return child
-	}
-	observed, ok := ct.sub.Get(desired.GetNamespace(), desired.GetName())
-	if !ok {
+// engine does before it decides to write.
+func desiredChild(parent *unstructured.Unstructured, d DesiredChild) engineapi.Child {
+	child := engineapi.Child{ObjectRef: apiObjectRef(d.Desired), Desired: true, Ready: engineapi.ReadyUnknown, ReadyReason: "the child does not exist"}
+	observed := d.Observed
+	if observed == nil {
 		return child
 	}
 	child.Exists, child.UID = true, string(observed.GetUID())
@@ -245,9 +188,9 @@ func (c *controller) desiredChild(parent, desired *unstructured.Unstructured) en
 		child.OutOfSync = []string{"metadata.ownerReferences"}
 		return child
 	}
-	child.InSync = c.inSync(desired, observed)
+	child.InSync = d.InSync
 	if !child.InSync {
-		paths := apply.Diff(desired.Object, observed.Object)
+		paths := apply.Diff(d.Desired.Object, observed.Object)
 		child.OutOfSync = paths[:min(len(paths), maxOutOfSyncPaths)]
 	}
 	return child
@@ -261,12 +204,10 @@ func observedChild(o *unstructured.Unstructured) engineapi.Child {
 	return child
 }
 
-// childAccess is what a caller needs to see a child.
-func (c *controller) childAccess(ref engineapi.ObjectRef) access {
-	for _, ct := range c.children {
-		if ct.res.Kind == ref.Kind && ct.res.Group == groupOf(ref.APIVersion) {
-			return access{group: ct.res.Group, resource: ct.res.Resource, namespace: ref.Namespace, name: ref.Name}
-		}
+// childAccess is what a caller needs to see a child of ctl.
+func childAccess(ctl Controller, ref engineapi.ObjectRef) access {
+	if res, ok := ctl.ChildResource(groupOf(ref.APIVersion), ref.Kind); ok {
+		return access{group: res.Group, resource: res.Resource, namespace: ref.Namespace, name: ref.Name}
 	}
 	return access{group: groupOf(ref.APIVersion), resource: strings.ToLower(ref.Kind), namespace: ref.Namespace, name: ref.Name}
 }
@@ -362,3 +303,12 @@ func readyValue(s string) string {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func unixMinute(m int64) time.Time { return time.Unix(m*60, 0).UTC() }
+
+// groupOf is the group of an apiVersion, "" for the core group.
+func groupOf(apiVersion string) string {
+	group, _, found := strings.Cut(apiVersion, "/")
+	if !found {
+		return ""
+	}
+	return group
+}

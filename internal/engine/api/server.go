@@ -1,17 +1,15 @@
-package engine
+package api
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
 	"github.com/go-chi/chi/v5/middleware"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
@@ -24,23 +22,24 @@ const (
 	maxHookCallLimit     = 1000
 )
 
-// apiServer serves the engine's API (package engineapi holds its types): the hook
-// call history, controller summaries and parent details, each item shown only when
-// the caller may get it (SubjectAccessReview as the caller).
-type apiServer struct {
-	m    *Manager
-	auth *apiAuth
+// server serves the engine's API (package engineapi holds its types): the hook call
+// history, controller summaries and parent details, each item shown only when the
+// caller may get it (SubjectAccessReview as the caller).
+type server struct {
+	engine Engine
+	calls  *History // nil: no calls are recorded
+	auth   *apiAuth
 }
 
-// API returns the handler of the engine's API. kube reviews the callers' tokens and
-// access; the engine's own identity needs create on tokenreviews and
-// subjectaccessreviews.
-func (m *Manager) API(kube kubernetes.Interface) http.Handler {
-	return (&apiServer{m: m, auth: newAPIAuth(kube)}).routes()
+// New returns the handler of the API of engine, whose hook calls calls records (nil
+// when it records none). kube reviews the callers' tokens and access; the engine's own
+// identity needs create on tokenreviews and subjectaccessreviews.
+func New(engine Engine, calls *History, kube kubernetes.Interface) http.Handler {
+	return (&server{engine: engine, calls: calls, auth: newAPIAuth(kube)}).routes()
 }
 
 // routes is the API's whole route table.
-func (s *apiServer) routes() http.Handler {
+func (s *server) routes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -63,10 +62,10 @@ func (s *apiServer) routes() http.Handler {
 // authedHandler is a handler that knows its caller and answers a value or an error.
 type authedHandler func(ctx context.Context, c *caller, r *http.Request) (any, error)
 
-func (s *apiServer) authenticated(h authedHandler) http.HandlerFunc {
+func (s *server) authenticated(h authedHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		c, err := s.auth.authenticate(r.Context(), r)
-		if err == nil && !s.m.Ready() {
+		if err == nil && !s.engine.Ready() {
 			err = apiErrorf(http.StatusServiceUnavailable, "not_ready", "the engine is starting; try again shortly")
 		}
 		var out any
@@ -82,15 +81,15 @@ func (s *apiServer) authenticated(h authedHandler) http.HandlerFunc {
 }
 
 // controllers lists the controllers this engine serves that the caller may get.
-func (s *apiServer) controllers(ctx context.Context, c *caller, _ *http.Request) (any, error) {
-	out := engineapi.ControllerList{Items: []engineapi.ControllerSummary{}, HistoryEnabled: s.m.env.calls != nil}
-	for _, obj := range s.m.controllerObjects() {
+func (s *server) controllers(ctx context.Context, c *caller, _ *http.Request) (any, error) {
+	out := engineapi.ControllerList{Items: []engineapi.ControllerSummary{}, HistoryEnabled: s.calls != nil}
+	for _, obj := range s.engine.Controllers() {
 		ok, err := c.may(ctx, controllerAccess(obj.GetKind(), obj.GetName()))
 		if err != nil {
 			return nil, err
 		}
 		if ok {
-			out.Items = append(out.Items, s.m.summary(obj))
+			out.Items = append(out.Items, s.summary(obj))
 		}
 	}
 	return out, nil
@@ -98,12 +97,12 @@ func (s *apiServer) controllers(ctx context.Context, c *caller, _ *http.Request)
 
 // hookCalls lists recorded calls, newest first, that the caller may see: those of a
 // controller and a parent it may both get.
-func (s *apiServer) hookCalls(ctx context.Context, c *caller, r *http.Request) (any, error) {
+func (s *server) hookCalls(ctx context.Context, c *caller, r *http.Request) (any, error) {
 	q, err := parseHookCallQuery(r)
 	if err != nil {
 		return nil, err
 	}
-	calls := s.m.env.calls
+	calls := s.calls
 	var authErr error
 	keep := func(rc *recordedCall) bool {
 		if authErr != nil || !q.matches(rc) {
@@ -124,12 +123,12 @@ func (s *apiServer) hookCalls(ctx context.Context, c *caller, r *http.Request) (
 	return out, nil
 }
 
-func (s *apiServer) mayseeCall(ctx context.Context, c *caller, rc *recordedCall) (bool, error) {
+func (s *server) mayseeCall(ctx context.Context, c *caller, rc *recordedCall) (bool, error) {
 	info := rc.call.Info
 	if ok, err := c.may(ctx, controllerAccess(info.ControllerType, info.Controller)); !ok || err != nil {
 		return false, err
 	}
-	res, err := s.m.env.discovery.GetKind(info.ParentAPIVersion, info.Parent.Kind)
+	res, err := s.engine.Resource(info.ParentAPIVersion, info.Parent.Kind)
 	if err != nil {
 		return false, nil // a resource that is gone cannot be authorized
 	}
@@ -178,7 +177,7 @@ func (q hookCallQuery) matches(rc *recordedCall) bool {
 }
 
 // parent shows one parent of a controller with its children.
-func (s *apiServer) parent(ctx context.Context, c *caller, r *http.Request) (any, error) {
+func (s *server) parent(ctx context.Context, c *caller, r *http.Request) (any, error) {
 	kind := controllerKind(chi.URLParam(r, "kind"))
 	name, namespace, parentName := chi.URLParam(r, "name"), chi.URLParam(r, "namespace"), chi.URLParam(r, "parent")
 	if kind == "" {
@@ -190,22 +189,22 @@ func (s *apiServer) parent(ctx context.Context, c *caller, r *http.Request) (any
 	if err := mustMay(ctx, c, controllerAccess(kind, name)); err != nil {
 		return nil, err
 	}
-	ctl := s.m.hostedController(kind, name)
+	ctl := s.engine.Controller(kind, name)
 	if ctl == nil {
 		return nil, apiErrorf(http.StatusNotFound, "not_found", "this engine runs no "+kind+" "+strconv.Quote(name))
 	}
-	key, parent, err := ctl.findParent(namespace, parentName, r.URL.Query().Get("kind"))
+	parent, err := findParent(ctl, engineapi.ControllerRef{Kind: kind, Name: name}, namespace, parentName, r.URL.Query().Get("kind"))
 	if err != nil {
 		return nil, err
 	}
-	res := ctl.parents[key.parent].res
+	res := parent.Resource
 	if err := mustMay(ctx, c, access{group: res.Group, resource: res.Resource, namespace: namespace, name: parentName}); err != nil {
 		return nil, err
 	}
-	detail := ctl.parentDetail(key, parent)
+	detail := parentDetail(engineapi.ControllerRef{Kind: kind, Name: name}, parent.Object, ctl.ParentState(parent))
 	shown := detail.Children[:0]
 	for _, child := range detail.Children {
-		ok, err := c.may(ctx, ctl.childAccess(child.ObjectRef))
+		ok, err := c.may(ctx, childAccess(ctl, child.ObjectRef))
 		if err != nil {
 			return nil, err
 		}
@@ -233,50 +232,19 @@ func mustMay(ctx context.Context, c *caller, x access) error {
 func controllerKind(s string) string {
 	switch strings.ToLower(s) {
 	case "compositecontroller", "compositecontrollers", "cc":
-		return CompositeKind
+		return engineapi.KindComposite
 	case "decoratorcontroller", "decoratorcontrollers", "dec":
-		return DecoratorKind
+		return engineapi.KindDecorator
 	}
 	return ""
 }
 
 func controllerAccess(kind, name string) access {
-	res := compositeGVR.Resource
-	if kind == DecoratorKind {
-		res = decoratorGVR.Resource
+	res := "compositecontrollers"
+	if kind == engineapi.KindDecorator {
+		res = "decoratorcontrollers"
 	}
 	return access{group: v1alpha1.Group, resource: res, name: name}
-}
-
-// controllerObjects are the controller objects this engine serves, sorted by kind
-// and name.
-func (m *Manager) controllerObjects() []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	for _, kind := range []string{CompositeKind, DecoratorKind} {
-		for _, obj := range m.subs[kind].List("") {
-			if m.env.opts.TargetSelector.Matches(labelsOf(obj)) {
-				out = append(out, obj)
-			}
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].GetKind() != out[j].GetKind() {
-			return out[i].GetKind() < out[j].GetKind()
-		}
-		return out[i].GetName() < out[j].GetName()
-	})
-	return out
-}
-
-// hostedController is the running controller of kind and name, or nil.
-func (m *Manager) hostedController(kind, name string) *controller {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	h := m.hosted[controllerKey{kind: kind, name: name}]
-	if h == nil || h.stopped {
-		return nil
-	}
-	return h.controller
 }
 
 // apiError is the API's one error shape (engineapi.ErrorBody) with its status.
