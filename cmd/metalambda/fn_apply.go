@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // runtimes maps a source file's extension to its runtime.
@@ -228,7 +229,7 @@ var compilePrefix = regexp.MustCompile(`^function \S+ does not compile: (line \d
 
 // compileErrorAt prints a compile error as FILE:LINE:COLUMN: MESSAGE.
 func compileErrorAt(file string, err error) error {
-	var api *apiError
+	var api *httpapi.Error
 	if !errors.As(err, &api) || api.Code != "compile_error" {
 		return err
 	}

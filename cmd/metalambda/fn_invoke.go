@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 func (f *fnCommand) invokeCommand() *cobra.Command {
@@ -72,7 +74,7 @@ func abbreviate(s string) string {
 
 func (f *fnCommand) invoke(ctx context.Context, c *gatewayClient, name string, body []byte) error {
 	res, err := c.invoke(ctx, name, body)
-	var api *apiError
+	var api *httpapi.Error
 	if errors.As(err, &api) && api.Code == "function_failed" {
 		writeLogs(f.err, api.Logs)
 		fmt.Fprintf(f.err, "metalambda: function %s/%s failed: %s\n", c.namespace, name, api.Message)

@@ -9,13 +9,14 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
+	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // gatewayClient speaks the gateway's /v1 API for one namespace.
@@ -25,18 +26,6 @@ type gatewayClient struct {
 	namespace string
 	http      *http.Client
 }
-
-// apiError is the gateway's one error shape, with the HTTP status it came with.
-type apiError struct {
-	Status  int    `json:"-"`
-	Code    string `json:"error"`
-	Message string `json:"message"`
-	Line    int    `json:"line,omitempty"`
-	Column  int    `json:"column,omitempty"`
-	Logs    string `json:"logs,omitempty"`
-}
-
-func (e *apiError) Error() string { return e.Message }
 
 // invocation is one recorded call, as GET .../invocations lists it.
 type invocation struct {
@@ -80,7 +69,7 @@ func (c *gatewayClient) path(name, sub string) string {
 }
 
 // do sends a request and decodes a 2xx answer into out (when out is not nil); any
-// other answer is an *apiError.
+// other answer is an *httpapi.Error.
 func (c *gatewayClient) do(ctx context.Context, method, path string, body []byte, out any) (int, error) {
 	var r io.Reader
 	if body != nil {
@@ -117,17 +106,13 @@ func (c *gatewayClient) do(ctx context.Context, method, path string, body []byte
 }
 
 // decodeError reads the gateway's error shape; anything else (a proxy's page, say)
-// becomes an error quoting the start of the body.
+// becomes an error that says the gateway answered it.
 func decodeError(status int, data []byte) error {
-	e := &apiError{Status: status}
-	if json.Unmarshal(data, e) == nil && e.Code != "" {
-		return e
+	e := httpapi.ErrorFrom(status, data)
+	if e.Code == "http_"+strconv.Itoa(status) {
+		e.Message = "the gateway " + e.Message
 	}
-	text := strings.TrimSpace(string(data))
-	if len(text) > 200 {
-		text = text[:200] + "..."
-	}
-	return &apiError{Status: status, Code: "http_" + fmt.Sprint(status), Message: fmt.Sprintf("the gateway answered %d %s: %s", status, http.StatusText(status), text)}
+	return e
 }
 
 // unwrapURLError drops net/url's "Get \"http://...\":" prefix, which the caller's

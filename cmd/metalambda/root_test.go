@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 func runCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
@@ -161,9 +162,9 @@ func TestCompileErrorAt(t *testing.T) {
 		err  error
 		want string
 	}{
-		{&apiError{Status: 422, Code: "compile_error", Message: "function ns/f does not compile: line 2, column 14: Unexpected token ;", Line: 2, Column: 14}, "hook.js:2:14: Unexpected token ;"},
-		{&apiError{Status: 422, Code: "compile_error", Message: "function ns/f does not compile: no handler: define function sync(request)"}, "hook.js: no handler: define function sync(request)"},
-		{&apiError{Status: 422, Code: "invalid_name", Message: "function name"}, "function name"},
+		{&httpapi.Error{Status: 422, Code: "compile_error", Message: "function ns/f does not compile: line 2, column 14: Unexpected token ;", Line: 2, Column: 14}, "hook.js:2:14: Unexpected token ;"},
+		{&httpapi.Error{Status: 422, Code: "compile_error", Message: "function ns/f does not compile: no handler: define function sync(request)"}, "hook.js: no handler: define function sync(request)"},
+		{&httpapi.Error{Status: 422, Code: "invalid_name", Message: "function name"}, "function name"},
 	} {
 		if got := compileErrorAt("hook.js", tc.err).Error(); got != tc.want {
 			t.Errorf("got %q, want %q", got, tc.want)
@@ -176,9 +177,9 @@ func TestExitCodeOfGatewayErrors(t *testing.T) {
 		err  error
 		code int
 	}{
-		{&apiError{Status: 401}, exitDenied},
-		{&apiError{Status: 403}, exitDenied},
-		{&apiError{Status: 404}, exitError},
+		{&httpapi.Error{Status: 401}, exitDenied},
+		{&httpapi.Error{Status: 403}, exitDenied},
+		{&httpapi.Error{Status: 404}, exitError},
 		{usageError{errors.New("x")}, exitUsage},
 		{errors.New("x"), exitError},
 	} {

@@ -16,6 +16,7 @@ import (
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 	"github.com/metalambda/metalambda/internal/gateway/dashboard"
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // verbInvoke is the RBAC verb on functions.metalambda.dev that test calls and the
@@ -53,7 +54,7 @@ type cachedUser struct {
 }
 
 type cachedDecision struct {
-	err     *apiError
+	err     *httpapi.Error
 	expires time.Time
 }
 
@@ -68,7 +69,7 @@ func newAuthorizer(kube kubernetes.Interface, o authOptions) *authorizer {
 
 // authorize returns the user when the request's bearer token may do verb on
 // functions in namespace, else a 401, 403 or 429.
-func (a *authorizer) authorize(ctx context.Context, r *http.Request, verb, namespace string) (*authenticationv1.UserInfo, *apiError) {
+func (a *authorizer) authorize(ctx context.Context, r *http.Request, verb, namespace string) (*authenticationv1.UserInfo, *httpapi.Error) {
 	token, ok := bearer(r)
 	user, err := a.identify(ctx, r, token, ok)
 	if err != nil {
@@ -79,14 +80,14 @@ func (a *authorizer) authorize(ctx context.Context, r *http.Request, verb, names
 
 // identify is the user token belongs to, or a 401; present is false when the request
 // carried no token. Clients with too many failures get a 429 instead.
-func (a *authorizer) identify(ctx context.Context, r *http.Request, token string, present bool) (*authenticationv1.UserInfo, *apiError) {
+func (a *authorizer) identify(ctx context.Context, r *http.Request, token string, present bool) (*authenticationv1.UserInfo, *httpapi.Error) {
 	client := clientAddress(r)
 	if retry := a.failures.blocked(client); retry > 0 && !a.knownGood(token) {
 		return nil, tooManyFailures(retry)
 	}
 	if !present {
 		a.failures.record(client)
-		return nil, errorf(http.StatusUnauthorized, "unauthorized", "a bearer token is required (Authorization: Bearer <token>), e.g. from `kubectl create token`")
+		return nil, httpapi.NewError(http.StatusUnauthorized, "unauthorized", "a bearer token is required (Authorization: Bearer <token>), e.g. from `kubectl create token`")
 	}
 	user, err := a.authenticate(ctx, token)
 	if err != nil {
@@ -116,14 +117,14 @@ func (a *authorizer) knownGood(token string) bool {
 }
 
 // authenticate is the user a token belongs to (TokenReview), or a 401.
-func (a *authorizer) authenticate(ctx context.Context, token string) (*authenticationv1.UserInfo, *apiError) {
+func (a *authorizer) authenticate(ctx context.Context, token string) (*authenticationv1.UserInfo, *httpapi.Error) {
 	key := sha256.Sum256([]byte(token))
 	if v, ok := a.users.Get(key); ok && a.now().Before(v.(cachedUser).expires) {
 		return userOrUnauthorized(v.(cachedUser).user)
 	}
 	tr, err := a.kube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
 	if err != nil {
-		return nil, errorf(http.StatusInternalServerError, "internal", "token review: "+err.Error())
+		return nil, httpapi.NewError(http.StatusInternalServerError, "internal", "token review: "+err.Error())
 	}
 	entry := cachedUser{expires: a.now().Add(a.negativeTTL)}
 	if tr.Status.Authenticated {
@@ -133,15 +134,15 @@ func (a *authorizer) authenticate(ctx context.Context, token string) (*authentic
 	return userOrUnauthorized(entry.user)
 }
 
-func userOrUnauthorized(u *authenticationv1.UserInfo) (*authenticationv1.UserInfo, *apiError) {
+func userOrUnauthorized(u *authenticationv1.UserInfo) (*authenticationv1.UserInfo, *httpapi.Error) {
 	if u == nil {
-		return nil, errorf(http.StatusUnauthorized, "unauthorized", "the Kubernetes API does not accept this token")
+		return nil, httpapi.NewError(http.StatusUnauthorized, "unauthorized", "the Kubernetes API does not accept this token")
 	}
 	return u, nil
 }
 
 // allowed asks whether u may do verb on functions in namespace (SubjectAccessReview).
-func (a *authorizer) allowed(ctx context.Context, token string, u *authenticationv1.UserInfo, verb, namespace string) *apiError {
+func (a *authorizer) allowed(ctx context.Context, token string, u *authenticationv1.UserInfo, verb, namespace string) *httpapi.Error {
 	attrs := authorizationv1.ResourceAttributes{Namespace: namespace, Verb: verb, Group: fnv1.Group, Resource: fnv1.Resource}
 	return a.review(ctx, token, u, attrs, func() string {
 		return fmt.Sprintf("user %q may not %s functions.%s in namespace %q", u.Username, verb, fnv1.Group, namespace)
@@ -151,10 +152,10 @@ func (a *authorizer) allowed(ctx context.Context, token string, u *authenticatio
 // mayGet asks whether the caller of r, as authorized (callerFrom), may get one
 // object of a core resource (secrets, configmaps) in namespace; denied says why
 // not, for the 403.
-func (a *authorizer) mayGet(ctx context.Context, r *http.Request, resource, namespace, name string, denied func(user string) string) *apiError {
+func (a *authorizer) mayGet(ctx context.Context, r *http.Request, resource, namespace, name string, denied func(user string) string) *httpapi.Error {
 	u := callerFrom(ctx)
 	if u == nil {
-		return errorf(http.StatusInternalServerError, "internal", "no authorized caller to check "+resource+" access for")
+		return httpapi.NewError(http.StatusInternalServerError, "internal", "no authorized caller to check "+resource+" access for")
 	}
 	token, _ := bearer(r)
 	attrs := authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "get", Resource: resource, Name: name}
@@ -164,7 +165,7 @@ func (a *authorizer) mayGet(ctx context.Context, r *http.Request, resource, name
 // mayGetPath returns the user when the request's bearer token may get a path
 // that is no resource (SubjectAccessReview with nonResourceAttributes, as a
 // Kubernetes component guards its /metrics), else a 401, 403 or 429.
-func (a *authorizer) mayGetPath(ctx context.Context, r *http.Request, path string) *apiError {
+func (a *authorizer) mayGetPath(ctx context.Context, r *http.Request, path string) *httpapi.Error {
 	token, ok := bearer(r)
 	u, err := a.identify(ctx, r, token, ok)
 	if err != nil {
@@ -178,14 +179,14 @@ func (a *authorizer) mayGetPath(ctx context.Context, r *http.Request, path strin
 
 // review asks whether u may do what attrs say (SubjectAccessReview), remembering
 // the answer for the TTL by token and attributes; denied is the 403's message.
-func (a *authorizer) review(ctx context.Context, token string, u *authenticationv1.UserInfo, attrs authorizationv1.ResourceAttributes, denied func() string) *apiError {
+func (a *authorizer) review(ctx context.Context, token string, u *authenticationv1.UserInfo, attrs authorizationv1.ResourceAttributes, denied func() string) *httpapi.Error {
 	spec := authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &attrs}
 	return a.reviewSpec(ctx, token, u, spec, []string{token, attrs.Verb, attrs.Namespace, attrs.Group, attrs.Resource, attrs.Name}, denied)
 }
 
 // reviewSpec asks whether u may do what spec's attributes say, remembering the
 // answer for the TTL under key, which names the token and the attributes.
-func (a *authorizer) reviewSpec(ctx context.Context, token string, u *authenticationv1.UserInfo, spec authorizationv1.SubjectAccessReviewSpec, key []string, denied func() string) *apiError {
+func (a *authorizer) reviewSpec(ctx context.Context, token string, u *authenticationv1.UserInfo, spec authorizationv1.SubjectAccessReviewSpec, key []string, denied func() string) *httpapi.Error {
 	cacheKey := sha256.Sum256([]byte(strings.Join(key, "\x00")))
 	if v, ok := a.decisions.Get(cacheKey); ok && a.now().Before(v.(cachedDecision).expires) {
 		return v.(cachedDecision).err
@@ -197,11 +198,11 @@ func (a *authorizer) reviewSpec(ctx context.Context, token string, u *authentica
 	spec.User, spec.UID, spec.Groups, spec.Extra = u.Username, u.UID, u.Groups, extra
 	res, err := a.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
-		return errorf(http.StatusInternalServerError, "internal", "subject access review: "+err.Error())
+		return httpapi.NewError(http.StatusInternalServerError, "internal", "subject access review: "+err.Error())
 	}
-	var refused *apiError
+	var refused *httpapi.Error
 	if !res.Status.Allowed {
-		refused = errorf(http.StatusForbidden, "forbidden", denied())
+		refused = httpapi.NewError(http.StatusForbidden, "forbidden", denied())
 	}
 	a.decisions.Add(cacheKey, cachedDecision{err: refused, expires: a.now().Add(a.ttl)})
 	return refused

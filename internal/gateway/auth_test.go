@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // reviewAPI answers TokenReviews (only goodToken is accepted) and SubjectAccessReviews
@@ -117,7 +119,7 @@ func TestAuthCacheTTLs(t *testing.T) {
 	now := time.Unix(1000, 0)
 	a.now = func() time.Time { return now }
 	a.failures.now = a.now
-	call := func(token string) *apiError {
+	call := func(token string) *httpapi.Error {
 		_, err := a.authorize(context.Background(), requestWith(token, "10.0.0.1:1"), "get", "ns")
 		return err
 	}

@@ -4,12 +4,13 @@ import (
 	"math"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
 	"k8s.io/utils/lru"
+
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // failureLimits bound failed authentications per client address: a burst, then a
@@ -68,8 +69,8 @@ func clientAddress(r *http.Request) string {
 }
 
 // tooManyFailures is the 429 of a client held back, with Retry-After in whole seconds.
-func tooManyFailures(retry time.Duration) *apiError {
-	e := errorf(http.StatusTooManyRequests, "too_many_failures", "too many failed authentications from this address; retry after "+retry.Round(time.Second).String())
+func tooManyFailures(retry time.Duration) *httpapi.Error {
+	e := httpapi.NewError(http.StatusTooManyRequests, "too_many_failures", "too many failed authentications from this address; retry after "+retry.Round(time.Second).String())
 	e.RetryAfter = retryAfterSeconds(retry)
 	return e
 }
@@ -77,11 +78,4 @@ func tooManyFailures(retry time.Duration) *apiError {
 // retryAfterSeconds rounds d up to whole seconds, at least 1.
 func retryAfterSeconds(d time.Duration) int {
 	return max(1, int(math.Ceil(d.Seconds())))
-}
-
-// setRetryAfter adds the Retry-After header of e, if it has one.
-func setRetryAfter(w http.ResponseWriter, e *apiError) {
-	if e != nil && e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
-	}
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/metalambda/metalambda/internal/gateway/starter"
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // The Functions pages: the list, and one page per function (or a new one) with the
@@ -338,7 +339,7 @@ func (d *Dashboard) testFunction(w http.ResponseWriter, r *http.Request) {
 		res.Error = "The test request is not JSON."
 	} else if err := d.callAPI(r, http.MethodPost, functionsPath(ns, name, "invoke"), json.RawMessage(request), res); err != nil {
 		res.Error = err.Error()
-		var ae *APIError
+		var ae *httpapi.Error
 		if errors.As(err, &ae) {
 			res.Logs = ae.Logs
 		}
@@ -416,7 +417,7 @@ func problemsOf(err error) []Problem {
 	if err == nil {
 		return nil
 	}
-	var ae *APIError
+	var ae *httpapi.Error
 	if errors.As(err, &ae) {
 		return []Problem{{Line: ae.Line, Column: ae.Column, Message: ae.Message}}
 	}

@@ -4,30 +4,18 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/url"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // The Functions pages act through the gateway's management API (Options.FunctionsAPI),
 // called in process with the session's token: what they do is checked exactly as the
 // API checks it (RBAC through SubjectAccessReview, compile errors with their position)
 // and writes are made as the user.
-
-// APIError is an error answer of the gateway's API: {"error", "message"}, the position
-// of a compile error, the logs of a failed call.
-type APIError struct {
-	Status  int    `json:"-"`
-	Code    string `json:"error"`
-	Message string `json:"message"`
-	Line    int    `json:"line,omitempty"`
-	Column  int    `json:"column,omitempty"`
-	Logs    string `json:"logs,omitempty"`
-}
-
-func (e *APIError) Error() string { return e.Message }
 
 // functionsPath is the API path of a namespace's functions, with more segments.
 func functionsPath(namespace string, segments ...string) string {
@@ -39,10 +27,10 @@ func functionsPath(namespace string, segments ...string) string {
 }
 
 // callAPI sends one request to the gateway's API as the session's user and decodes a
-// success into out (when out is not nil); an error answer is an *APIError.
+// success into out (when out is not nil); an error answer is an *httpapi.Error.
 func (d *Dashboard) callAPI(r *http.Request, method, path string, body, out any) error {
 	if d.opts.FunctionsAPI == nil {
-		return &APIError{Status: http.StatusServiceUnavailable, Code: "no_api", Message: "this dashboard has no functions API"}
+		return &httpapi.Error{Status: http.StatusServiceUnavailable, Code: "no_api", Message: "this dashboard has no functions API"}
 	}
 	var data []byte
 	if body != nil {
@@ -64,11 +52,7 @@ func (d *Dashboard) callAPI(r *http.Request, method, path string, body, out any)
 	rec := &recorder{header: http.Header{}, status: http.StatusOK}
 	d.opts.FunctionsAPI.ServeHTTP(rec, req)
 	if rec.status >= 400 {
-		e := &APIError{Status: rec.status}
-		if json.Unmarshal(rec.body.Bytes(), e) != nil || e.Message == "" {
-			e.Code, e.Message = "http_"+fmt.Sprint(rec.status), fmt.Sprintf("%s %s answered %d: %.300s", method, path, rec.status, rec.body.String())
-		}
-		return e
+		return httpapi.ErrorFrom(rec.status, rec.body.Bytes())
 	}
 	if out == nil || rec.status == http.StatusNoContent {
 		return nil
