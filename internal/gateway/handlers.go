@@ -119,7 +119,7 @@ func (g *Gateway) putFunction(w http.ResponseWriter, r *http.Request) {
 	}
 	current, err := g.functions(ns).Get(r.Context(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		if _, aerr := g.auth.authorize(r.Context(), r, "create", ns); aerr != nil {
+		if aerr := g.auth.Authorize(r.Context(), httpapi.CallerFrom(r.Context()), functionAccess("create", ns)); aerr != nil {
 			httpapi.WriteError(w, aerr)
 			return
 		}
@@ -234,7 +234,7 @@ func (g *Gateway) checkSourceAccess(r *http.Request, namespace string, sources *
 		denied := func(user string) string {
 			return fmt.Sprintf("user %q may not get %s %q in namespace %q, which %s names; a function may read only what its author may read", user, singular(ref.kind), ref.name, namespace, ref.field)
 		}
-		if err := g.auth.mayGet(r.Context(), r, ref.kind, namespace, ref.name, denied); err != nil {
+		if err := g.mayGet(r.Context(), ref.kind, namespace, ref.name, denied); err != nil {
 			return err
 		}
 	}

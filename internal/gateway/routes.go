@@ -90,33 +90,20 @@ func (g *Gateway) limitBody(next http.Handler) http.Handler {
 	})
 }
 
-// authorized wraps a management handler with TokenReview and SubjectAccessReview; the
-// handler's Kubernetes calls act as the authorized user, with their token (see
-// callerHTTPClient).
+// authorized wraps a management handler with the check that the caller may do verb on
+// the functions of the URL's namespace; the handler's Kubernetes calls act as the
+// authorized caller, with their token (see callerHTTPClient).
 func (g *Gateway) authorized(verb string, h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		user, err := g.auth.authorize(r.Context(), r, verb, chi.URLParam(r, "namespace"))
-		if err != nil {
-			httpapi.WriteError(w, err)
-			return
-		}
-		token, _ := bearer(r)
-		h(w, r.WithContext(withCaller(r.Context(), user, token)))
-	}
+	return g.auth.Require(func(r *http.Request) httpapi.Access {
+		return functionAccess(verb, chi.URLParam(r, "namespace"))
+	})(h).ServeHTTP
 }
 
 // metricsAuth guards /metrics as the API is guarded, since its series name every
 // tenant's functions: a bearer token the Kubernetes API accepts, whose user may get
-// the path /metrics (a nonResourceURLs rule, as for a Kubernetes component's
-// metrics; the ClusterRole metalambda-metrics-reader grants it).
+// the path /metrics.
 func (g *Gateway) metricsAuth(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := g.auth.mayGetPath(r.Context(), r, "/metrics"); err != nil {
-			httpapi.WriteError(w, err)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return g.auth.Require(func(*http.Request) httpapi.Access { return pathAccess("/metrics") })(next)
 }
 
 // hookAuth lets through /hooks calls that present the gateway's hook token (the
@@ -129,7 +116,7 @@ func (g *Gateway) hookAuth(h http.HandlerFunc) http.HandlerFunc {
 	}
 	want := []byte(g.opts.HookToken)
 	return func(w http.ResponseWriter, r *http.Request) {
-		token, ok := bearer(r)
+		token, ok := httpapi.Bearer(r)
 		if !ok {
 			httpapi.WriteError(w, httpapi.NewError(http.StatusUnauthorized, "unauthorized", "this gateway's hooks need its hook token, or a Kubernetes token allowed to invoke functions, as a bearer token"))
 			return

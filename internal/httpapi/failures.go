@@ -1,4 +1,4 @@
-package gateway
+package httpapi
 
 import (
 	"math"
@@ -9,13 +9,11 @@ import (
 
 	"golang.org/x/time/rate"
 	"k8s.io/utils/lru"
-
-	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
-// failureLimits bound failed authentications per client address: a burst, then a
+// FailureLimits bound failed authentications per client address: a burst, then a
 // steady rate per second.
-type failureLimits struct {
+type FailureLimits struct {
 	Burst int
 	Rate  float64
 }
@@ -24,13 +22,13 @@ type failureLimits struct {
 // kept in a bounded LRU cache. A client whose bucket is empty is held back until it
 // refills; successful requests cost nothing.
 type failureLimiter struct {
-	limits  failureLimits
+	limits  FailureLimits
 	mu      sync.Mutex
 	clients *lru.Cache // address → *rate.Limiter
 	now     func() time.Time
 }
 
-func newFailureLimiter(limits failureLimits, size int) *failureLimiter {
+func newFailureLimiter(limits FailureLimits, size int) *failureLimiter {
 	return &failureLimiter{limits: limits, clients: lru.New(size), now: time.Now}
 }
 
@@ -69,8 +67,8 @@ func clientAddress(r *http.Request) string {
 }
 
 // tooManyFailures is the 429 of a client held back, with Retry-After in whole seconds.
-func tooManyFailures(retry time.Duration) *httpapi.Error {
-	e := httpapi.NewError(http.StatusTooManyRequests, "too_many_failures", "too many failed authentications from this address; retry after "+retry.Round(time.Second).String())
+func tooManyFailures(retry time.Duration) *Error {
+	e := NewError(http.StatusTooManyRequests, "too_many_failures", "too many failed authentications from this address; retry after "+retry.Round(time.Second).String())
 	e.RetryAfter = retryAfterSeconds(retry)
 	return e
 }
