@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/metalambda/metalambda/internal/gatewayapi"
 	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
@@ -155,7 +156,7 @@ func (f *fnCommand) logs(ctx context.Context, c *gatewayClient, name string, fol
 
 // printInvocations prints the calls after the time since, oldest first, and returns
 // the time of the newest one printed.
-func printInvocations(w io.Writer, newestFirst []invocation, since time.Time) time.Time {
+func printInvocations(w io.Writer, newestFirst []gatewayapi.Invocation, since time.Time) time.Time {
 	for i := len(newestFirst) - 1; i >= 0; i-- {
 		inv := newestFirst[i]
 		if !inv.Time.After(since) {

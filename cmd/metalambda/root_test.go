@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
+	"github.com/metalambda/metalambda/internal/gatewayapi"
 	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
@@ -118,7 +119,7 @@ func TestApplySpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := functionSpec{Runtime: "python", Source: "def sync(r): return {}\n", Handler: "go", TimeoutSeconds: 30, Env: map[string]string{"A": "1", "B": "x=y"}}
+	want := gatewayapi.FunctionSpec{Runtime: "python", Source: "def sync(r): return {}\n", Handler: "go", TimeoutSeconds: 30, Env: map[string]string{"A": "1", "B": "x=y"}}
 	if diff := cmp.Diff(want, spec); diff != "" || name != "my-hook" {
 		t.Errorf("name %q, spec (-want +got):\n%s", name, diff)
 	}
@@ -191,7 +192,7 @@ func TestExitCodeOfGatewayErrors(t *testing.T) {
 
 func TestPrintInvocations(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	newestFirst := []invocation{
+	newestFirst := []gatewayapi.Invocation{
 		{Time: t0.Add(2 * time.Second), Source: "hook", Status: 500, DurationMS: 12.345, Error: "boom", Logs: "a\nb\n"},
 		{Time: t0.Add(time.Second), Source: "invoke", Status: 200, DurationMS: 0.5, Logs: "one"},
 		{Time: t0, Source: "invoke", Status: 200, DurationMS: 1},

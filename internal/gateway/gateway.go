@@ -103,20 +103,10 @@ func (o *Options) setDefaults() {
 	if o.History <= 0 {
 		o.History = 50
 	}
-	if o.AuthCacheTTL <= 0 {
-		o.AuthCacheTTL = 10 * time.Second
-	}
-	if o.AuthNegativeTTL <= 0 {
-		o.AuthNegativeTTL = 2 * time.Second
-	}
+	// The TTLs and the failure limit of authentication are httpapi.AuthOptions'
+	// defaults; the cache size bounds the env source cache too.
 	if o.AuthCacheSize <= 0 {
 		o.AuthCacheSize = 4096
-	}
-	if o.FailedAuthBurst <= 0 {
-		o.FailedAuthBurst = 20
-	}
-	if o.FailedAuthRate <= 0 {
-		o.FailedAuthRate = 1
 	}
 	if o.MaxConcurrentCalls <= 0 {
 		o.MaxConcurrentCalls = 64
@@ -224,6 +214,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 func (g *Gateway) Run(ctx context.Context) {
 	g.running.Store(true)
 	defer g.running.Store(false)
+	defer func() { _ = g.dash.Close() }()
 	g.store.run(ctx)
 }
 

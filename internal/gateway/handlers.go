@@ -18,6 +18,7 @@ import (
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/gatewayapi"
 	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
@@ -304,7 +305,7 @@ func (g *Gateway) invoke(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"response": inv.Response, "logs": inv.Logs, "durationMs": inv.DurationMS})
+	httpapi.WriteJSON(w, http.StatusOK, gatewayapi.InvokeResult{Response: inv.Response, Logs: inv.Logs, DurationMS: inv.DurationMS})
 }
 
 func (g *Gateway) invocations(w http.ResponseWriter, r *http.Request) {

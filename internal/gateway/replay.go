@@ -17,6 +17,7 @@ import (
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/gatewayapi"
 	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
@@ -36,53 +37,16 @@ const (
 	replayBudget = maxFunctionTimeout
 )
 
-// replayRequest is the body of POST .../replay: the candidate and how many of the most
-// recent recorded calls to run it against.
-type replayRequest struct {
-	Runtime        string            `json:"runtime"`
-	Source         string            `json:"source"`
-	Handler        string            `json:"handler"`
-	TimeoutSeconds int32             `json:"timeoutSeconds"`
-	Env            map[string]string `json:"env"`
-	Limit          int               `json:"limit"`
-}
+// replayRequest is the body of POST .../replay, with the gateway's reading of it
+// (candidate).
+type replayRequest gatewayapi.ReplayRequest
 
-// ReplayResult is the answer of a replay, newest call first.
-type ReplayResult struct {
-	Items []ReplayedCall `json:"items"`
-	// Changed counts the items whose answer changes.
-	Changed int `json:"changed"`
-	// Enabled is false when the function records no calls (spec.history.enabled).
-	Enabled bool `json:"enabled"`
-}
-
-// ReplayedCall is one recorded call and what the candidate answers to its request.
-type ReplayedCall struct {
-	Time   time.Time `json:"time"`
-	Source string    `json:"source"`
-	// Request is the recorded request, as the history keeps it.
-	Request json.RawMessage `json:"request,omitempty"`
-	Old     CallOutcome     `json:"old"`
-	// New is nil when the call was not run; Error says why.
-	New     *CallOutcome `json:"new,omitempty"`
-	Changed bool         `json:"changed"`
-	// Diff is a unified diff of the old and the new answer, when they differ.
-	Diff  string `json:"diff,omitempty"`
-	Error string `json:"error,omitempty"`
-	// Notes say what limits the comparison: a request with redacted values, an
-	// answer kept only by its size.
-	Notes []string `json:"notes,omitempty"`
-}
-
-// CallOutcome is the answer of one call: a status (200, or 500 for a failure), the
-// response or the error, and the logs.
-type CallOutcome struct {
-	Status     int             `json:"status"`
-	Response   json.RawMessage `json:"response,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	Logs       string          `json:"logs,omitempty"`
-	DurationMS float64         `json:"durationMs"`
-}
+// The answer of a replay, as the API's types declare it.
+type (
+	ReplayResult = gatewayapi.ReplayResult
+	ReplayedCall = gatewayapi.ReplayedCall
+	CallOutcome  = gatewayapi.CallOutcome
+)
 
 // replay serves POST .../replay.
 func (g *Gateway) replay(w http.ResponseWriter, r *http.Request) {

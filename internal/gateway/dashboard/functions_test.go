@@ -56,19 +56,6 @@ func TestFormApplyKeepsTheRestOfTheSpec(t *testing.T) {
 	}
 }
 
-func TestParentOf(t *testing.T) {
-	for req, want := range map[string]string{
-		`{"parent": {"kind": "ConfigMap", "metadata": {"name": "b", "namespace": "default"}}}`: "ConfigMap default/b",
-		`{"parent": {"kind": "Namespace", "metadata": {"name": "x"}}}`:                         "Namespace x",
-		`{"object": {}}`: "",
-		`not json`:       "",
-	} {
-		if got := parentOf(json.RawMessage(req)); got != want {
-			t.Errorf("parentOf(%s) = %q, want %q", req, got, want)
-		}
-	}
-}
-
 // TestFunctionFragments renders the results a function's page swaps in: compile errors
 // carry their position for the editor and say it in text; the replay table marks the
 // changed call alone and shows its diff.
