@@ -46,7 +46,7 @@ func (o *connectOptions) client() (*gatewayClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &gatewayClient{base: base, source: source, namespace: namespace, http: &http.Client{Transport: rt, Timeout: cfg.Timeout}}, nil
+	return newGatewayClient(base, source, namespace, &http.Client{Transport: rt, Timeout: cfg.Timeout}), nil
 }
 
 // findGateway returns the gateway's URL and where it was found: --gateway, then

@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
+
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // fnCommand holds what every fn verb shares: the standard files and how to reach the
@@ -59,7 +61,7 @@ func (f *fnCommand) run(cmd *cobra.Command, fn func(context.Context, *gatewayCli
 
 // explain adds what the user can do to the gateway's refusals.
 func explain(err error, c *gatewayClient) error {
-	var api *apiError
+	var api *httpapi.Error
 	if !errors.As(err, &api) {
 		return err
 	}

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
+	"github.com/metalambda/metalambda/internal/gatewayapi"
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // runtimes maps a source file's extension to its runtime.
@@ -80,8 +82,8 @@ version and prints the hook URL alone on stdout.`,
 }
 
 // spec reads the source and checks the flags, before any network call.
-func (o *applyOptions) spec(stdin io.Reader) (functionSpec, string, error) {
-	var spec functionSpec
+func (o *applyOptions) spec(stdin io.Reader) (gatewayapi.FunctionSpec, string, error) {
+	var spec gatewayapi.FunctionSpec
 	name, rt := o.name, o.runtime
 	ext := strings.ToLower(filepath.Ext(o.file))
 	if name == "" && o.file != "-" {
@@ -113,7 +115,7 @@ func (o *applyOptions) spec(stdin io.Reader) (functionSpec, string, error) {
 	if err != nil {
 		return spec, "", err
 	}
-	return functionSpec{
+	return gatewayapi.FunctionSpec{
 		Runtime: rt, Source: source, Handler: o.handler, TimeoutSeconds: int(o.timeout / time.Second),
 		Env: env, EnvFrom: envFrom, EnvValueFrom: envValueFrom,
 	}, name, nil
@@ -197,7 +199,7 @@ func readSource(file string, stdin io.Reader) (string, error) {
 	return string(data), nil
 }
 
-func (f *fnCommand) apply(ctx context.Context, c *gatewayClient, o *applyOptions, name string, spec functionSpec) error {
+func (f *fnCommand) apply(ctx context.Context, c *gatewayClient, o *applyOptions, name string, spec gatewayapi.FunctionSpec) error {
 	obj, created, err := c.put(ctx, name, spec)
 	if err != nil {
 		return compileErrorAt(o.file, err)
@@ -228,7 +230,7 @@ var compilePrefix = regexp.MustCompile(`^function \S+ does not compile: (line \d
 
 // compileErrorAt prints a compile error as FILE:LINE:COLUMN: MESSAGE.
 func compileErrorAt(file string, err error) error {
-	var api *apiError
+	var api *httpapi.Error
 	if !errors.As(err, &api) || api.Code != "compile_error" {
 		return err
 	}

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/metalambda/metalambda/internal/gatewayapi"
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 func (f *fnCommand) invokeCommand() *cobra.Command {
@@ -72,7 +75,7 @@ func abbreviate(s string) string {
 
 func (f *fnCommand) invoke(ctx context.Context, c *gatewayClient, name string, body []byte) error {
 	res, err := c.invoke(ctx, name, body)
-	var api *apiError
+	var api *httpapi.Error
 	if errors.As(err, &api) && api.Code == "function_failed" {
 		writeLogs(f.err, api.Logs)
 		fmt.Fprintf(f.err, "metalambda: function %s/%s failed: %s\n", c.namespace, name, api.Message)
@@ -153,7 +156,7 @@ func (f *fnCommand) logs(ctx context.Context, c *gatewayClient, name string, fol
 
 // printInvocations prints the calls after the time since, oldest first, and returns
 // the time of the newest one printed.
-func printInvocations(w io.Writer, newestFirst []invocation, since time.Time) time.Time {
+func printInvocations(w io.Writer, newestFirst []gatewayapi.Invocation, since time.Time) time.Time {
 	for i := len(newestFirst) - 1; i >= 0; i-- {
 		inv := newestFirst[i]
 		if !inv.Time.After(since) {

@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // Exit codes of every command.
@@ -59,7 +61,7 @@ func exitCode(err error) int {
 	if errors.As(err, &usage) || strings.HasPrefix(err.Error(), "required flag(s) ") {
 		return exitUsage
 	}
-	var api *apiError
+	var api *httpapi.Error
 	if errors.As(err, &api) && (api.Status == http.StatusUnauthorized || api.Status == http.StatusForbidden) {
 		return exitDenied
 	}

@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
+	"github.com/metalambda/metalambda/internal/gatewayapi"
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 func runCLI(t *testing.T, stdin string, args ...string) (string, string, int) {
@@ -117,7 +119,7 @@ func TestApplySpec(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := functionSpec{Runtime: "python", Source: "def sync(r): return {}\n", Handler: "go", TimeoutSeconds: 30, Env: map[string]string{"A": "1", "B": "x=y"}}
+	want := gatewayapi.FunctionSpec{Runtime: "python", Source: "def sync(r): return {}\n", Handler: "go", TimeoutSeconds: 30, Env: map[string]string{"A": "1", "B": "x=y"}}
 	if diff := cmp.Diff(want, spec); diff != "" || name != "my-hook" {
 		t.Errorf("name %q, spec (-want +got):\n%s", name, diff)
 	}
@@ -161,9 +163,9 @@ func TestCompileErrorAt(t *testing.T) {
 		err  error
 		want string
 	}{
-		{&apiError{Status: 422, Code: "compile_error", Message: "function ns/f does not compile: line 2, column 14: Unexpected token ;", Line: 2, Column: 14}, "hook.js:2:14: Unexpected token ;"},
-		{&apiError{Status: 422, Code: "compile_error", Message: "function ns/f does not compile: no handler: define function sync(request)"}, "hook.js: no handler: define function sync(request)"},
-		{&apiError{Status: 422, Code: "invalid_name", Message: "function name"}, "function name"},
+		{&httpapi.Error{Status: 422, Code: "compile_error", Message: "function ns/f does not compile: line 2, column 14: Unexpected token ;", Line: 2, Column: 14}, "hook.js:2:14: Unexpected token ;"},
+		{&httpapi.Error{Status: 422, Code: "compile_error", Message: "function ns/f does not compile: no handler: define function sync(request)"}, "hook.js: no handler: define function sync(request)"},
+		{&httpapi.Error{Status: 422, Code: "invalid_name", Message: "function name"}, "function name"},
 	} {
 		if got := compileErrorAt("hook.js", tc.err).Error(); got != tc.want {
 			t.Errorf("got %q, want %q", got, tc.want)
@@ -176,9 +178,9 @@ func TestExitCodeOfGatewayErrors(t *testing.T) {
 		err  error
 		code int
 	}{
-		{&apiError{Status: 401}, exitDenied},
-		{&apiError{Status: 403}, exitDenied},
-		{&apiError{Status: 404}, exitError},
+		{&httpapi.Error{Status: 401}, exitDenied},
+		{&httpapi.Error{Status: 403}, exitDenied},
+		{&httpapi.Error{Status: 404}, exitError},
 		{usageError{errors.New("x")}, exitUsage},
 		{errors.New("x"), exitError},
 	} {
@@ -190,7 +192,7 @@ func TestExitCodeOfGatewayErrors(t *testing.T) {
 
 func TestPrintInvocations(t *testing.T) {
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	newestFirst := []invocation{
+	newestFirst := []gatewayapi.Invocation{
 		{Time: t0.Add(2 * time.Second), Source: "hook", Status: 500, DurationMS: 12.345, Error: "boom", Logs: "a\nb\n"},
 		{Time: t0.Add(time.Second), Source: "invoke", Status: 200, DurationMS: 0.5, Logs: "one"},
 		{Time: t0, Source: "invoke", Status: 200, DurationMS: 1},

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"time"
+
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 type bodyKey struct{}
@@ -22,12 +24,12 @@ func (g *Gateway) bodyFirst(next http.HandlerFunc) http.HandlerFunc {
 		// The server's ReadTimeout still bounds the request; this bounds the body
 		// more closely. A writer that has no deadline (a test recorder) reads without.
 		if err := http.NewResponseController(w).SetReadDeadline(time.Now().Add(g.opts.BodyReadTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-			writeError(w, errorf(http.StatusInternalServerError, "internal", "set the body's read deadline: "+err.Error()))
+			httpapi.WriteError(w, httpapi.NewError(http.StatusInternalServerError, "internal", "set the body's read deadline: "+err.Error()))
 			return
 		}
 		body, err := readBody(r)
 		if err != nil {
-			writeError(w, err)
+			httpapi.WriteError(w, err)
 			return
 		}
 		next(w, r.WithContext(context.WithValue(r.Context(), bodyKey{}, body)))
@@ -51,9 +53,9 @@ func readBody(r *http.Request) ([]byte, error) {
 	case err == nil:
 		return buf.Bytes(), nil
 	case errors.As(err, &tooBig):
-		return nil, errorf(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the request body is over the limit of %d bytes", tooBig.Limit))
+		return nil, httpapi.NewError(http.StatusRequestEntityTooLarge, "body_too_large", fmt.Sprintf("the request body is over the limit of %d bytes", tooBig.Limit))
 	case errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout():
-		return nil, errorf(http.StatusRequestTimeout, "request_timeout", "the request body did not arrive in time")
+		return nil, httpapi.NewError(http.StatusRequestTimeout, "request_timeout", "the request body did not arrive in time")
 	}
-	return nil, errorf(http.StatusBadRequest, "bad_request", "read the body: "+err.Error())
+	return nil, httpapi.NewError(http.StatusBadRequest, "bad_request", "read the body: "+err.Error())
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // bodyTestServer serves g.callRoute on a real server with the gateway's timeouts;
@@ -24,7 +26,7 @@ func bodyTestServer(t *testing.T, g *Gateway) (addr string, entered chan struct{
 	echo := func(w http.ResponseWriter, r *http.Request) {
 		body, err := readBody(r)
 		if err != nil {
-			writeError(w, err)
+			httpapi.WriteError(w, err)
 			return
 		}
 		fmt.Fprintf(w, "%d bytes", len(body))

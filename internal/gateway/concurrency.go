@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/go-chi/chi/v5"
+
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // callLimiter caps the calls that run at once per function. It counts calls in
@@ -69,5 +71,5 @@ func (g *Gateway) limitCalls(next http.HandlerFunc) http.HandlerFunc {
 
 func tooManyCalls(w http.ResponseWriter, message string) {
 	w.Header().Set("Retry-After", strconv.Itoa(callRetryAfter))
-	writeError(w, errorf(http.StatusTooManyRequests, "too_many_calls", message))
+	httpapi.WriteError(w, httpapi.NewError(http.StatusTooManyRequests, "too_many_calls", message))
 }

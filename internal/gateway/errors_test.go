@@ -9,6 +9,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // TestKubernetesErrorsKeepTheirStatus: the API answers what Kubernetes answered, not 500.
@@ -33,8 +35,8 @@ func TestKubernetesErrorsKeepTheirStatus(t *testing.T) {
 		{errors.New("dial tcp: connection refused"), 502, "kubernetes_unavailable", "the Kubernetes API: dial tcp: connection refused", ""},
 	} {
 		w := httptest.NewRecorder()
-		writeError(w, fromAPI(tt.err))
-		var e apiError
+		httpapi.WriteError(w, fromAPI(tt.err))
+		var e httpapi.Error
 		if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil {
 			t.Fatal(err)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/metalambda/metalambda/internal/gateway/dashboard"
 	"github.com/metalambda/metalambda/internal/gateway/egress"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // Options configure a gateway; cmd/gateway sets them from flags.
@@ -102,20 +103,10 @@ func (o *Options) setDefaults() {
 	if o.History <= 0 {
 		o.History = 50
 	}
-	if o.AuthCacheTTL <= 0 {
-		o.AuthCacheTTL = 10 * time.Second
-	}
-	if o.AuthNegativeTTL <= 0 {
-		o.AuthNegativeTTL = 2 * time.Second
-	}
+	// The TTLs and the failure limit of authentication are httpapi.AuthOptions'
+	// defaults; the cache size bounds the env source cache too.
 	if o.AuthCacheSize <= 0 {
 		o.AuthCacheSize = 4096
-	}
-	if o.FailedAuthBurst <= 0 {
-		o.FailedAuthBurst = 20
-	}
-	if o.FailedAuthRate <= 0 {
-		o.FailedAuthRate = 1
 	}
 	if o.MaxConcurrentCalls <= 0 {
 		o.MaxConcurrentCalls = 64
@@ -143,10 +134,10 @@ func (o *Options) Validate() error {
 	return nil
 }
 
-func (o *Options) authOptions() authOptions {
-	return authOptions{
-		ttl: o.AuthCacheTTL, negativeTTL: o.AuthNegativeTTL, cacheSize: o.AuthCacheSize,
-		failures: failureLimits{Burst: o.FailedAuthBurst, Rate: o.FailedAuthRate},
+func (o *Options) authOptions() httpapi.AuthOptions {
+	return httpapi.AuthOptions{
+		TTL: o.AuthCacheTTL, NegativeTTL: o.AuthNegativeTTL, CacheSize: o.AuthCacheSize,
+		Failures: httpapi.FailureLimits{Burst: o.FailedAuthBurst, Rate: o.FailedAuthRate},
 	}
 }
 
@@ -157,7 +148,7 @@ type Gateway struct {
 	registry *lambda.Registry
 	compiler networkPolicy // registry, under the network policy
 	store    *store
-	auth     *authorizer
+	auth     *httpapi.Auth
 	calls    *callLimiter
 	nsCalls  *callLimiter // keyed by namespace
 	replays  *callLimiter // one key: replays are counted over the whole gateway
@@ -197,16 +188,18 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 		registry: registry,
 		compiler: policy,
 		store:    newStore(dyn, policy, env, opts.PublicURL, opts.History, newMetrics(reg, registry.Stats, opts.Runtime.MemoryBudget)),
-		auth:     newAuthorizer(kube, opts.authOptions()),
 		calls:    newCallLimiter(opts.MaxConcurrentCalls),
 		nsCalls:  newCallLimiter(opts.MaxCallsPerNamespace),
 		replays:  newCallLimiter(opts.MaxConcurrentReplays),
 
 		nsReplays: newCallLimiter(max(opts.MaxConcurrentReplays/2, 1)),
 	}
+	if g.auth, err = httpapi.NewAuth(kube, opts.authOptions()); err != nil {
+		return nil, err
+	}
 	g.store.maxPerNamespace = opts.MaxFunctionsPerNamespace
 	dopts := opts.Dashboard
-	dopts.Config, dopts.Authenticate = cfg, g.auth.login
+	dopts.Config, dopts.Authenticate = cfg, g.login
 	dopts.EngineURL, dopts.IngressAddress = opts.EngineURL, opts.IngressAddress
 	dopts.EgressDeny = append(dopts.EgressDeny, controlPlane(cfg, &opts)...)
 	dopts.FunctionRates = g.store.rates
@@ -221,6 +214,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 func (g *Gateway) Run(ctx context.Context) {
 	g.running.Store(true)
 	defer g.running.Store(false)
+	defer func() { _ = g.dash.Close() }()
 	g.store.run(ctx)
 }
 

@@ -18,6 +18,8 @@ import (
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/gatewayapi"
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // functionRequest is the body of POST and PUT: a Function object (metadata.name,
@@ -56,47 +58,47 @@ func (g *Gateway) functions(namespace string) dynamic.ResourceInterface {
 func (g *Gateway) listFunctions(w http.ResponseWriter, r *http.Request) {
 	list, err := g.functions(chi.URLParam(r, "namespace")).List(r.Context(), metav1.ListOptions{})
 	if err != nil {
-		writeError(w, fromAPI(err))
+		httpapi.WriteError(w, fromAPI(err))
 		return
 	}
 	items := make([]map[string]any, 0, len(list.Items))
 	for _, item := range list.Items {
 		items = append(items, item.Object)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": items})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"items": items})
 }
 
 func (g *Gateway) getFunction(w http.ResponseWriter, r *http.Request) {
 	obj, err := g.functions(chi.URLParam(r, "namespace")).Get(r.Context(), chi.URLParam(r, "name"), metav1.GetOptions{})
 	if err != nil {
-		writeError(w, fromAPI(err))
+		httpapi.WriteError(w, fromAPI(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, obj.Object)
+	httpapi.WriteJSON(w, http.StatusOK, obj.Object)
 }
 
 func (g *Gateway) createFunction(w http.ResponseWriter, r *http.Request) {
 	ns := chi.URLParam(r, "namespace")
 	req, err := readFunction(r)
 	if err != nil {
-		writeError(w, err)
+		httpapi.WriteError(w, err)
 		return
 	}
 	if err := g.store.checkRoom(ns, req.name()); err != nil {
-		writeError(w, err)
+		httpapi.WriteError(w, err)
 		return
 	}
 	obj, err := g.validate(r, ns, req.name(), req)
 	if err != nil {
-		writeError(w, err)
+		httpapi.WriteError(w, err)
 		return
 	}
 	created, err := g.functions(ns).Create(r.Context(), obj, metav1.CreateOptions{FieldManager: fieldManager})
 	if err != nil {
-		writeError(w, fromAPI(err))
+		httpapi.WriteError(w, fromAPI(err))
 		return
 	}
-	writeJSON(w, http.StatusCreated, created.Object)
+	httpapi.WriteJSON(w, http.StatusCreated, created.Object)
 }
 
 // putFunction creates or replaces a function's spec, as faas-cli users expect.
@@ -104,38 +106,38 @@ func (g *Gateway) putFunction(w http.ResponseWriter, r *http.Request) {
 	ns, name := chi.URLParam(r, "namespace"), chi.URLParam(r, "name")
 	req, err := readFunction(r)
 	if err != nil {
-		writeError(w, err)
+		httpapi.WriteError(w, err)
 		return
 	}
 	if n := req.name(); n != "" && n != name {
-		writeError(w, errorf(http.StatusUnprocessableEntity, "invalid_name", fmt.Sprintf("the body names %q but the URL names %q", n, name)))
+		httpapi.WriteError(w, httpapi.NewError(http.StatusUnprocessableEntity, "invalid_name", fmt.Sprintf("the body names %q but the URL names %q", n, name)))
 		return
 	}
 	obj, err := g.validate(r, ns, name, req)
 	if err != nil {
-		writeError(w, err)
+		httpapi.WriteError(w, err)
 		return
 	}
 	current, err := g.functions(ns).Get(r.Context(), name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		if _, aerr := g.auth.authorize(r.Context(), r, "create", ns); aerr != nil {
-			writeError(w, aerr)
+		if aerr := g.auth.Authorize(r.Context(), httpapi.CallerFrom(r.Context()), functionAccess("create", ns)); aerr != nil {
+			httpapi.WriteError(w, aerr)
 			return
 		}
 		if err := g.store.checkRoom(ns, name); err != nil {
-			writeError(w, err)
+			httpapi.WriteError(w, err)
 			return
 		}
 		created, err := g.functions(ns).Create(r.Context(), obj, metav1.CreateOptions{FieldManager: fieldManager})
 		if err != nil {
-			writeError(w, fromAPI(err))
+			httpapi.WriteError(w, fromAPI(err))
 			return
 		}
-		writeJSON(w, http.StatusCreated, created.Object)
+		httpapi.WriteJSON(w, http.StatusCreated, created.Object)
 		return
 	}
 	if err != nil {
-		writeError(w, fromAPI(err))
+		httpapi.WriteError(w, fromAPI(err))
 		return
 	}
 	current.Object["spec"] = obj.Object["spec"]
@@ -149,15 +151,15 @@ func (g *Gateway) putFunction(w http.ResponseWriter, r *http.Request) {
 	}
 	updated, err := g.functions(ns).Update(r.Context(), current, metav1.UpdateOptions{FieldManager: fieldManager})
 	if err != nil {
-		writeError(w, fromAPI(err))
+		httpapi.WriteError(w, fromAPI(err))
 		return
 	}
-	writeJSON(w, http.StatusOK, updated.Object)
+	httpapi.WriteJSON(w, http.StatusOK, updated.Object)
 }
 
 func (g *Gateway) deleteFunction(w http.ResponseWriter, r *http.Request) {
 	if err := g.functions(chi.URLParam(r, "namespace")).Delete(r.Context(), chi.URLParam(r, "name"), metav1.DeleteOptions{}); err != nil {
-		writeError(w, fromAPI(err))
+		httpapi.WriteError(w, fromAPI(err))
 		return
 	}
 	w.WriteHeader(http.StatusNoContent)
@@ -169,7 +171,7 @@ func (g *Gateway) deleteFunction(w http.ResponseWriter, r *http.Request) {
 // compiles.
 func (g *Gateway) validate(r *http.Request, namespace, name string, req *functionRequest) (*unstructured.Unstructured, error) {
 	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-		return nil, errorf(http.StatusUnprocessableEntity, "invalid_name", fmt.Sprintf("function name %q: %s", name, msgs[0]))
+		return nil, httpapi.NewError(http.StatusUnprocessableEntity, "invalid_name", fmt.Sprintf("function name %q: %s", name, msgs[0]))
 	}
 	spec := req.spec()
 	if err := g.checkSpec(&spec); err != nil {
@@ -181,7 +183,7 @@ func (g *Gateway) validate(r *http.Request, namespace, name string, req *functio
 	}
 	fn := toRuntime(namespace, name, &spec)
 	if err := g.compiler.check(fn); err != nil {
-		return nil, errorf(http.StatusUnprocessableEntity, "network_not_allowed", err.Error())
+		return nil, httpapi.NewError(http.StatusUnprocessableEntity, "network_not_allowed", err.Error())
 	}
 	fn.Env = g.trialEnv(r.Context(), fn, sources)
 	compiled, err := g.compiler.Compile(fn)
@@ -206,18 +208,18 @@ func (g *Gateway) validate(r *http.Request, namespace, name string, req *functio
 // runtime, a source of a size the API takes, a timeout in range.
 func (g *Gateway) checkSpec(spec *fnv1.FunctionSpec) error {
 	if _, err := g.registry.Get(spec.Runtime); err != nil {
-		return errorf(http.StatusUnprocessableEntity, "invalid_runtime", err.Error())
+		return httpapi.NewError(http.StatusUnprocessableEntity, "invalid_runtime", err.Error())
 	}
 	switch {
 	case spec.Source == "":
-		return errorf(http.StatusUnprocessableEntity, "invalid_source", "source must not be empty")
+		return httpapi.NewError(http.StatusUnprocessableEntity, "invalid_source", "source must not be empty")
 	case len(spec.Source) > fnv1.MaxSource:
-		return errorf(http.StatusRequestEntityTooLarge, "source_too_large", fmt.Sprintf("source is %d bytes; the limit is %d", len(spec.Source), fnv1.MaxSource))
+		return httpapi.NewError(http.StatusRequestEntityTooLarge, "source_too_large", fmt.Sprintf("source is %d bytes; the limit is %d", len(spec.Source), fnv1.MaxSource))
 	case spec.TimeoutSeconds < 0 || spec.TimeoutSeconds > 300:
-		return errorf(http.StatusUnprocessableEntity, "invalid_timeout", fmt.Sprintf("timeoutSeconds %d is not between 1 and 300", spec.TimeoutSeconds))
+		return httpapi.NewError(http.StatusUnprocessableEntity, "invalid_timeout", fmt.Sprintf("timeoutSeconds %d is not between 1 and 300", spec.TimeoutSeconds))
 	}
 	if errs := fnv1.ValidateEnvSources(spec); len(errs) > 0 {
-		return errorf(http.StatusUnprocessableEntity, "invalid_env", errs.ToAggregate().Error())
+		return httpapi.NewError(http.StatusUnprocessableEntity, "invalid_env", errs.ToAggregate().Error())
 	}
 	return nil
 }
@@ -233,7 +235,7 @@ func (g *Gateway) checkSourceAccess(r *http.Request, namespace string, sources *
 		denied := func(user string) string {
 			return fmt.Sprintf("user %q may not get %s %q in namespace %q, which %s names; a function may read only what its author may read", user, singular(ref.kind), ref.name, namespace, ref.field)
 		}
-		if err := g.auth.mayGet(r.Context(), r, ref.kind, namespace, ref.name, denied); err != nil {
+		if err := g.mayGet(r.Context(), ref.kind, namespace, ref.name, denied); err != nil {
 			return err
 		}
 	}
@@ -280,7 +282,7 @@ func readFunction(r *http.Request) (*functionRequest, error) {
 		return nil, err
 	}
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, errorf(http.StatusBadRequest, "bad_request", "the body is not a Function in JSON: "+err.Error())
+		return nil, httpapi.NewError(http.StatusBadRequest, "bad_request", "the body is not a Function in JSON: "+err.Error())
 	}
 	return &req, nil
 }
@@ -289,7 +291,7 @@ func readFunction(r *http.Request) (*functionRequest, error) {
 func (g *Gateway) hook(w http.ResponseWriter, r *http.Request) {
 	inv, err := g.call(r, "hook")
 	if err != nil {
-		writeError(w, err)
+		httpapi.WriteError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -300,19 +302,19 @@ func (g *Gateway) hook(w http.ResponseWriter, r *http.Request) {
 func (g *Gateway) invoke(w http.ResponseWriter, r *http.Request) {
 	inv, err := g.call(r, "invoke")
 	if err != nil {
-		writeError(w, err)
+		httpapi.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"response": inv.Response, "logs": inv.Logs, "durationMs": inv.DurationMS})
+	httpapi.WriteJSON(w, http.StatusOK, gatewayapi.InvokeResult{Response: inv.Response, Logs: inv.Logs, DurationMS: inv.DurationMS})
 }
 
 func (g *Gateway) invocations(w http.ResponseWriter, r *http.Request) {
 	e, err := g.loaded(r.Context(), chi.URLParam(r, "namespace"), chi.URLParam(r, "name"))
 	if e == nil {
-		writeError(w, err)
+		httpapi.WriteError(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": e.history.list(), "enabled": e.history.enabled()})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"items": e.history.list(), "enabled": e.history.enabled()})
 }
 
 // call runs the function named in the URL with the request body, and records it.
@@ -324,10 +326,10 @@ func (g *Gateway) call(r *http.Request, source string) (*Invocation, error) {
 	}
 	b := g.store.serving(r.Context(), e)
 	if errors.Is(b.err, ErrEnvSourceUnavailable) {
-		return nil, errorf(http.StatusServiceUnavailable, "env_source_unavailable", b.err.Error())
+		return nil, httpapi.NewError(http.StatusServiceUnavailable, "env_source_unavailable", b.err.Error())
 	}
 	if b.err != nil {
-		return nil, errorf(http.StatusServiceUnavailable, "not_ready", b.err.Error())
+		return nil, httpapi.NewError(http.StatusServiceUnavailable, "not_ready", b.err.Error())
 	}
 	body, err := readBody(r)
 	if err != nil {
@@ -337,7 +339,7 @@ func (g *Gateway) call(r *http.Request, source string) (*Invocation, error) {
 	start := time.Now()
 	res, callErr := b.compiled.Invoke(r.Context(), body)
 	if errors.Is(callErr, lambda.ErrInvalidRequest) {
-		return nil, errorf(http.StatusBadRequest, "bad_request", "the request body is not JSON: "+callErr.Error())
+		return nil, httpapi.NewError(http.StatusBadRequest, "bad_request", "the request body is not JSON: "+callErr.Error())
 	}
 	elapsed := time.Since(start)
 	inv := &Invocation{Time: start, DurationMS: float64(elapsed.Microseconds()) / 1000, Source: source, Status: http.StatusOK, Request: body, Response: res.Response, Logs: res.Logs}
@@ -351,7 +353,7 @@ func (g *Gateway) call(r *http.Request, source string) (*Invocation, error) {
 	}
 	e.metrics.observe(inv.Status, elapsed)
 	if callErr != nil {
-		return nil, &apiError{Status: http.StatusInternalServerError, Code: "function_failed", Message: callErr.Error(), Logs: res.Logs}
+		return nil, &httpapi.Error{Status: http.StatusInternalServerError, Code: "function_failed", Message: callErr.Error(), Logs: res.Logs}
 	}
 	return inv, nil
 }
@@ -362,7 +364,7 @@ func (g *Gateway) loaded(ctx context.Context, ns, name string) (*entry, error) {
 		return e, nil
 	}
 	if _, err := g.functions(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
-		return nil, errorf(http.StatusServiceUnavailable, "not_ready", fmt.Sprintf("function %s/%s is not loaded yet; retry in a moment", ns, name))
+		return nil, httpapi.NewError(http.StatusServiceUnavailable, "not_ready", fmt.Sprintf("function %s/%s is not loaded yet; retry in a moment", ns, name))
 	}
-	return nil, errorf(http.StatusNotFound, "not_found", fmt.Sprintf("no function %s/%s", ns, name))
+	return nil, httpapi.NewError(http.StatusNotFound, "not_found", fmt.Sprintf("no function %s/%s", ns, name))
 }

@@ -5,24 +5,14 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/gatewayapi"
 	"github.com/metalambda/metalambda/internal/redact"
 )
 
-// Invocation is one recorded call of a function.
-type Invocation struct {
-	Time       time.Time         `json:"time"`
-	DurationMS float64           `json:"durationMs"`
-	Source     string            `json:"source"` // "hook" or "invoke"
-	Status     int               `json:"status"`
-	Error      string            `json:"error,omitempty"`
-	Headers    map[string]string `json:"headers,omitempty"`
-	Request    json.RawMessage   `json:"request,omitempty"`
-	Response   json.RawMessage   `json:"response,omitempty"`
-	Logs       string            `json:"logs,omitempty"`
-}
+// Invocation is one recorded call of a function, as the API's types declare it.
+type Invocation = gatewayapi.Invocation
 
 // maxRecordedBody bounds the request and response kept per invocation.
 const maxRecordedBody = 16 << 10

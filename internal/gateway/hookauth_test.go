@@ -26,9 +26,9 @@ func TestHookAuth(t *testing.T) {
 		{"a user refused invoke", "s3cret", "Bearer " + viewerToken, 403},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			api := newReviewAPI()
-			api.refused[verbInvoke] = true
-			g := &Gateway{opts: Options{HookToken: tt.configured}, auth: newAuthorizer(api.kube, testAuthOptions(100))}
+			api := newReviewAPI(t)
+			api.Refused[verbInvoke] = true
+			g := &Gateway{opts: Options{HookToken: tt.configured}, auth: newAuthorizer(t, api)}
 			r := chi.NewRouter()
 			r.Post("/hooks/{namespace}/{name}", g.hookAuth(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
 			req := httptest.NewRequest(http.MethodPost, "/hooks/ns/f", nil)
@@ -40,8 +40,8 @@ func TestHookAuth(t *testing.T) {
 			if w.Code != tt.want {
 				t.Errorf("%d %s, want %d", w.Code, w.Body, tt.want)
 			}
-			if tt.auth == "Bearer s3cret" && api.tokenReviews.Load() != 0 {
-				t.Errorf("the hook token cost %d TokenReviews, want none", api.tokenReviews.Load())
+			if tt.auth == "Bearer s3cret" && api.TokenReviews.Load() != 0 {
+				t.Errorf("the hook token cost %d TokenReviews, want none", api.TokenReviews.Load())
 			}
 		})
 	}

@@ -1,36 +1,15 @@
 package gateway
 
 import (
-	"context"
 	"net/http"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/client-go/rest"
+
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
-// callerKey is the context key of the caller a management request was authorized for.
-type callerKey struct{}
-
-// caller is who a management request acts for: the user the API server named for the
-// bearer token (TokenReview), and that token.
-type caller struct {
-	user  *authenticationv1.UserInfo
-	token string
-}
-
-// withCaller marks ctx as acting for user, whose bearer token is token: the gateway's
-// Kubernetes calls made with it carry that token.
-func withCaller(ctx context.Context, user *authenticationv1.UserInfo, token string) context.Context {
-	return context.WithValue(ctx, callerKey{}, caller{user: user, token: token})
-}
-
-func callerFrom(ctx context.Context) *authenticationv1.UserInfo {
-	c, _ := ctx.Value(callerKey{}).(caller)
-	return c.user
-}
-
 // callerHTTPClient is an HTTP client for cfg's API server whose requests carry the
-// bearer token of the caller in their context, so that the API server authenticates
+// bearer token of the caller in their context (httpapi.CallerFrom), so that the API server authenticates
 // and authorizes each write as that user and its audit log names them. The gateway
 // passes on the token it was given instead of impersonating: impersonation would need
 // the right to act as any user, which makes the gateway's own account as strong as an
@@ -58,7 +37,7 @@ func callerHTTPClient(cfg *rest.Config) (*http.Client, error) {
 type callerTransport struct{ own, caller http.RoundTripper }
 
 func (t callerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if _, ok := req.Context().Value(callerKey{}).(caller); ok {
+	if httpapi.CallerFrom(req.Context()) != nil {
 		return t.caller.RoundTrip(req)
 	}
 	return t.own.RoundTrip(req)
@@ -68,8 +47,8 @@ func (t callerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 type bearerTransport struct{ next http.RoundTripper }
 
 func (t bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	c, _ := req.Context().Value(callerKey{}).(caller)
+	c := httpapi.CallerFrom(req.Context())
 	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Authorization", "Bearer "+c.Token)
 	return t.next.RoundTrip(req)
 }

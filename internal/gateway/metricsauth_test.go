@@ -10,9 +10,9 @@ import (
 // TestMetricsNeedAuthorization: /metrics, whose series name every tenant's
 // functions, answers only a token whose user may get the path /metrics.
 func TestMetricsNeedAuthorization(t *testing.T) {
-	api := newReviewAPI()
-	api.refused["get /metrics"] = true
-	g := &Gateway{auth: newAuthorizer(api.kube, testAuthOptions(100))}
+	api := newReviewAPI(t)
+	api.Refused["get /metrics"] = true
+	g := &Gateway{auth: newAuthorizer(t, api)}
 	metrics := g.metricsAuth(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte(`gateway_function_invocation_total{function_name="f.team",code="200"} 1`))
 	}))

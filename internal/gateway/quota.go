@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // ErrTooManyFunctions is the error of a Function past its namespace's limit
@@ -54,7 +56,7 @@ func (s *store) checkRoom(namespace, name string) error {
 	if objs, _ := s.informer.GetIndexer().ByIndex(cache.NamespaceIndex, namespace); len(objs) < s.maxPerNamespace {
 		return nil
 	}
-	return errorf(http.StatusForbidden, "too_many_functions", functionLimitError(namespace, s.maxPerNamespace).Error())
+	return httpapi.NewError(http.StatusForbidden, "too_many_functions", functionLimitError(namespace, s.maxPerNamespace).Error())
 }
 
 // makeRoom queues the functions of a deleted function's namespace that are not

@@ -13,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
+
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 func functionObject(ns, name string, created time.Time) *unstructured.Unstructured {
@@ -51,7 +53,7 @@ func TestFunctionsPerNamespace(t *testing.T) {
 		}
 	}
 	err := s.checkRoom("team", "e")
-	ae, _ := err.(*apiError)
+	ae, _ := err.(*httpapi.Error)
 	if ae == nil || ae.Status != http.StatusForbidden || ae.Code != "too_many_functions" {
 		t.Fatalf("a new function in a full namespace: %v, want 403 too_many_functions", err)
 	}

@@ -17,6 +17,8 @@ import (
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/gatewayapi"
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // A replay runs a candidate version of a function, not yet saved, against the
@@ -35,92 +37,55 @@ const (
 	replayBudget = maxFunctionTimeout
 )
 
-// replayRequest is the body of POST .../replay: the candidate and how many of the most
-// recent recorded calls to run it against.
-type replayRequest struct {
-	Runtime        string            `json:"runtime"`
-	Source         string            `json:"source"`
-	Handler        string            `json:"handler"`
-	TimeoutSeconds int32             `json:"timeoutSeconds"`
-	Env            map[string]string `json:"env"`
-	Limit          int               `json:"limit"`
-}
+// replayRequest is the body of POST .../replay, with the gateway's reading of it
+// (candidate).
+type replayRequest gatewayapi.ReplayRequest
 
-// ReplayResult is the answer of a replay, newest call first.
-type ReplayResult struct {
-	Items []ReplayedCall `json:"items"`
-	// Changed counts the items whose answer changes.
-	Changed int `json:"changed"`
-	// Enabled is false when the function records no calls (spec.history.enabled).
-	Enabled bool `json:"enabled"`
-}
-
-// ReplayedCall is one recorded call and what the candidate answers to its request.
-type ReplayedCall struct {
-	Time   time.Time `json:"time"`
-	Source string    `json:"source"`
-	// Request is the recorded request, as the history keeps it.
-	Request json.RawMessage `json:"request,omitempty"`
-	Old     CallOutcome     `json:"old"`
-	// New is nil when the call was not run; Error says why.
-	New     *CallOutcome `json:"new,omitempty"`
-	Changed bool         `json:"changed"`
-	// Diff is a unified diff of the old and the new answer, when they differ.
-	Diff  string `json:"diff,omitempty"`
-	Error string `json:"error,omitempty"`
-	// Notes say what limits the comparison: a request with redacted values, an
-	// answer kept only by its size.
-	Notes []string `json:"notes,omitempty"`
-}
-
-// CallOutcome is the answer of one call: a status (200, or 500 for a failure), the
-// response or the error, and the logs.
-type CallOutcome struct {
-	Status     int             `json:"status"`
-	Response   json.RawMessage `json:"response,omitempty"`
-	Error      string          `json:"error,omitempty"`
-	Logs       string          `json:"logs,omitempty"`
-	DurationMS float64         `json:"durationMs"`
-}
+// The answer of a replay, as the API's types declare it.
+type (
+	ReplayResult = gatewayapi.ReplayResult
+	ReplayedCall = gatewayapi.ReplayedCall
+	CallOutcome  = gatewayapi.CallOutcome
+)
 
 // replay serves POST .../replay.
 func (g *Gateway) replay(w http.ResponseWriter, r *http.Request) {
 	ns, name := chi.URLParam(r, "namespace"), chi.URLParam(r, "name")
 	req, err := readReplay(r, g.opts.History)
 	if err != nil {
-		writeError(w, err)
+		httpapi.WriteError(w, err)
 		return
 	}
 	e, err := g.loaded(r.Context(), ns, name)
 	if err != nil {
-		writeError(w, err)
+		httpapi.WriteError(w, err)
 		return
 	}
 	spec := req.candidate(e.fn)
 	if err := g.checkSpec(&spec); err != nil {
-		writeError(w, err)
+		httpapi.WriteError(w, err)
 		return
 	}
 	fn := toRuntime(ns, name, &spec)
 	if err := g.compiler.check(fn); err != nil {
-		writeError(w, errorf(http.StatusUnprocessableEntity, "network_not_allowed", err.Error()))
+		httpapi.WriteError(w, httpapi.NewError(http.StatusUnprocessableEntity, "network_not_allowed", err.Error()))
 		return
 	}
 	// The candidate reads the function's env sources, as the function does, if the
 	// caller may read them too.
 	if err := g.checkSourceAccess(r, ns, e.sources); err != nil {
-		writeError(w, err)
+		httpapi.WriteError(w, err)
 		return
 	}
 	fromSources, err := g.store.env.resolve(r.Context(), fn.Name, ns, e.sources)
 	if err != nil {
-		writeError(w, errorf(http.StatusServiceUnavailable, "env_source_unavailable", err.Error()))
+		httpapi.WriteError(w, httpapi.NewError(http.StatusServiceUnavailable, "env_source_unavailable", err.Error()))
 		return
 	}
 	fn.Env = mergeEnv(fromSources, fn.Env)
 	compiled, err := g.compiler.Compile(fn)
 	if err != nil {
-		writeError(w, compileError(err))
+		httpapi.WriteError(w, compileError(err))
 		return
 	}
 	defer compiled.Close()
@@ -136,7 +101,7 @@ func (g *Gateway) replay(w http.ResponseWriter, r *http.Request) {
 			result.Changed++
 		}
 	}
-	writeJSON(w, http.StatusOK, result)
+	httpapi.WriteJSON(w, http.StatusOK, result)
 }
 
 // limitReplays answers 429 with Retry-After when the gateway already runs as many
@@ -147,13 +112,13 @@ func (g *Gateway) limitReplays(next http.HandlerFunc) http.HandlerFunc {
 		ns := chi.URLParam(r, "namespace")
 		if !g.nsReplays.acquire(ns) {
 			w.Header().Set("Retry-After", strconv.Itoa(callRetryAfter))
-			writeError(w, errorf(http.StatusTooManyRequests, "too_many_replays", "namespace "+strconv.Quote(ns)+" already runs "+strconv.Itoa(g.nsReplays.max)+" replays, the most one namespace may run at once on this gateway; retry in a moment"))
+			httpapi.WriteError(w, httpapi.NewError(http.StatusTooManyRequests, "too_many_replays", "namespace "+strconv.Quote(ns)+" already runs "+strconv.Itoa(g.nsReplays.max)+" replays, the most one namespace may run at once on this gateway; retry in a moment"))
 			return
 		}
 		defer g.nsReplays.release(ns)
 		if !g.replays.acquire("") {
 			w.Header().Set("Retry-After", strconv.Itoa(callRetryAfter))
-			writeError(w, errorf(http.StatusTooManyRequests, "too_many_replays", "this gateway already runs "+strconv.Itoa(g.replays.max)+" replays, its limit; retry in a moment"))
+			httpapi.WriteError(w, httpapi.NewError(http.StatusTooManyRequests, "too_many_replays", "this gateway already runs "+strconv.Itoa(g.replays.max)+" replays, its limit; retry in a moment"))
 			return
 		}
 		defer g.replays.release("")
@@ -168,13 +133,13 @@ func readReplay(r *http.Request, maxLimit int) (*replayRequest, error) {
 	}
 	var req replayRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, errorf(http.StatusBadRequest, "bad_request", "the body is not a replay request in JSON: "+err.Error())
+		return nil, httpapi.NewError(http.StatusBadRequest, "bad_request", "the body is not a replay request in JSON: "+err.Error())
 	}
 	if req.Limit == 0 {
 		req.Limit = min(defaultReplayLimit, maxLimit)
 	}
 	if req.Limit < 1 || req.Limit > maxLimit {
-		return nil, errorf(http.StatusUnprocessableEntity, "invalid_limit", fmt.Sprintf("limit %d is not between 1 and %d, the calls this gateway keeps per function", req.Limit, maxLimit))
+		return nil, httpapi.NewError(http.StatusUnprocessableEntity, "invalid_limit", fmt.Sprintf("limit %d is not between 1 and %d, the calls this gateway keeps per function", req.Limit, maxLimit))
 	}
 	return &req, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 func TestReplayCandidateDefaultsToTheFunction(t *testing.T) {
@@ -53,7 +54,7 @@ func TestReadReplayLimit(t *testing.T) {
 	} {
 		req, err := readReplay(httptest.NewRequest(http.MethodPost, "/", strings.NewReader(tt.body)), 50)
 		var code string
-		if e, ok := err.(*apiError); ok {
+		if e, ok := err.(*httpapi.Error); ok {
 			code = e.Code
 		} else if err != nil {
 			t.Fatalf("%s: %v", tt.body, err)

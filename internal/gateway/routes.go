@@ -8,6 +8,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 
 	"github.com/metalambda/metalambda/internal/gateway/dashboard"
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // routes is the gateway's whole route table; openapi.go describes the same routes.
@@ -15,14 +16,14 @@ func (g *Gateway) routes(metrics http.Handler) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer, g.limitBody)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Get("/readyz", g.readyz)
 	r.Handle("/metrics", g.metricsAuth(metrics))
-	r.Get("/openapi.json", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, http.StatusOK, openAPI()) })
+	r.Get("/openapi.json", func(w http.ResponseWriter, _ *http.Request) { httpapi.WriteJSON(w, http.StatusOK, openAPI()) })
 	if g.opts.SeparateHooks {
 		r.Post("/hooks/{namespace}/{name}", func(w http.ResponseWriter, _ *http.Request) {
-			writeError(w, errorf(http.StatusNotFound, "not_found", "this gateway serves hooks on its hooks address (--hooks-listen), not on its API address"))
+			httpapi.WriteError(w, httpapi.NewError(http.StatusNotFound, "not_found", "this gateway serves hooks on its hooks address (--hooks-listen), not on its API address"))
 		})
 	} else {
 		r.Post("/hooks/{namespace}/{name}", g.hookAuth(g.callRoute(g.hook)))
@@ -30,10 +31,10 @@ func (g *Gateway) routes(metrics http.Handler) http.Handler {
 	r.Route("/v1/namespaces/{namespace}/functions", g.functionRoutes)
 	r.Mount(dashboard.Prefix, g.dash.Handler())
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errorf(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path))
+		httpapi.WriteError(w, httpapi.NewError(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errorf(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
+		httpapi.WriteError(w, httpapi.NewError(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
 	})
 	return r
 }
@@ -66,11 +67,11 @@ func (g *Gateway) hookRoutes() http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.Recoverer, g.limitBody)
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+		httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	r.Post("/hooks/{namespace}/{name}", g.hookAuth(g.callRoute(g.hook)))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, errorf(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path+" (this address serves /hooks only)"))
+		httpapi.WriteError(w, httpapi.NewError(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path+" (this address serves /hooks only)"))
 	})
 	return r
 }
@@ -89,35 +90,20 @@ func (g *Gateway) limitBody(next http.Handler) http.Handler {
 	})
 }
 
-// authorized wraps a management handler with TokenReview and SubjectAccessReview; the
-// handler's Kubernetes calls act as the authorized user, with their token (see
-// callerHTTPClient).
+// authorized wraps a management handler with the check that the caller may do verb on
+// the functions of the URL's namespace; the handler's Kubernetes calls act as the
+// authorized caller, with their token (see callerHTTPClient).
 func (g *Gateway) authorized(verb string, h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		user, err := g.auth.authorize(r.Context(), r, verb, chi.URLParam(r, "namespace"))
-		if err != nil {
-			setRetryAfter(w, err)
-			writeError(w, err)
-			return
-		}
-		token, _ := bearer(r)
-		h(w, r.WithContext(withCaller(r.Context(), user, token)))
-	}
+	return g.auth.Require(func(r *http.Request) httpapi.Access {
+		return functionAccess(verb, chi.URLParam(r, "namespace"))
+	})(h).ServeHTTP
 }
 
 // metricsAuth guards /metrics as the API is guarded, since its series name every
 // tenant's functions: a bearer token the Kubernetes API accepts, whose user may get
-// the path /metrics (a nonResourceURLs rule, as for a Kubernetes component's
-// metrics; the ClusterRole metalambda-metrics-reader grants it).
+// the path /metrics.
 func (g *Gateway) metricsAuth(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if err := g.auth.mayGetPath(r.Context(), r, "/metrics"); err != nil {
-			setRetryAfter(w, err)
-			writeError(w, err)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
+	return g.auth.Require(func(*http.Request) httpapi.Access { return pathAccess("/metrics") })(next)
 }
 
 // hookAuth lets through /hooks calls that present the gateway's hook token (the
@@ -130,9 +116,9 @@ func (g *Gateway) hookAuth(h http.HandlerFunc) http.HandlerFunc {
 	}
 	want := []byte(g.opts.HookToken)
 	return func(w http.ResponseWriter, r *http.Request) {
-		token, ok := bearer(r)
+		token, ok := httpapi.Bearer(r)
 		if !ok {
-			writeError(w, errorf(http.StatusUnauthorized, "unauthorized", "this gateway's hooks need its hook token, or a Kubernetes token allowed to invoke functions, as a bearer token"))
+			httpapi.WriteError(w, httpapi.NewError(http.StatusUnauthorized, "unauthorized", "this gateway's hooks need its hook token, or a Kubernetes token allowed to invoke functions, as a bearer token"))
 			return
 		}
 		if subtle.ConstantTimeCompare([]byte(token), want) == 1 {
@@ -145,8 +131,8 @@ func (g *Gateway) hookAuth(h http.HandlerFunc) http.HandlerFunc {
 
 func (g *Gateway) readyz(w http.ResponseWriter, _ *http.Request) {
 	if !g.Ready() {
-		writeError(w, errorf(http.StatusServiceUnavailable, "not_ready", "functions not loaded yet"))
+		httpapi.WriteError(w, httpapi.NewError(http.StatusServiceUnavailable, "not_ready", "functions not loaded yet"))
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/gateway"
+	"github.com/metalambda/metalambda/internal/httpapi"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
@@ -67,13 +68,17 @@ func StartGateway(cluster *cluster.Cluster, opts gateway.Options) (base string, 
 
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}
 
-// Post posts body to url as JSON and fails unless the answer is 200.
+// Post posts body to url as JSON and fails unless the answer is 200; a failure says
+// the gateway's error.
 func Post(url string, body []byte) error {
 	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	if err := httpapi.ResponseError(resp); err != nil {
+		return fmt.Errorf("HTTP %d: %w", resp.StatusCode, err)
+	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	if resp.StatusCode != 200 {
 		return fmt.Errorf("HTTP %d", resp.StatusCode)

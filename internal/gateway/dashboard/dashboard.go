@@ -94,6 +94,8 @@ type Dashboard struct {
 	engine   *engineapi.Client
 	// try sends "try it" requests: to the ingress alone, and following no redirect.
 	try *http.Client
+	// loopback carries the Functions pages' calls of the gateway's API.
+	loopback apiLoopback
 }
 
 // New builds a dashboard.

@@ -8,13 +8,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/metalambda/metalambda/internal/gateway/starter"
+	"github.com/metalambda/metalambda/internal/gatewayapi"
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // The Functions pages: the list, and one page per function (or a new one) with the
@@ -89,88 +90,26 @@ type SaveResult struct {
 
 // History is the function's recorded calls, newest first.
 type History struct {
-	Items   []Invocation `json:"items"`
-	Enabled bool         `json:"enabled"`
+	gatewayapi.InvocationList
 	// Error says why the calls are not shown (the verb invoke missing, say).
-	Error string `json:"-"`
-}
-
-// Invocation is one recorded call, as the gateway's API answers it.
-type Invocation struct {
-	Time       time.Time       `json:"time"`
-	DurationMS float64         `json:"durationMs"`
-	Source     string          `json:"source"`
-	Status     int             `json:"status"`
-	Error      string          `json:"error"`
-	Request    json.RawMessage `json:"request"`
-	Response   json.RawMessage `json:"response"`
-	Logs       string          `json:"logs"`
-}
-
-// Parent names the parent object of the call's hook request.
-func (i Invocation) Parent() string { return parentOf(i.Request) }
-
-// Parent names the parent object of the call's hook request.
-func (c ReplayedCall) Parent() string { return parentOf(c.Request) }
-
-// parentOf is "Kind namespace/name" of a hook request's parent, or "" when the
-// request has none.
-func parentOf(request json.RawMessage) string {
-	var req struct {
-		Parent *struct {
-			Kind     string                           `json:"kind"`
-			Metadata struct{ Namespace, Name string } `json:"metadata"`
-		} `json:"parent"`
-	}
-	if json.Unmarshal(request, &req) != nil || req.Parent == nil {
-		return ""
-	}
-	name := req.Parent.Metadata.Name
-	if ns := req.Parent.Metadata.Namespace; ns != "" {
-		name = ns + "/" + name
-	}
-	return strings.TrimSpace(req.Parent.Kind + " " + name)
+	Error string
 }
 
 // TestResult is the outcome of a test call.
 type TestResult struct {
-	OK         bool
-	Response   json.RawMessage `json:"response"`
-	Logs       string          `json:"logs"`
-	DurationMS float64         `json:"durationMs"`
-	Error      string
+	OK bool
+	gatewayapi.InvokeResult
+	Error string
 }
 
 // ReplayView is the outcome of a replay.
 type ReplayView struct {
-	Items   []ReplayedCall `json:"items"`
-	Changed int            `json:"changed"`
-	Enabled bool           `json:"enabled"`
+	Items   []ReplayedCall
+	Changed int
+	Enabled bool
 	// Problems are the candidate's compile errors; Error another failure.
 	Problems []Problem
 	Error    string
-}
-
-// ReplayedCall is one recorded call run again with the candidate.
-type ReplayedCall struct {
-	Time    time.Time       `json:"time"`
-	Source  string          `json:"source"`
-	Request json.RawMessage `json:"request"`
-	Old     CallOutcome     `json:"old"`
-	New     *CallOutcome    `json:"new"`
-	Changed bool            `json:"changed"`
-	Diff    string          `json:"diff"`
-	Error   string          `json:"error"`
-	Notes   []string        `json:"notes"`
-}
-
-// CallOutcome is one answer: its status, response or error, and logs.
-type CallOutcome struct {
-	Status     int             `json:"status"`
-	Response   json.RawMessage `json:"response"`
-	Error      string          `json:"error"`
-	Logs       string          `json:"logs"`
-	DurationMS float64         `json:"durationMs"`
 }
 
 // defaultReplayLimit is how many recorded calls the replay form offers to run.
@@ -223,7 +162,13 @@ func formOf(u *unstructured.Unstructured) FunctionForm {
 // history reads the recorded calls; a failure is said in History.Error.
 func (d *Dashboard) history(r *http.Request, ns, name string) History {
 	var h History
-	if err := d.callAPI(r, http.MethodGet, functionsPath(ns, name, "invocations"), nil, &h); err != nil {
+	c, ctx, err := d.api(r)
+	if err == nil {
+		var list *gatewayapi.InvocationList
+		list, err = c.Invocations(ctx, ns, name)
+		h.InvocationList = *list
+	}
+	if err != nil {
 		h.Error = err.Error()
 	}
 	return h
@@ -336,9 +281,9 @@ func (d *Dashboard) testFunction(w http.ResponseWriter, r *http.Request) {
 	res := &TestResult{}
 	if !json.Valid([]byte(request)) {
 		res.Error = "The test request is not JSON."
-	} else if err := d.callAPI(r, http.MethodPost, functionsPath(ns, name, "invoke"), json.RawMessage(request), res); err != nil {
+	} else if err := d.invoke(r, ns, name, json.RawMessage(request), res); err != nil {
 		res.Error = err.Error()
-		var ae *APIError
+		var ae *httpapi.Error
 		if errors.As(err, &ae) {
 			res.Logs = ae.Logs
 		}
@@ -363,14 +308,36 @@ func (d *Dashboard) replayFunction(w http.ResponseWriter, r *http.Request) {
 	}
 	p.ReplayLimit = limit
 	if len(problems) == 0 {
-		body := map[string]any{"runtime": form.Runtime, "source": form.Source, "env": form.envMap(), "limit": limit}
+		body := gatewayapi.ReplayRequest{Runtime: form.Runtime, Source: form.Source, Env: form.envMap(), Limit: limit}
 		if t, err := strconv.Atoi(form.Timeout); err == nil {
-			body["timeoutSeconds"] = t
+			body.TimeoutSeconds = int32(t)
 		}
-		problems = problemsOf(d.callAPI(r, http.MethodPost, functionsPath(form.Namespace, form.Name, "replay"), body, p.Replay))
+		problems = problemsOf(d.replay(r, form.Namespace, form.Name, body, p.Replay))
 	}
 	p.Replay.Problems = problems
 	d.answerWithFunction(w, r, http.StatusOK, p, "replay-result")
+}
+
+// invoke makes a test call of the function into res.
+func (d *Dashboard) invoke(r *http.Request, ns, name string, request json.RawMessage, res *TestResult) error {
+	c, ctx, err := d.api(r)
+	if err != nil {
+		return err
+	}
+	out, err := c.Invoke(ctx, ns, name, request)
+	res.InvokeResult = *out
+	return err
+}
+
+// replay runs the candidate body against the function's recorded calls into v.
+func (d *Dashboard) replay(r *http.Request, ns, name string, body gatewayapi.ReplayRequest, v *ReplayView) error {
+	c, ctx, err := d.api(r)
+	if err != nil {
+		return err
+	}
+	out, err := c.Replay(ctx, ns, name, body)
+	v.Items, v.Changed, v.Enabled = out.Items, out.Changed, out.Enabled
+	return err
 }
 
 // readFunctionForm reads the editor's form; the problems are those of the fields
@@ -416,7 +383,7 @@ func problemsOf(err error) []Problem {
 	if err == nil {
 		return nil
 	}
-	var ae *APIError
+	var ae *httpapi.Error
 	if errors.As(err, &ae) {
 		return []Problem{{Line: ae.Line, Column: ae.Column, Message: ae.Message}}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/go-chi/chi/v5"
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/metalambda/metalambda/internal/httpapi"
 	"github.com/metalambda/metalambda/web"
 )
 
@@ -52,19 +53,6 @@ func TestFormApplyKeepsTheRestOfTheSpec(t *testing.T) {
 	want := map[string]any{"runtime": "python", "source": "new", "handler": "h", "history": map[string]any{"enabled": false}, "env": map[string]string{"A": "1"}}
 	if diff := cmp.Diff(want, spec); diff != "" {
 		t.Errorf("spec (-want +got):\n%s", diff)
-	}
-}
-
-func TestParentOf(t *testing.T) {
-	for req, want := range map[string]string{
-		`{"parent": {"kind": "ConfigMap", "metadata": {"name": "b", "namespace": "default"}}}`: "ConfigMap default/b",
-		`{"parent": {"kind": "Namespace", "metadata": {"name": "x"}}}`:                         "Namespace x",
-		`{"object": {}}`: "",
-		`not json`:       "",
-	} {
-		if got := parentOf(json.RawMessage(req)); got != want {
-			t.Errorf("parentOf(%s) = %q, want %q", req, got, want)
-		}
 	}
 }
 
@@ -117,7 +105,7 @@ func TestFunctionFragments(t *testing.T) {
 
 // TestCallAPIFromARoutedPage: a page's handler, itself routed by chi, calls the
 // API's own chi router in process; the API sees the session's token and the client's
-// address, and its error answers become *APIError with their position.
+// address, and its error answers become *httpapi.Error with their position.
 func TestCallAPIFromARoutedPage(t *testing.T) {
 	api := chi.NewRouter()
 	api.Route("/v1/namespaces/{namespace}/functions", func(r chi.Router) {
@@ -142,7 +130,7 @@ func TestCallAPIFromARoutedPage(t *testing.T) {
 	req := httptest.NewRequest(http.MethodPost, "/ui/functions/ns/f", nil)
 	req.RemoteAddr = "192.0.2.1:1234"
 	pages.ServeHTTP(httptest.NewRecorder(), req)
-	want := &APIError{Status: http.StatusUnprocessableEntity, Code: "compile_error", Message: "line 3", Line: 3, Column: 20}
+	want := &httpapi.Error{Status: http.StatusUnprocessableEntity, Code: "compile_error", Message: "line 3", Line: 3, Column: 20}
 	if diff := cmp.Diff(error(want), got); diff != "" {
 		t.Errorf("callAPI (-want +got):\n%s", diff)
 	}

@@ -1,98 +1,69 @@
 package dashboard
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
-	"net/url"
+	"sync"
 
-	"github.com/go-chi/chi/v5"
+	"github.com/metalambda/metalambda/internal/gatewayapi"
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
-// The Functions pages act through the gateway's management API (Options.FunctionsAPI),
-// called in process with the session's token: what they do is checked exactly as the
-// API checks it (RBAC through SubjectAccessReview, compile errors with their position)
-// and writes are made as the user.
+// The Functions pages act through the gateway's management API (Options.FunctionsAPI)
+// with the gatewayapi client, over an in-process loopback, with the session's token:
+// what they do is checked exactly as the API checks it (RBAC through
+// SubjectAccessReview, compile errors with their position) and writes are made as
+// the user.
 
-// APIError is an error answer of the gateway's API: {"error", "message"}, the position
-// of a compile error, the logs of a failed call.
-type APIError struct {
-	Status  int    `json:"-"`
-	Code    string `json:"error"`
-	Message string `json:"message"`
-	Line    int    `json:"line,omitempty"`
-	Column  int    `json:"column,omitempty"`
-	Logs    string `json:"logs,omitempty"`
-}
-
-func (e *APIError) Error() string { return e.Message }
+// The wire types of the gateway's API, as the pages show them.
+type (
+	Invocation   = gatewayapi.Invocation
+	ReplayedCall = gatewayapi.ReplayedCall
+	CallOutcome  = gatewayapi.CallOutcome
+)
 
 // functionsPath is the API path of a namespace's functions, with more segments.
 func functionsPath(namespace string, segments ...string) string {
-	p := "/v1/namespaces/" + url.PathEscape(namespace) + "/functions"
-	for _, s := range segments {
-		p += "/" + url.PathEscape(s)
+	return gatewayapi.FunctionsPath(namespace, segments...)
+}
+
+// apiLoopback is the loopback to Options.FunctionsAPI, started at the first call.
+type apiLoopback struct {
+	once sync.Once
+	lb   *gatewayapi.Loopback
+}
+
+// api is a client of the gateway's API acting as the session's user of r, from r's
+// client address (the API limits failed logins per client).
+func (d *Dashboard) api(r *http.Request) (*gatewayapi.Client, context.Context, error) {
+	if d.opts.FunctionsAPI == nil {
+		return nil, nil, httpapi.NewError(http.StatusServiceUnavailable, "no_api", "this dashboard has no functions API")
 	}
-	return p
+	d.loopback.once.Do(func() { d.loopback.lb = gatewayapi.NewLoopback(d.opts.FunctionsAPI) })
+	if d.loopback.lb == nil {
+		return nil, nil, httpapi.NewError(http.StatusServiceUnavailable, "closed", "this dashboard is closed")
+	}
+	c := &gatewayapi.Client{BaseURL: gatewayapi.BaseURL, Token: SessionFrom(r.Context()).Token, HTTP: d.loopback.lb.Client()}
+	return c, gatewayapi.WithClientAddress(r.Context(), r.RemoteAddr), nil
 }
 
 // callAPI sends one request to the gateway's API as the session's user and decodes a
-// success into out (when out is not nil); an error answer is an *APIError.
+// success into out (when out is not nil); an error answer is an *httpapi.Error.
 func (d *Dashboard) callAPI(r *http.Request, method, path string, body, out any) error {
-	if d.opts.FunctionsAPI == nil {
-		return &APIError{Status: http.StatusServiceUnavailable, Code: "no_api", Message: "this dashboard has no functions API"}
-	}
-	var data []byte
-	if body != nil {
-		var err error
-		if data, err = json.Marshal(body); err != nil {
-			return err
-		}
-	}
-	// The API's router must route the request afresh, not as a part of the page's
-	// route: the page's routing context is left out.
-	ctx := context.WithValue(r.Context(), chi.RouteCtxKey, (*chi.Context)(nil))
-	req, err := http.NewRequestWithContext(ctx, method, path, bytes.NewReader(data))
+	c, ctx, err := d.api(r)
 	if err != nil {
 		return err
 	}
-	req.RemoteAddr = r.RemoteAddr // the API limits failed logins per client
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+SessionFrom(r.Context()).Token)
-	rec := &recorder{header: http.Header{}, status: http.StatusOK}
-	d.opts.FunctionsAPI.ServeHTTP(rec, req)
-	if rec.status >= 400 {
-		e := &APIError{Status: rec.status}
-		if json.Unmarshal(rec.body.Bytes(), e) != nil || e.Message == "" {
-			e.Code, e.Message = "http_"+fmt.Sprint(rec.status), fmt.Sprintf("%s %s answered %d: %.300s", method, path, rec.status, rec.body.String())
-		}
-		return e
-	}
-	if out == nil || rec.status == http.StatusNoContent {
+	_, err = c.Do(ctx, method, path, body, out)
+	return err
+}
+
+// Close stops the loopback the Functions pages call the API through, if one started;
+// none starts after.
+func (d *Dashboard) Close() error {
+	d.loopback.once.Do(func() {})
+	if d.loopback.lb == nil {
 		return nil
 	}
-	return json.Unmarshal(rec.body.Bytes(), out)
-}
-
-// recorder is the response of an in-process API call.
-type recorder struct {
-	header http.Header
-	status int
-	wrote  bool
-	body   bytes.Buffer
-}
-
-func (r *recorder) Header() http.Header { return r.header }
-
-func (r *recorder) WriteHeader(status int) {
-	if !r.wrote {
-		r.status, r.wrote = status, true
-	}
-}
-
-func (r *recorder) Write(p []byte) (int, error) {
-	r.wrote = true
-	return r.body.Write(p)
+	return d.loopback.lb.Close()
 }

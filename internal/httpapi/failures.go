@@ -1,10 +1,9 @@
-package gateway
+package httpapi
 
 import (
 	"math"
 	"net"
 	"net/http"
-	"strconv"
 	"sync"
 	"time"
 
@@ -12,9 +11,9 @@ import (
 	"k8s.io/utils/lru"
 )
 
-// failureLimits bound failed authentications per client address: a burst, then a
+// FailureLimits bound failed authentications per client address: a burst, then a
 // steady rate per second.
-type failureLimits struct {
+type FailureLimits struct {
 	Burst int
 	Rate  float64
 }
@@ -23,13 +22,13 @@ type failureLimits struct {
 // kept in a bounded LRU cache. A client whose bucket is empty is held back until it
 // refills; successful requests cost nothing.
 type failureLimiter struct {
-	limits  failureLimits
+	limits  FailureLimits
 	mu      sync.Mutex
 	clients *lru.Cache // address → *rate.Limiter
 	now     func() time.Time
 }
 
-func newFailureLimiter(limits failureLimits, size int) *failureLimiter {
+func newFailureLimiter(limits FailureLimits, size int) *failureLimiter {
 	return &failureLimiter{limits: limits, clients: lru.New(size), now: time.Now}
 }
 
@@ -68,8 +67,8 @@ func clientAddress(r *http.Request) string {
 }
 
 // tooManyFailures is the 429 of a client held back, with Retry-After in whole seconds.
-func tooManyFailures(retry time.Duration) *apiError {
-	e := errorf(http.StatusTooManyRequests, "too_many_failures", "too many failed authentications from this address; retry after "+retry.Round(time.Second).String())
+func tooManyFailures(retry time.Duration) *Error {
+	e := NewError(http.StatusTooManyRequests, "too_many_failures", "too many failed authentications from this address; retry after "+retry.Round(time.Second).String())
 	e.RetryAfter = retryAfterSeconds(retry)
 	return e
 }
@@ -77,11 +76,4 @@ func tooManyFailures(retry time.Duration) *apiError {
 // retryAfterSeconds rounds d up to whole seconds, at least 1.
 func retryAfterSeconds(d time.Duration) int {
 	return max(1, int(math.Ceil(d.Seconds())))
-}
-
-// setRetryAfter adds the Retry-After header of e, if it has one.
-func setRetryAfter(w http.ResponseWriter, e *apiError) {
-	if e != nil && e.RetryAfter > 0 {
-		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfter))
-	}
 }

@@ -1,0 +1,116 @@
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+)
+
+// Access is what a request needs, as a SubjectAccessReview asks it: a verb on a
+// resource (Group, Resource, Subresource, Namespace, Name), or, with no Resource, a
+// verb on a path that is no resource (as a Kubernetes component guards its /metrics).
+type Access struct {
+	Verb                                          string
+	Group, Resource, Subresource, Namespace, Name string
+	Path                                          string
+	// Denied is the message of the 403, given the user's name; nil says
+	// `user "u" may not <verb> <what Access names>`.
+	Denied func(user string) string
+}
+
+// String names what a is about: "functions.metalambda.dev f in namespace "ns"", or
+// the path.
+func (a Access) String() string {
+	if a.Resource == "" {
+		return a.Path
+	}
+	what := a.Resource
+	if a.Group != "" {
+		what += "." + a.Group
+	}
+	if a.Subresource != "" {
+		what += "/" + a.Subresource
+	}
+	if a.Name != "" {
+		what += fmt.Sprintf(" %q", a.Name)
+	}
+	if a.Namespace != "" {
+		what += fmt.Sprintf(" in namespace %q", a.Namespace)
+	}
+	return what
+}
+
+func (a Access) denied(user string) string {
+	if a.Denied != nil {
+		return a.Denied(user)
+	}
+	return fmt.Sprintf("user %q may not %s %s", user, a.Verb, a)
+}
+
+func (a Access) attributes(c *Caller) authorizer.AttributesRecord {
+	return authorizer.AttributesRecord{
+		User: c.User, Verb: a.Verb, ResourceRequest: a.Resource != "",
+		APIGroup: a.Group, Resource: a.Resource, Subresource: a.Subresource, Namespace: a.Namespace, Name: a.Name,
+		Path: a.Path,
+	}
+}
+
+// Authorize answers nil when c may do what x says (SubjectAccessReview), else a 403
+// with x's message, or a 502 when the API did not answer. Answers are reused for the
+// TTL, by token and access.
+func (a *Auth) Authorize(ctx context.Context, c *Caller, x Access) *Error {
+	allowed, err := a.allowed(ctx, c, x)
+	if err != nil {
+		return NewError(http.StatusBadGateway, "kubernetes_unavailable", "subject access review: "+err.Error())
+	}
+	if !allowed {
+		return NewError(http.StatusForbidden, "forbidden", x.denied(c.User.GetName()))
+	}
+	return nil
+}
+
+func (a *Auth) allowed(ctx context.Context, c *Caller, x Access) (bool, error) {
+	key := sha256.Sum256([]byte(strings.Join([]string{c.Token, x.Verb, x.Group, x.Resource, x.Subresource, x.Namespace, x.Name, x.Path}, "\x00")))
+	if v, ok := a.decisions.Get(key); ok && a.now().Before(v.(cachedDecision).expires) {
+		return v.(cachedDecision).allowed, nil
+	}
+	decision, _, err := a.authz.Authorize(ctx, x.attributes(c))
+	if err != nil {
+		return false, err
+	}
+	allowed := decision == authorizer.DecisionAllow
+	a.decisions.Add(key, cachedDecision{allowed: allowed, expires: a.now().Add(a.ttl)})
+	return allowed, nil
+}
+
+// Require is middleware in chi's shape: it lets through a request whose bearer
+// token the API accepts and whose user may do what access(r) says, with its Caller in
+// the context (CallerFrom); others get 401, 403, 429 or 502 in the error shape.
+func (a *Auth) Require(access func(r *http.Request) Access) func(http.Handler) http.Handler {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			c, err := a.Check(r, access(r))
+			if err != nil {
+				WriteError(w, err)
+				return
+			}
+			next.ServeHTTP(w, r.WithContext(WithCaller(r.Context(), c)))
+		})
+	}
+}
+
+// Check is Require's test of one request: its caller, or why it may not.
+func (a *Auth) Check(r *http.Request, x Access) (*Caller, *Error) {
+	c, err := a.Authenticate(r)
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Authorize(r.Context(), c, x); err != nil {
+		return nil, err
+	}
+	return c, nil
+}

@@ -1,0 +1,121 @@
+// Package httpapitest is a stand-in Kubernetes API for tests of httpapi.Auth: it
+// answers TokenReviews and SubjectAccessReviews over HTTP, as the API server does,
+// since k8s.io/apiserver's delegating authenticator and authorizer speak to the API
+// through a REST client that client-go's fake clientset does not have.
+package httpapitest
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+)
+
+// Tokens the Reviews accept: GoodToken is user "dev" (group "devs"), ViewerToken
+// user "viewer", whose requests Refused names are refused.
+const (
+	GoodToken   = "good-token"
+	ViewerToken = "viewer-token"
+)
+
+// Reviews answers TokenReviews (only its Accepted tokens are accepted) and
+// SubjectAccessReviews (everything is allowed but what Refused names for user
+// "viewer"), and counts them. Set Refused and Failing before the first request.
+type Reviews struct {
+	Kube          kubernetes.Interface
+	TokenReviews  atomic.Int64
+	AccessReviews atomic.Int64
+	Accepted      map[string]bool
+	// Refused are the verbs (or "get /metrics" for a path) refused to user "viewer".
+	Refused map[string]bool
+	// Failing makes every review answer 500, as an API server in trouble does.
+	Failing atomic.Bool
+	mu      sync.Mutex
+}
+
+// NewReviews starts the stand-in API for the test t.
+func NewReviews(t testing.TB) *Reviews {
+	api := &Reviews{Accepted: map[string]bool{GoodToken: true, ViewerToken: true}, Refused: map[string]bool{}}
+	srv := httptest.NewServer(api)
+	t.Cleanup(srv.Close)
+	// No client-side rate limit (QPS < 0): tests send thousands of reviews.
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.Kube = kube
+	return api
+}
+
+func (api *Reviews) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if api.Failing.Load() {
+		http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"etcd is away","code":500}`, http.StatusInternalServerError)
+		return
+	}
+	var out any
+	switch r.URL.Path {
+	case "/apis/authentication.k8s.io/v1/tokenreviews":
+		var tr authenticationv1.TokenReview
+		if !decode(w, r, &tr) {
+			return
+		}
+		api.TokenReviews.Add(1)
+		api.reviewToken(&tr)
+		out = &tr
+	case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+		var sar authorizationv1.SubjectAccessReview
+		if !decode(w, r, &sar) {
+			return
+		}
+		api.AccessReviews.Add(1)
+		api.reviewAccess(&sar)
+		out = &sar
+	default:
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(out)
+}
+
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	if err := json.NewDecoder(r.Body).Decode(v); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+func (api *Reviews) reviewToken(tr *authenticationv1.TokenReview) {
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if !api.Accepted[tr.Spec.Token] {
+		// As the API server refuses a token: with its reason.
+		tr.Status.Error = "[invalid bearer token, token lookup failed]"
+		return
+	}
+	tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "dev", Groups: []string{"devs"}}}
+	if tr.Spec.Token == ViewerToken {
+		tr.Status.User.Username = "viewer"
+	}
+}
+
+func (api *Reviews) reviewAccess(sar *authorizationv1.SubjectAccessReview) {
+	verb := ""
+	if ra := sar.Spec.ResourceAttributes; ra != nil {
+		verb = ra.Verb
+	} else if nra := sar.Spec.NonResourceAttributes; nra != nil {
+		verb = nra.Verb + " " + nra.Path
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	sar.Status.Allowed = sar.Spec.User != "viewer" || !api.Refused[verb]
+}
