@@ -23,8 +23,8 @@ var env *kubetest.Env
 
 func TestMain(m *testing.M) { kubetest.Main(m, &env, cluster.Options{}) }
 
-// wait is how long a change may take to reach the router on a busy machine.
-const wait = 60 * time.Second
+// settle is how long a change may take to reach the router on a busy machine.
+const settle = 60 * time.Second
 
 // managedBy marks the test's EndpointSlices so the EndpointSlice controller leaves them.
 const managedBy = "ingress-test.metalambda.dev"
@@ -43,7 +43,7 @@ func startRouter(t *testing.T, opts Options) string {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	kubetest.Eventually(t, wait, "the router is ready", func(context.Context) (bool, error) { return r.Ready(), nil })
+	kubetest.Eventually(t, settle, "the router is ready", func(context.Context) (bool, error) { return r.Ready(), nil })
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -107,7 +107,7 @@ func eventually(t *testing.T, base, host, path string, w want) response {
 	t.Helper()
 	var last response
 	what := fmt.Sprintf("GET %s (Host %s) answers %d %q%s", path, host, w.code, w.backend, w.body)
-	kubetest.Eventually(t, wait, what, func(ctx context.Context) (bool, error) {
+	kubetest.Eventually(t, settle, what, func(ctx context.Context) (bool, error) {
 		var err error
 		if last, err = get(ctx, base+path, host); err != nil {
 			return false, err
@@ -168,7 +168,7 @@ func TestSpreadsAcrossReadyEndpoints(t *testing.T) {
 	slice := o.slice("web-1", "web", ready("10.200.0.1"), ready("10.200.0.2"))
 	o.ingress(newIngress("ing", rule(host, prefix("/", "web"))))
 
-	kubetest.Eventually(t, wait, "both endpoints answer", func(ctx context.Context) (bool, error) {
+	kubetest.Eventually(t, settle, "both endpoints answer", func(ctx context.Context) (bool, error) {
 		seen, err := backendsAnswering(ctx, base, host, "/", 10)
 		return seen["one"] > 0 && seen["two"] > 0, err
 	})
@@ -177,7 +177,7 @@ func TestSpreadsAcrossReadyEndpoints(t *testing.T) {
 	if _, err := env.Kube.DiscoveryV1().EndpointSlices(ns).Update(kubetest.Context(t), slice, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("mark 10.200.0.2 not ready: %v", err)
 	}
-	kubetest.Eventually(t, wait, "only the ready endpoint answers", func(ctx context.Context) (bool, error) {
+	kubetest.Eventually(t, settle, "only the ready endpoint answers", func(ctx context.Context) (bool, error) {
 		seen, err := backendsAnswering(ctx, base, host, "/", 10)
 		return seen["one"] == 10, err
 	})
