@@ -302,10 +302,14 @@ func run(ctx context.Context, o *options) error {
 	healthMux := http.NewServeMux()
 	healthMux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	healthMux.HandleFunc("/readyz", readyz(mgr.Ready, elect))
+	api, err := mgr.API(kube)
+	if err != nil {
+		return err
+	}
 	for _, srv := range []struct {
 		addr    string
 		handler http.Handler
-	}{{o.metricsAddress, metricsMux}, {o.healthProbeAddress, healthMux}, {o.pprofAddress, pprofMux()}, {o.apiAddress, mgr.API(kube)}} {
+	}{{o.metricsAddress, metricsMux}, {o.healthProbeAddress, healthMux}, {o.pprofAddress, pprofMux()}, {o.apiAddress, api}} {
 		if err := serve(ctx, srv.addr, srv.handler); err != nil {
 			return err
 		}

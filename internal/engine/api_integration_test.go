@@ -50,7 +50,11 @@ func TestHookCallAPI(t *testing.T) {
 	setup(t)
 	ns := env.Namespace(t)
 	e := startEngine(t, ns)
-	api := httptest.NewServer(e.mgr.API(env.Kube))
+	handler, err := e.mgr.API(env.Kube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := httptest.NewServer(handler)
 	t.Cleanup(api.Close)
 	client := &engineapi.Client{BaseURL: api.URL}
 

@@ -18,7 +18,7 @@ const DefaultHookCallHistory = api.DefaultHookCallHistory
 // API returns the handler of the engine's API (package api). kube reviews the
 // callers' tokens and access; the engine's own identity needs create on tokenreviews
 // and subjectaccessreviews.
-func (m *Manager) API(kube kubernetes.Interface) http.Handler {
+func (m *Manager) API(kube kubernetes.Interface) (http.Handler, error) {
 	return api.New(engineView{m}, m.env.calls, kube)
 }
 

@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // Errors the client's Error matches with errors.Is, by HTTP status.
@@ -129,7 +131,7 @@ func (c *Client) get(ctx context.Context, token, path string, query url.Values, 
 
 // errorFrom reads the API's error shape, or keeps the start of a body that is not it.
 func errorFrom(status int, body []byte) *Error {
-	var eb ErrorBody
+	var eb httpapi.Error
 	if json.Unmarshal(body, &eb) == nil && eb.Code != "" {
 		return &Error{Status: status, Code: eb.Code, Message: eb.Message}
 	}

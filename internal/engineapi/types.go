@@ -175,8 +175,3 @@ type Child struct {
 	ReadyReason string `json:"readyReason,omitempty"`
 }
 
-// ErrorBody is the one error shape of the API: {"error": code, "message": text}.
-type ErrorBody struct {
-	Code    string `json:"error"`
-	Message string `json:"message"`
-}

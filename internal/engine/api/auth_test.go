@@ -6,81 +6,62 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
-	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/metalambda/metalambda/internal/httpapi"
+	"github.com/metalambda/metalambda/internal/httpapi/httpapitest"
 )
 
-// fakeReviews answers TokenReviews for the token "good" (user alice) and
-// SubjectAccessReviews from allowed, counting the reviews.
-type fakeReviews struct {
-	allowed            map[access]bool
-	tokenReviews, sars int
-}
-
-func (f *fakeReviews) client() *fake.Clientset {
-	kube := fake.NewClientset()
-	kube.PrependReactor("create", "tokenreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		f.tokenReviews++
-		tr := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview)
-		if tr.Spec.Token == "good" {
-			tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "alice", Groups: []string{"devs"}}}
-		}
-		return true, tr, nil
-	})
-	kube.PrependReactor("create", "subjectaccessreviews", func(a k8stesting.Action) (bool, runtime.Object, error) {
-		f.sars++
-		sar := a.(k8stesting.CreateAction).GetObject().(*authorizationv1.SubjectAccessReview)
+// reviews is the stand-in API of the tests: it accepts httpapitest.GoodToken (user
+// "dev") and allows the accesses in allowed, counting the reviews.
+func reviews(t *testing.T, allowed map[access]bool) (*httpapitest.Reviews, *apiAuth) {
+	t.Helper()
+	api := httpapitest.NewReviews(t)
+	api.Allow = func(sar *authorizationv1.SubjectAccessReview) bool {
 		ra := sar.Spec.ResourceAttributes
-		if sar.Spec.User != "alice" || ra.Verb != "get" {
-			return true, nil, errors.New("unexpected review")
-		}
-		sar.Status.Allowed = f.allowed[access{group: ra.Group, resource: ra.Resource, namespace: ra.Namespace, name: ra.Name}]
-		return true, sar, nil
-	})
-	return kube
+		return ra != nil && sar.Spec.User == "dev" && ra.Verb == "get" &&
+			allowed[access{group: ra.Group, resource: ra.Resource, namespace: ra.Namespace, name: ra.Name}]
+	}
+	a, err := newAPIAuth(api.Kube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return api, a
 }
 
 func requestWith(authorization string) *http.Request {
-	r := &http.Request{Header: http.Header{}, URL: &url.URL{Path: "/api/v1/controllers"}}
+	r := &http.Request{Header: http.Header{}, URL: &url.URL{Path: "/api/v1/controllers"}, RemoteAddr: "10.0.0.1:1"}
 	if authorization != "" {
 		r.Header.Set("Authorization", authorization)
 	}
 	return r
 }
 
+// The API authenticates bearer tokens and reuses the answers within the TTL (the
+// kit's TTL and caches are tested in package httpapi).
 func TestAPIAuthenticatesBearerTokens(t *testing.T) {
-	f := &fakeReviews{}
-	a := newAPIAuth(f.client())
-	ctx := context.Background()
+	api, a := reviews(t, nil)
 	for _, h := range []string{"", "Basic Zm9vOmJhcg==", "Bearer ", "Bearer bad"} {
-		_, err := a.authenticate(ctx, requestWith(h))
-		var e *apiError
-		if !errors.As(err, &e) || e.status != http.StatusUnauthorized {
+		_, err := a.authenticate(requestWith(h))
+		var e *httpapi.Error
+		if !errors.As(err, &e) || e.Status != http.StatusUnauthorized {
 			t.Errorf("Authorization %q: %v, want a 401", h, err)
 		}
 	}
-	c, err := a.authenticate(ctx, requestWith("bearer good"))
-	if err != nil || c.user.Username != "alice" {
+	c, err := a.authenticate(requestWith("bearer " + httpapitest.GoodToken))
+	if err != nil || c.User.GetName() != "dev" {
 		t.Fatalf("good token: %v, %v", c, err)
 	}
-	before := f.tokenReviews
-	if _, err := a.authenticate(ctx, requestWith("Bearer bad")); err == nil {
+	before := api.TokenReviews.Load()
+	if _, err := a.authenticate(requestWith("Bearer bad")); err == nil {
 		t.Error("the bad token was accepted the second time")
 	}
-	if _, err := a.authenticate(ctx, requestWith("Bearer good")); err != nil {
+	if _, err := a.authenticate(requestWith("Bearer " + httpapitest.GoodToken)); err != nil {
 		t.Error(err)
 	}
-	if f.tokenReviews != before {
-		t.Errorf("%d more token reviews within the TTL, want the answers reused", f.tokenReviews-before)
-	}
-	a.now = func() time.Time { return time.Now().Add(apiAuthTTL + time.Second) }
-	if _, err := a.authenticate(ctx, requestWith("Bearer good")); err != nil || f.tokenReviews != before+1 {
-		t.Errorf("after the TTL: %v, %d token reviews, want one more", err, f.tokenReviews-before)
+	if n := api.TokenReviews.Load() - before; n != 0 {
+		t.Errorf("%d more token reviews within the TTL, want the answers reused", n)
 	}
 }
 
@@ -88,10 +69,9 @@ func TestAPIAccessByNameOrNamespace(t *testing.T) {
 	web := controllerAccess(CompositeKind, "web")
 	apps := access{group: "example.com", resource: "apps", namespace: "team-a"}
 	named := access{group: "example.com", resource: "apps", namespace: "team-b", name: "one"}
-	f := &fakeReviews{allowed: map[access]bool{web: true, apps: true, named: true}}
-	a := newAPIAuth(f.client())
+	api, a := reviews(t, map[access]bool{web: true, apps: true, named: true})
 	ctx := context.Background()
-	c, err := a.authenticate(ctx, requestWith("Bearer good"))
+	c, err := a.authenticate(requestWith("Bearer " + httpapitest.GoodToken))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,12 +92,23 @@ func TestAPIAccessByNameOrNamespace(t *testing.T) {
 			t.Errorf("may get %s = %v, %v; want %v", tt.x, got, err, tt.want)
 		}
 	}
-	before := f.sars
-	if ok, _ := c.may(ctx, named); !ok || f.sars != before {
-		t.Errorf("asking again made %d reviews, want the answers reused", f.sars-before)
+	before := api.AccessReviews.Load()
+	if ok, _ := c.may(ctx, named); !ok || api.AccessReviews.Load() != before {
+		t.Errorf("asking again made %d reviews, want the answers reused", api.AccessReviews.Load()-before)
 	}
-	if err := c.forbidden(named); err == nil || err.Error() != `user "alice" may not get apps.example.com one in namespace team-b` {
+	if err := c.forbidden(named); err == nil || err.Error() != `user "dev" may not get apps.example.com one in namespace team-b` {
 		t.Errorf("forbidden: %v", err)
+	}
+}
+
+// An API server that does not answer the reviews is a 502, not a refusal.
+func TestAPIAuthWhenKubernetesFails(t *testing.T) {
+	api, a := reviews(t, nil)
+	api.Failing.Store(true)
+	_, err := a.authenticate(requestWith("Bearer " + httpapitest.GoodToken))
+	var e *httpapi.Error
+	if !errors.As(err, &e) || e.Status != http.StatusBadGateway {
+		t.Errorf("authenticate with the API failing: %v, want a 502", err)
 	}
 }
 

@@ -2,8 +2,7 @@ package api
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/engineapi"
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // Bounds of GET /api/v1/hookcalls.
@@ -34,8 +34,12 @@ type server struct {
 // New returns the handler of the API of engine, whose hook calls calls records (nil
 // when it records none). kube reviews the callers' tokens and access; the engine's own
 // identity needs create on tokenreviews and subjectaccessreviews.
-func New(engine Engine, calls *History, kube kubernetes.Interface) http.Handler {
-	return (&server{engine: engine, calls: calls, auth: newAPIAuth(kube)}).routes()
+func New(engine Engine, calls *History, kube kubernetes.Interface) (http.Handler, error) {
+	auth, err := newAPIAuth(kube)
+	if err != nil {
+		return nil, fmt.Errorf("engine API: %w", err)
+	}
+	return (&server{engine: engine, calls: calls, auth: auth}).routes(), nil
 }
 
 // routes is the API's whole route table.
@@ -51,10 +55,10 @@ func (s *server) routes() http.Handler {
 		r.Get("/parents/{kind}/{name}/{namespace}/{parent}", s.authenticated(s.parent))
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeAPIError(w, apiErrorf(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path))
+		writeAPIError(w, httpapi.NewError(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeAPIError(w, apiErrorf(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
+		writeAPIError(w, httpapi.NewError(http.StatusMethodNotAllowed, "method_not_allowed", r.Method+" is not allowed on "+r.URL.Path))
 	})
 	return r
 }
@@ -64,9 +68,9 @@ type authedHandler func(ctx context.Context, c *caller, r *http.Request) (any, e
 
 func (s *server) authenticated(h authedHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		c, err := s.auth.authenticate(r.Context(), r)
+		c, err := s.auth.authenticate(r)
 		if err == nil && !s.engine.Ready() {
-			err = apiErrorf(http.StatusServiceUnavailable, "not_ready", "the engine is starting; try again shortly")
+			err = httpapi.NewError(http.StatusServiceUnavailable, "not_ready", "the engine is starting; try again shortly")
 		}
 		var out any
 		if err == nil {
@@ -148,21 +152,21 @@ func parseHookCallQuery(r *http.Request) (hookCallQuery, error) {
 	if ctl := v.Get("controller"); ctl != "" {
 		kind, name, ok := strings.Cut(ctl, "/")
 		if q.kind = controllerKind(kind); !ok || q.kind == "" || name == "" {
-			return q, apiErrorf(http.StatusBadRequest, "bad_request", "controller must be KIND/NAME with KIND CompositeController or DecoratorController, got "+strconv.Quote(ctl))
+			return q, httpapi.NewError(http.StatusBadRequest, "bad_request", "controller must be KIND/NAME with KIND CompositeController or DecoratorController, got "+strconv.Quote(ctl))
 		}
 		q.name = name
 	}
 	if since := v.Get("since"); since != "" {
 		n, err := strconv.ParseUint(since, 10, 64)
 		if err != nil {
-			return q, apiErrorf(http.StatusBadRequest, "bad_request", "since must be a call id (a whole number), got "+strconv.Quote(since))
+			return q, httpapi.NewError(http.StatusBadRequest, "bad_request", "since must be a call id (a whole number), got "+strconv.Quote(since))
 		}
 		q.since = n
 	}
 	if limit := v.Get("limit"); limit != "" {
 		n, err := strconv.Atoi(limit)
 		if err != nil || n < 1 || n > maxHookCallLimit {
-			return q, apiErrorf(http.StatusBadRequest, "bad_request", "limit must be a number from 1 to "+strconv.Itoa(maxHookCallLimit)+", got "+strconv.Quote(limit))
+			return q, httpapi.NewError(http.StatusBadRequest, "bad_request", "limit must be a number from 1 to "+strconv.Itoa(maxHookCallLimit)+", got "+strconv.Quote(limit))
 		}
 		q.limit = n
 	}
@@ -181,7 +185,7 @@ func (s *server) parent(ctx context.Context, c *caller, r *http.Request) (any, e
 	kind := controllerKind(chi.URLParam(r, "kind"))
 	name, namespace, parentName := chi.URLParam(r, "name"), chi.URLParam(r, "namespace"), chi.URLParam(r, "parent")
 	if kind == "" {
-		return nil, apiErrorf(http.StatusBadRequest, "bad_request", "the controller kind must be CompositeController or DecoratorController, got "+strconv.Quote(chi.URLParam(r, "kind")))
+		return nil, httpapi.NewError(http.StatusBadRequest, "bad_request", "the controller kind must be CompositeController or DecoratorController, got "+strconv.Quote(chi.URLParam(r, "kind")))
 	}
 	if namespace == "-" {
 		namespace = ""
@@ -191,7 +195,7 @@ func (s *server) parent(ctx context.Context, c *caller, r *http.Request) (any, e
 	}
 	ctl := s.engine.Controller(kind, name)
 	if ctl == nil {
-		return nil, apiErrorf(http.StatusNotFound, "not_found", "this engine runs no "+kind+" "+strconv.Quote(name))
+		return nil, httpapi.NewError(http.StatusNotFound, "not_found", "this engine runs no "+kind+" "+strconv.Quote(name))
 	}
 	parent, err := findParent(ctl, engineapi.ControllerRef{Kind: kind, Name: name}, namespace, parentName, r.URL.Query().Get("kind"))
 	if err != nil {
@@ -247,31 +251,14 @@ func controllerAccess(kind, name string) access {
 	return access{group: v1alpha1.Group, resource: res, name: name}
 }
 
-// apiError is the API's one error shape (engineapi.ErrorBody) with its status.
-type apiError struct {
-	status int
-	body   engineapi.ErrorBody
-}
-
-func (e *apiError) Error() string { return e.body.Message }
-
-func apiErrorf(status int, code, message string) *apiError {
-	return &apiError{status: status, body: engineapi.ErrorBody{Code: code, Message: message}}
-}
-
+// writeAPIJSON and writeAPIError answer in the kit's shapes; no answer of the API may
+// be cached, since what it shows depends on the caller's rights.
 func writeAPIJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	_ = json.NewEncoder(w).Encode(v)
+	httpapi.WriteJSON(w, http.StatusOK, v)
 }
 
 func writeAPIError(w http.ResponseWriter, err error) {
-	var e *apiError
-	if !errors.As(err, &e) {
-		e = apiErrorf(http.StatusInternalServerError, "internal", err.Error())
-	}
-	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(e.status)
-	_ = json.NewEncoder(w).Encode(e.body)
+	httpapi.WriteError(w, err)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/metalambda/metalambda/internal/engine/apply"
 	"github.com/metalambda/metalambda/internal/engineapi"
+	"github.com/metalambda/metalambda/internal/httpapi"
 	"github.com/metalambda/metalambda/internal/redact"
 )
 
@@ -133,7 +134,7 @@ func findParent(ctl Controller, ref engineapi.ControllerRef, namespace, name, ki
 		if namespace != "" {
 			what = namespace + "/" + name
 		}
-		return Parent{}, apiErrorf(http.StatusNotFound, "not_found", fmt.Sprintf("%s %s has no parent %s", ref.Kind, ref.Name, what))
+		return Parent{}, httpapi.NewError(http.StatusNotFound, "not_found", fmt.Sprintf("%s %s has no parent %s", ref.Kind, ref.Name, what))
 	case 1:
 		return found[0], nil
 	}
@@ -141,7 +142,7 @@ func findParent(ctl Controller, ref engineapi.ControllerRef, namespace, name, ki
 	for i, p := range found {
 		kinds[i] = p.Object.GetKind()
 	}
-	return Parent{}, apiErrorf(http.StatusConflict, "ambiguous", fmt.Sprintf("%s %s has parents of kinds %s named %s; add ?kind=KIND", ref.Kind, ref.Name, strings.Join(kinds, ", "), name))
+	return Parent{}, httpapi.NewError(http.StatusConflict, "ambiguous", fmt.Sprintf("%s %s has parents of kinds %s named %s; add ?kind=KIND", ref.Kind, ref.Name, strings.Join(kinds, ", "), name))
 }
 
 // parentDetail is what the API shows of one parent of the controller ref names: its

@@ -320,7 +320,12 @@ func (p *Platform) startEngineAndGateway(kube kubernetes.Interface) error {
 		engineAPI.Close()
 		return err
 	}
-	p.serveOn(engineAPI, &http.Server{Handler: mgr.API(kube), ReadHeaderTimeout: 10 * time.Second})
+	api, err := mgr.API(kube)
+	if err != nil {
+		engineAPI.Close()
+		return err
+	}
+	p.serveOn(engineAPI, &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second})
 	p.run(mgr.Run)
 	p.ready = func() bool { return gw.Ready() && mgr.Ready() }
 	return nil
