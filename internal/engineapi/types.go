@@ -174,4 +174,3 @@ type Child struct {
 	Ready       string `json:"ready"`
 	ReadyReason string `json:"readyReason,omitempty"`
 }
-

@@ -40,7 +40,7 @@ type Reviews struct {
 	Failing atomic.Bool
 	// Allow, when set, decides every SubjectAccessReview instead of Refused.
 	Allow func(*authorizationv1.SubjectAccessReview) bool
-	mu      sync.Mutex
+	mu    sync.Mutex
 }
 
 // NewReviews starts the stand-in API for the test t.
