@@ -31,6 +31,7 @@ import (
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/engine/hook"
 	"github.com/metalambda/metalambda/internal/kubeclient"
+	"github.com/metalambda/metalambda/internal/logging"
 	"github.com/metalambda/metalambda/internal/version"
 )
 
@@ -94,7 +95,7 @@ func defaultOptions() *options {
 		fieldManager:       optionalString{value: engine.Defaults().FieldManager},
 		ssaFieldManager:    optionalString{value: engine.Defaults().FieldManager},
 		services:           map[string]string{},
-		log:                logOptions{logToStderr: true},
+		log:                logging.Defaults(),
 		engine:             engine.Defaults(),
 		leader:             defaultLeaderOptions(),
 		gcPercent:          defaultGCPercent,
@@ -146,7 +147,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 		o.hookTokenHosts = append(o.hookTokenHosts, v)
 		return nil
 	})
-	o.log.bindFlags(fs)
+	o.log.BindFlags(fs)
 	o.leader.bindFlags(fs)
 }
 
@@ -172,10 +173,11 @@ func (o *options) hookToken() error {
 }
 
 func (o *options) validate() error {
-	var err error
-	if o.logConfig, err = o.log.config(); err != nil {
+	shared, err := o.log.Config()
+	if err != nil {
 		return err
 	}
+	o.logConfig = newLogConfig(shared)
 	strategy, err := engine.ParseApplyStrategy(o.applyStrategy)
 	if err != nil {
 		return fmt.Errorf("--apply-strategy: %w", err)

@@ -28,6 +28,7 @@ import (
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 	"github.com/metalambda/metalambda/internal/kubeclient"
+	"github.com/metalambda/metalambda/internal/logging"
 	"github.com/metalambda/metalambda/internal/version"
 )
 
@@ -136,7 +137,8 @@ func (o *options) validate() error {
 }
 
 func main() {
-	klog.InitFlags(nil)
+	logOpts := logging.Defaults()
+	logOpts.BindFlags(flag.CommandLine)
 	opts := defaultOptions()
 	opts.bindFlags(flag.CommandLine)
 	showVersion := flag.Bool("version", false, "Print the version and exit.")
@@ -145,10 +147,15 @@ func main() {
 		fmt.Println("gateway", version.Get())
 		return
 	}
-	if err := opts.validate(); err != nil {
+	logConfig, err := logOpts.Config()
+	if err == nil {
+		err = opts.validate()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(2)
 	}
+	logConfig.Install(os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, opts, nil); err != nil {

@@ -18,11 +18,11 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/node"
 	"github.com/metalambda/metalambda/internal/local/platform"
+	"github.com/metalambda/metalambda/internal/logging"
 )
 
 func main() {
@@ -44,9 +44,13 @@ func up(args []string) error {
 	inCluster := fs.Bool("in-cluster", false, "run the engine and the gateway as pods installed from the Helm chart (the node runs bin/engine and bin/gateway for their images), instead of in this process")
 	chart := fs.String("chart", "deploy/helm/metalambda", "the Helm chart `directory` --in-cluster installs")
 	purge := fs.Bool("purge", false, "start from an empty data directory")
-	klog.InitFlags(fs)
-	_ = fs.Set("logtostderr", "false")
+	logOpts := logging.Defaults()
+	logOpts.BindFlags(fs)
 	_ = fs.Parse(args)
+	logConfig, err := logOpts.Config()
+	if err != nil {
+		return err
+	}
 	if pid, running := runningPID(o.DataDir); running {
 		return fmt.Errorf("a platform already runs from %s (pid %d): `metalambda down` stops it", o.DataDir, pid)
 	}
@@ -84,7 +88,7 @@ func up(args []string) error {
 		return err
 	}
 	defer os.Remove(platform.PIDFile(o.DataDir))
-	if err := redirectLogs(o.DataDir); err != nil {
+	if err := redirectLogs(o.DataDir, logConfig); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -134,13 +138,14 @@ func kubeBinaries() (string, error) {
 }
 
 // redirectLogs sends the platform's own logs to a file, so the terminal shows the
-// status table.
-func redirectLogs(dataDir string) error {
+// status table. The records are those of the engine and the gateway run alone
+// (package logging), as configured by the same flags.
+func redirectLogs(dataDir string, c logging.Config) error {
 	f, err := os.OpenFile(dataDir+"/metalambda.log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
-	klog.SetOutput(f)
+	c.Install(f)
 	return nil
 }
 
