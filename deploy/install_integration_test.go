@@ -33,6 +33,7 @@ import (
 var env *kubetest.Env
 
 func TestMain(m *testing.M) {
+	lambda.ServeWorker()      // the gateway's sandbox starts this binary as its launcher and workers
 	log.SetOutput(io.Discard) // the chart loader logs every symbolic link it follows
 	kubetest.Main(m, &env, cluster.Options{})
 }
@@ -81,10 +82,9 @@ func TestPlatformInstallRunsWithItsOwnRights(t *testing.T) {
 	// The gateway, as its Deployment runs it: hooks on their own listener.
 	hooks := httptest.NewUnstartedServer(nil)
 	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(gatewayCfg, gateway.Options{
-		PublicURL: "http://metalambda-gateway." + ns, SeparateHooks: true,
-		Runtime: lambda.Options{Builtins: functions.Builtins()},
-	}, reg)
+	gwOpts := gateway.Defaults()
+	gwOpts.PublicURL, gwOpts.SeparateHooks, gwOpts.Runtime.Builtins = "http://metalambda-gateway."+ns, true, functions.Builtins()
+	gw, err := gateway.New(gatewayCfg, gwOpts, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

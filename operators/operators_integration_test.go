@@ -31,7 +31,10 @@ import (
 
 var env *kubetest.Env
 
-func TestMain(m *testing.M) { kubetest.Main(m, &env, cluster.Options{}) }
+func TestMain(m *testing.M) {
+	lambda.ServeWorker() // the gateway's sandbox starts this binary as its launcher and workers
+	kubetest.Main(m, &env, cluster.Options{})
+}
 
 var platformOnce sync.Once
 
@@ -50,10 +53,9 @@ func startPlatform(t *testing.T) {
 		}
 		srv := httptest.NewUnstartedServer(nil)
 		reg := prometheus.NewRegistry()
-		gw, err := gateway.New(env.Config, gateway.Options{
-			PublicURL: "http://" + srv.Listener.Addr().String(),
-			Runtime:   lambda.Options{Builtins: functions.Builtins()},
-		}, reg)
+		gwOpts := gateway.Defaults()
+		gwOpts.PublicURL, gwOpts.Runtime.Builtins = "http://"+srv.Listener.Addr().String(), functions.Builtins()
+		gw, err := gateway.New(env.Config, gwOpts, reg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -28,6 +28,7 @@ import (
 
 	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/gateway"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/gateway/starter"
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/local/cluster"
@@ -36,7 +37,10 @@ import (
 
 var env *kubetest.Env
 
-func TestMain(m *testing.M) { kubetest.Main(m, &env, cluster.Options{}) }
+func TestMain(m *testing.M) {
+	lambda.ServeWorker() // the gateway's sandbox starts this binary as its launcher and workers
+	kubetest.Main(m, &env, cluster.Options{})
+}
 
 var installOnce sync.Once
 
@@ -55,7 +59,9 @@ func startGateway(t *testing.T) string {
 	srv := httptest.NewUnstartedServer(nil)
 	url := "http://" + srv.Listener.Addr().String()
 	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(env.Config, gateway.Options{PublicURL: url}, reg)
+	opts := gateway.Defaults()
+	opts.PublicURL = url
+	gw, err := gateway.New(env.Config, opts, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/node"
 	"github.com/metalambda/metalambda/internal/local/platform"
@@ -26,6 +27,8 @@ import (
 )
 
 func main() {
+	// A sandbox starts this executable again as its launcher or a script worker.
+	lambda.ServeWorker()
 	os.Exit(execute(os.Args[1:], streams{in: os.Stdin, out: os.Stdout, err: os.Stderr}))
 }
 

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/node"
 	"github.com/metalambda/metalambda/internal/local/platform"
@@ -35,6 +36,8 @@ import (
 const want = "Hello Martin! Your name in reverse is nitraM"
 
 func main() {
+	// A sandbox starts this executable again as its launcher or a script worker.
+	lambda.ServeWorker()
 	runs := flag.Int("runs", 5, "how many times to apply and delete the sample")
 	coldRuns := flag.Int("cold-runs", 10, "how many cold starts of a PythonLambda scaled to zero to measure (0: none)")
 	flag.Parse()

@@ -220,7 +220,8 @@ func startGatewayWith(t *testing.T, cfg *rest.Config, tweak ...func(*Options)) *
 	srv := httptest.NewUnstartedServer(nil)
 	url := "http://" + srv.Listener.Addr().String()
 	reg := prometheus.NewRegistry()
-	opts := Options{PublicURL: url, MaxBodyBytes: 1 << 20}
+	opts := Defaults()
+	opts.PublicURL, opts.MaxBodyBytes = url, 1<<20
 	for _, f := range tweak {
 		f(&opts)
 	}

@@ -150,7 +150,9 @@ func TestHookToken(t *testing.T) {
 	// A second gateway on the same cluster with a hook token serves the same function.
 	srv := httptest.NewUnstartedServer(nil)
 	reg := prometheus.NewRegistry()
-	gw, err := New(env.Config, Options{PublicURL: "http://" + srv.Listener.Addr().String(), HookToken: "s3cret"}, reg)
+	opts := Defaults()
+	opts.PublicURL, opts.HookToken = "http://"+srv.Listener.Addr().String(), "s3cret"
+	gw, err := New(env.Config, opts, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

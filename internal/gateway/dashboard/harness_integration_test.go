@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/node"
 	"github.com/metalambda/metalambda/internal/local/platform"
@@ -66,6 +67,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	lambda.ServeWorker() // the platform's sandboxes start this binary as their launcher and workers
 	flag.Parse()
 	code := m.Run()
 	if shared != nil {

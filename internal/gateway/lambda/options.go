@@ -69,6 +69,21 @@ type Options struct {
 	MemoryBudget *MemoryBudget
 }
 
+// Defaults are the runtimes' options without flags, which cmd/gateway's flags
+// start from. The pool sizes stay 0, which means sized by GOMAXPROCS, and no
+// sandbox is chosen: the gateway chooses and checks it at its start.
+func Defaults() Options {
+	return Options{
+		PythonBinary:      DefaultPythonBinary,
+		PythonMemoryLimit: DefaultPythonMemoryLimit,
+		ScriptMemoryLimit: DefaultScriptMemoryLimit,
+		DefaultTimeout:    DefaultTimeout,
+		WorkerCPU:         DefaultWorkerCPU,
+		WorkerIdleTimeout: DefaultWorkerIdleTimeout,
+		MaxReplyBytes:     DefaultMaxReplyBytes,
+	}
+}
+
 func (o Options) withDefaults() Options {
 	if o.PythonBinary == "" {
 		o.PythonBinary = DefaultPythonBinary

@@ -31,7 +31,6 @@ import (
 	"github.com/metalambda/metalambda/internal/engine/hook"
 	"github.com/metalambda/metalambda/internal/gateway"
 	"github.com/metalambda/metalambda/internal/gateway/egress"
-	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/ingress"
 	"github.com/metalambda/metalambda/internal/local/storage"
@@ -300,8 +299,10 @@ func (p *Platform) startEngineAndGateway(kube kubernetes.Interface) error {
 	}
 	p.engineURL = "http://" + engineAPI.Addr().String()
 	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(cfg, gateway.Options{PublicURL: gatewayURL, HookToken: token, EngineURL: p.engineURL, IngressAddress: p.opts.IngressAddress,
-		EgressDeny: egressDeny(p.cluster.Addresses()), Runtime: lambda.Options{Builtins: functions.Builtins()}}, reg)
+	opts := gateway.Defaults()
+	opts.PublicURL, opts.HookToken, opts.EngineURL, opts.IngressAddress = gatewayURL, token, p.engineURL, p.opts.IngressAddress
+	opts.EgressDeny, opts.Runtime.Builtins = egressDeny(p.cluster.Addresses()), functions.Builtins()
+	gw, err := gateway.New(cfg, opts, reg)
 	if err != nil {
 		return err
 	}
