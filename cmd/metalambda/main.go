@@ -19,6 +19,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/metalambda/metalambda/functions"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/node"
@@ -34,10 +35,13 @@ func main() {
 
 func up(args []string) error {
 	fs := flag.NewFlagSet("up", flag.ExitOnError)
-	var o platform.Options
-	fs.StringVar(&o.DataDir, "data-dir", ".metalambda", "where the cluster's state, the kubeconfig and logs live")
-	fs.StringVar(&o.IngressAddress, "ingress", "127.0.0.1:8080", "address of the local ingress")
-	fs.StringVar(&o.GatewayAddress, "gateway", "127.0.0.1:8081", "address of the gateway API and hooks")
+	o := platform.Defaults()
+	o.Builtins = functions.Builtins()
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "where the cluster's state, the kubeconfig and logs live")
+	fs.StringVar(&o.IngressAddress, "ingress", o.IngressAddress, "address of the local ingress")
+	fs.StringVar(&o.GatewayAddress, "gateway", o.GatewayAddress, "address of the gateway API and hooks")
+	// The command keeps the engine's API at the fixed port it always had; the
+	// platform's own default is a free port.
 	fs.StringVar(&o.EngineAPIAddress, "engine-api", "127.0.0.1:8082", "loopback address of the engine's API of recent hook calls, which the gateway's dashboard reads")
 	withNode := fs.Bool("node", os.Geteuid() == 0, "run the local node, so pods run as processes (needs root and the CNI plugins)")
 	var nodeOpts node.Options

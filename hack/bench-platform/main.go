@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/metalambda/metalambda/functions"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/node"
@@ -54,12 +55,11 @@ func run(runs, coldRuns int) error {
 	}
 	defer os.RemoveAll(dir)
 	ingress, gateway := freeAddr(), freeAddr()
-	opts := platform.Options{
-		DataDir: filepath.Join(dir, "data"), BinDir: os.Getenv(cluster.BinDirEnv),
-		IngressAddress: ingress, GatewayAddress: gateway,
-		Node: func(kube kubernetes.Interface, d string) (platform.NodeRunner, error) {
-			return node.New(kube, node.Options{Bridge: "mlbench0", PodCIDR: "10.244.216.0/24", StateDir: filepath.Join(d, "node")})
-		},
+	opts := platform.Defaults()
+	opts.DataDir, opts.BinDir, opts.Builtins = filepath.Join(dir, "data"), os.Getenv(cluster.BinDirEnv), functions.Builtins()
+	opts.IngressAddress, opts.GatewayAddress = ingress, gateway
+	opts.Node = func(kube kubernetes.Interface, d string) (platform.NodeRunner, error) {
+		return node.New(kube, node.Options{Bridge: "mlbench0", PodCIDR: "10.244.216.0/24", StateDir: filepath.Join(d, "node")})
 	}
 	ctx := context.Background()
 	p, err := platform.Start(ctx, opts, io.Discard)

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/metalambda/metalambda/functions"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/node"
@@ -95,12 +96,11 @@ func startPlatform() (*env, error) {
 		return nil, err
 	}
 	sharedDir = dir
-	opts := platform.Options{
-		DataDir: filepath.Join(dir, "data"), BinDir: os.Getenv(cluster.BinDirEnv),
-		IngressAddress: freeAddr(), GatewayAddress: freeAddr(),
-		Node: func(kube kubernetes.Interface, dataDir string) (platform.NodeRunner, error) {
-			return node.New(kube, node.Options{Bridge: testBridge, PodCIDR: testCIDR, StateDir: filepath.Join(dataDir, "node")})
-		},
+	opts := platform.Defaults()
+	opts.DataDir, opts.BinDir, opts.Builtins = filepath.Join(dir, "data"), os.Getenv(cluster.BinDirEnv), functions.Builtins()
+	opts.IngressAddress, opts.GatewayAddress = freeAddr(), freeAddr()
+	opts.Node = func(kube kubernetes.Interface, dataDir string) (platform.NodeRunner, error) {
+		return node.New(kube, node.Options{Bridge: testBridge, PodCIDR: testCIDR, StateDir: filepath.Join(dataDir, "node")})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

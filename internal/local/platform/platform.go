@@ -25,12 +25,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/metalambda/metalambda/crds"
-	"github.com/metalambda/metalambda/functions"
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/engine/hook"
 	"github.com/metalambda/metalambda/internal/gateway"
 	"github.com/metalambda/metalambda/internal/gateway/egress"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/ingress"
 	"github.com/metalambda/metalambda/internal/local/storage"
@@ -66,6 +66,10 @@ type Options struct {
 	// Helm chart, instead of in this process; it needs Node, built with
 	// ComponentImages among its image rules.
 	InCluster *InCluster
+	// Builtins are the Go functions the in-process gateway's builtin runtime runs
+	// (the operators' hooks); the command hands them over (cmd/metalambda passes
+	// functions.Builtins()), so that this package does not pick them itself.
+	Builtins lambda.Builtins
 }
 
 // NodeRunner is a local node: it runs until ctx ends and says when it is Ready.
@@ -74,33 +78,39 @@ type NodeRunner interface {
 	Ready() bool
 }
 
-func (o *Options) setDefaults() {
-	if o.DataDir == "" {
-		o.DataDir = ".metalambda"
-	}
-	if o.IngressAddress == "" {
-		o.IngressAddress = "127.0.0.1:8080"
-	}
-	if o.GatewayAddress == "" {
-		o.GatewayAddress = "127.0.0.1:8081"
-	}
-	if o.EngineAPIAddress == "" {
-		o.EngineAPIAddress = "127.0.0.1:0"
+// Defaults are the options of `metalambda up` without flags; its flag defaults
+// are these. Start hands every field to its component as it is: an empty address
+// is refused by Check, not filled in.
+func Defaults() Options {
+	return Options{
+		DataDir:          ".metalambda",
+		IngressAddress:   "127.0.0.1:8080",
+		GatewayAddress:   "127.0.0.1:8081",
+		EngineAPIAddress: "127.0.0.1:0",
 	}
 }
 
 // Check reports what would stop the platform from starting, in words a person can act
 // on: ports taken, missing binaries, missing root or CNI plugins for the node.
 func (o *Options) Check() error {
-	o.setDefaults()
 	var errs []error
+	if o.DataDir == "" {
+		errs = append(errs, errors.New("no data directory (platform.Defaults() has one)"))
+	}
 	for _, a := range []struct{ what, addr string }{{"ingress", o.IngressAddress}, {"gateway", o.GatewayAddress}, {"engine API", o.EngineAPIAddress}} {
+		if a.addr == "" {
+			errs = append(errs, fmt.Errorf("no %s address (platform.Defaults() has one)", a.what))
+			continue
+		}
 		l, err := net.Listen("tcp", a.addr)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("the %s address %s is not free (%v): stop what uses it or pass another address", a.what, a.addr, err))
 			continue
 		}
 		l.Close()
+	}
+	if o.InCluster == nil && len(o.Builtins) == 0 {
+		errs = append(errs, errors.New("no builtin functions for the gateway: the command hands them over (functions.Builtins())"))
 	}
 	if o.BinDir == "" {
 		errs = append(errs, errors.New("no control-plane binaries: run `make kube` (it prints their directory)"))
@@ -301,7 +311,7 @@ func (p *Platform) startEngineAndGateway(kube kubernetes.Interface) error {
 	reg := prometheus.NewRegistry()
 	opts := gateway.Defaults()
 	opts.PublicURL, opts.HookToken, opts.EngineURL, opts.IngressAddress = gatewayURL, token, p.engineURL, p.opts.IngressAddress
-	opts.EgressDeny, opts.Runtime.Builtins = egressDeny(p.cluster.Addresses()), functions.Builtins()
+	opts.EgressDeny, opts.Runtime.Builtins = egressDeny(p.cluster.Addresses()), p.opts.Builtins
 	gw, err := gateway.New(cfg, opts, reg)
 	if err != nil {
 		return err

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/metalambda/metalambda/functions"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
@@ -33,15 +34,19 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// testOptions are the options of a test's platform: the command's defaults and
+// builtins, with data in dataDir and free loopback ports.
+func testOptions(t *testing.T, dataDir string) Options {
+	opts := Defaults()
+	opts.DataDir, opts.BinDir, opts.Builtins = dataDir, os.Getenv(cluster.BinDirEnv), functions.Builtins()
+	opts.IngressAddress, opts.GatewayAddress = freeAddr(t), freeAddr(t)
+	return opts
+}
+
 // TestUpRestartDown starts the platform without the local node, checks what it
 // installed and serves, restarts it on the same data directory, and stops it.
 func TestUpRestartDown(t *testing.T) {
-	opts := Options{
-		DataDir:        filepath.Join(t.TempDir(), "data"),
-		BinDir:         os.Getenv(cluster.BinDirEnv),
-		IngressAddress: freeAddr(t),
-		GatewayAddress: freeAddr(t),
-	}
+	opts := testOptions(t, filepath.Join(t.TempDir(), "data"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
