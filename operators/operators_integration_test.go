@@ -5,27 +5,24 @@ package operators_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/functions"
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/gateway"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/kubetest"
+	"github.com/metalambda/metalambda/internal/kubetest/start"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
@@ -43,34 +40,21 @@ var platformOnce sync.Once
 func startPlatform(t *testing.T) {
 	t.Helper()
 	platformOnce.Do(func() {
-		ctx := context.Background()
-		all, err := crds.All()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := crds.Install(ctx, env.Extensions, all...); err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewUnstartedServer(nil)
-		reg := prometheus.NewRegistry()
+		env.InstallCRDs(t)
+		// Both run for the whole package, not stopped with the first test.
 		gwOpts := gateway.Defaults()
-		gwOpts.PublicURL, gwOpts.Runtime.Builtins = "http://"+srv.Listener.Addr().String(), functions.Builtins()
-		gw, err := gateway.New(env.Config, gwOpts, reg)
+		gwOpts.Runtime.Builtins = functions.Builtins()
+		gw, err := start.ServeGateway(env.Config, gwOpts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv.Config.Handler = gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		srv.Start()
-		go gw.Run(ctx)
 		opts := engine.Defaults()
 		opts.ResolveService = func(ref v1alpha1.ServiceReference) (string, bool) {
-			return srv.URL, ref.Name == "metalambda-gateway" && ref.Namespace == "metalambda-system"
+			return gw.URL, ref.Name == "metalambda-gateway" && ref.Namespace == "metalambda-system"
 		}
-		mgr, err := engine.New(env.Config, opts, prometheus.NewRegistry())
-		if err != nil {
+		if _, err := start.RunEngine(env.Config, opts); err != nil {
 			t.Fatal(err)
 		}
-		go func() { _ = mgr.Run(ctx) }()
 	})
 }
 

@@ -15,7 +15,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,6 +33,7 @@ import (
 
 	"github.com/metalambda/metalambda/functions"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/node"
 	"github.com/metalambda/metalambda/internal/local/platform"
@@ -98,7 +98,7 @@ func startPlatform() (*env, error) {
 	sharedDir = dir
 	opts := platform.Defaults()
 	opts.DataDir, opts.BinDir, opts.Builtins = filepath.Join(dir, "data"), os.Getenv(cluster.BinDirEnv), functions.Builtins()
-	opts.IngressAddress, opts.GatewayAddress = freeAddr(), freeAddr()
+	opts.IngressAddress, opts.GatewayAddress = kubetest.FreeAddr(nil), kubetest.FreeAddr(nil)
 	opts.Node = func(kube kubernetes.Interface, dataDir string) (platform.NodeRunner, error) {
 		return node.New(kube, node.Options{Bridge: testBridge, PodCIDR: testCIDR, StateDir: filepath.Join(dataDir, "node")})
 	}
@@ -117,15 +117,6 @@ func startPlatform() (*env, error) {
 	e.Dynamic = dynamic.NewForConfigOrDie(e.Config)
 	e.Applier, err = manifest.NewApplier(e.Config, "dashboard-test")
 	return e, err
-}
-
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // adminToken is a token of the platform's dashboard admin (cluster-admin), the one
