@@ -38,14 +38,4 @@ func (c logConfig) handler(w io.Writer) slog.Handler { return c.shared().Handler
 func encodeTime(encoding string, t time.Time) slog.Value { return logging.EncodeTime(encoding, t) }
 
 // optionalString is a string flag that knows whether it was given.
-type optionalString struct {
-	value string
-	set   bool
-}
-
-func (s *optionalString) String() string { return s.value }
-
-func (s *optionalString) Set(v string) error {
-	s.value, s.set = v, true
-	return nil
-}
+type optionalString = logging.OptionalString

@@ -92,8 +92,8 @@ func defaultOptions() *options {
 		pprofAddress:       "0",
 		apiAddress:         "0",
 		applyStrategy:      string(engine.ServerSideApply),
-		fieldManager:       optionalString{value: engine.Defaults().FieldManager},
-		ssaFieldManager:    optionalString{value: engine.Defaults().FieldManager},
+		fieldManager:       optionalString{Value: engine.Defaults().FieldManager},
+		ssaFieldManager:    optionalString{Value: engine.Defaults().FieldManager},
 		services:           map[string]string{},
 		log:                logging.Defaults(),
 		engine:             engine.Defaults(),
@@ -233,15 +233,15 @@ func (o *options) resolveFieldManager() (string, error) {
 	fm, ssa := o.fieldManager, o.ssaFieldManager
 	name := "--field-manager"
 	switch {
-	case fm.set && ssa.set && fm.value != ssa.value:
-		return "", fmt.Errorf("--field-manager=%q and --apply-strategy-ssa-field-manager=%q disagree; give one of them", fm.value, ssa.value)
-	case ssa.set:
+	case fm.Given && ssa.Given && fm.Value != ssa.Value:
+		return "", fmt.Errorf("--field-manager=%q and --apply-strategy-ssa-field-manager=%q disagree; give one of them", fm.Value, ssa.Value)
+	case ssa.Given:
 		fm, name = ssa, "--apply-strategy-ssa-field-manager"
 	}
-	if fm.value == "" {
+	if fm.Value == "" {
 		return "", fmt.Errorf("%s must not be empty", name)
 	}
-	return fm.value, nil
+	return fm.Value, nil
 }
 
 func main() {

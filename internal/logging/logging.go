@@ -26,11 +26,11 @@ import (
 // Start from Defaults.
 type Options struct {
 	devel           bool
-	level           optionalString // --zap-log-level
-	verbosity       optionalString // -v
-	encoder         optionalString // --zap-encoder
-	stacktraceLevel optionalString // --zap-stacktrace-level
-	timeEncoding    optionalString // --zap-time-encoding
+	level           OptionalString // --zap-log-level
+	verbosity       OptionalString // -v
+	encoder         OptionalString // --zap-encoder
+	stacktraceLevel OptionalString // --zap-stacktrace-level
+	timeEncoding    OptionalString // --zap-time-encoding
 	// logToStderr is klog's --logtostderr, which old manifests of upstream pass; logs
 	// always go to standard error.
 	logToStderr bool
@@ -78,31 +78,31 @@ func (o *Options) Config() (Config, error) {
 	if o.devel {
 		c.Verbosity, c.MinLevel, c.Stacktrace = 1, -1, slog.LevelError
 	}
-	if o.encoder.set {
-		switch strings.ToLower(o.encoder.value) {
+	if o.encoder.Given {
+		switch strings.ToLower(o.encoder.Value) {
 		case "json":
 			c.JSON = true
 		case "console":
 			c.JSON = false
 		default:
-			return c, fmt.Errorf("--zap-encoder: invalid value %q (want json or console)", o.encoder.value)
+			return c, fmt.Errorf("--zap-encoder: invalid value %q (want json or console)", o.encoder.Value)
 		}
 	}
 	if err := o.resolveLevel(&c); err != nil {
 		return c, err
 	}
-	if o.stacktraceLevel.set {
+	if o.stacktraceLevel.Given {
 		levels := map[string]slog.Level{"info": slog.LevelInfo, "error": slog.LevelError, "panic": LevelPanic}
-		l, ok := levels[strings.ToLower(o.stacktraceLevel.value)]
+		l, ok := levels[strings.ToLower(o.stacktraceLevel.Value)]
 		if !ok {
-			return c, fmt.Errorf("--zap-stacktrace-level: invalid value %q (want info, error or panic)", o.stacktraceLevel.value)
+			return c, fmt.Errorf("--zap-stacktrace-level: invalid value %q (want info, error or panic)", o.stacktraceLevel.Value)
 		}
 		c.Stacktrace = l
 	}
-	if o.timeEncoding.set {
-		c.TimeEncoding = strings.ToLower(o.timeEncoding.value)
+	if o.timeEncoding.Given {
+		c.TimeEncoding = strings.ToLower(o.timeEncoding.Value)
 		if !slices.Contains(timeEncodings, c.TimeEncoding) {
-			return c, fmt.Errorf("--zap-time-encoding: invalid value %q (want one of %s)", o.timeEncoding.value, strings.Join(timeEncodings, ", "))
+			return c, fmt.Errorf("--zap-time-encoding: invalid value %q (want one of %s)", o.timeEncoding.Value, strings.Join(timeEncodings, ", "))
 		}
 	}
 	return c, nil
@@ -113,21 +113,21 @@ func (o *Options) resolveLevel(c *Config) error {
 	var zapV, v int
 	var zapMin slog.Level
 	var err error
-	if o.level.set {
-		if zapV, zapMin, err = parseZapLevel(o.level.value); err != nil {
+	if o.level.Given {
+		if zapV, zapMin, err = parseZapLevel(o.level.Value); err != nil {
 			return err
 		}
 		c.Verbosity, c.MinLevel = zapV, zapMin
 	}
-	if !o.verbosity.set {
+	if !o.verbosity.Given {
 		return nil
 	}
-	v, err = strconv.Atoi(o.verbosity.value)
+	v, err = strconv.Atoi(o.verbosity.Value)
 	if err != nil || v < 0 {
-		return fmt.Errorf("-v: invalid value %q (want an integer >= 0)", o.verbosity.value)
+		return fmt.Errorf("-v: invalid value %q (want an integer >= 0)", o.verbosity.Value)
 	}
-	if o.level.set && (v != zapV || slog.Level(-v) != zapMin) {
-		return fmt.Errorf("--zap-log-level=%s and -v=%s disagree; give one of them", o.level.value, o.verbosity.value)
+	if o.level.Given && (v != zapV || slog.Level(-v) != zapMin) {
+		return fmt.Errorf("--zap-log-level=%s and -v=%s disagree; give one of them", o.level.Value, o.verbosity.Value)
 	}
 	c.Verbosity, c.MinLevel = v, slog.Level(-v)
 	return nil
@@ -275,15 +275,18 @@ func isLoggingFrame(function string) bool {
 	return strings.Contains(function, ".(*stacktraceHandler).")
 }
 
-// optionalString is a string flag that knows whether it was given.
-type optionalString struct {
-	value string
-	set   bool
+// OptionalString is a string flag that knows whether it was given (Given), so
+// that a flag's default can differ from what a value given on the command line
+// means (the engine's --field-manager pair uses it too).
+type OptionalString struct {
+	Value string
+	Given bool
 }
 
-func (s *optionalString) String() string { return s.value }
+func (s *OptionalString) String() string { return s.Value }
 
-func (s *optionalString) Set(v string) error {
-	s.value, s.set = v, true
+// Set records v as given.
+func (s *OptionalString) Set(v string) error {
+	s.Value, s.Given = v, true
 	return nil
 }

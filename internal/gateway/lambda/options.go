@@ -49,6 +49,7 @@ type Options struct {
 	Builtins Builtins
 	// Sandbox starts the worker processes; nil means one built by sandbox.New with
 	// its defaults at a runtime's first Compile, whose failure fails the Compile.
+	// A gateway never leaves it nil: gateway.New chooses and probes it at start.
 	Sandbox *sandbox.Sandbox
 	// InsecureNoSandbox runs Python workers as plain processes of the gateway's
 	// user, with its view of the file system and network, and JavaScript and

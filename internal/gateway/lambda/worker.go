@@ -179,8 +179,9 @@ func (s *scripts) poolSize() int {
 }
 
 // workerSandbox is Options.Sandbox (or one built at the first call) and the
-// executable that workers run: the sandbox's launcher, which links this package
-// (sandbox.WorkerExecutable beside the gateway's, or the gateway's own). A
+// executable that workers run: the sandbox's launcher, whose main calls
+// ServeWorker (sandbox.WorkerExecutable beside the gateway's, or the gateway's
+// own). A
 // failure is not remembered.
 func (s *scripts) workerSandbox() (*sandbox.Sandbox, string, error) {
 	s.mu.Lock()
