@@ -31,6 +31,7 @@ import (
 	"github.com/metalambda/metalambda/internal/gateway"
 	"github.com/metalambda/metalambda/internal/gateway/egress"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/ingress"
 	"github.com/metalambda/metalambda/internal/local/storage"
@@ -143,6 +144,8 @@ type Platform struct {
 	engineURL  string
 	// gatewayURL is where the gateway's API answers.
 	gatewayURL string
+	// sandbox is the in-process gateway's, chosen at Start.
+	sandbox *sandbox.Sandbox
 	// ready reports whether the in-process engine and gateway are ready.
 	ready func() bool
 }
@@ -158,11 +161,30 @@ func Start(ctx context.Context, opts Options, log io.Writer) (*Platform, error) 
 		return nil, err
 	}
 	p := &Platform{opts: opts}
+	if err := p.chooseSandbox(); err != nil {
+		return nil, err
+	}
 	if err := p.start(ctx, log); err != nil {
 		p.Stop()
 		return nil, err
 	}
 	return p, nil
+}
+
+// chooseSandbox builds and probes the in-process gateway's sandbox before anything
+// starts, so that a host without bubblewrap or Landlock is told at once, not after
+// the control plane is up. It is closed last, once the gateway has stopped.
+func (p *Platform) chooseSandbox() error {
+	if p.opts.InCluster != nil {
+		return nil // the gateway's pod sandboxes its own workers
+	}
+	sb, err := sandbox.New(sandbox.Options{Mode: gateway.Defaults().SandboxMode})
+	if err != nil {
+		return fmt.Errorf("the gateway cannot sandbox functions on this host: %w", err)
+	}
+	p.sandbox = sb
+	p.stops = append(p.stops, sb.Close)
+	return nil
 }
 
 func (p *Platform) start(ctx context.Context, log io.Writer) error {
@@ -311,7 +333,7 @@ func (p *Platform) startEngineAndGateway(kube kubernetes.Interface) error {
 	reg := prometheus.NewRegistry()
 	opts := gateway.Defaults()
 	opts.PublicURL, opts.HookToken, opts.EngineURL, opts.IngressAddress = gatewayURL, token, p.engineURL, p.opts.IngressAddress
-	opts.EgressDeny, opts.Runtime.Builtins = egressDeny(p.cluster.Addresses()), p.opts.Builtins
+	opts.EgressDeny, opts.Runtime.Builtins, opts.Runtime.Sandbox = egressDeny(p.cluster.Addresses()), p.opts.Builtins, p.sandbox
 	gw, err := gateway.New(cfg, opts, reg)
 	if err != nil {
 		return err
