@@ -10,7 +10,7 @@ export METALAMBDA_KUBE_BIN := $(KUBE_BIN)
 
 .PHONY: help
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 # The version the commands report (--version) and the images are tagged with.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
@@ -59,13 +59,32 @@ down: ## Stop a platform started with `make up`.
 kube: ## Build the pinned control plane (etcd, kube-*) into the cache, unless already there.
 	@deploy/local/build-kube.sh >/dev/null
 
+# Three test levels. Unit tests need nothing; integration tests (files tagged
+# integration) start a control plane per package; end-to-end tests are the slow
+# whole-platform ones: the local platform (with its node), the dashboard's browser
+# tests on a whole platform, the install of deploy/ with the components' own
+# accounts, and the operators through the engine and the gateway.
+E2E_PKGS := ./internal/local/platform ./internal/gateway/dashboard ./deploy ./operators
+# The packages that have integration-tagged files, less the end-to-end ones.
+INTEGRATION_PKGS = $(filter-out $(E2E_PKGS),$(sort $(patsubst %/,./%,$(dir $(shell git grep -l '^//go:build integration' -- '*_test.go')))))
+
+# make test runs every level in one go test over every package, so that packages
+# run in parallel as they always have, rather than one level after the other.
 .PHONY: test
-test: setup kube ## Unit and integration tests on a real control plane (the README's test command).
+test: setup kube ## Every level: unit, integration and end-to-end tests on a real control plane (the README's test command).
 	@hack/test.sh $(TEST_FLAGS) -tags integration ./...
 
 .PHONY: test-unit
 test-unit: ## Unit tests only: no control plane needed.
 	@hack/test.sh $(TEST_FLAGS) ./...
+
+.PHONY: test-integration
+test-integration: setup kube ## Integration tests (and the unit tests of their packages) on a real control plane, without the end-to-end packages.
+	@hack/test.sh $(TEST_FLAGS) -tags integration $(INTEGRATION_PKGS)
+
+.PHONY: test-e2e
+test-e2e: setup kube ## End-to-end tests: the slow whole-platform packages (local platform, dashboard, deploy, operators); the local node needs root.
+	@hack/test.sh $(TEST_FLAGS) -tags integration $(E2E_PKGS)
 
 BENCH_SIZES ?= 1000,5000
 BENCH_FUNCTIONS ?= 1000

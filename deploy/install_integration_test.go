@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net/http/httptest"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,12 +25,14 @@ import (
 	"github.com/metalambda/metalambda/internal/gateway"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/kubetest"
+	"github.com/metalambda/metalambda/internal/kubetest/start"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
 var env *kubetest.Env
 
 func TestMain(m *testing.M) {
+	lambda.ServeWorker()      // the gateway's sandbox starts this binary as its launcher and workers
 	log.SetOutput(io.Discard) // the chart loader logs every symbolic link it follows
 	kubetest.Main(m, &env, cluster.Options{})
 }
@@ -79,36 +79,24 @@ func TestPlatformInstallRunsWithItsOwnRights(t *testing.T) {
 	engineCfg := serviceAccountConfig(t, ns, "metalambda-engine")
 
 	// The gateway, as its Deployment runs it: hooks on their own listener.
-	hooks := httptest.NewUnstartedServer(nil)
-	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(gatewayCfg, gateway.Options{
-		PublicURL: "http://metalambda-gateway." + ns, SeparateHooks: true,
-		Runtime: lambda.Options{Builtins: functions.Builtins()},
-	}, reg)
+	gwOpts := gateway.Defaults()
+	gwOpts.PublicURL, gwOpts.SeparateHooks, gwOpts.Runtime.Builtins = "http://metalambda-gateway."+ns, true, functions.Builtins()
+	hooks, err := start.ServeGateway(gatewayCfg, gwOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	hooks.Config.Handler = gw.HooksHandler()
-	hooks.Start()
-	runCtx, cancel := context.WithCancel(context.Background())
-	gwDone := make(chan struct{})
-	go func() { defer close(gwDone); gw.Run(runCtx) }()
-
 	opts := engine.Defaults()
 	opts.ResolveService = func(ref v1alpha1.ServiceReference) (string, bool) {
 		return hooks.URL, ref.Name == "metalambda-gateway" && ref.Namespace == ns
 	}
-	mgr, err := engine.New(engineCfg, opts, prometheus.NewRegistry())
+	mgr, err := start.RunEngine(engineCfg, opts)
 	if err != nil {
+		hooks.Stop()
 		t.Fatal(err)
 	}
-	engineDone := make(chan error, 1)
-	go func() { engineDone <- mgr.Run(runCtx) }()
 	t.Cleanup(func() {
-		cancel()
-		<-gwDone
-		<-engineDone
-		hooks.Close()
+		_ = mgr.Stop()
+		hooks.Stop()
 	})
 
 	root := filepath.Join(Dir(), "..")

@@ -5,33 +5,33 @@ package operators_test
 import (
 	"context"
 	"fmt"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/functions"
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/gateway"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/kubetest"
+	"github.com/metalambda/metalambda/internal/kubetest/start"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
 var env *kubetest.Env
 
-func TestMain(m *testing.M) { kubetest.Main(m, &env, cluster.Options{}) }
+func TestMain(m *testing.M) {
+	lambda.ServeWorker() // the gateway's sandbox starts this binary as its launcher and workers
+	kubetest.Main(m, &env, cluster.Options{})
+}
 
 var platformOnce sync.Once
 
@@ -40,35 +40,21 @@ var platformOnce sync.Once
 func startPlatform(t *testing.T) {
 	t.Helper()
 	platformOnce.Do(func() {
-		ctx := context.Background()
-		all, err := crds.All()
+		env.InstallCRDs(t)
+		// Both run for the whole package, not stopped with the first test.
+		gwOpts := gateway.Defaults()
+		gwOpts.Runtime.Builtins = functions.Builtins()
+		gw, err := start.ServeGateway(env.Config, gwOpts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := crds.Install(ctx, env.Extensions, all...); err != nil {
-			t.Fatal(err)
-		}
-		srv := httptest.NewUnstartedServer(nil)
-		reg := prometheus.NewRegistry()
-		gw, err := gateway.New(env.Config, gateway.Options{
-			PublicURL: "http://" + srv.Listener.Addr().String(),
-			Runtime:   lambda.Options{Builtins: functions.Builtins()},
-		}, reg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv.Config.Handler = gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		srv.Start()
-		go gw.Run(ctx)
 		opts := engine.Defaults()
 		opts.ResolveService = func(ref v1alpha1.ServiceReference) (string, bool) {
-			return srv.URL, ref.Name == "metalambda-gateway" && ref.Namespace == "metalambda-system"
+			return gw.URL, ref.Name == "metalambda-gateway" && ref.Namespace == "metalambda-system"
 		}
-		mgr, err := engine.New(env.Config, opts, prometheus.NewRegistry())
-		if err != nil {
+		if _, err := start.RunEngine(env.Config, opts); err != nil {
 			t.Fatal(err)
 		}
-		go func() { _ = mgr.Run(ctx) }()
 	})
 }
 

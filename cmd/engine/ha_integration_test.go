@@ -20,13 +20,11 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/kubetest"
 )
 
@@ -46,36 +44,10 @@ var haCRDOnce sync.Once
 
 func installHACRDs(t *testing.T) {
 	t.Helper()
-	var err error
 	haCRDOnce.Do(func() {
-		var all []*apiextensionsv1.CustomResourceDefinition
-		if all, err = crds.All(); err != nil {
-			return
-		}
-		preserve := true
-		all = append(all, &apiextensionsv1.CustomResourceDefinition{
-			ObjectMeta: metav1.ObjectMeta{Name: "parents." + haParents.Group},
-			Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-				Group: haParents.Group, Scope: apiextensionsv1.NamespaceScoped,
-				Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "parents", Singular: "parent", Kind: "Parent", ListKind: "ParentList"},
-				Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-					Name: "v1", Served: true, Storage: true,
-					Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-					Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-						Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-							"spec": {Type: "object", XPreserveUnknownFields: &preserve}, "status": {Type: "object", XPreserveUnknownFields: &preserve},
-						},
-					}},
-				}},
-			},
-		})
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		err = crds.Install(ctx, env.Extensions, all...)
+		env.InstallCRDs(t)
+		env.InstallCRDs(t, kubetest.SchemalessCRD(haParents.Group, "Parent", "parents", "parent"))
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // hookListener serves the children hook and counts the calls it received, so that a

@@ -1,277 +1,41 @@
 package main
 
 import (
-	"context"
-	"flag"
-	"fmt"
 	"io"
 	"log/slog"
-	"runtime"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
-	"k8s.io/klog/v2"
+	"github.com/metalambda/metalambda/internal/logging"
 )
 
-// logOptions are upstream Metacontroller's logging flags (controller-runtime's
-// --zap-* flags) and our -v. They are mapped onto a log/slog handler of the standard
-// library that klog, and so client-go and the engine, write through.
-type logOptions struct {
-	devel           bool
-	level           optionalString // --zap-log-level
-	verbosity       optionalString // -v
-	encoder         optionalString // --zap-encoder
-	stacktraceLevel optionalString // --zap-stacktrace-level
-	timeEncoding    optionalString // --zap-time-encoding
-	// logToStderr is klog's --logtostderr, which old manifests of upstream pass; logs
-	// always go to standard error.
-	logToStderr bool
-}
+// The engine's logging flags are package logging's, which every binary shares.
+type logOptions = logging.Options
 
-func (o *logOptions) bindFlags(fs *flag.FlagSet) {
-	fs.BoolVar(&o.devel, "zap-devel", o.devel, "Development mode: defaults to --zap-encoder=console, --zap-log-level=debug and stack traces on errors.")
-	fs.Var(&o.encoder, "zap-encoder", "Log encoding: console (key=value text, the default) or json.")
-	fs.Var(&o.level, "zap-log-level", "Log level: debug, info (the default), error, panic, or an integer > 0 for increasing verbosity (4 logs every API request, 5 the fields of each child update). Same as -v.")
-	fs.Var(&o.verbosity, "v", "Log verbosity, an integer >= 0; same as --zap-log-level.")
-	fs.Var(&o.stacktraceLevel, "zap-stacktrace-level", "Log stack traces with records at and above this level: info, error, or panic (never, the default).")
-	fs.BoolVar(&o.logToStderr, "logtostderr", true, "Logs go to standard error; accepted for manifests of older Metacontroller versions, false is refused.")
-	fs.Var(&o.timeEncoding, "zap-time-encoding", "Time format of log records: epoch, millis, nano, iso8601, rfc3339 (the default) or rfc3339nano.")
-}
-
-// logConfig is what the logging flags resolve to.
+// logConfig mirrors logging.Config field by field, so that the engine's flag tests
+// compare what the flags resolve to as they did before the setup was shared.
 type logConfig struct {
-	json bool
-	// verbosity is klog's -v: V(n) records are logged for n <= verbosity.
-	verbosity int
-	// minLevel drops records below it; a V(n) record has slog level -n, so -4 (debug)
-	// lets V(4) through.
-	minLevel slog.Level
-	// stacktrace adds a stack trace to records at or above it.
+	json         bool
+	verbosity    int
+	minLevel     slog.Level
 	stacktrace   slog.Level
 	timeEncoding string
 }
 
-// levelPanic is above every level the engine logs at: nothing reaches it.
-const levelPanic = slog.LevelError + 4
+const levelPanic = logging.LevelPanic
 
-var timeEncodings = []string{"epoch", "millis", "nano", "iso8601", "rfc3339", "rfc3339nano"}
-
-// config validates the flags and resolves them, zap's way: --zap-devel changes the
-// defaults of the other flags, which override it.
-func (o *logOptions) config() (logConfig, error) {
-	c := logConfig{minLevel: slog.LevelInfo, stacktrace: levelPanic, timeEncoding: "rfc3339"}
-	if !o.logToStderr {
-		return c, fmt.Errorf("--logtostderr=false: logs always go to standard error")
-	}
-	if o.devel {
-		c.verbosity, c.minLevel, c.stacktrace = 1, -1, slog.LevelError
-	}
-	if o.encoder.set {
-		switch strings.ToLower(o.encoder.value) {
-		case "json":
-			c.json = true
-		case "console":
-			c.json = false
-		default:
-			return c, fmt.Errorf("--zap-encoder: invalid value %q (want json or console)", o.encoder.value)
-		}
-	}
-	if err := o.resolveLevel(&c); err != nil {
-		return c, err
-	}
-	if o.stacktraceLevel.set {
-		levels := map[string]slog.Level{"info": slog.LevelInfo, "error": slog.LevelError, "panic": levelPanic}
-		l, ok := levels[strings.ToLower(o.stacktraceLevel.value)]
-		if !ok {
-			return c, fmt.Errorf("--zap-stacktrace-level: invalid value %q (want info, error or panic)", o.stacktraceLevel.value)
-		}
-		c.stacktrace = l
-	}
-	if o.timeEncoding.set {
-		c.timeEncoding = strings.ToLower(o.timeEncoding.value)
-		if !slices.Contains(timeEncodings, c.timeEncoding) {
-			return c, fmt.Errorf("--zap-time-encoding: invalid value %q (want one of %s)", o.timeEncoding.value, strings.Join(timeEncodings, ", "))
-		}
-	}
-	return c, nil
+func newLogConfig(c logging.Config) logConfig {
+	return logConfig{json: c.JSON, verbosity: c.Verbosity, minLevel: c.MinLevel, stacktrace: c.Stacktrace, timeEncoding: c.TimeEncoding}
 }
 
-// resolveLevel applies --zap-log-level and -v, which must agree when both are given.
-func (o *logOptions) resolveLevel(c *logConfig) error {
-	var zapV, v int
-	var zapMin slog.Level
-	var err error
-	if o.level.set {
-		if zapV, zapMin, err = parseZapLevel(o.level.value); err != nil {
-			return err
-		}
-		c.verbosity, c.minLevel = zapV, zapMin
-	}
-	if !o.verbosity.set {
-		return nil
-	}
-	v, err = strconv.Atoi(o.verbosity.value)
-	if err != nil || v < 0 {
-		return fmt.Errorf("-v: invalid value %q (want an integer >= 0)", o.verbosity.value)
-	}
-	if o.level.set && (v != zapV || slog.Level(-v) != zapMin) {
-		return fmt.Errorf("--zap-log-level=%s and -v=%s disagree; give one of them", o.level.value, o.verbosity.value)
-	}
-	c.verbosity, c.minLevel = v, slog.Level(-v)
-	return nil
+func (c logConfig) shared() logging.Config {
+	return logging.Config{JSON: c.json, Verbosity: c.verbosity, MinLevel: c.minLevel, Stacktrace: c.stacktrace, TimeEncoding: c.timeEncoding}
 }
 
-// parseZapLevel reads a controller-runtime log level: zap's level -n is logr's (and
-// klog's) verbosity n.
-func parseZapLevel(s string) (verbosity int, minLevel slog.Level, err error) {
-	switch strings.ToLower(s) {
-	case "debug":
-		return 1, -1, nil
-	case "info":
-		return 0, slog.LevelInfo, nil
-	case "error":
-		return 0, slog.LevelError, nil
-	case "panic":
-		return 0, levelPanic, nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 || n > 127 {
-		return 0, 0, fmt.Errorf("--zap-log-level: invalid value %q (want debug, info, error, panic, or an integer from 1 to 127)", s)
-	}
-	return n, slog.Level(-n), nil
-}
+func (c logConfig) install(w io.Writer) { c.shared().Install(w) }
 
-// install makes klog, and everything logging through it, write to w.
-func (c logConfig) install(w io.Writer) {
-	var fs flag.FlagSet
-	klog.InitFlags(&fs)
-	_ = fs.Set("v", strconv.Itoa(c.verbosity))
-	klog.SetSlogLogger(slog.New(c.handler(w)))
-}
+func (c logConfig) handler(w io.Writer) slog.Handler { return c.shared().Handler(w) }
 
-func (c logConfig) handler(w io.Writer) slog.Handler {
-	opts := &slog.HandlerOptions{Level: c.minLevel, ReplaceAttr: c.replaceAttr}
-	var h slog.Handler = slog.NewTextHandler(w, opts)
-	if c.json {
-		h = slog.NewJSONHandler(w, opts)
-	}
-	if c.stacktrace < levelPanic {
-		h = &stacktraceHandler{Handler: h, level: c.stacktrace}
-	}
-	return h
-}
-
-// replaceAttr names the standard fields like controller-runtime's zap encoders (ts,
-// level, msg, error), so that log pipelines written for upstream keep working.
-func (c logConfig) replaceAttr(groups []string, a slog.Attr) slog.Attr {
-	if len(groups) > 0 {
-		return a
-	}
-	switch a.Key {
-	case slog.TimeKey:
-		return slog.Attr{Key: "ts", Value: encodeTime(c.timeEncoding, a.Value.Time())}
-	case slog.LevelKey:
-		name := levelName(a.Value.Any().(slog.Level))
-		if !c.json {
-			name = strings.ToUpper(name)
-		}
-		return slog.String(slog.LevelKey, name)
-	case "err":
-		a.Key = "error"
-	}
-	return a
-}
-
-// levelName spells a level like zap: debug for verbosity 1, Level(-n) beyond.
-func levelName(l slog.Level) string {
-	switch {
-	case l >= slog.LevelError:
-		return "error"
-	case l >= slog.LevelWarn:
-		return "warn"
-	case l >= slog.LevelInfo:
-		return "info"
-	case l == -1:
-		return "debug"
-	}
-	return fmt.Sprintf("Level(%d)", int(l))
-}
-
-func encodeTime(encoding string, t time.Time) slog.Value {
-	switch encoding {
-	case "epoch":
-		return slog.Float64Value(float64(t.UnixNano()) / 1e9)
-	case "millis":
-		return slog.Float64Value(float64(t.UnixNano()) / 1e6)
-	case "nano":
-		return slog.Int64Value(t.UnixNano())
-	case "iso8601":
-		return slog.StringValue(t.Format("2006-01-02T15:04:05.000Z0700"))
-	case "rfc3339nano":
-		return slog.StringValue(t.Format(time.RFC3339Nano))
-	}
-	return slog.StringValue(t.Format(time.RFC3339))
-}
-
-// stacktraceHandler adds the caller's stack to records at or above level.
-type stacktraceHandler struct {
-	slog.Handler
-	level slog.Level
-}
-
-func (h *stacktraceHandler) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level >= h.level {
-		r = r.Clone()
-		r.AddAttrs(slog.String("stacktrace", stack()))
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h *stacktraceHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return &stacktraceHandler{Handler: h.Handler.WithAttrs(attrs), level: h.level}
-}
-
-func (h *stacktraceHandler) WithGroup(name string) slog.Handler {
-	return &stacktraceHandler{Handler: h.Handler.WithGroup(name), level: h.level}
-}
-
-// stack formats the calling goroutine's stack like zap, without the frames of the
-// logging libraries.
-func stack() string {
-	pcs := make([]uintptr, 64)
-	frames := runtime.CallersFrames(pcs[:runtime.Callers(3, pcs)])
-	var b strings.Builder
-	for {
-		f, more := frames.Next()
-		if !isLoggingFrame(f.Function) {
-			fmt.Fprintf(&b, "%s\n\t%s:%d\n", f.Function, f.File, f.Line)
-		}
-		if !more {
-			return b.String()
-		}
-	}
-}
-
-func isLoggingFrame(function string) bool {
-	for _, prefix := range []string{"log/slog.", "github.com/go-logr/", "k8s.io/klog/"} {
-		if strings.HasPrefix(function, prefix) {
-			return true
-		}
-	}
-	return strings.Contains(function, ".(*stacktraceHandler).")
-}
+func encodeTime(encoding string, t time.Time) slog.Value { return logging.EncodeTime(encoding, t) }
 
 // optionalString is a string flag that knows whether it was given.
-type optionalString struct {
-	value string
-	set   bool
-}
-
-func (s *optionalString) String() string { return s.value }
-
-func (s *optionalString) Set(v string) error {
-	s.value, s.set = v, true
-	return nil
-}
+type optionalString = logging.OptionalString

@@ -31,6 +31,7 @@ import (
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/engine/hook"
 	"github.com/metalambda/metalambda/internal/kubeclient"
+	"github.com/metalambda/metalambda/internal/logging"
 	"github.com/metalambda/metalambda/internal/version"
 )
 
@@ -91,10 +92,10 @@ func defaultOptions() *options {
 		pprofAddress:       "0",
 		apiAddress:         "0",
 		applyStrategy:      string(engine.ServerSideApply),
-		fieldManager:       optionalString{value: engine.Defaults().FieldManager},
-		ssaFieldManager:    optionalString{value: engine.Defaults().FieldManager},
+		fieldManager:       optionalString{Value: engine.Defaults().FieldManager},
+		ssaFieldManager:    optionalString{Value: engine.Defaults().FieldManager},
 		services:           map[string]string{},
-		log:                logOptions{logToStderr: true},
+		log:                logging.Defaults(),
 		engine:             engine.Defaults(),
 		leader:             defaultLeaderOptions(),
 		gcPercent:          defaultGCPercent,
@@ -146,7 +147,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 		o.hookTokenHosts = append(o.hookTokenHosts, v)
 		return nil
 	})
-	o.log.bindFlags(fs)
+	o.log.BindFlags(fs)
 	o.leader.bindFlags(fs)
 }
 
@@ -172,10 +173,11 @@ func (o *options) hookToken() error {
 }
 
 func (o *options) validate() error {
-	var err error
-	if o.logConfig, err = o.log.config(); err != nil {
+	shared, err := o.log.Config()
+	if err != nil {
 		return err
 	}
+	o.logConfig = newLogConfig(shared)
 	strategy, err := engine.ParseApplyStrategy(o.applyStrategy)
 	if err != nil {
 		return fmt.Errorf("--apply-strategy: %w", err)
@@ -231,15 +233,15 @@ func (o *options) resolveFieldManager() (string, error) {
 	fm, ssa := o.fieldManager, o.ssaFieldManager
 	name := "--field-manager"
 	switch {
-	case fm.set && ssa.set && fm.value != ssa.value:
-		return "", fmt.Errorf("--field-manager=%q and --apply-strategy-ssa-field-manager=%q disagree; give one of them", fm.value, ssa.value)
-	case ssa.set:
+	case fm.Given && ssa.Given && fm.Value != ssa.Value:
+		return "", fmt.Errorf("--field-manager=%q and --apply-strategy-ssa-field-manager=%q disagree; give one of them", fm.Value, ssa.Value)
+	case ssa.Given:
 		fm, name = ssa, "--apply-strategy-ssa-field-manager"
 	}
-	if fm.value == "" {
+	if fm.Value == "" {
 		return "", fmt.Errorf("%s must not be empty", name)
 	}
-	return fm.value, nil
+	return fm.Value, nil
 }
 
 func main() {

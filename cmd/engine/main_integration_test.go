@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/local/cluster"
@@ -36,16 +34,10 @@ func TestMain(m *testing.M) {
 
 // TestEngineServesHealthAndMetrics runs the engine's main path against the cluster.
 func TestEngineServesHealthAndMetrics(t *testing.T) {
-	all, err := crds.All()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := crds.Install(kubetest.Context(t), env.Extensions, all...); err != nil {
-		t.Fatal(err)
-	}
+	env.InstallCRDs(t)
 	o := defaultOptions()
 	o.kubeconfig = env.Cluster.KubeconfigPath
-	o.metricsAddress, o.healthProbeAddress = freeAddr(t), freeAddr(t)
+	o.metricsAddress, o.healthProbeAddress = kubetest.FreeAddr(t), kubetest.FreeAddr(t)
 	if err := o.validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -158,13 +150,7 @@ var widgetsGVR = schema.GroupVersionResource{Group: "flags.metalambda.dev", Vers
 // installCRDs installs the project's CRDs and widgets.
 func installCRDs(t *testing.T) {
 	t.Helper()
-	all, err := crds.All()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := crds.Install(kubetest.Context(t), env.Extensions, all...); err != nil {
-		t.Fatal(err)
-	}
+	env.InstallCRDs(t)
 	if _, err := env.Apply(kubetest.Context(t), []byte(widgetCRD)); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +165,7 @@ func installCRDs(t *testing.T) {
 func startEngine(t *testing.T, args ...string) (*options, func()) {
 	t.Helper()
 	o, _, err := parse(t, append([]string{"--kubeconfig", env.Cluster.KubeconfigPath,
-		"--metrics-address", freeAddr(t), "--health-probe-bind-address", freeAddr(t)}, args...)...)
+		"--metrics-address", kubetest.FreeAddr(t), "--health-probe-bind-address", kubetest.FreeAddr(t)}, args...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,7 +267,7 @@ func waitForLifecycle(t *testing.T, name string, reasons ...string) {
 // when the engine stops.
 func TestEngineWithUpstreamProductionArgs(t *testing.T) {
 	installCRDs(t)
-	o, stop := startEngine(t, "--zap-log-level=4", "--discovery-interval=20s", "--pprof-address", freeAddr(t))
+	o, stop := startEngine(t, "--zap-log-level=4", "--discovery-interval=20s", "--pprof-address", kubetest.FreeAddr(t))
 	if o.engine.DiscoveryInterval != 20*time.Second || o.logConfig.verbosity != 4 {
 		t.Fatalf("options: discovery %s, verbosity %d", o.engine.DiscoveryInterval, o.logConfig.verbosity)
 	}
@@ -350,13 +336,4 @@ func httpGet(url string) (int, string, error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body), err
-}
-
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/metalambda/metalambda/internal/kubetest"
 )
 
 // The engine binary, built once per test package into the control plane's data
@@ -67,7 +69,7 @@ func startEngineProcess(t *testing.T, name string, args ...string) *engineProces
 	t.Helper()
 	p := &engineProcess{
 		t: t, name: name, args: args,
-		metrics: freeAddr(t), health: freeAddr(t),
+		metrics: kubetest.FreeAddr(t), health: kubetest.FreeAddr(t),
 		logPath: filepath.Join(env.Cluster.DataDir, "logs", notFileName.ReplaceAllString(t.Name()+"-"+name, "_")+".log"),
 	}
 	t.Cleanup(func() {

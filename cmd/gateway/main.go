@@ -28,6 +28,7 @@ import (
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 	"github.com/metalambda/metalambda/internal/kubeclient"
+	"github.com/metalambda/metalambda/internal/logging"
 	"github.com/metalambda/metalambda/internal/version"
 )
 
@@ -46,7 +47,8 @@ type options struct {
 }
 
 func defaultOptions() *options {
-	return &options{listen: "127.0.0.1:8081", qps: 50, burst: 100, gcPercent: gateway.DefaultGCPercent, sandboxMode: string(sandbox.ModeAuto), memoryBudget: "auto"}
+	gw := gateway.Defaults()
+	return &options{listen: "127.0.0.1:8081", qps: 50, burst: 100, gcPercent: gateway.DefaultGCPercent, sandboxMode: string(gw.SandboxMode), memoryBudget: "auto", gateway: gw}
 }
 
 func (o *options) bindFlags(fs *flag.FlagSet) {
@@ -57,27 +59,27 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.hookTokenFile, "hook-token-file", o.hookTokenFile, "File holding the hook token: calls to /hooks must present it, or a Kubernetes token allowed to invoke functions in the namespace, as a bearer token; empty leaves hooks open.")
 	fs.Float64Var(&o.qps, "client-go-qps", o.qps, "Queries per second to the Kubernetes API.")
 	fs.IntVar(&o.burst, "client-go-burst", o.burst, "Burst of queries to the Kubernetes API.")
-	fs.StringVar(&o.gateway.Runtime.PythonBinary, "python", "python3", "CPython 3 interpreter for python functions.")
-	fs.Int64Var(&o.gateway.Runtime.PythonMemoryLimit, "python-memory-limit", 256<<20, "Address-space limit of each Python worker, in bytes.")
-	fs.Int64Var(&o.gateway.Runtime.ScriptMemoryLimit, "script-memory-limit", lambda.DefaultScriptMemoryLimit, "Address-space limit of each JavaScript and Jsonnet worker, in bytes (an idle worker holds about 1.3 GiB of address space; its heap gets the rest).")
-	fs.IntVar(&o.gateway.Runtime.PythonPoolSize, "python-workers", 0, "Most Python worker processes per function, started on demand (0: 2×GOMAXPROCS, between 2 and 8).")
-	fs.DurationVar(&o.gateway.Runtime.WorkerIdleTimeout, "worker-idle-timeout", lambda.DefaultWorkerIdleTimeout, "How long a worker process waits for a call before it is stopped; the next call starts a fresh one.")
+	fs.StringVar(&o.gateway.Runtime.PythonBinary, "python", o.gateway.Runtime.PythonBinary, "CPython 3 interpreter for python functions.")
+	fs.Int64Var(&o.gateway.Runtime.PythonMemoryLimit, "python-memory-limit", o.gateway.Runtime.PythonMemoryLimit, "Address-space limit of each Python worker, in bytes.")
+	fs.Int64Var(&o.gateway.Runtime.ScriptMemoryLimit, "script-memory-limit", o.gateway.Runtime.ScriptMemoryLimit, "Address-space limit of each JavaScript and Jsonnet worker, in bytes (an idle worker holds about 1.3 GiB of address space; its heap gets the rest).")
+	fs.IntVar(&o.gateway.Runtime.PythonPoolSize, "python-workers", o.gateway.Runtime.PythonPoolSize, "Most Python worker processes per function, started on demand (0: 2×GOMAXPROCS, between 2 and 8).")
+	fs.DurationVar(&o.gateway.Runtime.WorkerIdleTimeout, "worker-idle-timeout", o.gateway.Runtime.WorkerIdleTimeout, "How long a worker process waits for a call before it is stopped; the next call starts a fresh one.")
 	fs.StringVar(&o.memoryBudget, "worker-memory-budget", o.memoryBudget, "Memory of all worker processes together, as a quantity (1536Mi, 2Gi); past it the least recently used idle workers are stopped. auto: three quarters of the gateway's cgroup memory limit (its container's), none without one; 0: no budget.")
-	fs.Int64Var(&o.gateway.Runtime.WorkerCPU, "worker-cpu", lambda.DefaultWorkerCPU, "Processor time of each worker process and everything it starts, in thousandths of a core, where the gateway can give workers cgroups (as root on a host, or in a delegated cgroup).")
+	fs.Int64Var(&o.gateway.Runtime.WorkerCPU, "worker-cpu", o.gateway.Runtime.WorkerCPU, "Processor time of each worker process and everything it starts, in thousandths of a core, where the gateway can give workers cgroups (as root on a host, or in a delegated cgroup).")
 	fs.StringVar(&o.sandboxMode, "sandbox", o.sandboxMode, "How worker processes are sandboxed: namespaces (bubblewrap), landlock (Landlock, seccomp and rlimits, for containers that refuse user namespaces), or auto (namespaces where bubblewrap can build them, landlock otherwise).")
-	fs.BoolVar(&o.gateway.Runtime.InsecureNoSandbox, "insecure-no-sandbox", false, "Run Python workers as plain processes of the gateway's user and JavaScript and Jsonnet functions in the gateway's process, without a sandbox (development only).")
-	fs.BoolVar(&o.gateway.AllowFunctionNetwork, "allow-function-network", false, "Let a Function ask for the host's network (spec.network: true); without it such a Function is refused.")
-	fs.IntVar(&o.gateway.History, "history", 50, "Invocations kept per function.")
-	fs.IntVar(&o.gateway.MaxConcurrentCalls, "max-concurrent-calls", 64, "Calls of one function that run at once; more answer 429 with Retry-After.")
-	fs.IntVar(&o.gateway.MaxFunctionsPerNamespace, "max-functions-per-namespace", 100, "Functions of one namespace the gateway serves: the API refuses more (403), and a Function applied past it is not loaded (Ready False, TooManyFunctions).")
-	fs.IntVar(&o.gateway.MaxCallsPerNamespace, "max-calls-per-namespace", 256, "Calls of one namespace's functions that run at once, over all of them; more answer 429 with Retry-After.")
-	fs.DurationVar(&o.gateway.EnvSourceTTL, "env-source-ttl", 10*time.Second, "How long a Secret or ConfigMap read for a Function's env (spec.envFrom, spec.envValueFrom) is reused; a changed value reaches calls within it.")
-	fs.IntVar(&o.gateway.AuthCacheSize, "auth-cache-size", 4096, "Entries of each authentication cache (tokens, decisions, clients with failed authentications).")
-	fs.IntVar(&o.gateway.FailedAuthBurst, "failed-auth-burst", 20, "Failed authentications allowed per client address before 429, refilled at --failed-auth-rate.")
-	fs.Float64Var(&o.gateway.FailedAuthRate, "failed-auth-rate", 1, "Failed authentications allowed per client address per second after the burst.")
-	fs.StringVar(&o.gateway.EngineURL, "engine-url", "", "Base URL of the engine's API (its --api-address), which the dashboard at /ui/ reads controllers, parents and hook calls from; empty leaves those out.")
-	fs.BoolVar(&o.gateway.Dashboard.SecureCookies, "secure-cookies", false, "Mark the dashboard's session cookies Secure on plain-HTTP requests too, for a gateway behind a TLS-terminating proxy or ingress (requests over TLS always get them Secure).")
-	fs.StringVar(&o.gateway.IngressAddress, "ingress-address", "", "host:port of the ingress that serves PythonLambdas' hosts, through which the dashboard's \"try it\" calls them; empty turns \"try it\" off.")
+	fs.BoolVar(&o.gateway.Runtime.InsecureNoSandbox, "insecure-no-sandbox", o.gateway.Runtime.InsecureNoSandbox, "Run Python workers as plain processes of the gateway's user and JavaScript and Jsonnet functions in the gateway's process, without a sandbox (development only).")
+	fs.BoolVar(&o.gateway.AllowFunctionNetwork, "allow-function-network", o.gateway.AllowFunctionNetwork, "Let a Function ask for the host's network (spec.network: true); without it such a Function is refused.")
+	fs.IntVar(&o.gateway.History, "history", o.gateway.History, "Invocations kept per function.")
+	fs.IntVar(&o.gateway.MaxConcurrentCalls, "max-concurrent-calls", o.gateway.MaxConcurrentCalls, "Calls of one function that run at once; more answer 429 with Retry-After.")
+	fs.IntVar(&o.gateway.MaxFunctionsPerNamespace, "max-functions-per-namespace", o.gateway.MaxFunctionsPerNamespace, "Functions of one namespace the gateway serves: the API refuses more (403), and a Function applied past it is not loaded (Ready False, TooManyFunctions).")
+	fs.IntVar(&o.gateway.MaxCallsPerNamespace, "max-calls-per-namespace", o.gateway.MaxCallsPerNamespace, "Calls of one namespace's functions that run at once, over all of them; more answer 429 with Retry-After.")
+	fs.DurationVar(&o.gateway.EnvSourceTTL, "env-source-ttl", o.gateway.EnvSourceTTL, "How long a Secret or ConfigMap read for a Function's env (spec.envFrom, spec.envValueFrom) is reused; a changed value reaches calls within it.")
+	fs.IntVar(&o.gateway.AuthCacheSize, "auth-cache-size", o.gateway.AuthCacheSize, "Entries of each authentication cache (tokens, decisions, clients with failed authentications).")
+	fs.IntVar(&o.gateway.FailedAuthBurst, "failed-auth-burst", o.gateway.FailedAuthBurst, "Failed authentications allowed per client address before 429, refilled at --failed-auth-rate.")
+	fs.Float64Var(&o.gateway.FailedAuthRate, "failed-auth-rate", o.gateway.FailedAuthRate, "Failed authentications allowed per client address per second after the burst.")
+	fs.StringVar(&o.gateway.EngineURL, "engine-url", o.gateway.EngineURL, "Base URL of the engine's API (its --api-address), which the dashboard at /ui/ reads controllers, parents and hook calls from; empty leaves those out.")
+	fs.BoolVar(&o.gateway.Dashboard.SecureCookies, "secure-cookies", o.gateway.Dashboard.SecureCookies, "Mark the dashboard's session cookies Secure on plain-HTTP requests too, for a gateway behind a TLS-terminating proxy or ingress (requests over TLS always get them Secure).")
+	fs.StringVar(&o.gateway.IngressAddress, "ingress-address", o.gateway.IngressAddress, "host:port of the ingress that serves PythonLambdas' hosts, through which the dashboard's \"try it\" calls them; empty turns \"try it\" off.")
 	fs.Func("egress-deny", "Comma-separated host:port destinations the dashboard's \"try it\" never connects to (e.g. etcd's client port), besides loopback, link-local, unspecified and multicast addresses, the Kubernetes API server, the engine's API and the gateway's own addresses; a host left empty or 0.0.0.0 means every address on the port. May be repeated.", func(v string) error {
 		for item := range strings.SplitSeq(v, ",") {
 			if item = strings.TrimSpace(item); item != "" {
@@ -90,9 +92,11 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 }
 
 func (o *options) validate() error {
-	if _, err := sandbox.ParseMode(o.sandboxMode); err != nil {
+	mode, err := sandbox.ParseMode(o.sandboxMode)
+	if err != nil {
 		return fmt.Errorf("--sandbox: %w", err)
 	}
+	o.gateway.SandboxMode = mode
 	if _, _, err := net.SplitHostPort(o.listen); err != nil {
 		return fmt.Errorf("--listen %q: %w", o.listen, err)
 	}
@@ -136,7 +140,10 @@ func (o *options) validate() error {
 }
 
 func main() {
-	klog.InitFlags(nil)
+	// A sandbox starts this executable again as its launcher or a script worker.
+	lambda.ServeWorker()
+	logOpts := logging.Defaults()
+	logOpts.BindFlags(flag.CommandLine)
 	opts := defaultOptions()
 	opts.bindFlags(flag.CommandLine)
 	showVersion := flag.Bool("version", false, "Print the version and exit.")
@@ -145,10 +152,15 @@ func main() {
 		fmt.Println("gateway", version.Get())
 		return
 	}
-	if err := opts.validate(); err != nil {
+	logConfig, err := logOpts.Config()
+	if err == nil {
+		err = opts.validate()
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "gateway:", err)
 		os.Exit(2)
 	}
+	logConfig.Install(os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, opts, nil); err != nil {
@@ -176,7 +188,7 @@ func buildSandbox(rt *lambda.Options, mode sandbox.Mode) error {
 // run serves until ctx ends. ready, when not nil, receives the listening address.
 func run(ctx context.Context, o *options, ready chan<- string) error {
 	o.gateway.Runtime.Builtins = functions.Builtins()
-	if err := buildSandbox(&o.gateway.Runtime, sandbox.Mode(o.sandboxMode)); err != nil {
+	if err := buildSandbox(&o.gateway.Runtime, o.gateway.SandboxMode); err != nil {
 		return err
 	}
 	cfg, err := kubeclient.Config(o.kubeconfig, o.qps, o.burst)

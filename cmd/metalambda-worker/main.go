@@ -6,19 +6,20 @@
 // whose initialization the Go runtime runs before any of it: started from this
 // executable a worker answers its first call about 15 ms sooner.
 //
-// Both roles are taken by the linked packages' init functions, which read the
-// first argument (sandbox.LauncherMarker, runtime.ScriptWorkerMarker); main runs
-// only when it is started by hand.
+// main hands the process to lambda.ServeWorker, which takes either role from the
+// first argument (sandbox.LauncherMarker, lambda.ScriptWorkerMarker); it returns
+// only when the program is started by hand.
 package main
 
 import (
 	"fmt"
 	"os"
 
-	_ "github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 )
 
 func main() {
+	lambda.ServeWorker()
 	fmt.Fprintln(os.Stderr, "metalambda-worker: the gateway starts this program for its sandboxed workers, with arguments and descriptors of its own; it does nothing when started by hand")
 	os.Exit(2)
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"io"
 	"maps"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,8 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -26,47 +23,29 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
-	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/gateway"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/gateway/starter"
 	"github.com/metalambda/metalambda/internal/kubetest"
+	"github.com/metalambda/metalambda/internal/kubetest/start"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/platform"
 )
 
 var env *kubetest.Env
 
-func TestMain(m *testing.M) { kubetest.Main(m, &env, cluster.Options{}) }
+func TestMain(m *testing.M) {
+	lambda.ServeWorker() // the gateway's sandbox starts this binary as its launcher and workers
+	kubetest.Main(m, &env, cluster.Options{})
+}
 
 var installOnce sync.Once
 
 // startGateway runs a gateway on the test's control plane and returns its URL.
 func startGateway(t *testing.T) string {
 	t.Helper()
-	installOnce.Do(func() {
-		all, err := crds.All()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := crds.Install(kubetest.Context(t), env.Extensions, all...); err != nil {
-			t.Fatal(err)
-		}
-	})
-	srv := httptest.NewUnstartedServer(nil)
-	url := "http://" + srv.Listener.Addr().String()
-	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(env.Config, gateway.Options{PublicURL: url}, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Config.Handler = gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv.Start()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); gw.Run(ctx) }()
-	t.Cleanup(func() { srv.Close(); cancel(); <-done })
-	kubetest.Eventually(t, 30*time.Second, "the gateway is ready", func(context.Context) (bool, error) { return gw.Ready(), nil })
-	return url
+	installOnce.Do(func() { env.InstallCRDs(t) })
+	return start.StartGateway(t, env.Config, gateway.Defaults()).URL
 }
 
 // writeKubeconfig writes a kubeconfig for the test's API server with user and the

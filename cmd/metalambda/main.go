@@ -18,23 +18,30 @@ import (
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 
+	"github.com/metalambda/metalambda/functions"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/node"
 	"github.com/metalambda/metalambda/internal/local/platform"
+	"github.com/metalambda/metalambda/internal/logging"
 )
 
 func main() {
+	// A sandbox starts this executable again as its launcher or a script worker.
+	lambda.ServeWorker()
 	os.Exit(execute(os.Args[1:], streams{in: os.Stdin, out: os.Stdout, err: os.Stderr}))
 }
 
 func up(args []string) error {
 	fs := flag.NewFlagSet("up", flag.ExitOnError)
-	var o platform.Options
-	fs.StringVar(&o.DataDir, "data-dir", ".metalambda", "where the cluster's state, the kubeconfig and logs live")
-	fs.StringVar(&o.IngressAddress, "ingress", "127.0.0.1:8080", "address of the local ingress")
-	fs.StringVar(&o.GatewayAddress, "gateway", "127.0.0.1:8081", "address of the gateway API and hooks")
+	o := platform.Defaults()
+	o.Builtins = functions.Builtins()
+	fs.StringVar(&o.DataDir, "data-dir", o.DataDir, "where the cluster's state, the kubeconfig and logs live")
+	fs.StringVar(&o.IngressAddress, "ingress", o.IngressAddress, "address of the local ingress")
+	fs.StringVar(&o.GatewayAddress, "gateway", o.GatewayAddress, "address of the gateway API and hooks")
+	// The command keeps the engine's API at the fixed port it always had; the
+	// platform's own default is a free port.
 	fs.StringVar(&o.EngineAPIAddress, "engine-api", "127.0.0.1:8082", "loopback address of the engine's API of recent hook calls, which the gateway's dashboard reads")
 	withNode := fs.Bool("node", os.Geteuid() == 0, "run the local node, so pods run as processes (needs root and the CNI plugins)")
 	var nodeOpts node.Options
@@ -44,9 +51,13 @@ func up(args []string) error {
 	inCluster := fs.Bool("in-cluster", false, "run the engine and the gateway as pods installed from the Helm chart (the node runs bin/engine and bin/gateway for their images), instead of in this process")
 	chart := fs.String("chart", "deploy/helm/metalambda", "the Helm chart `directory` --in-cluster installs")
 	purge := fs.Bool("purge", false, "start from an empty data directory")
-	klog.InitFlags(fs)
-	_ = fs.Set("logtostderr", "false")
+	logOpts := logging.Defaults()
+	logOpts.BindFlags(fs)
 	_ = fs.Parse(args)
+	logConfig, err := logOpts.Config()
+	if err != nil {
+		return err
+	}
 	if pid, running := runningPID(o.DataDir); running {
 		return fmt.Errorf("a platform already runs from %s (pid %d): `metalambda down` stops it", o.DataDir, pid)
 	}
@@ -84,7 +95,7 @@ func up(args []string) error {
 		return err
 	}
 	defer os.Remove(platform.PIDFile(o.DataDir))
-	if err := redirectLogs(o.DataDir); err != nil {
+	if err := redirectLogs(o.DataDir, logConfig); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -134,13 +145,14 @@ func kubeBinaries() (string, error) {
 }
 
 // redirectLogs sends the platform's own logs to a file, so the terminal shows the
-// status table.
-func redirectLogs(dataDir string) error {
+// status table. The records are those of the engine and the gateway run alone
+// (package logging), as configured by the same flags.
+func redirectLogs(dataDir string, c logging.Config) error {
 	f, err := os.OpenFile(dataDir+"/metalambda.log", os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return err
 	}
-	klog.SetOutput(f)
+	c.Install(f)
 	return nil
 }
 

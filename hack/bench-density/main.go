@@ -57,6 +57,8 @@ const namespace = "density"
 var namespacesGVR = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
 
 func main() {
+	// A sandbox starts this executable again as its launcher or a script worker.
+	lambda.ServeWorker()
 	n := flag.Int("n", 1000, "Functions to register, a third of each runtime")
 	idleTimeout := flag.Duration("idle-timeout", 2*time.Minute, "the gateway's --worker-idle-timeout: longer than the cold pass takes, so that the warm pass finds the workers it started")
 	budget := flag.String("budget", "2Gi", "the gateway's --worker-memory-budget (0: none)")
@@ -89,7 +91,10 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 		return err
 	}
 	defer cluster.Stop()
-	opts := lambda.Options{WorkerIdleTimeout: idleTimeout, MemoryBudget: lambda.NewMemoryBudget(budget)}
+	gwOpts := gateway.Defaults()
+	gwOpts.MaxFunctionsPerNamespace = n
+	opts := &gwOpts.Runtime
+	opts.WorkerIdleTimeout, opts.MemoryBudget = idleTimeout, lambda.NewMemoryBudget(budget)
 	launcher := "the benchmark's own executable"
 	if _, err := os.Stat(worker); err == nil {
 		sb, err := sandbox.New(sandbox.Options{Launcher: worker})
@@ -99,7 +104,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 		defer sb.Close()
 		opts.Sandbox, launcher = sb, worker
 	}
-	base, gw, stop, err := benchkit.StartGateway(cluster, gateway.Options{Runtime: opts, MaxFunctionsPerNamespace: n})
+	base, gw, stop, err := benchkit.StartGateway(cluster, gwOpts)
 	if err != nil {
 		return err
 	}

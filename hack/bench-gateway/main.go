@@ -103,6 +103,8 @@ HTTPServer(("127.0.0.1", int(sys.argv[1])), Controller).serve_forever()
 var request = []byte(`{"controller":{},"parent":{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"bench","namespace":"default"},"spec":{}},"children":{"ConfigMap.v1":{}},"related":{},"finalizing":false}`)
 
 func main() {
+	// A sandbox starts this executable again as its launcher or a script worker.
+	lambda.ServeWorker()
 	duration := flag.Duration("duration", 5*time.Second, "load per target")
 	clients := flag.Int("clients", 16, "concurrent clients")
 	loader := flag.String("loader", "auto", "load generator: go (in process), wrk, or auto (wrk when installed)")
@@ -171,7 +173,9 @@ func run(duration time.Duration, clients int, loader string) error {
 		return err
 	}
 	defer cluster.Stop()
-	base, _, stop, err := benchkit.StartGateway(cluster, gateway.Options{Runtime: lambda.Options{PythonPoolSize: pythonWorkers, Builtins: lambda.Builtins{"echo": echo}}})
+	opts := gateway.Defaults()
+	opts.Runtime.PythonPoolSize, opts.Runtime.Builtins = pythonWorkers, lambda.Builtins{"echo": echo}
+	base, _, stop, err := benchkit.StartGateway(cluster, opts)
 	if err != nil {
 		return err
 	}

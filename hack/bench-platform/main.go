@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/metalambda/metalambda/functions"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/node"
 	"github.com/metalambda/metalambda/internal/local/platform"
@@ -35,6 +37,8 @@ import (
 const want = "Hello Martin! Your name in reverse is nitraM"
 
 func main() {
+	// A sandbox starts this executable again as its launcher or a script worker.
+	lambda.ServeWorker()
 	runs := flag.Int("runs", 5, "how many times to apply and delete the sample")
 	coldRuns := flag.Int("cold-runs", 10, "how many cold starts of a PythonLambda scaled to zero to measure (0: none)")
 	flag.Parse()
@@ -51,12 +55,11 @@ func run(runs, coldRuns int) error {
 	}
 	defer os.RemoveAll(dir)
 	ingress, gateway := freeAddr(), freeAddr()
-	opts := platform.Options{
-		DataDir: filepath.Join(dir, "data"), BinDir: os.Getenv(cluster.BinDirEnv),
-		IngressAddress: ingress, GatewayAddress: gateway,
-		Node: func(kube kubernetes.Interface, d string) (platform.NodeRunner, error) {
-			return node.New(kube, node.Options{Bridge: "mlbench0", PodCIDR: "10.244.216.0/24", StateDir: filepath.Join(d, "node")})
-		},
+	opts := platform.Defaults()
+	opts.DataDir, opts.BinDir, opts.Builtins = filepath.Join(dir, "data"), os.Getenv(cluster.BinDirEnv), functions.Builtins()
+	opts.IngressAddress, opts.GatewayAddress = ingress, gateway
+	opts.Node = func(kube kubernetes.Interface, d string) (platform.NodeRunner, error) {
+		return node.New(kube, node.Options{Bridge: "mlbench0", PodCIDR: "10.244.216.0/24", StateDir: filepath.Join(d, "node")})
 	}
 	ctx := context.Background()
 	p, err := platform.Start(ctx, opts, io.Discard)

@@ -23,7 +23,6 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/manifest"
 )
@@ -208,19 +207,12 @@ func TestFailedAuthenticationsAreHeldBack(t *testing.T) {
 // startGatewayWith runs a gateway for one test as the account cfg names.
 func startGatewayWith(t *testing.T, cfg *rest.Config, tweak ...func(*Options)) *testGateway {
 	t.Helper()
-	installOnce.Do(func() {
-		all, err := crds.All()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := crds.Install(kubetest.Context(t), env.Extensions, all...); err != nil {
-			t.Fatal(err)
-		}
-	})
+	installOnce.Do(func() { env.InstallCRDs(t) })
 	srv := httptest.NewUnstartedServer(nil)
 	url := "http://" + srv.Listener.Addr().String()
 	reg := prometheus.NewRegistry()
-	opts := Options{PublicURL: url, MaxBodyBytes: 1 << 20}
+	opts := Defaults()
+	opts.PublicURL, opts.MaxBodyBytes = url, 1<<20
 	for _, f := range tweak {
 		f(&opts)
 	}

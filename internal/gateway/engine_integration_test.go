@@ -14,13 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/kubetest"
 )
@@ -42,24 +40,7 @@ func convergeThroughGateway(t *testing.T, hookToken string) {
 	g := startGateway(t, func(o *Options) { o.HookToken = hookToken })
 	ns := env.Namespace(t)
 	ctx := kubetest.Context(t)
-	preserve := true
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "greetings.gateway.test.metalambda.dev"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "gateway.test.metalambda.dev", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "greetings", Kind: "Greeting", ListKind: "GreetingList", Singular: "greeting"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name: "v1", Served: true, Storage: true,
-				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{
-					"spec": {Type: "object", XPreserveUnknownFields: &preserve}, "status": {Type: "object", XPreserveUnknownFields: &preserve},
-				}}},
-			}},
-		},
-	}
-	if err := crds.Install(ctx, env.Extensions, crd); err != nil {
-		t.Fatal(err)
-	}
+	env.InstallCRDs(t, kubetest.SchemalessCRD("gateway.test.metalambda.dev", "Greeting", "greetings", "greeting"))
 
 	source := `function sync(request) {
   var p = request.parent;
@@ -150,7 +131,9 @@ func TestHookToken(t *testing.T) {
 	// A second gateway on the same cluster with a hook token serves the same function.
 	srv := httptest.NewUnstartedServer(nil)
 	reg := prometheus.NewRegistry()
-	gw, err := New(env.Config, Options{PublicURL: "http://" + srv.Listener.Addr().String(), HookToken: "s3cret"}, reg)
+	opts := Defaults()
+	opts.PublicURL, opts.HookToken = "http://"+srv.Listener.Addr().String(), "s3cret"
+	gw, err := New(env.Config, opts, reg)
 	if err != nil {
 		t.Fatal(err)
 	}

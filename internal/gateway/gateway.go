@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"runtime/debug"
@@ -19,6 +20,7 @@ import (
 	"github.com/metalambda/metalambda/internal/gateway/dashboard"
 	"github.com/metalambda/metalambda/internal/gateway/egress"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
@@ -74,8 +76,11 @@ type Options struct {
 	// AllowFunctionNetwork lets a Function ask for the host's network
 	// (spec.network); without it such a Function is refused. Default false.
 	AllowFunctionNetwork bool
-	// Runtime configures the runtimes.
+	// Runtime configures the runtimes. When its Sandbox is nil and
+	// InsecureNoSandbox is false, New builds one of SandboxMode.
 	Runtime lambda.Options
+	// SandboxMode is the sandbox New builds for the runtimes (default auto).
+	SandboxMode sandbox.Mode
 	// IngressAddress (host:port) is where the ingress router serves; the dashboard's
 	// "try it" of PythonLambdas calls through it. Empty turns "try it" off.
 	IngressAddress string
@@ -93,44 +98,80 @@ type Options struct {
 	EngineURL string
 }
 
-func (o *Options) setDefaults() {
-	if o.MaxBodyBytes <= 0 {
-		o.MaxBodyBytes = 4 << 20
+// Defaults are the options of a gateway without flags; cmd/gateway's flag
+// defaults are these, and every other gateway (the local platform, the benchmarks,
+// the tests) starts from them too. New takes no zero value for a default.
+func Defaults() Options {
+	return Options{
+		MaxBodyBytes:             4 << 20,
+		BodyReadTimeout:          30 * time.Second,
+		History:                  50,
+		AuthCacheTTL:             10 * time.Second,
+		AuthNegativeTTL:          2 * time.Second,
+		AuthCacheSize:            4096,
+		FailedAuthBurst:          20,
+		FailedAuthRate:           1,
+		MaxConcurrentCalls:       64,
+		MaxFunctionsPerNamespace: 100,
+		MaxCallsPerNamespace:     256,
+		MaxConcurrentReplays:     4,
+		EnvSourceTTL:             10 * time.Second,
+		SandboxMode:              sandbox.ModeAuto,
+		Runtime:                  lambda.Defaults(),
 	}
-	if o.BodyReadTimeout <= 0 {
-		o.BodyReadTimeout = 30 * time.Second
-	}
-	if o.History <= 0 {
-		o.History = 50
-	}
-	// The TTLs and the failure limit of authentication are httpapi.AuthOptions'
-	// defaults; the cache size bounds the env source cache too.
-	if o.AuthCacheSize <= 0 {
-		o.AuthCacheSize = 4096
-	}
-	if o.MaxConcurrentCalls <= 0 {
-		o.MaxConcurrentCalls = 64
-	}
-	if o.MaxFunctionsPerNamespace <= 0 {
-		o.MaxFunctionsPerNamespace = 100
-	}
-	if o.MaxCallsPerNamespace <= 0 {
-		o.MaxCallsPerNamespace = 256
-	}
-	if o.MaxConcurrentReplays <= 0 {
-		o.MaxConcurrentReplays = 4
-	}
-	if o.EnvSourceTTL <= 0 {
-		o.EnvSourceTTL = 10 * time.Second
-	}
-	o.PublicURL = strings.TrimRight(o.PublicURL, "/")
 }
+
+// normalize writes PublicURL without a trailing slash, as status.url appends to it.
+func (o *Options) normalize() { o.PublicURL = strings.TrimRight(o.PublicURL, "/") }
 
 // Validate reports the first invalid option.
 func (o *Options) Validate() error {
 	if o.PublicURL == "" || !(strings.HasPrefix(o.PublicURL, "http://") || strings.HasPrefix(o.PublicURL, "https://")) {
 		return errors.New("public URL must be an http:// or https:// URL (the address engines call hooks at)")
 	}
+	return o.validateBounds()
+}
+
+// validateBounds refuses a bound that is not positive: options that did not start
+// from Defaults, which New no longer fills in behind the caller's back.
+func (o *Options) validateBounds() error {
+	for _, b := range []struct {
+		name     string
+		positive bool
+	}{
+		{"MaxBodyBytes", o.MaxBodyBytes > 0},
+		{"BodyReadTimeout", o.BodyReadTimeout > 0},
+		{"History", o.History > 0},
+		{"AuthCacheTTL", o.AuthCacheTTL > 0},
+		{"AuthNegativeTTL", o.AuthNegativeTTL > 0},
+		{"AuthCacheSize", o.AuthCacheSize > 0},
+		{"FailedAuthBurst", o.FailedAuthBurst > 0},
+		{"FailedAuthRate", o.FailedAuthRate > 0},
+		{"MaxConcurrentCalls", o.MaxConcurrentCalls > 0},
+		{"MaxFunctionsPerNamespace", o.MaxFunctionsPerNamespace > 0},
+		{"MaxCallsPerNamespace", o.MaxCallsPerNamespace > 0},
+		{"MaxConcurrentReplays", o.MaxConcurrentReplays > 0},
+		{"EnvSourceTTL", o.EnvSourceTTL > 0},
+	} {
+		if !b.positive {
+			return fmt.Errorf("gateway option %s must be positive (start the options from gateway.Defaults())", b.name)
+		}
+	}
+	return nil
+}
+
+// chooseSandbox gives the runtimes the sandbox of SandboxMode unless they have one
+// or run without: built and probed here, so that a host without bubblewrap or
+// Landlock is told at the gateway's start, not at the first Function's compile.
+func (o *Options) chooseSandbox() error {
+	if o.Runtime.Sandbox != nil || o.Runtime.InsecureNoSandbox {
+		return nil
+	}
+	sb, err := sandbox.New(sandbox.Options{Mode: o.SandboxMode})
+	if err != nil {
+		return fmt.Errorf("cannot sandbox user code (Runtime.InsecureNoSandbox runs without a sandbox, for development only): %w", err)
+	}
+	o.Runtime.Sandbox = sb
 	return nil
 }
 
@@ -161,8 +202,11 @@ type Gateway struct {
 
 // New builds a gateway for the cluster cfg reaches.
 func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, error) {
-	opts.setDefaults()
+	opts.normalize()
 	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if err := opts.chooseSandbox(); err != nil {
 		return nil, err
 	}
 	// Management requests write Functions as their caller; see callerHTTPClient.

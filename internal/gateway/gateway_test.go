@@ -72,8 +72,9 @@ func TestOptionsValidate(t *testing.T) {
 			t.Errorf("public URL %q accepted", url)
 		}
 	}
-	o := Options{PublicURL: "http://127.0.0.1:8081/"}
-	o.setDefaults()
+	o := Defaults()
+	o.PublicURL = "http://127.0.0.1:8081/"
+	o.normalize()
 	if err := o.Validate(); err != nil || o.PublicURL != "http://127.0.0.1:8081" {
 		t.Errorf("valid URL: %v, %q", err, o.PublicURL)
 	}

@@ -22,13 +22,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
 var env *kubetest.Env
 
-func TestMain(m *testing.M) { kubetest.Main(m, &env, cluster.Options{}) }
+func TestMain(m *testing.M) {
+	lambda.ServeWorker() // the gateways' sandboxes start this binary as their launcher and workers
+	kubetest.Main(m, &env, cluster.Options{})
+}
 
 var installOnce sync.Once
 

@@ -1,6 +1,8 @@
 // Package kubetest is the integration-test harness: one real control plane per test
-// package (started from TestMain), a fresh namespace per test, and waits with a
-// deadline and a readable failure message.
+// package (started from TestMain), a fresh namespace per test, waits with a
+// deadline and a readable failure message, the project's CRDs installed
+// (Env.InstallCRDs) and free loopback ports (FreeAddr). Package kubetest/start
+// runs a gateway or an engine against the control plane.
 //
 //	var env *kubetest.Env
 //

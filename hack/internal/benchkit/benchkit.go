@@ -8,18 +8,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"net/http/httptest"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 
 	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/gateway"
 	"github.com/metalambda/metalambda/internal/httpapi"
+	"github.com/metalambda/metalambda/internal/kubetest/start"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
@@ -45,25 +42,14 @@ func StartControlPlane(ctx context.Context) (*cluster.Cluster, error) {
 }
 
 // StartGateway serves a gateway of opts on cluster at a loopback address (its
-// PublicURL is set to it) until stop is called.
+// PublicURL is set to it) until stop is called, as the tests start theirs
+// (package kubetest/start).
 func StartGateway(cluster *cluster.Cluster, opts gateway.Options) (base string, gw *gateway.Gateway, stop func(), err error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	g, err := start.ServeGateway(cluster.Config, opts)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	base = "http://" + l.Addr().String()
-	opts.PublicURL = base
-	reg := prometheus.NewRegistry()
-	if gw, err = gateway.New(cluster.Config, opts, reg); err != nil {
-		l.Close()
-		return "", nil, nil, err
-	}
-	srv := &httptest.Server{Listener: l, Config: &http.Server{Handler: gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))}}
-	srv.Start()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); gw.Run(ctx) }()
-	return base, gw, func() { srv.Close(); cancel(); <-done }, nil
+	return g.URL, g.Gateway, g.Stop, nil
 }
 
 var client = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}, Timeout: 30 * time.Second}

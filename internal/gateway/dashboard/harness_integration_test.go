@@ -15,7 +15,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -32,6 +31,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/metalambda/metalambda/functions"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/node"
 	"github.com/metalambda/metalambda/internal/local/platform"
@@ -66,6 +68,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	lambda.ServeWorker() // the platform's sandboxes start this binary as their launcher and workers
 	flag.Parse()
 	code := m.Run()
 	if shared != nil {
@@ -93,12 +96,11 @@ func startPlatform() (*env, error) {
 		return nil, err
 	}
 	sharedDir = dir
-	opts := platform.Options{
-		DataDir: filepath.Join(dir, "data"), BinDir: os.Getenv(cluster.BinDirEnv),
-		IngressAddress: freeAddr(), GatewayAddress: freeAddr(),
-		Node: func(kube kubernetes.Interface, dataDir string) (platform.NodeRunner, error) {
-			return node.New(kube, node.Options{Bridge: testBridge, PodCIDR: testCIDR, StateDir: filepath.Join(dataDir, "node")})
-		},
+	opts := platform.Defaults()
+	opts.DataDir, opts.BinDir, opts.Builtins = filepath.Join(dir, "data"), os.Getenv(cluster.BinDirEnv), functions.Builtins()
+	opts.IngressAddress, opts.GatewayAddress = kubetest.FreeAddr(nil), kubetest.FreeAddr(nil)
+	opts.Node = func(kube kubernetes.Interface, dataDir string) (platform.NodeRunner, error) {
+		return node.New(kube, node.Options{Bridge: testBridge, PodCIDR: testCIDR, StateDir: filepath.Join(dataDir, "node")})
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -115,15 +117,6 @@ func startPlatform() (*env, error) {
 	e.Dynamic = dynamic.NewForConfigOrDie(e.Config)
 	e.Applier, err = manifest.NewApplier(e.Config, "dashboard-test")
 	return e, err
-}
-
-func freeAddr() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
 
 // adminToken is a token of the platform's dashboard admin (cluster-admin), the one

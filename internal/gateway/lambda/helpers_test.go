@@ -17,6 +17,7 @@ import (
 
 // TestMain fails the run if a worker of this process outlives the tests.
 func TestMain(m *testing.M) {
+	ServeWorker() // the tests' sandboxes start this binary as their launcher and workers
 	code := m.Run()
 	if left := workerProcesses(""); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "python workers left behind: %v\n", left)

@@ -49,6 +49,7 @@ type Options struct {
 	Builtins Builtins
 	// Sandbox starts the worker processes; nil means one built by sandbox.New with
 	// its defaults at a runtime's first Compile, whose failure fails the Compile.
+	// A gateway never leaves it nil: gateway.New chooses and probes it at start.
 	Sandbox *sandbox.Sandbox
 	// InsecureNoSandbox runs Python workers as plain processes of the gateway's
 	// user, with its view of the file system and network, and JavaScript and
@@ -67,6 +68,21 @@ type Options struct {
 	// MemoryBudget, when set, bounds the memory of the workers of every runtime
 	// made with it (one per gateway; nil: none).
 	MemoryBudget *MemoryBudget
+}
+
+// Defaults are the runtimes' options without flags, which cmd/gateway's flags
+// start from. The pool sizes stay 0, which means sized by GOMAXPROCS, and no
+// sandbox is chosen: the gateway chooses and checks it at its start.
+func Defaults() Options {
+	return Options{
+		PythonBinary:      DefaultPythonBinary,
+		PythonMemoryLimit: DefaultPythonMemoryLimit,
+		ScriptMemoryLimit: DefaultScriptMemoryLimit,
+		DefaultTimeout:    DefaultTimeout,
+		WorkerCPU:         DefaultWorkerCPU,
+		WorkerIdleTimeout: DefaultWorkerIdleTimeout,
+		MaxReplyBytes:     DefaultMaxReplyBytes,
+	}
 }
 
 func (o Options) withDefaults() Options {

@@ -19,7 +19,8 @@ import (
 // ScriptWorkerMarker is the first argument of a JavaScript or Jsonnet worker: the
 // executable that hosts the gateway (the gateway, the platform, a test binary),
 // started again in a sandbox, serves one function on its stdin and stdout instead
-// of running its main. Every binary that links this package can serve as a worker.
+// of running the rest of its main. Every binary whose main calls ServeWorker can
+// serve as a worker.
 const ScriptWorkerMarker = "metalambda-script-worker"
 
 // DefaultScriptMemoryLimit is the default of Options.ScriptMemoryLimit: about
@@ -31,7 +32,14 @@ const DefaultScriptMemoryLimit = 1792 << 20
 // malloc arena): measured 1.25 to 1.3 GiB on amd64.
 const goReservedAddressSpace = 1408 << 20
 
-func init() {
+// ServeWorker makes this process what a sandbox started it as, and then never
+// returns: the sandbox's launcher (sandbox.ServeLauncher) or a JavaScript or
+// Jsonnet worker (ScriptWorkerMarker). Otherwise it returns at once. Every
+// executable that hosts a gateway (cmd/gateway, cmd/metalambda, the benchmarks,
+// the test binaries of the packages that start workers) and cmd/metalambda-worker
+// call it first thing in main or TestMain.
+func ServeWorker() {
+	sandbox.ServeLauncher()
 	if len(os.Args) > 1 && os.Args[1] == ScriptWorkerMarker {
 		os.Exit(serveScriptWorker(os.Stdin, os.Stdout))
 	}
@@ -171,8 +179,9 @@ func (s *scripts) poolSize() int {
 }
 
 // workerSandbox is Options.Sandbox (or one built at the first call) and the
-// executable that workers run: the sandbox's launcher, which links this package
-// (sandbox.WorkerExecutable beside the gateway's, or the gateway's own). A
+// executable that workers run: the sandbox's launcher, whose main calls
+// ServeWorker (sandbox.WorkerExecutable beside the gateway's, or the gateway's
+// own). A
 // failure is not remembered.
 func (s *scripts) workerSandbox() (*sandbox.Sandbox, string, error) {
 	s.mu.Lock()

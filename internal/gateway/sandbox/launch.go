@@ -22,14 +22,19 @@ import (
 // a Landlock sandbox (the gateway, the platform, a test binary), started again as
 // the command's process, reads a launch from its descriptor 3, bounds itself
 // (rlimits, no_new_privs, Landlock, seccomp) and executes the command in its
-// place. Every binary that links this package can serve as the launcher.
+// place. Every binary whose main calls ServeLauncher can serve as the launcher.
 const LauncherMarker = "metalambda-sandbox-launcher"
 
 // launchFD is the descriptor a launcher reads its launch from, the first of
 // exec.Cmd.ExtraFiles.
 const launchFD = 3
 
-func init() {
+// ServeLauncher makes this process the launcher when it was started as one
+// (os.Args[1] is LauncherMarker): it never returns then. Otherwise it returns at
+// once. Every executable a sandbox may start as its launcher calls it first thing
+// in main (or TestMain), before flags or anything else that the launch must not
+// see; package lambda's ServeWorker does.
+func ServeLauncher() {
 	if len(os.Args) > 1 && os.Args[1] == LauncherMarker {
 		err := runLauncher(os.NewFile(launchFD, "launch"))
 		fmt.Fprintln(os.Stderr, "sandbox launcher:", err)

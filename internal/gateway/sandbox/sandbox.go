@@ -103,9 +103,10 @@ func ParseMode(name string) (Mode, error) {
 type Options struct {
 	// Mode is the mechanism (default ModeAuto).
 	Mode Mode
-	// Launcher is the executable that bounds each command and executes it; it
-	// must link this package (default WorkerExecutable beside the running
-	// executable, else the running executable).
+	// Launcher is the executable that bounds each command and executes it; its
+	// main must call ServeLauncher first (lambda.ServeWorker does) (default
+	// WorkerExecutable beside the running executable, else the running
+	// executable).
 	Launcher string
 	// Bwrap is the bubblewrap binary (default "bwrap", looked up in PATH).
 	Bwrap string

@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 )
@@ -47,6 +48,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	sandbox.ServeLauncher() // the node's sandboxes start this binary as their launcher
 	if err := machineReady(); err != nil {
 		fmt.Fprintf(os.Stderr, "node integration tests cannot run: %v\n", err)
 		os.Exit(1)

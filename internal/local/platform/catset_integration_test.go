@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -32,7 +31,6 @@ import (
 
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/node"
 	"github.com/metalambda/metalambda/internal/manifest"
 )
@@ -310,14 +308,11 @@ func dumpOnFailure(t *testing.T, ctx context.Context, kubeconfig string, kube ku
 func startWithNode(t *testing.T, nodeOpts node.Options) (*Platform, context.Context) {
 	t.Helper()
 	dataDir := filepath.Join(t.TempDir(), "data")
-	opts := Options{
-		DataDir: dataDir, BinDir: os.Getenv(cluster.BinDirEnv),
-		IngressAddress: freeAddr(t), GatewayAddress: freeAddr(t),
-		Node: func(kube kubernetes.Interface, dir string) (NodeRunner, error) {
-			o := nodeOpts
-			o.StateDir = filepath.Join(dir, "node")
-			return node.New(kube, o)
-		},
+	opts := testOptions(t, dataDir)
+	opts.Node = func(kube kubernetes.Interface, dir string) (NodeRunner, error) {
+		o := nodeOpts
+		o.StateDir = filepath.Join(dir, "node")
+		return node.New(kube, o)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)

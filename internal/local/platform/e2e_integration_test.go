@@ -24,7 +24,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/node"
 	"github.com/metalambda/metalambda/internal/manifest"
 )
@@ -39,14 +38,11 @@ const wantAnswer = "Hello Martin! Your name in reverse is nitraM"
 func TestEndToEnd(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	nodeOpts := node.Options{Bridge: "mle2e0", PodCIDR: "10.244.214.0/24"}
-	opts := Options{
-		DataDir: dataDir, BinDir: os.Getenv(cluster.BinDirEnv),
-		IngressAddress: freeAddr(t), GatewayAddress: freeAddr(t),
-		Node: func(kube kubernetes.Interface, dir string) (NodeRunner, error) {
-			o := nodeOpts
-			o.StateDir = filepath.Join(dir, "node")
-			return node.New(kube, o)
-		},
+	opts := testOptions(t, dataDir)
+	opts.Node = func(kube kubernetes.Interface, dir string) (NodeRunner, error) {
+		o := nodeOpts
+		o.StateDir = filepath.Join(dir, "node")
+		return node.New(kube, o)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()

@@ -22,7 +22,6 @@ import (
 
 	"github.com/metalambda/metalambda/internal/engineapi"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/node"
 	"github.com/metalambda/metalambda/internal/manifest"
 )
@@ -54,15 +53,12 @@ func TestInClusterChart(t *testing.T) {
 		}
 	}
 	nodeOpts := node.Options{Bridge: "mlchart0", PodCIDR: "10.244.225.0/24", Images: ComponentImages(binDir)}
-	opts := Options{
-		DataDir: filepath.Join(t.TempDir(), "data"), BinDir: os.Getenv(cluster.BinDirEnv),
-		IngressAddress: freeAddr(t), GatewayAddress: freeAddr(t),
-		InCluster: &InCluster{ChartDir: filepath.Join("..", "..", "..", "deploy", "helm", "metalambda"), BinDir: binDir},
-		Node: func(kube kubernetes.Interface, dir string) (NodeRunner, error) {
-			o := nodeOpts
-			o.StateDir = filepath.Join(dir, "node")
-			return node.New(kube, o)
-		},
+	opts := testOptions(t, filepath.Join(t.TempDir(), "data"))
+	opts.InCluster = &InCluster{ChartDir: filepath.Join("..", "..", "..", "deploy", "helm", "metalambda"), BinDir: binDir}
+	opts.Node = func(kube kubernetes.Interface, dir string) (NodeRunner, error) {
+		o := nodeOpts
+		o.StateDir = filepath.Join(dir, "node")
+		return node.New(kube, o)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()

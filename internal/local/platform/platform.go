@@ -25,13 +25,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/metalambda/metalambda/crds"
-	"github.com/metalambda/metalambda/functions"
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/engine/hook"
 	"github.com/metalambda/metalambda/internal/gateway"
 	"github.com/metalambda/metalambda/internal/gateway/egress"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/ingress"
 	"github.com/metalambda/metalambda/internal/local/storage"
@@ -67,6 +67,10 @@ type Options struct {
 	// Helm chart, instead of in this process; it needs Node, built with
 	// ComponentImages among its image rules.
 	InCluster *InCluster
+	// Builtins are the Go functions the in-process gateway's builtin runtime runs
+	// (the operators' hooks); the command hands them over (cmd/metalambda passes
+	// functions.Builtins()), so that this package does not pick them itself.
+	Builtins lambda.Builtins
 }
 
 // NodeRunner is a local node: it runs until ctx ends and says when it is Ready.
@@ -75,33 +79,39 @@ type NodeRunner interface {
 	Ready() bool
 }
 
-func (o *Options) setDefaults() {
-	if o.DataDir == "" {
-		o.DataDir = ".metalambda"
-	}
-	if o.IngressAddress == "" {
-		o.IngressAddress = "127.0.0.1:8080"
-	}
-	if o.GatewayAddress == "" {
-		o.GatewayAddress = "127.0.0.1:8081"
-	}
-	if o.EngineAPIAddress == "" {
-		o.EngineAPIAddress = "127.0.0.1:0"
+// Defaults are the options of `metalambda up` without flags; its flag defaults
+// are these. Start hands every field to its component as it is: an empty address
+// is refused by Check, not filled in.
+func Defaults() Options {
+	return Options{
+		DataDir:          ".metalambda",
+		IngressAddress:   "127.0.0.1:8080",
+		GatewayAddress:   "127.0.0.1:8081",
+		EngineAPIAddress: "127.0.0.1:0",
 	}
 }
 
 // Check reports what would stop the platform from starting, in words a person can act
 // on: ports taken, missing binaries, missing root or CNI plugins for the node.
 func (o *Options) Check() error {
-	o.setDefaults()
 	var errs []error
+	if o.DataDir == "" {
+		errs = append(errs, errors.New("no data directory (platform.Defaults() has one)"))
+	}
 	for _, a := range []struct{ what, addr string }{{"ingress", o.IngressAddress}, {"gateway", o.GatewayAddress}, {"engine API", o.EngineAPIAddress}} {
+		if a.addr == "" {
+			errs = append(errs, fmt.Errorf("no %s address (platform.Defaults() has one)", a.what))
+			continue
+		}
 		l, err := net.Listen("tcp", a.addr)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("the %s address %s is not free (%v): stop what uses it or pass another address", a.what, a.addr, err))
 			continue
 		}
 		l.Close()
+	}
+	if o.InCluster == nil && len(o.Builtins) == 0 {
+		errs = append(errs, errors.New("no builtin functions for the gateway: the command hands them over (functions.Builtins())"))
 	}
 	if o.BinDir == "" {
 		errs = append(errs, errors.New("no control-plane binaries: run `make kube` (it prints their directory)"))
@@ -134,6 +144,8 @@ type Platform struct {
 	engineURL  string
 	// gatewayURL is where the gateway's API answers.
 	gatewayURL string
+	// sandbox is the in-process gateway's, chosen at Start.
+	sandbox *sandbox.Sandbox
 	// ready reports whether the in-process engine and gateway are ready.
 	ready func() bool
 }
@@ -149,11 +161,30 @@ func Start(ctx context.Context, opts Options, log io.Writer) (*Platform, error) 
 		return nil, err
 	}
 	p := &Platform{opts: opts}
+	if err := p.chooseSandbox(); err != nil {
+		return nil, err
+	}
 	if err := p.start(ctx, log); err != nil {
 		p.Stop()
 		return nil, err
 	}
 	return p, nil
+}
+
+// chooseSandbox builds and probes the in-process gateway's sandbox before anything
+// starts, so that a host without bubblewrap or Landlock is told at once, not after
+// the control plane is up. It is closed last, once the gateway has stopped.
+func (p *Platform) chooseSandbox() error {
+	if p.opts.InCluster != nil {
+		return nil // the gateway's pod sandboxes its own workers
+	}
+	sb, err := sandbox.New(sandbox.Options{Mode: gateway.Defaults().SandboxMode})
+	if err != nil {
+		return fmt.Errorf("the gateway cannot sandbox functions on this host: %w", err)
+	}
+	p.sandbox = sb
+	p.stops = append(p.stops, sb.Close)
+	return nil
 }
 
 func (p *Platform) start(ctx context.Context, log io.Writer) error {
@@ -300,8 +331,10 @@ func (p *Platform) startEngineAndGateway(kube kubernetes.Interface) error {
 	}
 	p.engineURL = "http://" + engineAPI.Addr().String()
 	reg := prometheus.NewRegistry()
-	gw, err := gateway.New(cfg, gateway.Options{PublicURL: gatewayURL, HookToken: token, EngineURL: p.engineURL, IngressAddress: p.opts.IngressAddress,
-		EgressDeny: egressDeny(p.cluster.Addresses()), Runtime: lambda.Options{Builtins: functions.Builtins()}}, reg)
+	opts := gateway.Defaults()
+	opts.PublicURL, opts.HookToken, opts.EngineURL, opts.IngressAddress = gatewayURL, token, p.engineURL, p.opts.IngressAddress
+	opts.EgressDeny, opts.Runtime.Builtins, opts.Runtime.Sandbox = egressDeny(p.cluster.Addresses()), p.opts.Builtins, p.sandbox
+	gw, err := gateway.New(cfg, opts, reg)
 	if err != nil {
 		return err
 	}

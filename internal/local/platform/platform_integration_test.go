@@ -20,28 +20,24 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/metalambda/metalambda/functions"
+	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+// testOptions are the options of a test's platform: the command's defaults and
+// builtins, with data in dataDir and free loopback ports.
+func testOptions(t *testing.T, dataDir string) Options {
+	opts := Defaults()
+	opts.DataDir, opts.BinDir, opts.Builtins = dataDir, os.Getenv(cluster.BinDirEnv), functions.Builtins()
+	opts.IngressAddress, opts.GatewayAddress = kubetest.FreeAddr(t), kubetest.FreeAddr(t)
+	return opts
 }
 
 // TestUpRestartDown starts the platform without the local node, checks what it
 // installed and serves, restarts it on the same data directory, and stops it.
 func TestUpRestartDown(t *testing.T) {
-	opts := Options{
-		DataDir:        filepath.Join(t.TempDir(), "data"),
-		BinDir:         os.Getenv(cluster.BinDirEnv),
-		IngressAddress: freeAddr(t),
-		GatewayAddress: freeAddr(t),
-	}
+	opts := testOptions(t, filepath.Join(t.TempDir(), "data"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
@@ -148,7 +144,7 @@ func TestCheckNamesTheProblem(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	o := Options{DataDir: t.TempDir(), IngressAddress: l.Addr().String(), GatewayAddress: freeAddr(t)}
+	o := Options{DataDir: t.TempDir(), IngressAddress: l.Addr().String(), GatewayAddress: kubetest.FreeAddr(t)}
 	err = o.Check()
 	if err == nil || !strings.Contains(err.Error(), "ingress address "+l.Addr().String()+" is not free") || !strings.Contains(err.Error(), "make kube") {
 		t.Fatalf("Check() = %v, want the taken port and the missing binaries named", err)

@@ -1,0 +1,17 @@
+//go:build !integration
+
+package dashboard
+
+import (
+	"os"
+	"testing"
+
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
+)
+
+// TestMain lets the sandboxes of the tests start this test binary again as their launcher
+// (no init function does it).
+func TestMain(m *testing.M) {
+	lambda.ServeWorker()
+	os.Exit(m.Run())
+}

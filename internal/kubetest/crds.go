@@ -1,0 +1,57 @@
+package kubetest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/metalambda/metalambda/crds"
+)
+
+// crdInstallTimeout bounds one installation: the API server must establish the
+// CRDs, which takes a few seconds on a loaded machine.
+const crdInstallTimeout = time.Minute
+
+// InstallCRDs installs the project's CRDs (package crds) on the control plane, or
+// the CRDs given instead, and waits until they are established; a test fails
+// when they are not. Installing again is an update, so tests may call it each.
+func (e *Env) InstallCRDs(t testing.TB, only ...*apiextensionsv1.CustomResourceDefinition) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(Context(t), crdInstallTimeout)
+	defer cancel()
+	if len(only) == 0 {
+		all, err := crds.All()
+		if err != nil {
+			t.Fatal(err)
+		}
+		only = all
+	}
+	if err := crds.Install(ctx, e.Extensions, only...); err != nil {
+		t.Fatalf("install CRDs: %v", err)
+	}
+}
+
+// SchemalessCRD is a namespaced CRD of group, version v1, whose spec and status
+// keep whatever they are given and whose status is a subresource: the parents and
+// children the tests invent.
+func SchemalessCRD(group, kind, plural, singular string) *apiextensionsv1.CustomResourceDefinition {
+	preserve := true
+	anything := apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: &preserve}
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: singular, Kind: kind, ListKind: kind + "List"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name: "v1", Served: true, Storage: true,
+				Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+					Type: "object", Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": anything, "status": anything},
+				}},
+			}},
+		},
+	}
+}
