@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metalambda/metalambda/internal/jsonvalue"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -68,13 +70,13 @@ func reasonOf(err error) string {
 func (m *Manager) build(ctx context.Context, obj *unstructured.Unstructured) (*controller, []string, error) {
 	if obj.GetKind() == DecoratorKind {
 		var dc v1alpha1.DecoratorController
-		if err := convertJSON(obj.Object, &dc); err != nil {
+		if err := jsonvalue.Convert(obj.Object, &dc); err != nil {
 			return nil, nil, buildErr("InvalidSpec", "decode DecoratorController: %v", err)
 		}
 		return m.buildDecorator(ctx, obj, &dc)
 	}
 	var cc v1alpha1.CompositeController
-	if err := convertJSON(obj.Object, &cc); err != nil {
+	if err := jsonvalue.Convert(obj.Object, &cc); err != nil {
 		return nil, nil, buildErr("InvalidSpec", "decode CompositeController: %v", err)
 	}
 	return m.buildComposite(ctx, obj, &cc)

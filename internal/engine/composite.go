@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/metalambda/metalambda/internal/jsonvalue"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -41,7 +43,7 @@ func (f *composite) selector(parent *unstructured.Unstructured) (labels.Selector
 		return nil, fmt.Errorf("%s has no spec.selector; set one, or set generateSelector on the CompositeController", describe(parent))
 	}
 	var sel metav1.LabelSelector
-	if err := convertJSON(raw, &sel); err != nil {
+	if err := jsonvalue.Convert(raw, &sel); err != nil {
 		return nil, fmt.Errorf("%s: spec.selector: %w", describe(parent), err)
 	}
 	if len(sel.MatchLabels)+len(sel.MatchExpressions) == 0 {
@@ -243,7 +245,7 @@ func (f *composite) statusWrite(p *parentType) writeKind {
 // it already, and returns the written parent (nil when nothing was written).
 func writeStatus(ctx context.Context, env *environment, gvr schema.GroupVersionResource, parent *unstructured.Unstructured, status map[string]any) (*unstructured.Unstructured, error) {
 	current, _, _ := unstructured.NestedFieldNoCopy(parent.Object, "status")
-	if sameJSON(current, status) {
+	if jsonvalue.Equal(current, status) {
 		return nil, nil
 	}
 	updated := parent.DeepCopy()

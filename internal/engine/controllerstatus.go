@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/metalambda/metalambda/internal/jsonvalue"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,7 +37,7 @@ const (
 func (m *Manager) writeControllerStatus(ctx context.Context, obj *unstructured.Unstructured, buildErr error, unsupported []string) error {
 	var status v1alpha1.ControllerStatus
 	if raw, ok := obj.Object["status"]; ok {
-		_ = convertJSON(raw, &status)
+		_ = jsonvalue.Convert(raw, &status)
 	}
 	gen := obj.GetGeneration()
 	ready := metav1.Condition{Type: ConditionReady, Status: metav1.ConditionTrue, Reason: "Running", Message: "the controller is running", ObservedGeneration: gen}

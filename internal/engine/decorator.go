@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/metalambda/metalambda/internal/jsonvalue"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -173,7 +175,7 @@ func (d *decorator) writeStatus(ctx context.Context, p *parentType, parent *unst
 		return writeStatus(ctx, d.env, p.res.GroupVersionResource, parent, status)
 	}
 	current, _, _ := unstructured.NestedFieldNoCopy(parent.Object, "status")
-	if sameJSON(current, status) {
+	if jsonvalue.Equal(current, status) {
 		return nil, nil
 	}
 	updated := parent.DeepCopy()

@@ -1,8 +1,6 @@
 package engine
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"time"
 
@@ -42,23 +40,6 @@ func (e *environment) resource(gvr schema.GroupVersionResource, namespace string
 
 // hookVersion is the request format of a hook.
 type hookVersion = v1alpha1.HookVersion
-
-// convertJSON decodes a JSON-shaped value into out.
-func convertJSON(in, out any) error {
-	data, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(data, out)
-}
-
-// sameJSON compares two JSON-shaped values by their encoding, so that int64(3) from
-// the API server equals float64(3) from a hook. Map keys are sorted by the encoder.
-func sameJSON(a, b any) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && bytes.Equal(ja, jb)
-}
 
 func asThrottled(err error) (time.Duration, bool) {
 	var t *hook.ThrottledError

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metalambda/metalambda/internal/jsonvalue"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -74,7 +76,7 @@ func (c *controller) revisionsOf(p *parentType, parent *unstructured.Unstructure
 	revs := []*revision{latest}
 	for _, obj := range observed {
 		var cr v1alpha1.ControllerRevision
-		if err := convertJSON(obj.Object, &cr); err != nil {
+		if err := jsonvalue.Convert(obj.Object, &cr); err != nil {
 			return nil, fmt.Errorf("decode ControllerRevision %s/%s: %w", obj.GetNamespace(), obj.GetName(), err)
 		}
 		patch := map[string]any{}
@@ -87,7 +89,7 @@ func (c *controller) revisionsOf(p *parentType, parent *unstructured.Unstructure
 				r.claims[childID{group: ch.APIGroup, kind: ch.Kind, name: n}] = true
 			}
 		}
-		if sameJSON(patch, latest.patch) && latest.observed == nil {
+		if jsonvalue.Equal(patch, latest.patch) && latest.observed == nil {
 			latest.name, latest.observed, latest.claims = r.name, r.observed, r.claims
 			continue
 		}
@@ -166,7 +168,7 @@ func (c *controller) writeRevisions(ctx context.Context, parent *unstructured.Un
 			continue
 		}
 		current, _, _ := unstructured.NestedFieldNoCopy(r.observed.Object, "children")
-		if sameJSON(current, children) || (current == nil && len(children) == 0) {
+		if jsonvalue.Equal(current, children) || (current == nil && len(children) == 0) {
 			continue
 		}
 		updated := r.observed.DeepCopy()

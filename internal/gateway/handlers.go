@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metalambda/metalambda/internal/jsonvalue"
+
 	"github.com/go-chi/chi/v5"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -93,6 +95,11 @@ func (g *Gateway) createFunction(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, err)
 		return
 	}
+	g.create(w, r, ns, obj)
+}
+
+// create creates a validated function and answers it, 201.
+func (g *Gateway) create(w http.ResponseWriter, r *http.Request, ns string, obj *unstructured.Unstructured) {
 	created, err := g.functions(ns).Create(r.Context(), obj, metav1.CreateOptions{FieldManager: fieldManager})
 	if err != nil {
 		httpapi.WriteError(w, fromAPI(err))
@@ -128,12 +135,7 @@ func (g *Gateway) putFunction(w http.ResponseWriter, r *http.Request) {
 			httpapi.WriteError(w, err)
 			return
 		}
-		created, err := g.functions(ns).Create(r.Context(), obj, metav1.CreateOptions{FieldManager: fieldManager})
-		if err != nil {
-			httpapi.WriteError(w, fromAPI(err))
-			return
-		}
-		httpapi.WriteJSON(w, http.StatusCreated, created.Object)
+		g.create(w, r, ns, obj)
 		return
 	}
 	if err != nil {
@@ -192,7 +194,7 @@ func (g *Gateway) validate(r *http.Request, namespace, name string, req *functio
 	}
 	compiled.Close()
 	obj := &unstructured.Unstructured{}
-	if err := convert(fnv1.Function{
+	if err := jsonvalue.Convert(fnv1.Function{
 		TypeMeta:   metav1.TypeMeta{APIVersion: fnv1.Group + "/" + fnv1.Version, Kind: fnv1.Kind},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: req.labels(), Annotations: req.annotations()},
 		Spec:       spec,

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/metalambda/metalambda/internal/jsonvalue"
+
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -154,7 +156,7 @@ func (s *store) sync(ctx context.Context, key string) (time.Duration, error) {
 		return envRetry, s.writeStatus(ctx, u, "", functionLimitError(u.GetNamespace(), s.maxPerNamespace))
 	}
 	var f fnv1.Function
-	if err := convert(u.Object, &f); err != nil {
+	if err := jsonvalue.Convert(u.Object, &f); err != nil {
 		return 0, s.writeStatus(ctx, u, "", fmt.Errorf("decode Function: %w", err))
 	}
 	if errs := fnv1.ValidateEnvSources(&f.Spec); len(errs) > 0 {
@@ -328,7 +330,7 @@ func (s *store) hookURL(namespace, name string) string {
 func (s *store) writeStatus(ctx context.Context, u *unstructured.Unstructured, hash string, loadErr error) error {
 	var status fnv1.FunctionStatus
 	if raw, ok := u.Object["status"]; ok {
-		_ = convert(raw, &status)
+		_ = jsonvalue.Convert(raw, &status)
 	}
 	want := status
 	want.ObservedGeneration = u.GetGeneration()
@@ -350,7 +352,7 @@ func (s *store) writeStatus(ctx context.Context, u *unstructured.Unstructured, h
 	}
 	want.Conditions = append([]metav1.Condition(nil), status.Conditions...)
 	meta.SetStatusCondition(&want.Conditions, ready)
-	if sameJSON(status, want) {
+	if jsonvalue.Equal(status, want) {
 		return nil
 	}
 	newStatus, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&want)
@@ -394,18 +396,4 @@ func specHash(fn lambda.Function, sources *envSources) string {
 func sourceHash(source string) string {
 	sum := sha256.Sum256([]byte(source))
 	return hex.EncodeToString(sum[:])
-}
-
-func convert(in, out any) error {
-	data, err := json.Marshal(in)
-	if err != nil {
-		return err
-	}
-	return json.Unmarshal(data, out)
-}
-
-func sameJSON(a, b any) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
-	return errA == nil && errB == nil && string(ja) == string(jb)
 }

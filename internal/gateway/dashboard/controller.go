@@ -55,11 +55,7 @@ func (d *Dashboard) controller() view {
 func (d *Dashboard) loadController(r *http.Request) (any, error) {
 	ctx, s := r.Context(), SessionFrom(r.Context())
 	kind, name := chi.URLParam(r, "kind"), chi.URLParam(r, "name")
-	gvr, ok := controllerResource(kind)
-	if !ok {
-		return nil, notFound("no controller kind %q: CompositeController or DecoratorController", kind)
-	}
-	c, err := s.Dynamic.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+	c, err := getController(ctx, s, kind, name)
 	if err != nil {
 		return nil, err
 	}
@@ -168,11 +164,7 @@ func (d *Dashboard) loadParent(r *http.Request) (any, error) {
 	if ns == "-" {
 		ns = ""
 	}
-	gvr, ok := controllerResource(kind)
-	if !ok {
-		return nil, notFound("no controller kind %q: CompositeController or DecoratorController", kind)
-	}
-	c, err := s.Dynamic.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
+	c, err := getController(ctx, s, kind, name)
 	if err != nil {
 		return nil, err
 	}
@@ -263,4 +255,13 @@ func statusJSON(u *unstructured.Unstructured) string {
 		return ""
 	}
 	return string(b)
+}
+
+// getController reads the controller object kind/name as the session's user.
+func getController(ctx context.Context, s *Session, kind, name string) (*unstructured.Unstructured, error) {
+	gvr, ok := controllerResource(kind)
+	if !ok {
+		return nil, notFound("no controller kind %q: CompositeController or DecoratorController", kind)
+	}
+	return s.Dynamic.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
 }
