@@ -52,9 +52,5 @@ func (g *Gateway) login(r *http.Request, token string) (*authenticationv1.UserIn
 	if err != nil {
 		return nil, &dashboard.AuthError{Status: err.Status, Message: err.Message}
 	}
-	extra := map[string]authenticationv1.ExtraValue{}
-	for k, v := range u.GetExtra() {
-		extra[k] = authenticationv1.ExtraValue(v)
-	}
-	return &authenticationv1.UserInfo{Username: u.GetName(), UID: u.GetUID(), Groups: u.GetGroups(), Extra: extra}, nil
+	return u, nil
 }

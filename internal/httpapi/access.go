@@ -7,7 +7,8 @@ import (
 	"net/http"
 	"strings"
 
-	"k8s.io/apiserver/pkg/authorization/authorizer"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Access is what a request needs, as a SubjectAccessReview asks it: a verb on a
@@ -51,12 +52,21 @@ func (a Access) denied(user string) string {
 	return fmt.Sprintf("user %q may not %s %s", user, a.Verb, a)
 }
 
-func (a Access) attributes(c *Caller) authorizer.AttributesRecord {
-	return authorizer.AttributesRecord{
-		User: c.User, Verb: a.Verb, ResourceRequest: a.Resource != "",
-		APIGroup: a.Group, Resource: a.Resource, Subresource: a.Subresource, Namespace: a.Namespace, Name: a.Name,
-		Path: a.Path,
+// review is the SubjectAccessReview that asks whether c may do what a says.
+func (a Access) review(c *Caller) *authorizationv1.SubjectAccessReview {
+	extra := map[string]authorizationv1.ExtraValue{}
+	for k, v := range c.User.Extra {
+		extra[k] = authorizationv1.ExtraValue(v)
 	}
+	spec := authorizationv1.SubjectAccessReviewSpec{User: c.User.Username, UID: c.User.UID, Groups: c.User.Groups, Extra: extra}
+	if a.Resource == "" {
+		spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Verb: a.Verb, Path: a.Path}
+	} else {
+		spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
+			Verb: a.Verb, Group: a.Group, Resource: a.Resource, Subresource: a.Subresource, Namespace: a.Namespace, Name: a.Name,
+		}
+	}
+	return &authorizationv1.SubjectAccessReview{Spec: spec}
 }
 
 // Authorize answers nil when c may do what x says (SubjectAccessReview), else a 403
@@ -68,7 +78,7 @@ func (a *Auth) Authorize(ctx context.Context, c *Caller, x Access) *Error {
 		return NewError(http.StatusBadGateway, "kubernetes_unavailable", "subject access review: "+err.Error())
 	}
 	if !allowed {
-		return NewError(http.StatusForbidden, "forbidden", x.denied(c.User.GetName()))
+		return NewError(http.StatusForbidden, "forbidden", x.denied(c.User.Username))
 	}
 	return nil
 }
@@ -78,11 +88,15 @@ func (a *Auth) allowed(ctx context.Context, c *Caller, x Access) (bool, error) {
 	if v, ok := a.decisions.Get(key); ok && a.now().Before(v.(cachedDecision).expires) {
 		return v.(cachedDecision).allowed, nil
 	}
-	decision, _, err := a.authz.Authorize(ctx, x.attributes(c))
+	var res *authorizationv1.SubjectAccessReview
+	err := a.retry(ctx, func(ctx context.Context) (err error) {
+		res, err = a.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, x.review(c), metav1.CreateOptions{})
+		return err
+	})
 	if err != nil {
 		return false, err
 	}
-	allowed := decision == authorizer.DecisionAllow
+	allowed := res.Status.Allowed
 	a.decisions.Add(key, cachedDecision{allowed: allowed, expires: a.now().Add(a.ttl)})
 	return allowed, nil
 }

@@ -215,7 +215,7 @@ func TestRequire(t *testing.T) {
 			if w.Code != tt.want || !strings.Contains(said, tt.says) {
 				t.Errorf("%d %q, want %d saying %q", w.Code, said, tt.want, tt.says)
 			}
-			if tt.want == 200 && (seen == nil || seen.User.GetName() != "viewer" || seen.Token != tt.token) {
+			if tt.want == 200 && (seen == nil || seen.User.Username != "viewer" || seen.Token != tt.token) {
 				t.Errorf("the handler saw caller %+v, want viewer with its token", seen)
 			}
 		})

@@ -90,5 +90,5 @@ func (c *caller) allowed(ctx context.Context, x access) (bool, error) {
 
 // forbidden is the 403 of a caller that may not get x.
 func (c *caller) forbidden(x access) error {
-	return httpapi.NewError(http.StatusForbidden, "forbidden", fmt.Sprintf("user %q may not get %s", c.User.GetName(), x))
+	return httpapi.NewError(http.StatusForbidden, "forbidden", fmt.Sprintf("user %q may not get %s", c.User.Username, x))
 }

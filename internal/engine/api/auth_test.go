@@ -50,7 +50,7 @@ func TestAPIAuthenticatesBearerTokens(t *testing.T) {
 		}
 	}
 	c, err := a.authenticate(requestWith("bearer " + httpapitest.GoodToken))
-	if err != nil || c.User.GetName() != "dev" {
+	if err != nil || c.User.Username != "dev" {
 		t.Fatalf("good token: %v, %v", c, err)
 	}
 	before := api.TokenReviews.Load()

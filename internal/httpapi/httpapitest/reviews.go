@@ -1,7 +1,6 @@
 // Package httpapitest is a stand-in Kubernetes API for tests of httpapi.Auth: it
-// answers TokenReviews and SubjectAccessReviews over HTTP, as the API server does,
-// since k8s.io/apiserver's delegating authenticator and authorizer speak to the API
-// through a REST client that client-go's fake clientset does not have.
+// answers TokenReviews and SubjectAccessReviews over HTTP, as the API server does, so
+// that the tests go through client-go's real transport, errors and retries.
 package httpapitest
 
 import (
@@ -49,7 +48,7 @@ func NewReviews(t testing.TB) *Reviews {
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
 	// No client-side rate limit (QPS < 0): tests send thousands of reviews.
-	kube, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1})
+	kube, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL, QPS: -1, ContentConfig: rest.ContentConfig{ContentType: "application/json"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,6 +70,7 @@ func (api *Reviews) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		api.TokenReviews.Add(1)
 		api.reviewToken(&tr)
+		tr.APIVersion, tr.Kind = "authentication.k8s.io/v1", "TokenReview" // as the API server answers
 		out = &tr
 	case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
 		var sar authorizationv1.SubjectAccessReview
@@ -79,6 +79,7 @@ func (api *Reviews) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		api.AccessReviews.Add(1)
 		api.reviewAccess(&sar)
+		sar.APIVersion, sar.Kind = "authorization.k8s.io/v1", "SubjectAccessReview"
 		out = &sar
 	default:
 		http.NotFound(w, r)
