@@ -72,13 +72,15 @@ type poolCollector struct {
 	stats                                          func() map[string]lambda.PoolStats
 	budget                                         *lambda.MemoryBudget
 	workers, starts, stops, budgetBytes, usedBytes *prometheus.Desc
+	spareMisses                                    *prometheus.Desc
 }
 
 func newPoolCollector(stats func() map[string]lambda.PoolStats, budget *lambda.MemoryBudget) *poolCollector {
 	return &poolCollector{
 		stats: stats, budget: budget,
-		workers: prometheus.NewDesc("gateway_runtime_pool_workers", "Pooled VMs or worker processes per runtime, idle or busy.", []string{"runtime", "state"}, nil),
-		starts:  prometheus.NewDesc("gateway_runtime_worker_starts_total", "Worker processes started per runtime: each is a cold start.", []string{"runtime"}, nil),
+		workers:     prometheus.NewDesc("gateway_runtime_pool_workers", "Pooled VMs or worker processes per runtime: idle or busy, or spare (started ahead, not given a function yet).", []string{"runtime", "state"}, nil),
+		starts:      prometheus.NewDesc("gateway_runtime_worker_starts_total", "Workers given a function per runtime: each is a cold start, a spare loading the function or a worker started for it.", []string{"runtime"}, nil),
+		spareMisses: prometheus.NewDesc("gateway_runtime_worker_spare_misses_total", "Cold starts per runtime that found no spare and started a worker on the call.", []string{"runtime"}, nil),
 		stops: prometheus.NewDesc("gateway_runtime_worker_stops_total", "Idle worker processes stopped per runtime: reason memory to keep --worker-memory-budget, idle when idle past --worker-idle-timeout or busy while idle.",
 			[]string{"runtime", "reason"}, nil),
 		budgetBytes: prometheus.NewDesc("gateway_runtime_worker_memory_budget_bytes", "The memory budget of all worker processes (--worker-memory-budget); absent without one.", nil, nil),
@@ -87,7 +89,7 @@ func newPoolCollector(stats func() map[string]lambda.PoolStats, budget *lambda.M
 }
 
 func (p *poolCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{p.workers, p.starts, p.stops, p.budgetBytes, p.usedBytes} {
+	for _, d := range []*prometheus.Desc{p.workers, p.starts, p.stops, p.budgetBytes, p.usedBytes, p.spareMisses} {
 		ch <- d
 	}
 }
@@ -96,7 +98,9 @@ func (p *poolCollector) Collect(ch chan<- prometheus.Metric) {
 	for name, s := range p.stats() {
 		ch <- prometheus.MustNewConstMetric(p.workers, prometheus.GaugeValue, float64(s.Idle), name, "idle")
 		ch <- prometheus.MustNewConstMetric(p.workers, prometheus.GaugeValue, float64(s.Busy), name, "busy")
+		ch <- prometheus.MustNewConstMetric(p.workers, prometheus.GaugeValue, float64(s.Spares), name, "spare")
 		ch <- prometheus.MustNewConstMetric(p.starts, prometheus.CounterValue, float64(s.Starts), name)
+		ch <- prometheus.MustNewConstMetric(p.spareMisses, prometheus.CounterValue, float64(s.SpareMisses), name)
 		ch <- prometheus.MustNewConstMetric(p.stops, prometheus.CounterValue, float64(s.Evictions), name, "memory")
 		ch <- prometheus.MustNewConstMetric(p.stops, prometheus.CounterValue, float64(s.Reaps), name, "idle")
 	}

@@ -59,13 +59,16 @@ func TestWorkerMetrics(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	budget := lambda.NewMemoryBudget(3 << 30)
 	newMetrics(reg, func() map[string]lambda.PoolStats {
-		return map[string]lambda.PoolStats{"python": {Idle: 2, Busy: 1, Starts: 7, Evictions: 3, Reaps: 2}}
+		return map[string]lambda.PoolStats{"python": {Idle: 2, Busy: 1, Spares: 2, Starts: 7, Evictions: 3, Reaps: 2, SpareMisses: 1}}
 	}, budget)
 	want := `
 # HELP gateway_runtime_worker_memory_budget_bytes The memory budget of all worker processes (--worker-memory-budget); absent without one.
 # TYPE gateway_runtime_worker_memory_budget_bytes gauge
 gateway_runtime_worker_memory_budget_bytes 3.221225472e+09
-# HELP gateway_runtime_worker_starts_total Worker processes started per runtime: each is a cold start.
+# HELP gateway_runtime_worker_spare_misses_total Cold starts per runtime that found no spare and started a worker on the call.
+# TYPE gateway_runtime_worker_spare_misses_total counter
+gateway_runtime_worker_spare_misses_total{runtime="python"} 1
+# HELP gateway_runtime_worker_starts_total Workers given a function per runtime: each is a cold start, a spare loading the function or a worker started for it.
 # TYPE gateway_runtime_worker_starts_total counter
 gateway_runtime_worker_starts_total{runtime="python"} 7
 # HELP gateway_runtime_worker_stops_total Idle worker processes stopped per runtime: reason memory to keep --worker-memory-budget, idle when idle past --worker-idle-timeout or busy while idle.
@@ -73,10 +76,10 @@ gateway_runtime_worker_starts_total{runtime="python"} 7
 gateway_runtime_worker_stops_total{reason="idle",runtime="python"} 2
 gateway_runtime_worker_stops_total{reason="memory",runtime="python"} 3
 `
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gateway_runtime_worker_starts_total", "gateway_runtime_worker_stops_total", "gateway_runtime_worker_memory_budget_bytes"); err != nil {
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "gateway_runtime_worker_starts_total", "gateway_runtime_worker_spare_misses_total", "gateway_runtime_worker_stops_total", "gateway_runtime_worker_memory_budget_bytes"); err != nil {
 		t.Error(err)
 	}
-	if n, err := testutil.GatherAndCount(reg, "gateway_runtime_pool_workers"); err != nil || n != 2 {
-		t.Errorf("gateway_runtime_pool_workers: %d series (%v), want idle and busy", n, err)
+	if n, err := testutil.GatherAndCount(reg, "gateway_runtime_pool_workers"); err != nil || n != 3 {
+		t.Errorf("gateway_runtime_pool_workers: %d series (%v), want idle, busy and spare", n, err)
 	}
 }

@@ -62,6 +62,11 @@ type Options struct {
 	// WorkerIdleTimeout is how long a worker may wait for a call before it is
 	// stopped (default 5 minutes); the next call starts a fresh one.
 	WorkerIdleTimeout time.Duration
+	// WorkerSpares is how many workers each runtime keeps started ahead, per
+	// network view, while it has functions: sandboxed and waiting for a function,
+	// so that a call that needs a new worker only loads the function into one
+	// (default 2; negative: none, each new worker is started on the call).
+	WorkerSpares int
 	// MaxReplyBytes bounds one reply of a worker process (default 16 MiB); a
 	// larger reply kills the worker and fails the call.
 	MaxReplyBytes int64
@@ -81,6 +86,7 @@ func Defaults() Options {
 		DefaultTimeout:    DefaultTimeout,
 		WorkerCPU:         DefaultWorkerCPU,
 		WorkerIdleTimeout: DefaultWorkerIdleTimeout,
+		WorkerSpares:      DefaultWorkerSpares,
 		MaxReplyBytes:     DefaultMaxReplyBytes,
 	}
 }
@@ -115,6 +121,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WorkerIdleTimeout <= 0 {
 		o.WorkerIdleTimeout = DefaultWorkerIdleTimeout
+	}
+	if o.WorkerSpares == 0 {
+		o.WorkerSpares = DefaultWorkerSpares
 	}
 	return o
 }

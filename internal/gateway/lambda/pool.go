@@ -256,6 +256,7 @@ type poolSet struct {
 	mu       sync.Mutex
 	pools    map[counter]struct{}
 	sweeping chan struct{} // closed to stop the sweep; nil when none runs
+	spares   []*spares     // stopped when the last pool goes
 
 	// Items started, stopped for the budget and stopped by the sweep, since the
 	// set was made.
@@ -276,6 +277,12 @@ func (s *poolSet) memory(fresh bool) (int64, []idleItem) {
 		t, items := c.memoryUse(fresh)
 		total += t
 		idle = append(idle, items...)
+	}
+	s.mu.Lock()
+	spares := slices.Clone(s.spares)
+	s.mu.Unlock()
+	for _, sp := range spares {
+		total += sp.memory()
 	}
 	return total, idle
 }
@@ -298,12 +305,27 @@ func (s *poolSet) add(c counter) {
 
 func (s *poolSet) remove(c counter) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	delete(s.pools, c)
-	if len(s.pools) == 0 && s.sweeping != nil {
+	last := len(s.pools) == 0
+	if last && s.sweeping != nil {
 		close(s.sweeping)
 		s.sweeping = nil
 	}
+	spares := slices.Clone(s.spares)
+	s.mu.Unlock()
+	if last {
+		for _, sp := range spares {
+			sp.stop()
+		}
+	}
+}
+
+// addSpares adds a runtime's spares, whose memory counts with the pools' and
+// which stop with the last pool.
+func (s *poolSet) addSpares(sp *spares) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.spares = append(s.spares, sp)
 }
 
 func (s *poolSet) sweepEvery(interval time.Duration, stop <-chan struct{}) {
@@ -331,6 +353,10 @@ func (s *poolSet) Stats() PoolStats {
 		n := c.counts()
 		total.Idle += n.Idle
 		total.Busy += n.Busy
+	}
+	for _, sp := range s.spares {
+		total.Spares += sp.count()
+		total.SpareMisses += sp.misses.Load()
 	}
 	return total
 }

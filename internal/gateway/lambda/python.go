@@ -34,20 +34,18 @@ const DefaultPythonHandler = "sync"
 const PythonWorkerMarker = "metalambda-python-worker"
 
 // PythonWorkerPIDs returns the pids of the Python workers that the process gateway
-// started for function ("namespace/name"; empty means every function), found by
-// their command lines in /proc. The bubblewrap process around a sandboxed worker
-// is left out.
+// started, found by their command lines in /proc: every one (spares too) when
+// function is empty, else those given function ("namespace/name"), which only
+// the gateway's own process knows (a worker learns its function after it
+// starts). The bubblewrap process around a sandboxed worker is left out.
 func PythonWorkerPIDs(gateway int, function string) []int {
 	return workerPIDs(PythonWorkerMarker, gateway, function)
 }
 
-// workerPIDs finds the workers whose command lines hold marker, gateway and
-// function.
+// workerPIDs finds the workers whose command lines hold marker and gateway, and
+// that serve function unless it is empty.
 func workerPIDs(marker string, gateway int, function string) []int {
 	want := []string{marker, "gateway=" + strconv.Itoa(gateway)}
-	if function != "" {
-		want = append(want, "function="+function)
-	}
 	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	var pids []int
 	for _, path := range cmdlines {
@@ -56,12 +54,28 @@ func workerPIDs(marker string, gateway int, function string) []int {
 			continue
 		}
 		args := strings.Split(string(raw), "\x00")
-		if filepath.Base(args[0]) != "bwrap" && containsAll(args, want) {
-			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
-			pids = append(pids, pid)
+		if filepath.Base(args[0]) == "bwrap" || !containsAll(args, want) {
+			continue
 		}
+		if function != "" && !servesFunction(args, function) {
+			continue
+		}
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
+		pids = append(pids, pid)
 	}
 	return pids
+}
+
+// servesFunction reports whether the worker with these arguments was given
+// function, as this process's workerFunctions records it.
+func servesFunction(args []string, function string) bool {
+	for _, a := range args {
+		if id, ok := strings.CutPrefix(a, "worker="); ok {
+			fn, ok := workerFunctions.Load(id)
+			return ok && fn == function
+		}
+	}
+	return false
 }
 
 func containsAll(have, want []string) bool {
@@ -80,12 +94,6 @@ const pythonStartAllowance = 10 * time.Second
 // pythonKillWait bounds how long killing a worker waits for it to be reaped.
 const pythonKillWait = 5 * time.Second
 
-// pythonBaseEnv is the environment of every worker, before Function.Env.
-var pythonBaseEnv = map[string]string{
-	"PATH": "/usr/local/bin:/usr/bin:/bin",
-	"LANG": "C.UTF-8",
-}
-
 //go:embed python_worker.py
 var pythonWorkerScript string
 
@@ -97,8 +105,9 @@ var pythonWorkerScript string
 // Options.PythonMemoryLimit. With Options.InsecureNoSandbox a worker is a plain
 // process in its own process group and temporary directory.
 type python struct {
-	opts  Options
-	pools *poolSet
+	opts   Options
+	pools  *poolSet
+	spares *spareSets
 
 	mu          sync.Mutex
 	interpreter string   // resolved Options.PythonBinary, once known
@@ -113,7 +122,9 @@ type python struct {
 // (the handler named by Function.Handler, default "sync") taking and returning
 // dicts. What it prints, on stdout or stderr, is the call's logs.
 func NewPython(opts Options) Runtime {
-	return &python{opts: opts.withDefaults(), pools: newPoolSet(opts.MemoryBudget)}
+	opts = opts.withDefaults()
+	pools := newPoolSet(opts.MemoryBudget)
+	return &python{opts: opts, pools: pools, spares: &spareSets{want: opts.WorkerSpares, pools: pools}}
 }
 
 // Stats counts the workers of all open Python functions.
@@ -124,8 +135,7 @@ func (p *python) Stats() PoolStats {
 // Compile starts a first worker, which compiles and loads the source: a syntax
 // error, a top-level exception or a missing handler is a *CompileError.
 func (p *python) Compile(fn Function) (Compiled, error) {
-	env, err := pythonEnv(fn)
-	if err != nil {
+	if err := checkEnv(fn); err != nil {
 		return nil, err
 	}
 	sb, err := p.workerSandbox()
@@ -136,16 +146,20 @@ func (p *python) Compile(fn Function) (Compiled, error) {
 	if err != nil {
 		return nil, fmt.Errorf("function %s: %w", fn.Name, err)
 	}
+	memoryLimit := max(p.opts.PythonMemoryLimit, 0)
+	spec := workerSpec{
+		command: []string{interpreter, "-I", "-c", pythonWorkerScript}, marker: PythonWorkerMarker,
+		env: environ(pythonBaseEnv), binds: binds, network: fn.Network, sandbox: sb, maxReply: p.opts.MaxReplyBytes,
+		limits: p.opts.workerLimits(p.opts.PythonMemoryLimit, p.opts.PythonMemoryLimit),
+	}
 	f := &pyFunction{
-		fn: fn, interpreter: interpreter, memoryLimit: max(p.opts.PythonMemoryLimit, 0), env: env, timeout: p.opts.timeout(fn),
-		limits: p.opts.workerLimits(p.opts.PythonMemoryLimit, p.opts.PythonMemoryLimit), checkTasks: true, idleTimeout: p.opts.WorkerIdleTimeout,
-		sandbox: sb, binds: binds, maxReply: p.opts.MaxReplyBytes,
-		args: []string{interpreter, "-I", "-c", pythonWorkerScript, PythonWorkerMarker, "gateway=" + strconv.Itoa(os.Getpid()), "function=" + fn.Name},
+		fn: fn, timeout: p.opts.timeout(fn), checkTasks: true, idleTimeout: p.opts.WorkerIdleTimeout,
+		spares: p.spares.get(spec),
 	}
 	if f.fn.Handler == "" {
 		f.fn.Handler = DefaultPythonHandler
 	}
-	first, err := json.Marshal(pyInit{Source: f.fn.Source, Handler: f.fn.Handler, Filename: f.fn.Name, MemoryLimit: f.memoryLimit})
+	first, err := json.Marshal(pyInit{Source: f.fn.Source, Handler: f.fn.Handler, Filename: f.fn.Name, MemoryLimit: memoryLimit, Env: fn.Env})
 	if err != nil {
 		return nil, fmt.Errorf("function %s: %w", fn.Name, err)
 	}
@@ -239,46 +253,47 @@ func installationBinds(dir string, prefixes []string) []string {
 	return append(binds, dir)
 }
 
-// pythonEnv is the base environment overlaid with fn.Env, as KEY=value sorted.
-func pythonEnv(fn Function) ([]string, error) {
-	merged := map[string]string{}
-	for k, v := range pythonBaseEnv {
-		merged[k] = v
+// pythonBaseEnv is the environment every Python worker starts with. A
+// function's own (Function.Env) comes in its init frame, which the worker adds
+// to os.environ before it loads the source.
+var pythonBaseEnv = map[string]string{
+	"PATH": "/usr/local/bin:/usr/bin:/bin",
+	"LANG": "C.UTF-8",
+}
+
+// environ is env as KEY=value, sorted.
+func environ(env map[string]string) []string {
+	list := make([]string, 0, len(env))
+	for k, v := range env {
+		list = append(list, k+"="+v)
 	}
+	sort.Strings(list)
+	return list
+}
+
+// checkEnv refuses what no environment can hold (an empty name, "=" in one, a
+// NUL anywhere) and the names reserved to the platform.
+func checkEnv(fn Function) error {
 	for k, v := range fn.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") || strings.Contains(v, "\x00") {
-			return nil, &CompileError{Function: fn.Name, Message: fmt.Sprintf("invalid environment variable %q", k)}
+			return &CompileError{Function: fn.Name, Message: fmt.Sprintf("invalid environment variable %q", k)}
 		}
 		if err := reservedenv.Error(k); err != nil {
-			return nil, &CompileError{Function: fn.Name, Message: err.Error()}
+			return &CompileError{Function: fn.Name, Message: err.Error()}
 		}
-		merged[k] = v
 	}
-	env := make([]string, 0, len(merged))
-	for k, v := range merged {
-		env = append(env, k+"="+v)
-	}
-	sort.Strings(env)
-	return env, nil
+	return nil
 }
 
 // pyFunction is a compiled function and its pool of workers: Python's, or the
 // script workers of JavaScript and Jsonnet, which speak the same protocol.
 type pyFunction struct {
 	fn          Function
-	interpreter string
-	memoryLimit int64
-	limits      sandbox.Limits // what bounds each sandboxed worker
-	env         []string
 	timeout     time.Duration
 	pool        *pool[*pyWorker]
-	sandbox     *sandbox.Sandbox // nil: workers are plain processes
-	binds       []string
-	maxReply    int64
-	args        []string // the worker's command
-	init        []byte   // the first frame, which loads the function
-	goWorker    bool     // a script worker: a Go runtime's crash is quoted to its first blank line
-	checkTasks  bool     // a worker with more threads after a call than after loading is replaced
+	spares      *spares // where its workers come from
+	init        []byte  // the first frame, which loads the function
+	checkTasks  bool    // a worker with more threads after a call than after loading is replaced
 	idleTimeout time.Duration
 }
 
@@ -375,6 +390,7 @@ func (f *pyFunction) Close() {
 
 // pyWorker is one python process serving one function, one call at a time.
 type pyWorker struct {
+	id     string // its worker= argument
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	frames chan []byte   // replies; closed when the worker's stdout ends
@@ -398,25 +414,9 @@ type pyWorker struct {
 }
 
 func (f *pyFunction) startWorker() (*pyWorker, error) {
-	w := &pyWorker{
-		frames:    make(chan []byte, 1),
-		killed:    make(chan struct{}),
-		exited:    make(chan struct{}),
-		stderr:    &tailBuffer{},
-		maxReply:  f.maxReply,
-		sandboxed: f.sandbox != nil,
-		goWorker:  f.goWorker,
-	}
-	if f.sandbox == nil {
-		dir, err := os.MkdirTemp("", "metalambda-python-")
-		if err != nil {
-			return nil, fmt.Errorf("function %s: worker directory: %w", f.fn.Name, err)
-		}
-		w.dir = dir
-	}
-	if err := w.start(f); err != nil {
-		w.removeDir()
-		return nil, err
+	w, err := f.spares.take()
+	if err != nil {
+		return nil, fmt.Errorf("function %s: %w", f.fn.Name, err)
 	}
 	if err := w.load(f); err != nil {
 		w.kill()
@@ -455,12 +455,11 @@ func (w *pyWorker) removeDir() {
 	}
 }
 
-// command is the worker's command: in the function's sandbox, or a plain process
-// in its own process group and directory.
-func (w *pyWorker) command(f *pyFunction) (*exec.Cmd, error) {
-	args := f.args
-	if f.sandbox != nil {
-		sb, err := f.sandbox.Command(sandbox.Spec{Args: args, Env: f.env, ReadOnly: f.binds, Network: f.fn.Network, Limits: f.limits})
+// command is the worker's command: in its own sandbox, or a plain process in
+// its own process group and directory.
+func (w *pyWorker) command(s *workerSpec, args []string) (*exec.Cmd, error) {
+	if s.sandbox != nil {
+		sb, err := s.sandbox.Command(sandbox.Spec{Args: args, Env: s.env, ReadOnly: s.binds, Network: s.network, Limits: s.limits})
 		if err != nil {
 			return nil, err
 		}
@@ -469,7 +468,7 @@ func (w *pyWorker) command(f *pyFunction) (*exec.Cmd, error) {
 	}
 	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Dir = w.dir
-	cmd.Env = f.env
+	cmd.Env = s.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	return cmd, nil
 }
@@ -482,24 +481,24 @@ func (w *pyWorker) startCmd() error {
 	return w.cmd.Start()
 }
 
-func (w *pyWorker) start(f *pyFunction) error {
-	cmd, err := w.command(f)
+func (w *pyWorker) start(s *workerSpec, args []string) error {
+	cmd, err := w.command(s, args)
 	if err != nil {
-		return fmt.Errorf("function %s: %w", f.fn.Name, err)
+		return err
 	}
 	w.cmd = cmd
 	w.cmd.Stderr = w.stderr
 	w.cmd.WaitDelay = time.Second
 	stdin, err := w.cmd.StdinPipe()
 	if err != nil {
-		return fmt.Errorf("function %s: %w", f.fn.Name, err)
+		return err
 	}
 	stdout, err := w.cmd.StdoutPipe()
 	if err != nil {
-		return fmt.Errorf("function %s: %w", f.fn.Name, err)
+		return err
 	}
 	if err := w.startCmd(); err != nil {
-		return fmt.Errorf("function %s: starting %s: %w", f.fn.Name, f.interpreter, err)
+		return fmt.Errorf("starting %s: %w", args[0], err)
 	}
 	w.stdin = stdin
 	go w.readFrames(stdout)
@@ -510,6 +509,7 @@ func (w *pyWorker) start(f *pyFunction) error {
 // reply longer than maxReply kills the worker.
 func (w *pyWorker) readFrames(stdout io.Reader) {
 	defer close(w.exited)
+	defer workerFunctions.Delete(w.id)
 	defer w.removeDir()
 	defer func() { _ = w.cmd.Wait() }()
 	defer close(w.frames)
@@ -556,10 +556,14 @@ type pyInit struct {
 	Handler     string `json:"handler"`
 	Filename    string `json:"filename"`
 	MemoryLimit int64  `json:"memory_limit"`
+	// Env is the function's environment, over the worker's base one.
+	Env map[string]string `json:"env,omitempty"`
 }
 
-// load sends the source and waits for the worker to have loaded it.
+// load sends the function and waits for the worker to have loaded it: from
+// then on the worker is the function's.
 func (w *pyWorker) load(f *pyFunction) error {
+	workerFunctions.Store(w.id, f.fn.Name)
 	limit := f.timeout + pythonStartAllowance
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()

@@ -2,12 +2,14 @@
 #
 # Protocol, one JSON object per line on private copies of stdin/stdout (fds 0 and 1
 # are then pointed at /dev/null and stderr, so stray output cannot corrupt it):
-#   <- {"source": ..., "handler": ..., "filename": ..., "memory_limit": bytes}
+#   <- {"source": ..., "handler": ..., "filename": ..., "memory_limit": bytes, "env": {...}}
 #   -> {"ok": true} or {"ok": false, "error": {...}}
 #   <- {"request": {...}}
 #   -> {"ok": true, "logs": "...", "response": {...}}  (response compact, as JSON.stringify writes it)
 #   -> {"ok": false, "error": {"type", "message", "traceback"}, "logs": "...", "fatal": bool}
-# argv[1:] is a marker the gateway uses to recognise its workers.
+# argv[1:] is a marker the gateway uses to recognise its workers. A worker may be
+# started before it is known which function it will serve (a spare): everything of
+# the function, its environment included, comes in the first frame.
 import io
 import json
 import os
@@ -37,6 +39,16 @@ def limit_memory(limit):
         import resource
 
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def set_environment(env):
+    # os.environ is what the function and the processes it starts see.
+    if env:
+        os.environ.update(env)
+        if "TZ" in env:
+            import time
+
+            time.tzset()
 
 
 def error_of(exc):
@@ -142,6 +154,7 @@ def main():
         return
     init = json.loads(line)
     limit_memory(init.get("memory_limit"))
+    set_environment(init.get("env"))
     handler, err = load(init)
     if err is not None:
         send(proto_out, {"ok": False, "error": err})

@@ -14,10 +14,16 @@ var ErrUnknownRuntime = errors.New("unknown runtime")
 type PoolStats struct {
 	Idle int
 	Busy int
-	// Starts, Evictions and Reaps count the workers started (cold starts), stopped
+	// Spares are the workers started ahead, not given to a function yet.
+	Spares int
+	// Starts, Evictions and Reaps count the workers given a function (cold
+	// starts: a spare loading the function, or a worker started for it), stopped
 	// to keep the memory budget, and stopped by the idle sweep (idle past the
 	// timeout, or busy while idle), since the runtime was made.
 	Starts, Evictions, Reaps uint64
+	// SpareMisses counts the workers a function had to start itself, finding no
+	// spare: each a full cold start.
+	SpareMisses uint64
 }
 
 // StatsReporter is implemented by the runtimes that pool VMs or workers; the

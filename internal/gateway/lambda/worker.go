@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
-	"strconv"
 	"sync"
 	"time"
 
@@ -64,6 +63,7 @@ type scripts struct {
 	opts      Options // with defaults
 	inProcess Runtime
 	pools     *poolSet
+	spares    *spareSets
 
 	mu         sync.Mutex
 	executable string
@@ -73,7 +73,8 @@ type scripts struct {
 // newScripts returns the sandboxed form of the in-process runtime name.
 func newScripts(name string, opts Options) *scripts {
 	opts = opts.withDefaults()
-	s := &scripts{name: name, opts: opts, pools: newPoolSet(opts.MemoryBudget)}
+	pools := newPoolSet(opts.MemoryBudget)
+	s := &scripts{name: name, opts: opts, pools: pools, spares: &spareSets{want: opts.WorkerSpares, pools: pools}}
 	switch name {
 	case JavaScript:
 		s.inProcess = NewJavaScript(opts)
@@ -138,8 +139,8 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 	if err != nil {
 		return nil, fmt.Errorf("function %s: %w", fn.Name, err)
 	}
-	f := &pyFunction{
-		fn: fn, interpreter: exe, memoryLimit: memoryLimit, timeout: timeout,
+	spec := workerSpec{
+		command: []string{exe}, marker: ScriptWorkerMarker,
 		// A worker serves one call at a time and waits for the next in a blocking
 		// read of its stdin. With two Ps the runtime leaves the reading thread its
 		// P while the other is idle; with one, its monitor takes the P back every
@@ -153,10 +154,12 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 		// processor time of an idle worker tells that it is still running.
 		limits:  s.opts.workerLimits(memoryLimit, scriptWorkerMemory(memoryLimit)),
 		sandbox: sb, binds: []string{exe}, maxReply: s.opts.MaxReplyBytes,
-		idleTimeout: s.opts.WorkerIdleTimeout,
-		args:        []string{exe, ScriptWorkerMarker, "gateway=" + strconv.Itoa(os.Getpid()), "function=" + fn.Name},
-		init:        append(first, '\n'),
-		goWorker:    true,
+		network: fn.Network, goWorker: true,
+	}
+	f := &pyFunction{
+		fn: fn, timeout: timeout, idleTimeout: s.opts.WorkerIdleTimeout,
+		spares: s.spares.get(spec),
+		init:   append(first, '\n'),
 	}
 	if err := f.warm(s.poolSize(), s.pools); err != nil {
 		return nil, err

@@ -1,0 +1,234 @@
+package lambda
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// spareForms are the runtimes whose workers come from spares, each with a
+// function that answers its environment variable TOKEN and holds marker in its
+// source.
+func spareForms(opts Options, marker string) map[string]struct {
+	rt Runtime
+	fn Function
+} {
+	return map[string]struct {
+		rt Runtime
+		fn Function
+	}{
+		"python": {NewPython(opts), pyFn("spare", "MARK = '"+marker+"'\nimport os\ndef sync(request):\n    return {'token': os.environ['TOKEN'], 'mark': MARK}\n")},
+		"javascript": {NewSandboxedJavaScript(opts), jsFn("spare", "const MARK = '"+marker+"';\n"+
+			"function sync(request) { return {token: process.env.TOKEN, mark: MARK}; }")},
+	}
+}
+
+// waitSpares waits until rt keeps n spares.
+func waitSpares(t *testing.T, rt Runtime, n int) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for rt.(StatsReporter).Stats().Spares != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("spares = %d after a minute, want %d", rt.(StatsReporter).Stats().Spares, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// workersOf is every worker of this process, spares included, for the runtime.
+func workersOf(runtime string, function string) []int {
+	if runtime == Python {
+		return PythonWorkerPIDs(os.Getpid(), function)
+	}
+	return ScriptWorkerPIDs(os.Getpid(), function)
+}
+
+// A spare is started before any function is known, and nothing of a function
+// reaches one until it is given that function: not its source, not its
+// environment, in the spare's command line, environment or memory. The
+// function's own worker holds them (the control: the scan finds what is
+// there).
+func TestSparesHoldNoFunction(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("reading another process's memory needs root")
+	}
+	secret, marker := "token-"+strconv.FormatInt(time.Now().UnixNano(), 36), "mark-"+strconv.Itoa(os.Getpid())
+	for name, tt := range spareForms(Options{WorkerSpares: 2}, marker) {
+		t.Run(name, func(t *testing.T) {
+			tt.fn.Env = map[string]string{"TOKEN": secret}
+			c := mustCompile(t, tt.rt, tt.fn)
+			res, err := invoke(t, c, echoRequest("x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(res.Response), secret) {
+				t.Fatalf("the function did not see its environment: %s", res.Response)
+			}
+			waitSpares(t, tt.rt, 2)
+			own := workersOf(tt.fn.Runtime, tt.fn.Name)
+			if len(own) == 0 {
+				t.Fatal("the function has no worker")
+			}
+			for _, pid := range own {
+				if !processHolds(t, pid, marker) || !processHolds(t, pid, secret) {
+					t.Fatalf("the function's worker %d does not hold its source and environment in memory, so the scan proves nothing", pid)
+				}
+			}
+			var spares []int
+			for _, pid := range workersOf(tt.fn.Runtime, "") {
+				if !slices.Contains(own, pid) {
+					spares = append(spares, pid)
+				}
+			}
+			if len(spares) != 2 {
+				t.Fatalf("spare workers %v, want 2", spares)
+			}
+			for _, pid := range spares {
+				for _, file := range []string{"cmdline", "environ"} {
+					raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
+					if bytes.Contains(raw, []byte(secret)) || bytes.Contains(raw, []byte(marker)) || bytes.Contains(raw, []byte(tt.fn.Name)) {
+						t.Errorf("spare %d's %s shows the function: %q", pid, file, raw)
+					}
+				}
+				if processHolds(t, pid, secret) || processHolds(t, pid, marker) {
+					t.Errorf("spare %d holds the function's source or environment in memory", pid)
+				}
+			}
+		})
+	}
+}
+
+// processHolds reports whether s is in the writable memory of process pid.
+func processHolds(t *testing.T, pid int, s string) bool {
+	t.Helper()
+	maps, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer maps.Close()
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	lines := bufio.NewScanner(maps)
+	for lines.Scan() {
+		f := strings.Fields(lines.Text())
+		if len(f) < 2 || !strings.HasPrefix(f[1], "rw") {
+			continue
+		}
+		from, to, _ := strings.Cut(f[0], "-")
+		start, _ := strconv.ParseUint(from, 16, 64)
+		end, _ := strconv.ParseUint(to, 16, 64)
+		for off := start; off < end; off += 1 << 20 { // overlapping chunks: a match may cross a boundary
+			buf := make([]byte, min(end-off, 1<<20+uint64(len(s))))
+			n, _ := mem.ReadAt(buf, int64(off))
+			if bytes.Contains(buf[:n], []byte(s)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// A spare serves one function, once: a worker that was given a function is
+// never given another, and is stopped with it.
+func TestSpareServesOneFunction(t *testing.T) {
+	for name, tt := range spareForms(Options{WorkerSpares: 2}, "one") {
+		t.Run(name, func(t *testing.T) {
+			first := tt.fn
+			first.Env = map[string]string{"TOKEN": "first"}
+			a, err := tt.rt.Compile(first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := invoke(t, a, echoRequest("x")); err != nil {
+				t.Fatal(err)
+			}
+			served := workersOf(first.Runtime, first.Name)
+			a.Close()
+			for _, pid := range served {
+				if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err == nil {
+					t.Errorf("worker %d of a closed function still runs", pid)
+				}
+			}
+			second := tt.fn
+			second.Name += "-2"
+			second.Env = map[string]string{"TOKEN": "second"}
+			b := mustCompile(t, tt.rt, second)
+			res, err := invoke(t, b, echoRequest("x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(res.Response), `"second"`) {
+				t.Errorf("the second function answered %s", res.Response)
+			}
+			for _, pid := range workersOf(second.Runtime, second.Name) {
+				if slices.Contains(served, pid) {
+					t.Errorf("worker %d served both functions", pid)
+				}
+			}
+		})
+	}
+}
+
+// A call that needs a new worker takes a spare when one is ready; without
+// spares (the control) it starts one.
+func TestColdStartTakesASpare(t *testing.T) {
+	for _, spares := range []int{2, -1} {
+		for name, tt := range spareForms(Options{WorkerSpares: spares}, "cold") {
+			t.Run(fmt.Sprintf("%s/spares=%d", name, spares), func(t *testing.T) {
+				mustCompile(t, tt.rt, tt.fn)
+				if spares > 0 {
+					waitSpares(t, tt.rt, spares)
+				}
+				before := tt.rt.(StatsReporter).Stats()
+				next := tt.fn
+				next.Name += "-next"
+				next.Env = map[string]string{"TOKEN": "t"}
+				c := mustCompile(t, tt.rt, next)
+				if _, err := invoke(t, c, echoRequest("x")); err != nil {
+					t.Fatal(err)
+				}
+				after := tt.rt.(StatsReporter).Stats()
+				if after.Starts-before.Starts != 2 { // the compile's check and the call's worker
+					t.Errorf("starts %d, want 2", after.Starts-before.Starts)
+				}
+				misses := after.SpareMisses - before.SpareMisses
+				if spares > 0 && misses != 0 {
+					t.Errorf("%d starts found no spare, want none", misses)
+				}
+				if spares < 0 && (misses != 2 || after.Spares != 0) {
+					t.Errorf("without spares: %d misses and %d spares, want 2 and 0", misses, after.Spares)
+				}
+			})
+		}
+	}
+}
+
+// The spares stop with the runtime's last function: nothing runs for a runtime
+// without functions.
+func TestSparesStopWithTheLastFunction(t *testing.T) {
+	for name, tt := range spareForms(Options{WorkerSpares: 2}, "last") {
+		t.Run(name, func(t *testing.T) {
+			c, err := tt.rt.Compile(tt.fn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitSpares(t, tt.rt, 2)
+			c.Close()
+			if left := workersOf(tt.fn.Runtime, ""); len(left) > 0 {
+				t.Errorf("workers %v run after the last function closed", left)
+			}
+			if s := tt.rt.(StatsReporter).Stats(); s.Spares != 0 {
+				t.Errorf("%d spares after the last function closed", s.Spares)
+			}
+		})
+	}
+}
