@@ -148,7 +148,7 @@ func (p *python) Compile(fn Function) (Compiled, error) {
 	}
 	memoryLimit := max(p.opts.PythonMemoryLimit, 0)
 	spec := workerSpec{
-		command: []string{interpreter, "-I", "-c", pythonWorkerScript}, marker: PythonWorkerMarker,
+		command: []string{interpreter, "-I", "-S", "-c", pythonWorkerScript}, marker: PythonWorkerMarker,
 		env: environ(pythonBaseEnv), binds: binds, network: fn.Network, sandbox: sb, maxReply: p.opts.MaxReplyBytes,
 		limits: p.opts.workerLimits(p.opts.PythonMemoryLimit, p.opts.PythonMemoryLimit),
 	}

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -304,5 +306,43 @@ func TestTailBufferKeepsTheEndWithoutAllocating(t *testing.T) {
 	got := tb.String()
 	if !strings.HasPrefix(got, "abcdefgh") || !strings.HasSuffix(got, "abcdefghtail") || len(got) != headBytes+len("\n[...]\n")+tailBytes {
 		t.Errorf("kept %d bytes: %.12q ... %q", len(got), got, got[len(got)-12:])
+	}
+}
+
+// A worker runs without the installation's start-up hooks (python -S), yet
+// finds what site would have put on sys.path, and site's builtins.
+func TestPythonSitePackages(t *testing.T) {
+	out, err := exec.Command(DefaultPythonBinary, "-I", "-c", "import os, site\nfor d in site.getsitepackages():\n    os.path.isdir(d) and print(os.path.abspath(d))").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.Fields(string(out))
+	source := `import sys
+def sync(request):
+    return {"path": sys.path, "builtins": [callable(exit), callable(quit), callable(help)], "nosite": sys.flags.no_site}
+`
+	c := mustCompile(t, NewPython(Options{}), pyFn("site", source))
+	res, err := invoke(t, c, echoRequest("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Path     []string
+		Builtins []bool
+		NoSite   int
+	}
+	if err := json.Unmarshal(res.Response, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.NoSite != 1 {
+		t.Errorf("sys.flags.no_site = %d, want 1 (start-up hooks skipped)", got.NoSite)
+	}
+	for _, d := range want {
+		if !slices.Contains(got.Path, d) {
+			t.Errorf("sys.path %v lacks the site-packages directory %s", got.Path, d)
+		}
+	}
+	if !slices.Equal(got.Builtins, []bool{true, true, true}) {
+		t.Errorf("exit, quit, help callable: %v, want all", got.Builtins)
 	}
 }
