@@ -64,6 +64,8 @@ func main() {
 	budget := flag.String("budget", "2Gi", "the gateway's --worker-memory-budget (0: none)")
 	worker := flag.String("worker", "bin/"+sandbox.WorkerExecutable, "the worker executable (make build puts it in bin/); the benchmark's own when missing")
 	clients := flag.Int("clients", 16, "concurrent callers of the warm calls (cold calls are made one at a time, so that each measures a start alone)")
+	flag.IntVar(&spares, "spares", lambda.DefaultWorkerSpares, "the gateway's --worker-spares (negative: none)")
+	flag.DurationVar(&coldInterval, "cold-interval", 0, "pause between two cold calls: 0 calls back to back, which drains the spares faster than they refill; a pause longer than a worker's start shows cold starts as they come when they are sporadic")
 	flag.Parse()
 	q, err := resource.ParseQuantity(*budget)
 	if err == nil {
@@ -74,6 +76,12 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// The gateway's spares, and the pause between cold calls.
+var (
+	spares       int
+	coldInterval time.Duration
+)
 
 // phase is one pass over every Function.
 type phase struct {
@@ -94,7 +102,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	gwOpts := gateway.Defaults()
 	gwOpts.MaxFunctionsPerNamespace = n
 	opts := &gwOpts.Runtime
-	opts.WorkerIdleTimeout, opts.MemoryBudget = idleTimeout, lambda.NewMemoryBudget(budget)
+	opts.WorkerIdleTimeout, opts.MemoryBudget, opts.WorkerSpares = idleTimeout, lambda.NewMemoryBudget(budget), spares
 	launcher := "the benchmark's own executable"
 	if _, err := os.Stat(worker); err == nil {
 		sb, err := sandbox.New(sandbox.Options{Launcher: worker})
@@ -150,7 +158,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	time.Sleep(2 * time.Second) // the check workers' exits
 	registeredPSS := pss()
 
-	call := func(name string, clients int) *phase {
+	call := func(name string, clients int, pause time.Duration) *phase {
 		p := &phase{name: name, latencies: map[string][]time.Duration{}}
 		var mu sync.Mutex
 		work := make(chan int)
@@ -175,21 +183,22 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 		}
 		for i := range n {
 			work <- i
+			time.Sleep(pause)
 		}
 		close(work)
 		wg.Wait()
 		p.pss = pss()
 		return p
 	}
-	cold := call("first call (cold)", 1)
-	warm := call("second call (warm)", clients)
+	cold := call("first call (cold)", 1, coldInterval)
+	warm := call("second call (warm)", clients, 0)
 	time.Sleep(idleTimeout + 3*time.Second) // past the idle timeout and a sweep
 	idlePSS := pss()
-	again := call("after idle (cold)", 1)
+	again := call("after idle (cold)", 1, coldInterval)
 	after := stats()
 
-	fmt.Printf("\n%d Functions (%s), %d callers, worker idle timeout %s, memory budget %s, workers from %s; registering took %s\n",
-		n, strings.Join(runtimes, ", "), clients, idleTimeout, resource.NewQuantity(budget, resource.BinarySI), launcher, registered.Round(time.Millisecond))
+	fmt.Printf("\n%d Functions (%s), %d callers, worker idle timeout %s, memory budget %s, %d spares, %s between cold calls, workers from %s; registering took %s\n",
+		n, strings.Join(runtimes, ", "), clients, idleTimeout, resource.NewQuantity(budget, resource.BinarySI), spares, coldInterval, launcher, registered.Round(time.Millisecond))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "state\tPSS of the gateway and its workers (MiB)\tper Function (MiB)\t")
 	row := func(state string, v int64) {
@@ -212,10 +221,10 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	}
 	tw.Flush()
 	fmt.Println()
-	fmt.Fprintln(tw, "runtime\tworkers started\tstopped for the budget\tstopped idle\t")
+	fmt.Fprintln(tw, "runtime\tworkers started\tof which found no spare\tstopped for the budget\tstopped idle\t")
 	for _, r := range runtimes {
 		s := after[r]
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", r, s.Starts, s.Evictions, s.Reaps)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", r, s.Starts, s.SpareMisses, s.Evictions, s.Reaps)
 	}
 	tw.Flush()
 	fmt.Printf("\nthis process's own RSS (the gateway and the benchmark): %.1f MiB; workers' memory at the budget's last look: %.1f MiB\n",
