@@ -2,6 +2,9 @@ package gateway
 
 import (
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/metalambda/metalambda/internal/httpapi"
 	"github.com/metalambda/metalambda/internal/httpapi/httpapitest"
@@ -18,10 +21,11 @@ const (
 
 func newReviewAPI(t *testing.T) *httpapitest.Reviews { return httpapitest.NewReviews(t) }
 
-// newAuthorizer asks api, with the gateway's default TTLs and limits.
+// newAuthorizer asks api, with the gateway's default TTLs and limits and a short
+// retry backoff (a failing API is not waited for 5 tries of real backoff).
 func newAuthorizer(t *testing.T, api *httpapitest.Reviews) *httpapi.Auth {
 	t.Helper()
-	a, err := httpapi.NewAuth(api.Kube, httpapi.AuthOptions{})
+	a, err := httpapi.NewAuth(api.Kube, httpapi.AuthOptions{RetryBackoff: &wait.Backoff{Duration: time.Millisecond, Steps: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,8 +18,10 @@ type apiAuth struct {
 	kit *httpapi.Auth
 }
 
-func newAPIAuth(kube kubernetes.Interface) (*apiAuth, error) {
-	kit, err := httpapi.NewAuth(kube, httpapi.AuthOptions{})
+// newAPIAuth asks kube with the kit's options o (the API's are the defaults; tests
+// pass a short retry backoff).
+func newAPIAuth(kube kubernetes.Interface, o httpapi.AuthOptions) (*apiAuth, error) {
+	kit, err := httpapi.NewAuth(kube, o)
 	if err != nil {
 		return nil, err
 	}

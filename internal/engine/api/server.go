@@ -35,7 +35,7 @@ type server struct {
 // when it records none). kube reviews the callers' tokens and access; the engine's own
 // identity needs create on tokenreviews and subjectaccessreviews.
 func New(engine Engine, calls *History, kube kubernetes.Interface) (http.Handler, error) {
-	auth, err := newAPIAuth(kube)
+	auth, err := newAPIAuth(kube, httpapi.AuthOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("engine API: %w", err)
 	}
