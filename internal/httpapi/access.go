@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -92,7 +91,7 @@ func (a *Auth) allowed(ctx context.Context, c *Caller, x Access) (bool, *Error) 
 		return v.(cachedDecision).allowed, nil
 	}
 	if _, wait := take(a.accessReviews.limiter(c.User.Username+"\x00"+c.User.UID), a.now()); wait > 0 {
-		e := NewError(http.StatusTooManyRequests, "too_many_reviews", fmt.Sprintf("user %q asked too many access reviews; retry after %s", c.User.Username, wait.Round(time.Second)))
+		e := NewError(http.StatusTooManyRequests, "too_many_reviews", fmt.Sprintf("user %q asked too many access reviews; retry after %ds", c.User.Username, retryAfterSeconds(wait)))
 		e.RetryAfter = retryAfterSeconds(wait)
 		return false, e
 	}
