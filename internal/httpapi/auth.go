@@ -26,8 +26,8 @@ type AuthOptions struct {
 	// NegativeTTL is how long a token the Kubernetes API refused is remembered: shorter
 	// than TTL, so that a token just created works at once. Default 2s.
 	NegativeTTL time.Duration
-	// CacheSize bounds each cache (tokens, decisions, clients with failures), least
-	// recently used first out. Default 4096.
+	// CacheSize bounds each cache (tokens, decisions, clients with failures, users
+	// with access reviews), least recently used first out. Default 4096.
 	CacheSize int
 	// Failures bound failed authentications per client address; more answer 429 with
 	// Retry-After. Default a burst of 20, then 1 per second.

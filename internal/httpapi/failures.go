@@ -91,7 +91,7 @@ func (f *failureLimiter) reserve(client string, review bool) (refund func(), err
 	refundGlobal, wait := take(f.global, now)
 	if refundGlobal == nil {
 		refundClient()
-		return nil, tooManyFailures(wait, "of unknown tokens")
+		return nil, tooManyFailures(wait, "over all clients")
 	}
 	return func() { refundClient(); refundGlobal() }, nil
 }
