@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -78,6 +79,9 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.gateway.AuthCacheSize, "auth-cache-size", o.gateway.AuthCacheSize, "Entries of each authentication cache (tokens, decisions, clients with failed authentications).")
 	fs.IntVar(&o.gateway.FailedAuthBurst, "failed-auth-burst", o.gateway.FailedAuthBurst, "Failed authentications allowed per client address before 429, refilled at --failed-auth-rate.")
 	fs.Float64Var(&o.gateway.FailedAuthRate, "failed-auth-rate", o.gateway.FailedAuthRate, "Failed authentications allowed per client address per second after the burst.")
+	fs.Func("trusted-proxies", "Comma-separated addresses or CIDRs of proxies whose X-Forwarded-For names the client for --failed-auth-burst; without them every client behind a proxy shares its budget. May be repeated.", func(v string) error {
+		return parsePrefixes(v, &o.gateway.TrustedProxies)
+	})
 	fs.StringVar(&o.gateway.EngineURL, "engine-url", o.gateway.EngineURL, "Base URL of the engine's API (its --api-address), which the dashboard at /ui/ reads controllers, parents and hook calls from; empty leaves those out.")
 	fs.BoolVar(&o.gateway.Dashboard.SecureCookies, "secure-cookies", o.gateway.Dashboard.SecureCookies, "Mark the dashboard's session cookies Secure on plain-HTTP requests too, for a gateway behind a TLS-terminating proxy or ingress (requests over TLS always get them Secure).")
 	fs.StringVar(&o.gateway.IngressAddress, "ingress-address", o.gateway.IngressAddress, "host:port of the ingress that serves PythonLambdas' hosts, through which the dashboard's \"try it\" calls them; empty turns \"try it\" off.")
@@ -273,4 +277,24 @@ func parseMemoryBudget(v string) (int64, error) {
 		return 0, fmt.Errorf("--worker-memory-budget %q: want auto, 0 or a quantity of bytes such as 1536Mi", v)
 	}
 	return q.Value(), nil
+}
+
+// parsePrefixes appends the comma-separated addresses (as /32 or /128) and CIDRs of v
+// to out.
+func parsePrefixes(v string, out *[]netip.Prefix) error {
+	for item := range strings.SplitSeq(v, ",") {
+		if item = strings.TrimSpace(item); item == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(item)
+		if err != nil {
+			addr, aerr := netip.ParseAddr(item)
+			if aerr != nil {
+				return err
+			}
+			p = netip.PrefixFrom(addr, addr.BitLen())
+		}
+		*out = append(*out, p.Masked())
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -70,6 +71,15 @@ func TestOptionsValidate(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantDeny, o.gateway.EgressDeny); diff != "" {
 		t.Errorf("denied destinations (-want +got):\n%s", diff)
+	}
+	if err := fs.Parse([]string{"--trusted-proxies=10.1.0.0/16, 192.0.2.7", "--trusted-proxies=2001:db8::1"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(o.gateway.TrustedProxies); got != "[10.1.0.0/16 192.0.2.7/32 2001:db8::1/128]" {
+		t.Errorf("trusted proxies %s", got)
+	}
+	if err := fs.Parse([]string{"--trusted-proxies=proxy.example"}); err == nil {
+		t.Error("--trusted-proxies took a name")
 	}
 	for _, tt := range []struct {
 		set  func(*options)

@@ -97,6 +97,14 @@ func (v controllerView) Overview() api.Overview {
 	return o
 }
 
+func (v controllerView) ParentResources() []api.Resource {
+	out := make([]api.Resource, len(v.c.parents))
+	for i, p := range v.c.parents {
+		out[i] = api.Resource{Group: p.res.Group, Resource: p.res.Resource}
+	}
+	return out
+}
+
 func (v controllerView) Parents(namespace, name, kind string) []api.Parent {
 	var found []api.Parent
 	for i, p := range v.c.parents {

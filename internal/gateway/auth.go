@@ -46,11 +46,11 @@ func pathAccess(path string) httpapi.Access {
 }
 
 // login is the dashboard's check of a pasted token: the API's authentication, with
-// the same cache and failure limit.
+// the same cache and failure limit (and its 429's Retry-After).
 func (g *Gateway) login(r *http.Request, token string) (*authenticationv1.UserInfo, error) {
 	u, err := g.auth.Login(r, token)
 	if err != nil {
-		return nil, &dashboard.AuthError{Status: err.Status, Message: err.Message}
+		return nil, &dashboard.AuthError{Status: err.Status, Message: err.Message, RetryAfter: err.RetryAfter}
 	}
 	return u, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
 	"runtime/debug"
 	"strconv"
@@ -54,6 +55,10 @@ type Options struct {
 	// FailedAuthRate per second; more answer 429 with Retry-After. Defaults 20 and 1.
 	FailedAuthBurst int
 	FailedAuthRate  float64
+	// TrustedProxies are the addresses of proxies whose X-Forwarded-For names the
+	// client for the failed-authentication limit. Default none: behind a proxy, every
+	// client shares the proxy's budget.
+	TrustedProxies []netip.Prefix
 	// MaxConcurrentCalls is how many calls of one function run at once; more answer
 	// 429 with Retry-After. Default 64.
 	MaxConcurrentCalls int
@@ -178,7 +183,8 @@ func (o *Options) chooseSandbox() error {
 func (o *Options) authOptions() httpapi.AuthOptions {
 	return httpapi.AuthOptions{
 		TTL: o.AuthCacheTTL, NegativeTTL: o.AuthNegativeTTL, CacheSize: o.AuthCacheSize,
-		Failures: httpapi.FailureLimits{Burst: o.FailedAuthBurst, Rate: o.FailedAuthRate},
+		Failures:       httpapi.FailureLimits{Burst: o.FailedAuthBurst, Rate: o.FailedAuthRate},
+		TrustedProxies: o.TrustedProxies,
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Access is what a request needs, as a SubjectAccessReview asks it: a verb on a
@@ -70,12 +71,13 @@ func (a Access) review(c *Caller) *authorizationv1.SubjectAccessReview {
 }
 
 // Authorize answers nil when c may do what x says (SubjectAccessReview), else a 403
-// with x's message, or a 502 when the API did not answer. Answers are reused for the
+// with x's message, a 429 when the user's reviews beyond the cache are spent, or a
+// 502 or 503 when the API did not answer or was not asked. Answers are reused for the
 // TTL, by token and access.
 func (a *Auth) Authorize(ctx context.Context, c *Caller, x Access) *Error {
 	allowed, err := a.allowed(ctx, c, x)
 	if err != nil {
-		return NewError(http.StatusBadGateway, "kubernetes_unavailable", "subject access review: "+err.Error())
+		return err
 	}
 	if !allowed {
 		return NewError(http.StatusForbidden, "forbidden", x.denied(c.User.Username))
@@ -83,27 +85,38 @@ func (a *Auth) Authorize(ctx context.Context, c *Caller, x Access) *Error {
 	return nil
 }
 
-func (a *Auth) allowed(ctx context.Context, c *Caller, x Access) (bool, error) {
+func (a *Auth) allowed(ctx context.Context, c *Caller, x Access) (bool, *Error) {
 	key := sha256.Sum256([]byte(strings.Join([]string{c.Token, x.Verb, x.Group, x.Resource, x.Subresource, x.Namespace, x.Name, x.Path}, "\x00")))
 	if v, ok := a.decisions.Get(key); ok && a.now().Before(v.(cachedDecision).expires) {
 		return v.(cachedDecision).allowed, nil
 	}
-	var res *authorizationv1.SubjectAccessReview
-	err := a.retry(ctx, func(ctx context.Context) (err error) {
-		res, err = a.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, x.review(c), metav1.CreateOptions{})
-		return err
+	if _, wait := take(a.accessReviews.limiter(c.User.Username+"\x00"+c.User.UID), a.now()); wait > 0 {
+		e := NewError(http.StatusTooManyRequests, "too_many_reviews", fmt.Sprintf("user %q asked too many access reviews; retry after %ds", c.User.Username, retryAfterSeconds(wait)))
+		e.RetryAfter = retryAfterSeconds(wait)
+		return false, e
+	}
+	v, err := a.gate.do(ctx, a.now, "access\x00"+string(key[:]), "subject access review", func(ctx context.Context) (any, error) {
+		var res *authorizationv1.SubjectAccessReview
+		err := a.retry(ctx, func(ctx context.Context) (err error) {
+			res, err = a.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, x.review(c), metav1.CreateOptions{})
+			return err
+		})
+		if err != nil {
+			return false, err
+		}
+		a.decisions.Add(key, cachedDecision{allowed: res.Status.Allowed, expires: a.now().Add(a.ttl)})
+		return res.Status.Allowed, nil
 	})
 	if err != nil {
 		return false, err
 	}
-	allowed := res.Status.Allowed
-	a.decisions.Add(key, cachedDecision{allowed: allowed, expires: a.now().Add(a.ttl)})
-	return allowed, nil
+	return v.(bool), nil
 }
 
 // Require is middleware in chi's shape: it lets through a request whose bearer
 // token the API accepts and whose user may do what access(r) says, with its Caller in
-// the context (CallerFrom); others get 401, 403, 429 or 502 in the error shape.
+// the context (CallerFrom); others get 400 (a namespace or name that no object can
+// have, before any review), 401, 403, 429, 502 or 503 in the error shape.
 func (a *Auth) Require(access func(r *http.Request) Access) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -117,8 +130,12 @@ func (a *Auth) Require(access func(r *http.Request) Access) func(http.Handler) h
 	}
 }
 
-// Check is Require's test of one request: its caller, or why it may not.
+// Check is Require's test of one request: its caller, or why it may not. x's
+// Namespace and Name come from the request, and are checked first (CheckNames).
 func (a *Auth) Check(r *http.Request, x Access) (*Caller, *Error) {
+	if err := CheckNames(x.Namespace, x.Name); err != nil {
+		return nil, err
+	}
 	c, err := a.Authenticate(r)
 	if err != nil {
 		return nil, err
@@ -127,4 +144,22 @@ func (a *Auth) Check(r *http.Request, x Access) (*Caller, *Error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// CheckNames answers a 400 when namespace is not a DNS-1123 label or name not a
+// DNS-1123 subdomain (either may be empty): names from a request's path, checked
+// before any review, so that no request can have the API review names no object
+// can have.
+func CheckNames(namespace, name string) *Error {
+	if namespace != "" {
+		if errs := validation.IsDNS1123Label(namespace); len(errs) > 0 {
+			return NewError(http.StatusBadRequest, "bad_request", fmt.Sprintf("namespace %q: %s", namespace, strings.Join(errs, "; ")))
+		}
+	}
+	if name != "" {
+		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+			return NewError(http.StatusBadRequest, "bad_request", fmt.Sprintf("name %q: %s", name, strings.Join(errs, "; ")))
+		}
+	}
+	return nil
 }

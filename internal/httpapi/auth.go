@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"net/http"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -25,8 +26,8 @@ type AuthOptions struct {
 	// NegativeTTL is how long a token the Kubernetes API refused is remembered: shorter
 	// than TTL, so that a token just created works at once. Default 2s.
 	NegativeTTL time.Duration
-	// CacheSize bounds each cache (tokens, decisions, clients with failures), least
-	// recently used first out. Default 4096.
+	// CacheSize bounds each cache (tokens, decisions, clients with failures, users
+	// with access reviews), least recently used first out. Default 4096.
 	CacheSize int
 	// Failures bound failed authentications per client address; more answer 429 with
 	// Retry-After. Default a burst of 20, then 1 per second.
@@ -36,6 +37,23 @@ type AuthOptions struct {
 	// RetryBackoff is how a TokenReview or SubjectAccessReview the API failed is
 	// retried. Default k8s.io/apiserver's: 500ms, ×1.5, 5 tries.
 	RetryBackoff *wait.Backoff
+	// UnknownTokens bound the TokenReviews of tokens no cache knows, over all clients:
+	// a review that accepts the token is not counted. More answer 429. Default a
+	// burst of 100, then 10 per second.
+	UnknownTokens FailureLimits
+	// AccessReviews bound the SubjectAccessReviews per user that no cached answer
+	// saves; more answer 429. Default a burst of 300, then 30 per second.
+	AccessReviews FailureLimits
+	// MaxInFlightReviews bounds the reviews sent at once (identical ones are sent
+	// once); more answer 503 with Retry-After. Default 64.
+	MaxInFlightReviews int
+	// FailureCooldown is how long after a review the API failed (its retries spent)
+	// the reviews of tokens and accesses not cached answer 503 with Retry-After
+	// without asking the API. Default 5s.
+	FailureCooldown time.Duration
+	// TrustedProxies are the addresses of proxies whose X-Forwarded-For names the
+	// client, for the failure limit. Default none: the remote address is the client.
+	TrustedProxies []netip.Prefix
 }
 
 func (o *AuthOptions) setDefaults() {
@@ -48,20 +66,34 @@ func (o *AuthOptions) setDefaults() {
 	if o.CacheSize <= 0 {
 		o.CacheSize = 4096
 	}
-	if o.Failures.Burst <= 0 {
-		o.Failures.Burst = 20
-	}
-	if o.Failures.Rate <= 0 {
-		o.Failures.Rate = 1
-	}
+	o.Failures = limitsOr(o.Failures, FailureLimits{Burst: 20, Rate: 1})
 	if o.ReviewTimeout <= 0 {
 		o.ReviewTimeout = 10 * time.Second
+	}
+	o.UnknownTokens = limitsOr(o.UnknownTokens, FailureLimits{Burst: 100, Rate: 10})
+	o.AccessReviews = limitsOr(o.AccessReviews, FailureLimits{Burst: 300, Rate: 30})
+	if o.MaxInFlightReviews <= 0 {
+		o.MaxInFlightReviews = 64
+	}
+	if o.FailureCooldown <= 0 {
+		o.FailureCooldown = 5 * time.Second
 	}
 	if o.RetryBackoff == nil {
 		// k8s.io/apiserver/pkg/server/options.DefaultAuthWebhookRetryBackoff, which
 		// that package would bring the whole server along to import.
 		o.RetryBackoff = &wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
 	}
+}
+
+// limitsOr is l with each field that is not positive taken from d.
+func limitsOr(l, d FailureLimits) FailureLimits {
+	if l.Burst <= 0 {
+		l.Burst = d.Burst
+	}
+	if l.Rate <= 0 {
+		l.Rate = d.Rate
+	}
+	return l
 }
 
 // Auth authenticates a request's bearer token through the Kubernetes API
@@ -76,8 +108,12 @@ func (o *AuthOptions) setDefaults() {
 // The answers are kept in two bounded LRU caches keyed by a hash of the token (the
 // apiserver's token cache grows with every distinct token until its TTL, so random
 // tokens from many addresses would cost memory without bound), with a shorter TTL
-// for a refused token. Failed authentications are rate limited per client address,
-// so that random tokens cost neither TokenReviews nor memory without bound either.
+// for a refused token. Failed authentications are rate limited per client address
+// (an IPv6 client per /64), and the reviews of unknown tokens over all clients, so
+// that random tokens cost neither TokenReviews nor memory without bound either; the
+// SubjectAccessReviews a user's requests cost beyond the cache are rate limited per
+// user. The reviews go through a reviewGate: identical ones coalesced, a bounded
+// number in flight, none for a cooldown after the API failed one.
 type Auth struct {
 	kube             kubernetes.Interface
 	reviewTimeout    time.Duration
@@ -86,6 +122,9 @@ type Auth struct {
 	users            *lru.Cache // [32]byte → cachedUser
 	decisions        *lru.Cache // [32]byte → cachedDecision
 	failures         *failureLimiter
+	accessReviews    *buckets // by user
+	gate             *reviewGate
+	trustedProxies   []netip.Prefix
 	now              func() time.Time
 }
 
@@ -109,8 +148,11 @@ func NewAuth(kube kubernetes.Interface, o AuthOptions) (*Auth, error) {
 		kube: kube, reviewTimeout: o.ReviewTimeout, backoff: *o.RetryBackoff,
 		ttl: o.TTL, negativeTTL: o.NegativeTTL,
 		users: lru.New(o.CacheSize), decisions: lru.New(o.CacheSize),
-		failures: newFailureLimiter(o.Failures, o.CacheSize),
-		now:      time.Now,
+		failures:       newFailureLimiter(o.Failures, o.UnknownTokens, o.CacheSize),
+		accessReviews:  newBuckets(o.AccessReviews, o.CacheSize),
+		gate:           newReviewGate(o.MaxInFlightReviews, o.FailureCooldown),
+		trustedProxies: o.TrustedProxies,
+		now:            time.Now,
 	}, nil
 }
 
@@ -135,7 +177,8 @@ func CallerFrom(ctx context.Context) *Caller {
 }
 
 // Authenticate returns the caller of r, or a 401 (no token, or one the API refuses),
-// a 429 (a client with too many failures) or a 502 (the API failed to answer).
+// a 429 (a client with too many failures), a 502 (the API failed to answer) or a 503
+// (the API not asked: too many reviews in flight, or one failed just before).
 func (a *Auth) Authenticate(r *http.Request) (*Caller, *Error) {
 	token, ok := Bearer(r)
 	u, err := a.identify(r, token, ok)
@@ -152,46 +195,60 @@ func (a *Auth) Login(r *http.Request, token string) (*authenticationv1.UserInfo,
 }
 
 // identify is the user token belongs to; present is false when the request carried
-// no token. Clients with too many failures get a 429 before any TokenReview.
+// no token. A token the API accepted recently is served from the cache; any other
+// attempt first takes one failure from the client's budget (and, for a token to
+// review, one from the global budget of unknown tokens), or gets a 429 without a
+// TokenReview, and gives it back when the API accepts the token or was not asked.
 func (a *Auth) identify(r *http.Request, token string, present bool) (*authenticationv1.UserInfo, *Error) {
-	client := clientAddress(r)
-	if retry := a.failures.blocked(client); retry > 0 && !a.knownGood(token) {
-		return nil, tooManyFailures(retry)
+	cached, known := a.cached(token)
+	if known && cached != nil {
+		return cached, nil
+	}
+	refund, err := a.failures.reserve(clientAddress(r, a.trustedProxies), present && !known)
+	if err != nil {
+		return nil, err
 	}
 	if !present {
-		a.failures.record(client)
 		return nil, NewError(http.StatusUnauthorized, "unauthorized", "a bearer token is required (Authorization: Bearer <token>), e.g. from `kubectl create token`")
 	}
+	if known {
+		return userOrUnauthorized(nil)
+	}
 	u, err := a.authenticate(r.Context(), token)
-	if err != nil && err.Status == http.StatusUnauthorized {
-		a.failures.record(client)
+	if err == nil || err.Status == http.StatusServiceUnavailable {
+		refund()
 	}
 	return u, err
 }
 
-// knownGood reports whether the API accepted token recently: a client held back for
-// its failures may still use a token that works.
-func (a *Auth) knownGood(token string) bool {
+// cached is the cache's answer for token: known is false when it has none.
+func (a *Auth) cached(token string) (u *authenticationv1.UserInfo, known bool) {
 	v, ok := a.users.Get(sha256.Sum256([]byte(token)))
-	return ok && v.(cachedUser).user != nil && a.now().Before(v.(cachedUser).expires)
+	if !ok || !a.now().Before(v.(cachedUser).expires) {
+		return nil, false
+	}
+	return v.(cachedUser).user, true
 }
 
-// authenticate is the user a token belongs to (TokenReview), or a 401 or 502.
+// authenticate is the user a token belongs to (TokenReview), or a 401, 502 or 503.
 func (a *Auth) authenticate(ctx context.Context, token string) (*authenticationv1.UserInfo, *Error) {
 	key := sha256.Sum256([]byte(token))
-	if v, ok := a.users.Get(key); ok && a.now().Before(v.(cachedUser).expires) {
-		return userOrUnauthorized(v.(cachedUser).user)
-	}
-	u, err := a.review(ctx, token)
+	v, err := a.gate.do(ctx, a.now, "token\x00"+string(key[:]), "token review", func(ctx context.Context) (any, error) {
+		u, err := a.review(ctx, token)
+		if err != nil {
+			return nil, err
+		}
+		entry := cachedUser{user: u, expires: a.now().Add(a.negativeTTL)}
+		if u != nil {
+			entry.expires = a.now().Add(a.ttl)
+		}
+		a.users.Add(key, entry)
+		return u, nil
+	})
 	if err != nil {
-		return nil, NewError(http.StatusBadGateway, "kubernetes_unavailable", "token review: "+err.Error())
+		return nil, err
 	}
-	entry := cachedUser{user: u, expires: a.now().Add(a.negativeTTL)}
-	if u != nil {
-		entry.expires = a.now().Add(a.ttl)
-	}
-	a.users.Add(key, entry)
-	return userOrUnauthorized(entry.user)
+	return userOrUnauthorized(v.(*authenticationv1.UserInfo))
 }
 
 // review asks the API who token belongs to (TokenReview): the user, nil when the API

@@ -18,8 +18,10 @@ import (
 const goodToken = httpapitest.GoodToken
 
 func testAuthOptions(size int) AuthOptions {
-	return AuthOptions{TTL: 10 * time.Second, NegativeTTL: 2 * time.Second, CacheSize: size, Failures: FailureLimits{Burst: 5, Rate: 1},
+	o := AuthOptions{TTL: 10 * time.Second, NegativeTTL: 2 * time.Second, CacheSize: size, Failures: FailureLimits{Burst: 5, Rate: 1},
 		RetryBackoff: &wait.Backoff{Duration: time.Millisecond, Steps: 1}}
+	o.UnknownTokens = FailureLimits{Burst: 1 << 20, Rate: 1} // tests that want it set it lower
+	return o
 }
 
 func newAuthorizer(t *testing.T, api *httpapitest.Reviews, o AuthOptions) *Auth {
@@ -76,7 +78,7 @@ func TestAuthCachesAreBounded(t *testing.T) {
 	if got := api.TokenReviews.Load(); got != tokens {
 		t.Errorf("%d TokenReviews for %d random tokens", got, tokens)
 	}
-	for name, n := range map[string]int{"tokens": a.users.Len(), "decisions": a.decisions.Len(), "clients": a.failures.clients.Len()} {
+	for name, n := range map[string]int{"tokens": a.users.Len(), "decisions": a.decisions.Len(), "clients": a.failures.clients.lru.Len()} {
 		if n > bound {
 			t.Errorf("%s cache holds %d entries, over its bound of %d", name, n, bound)
 		}

@@ -4,6 +4,8 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -11,64 +13,132 @@ import (
 	"k8s.io/utils/lru"
 )
 
-// FailureLimits bound failed authentications per client address: a burst, then a
-// steady rate per second.
+// FailureLimits are a token bucket: a burst, then a steady rate per second. They
+// bound failed authentications per client address, TokenReviews of unknown tokens
+// over all clients, and SubjectAccessReviews per user.
 type FailureLimits struct {
 	Burst int
 	Rate  float64
 }
 
-// failureLimiter counts failed authentications per client address in token buckets
-// kept in a bounded LRU cache. A client whose bucket is empty is held back until it
-// refills; successful requests cost nothing.
-type failureLimiter struct {
-	limits  FailureLimits
-	mu      sync.Mutex
-	clients *lru.Cache // address → *rate.Limiter
-	now     func() time.Time
+// buckets are token buckets by key (a client address, a user) in a bounded LRU cache.
+type buckets struct {
+	limits FailureLimits
+	mu     sync.Mutex
+	lru    *lru.Cache // key → *rate.Limiter
 }
 
-func newFailureLimiter(limits FailureLimits, size int) *failureLimiter {
-	return &failureLimiter{limits: limits, clients: lru.New(size), now: time.Now}
+func newBuckets(limits FailureLimits, size int) *buckets {
+	return &buckets{limits: limits, lru: lru.New(size)}
 }
 
-func (f *failureLimiter) limiter(client string) *rate.Limiter {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if v, ok := f.clients.Get(client); ok {
+func (b *buckets) limiter(key string) *rate.Limiter {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if v, ok := b.lru.Get(key); ok {
 		return v.(*rate.Limiter)
 	}
-	l := rate.NewLimiter(rate.Limit(f.limits.Rate), f.limits.Burst)
-	f.clients.Add(client, l)
+	l := rate.NewLimiter(rate.Limit(b.limits.Rate), b.limits.Burst)
+	b.lru.Add(key, l)
 	return l
 }
 
-// blocked is how long client must wait before its next attempt, 0 when it may try.
-func (f *failureLimiter) blocked(client string) time.Duration {
-	now := f.now()
-	tokens := f.limiter(client).TokensAt(now)
-	if tokens >= 1 {
-		return 0
+// take takes one token of l at now, at once or not at all: the refund that gives it
+// back, or how long until there is one.
+func take(l *rate.Limiter, now time.Time) (refund func(), wait time.Duration) {
+	r := l.ReserveN(now, 1)
+	if !r.OK() {
+		return nil, time.Second
 	}
-	return time.Duration((1 - tokens) / f.limits.Rate * float64(time.Second))
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		return nil, d
+	}
+	return func() { r.CancelAt(now) }, 0
 }
 
-// record takes one failure from client's bucket.
-func (f *failureLimiter) record(client string) { f.limiter(client).AllowN(f.now(), 1) }
+// failureLimiter counts failed authentications per client address, and the
+// TokenReviews of tokens no cache knows over all clients (so that clients that change
+// addresses cannot have the API review tokens without bound). A token is taken
+// before the attempt, so that concurrent attempts cannot all pass a check made before
+// any of them failed, and given back when the API accepted the token or was not asked.
+type failureLimiter struct {
+	clients *buckets
+	global  *rate.Limiter // TokenReviews of unknown tokens
+	now     func() time.Time
+}
 
-// clientAddress is the request's remote IP. Forwarding headers are not trusted: behind
-// a proxy every client shares the proxy's budget.
-func clientAddress(r *http.Request) string {
+func newFailureLimiter(perClient, global FailureLimits, size int) *failureLimiter {
+	return &failureLimiter{
+		clients: newBuckets(perClient, size),
+		global:  rate.NewLimiter(rate.Limit(global.Rate), global.Burst),
+		now:     time.Now,
+	}
+}
+
+// reserve takes one attempt of client and, when review is true (the token is unknown
+// and a TokenReview follows), one of the global bucket: the refund, or the 429 when
+// either is empty (nothing taken then).
+func (f *failureLimiter) reserve(client string, review bool) (refund func(), err *Error) {
+	now := f.now()
+	refundClient, wait := take(f.clients.limiter(client), now)
+	if refundClient == nil {
+		return nil, tooManyFailures(wait, "from this address")
+	}
+	if !review {
+		return refundClient, nil
+	}
+	refundGlobal, wait := take(f.global, now)
+	if refundGlobal == nil {
+		refundClient()
+		return nil, tooManyFailures(wait, "over all clients")
+	}
+	return func() { refundClient(); refundGlobal() }, nil
+}
+
+// clientAddress is the key of the request's client: its remote IP, an IPv6 address by
+// its /64 (a client commonly holds a whole /64, and would else change address at
+// will). Forwarding headers (X-Forwarded-For) count only from a trusted proxy: the
+// nearest hop that is not one is the client. Without trusted proxies, every client
+// behind a proxy shares the proxy's budget.
+func clientAddress(r *http.Request, trusted []netip.Prefix) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return host
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return host
+	}
+	addr = addr.Unmap()
+	if isTrusted(addr, trusted) {
+		hops := strings.Split(strings.Join(r.Header.Values("X-Forwarded-For"), ","), ",")
+		for i := len(hops) - 1; i >= 0 && isTrusted(addr, trusted); i-- {
+			hop, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
+			if err != nil {
+				break
+			}
+			addr = hop.Unmap()
+		}
+	}
+	if addr.Is6() {
+		return netip.PrefixFrom(addr, 64).Masked().String()
+	}
+	return addr.String()
+}
+
+func isTrusted(addr netip.Addr, trusted []netip.Prefix) bool {
+	for _, p := range trusted {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
 }
 
 // tooManyFailures is the 429 of a client held back, with Retry-After in whole seconds.
-func tooManyFailures(retry time.Duration) *Error {
-	e := NewError(http.StatusTooManyRequests, "too_many_failures", "too many failed authentications from this address; retry after "+retry.Round(time.Second).String())
+func tooManyFailures(retry time.Duration, what string) *Error {
+	e := NewError(http.StatusTooManyRequests, "too_many_failures", "too many failed authentications "+what+"; retry after "+retry.Round(time.Second).String())
 	e.RetryAfter = retryAfterSeconds(retry)
 	return e
 }

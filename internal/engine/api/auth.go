@@ -18,28 +18,39 @@ type apiAuth struct {
 	kit *httpapi.Auth
 }
 
-func newAPIAuth(kube kubernetes.Interface) (*apiAuth, error) {
-	kit, err := httpapi.NewAuth(kube, httpapi.AuthOptions{})
+// newAPIAuth asks kube with the kit's options o (the API's are the defaults; tests
+// pass a short retry backoff).
+func newAPIAuth(kube kubernetes.Interface, o httpapi.AuthOptions) (*apiAuth, error) {
+	kit, err := httpapi.NewAuth(kube, o)
 	if err != nil {
 		return nil, err
 	}
 	return &apiAuth{kit: kit}, nil
 }
 
-// caller is an authenticated user of one request; may answers what it may get.
+// maxChecksPerRequest bounds the objects one request asks about (SubjectAccessReviews
+// or cached answers): past it, the objects a list would show are left out, so that no
+// single request (a hook call list over many parents, a parent with many children)
+// has the API review without bound.
+const maxChecksPerRequest = 256
+
+// caller is an authenticated user of one request; may answers what it may get,
+// remembering each answer for the rest of the request.
 type caller struct {
 	kit *httpapi.Auth
 	*httpapi.Caller
+	seen map[access]bool
 }
 
 // authenticate returns the caller of r, or a 401 without a token or with one the
-// Kubernetes API does not accept (429 after too many, 502 when the API does not answer).
+// Kubernetes API does not accept (429 after too many, 502 or 503 when the API does
+// not answer or was not asked).
 func (a *apiAuth) authenticate(r *http.Request) (*caller, error) {
 	c, err := a.kit.Authenticate(r)
 	if err != nil {
 		return nil, err
 	}
-	return &caller{kit: a.kit, Caller: c}, nil
+	return &caller{kit: a.kit, Caller: c, seen: map[access]bool{}}, nil
 }
 
 // access is what one SubjectAccessReview asks: may the caller get this object (or,
@@ -75,13 +86,22 @@ func (c *caller) may(ctx context.Context, x access) (bool, error) {
 	return c.allowed(ctx, x)
 }
 
-// allowed asks one SubjectAccessReview for the verb get, or reuses its answer.
+// allowed asks one SubjectAccessReview for the verb get, or reuses its answer; false
+// past maxChecksPerRequest objects.
 func (c *caller) allowed(ctx context.Context, x access) (bool, error) {
+	if ok, asked := c.seen[x]; asked {
+		return ok, nil
+	}
+	if len(c.seen) >= maxChecksPerRequest {
+		return false, nil
+	}
 	err := c.kit.Authorize(ctx, c.Caller, httpapi.Access{Verb: "get", Group: x.group, Resource: x.resource, Namespace: x.namespace, Name: x.name})
 	switch {
 	case err == nil:
+		c.seen[x] = true
 		return true, nil
 	case err.Status == http.StatusForbidden:
+		c.seen[x] = false
 		return false, nil
 	default:
 		return false, err

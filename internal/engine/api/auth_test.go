@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/metalambda/metalambda/internal/httpapi"
 	"github.com/metalambda/metalambda/internal/httpapi/httpapitest"
@@ -23,7 +25,8 @@ func reviews(t *testing.T, allowed map[access]bool) (*httpapitest.Reviews, *apiA
 		return ra != nil && sar.Spec.User == "dev" && ra.Verb == "get" &&
 			allowed[access{group: ra.Group, resource: ra.Resource, namespace: ra.Namespace, name: ra.Name}]
 	}
-	a, err := newAPIAuth(api.Kube)
+	// A short retry backoff: a failing API is not waited for 5 tries of real backoff.
+	a, err := newAPIAuth(api.Kube, httpapi.AuthOptions{RetryBackoff: &wait.Backoff{Duration: time.Millisecond, Steps: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,6 +32,9 @@ type Engine interface {
 type Controller interface {
 	// Overview is what the controller knows of itself.
 	Overview() Overview
+	// ParentResources are the resources of its parents, which a caller is authorized
+	// on before any parent is looked up.
+	ParentResources() []Resource
 	// Parents are the parents the controller handles named name in namespace ("" for
 	// cluster-scoped ones); kind, when not empty, picks among a decorator's resources.
 	// More than one is ambiguous.

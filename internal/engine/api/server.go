@@ -35,7 +35,7 @@ type server struct {
 // when it records none). kube reviews the callers' tokens and access; the engine's own
 // identity needs create on tokenreviews and subjectaccessreviews.
 func New(engine Engine, calls *History, kube kubernetes.Interface) (http.Handler, error) {
-	auth, err := newAPIAuth(kube)
+	auth, err := newAPIAuth(kube, httpapi.AuthOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("engine API: %w", err)
 	}
@@ -50,9 +50,9 @@ func (s *server) routes() http.Handler {
 		writeAPIJSON(w, map[string]string{"status": "ok"})
 	})
 	r.Route("/api/v1", func(r chi.Router) {
-		r.Get("/controllers", s.authenticated(s.controllers))
-		r.Get("/hookcalls", s.authenticated(s.hookCalls))
-		r.Get("/parents/{kind}/{name}/{namespace}/{parent}", s.authenticated(s.parent))
+		r.Get("/controllers", s.authenticated(nil, s.controllers))
+		r.Get("/hookcalls", s.authenticated(func(r *http.Request) error { _, err := parseHookCallQuery(r); return err }, s.hookCalls))
+		r.Get("/parents/{kind}/{name}/{namespace}/{parent}", s.authenticated(checkParentPath, s.parent))
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, httpapi.NewError(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path))
@@ -66,8 +66,16 @@ func (s *server) routes() http.Handler {
 // authedHandler is a handler that knows its caller and answers a value or an error.
 type authedHandler func(ctx context.Context, c *caller, r *http.Request) (any, error)
 
-func (s *server) authenticated(h authedHandler) http.HandlerFunc {
+// authenticated serves h to an authenticated caller; check, when set, first answers
+// 400 for a request whose path or query no object can match, before any review.
+func (s *server) authenticated(check func(*http.Request) error, h authedHandler) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if check != nil {
+			if err := check(r); err != nil {
+				writeAPIError(w, err)
+				return
+			}
+		}
 		c, err := s.auth.authenticate(r)
 		if err == nil && !s.engine.Ready() {
 			err = httpapi.NewError(http.StatusServiceUnavailable, "not_ready", "the engine is starting; try again shortly")
@@ -156,6 +164,12 @@ func parseHookCallQuery(r *http.Request) (hookCallQuery, error) {
 		}
 		q.name = name
 	}
+	if err := httpapi.CheckNames(q.namespace, q.parent); err != nil {
+		return q, err
+	}
+	if err := httpapi.CheckNames("", q.name); err != nil {
+		return q, err
+	}
 	if since := v.Get("since"); since != "" {
 		n, err := strconv.ParseUint(since, 10, 64)
 		if err != nil {
@@ -180,13 +194,35 @@ func (q hookCallQuery) matches(rc *recordedCall) bool {
 		(q.parent == "" || info.Parent.Name == q.parent)
 }
 
-// parent shows one parent of a controller with its children.
+// checkParentPath answers 400 for a parent path no object can match: a kind that is
+// no controller kind, names that are no DNS-1123 subdomains, a namespace ("-" for
+// none) that is no DNS-1123 label.
+func checkParentPath(r *http.Request) error {
+	if controllerKind(chi.URLParam(r, "kind")) == "" {
+		return httpapi.NewError(http.StatusBadRequest, "bad_request", "the controller kind must be CompositeController or DecoratorController, got "+strconv.Quote(chi.URLParam(r, "kind")))
+	}
+	if err := httpapi.CheckNames("", chi.URLParam(r, "name")); err != nil {
+		return err
+	}
+	namespace := chi.URLParam(r, "namespace")
+	if namespace == "-" {
+		namespace = ""
+	}
+	if err := httpapi.CheckNames(namespace, chi.URLParam(r, "parent")); err != nil {
+		return err
+	}
+	return nil
+}
+
+// parent shows one parent of a controller with its children. The caller is
+// authorized before anything is looked up: on the controller the path names, then
+// on the parent's name among the controller's parent resources. Only parents of the
+// resources it may get are looked for, so that a caller that may get none gets 403
+// whether the parent exists or not, and a 404 or 409 tells nothing of objects it may
+// not get.
 func (s *server) parent(ctx context.Context, c *caller, r *http.Request) (any, error) {
 	kind := controllerKind(chi.URLParam(r, "kind"))
 	name, namespace, parentName := chi.URLParam(r, "name"), chi.URLParam(r, "namespace"), chi.URLParam(r, "parent")
-	if kind == "" {
-		return nil, httpapi.NewError(http.StatusBadRequest, "bad_request", "the controller kind must be CompositeController or DecoratorController, got "+strconv.Quote(chi.URLParam(r, "kind")))
-	}
 	if namespace == "-" {
 		namespace = ""
 	}
@@ -197,15 +233,22 @@ func (s *server) parent(ctx context.Context, c *caller, r *http.Request) (any, e
 	if ctl == nil {
 		return nil, httpapi.NewError(http.StatusNotFound, "not_found", "this engine runs no "+kind+" "+strconv.Quote(name))
 	}
-	parent, err := findParent(ctl, engineapi.ControllerRef{Kind: kind, Name: name}, namespace, parentName, r.URL.Query().Get("kind"))
+	ref := engineapi.ControllerRef{Kind: kind, Name: name}
+	mayGet, err := mayGetParent(ctx, c, ctl, namespace, parentName)
 	if err != nil {
 		return nil, err
 	}
-	res := parent.Resource
-	if err := mustMay(ctx, c, access{group: res.Group, resource: res.Resource, namespace: namespace, name: parentName}); err != nil {
+	var found []Parent
+	for _, p := range ctl.Parents(namespace, parentName, r.URL.Query().Get("kind")) {
+		if mayGet[p.Resource] {
+			found = append(found, p)
+		}
+	}
+	parent, err := oneParent(found, ref, namespace, parentName)
+	if err != nil {
 		return nil, err
 	}
-	detail := parentDetail(engineapi.ControllerRef{Kind: kind, Name: name}, parent.Object, ctl.ParentState(parent))
+	detail := parentDetail(ref, parent.Object, ctl.ParentState(parent))
 	shown := detail.Children[:0]
 	for _, child := range detail.Children {
 		ok, err := c.may(ctx, childAccess(ctl, child.ObjectRef))
@@ -218,6 +261,29 @@ func (s *server) parent(ctx context.Context, c *caller, r *http.Request) (any, e
 	}
 	detail.Children = shown
 	return detail, nil
+}
+
+// mayGetParent are the parent resources of ctl in which the caller may get the
+// parent namespace/name, or a 403 when there is none.
+func mayGetParent(ctx context.Context, c *caller, ctl Controller, namespace, name string) (map[Resource]bool, error) {
+	out := map[Resource]bool{}
+	var denied access
+	for _, res := range ctl.ParentResources() {
+		x := access{group: res.Group, resource: res.Resource, namespace: namespace, name: name}
+		ok, err := c.may(ctx, x)
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			out[res] = true
+		} else if denied.resource == "" {
+			denied = x
+		}
+	}
+	if len(out) == 0 && denied.resource != "" {
+		return nil, c.forbidden(denied)
+	}
+	return out, nil
 }
 
 func mustMay(ctx context.Context, c *caller, x access) error {

@@ -124,10 +124,9 @@ func notReady(obj *unstructured.Unstructured) (reason, message string) {
 	return "", ""
 }
 
-// findParent finds the parent of ctl (the controller ref names) by namespace and
-// name; kind, when not empty, picks among the resources of a decorator.
-func findParent(ctl Controller, ref engineapi.ControllerRef, namespace, name, kind string) (Parent, error) {
-	found := ctl.Parents(namespace, name, kind)
+// oneParent is the one parent of found (the parents of the controller ref names by
+// namespace and name that the caller may get), a 404 without one, a 409 with several.
+func oneParent(found []Parent, ref engineapi.ControllerRef, namespace, name string) (Parent, error) {
 	switch len(found) {
 	case 0:
 		what := name

@@ -20,13 +20,15 @@ const Prefix = "/ui"
 
 // Authenticator tells who a bearer token belongs to (the gateway answers with a cached
 // TokenReview and limits failed attempts per client). It answers an *AuthError when
-// the token is refused (401) or the client tried too often (429).
+// the token is refused (401) or the client tried too often (429, with RetryAfter).
 type Authenticator func(r *http.Request, token string) (*authenticationv1.UserInfo, error)
 
-// AuthError is a refused login: Status is the HTTP status to answer, Message says why.
+// AuthError is a refused login: Status is the HTTP status to answer, Message says why,
+// RetryAfter (seconds, when positive) when to try again, as a Retry-After header.
 type AuthError struct {
-	Status  int
-	Message string
+	Status     int
+	Message    string
+	RetryAfter int
 }
 
 func (e *AuthError) Error() string { return e.Message }

@@ -145,6 +145,20 @@ func TestLoginRefusesABadToken(t *testing.T) {
 	}
 }
 
+// F6: a login held back (429) says when to try again, as the API's 429 does.
+func TestLoginTooOftenSaysRetryAfter(t *testing.T) {
+	h, _ := testDashboardWith(t, func(o *Options) {
+		o.Authenticate = func(*http.Request, string) (*authenticationv1.UserInfo, error) {
+			return nil, &AuthError{Status: http.StatusTooManyRequests, Message: "too many failed authentications", RetryAfter: 7}
+		}
+	})
+	c, csrf := getLoginForm(t, h)
+	rec := postLogin(h, c, csrf, "guess")
+	if rec.Code != http.StatusTooManyRequests || rec.Header().Get("Retry-After") != "7" {
+		t.Errorf("login held back: %d, Retry-After %q; want 429 and 7", rec.Code, rec.Header().Get("Retry-After"))
+	}
+}
+
 func TestLoginNeedsTheFormFromThisSite(t *testing.T) {
 	h, _ := testDashboard(t)
 	c, csrf := getLoginForm(t, h)

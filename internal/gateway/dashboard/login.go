@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"k8s.io/client-go/dynamic"
@@ -48,6 +49,9 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 		var ae *AuthError
 		if errors.As(err, &ae) {
 			status, msg = ae.Status, ae.Message
+			if ae.RetryAfter > 0 {
+				w.Header().Set("Retry-After", strconv.Itoa(ae.RetryAfter))
+			}
 		}
 		d.showLogin(w, r, status, msg)
 		return

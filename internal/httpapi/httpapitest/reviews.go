@@ -26,7 +26,7 @@ const (
 
 // Reviews answers TokenReviews (only its Accepted tokens are accepted) and
 // SubjectAccessReviews (everything is allowed but what Refused names for user
-// "viewer", or what Allow says), and counts them. Set Refused, Allow and Failing before
+// "viewer", or what Allow says), and counts them. Set Refused, Allow and Hold before
 // the first request.
 type Reviews struct {
 	Kube          kubernetes.Interface
@@ -39,7 +39,13 @@ type Reviews struct {
 	Failing atomic.Bool
 	// Allow, when set, decides every SubjectAccessReview instead of Refused.
 	Allow func(*authorizationv1.SubjectAccessReview) bool
-	mu    sync.Mutex
+	// Calls counts every request, the ones Failing answers 500 too.
+	Calls atomic.Int64
+	// Hold, when set, holds every request until it is closed; Held counts the
+	// requests that came to it.
+	Hold chan struct{}
+	Held atomic.Int64
+	mu   sync.Mutex
 }
 
 // NewReviews starts the stand-in API for the test t.
@@ -57,6 +63,11 @@ func NewReviews(t testing.TB) *Reviews {
 }
 
 func (api *Reviews) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	api.Calls.Add(1)
+	if api.Hold != nil {
+		api.Held.Add(1)
+		<-api.Hold
+	}
 	if api.Failing.Load() {
 		http.Error(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"etcd is away","code":500}`, http.StatusInternalServerError)
 		return
