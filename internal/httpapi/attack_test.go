@@ -265,6 +265,34 @@ func TestUnknownTokensAreLimitedOverAllClients(t *testing.T) {
 	}
 }
 
+// F3, its flip side: clients that spend the global budget of unknown tokens do
+// not keep a token the API accepted before (the engine's, a user's) from being
+// reviewed again once its cache entry expires.
+func TestSprayingDoesNotLockOutAcceptedTokens(t *testing.T) {
+	api := httpapitest.NewReviews(t)
+	o := testAuthOptions(1000)
+	o.UnknownTokens = FailureLimits{Burst: 10, Rate: 1}
+	a := newAuthorizer(t, api, o)
+	now := fakeClock(a)
+	if err := a.authorize(requestWith(goodToken, "10.0.3.1:1"), "list", "ns"); err != nil {
+		t.Fatal(err)
+	}
+	*now = now.Add(time.Minute) // past the cache's TTL, within the budget's refill of one token a second
+	for i := range 70 {
+		_ = a.authorize(requestWith(randomToken(t), "10.0.4."+strconv.Itoa(i)+":1"), "list", "ns")
+	}
+	before := api.TokenReviews.Load()
+	if err := a.authorize(requestWith(goodToken, "10.0.3.1:1"), "list", "ns"); err != nil {
+		t.Errorf("a token accepted a minute ago, with the global budget spent: %v, want it reviewed again and allowed", err)
+	}
+	if api.TokenReviews.Load() != before+1 {
+		t.Errorf("the accepted token was not reviewed again (%d reviews, want %d)", api.TokenReviews.Load(), before+1)
+	}
+	if err := a.authorize(requestWith(randomToken(t), "10.0.5.1:1"), "list", "ns"); err == nil || err.Status != http.StatusTooManyRequests {
+		t.Errorf("an unknown token with the global budget spent: %v, want 429", err)
+	}
+}
+
 // F3: X-Forwarded-For names the client only when a trusted proxy sends it.
 func TestClientAddress(t *testing.T) {
 	proxies := []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16")}

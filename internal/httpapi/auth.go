@@ -120,6 +120,11 @@ type Auth struct {
 	backoff          wait.Backoff
 	ttl, negativeTTL time.Duration
 	users            *lru.Cache // [32]byte → cachedUser
+	// accepted remembers the tokens the API accepted within acceptedFor ([32]byte →
+	// time), past their cache entry: their next review does not take from the
+	// global budget of unknown tokens, so that clients spraying unknown tokens
+	// cannot keep the engine's or a user's token from being reviewed again.
+	accepted *lru.Cache
 	decisions        *lru.Cache // [32]byte → cachedDecision
 	failures         *failureLimiter
 	accessReviews    *buckets // by user
@@ -147,7 +152,7 @@ func NewAuth(kube kubernetes.Interface, o AuthOptions) (*Auth, error) {
 	return &Auth{
 		kube: kube, reviewTimeout: o.ReviewTimeout, backoff: *o.RetryBackoff,
 		ttl: o.TTL, negativeTTL: o.NegativeTTL,
-		users: lru.New(o.CacheSize), decisions: lru.New(o.CacheSize),
+		users: lru.New(o.CacheSize), decisions: lru.New(o.CacheSize), accepted: lru.New(o.CacheSize),
 		failures:       newFailureLimiter(o.Failures, o.UnknownTokens, o.CacheSize),
 		accessReviews:  newBuckets(o.AccessReviews, o.CacheSize),
 		gate:           newReviewGate(o.MaxInFlightReviews, o.FailureCooldown),
@@ -204,7 +209,7 @@ func (a *Auth) identify(r *http.Request, token string, present bool) (*authentic
 	if known && cached != nil {
 		return cached, nil
 	}
-	refund, err := a.failures.reserve(clientAddress(r, a.trustedProxies), present && !known)
+	refund, err := a.failures.reserve(clientAddress(r, a.trustedProxies), present && !known && !a.acceptedRecently(token))
 	if err != nil {
 		return nil, err
 	}
@@ -219,6 +224,15 @@ func (a *Auth) identify(r *http.Request, token string, present bool) (*authentic
 		refund()
 	}
 	return u, err
+}
+
+// acceptedFor is how long a token the API accepted is not taken for unknown.
+const acceptedFor = time.Hour
+
+// acceptedRecently reports whether the API accepted token within acceptedFor.
+func (a *Auth) acceptedRecently(token string) bool {
+	v, ok := a.accepted.Get(sha256.Sum256([]byte(token)))
+	return ok && a.now().Sub(v.(time.Time)) < acceptedFor
 }
 
 // cached is the cache's answer for token: known is false when it has none.
@@ -241,6 +255,7 @@ func (a *Auth) authenticate(ctx context.Context, token string) (*authenticationv
 		entry := cachedUser{user: u, expires: a.now().Add(a.negativeTTL)}
 		if u != nil {
 			entry.expires = a.now().Add(a.ttl)
+			a.accepted.Add(key, a.now())
 		}
 		a.users.Add(key, entry)
 		return u, nil
