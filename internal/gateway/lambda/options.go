@@ -65,7 +65,8 @@ type Options struct {
 	// WorkerSpares is how many workers each runtime keeps started ahead, per
 	// network view, while it has functions: sandboxed and waiting for a function,
 	// so that a call that needs a new worker only loads the function into one
-	// (default 2; negative: none, each new worker is started on the call).
+	// (0 or negative: none, each new worker is started on the call; Defaults
+	// has DefaultWorkerSpares).
 	WorkerSpares int
 	// MaxReplyBytes bounds one reply of a worker process (default 16 MiB); a
 	// larger reply kills the worker and fails the call.
@@ -121,9 +122,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WorkerIdleTimeout <= 0 {
 		o.WorkerIdleTimeout = DefaultWorkerIdleTimeout
-	}
-	if o.WorkerSpares == 0 {
-		o.WorkerSpares = DefaultWorkerSpares
 	}
 	return o
 }

@@ -256,7 +256,7 @@ type poolSet struct {
 	mu       sync.Mutex
 	pools    map[counter]struct{}
 	sweeping chan struct{} // closed to stop the sweep; nil when none runs
-	spares   []*spares     // stopped when the last pool goes
+	spares   []*spares
 
 	// Items started, stopped for the budget and stopped by the sweep, since the
 	// set was made.
@@ -305,23 +305,15 @@ func (s *poolSet) add(c counter) {
 
 func (s *poolSet) remove(c counter) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	delete(s.pools, c)
-	last := len(s.pools) == 0
-	if last && s.sweeping != nil {
+	if len(s.pools) == 0 && s.sweeping != nil {
 		close(s.sweeping)
 		s.sweeping = nil
 	}
-	spares := slices.Clone(s.spares)
-	s.mu.Unlock()
-	if last {
-		for _, sp := range spares {
-			sp.stop()
-		}
-	}
 }
 
-// addSpares adds a runtime's spares, whose memory counts with the pools' and
-// which stop with the last pool.
+// addSpares adds a runtime's spares, whose memory counts with the pools'.
 func (s *poolSet) addSpares(sp *spares) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

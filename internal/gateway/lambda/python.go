@@ -110,8 +110,9 @@ type python struct {
 	spares *spareSets
 
 	mu          sync.Mutex
-	interpreter string   // resolved Options.PythonBinary, once known
-	binds       []string // the interpreter's installation, outside /usr
+	interpreter  string   // resolved Options.PythonBinary, once known
+	binds        []string // the interpreter's installation, outside /usr
+	sitePackages string   // its site-packages directories, a JSON list
 	sandbox     *sandbox.Sandbox
 }
 
@@ -148,13 +149,13 @@ func (p *python) Compile(fn Function) (Compiled, error) {
 	}
 	memoryLimit := max(p.opts.PythonMemoryLimit, 0)
 	spec := workerSpec{
-		command: []string{interpreter, "-I", "-S", "-c", pythonWorkerScript}, marker: PythonWorkerMarker,
+		command: []string{interpreter, "-I", "-S", "-c", pythonWorkerScript, "site-packages=" + p.sitePackages}, marker: PythonWorkerMarker,
 		env: environ(pythonBaseEnv), binds: binds, network: fn.Network, sandbox: sb, maxReply: p.opts.MaxReplyBytes,
 		limits: p.opts.workerLimits(p.opts.PythonMemoryLimit, p.opts.PythonMemoryLimit),
 	}
 	f := &pyFunction{
 		fn: fn, timeout: p.opts.timeout(fn), checkTasks: true, idleTimeout: p.opts.WorkerIdleTimeout,
-		spares: p.spares.get(spec),
+		spares: p.spares.get(spec, sb),
 	}
 	if f.fn.Handler == "" {
 		f.fn.Handler = DefaultPythonHandler
@@ -177,12 +178,16 @@ func (f *pyFunction) warm(size int, pools *poolSet) error {
 	f.pool.memory = (*pyWorker).memory
 	w, err := f.pool.get(context.Background())
 	if err != nil {
-		f.pool.close()
+		f.Close()
 		return err
 	}
 	// The worker that checked the source is not kept: a registered function
-	// holds no memory until it is called.
+	// holds no memory until it is called. Only now that the function loads do
+	// the spares it took from refill: a source that fails takes one and
+	// starts none.
 	f.pool.put(w, false)
+	f.compiled.Store(true)
+	f.spares.refill()
 	return nil
 }
 
@@ -208,8 +213,10 @@ func (p *python) workerSandbox() (*sandbox.Sandbox, error) {
 	return sb, nil
 }
 
-// pythonPaths prints sys.executable, then the installation's prefixes.
-const pythonPaths = "import sys; print(sys.executable); print(sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, sep='\\n')"
+// pythonPaths prints sys.executable, then the installation's four prefixes, then
+// its site-packages directories as a JSON list (a virtual environment's, when
+// the interpreter is one's: workers start with -S, which skips finding them).
+const pythonPaths = "import json, site, sys; print(sys.executable); print(sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, sep='\\n'); print(json.dumps(site.getsitepackages()))"
 
 // resolveInterpreter asks Options.PythonBinary for its sys.executable, so that
 // workers bypass wrapper scripts (pyenv or asdf shims add to the environment), and
@@ -232,7 +239,11 @@ func (p *python) resolveInterpreter() (string, []string, error) {
 	if p.interpreter == "" {
 		p.interpreter = p.opts.PythonBinary
 	}
-	p.binds = installationBinds(filepath.Dir(p.interpreter), lines[1:])
+	if len(lines) != 6 {
+		return "", nil, fmt.Errorf("running %s: it printed %d lines where its executable, prefixes and site-packages were expected", p.opts.PythonBinary, len(lines))
+	}
+	p.binds = installationBinds(filepath.Dir(p.interpreter), lines[1:5])
+	p.sitePackages = lines[5]
 	return p.interpreter, p.binds, nil
 }
 
@@ -292,6 +303,8 @@ type pyFunction struct {
 	timeout     time.Duration
 	pool        *pool[*pyWorker]
 	spares      *spares // where its workers come from
+	compiled    atomic.Bool
+	closing     sync.Once
 	init        []byte  // the first frame, which loads the function
 	checkTasks  bool    // a worker with more threads after a call than after loading is replaced
 	idleTimeout time.Duration
@@ -385,7 +398,10 @@ func (f *pyFunction) acquire(ctx context.Context) (*pyWorker, error) {
 
 // Close kills the function's workers, busy ones included.
 func (f *pyFunction) Close() {
-	f.pool.close()
+	f.closing.Do(func() {
+		f.pool.close()
+		f.spares.release()
+	})
 }
 
 // pyWorker is one python process serving one function, one call at a time.
@@ -414,7 +430,7 @@ type pyWorker struct {
 }
 
 func (f *pyFunction) startWorker() (*pyWorker, error) {
-	w, err := f.spares.take()
+	w, err := f.spares.take(f.compiled.Load())
 	if err != nil {
 		return nil, fmt.Errorf("function %s: %w", f.fn.Name, err)
 	}
@@ -686,6 +702,7 @@ func (w *pyWorker) kill() {
 	case <-w.exited:
 	case <-time.After(pythonKillWait):
 	}
+	workerFunctions.Delete(w.id) // a load that raced with the worker's exit stored it again
 }
 
 // pyReply is a worker's answer to the source or to a request.

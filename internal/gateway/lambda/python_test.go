@@ -346,3 +346,29 @@ def sync(request):
 		t.Errorf("exit, quit, help callable: %v, want all", got.Builtins)
 	}
 }
+
+// An interpreter of a virtual environment finds the environment's packages in
+// a worker, though workers start with -S (which skips finding them).
+func TestPythonVirtualEnvironmentPackages(t *testing.T) {
+	base, err := exec.LookPath(DefaultPythonBinary)
+	if err != nil {
+		t.Skip("no python3")
+	}
+	venv := filepath.Join(t.TempDir(), "venv")
+	if out, err := exec.Command(base, "-m", "venv", "--without-pip", venv).CombinedOutput(); err != nil {
+		t.Skipf("no venv module: %v %s", err, out)
+	}
+	py := filepath.Join(venv, "bin", "python")
+	out, err := exec.Command(py, "-I", "-c", "import site; print(site.getsitepackages()[0])").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(strings.TrimSpace(string(out)), "venvonly.py"), []byte("VALUE = 'from the venv'\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := mustCompile(t, NewPython(Options{PythonBinary: py, InsecureNoSandbox: true}), pyFn("venv", "import venvonly\ndef sync(request):\n    return {'v': venvonly.VALUE}\n"))
+	res, err := invoke(t, c, echoRequest("x"))
+	if err != nil || !strings.Contains(string(res.Response), "from the venv") {
+		t.Errorf("a module of the virtual environment: %s, %v", res.Response, err)
+	}
+}

@@ -24,14 +24,19 @@ def add_site_packages():
     # import lines of .pth files, sitecustomize) do not run in every function's
     # worker: they cost each worker about 3 MiB and half its start on a Debian
     # host. What site would put on sys.path is still there: the site-packages
-    # directories and the directories their .pth files name; and so are the
-    # builtins site adds (exit, quit, help, copyright).
+    # directories (the gateway asked the interpreter for them without -S, so a
+    # virtual environment's are found) and the directories their .pth files
+    # name; and so are the builtins site adds (exit, quit, help, copyright).
     import site
 
     site.setquit()
     site.setcopyright()
     site.sethelper()
-    for sitedir in site.getsitepackages():
+    sitedirs = []
+    for arg in sys.argv[1:]:
+        if arg.startswith("site-packages="):
+            sitedirs = json.loads(arg[len("site-packages="):])
+    for sitedir in sitedirs:
         if not os.path.isdir(sitedir):
             continue
         add_path(sitedir)

@@ -70,15 +70,15 @@ func (s *workerSpec) start() (*pyWorker, error) {
 // pays for loading the function, not for the sandbox and the interpreter's
 // start. A spare is given to one function, once, and never comes back: it
 // holds that function's code from then on. The set refills in the background,
-// one start at a time; stop kills the spares and ends the refill, and the next
-// take starts it again.
+// one start at a time, while it has users (the open functions of its network
+// view); with the last one gone it kills its spares.
 type spares struct {
 	spec workerSpec
 	want int
 
 	mu      sync.Mutex
 	ready   []*pyWorker
-	stopped bool
+	users   int
 	filling chan struct{} // closed when the running refill ends; nil when none runs
 
 	hits, misses atomic.Uint64
@@ -89,10 +89,10 @@ func newSpares(spec workerSpec, want int) *spares {
 }
 
 // take hands out a spare, oldest first, or starts a worker when there is none;
-// either way it starts the refill.
-func (s *spares) take() (*pyWorker, error) {
+// with refill, it then refills the set (a function's first worker, which checks
+// its source, does not: a source that fails would leave spares to no one).
+func (s *spares) take(refill bool) (*pyWorker, error) {
 	s.mu.Lock()
-	s.stopped = false
 	var w *pyWorker
 	for w == nil && len(s.ready) > 0 {
 		w, s.ready = s.ready[0], s.ready[1:]
@@ -101,7 +101,9 @@ func (s *spares) take() (*pyWorker, error) {
 			w = nil
 		}
 	}
-	s.refillLocked()
+	if refill {
+		s.refillLocked()
+	}
 	s.mu.Unlock()
 	if w != nil {
 		s.hits.Add(1)
@@ -111,22 +113,29 @@ func (s *spares) take() (*pyWorker, error) {
 	return s.spec.start()
 }
 
+// refill starts the spares missing, in the background.
+func (s *spares) refill() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.refillLocked()
+}
+
 func (s *spares) refillLocked() {
-	if s.filling != nil || s.stopped || len(s.ready) >= s.want {
+	if s.filling != nil || s.users == 0 || len(s.ready) >= s.want {
 		return
 	}
 	done := make(chan struct{})
 	s.filling = done
-	go s.refill(done)
+	go s.fill(done)
 }
 
-// refill starts spares until there are enough. A failed start ends it: the
+// fill starts spares until there are enough. A failed start ends it: the
 // next take tries again, and its own start reports the failure.
-func (s *spares) refill(done chan struct{}) {
+func (s *spares) fill(done chan struct{}) {
 	defer close(done)
 	for {
 		s.mu.Lock()
-		if s.stopped || len(s.ready) >= s.want {
+		if s.users == 0 || len(s.ready) >= s.want {
 			s.filling = nil
 			s.mu.Unlock()
 			return
@@ -134,7 +143,7 @@ func (s *spares) refill(done chan struct{}) {
 		s.mu.Unlock()
 		w, err := s.spec.start()
 		s.mu.Lock()
-		if err != nil || s.stopped {
+		if err != nil || s.users == 0 {
 			s.filling = nil
 			s.mu.Unlock()
 			if w != nil {
@@ -147,18 +156,32 @@ func (s *spares) refill(done chan struct{}) {
 	}
 }
 
-// stop kills the spares once the refill under way has ended.
-func (s *spares) stop() {
+// use adds a user: a function of the set's network view.
+func (s *spares) use() {
 	s.mu.Lock()
-	s.stopped = true
+	defer s.mu.Unlock()
+	s.users++
+}
+
+// release removes a user; the last one kills the spares, once the refill
+// under way has ended.
+func (s *spares) release() {
+	s.mu.Lock()
+	s.users--
+	if s.users > 0 {
+		s.mu.Unlock()
+		return
+	}
 	filling := s.filling
 	s.mu.Unlock()
 	if filling != nil {
 		<-filling
 	}
 	s.mu.Lock()
-	ready := s.ready
-	s.ready = nil
+	var ready []*pyWorker
+	if s.users == 0 {
+		ready, s.ready = s.ready, nil
+	}
 	s.mu.Unlock()
 	destroyAll(ready, (*pyWorker).kill)
 }
@@ -182,7 +205,9 @@ func (s *spares) count() int {
 }
 
 // spareSets are a runtime's spares, one set per network view, made at the
-// first function that needs one and stopped with the runtime's last function.
+// first function that needs one. Every field of a view's spec is the same for
+// all its functions (options and the network view), so the first function's
+// spec serves them all.
 type spareSets struct {
 	want  int
 	pools *poolSet
@@ -191,18 +216,27 @@ type spareSets struct {
 	sets map[bool]*spares
 }
 
-// get is the set for spec's network view, made with spec if there is none.
-func (ss *spareSets) get(spec workerSpec) *spares {
+// get is the set for spec's network view, made with spec if there is none,
+// with one more user: the caller releases it when its function closes. A
+// sandbox whose commands share one user, whose task limit (RLIMIT_NPROC)
+// counts across them all, gets no spares: a spare's limit is set when it
+// starts, so the workers started after it could use it up before it serves.
+func (ss *spareSets) get(spec workerSpec, sb *sandbox.Sandbox) *spares {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
-	if s, ok := ss.sets[spec.network]; ok {
-		return s
+	s, ok := ss.sets[spec.network]
+	if !ok {
+		if ss.sets == nil {
+			ss.sets = map[bool]*spares{}
+		}
+		want := ss.want
+		if sb != nil && sb.SharesUser() {
+			want = 0
+		}
+		s = newSpares(spec, want)
+		ss.sets[spec.network] = s
+		ss.pools.addSpares(s)
 	}
-	if ss.sets == nil {
-		ss.sets = map[bool]*spares{}
-	}
-	s := newSpares(spec, ss.want)
-	ss.sets[spec.network] = s
-	ss.pools.addSpares(s)
+	s.use()
 	return s
 }

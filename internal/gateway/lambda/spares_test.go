@@ -3,6 +3,7 @@ package lambda
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"slices"
@@ -181,7 +182,7 @@ func TestSpareServesOneFunction(t *testing.T) {
 // A call that needs a new worker takes a spare when one is ready; without
 // spares (the control) it starts one.
 func TestColdStartTakesASpare(t *testing.T) {
-	for _, spares := range []int{2, -1} {
+	for _, spares := range []int{2, 0} {
 		for name, tt := range spareForms(Options{WorkerSpares: spares}, "cold") {
 			t.Run(fmt.Sprintf("%s/spares=%d", name, spares), func(t *testing.T) {
 				mustCompile(t, tt.rt, tt.fn)
@@ -204,7 +205,7 @@ func TestColdStartTakesASpare(t *testing.T) {
 				if spares > 0 && misses != 0 {
 					t.Errorf("%d starts found no spare, want none", misses)
 				}
-				if spares < 0 && (misses != 2 || after.Spares != 0) {
+				if spares == 0 && (misses != 2 || after.Spares != 0) {
 					t.Errorf("without spares: %d misses and %d spares, want 2 and 0", misses, after.Spares)
 				}
 			})
@@ -230,5 +231,88 @@ func TestSparesStopWithTheLastFunction(t *testing.T) {
 				t.Errorf("%d spares after the last function closed", s.Spares)
 			}
 		})
+	}
+}
+
+// The spares of a network view stop with the last function of that view, not
+// only with the runtime's last function: one function with spec.network, even
+// one that does not compile, leaves no spares behind it.
+func TestSparesOfAViewStopWithItsLastFunction(t *testing.T) {
+	rt := NewPython(Options{WorkerSpares: 2})
+	mustCompile(t, rt, pyFn("plain", "def sync(request):\n    return {}\n"))
+	waitSpares(t, rt, 2)
+	bad := pyFn("networked", "def sync(:\n")
+	bad.Network = true
+	if _, err := rt.Compile(bad); err == nil {
+		t.Fatal("a source that does not parse compiled")
+	}
+	good := pyFn("networked", "def sync(request):\n    return {}\n")
+	good.Network = true
+	c, err := rt.Compile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitSpares(t, rt, 4)
+	c.Close()
+	if n := rt.(StatsReporter).Stats().Spares; n != 2 {
+		t.Errorf("%d spares once the network view's last function closed, want the other view's 2", n)
+	}
+}
+
+// A source that does not compile starts one worker, the one that checks it: a
+// failed compile refills no spares.
+func TestFailingCompileStartsOneWorker(t *testing.T) {
+	rt := NewPython(Options{WorkerSpares: 2})
+	before := workerIDs.Load()
+	const n = 5
+	for i := range n {
+		if _, err := rt.Compile(pyFn("broken-"+strconv.Itoa(i), "def sync(:\n")); err == nil {
+			t.Fatal("a source that does not parse compiled")
+		}
+	}
+	if started := workerIDs.Load() - before; started != n {
+		t.Errorf("%d failing compiles started %d workers, want %d", n, started, n)
+	}
+}
+
+// Where every worker runs as one user (Landlock, a gateway that is not root),
+// RLIMIT_NPROC counts the tasks of all of them, and a worker's limit is set
+// when it starts. A spare started ahead would have its room taken by the
+// workers started after it: there, a function's new worker is started for it,
+// and can start threads while another function holds as many as it may.
+func TestLandlockWorkersKeepTheirTaskRoom(t *testing.T) {
+	if !inLandlockChild() {
+		t.Skip("runs in the child of TestLandlockSandbox")
+	}
+	rt := NewPython(Options{WorkerSpares: 2})
+	mustCompile(t, rt, pyFn("keeper", "def sync(request):\n    return {}\n"))
+	hog := pyFn("hog", "import threading, time\n"+
+		"def sync(request):\n"+
+		"    n = 0\n"+
+		"    threading.stack_size(65536)\n    ev = threading.Event()\n"+
+		"    try:\n"+
+		"        for _ in range(200):\n"+
+		"            threading.Thread(target=ev.wait, daemon=True).start(); n += 1\n"+
+		"    except RuntimeError:\n"+
+		"        pass\n"+
+		"    time.sleep(6)\n    ev.set()\n    return {'threads': n}\n")
+	hog.Network = true // another view, whose workers start later
+	hog.Timeout = 20 * time.Second
+	h := mustCompile(t, rt, hog)
+	done := make(chan string, 1)
+	go func() {
+		res, err := h.Invoke(context.Background(), echoRequest("x"))
+		done <- fmt.Sprint(string(res.Response), err)
+	}()
+	time.Sleep(2 * time.Second) // the hog holds its threads
+	victim := pyFn("victim", "import threading\nt = threading.Thread(target=lambda: None); t.start(); t.join()\ndef sync(request):\n    return {'ok': True}\n")
+	c, err := rt.Compile(victim)
+	t.Logf("the hog: %s", <-done)
+	if err != nil {
+		t.Fatalf("the victim's new worker cannot start a thread: %v", err)
+	}
+	c.Close()
+	if s := rt.(StatsReporter).Stats(); s.Spares != 0 {
+		t.Errorf("%d spares in a sandbox whose workers share a user, want none", s.Spares)
 	}
 }

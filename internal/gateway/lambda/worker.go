@@ -158,7 +158,7 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 	}
 	f := &pyFunction{
 		fn: fn, timeout: timeout, idleTimeout: s.opts.WorkerIdleTimeout,
-		spares: s.spares.get(spec),
+		spares: s.spares.get(spec, sb),
 		init:   append(first, '\n'),
 	}
 	if err := f.warm(s.poolSize(), s.pools); err != nil {

@@ -246,6 +246,13 @@ func (s *Sandbox) Mode() Mode {
 	return s.mode
 }
 
+// SharesUser reports whether s's commands all run as one user (the caller's:
+// ModeLandlock when the caller is not root), so that a per-user limit such as
+// RLIMIT_NPROC counts the tasks of all of them together.
+func (s *Sandbox) SharesUser() bool {
+	return s.mode == ModeLandlock && !s.privileged
+}
+
 // Describe names s's mechanism as key/values for a log line, with why ModeAuto
 // did not choose namespaces.
 func (s *Sandbox) Describe() []any {
