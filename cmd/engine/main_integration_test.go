@@ -268,8 +268,8 @@ func waitForLifecycle(t *testing.T, name string, reasons ...string) {
 func TestEngineWithUpstreamProductionArgs(t *testing.T) {
 	installCRDs(t)
 	o, stop := startEngine(t, "--zap-log-level=4", "--discovery-interval=20s", "--pprof-address", kubetest.FreeAddr(t))
-	if o.engine.DiscoveryInterval != 20*time.Second || o.logConfig.verbosity != 4 {
-		t.Fatalf("options: discovery %s, verbosity %d", o.engine.DiscoveryInterval, o.logConfig.verbosity)
+	if o.engine.DiscoveryInterval != 20*time.Second || o.logConfig.Verbosity != 4 {
+		t.Fatalf("options: discovery %s, verbosity %d", o.engine.DiscoveryInterval, o.logConfig.Verbosity)
 	}
 	for path, want := range map[string]string{"/debug/pprof/": "goroutine", "/debug/pprof/cmdline": "", "/debug/pprof/goroutine?debug=1": "goroutine profile"} {
 		code, body, err := httpGet("http://" + o.pprofAddress + path)
