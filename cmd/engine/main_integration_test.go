@@ -29,7 +29,9 @@ import (
 var env *kubetest.Env
 
 func TestMain(m *testing.M) {
-	kubetest.Main(m, &env, cluster.Options{Components: []cluster.Component{}})
+	opts := cluster.Defaults()
+	opts.Components = nil // etcd and kube-apiserver alone
+	kubetest.Main(m, &env, opts)
 }
 
 // TestEngineServesHealthAndMetrics runs the engine's main path against the cluster.

@@ -118,6 +118,7 @@ func Defaults() Options {
 		EnvSourceTTL:             10 * time.Second,
 		SandboxMode:              sandbox.ModeAuto,
 		Runtime:                  lambda.Defaults(),
+		Dashboard:                dashboard.Defaults(),
 	}
 }
 
