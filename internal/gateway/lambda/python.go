@@ -103,7 +103,6 @@ type python struct {
 	mu          sync.Mutex
 	interpreter string   // resolved Options.PythonBinary, once known
 	binds       []string // the interpreter's installation, outside /usr
-	sandbox     *sandbox.Sandbox
 }
 
 // NewPython returns the Python runtime. A source defines
@@ -128,7 +127,7 @@ func (p *python) Compile(fn Function) (Compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	sb, err := p.workerSandbox()
+	sb, err := p.opts.workerSandbox()
 	if err != nil {
 		return nil, fmt.Errorf("function %s: the python runtime has no sandbox (the gateway's --insecure-no-sandbox runs without one): %w", fn.Name, err)
 	}
@@ -170,28 +169,6 @@ func (f *pyFunction) warm(size int, pools *poolSet) error {
 	// holds no memory until it is called.
 	f.pool.put(w, false)
 	return nil
-}
-
-// workerSandbox is Options.Sandbox, or one built at the first call; nil with
-// Options.InsecureNoSandbox. A failure is not remembered.
-func (p *python) workerSandbox() (*sandbox.Sandbox, error) {
-	if p.opts.InsecureNoSandbox {
-		return nil, nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.sandbox != nil {
-		return p.sandbox, nil
-	}
-	sb := p.opts.Sandbox
-	if sb == nil {
-		var err error
-		if sb, err = sandbox.New(sandbox.Options{}); err != nil {
-			return nil, err
-		}
-	}
-	p.sandbox = sb
-	return sb, nil
 }
 
 // pythonPaths prints sys.executable, then the installation's prefixes.
