@@ -18,8 +18,8 @@ const (
 	DefaultWorkerIdleTimeout = 5 * time.Minute
 )
 
-// Options configures the runtimes. The zero value is usable: every zero field takes
-// its documented default.
+// Options configures the runtimes. Every zero field but Sandbox takes its documented
+// default; a runtime that starts workers needs a Sandbox, or InsecureNoSandbox.
 type Options struct {
 	// PythonBinary is the CPython 3 interpreter (default "python3", looked up in PATH).
 	PythonBinary string
