@@ -32,7 +32,9 @@ var env *kubetest.Env
 
 // CRDs need nothing but etcd and kube-apiserver.
 func TestMain(m *testing.M) {
-	kubetest.Main(m, &env, cluster.Options{Components: []cluster.Component{}})
+	opts := cluster.Defaults()
+	opts.Components = nil // etcd and kube-apiserver alone
+	kubetest.Main(m, &env, opts)
 }
 
 var (

@@ -34,7 +34,7 @@ var env *kubetest.Env
 func TestMain(m *testing.M) {
 	lambda.ServeWorker()      // the gateway's sandbox starts this binary as its launcher and workers
 	log.SetOutput(io.Discard) // the chart loader logs every symbolic link it follows
-	kubetest.Main(m, &env, cluster.Options{})
+	kubetest.Main(m, &env, cluster.Defaults())
 }
 
 // serviceAccountConfig is a client configuration that authenticates as a

@@ -11,6 +11,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/metalambda/metalambda/internal/engine"
+	"github.com/metalambda/metalambda/internal/engine/leader"
+	"github.com/metalambda/metalambda/internal/logging"
 )
 
 // parse binds the engine's flags to fresh options and parses args.
@@ -50,11 +52,11 @@ var upstreamFlags = []struct {
 	{"--apply-strategy-ssa-field-manager=metacontroller", func(o *options) any { return o.engine.FieldManager }, "metacontroller"},
 	{"--kubeconfig=/etc/metacontroller/kubeconfig", func(o *options) any { return o.kubeconfig }, "/etc/metacontroller/kubeconfig"},
 	{"--zap-devel", func(o *options) any { return o.logConfig },
-		logConfig{verbosity: 1, minLevel: -1, stacktrace: slog.LevelError, timeEncoding: "rfc3339"}},
-	{"--zap-encoder=json", func(o *options) any { return o.logConfig.json }, true},
-	{"--zap-log-level=5", func(o *options) any { return [2]any{o.logConfig.verbosity, o.logConfig.minLevel} }, [2]any{5, slog.Level(-5)}},
-	{"--zap-stacktrace-level=info", func(o *options) any { return o.logConfig.stacktrace }, slog.LevelInfo},
-	{"--zap-time-encoding=iso8601", func(o *options) any { return o.logConfig.timeEncoding }, "iso8601"},
+		logging.Config{Verbosity: 1, MinLevel: -1, Stacktrace: slog.LevelError, TimeEncoding: "rfc3339"}},
+	{"--zap-encoder=json", func(o *options) any { return o.logConfig.JSON }, true},
+	{"--zap-log-level=5", func(o *options) any { return [2]any{o.logConfig.Verbosity, o.logConfig.MinLevel} }, [2]any{5, slog.Level(-5)}},
+	{"--zap-stacktrace-level=info", func(o *options) any { return o.logConfig.Stacktrace }, slog.LevelInfo},
+	{"--zap-time-encoding=iso8601", func(o *options) any { return o.logConfig.TimeEncoding }, "iso8601"},
 }
 
 // leaderElectionFlags are upstream's leader election flags; outside a cluster the
@@ -73,7 +75,7 @@ func TestEveryUpstreamFlagIsAcceptedAndTakesEffect(t *testing.T) {
 			t.Errorf("%s: %v", f.arg, err)
 			continue
 		}
-		if diff := cmp.Diff(f.want, f.got(o), cmp.AllowUnexported(logConfig{})); diff != "" {
+		if diff := cmp.Diff(f.want, f.got(o)); diff != "" {
 			t.Errorf("%s: (-want +got)\n%s", f.arg, diff)
 		}
 	}
@@ -86,14 +88,14 @@ func TestEveryUpstreamFlagIsAcceptedAndTakesEffect(t *testing.T) {
 		if f.arg == "--zap-devel" {
 			continue // the flags after it override its defaults
 		}
-		if diff := cmp.Diff(f.want, f.got(o), cmp.AllowUnexported(logConfig{})); diff != "" {
+		if diff := cmp.Diff(f.want, f.got(o)); diff != "" {
 			t.Errorf("%s among all flags: (-want +got)\n%s", f.arg, diff)
 		}
 	}
-	want := leaderOptions{enabled: true, resourceLock: "leases", namespace: "metacontroller", id: "metacontroller"}
+	want := leader.Options{Enabled: true, ResourceLock: "leases", Namespace: "metacontroller", ID: "metacontroller"}
 	got := o.leader
-	got.leaseDuration, got.renewDeadline, got.retryPeriod, got.namespaceFile = 0, 0, 0, ""
-	if diff := cmp.Diff(want, got, cmp.AllowUnexported(leaderOptions{})); diff != "" {
+	got.LeaseDuration, got.RenewDeadline, got.RetryPeriod, got.NamespaceFile = 0, 0, 0, ""
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("leader election flags: (-want +got)\n%s", diff)
 	}
 }
@@ -104,8 +106,8 @@ func TestUpstreamProductionManifestArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := logConfig{verbosity: 4, minLevel: slog.LevelDebug, stacktrace: levelPanic, timeEncoding: "rfc3339"}
-	if diff := cmp.Diff(want, o.logConfig, cmp.AllowUnexported(logConfig{})); diff != "" {
+	want := logging.Config{Verbosity: 4, MinLevel: slog.LevelDebug, Stacktrace: logging.LevelPanic, TimeEncoding: "rfc3339"}
+	if diff := cmp.Diff(want, o.logConfig); diff != "" {
 		t.Errorf("logging (-want +got)\n%s", diff)
 	}
 	if o.engine.DiscoveryInterval != 20*time.Second {
@@ -116,7 +118,7 @@ func TestUpstreamProductionManifestArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(want, o.logConfig, cmp.AllowUnexported(logConfig{})); diff != "" {
+	if diff := cmp.Diff(want, o.logConfig); diff != "" {
 		t.Errorf("logging of -v=4 (-want +got)\n%s", diff)
 	}
 }
@@ -129,8 +131,8 @@ func TestDefaultsWithoutFlags(t *testing.T) {
 	if o.engine.FieldManager != "metalambda" || o.pprofAddress != "0" || o.engine.EventsQPS != 1./300. || o.engine.EventsBurst != 25 {
 		t.Errorf("defaults: field manager %q, pprof %q, events %g/%d", o.engine.FieldManager, o.pprofAddress, o.engine.EventsQPS, o.engine.EventsBurst)
 	}
-	want := logConfig{minLevel: slog.LevelInfo, stacktrace: levelPanic, timeEncoding: "rfc3339"}
-	if diff := cmp.Diff(want, o.logConfig, cmp.AllowUnexported(logConfig{})); diff != "" {
+	want := logging.Config{MinLevel: slog.LevelInfo, Stacktrace: logging.LevelPanic, TimeEncoding: "rfc3339"}
+	if diff := cmp.Diff(want, o.logConfig); diff != "" {
 		t.Errorf("logging (-want +got)\n%s", diff)
 	}
 }
@@ -144,7 +146,7 @@ func TestLogLevels(t *testing.T) {
 		{[]string{"--zap-log-level=debug"}, 1, -1},
 		{[]string{"--zap-log-level=INFO"}, 0, slog.LevelInfo},
 		{[]string{"--zap-log-level=error"}, 0, slog.LevelError},
-		{[]string{"--zap-log-level=panic"}, 0, levelPanic},
+		{[]string{"--zap-log-level=panic"}, 0, logging.LevelPanic},
 		{[]string{"--zap-log-level=6"}, 6, -6},
 		{[]string{"-v=2"}, 2, -2},
 		{[]string{"-v=0"}, 0, slog.LevelInfo},
@@ -157,8 +159,8 @@ func TestLogLevels(t *testing.T) {
 			t.Errorf("%v: %v", tt.args, err)
 			continue
 		}
-		if o.logConfig.verbosity != tt.verbosity || o.logConfig.minLevel != tt.minLevel {
-			t.Errorf("%v: verbosity %d, level %v; want %d, %v", tt.args, o.logConfig.verbosity, o.logConfig.minLevel, tt.verbosity, tt.minLevel)
+		if o.logConfig.Verbosity != tt.verbosity || o.logConfig.MinLevel != tt.minLevel {
+			t.Errorf("%v: verbosity %d, level %v; want %d, %v", tt.args, o.logConfig.Verbosity, o.logConfig.MinLevel, tt.verbosity, tt.minLevel)
 		}
 	}
 }

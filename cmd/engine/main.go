@@ -30,6 +30,7 @@ import (
 	"github.com/metalambda/metalambda/internal/clientmetrics"
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/engine/hook"
+	"github.com/metalambda/metalambda/internal/engine/leader"
 	"github.com/metalambda/metalambda/internal/kubeclient"
 	"github.com/metalambda/metalambda/internal/logging"
 	"github.com/metalambda/metalambda/internal/version"
@@ -51,22 +52,22 @@ type options struct {
 	targetLabelSelector string
 	// fieldManager and ssaFieldManager are --field-manager and its upstream name
 	// --apply-strategy-ssa-field-manager.
-	fieldManager, ssaFieldManager optionalString
+	fieldManager, ssaFieldManager logging.OptionalString
 	// services maps "name.namespace" to a base URL, for hooks given as a Service that
 	// this engine cannot reach through cluster DNS (the local platform).
 	services map[string]string
-	log      logOptions
+	log      logging.Options
 	engine   engine.Options
 	// logConfig is set by validate from log.
-	logConfig logConfig
-	leader    leaderOptions
+	logConfig logging.Config
+	leader    leader.Options
 	// apiAddress serves the hook call history API; "0" (the default) disables it and
 	// the history, so that the engine opens no port upstream Metacontroller does not.
 	apiAddress string
 	// apiService and apiAdvertise publish the leader as the endpoint of a Service
-	// (apiendpoint.go).
+	// (leader.Endpoint).
 	apiService, apiAdvertise string
-	apiEndpoint              *apiEndpoint // set by validate
+	apiEndpoint              *leader.Endpoint // set by validate
 	// gcPercent is the garbage-collection target (as GOGC); GOGC in the environment
 	// wins.
 	gcPercent int
@@ -92,12 +93,12 @@ func defaultOptions() *options {
 		pprofAddress:       "0",
 		apiAddress:         "0",
 		applyStrategy:      string(engine.ServerSideApply),
-		fieldManager:       optionalString{Value: engine.Defaults().FieldManager},
-		ssaFieldManager:    optionalString{Value: engine.Defaults().FieldManager},
+		fieldManager:       logging.OptionalString{Value: engine.Defaults().FieldManager},
+		ssaFieldManager:    logging.OptionalString{Value: engine.Defaults().FieldManager},
 		services:           map[string]string{},
 		log:                logging.Defaults(),
 		engine:             engine.Defaults(),
-		leader:             defaultLeaderOptions(),
+		leader:             leader.Defaults(),
 		gcPercent:          defaultGCPercent,
 	}
 }
@@ -148,7 +149,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	o.log.BindFlags(fs)
-	o.leader.bindFlags(fs)
+	o.leader.BindFlags(fs)
 }
 
 // hookToken reads --hook-token-file and gives its token to the hook calls to
@@ -173,11 +174,10 @@ func (o *options) hookToken() error {
 }
 
 func (o *options) validate() error {
-	shared, err := o.log.Config()
-	if err != nil {
+	var err error
+	if o.logConfig, err = o.log.Config(); err != nil {
 		return err
 	}
-	o.logConfig = newLogConfig(shared)
 	strategy, err := engine.ParseApplyStrategy(o.applyStrategy)
 	if err != nil {
 		return fmt.Errorf("--apply-strategy: %w", err)
@@ -206,7 +206,7 @@ func (o *options) validate() error {
 	if o.engine.EventsBurst < 1 {
 		return fmt.Errorf("--events-burst must be at least 1, got %d", o.engine.EventsBurst)
 	}
-	if err := o.leader.validate(); err != nil {
+	if err := o.leader.Validate(); err != nil {
 		return err
 	}
 	if o.gcPercent < 1 {
@@ -218,7 +218,7 @@ func (o *options) validate() error {
 	if o.apiAddress == "0" || o.apiAddress == "" {
 		o.engine.HookCallHistory = 0 // nobody could read it
 	}
-	if o.apiEndpoint, err = parseAPIEndpoint(o.apiService, o.apiAdvertise, o.apiAddress); err != nil {
+	if o.apiEndpoint, err = leader.ParseEndpoint(o.apiService, o.apiAdvertise, o.apiAddress); err != nil {
 		return err
 	}
 	if err := o.hookToken(); err != nil {
@@ -257,7 +257,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "engine:", err)
 		os.Exit(2)
 	}
-	opts.logConfig.install(os.Stderr)
+	opts.logConfig.Install(os.Stderr)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, opts); err != nil {
@@ -293,9 +293,9 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	var elect *leader
-	if o.leader.enabled {
-		if elect, err = newLeader(cfg, o.leader, reg); err != nil {
+	var elect *leader.Elector
+	if o.leader.Enabled {
+		if elect, err = leader.New(cfg, o.leader, reg); err != nil {
 			return err
 		}
 	}
@@ -303,7 +303,7 @@ func run(ctx context.Context, o *options) error {
 	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	healthMux := http.NewServeMux()
 	healthMux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	healthMux.HandleFunc("/readyz", readyz(mgr.Ready, elect))
+	healthMux.HandleFunc("/readyz", leader.Readyz(mgr.Ready, elect))
 	api, err := mgr.API(kube)
 	if err != nil {
 		return err
@@ -319,14 +319,14 @@ func run(ctx context.Context, o *options) error {
 	work := mgr.Run
 	if o.apiEndpoint != nil {
 		work = func(ctx context.Context) error {
-			if err := o.apiEndpoint.publish(ctx, kube); err != nil {
+			if err := o.apiEndpoint.Publish(ctx, kube); err != nil {
 				return err
 			}
 			return mgr.Run(ctx)
 		}
 	}
 	if elect != nil {
-		return elect.run(ctx, work)
+		return elect.Run(ctx, work)
 	}
 	return work(ctx)
 }

@@ -29,7 +29,9 @@ import (
 var env *kubetest.Env
 
 func TestMain(m *testing.M) {
-	kubetest.Main(m, &env, cluster.Options{Components: []cluster.Component{}})
+	opts := cluster.Defaults()
+	opts.Components = nil // etcd and kube-apiserver alone
+	kubetest.Main(m, &env, opts)
 }
 
 // TestEngineServesHealthAndMetrics runs the engine's main path against the cluster.
@@ -268,8 +270,8 @@ func waitForLifecycle(t *testing.T, name string, reasons ...string) {
 func TestEngineWithUpstreamProductionArgs(t *testing.T) {
 	installCRDs(t)
 	o, stop := startEngine(t, "--zap-log-level=4", "--discovery-interval=20s", "--pprof-address", kubetest.FreeAddr(t))
-	if o.engine.DiscoveryInterval != 20*time.Second || o.logConfig.verbosity != 4 {
-		t.Fatalf("options: discovery %s, verbosity %d", o.engine.DiscoveryInterval, o.logConfig.verbosity)
+	if o.engine.DiscoveryInterval != 20*time.Second || o.logConfig.Verbosity != 4 {
+		t.Fatalf("options: discovery %s, verbosity %d", o.engine.DiscoveryInterval, o.logConfig.Verbosity)
 	}
 	for path, want := range map[string]string{"/debug/pprof/": "goroutine", "/debug/pprof/cmdline": "", "/debug/pprof/goroutine?debug=1": "goroutine profile"} {
 		code, body, err := httpGet("http://" + o.pprofAddress + path)

@@ -36,7 +36,7 @@ var env *kubetest.Env
 
 func TestMain(m *testing.M) {
 	lambda.ServeWorker() // the gateway's sandbox starts this binary as its launcher and workers
-	kubetest.Main(m, &env, cluster.Options{})
+	kubetest.Main(m, &env, cluster.Defaults())
 }
 
 var installOnce sync.Once

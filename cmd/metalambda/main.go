@@ -44,10 +44,10 @@ func up(args []string) error {
 	// platform's own default is a free port.
 	fs.StringVar(&o.EngineAPIAddress, "engine-api", "127.0.0.1:8082", "loopback address of the engine's API of recent hook calls, which the gateway's dashboard reads")
 	withNode := fs.Bool("node", os.Geteuid() == 0, "run the local node, so pods run as processes (needs root and the CNI plugins)")
-	var nodeOpts node.Options
-	fs.StringVar(&nodeOpts.PodCIDR, "pod-cidr", "10.244.0.0/24", "the local node's pod subnet")
-	fs.StringVar(&nodeOpts.Bridge, "bridge", "mlbr0", "the local node's bridge")
-	fs.StringVar(&nodeOpts.ImageMapFile, "image-map", "", "YAML `file` of image rules for the local node (images: a list of {image, kind, interpreter}), tried before the built-in ones")
+	nodeOpts := node.Defaults()
+	fs.StringVar(&nodeOpts.PodCIDR, "pod-cidr", nodeOpts.PodCIDR, "the local node's pod subnet")
+	fs.StringVar(&nodeOpts.Bridge, "bridge", nodeOpts.Bridge, "the local node's bridge")
+	fs.StringVar(&nodeOpts.ImageMapFile, "image-map", nodeOpts.ImageMapFile, "YAML `file` of image rules for the local node (images: a list of {image, kind, interpreter}), tried before the built-in ones")
 	inCluster := fs.Bool("in-cluster", false, "run the engine and the gateway as pods installed from the Helm chart (the node runs bin/engine and bin/gateway for their images), instead of in this process")
 	chart := fs.String("chart", "deploy/helm/metalambda", "the Helm chart `directory` --in-cluster installs")
 	purge := fs.Bool("purge", false, "start from an empty data directory")

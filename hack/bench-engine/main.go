@@ -173,7 +173,9 @@ func benchHook(calls *atomic.Int64) http.Handler {
 func measure(cfg config, sc scenario) (result, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Minute)
 	defer cancel()
-	cluster, err := cluster.Start(ctx, cluster.Options{EtcdNoFsync: true, Components: []cluster.Component{cluster.ControllerManager}})
+	opts := cluster.Defaults()
+	opts.EtcdNoFsync, opts.Components = true, []cluster.Component{cluster.ControllerManager}
+	cluster, err := cluster.Start(ctx, opts)
 	if err != nil {
 		return result{}, err
 	}

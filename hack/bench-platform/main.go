@@ -59,7 +59,9 @@ func run(runs, coldRuns int) error {
 	opts.DataDir, opts.BinDir, opts.Builtins = filepath.Join(dir, "data"), os.Getenv(cluster.BinDirEnv), functions.Builtins()
 	opts.IngressAddress, opts.GatewayAddress = ingress, gateway
 	opts.Node = func(kube kubernetes.Interface, d string) (platform.NodeRunner, error) {
-		return node.New(kube, node.Options{Bridge: "mlbench0", PodCIDR: "10.244.216.0/24", StateDir: filepath.Join(d, "node")})
+		o := node.Defaults()
+		o.Bridge, o.PodCIDR, o.StateDir = "mlbench0", "10.244.216.0/24", filepath.Join(d, "node")
+		return node.New(kube, o)
 	}
 	ctx := context.Background()
 	p, err := platform.Start(ctx, opts, io.Discard)

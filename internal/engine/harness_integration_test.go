@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 		klog.InitFlags(fs)
 		_ = fs.Set("v", v)
 	}
-	kubetest.Main(m, &env, cluster.Options{})
+	kubetest.Main(m, &env, cluster.Defaults())
 }
 
 const testGroup = "test.metalambda.dev"

@@ -123,6 +123,7 @@ func Defaults() Options {
 		EnvSourceTTL:             10 * time.Second,
 		SandboxMode:              sandbox.ModeAuto,
 		Runtime:                  lambda.Defaults(),
+		Dashboard:                dashboard.Defaults(),
 	}
 }
 

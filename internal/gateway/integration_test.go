@@ -31,7 +31,7 @@ var env *kubetest.Env
 
 func TestMain(m *testing.M) {
 	lambda.ServeWorker() // the gateways' sandboxes start this binary as their launcher and workers
-	kubetest.Main(m, &env, cluster.Options{})
+	kubetest.Main(m, &env, cluster.Defaults())
 }
 
 var installOnce sync.Once

@@ -6,7 +6,7 @@
 //
 //	var env *kubetest.Env
 //
-//	func TestMain(m *testing.M) { kubetest.Main(m, &env, localcluster.Options{}) }
+//	func TestMain(m *testing.M) { kubetest.Main(m, &env, cluster.Defaults()) }
 //
 //	func TestSomething(t *testing.T) {
 //		ns := env.Namespace(t)

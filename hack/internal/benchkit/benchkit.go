@@ -23,7 +23,9 @@ import (
 // StartControlPlane starts etcd and an API server alone, with the project's CRDs
 // installed.
 func StartControlPlane(ctx context.Context) (*cluster.Cluster, error) {
-	cluster, err := cluster.Start(ctx, cluster.Options{EtcdNoFsync: true, Components: []cluster.Component{}})
+	opts := cluster.Defaults()
+	opts.EtcdNoFsync, opts.Components = true, nil
+	cluster, err := cluster.Start(ctx, opts)
 	if err != nil {
 		return nil, err
 	}

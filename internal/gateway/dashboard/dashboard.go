@@ -70,16 +70,26 @@ type Options struct {
 	Now func() time.Time
 }
 
-func (o *Options) setDefaults() {
-	if o.SessionTTL <= 0 {
-		o.SessionTTL = 8 * time.Hour
+// Defaults are the options of a dashboard besides the ones its gateway gives it
+// (Config, Authenticate and the rest): gateway.Defaults starts from them, and New
+// takes no zero value for one of them.
+func Defaults() Options {
+	return Options{SessionTTL: 8 * time.Hour, LiveInterval: 2 * time.Second, Now: time.Now}
+}
+
+// validate refuses options that did not start from Defaults.
+func (o *Options) validate() error {
+	switch {
+	case o.Config == nil || o.Authenticate == nil:
+		return errors.New("dashboard: a Kubernetes config and an authenticator are required")
+	case o.SessionTTL <= 0:
+		return fmt.Errorf("dashboard option SessionTTL must be positive, got %s (start the options from dashboard.Defaults())", o.SessionTTL)
+	case o.LiveInterval <= 0:
+		return fmt.Errorf("dashboard option LiveInterval must be positive, got %s (start the options from dashboard.Defaults())", o.LiveInterval)
+	case o.Now == nil:
+		return errors.New("dashboard option Now must not be nil (start the options from dashboard.Defaults())")
 	}
-	if o.LiveInterval <= 0 {
-		o.LiveInterval = 2 * time.Second
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	return nil
 }
 
 // Rates are a function's calls and failed calls per minute over the last Window.
@@ -102,9 +112,8 @@ type Dashboard struct {
 
 // New builds a dashboard.
 func New(opts Options) (*Dashboard, error) {
-	opts.setDefaults()
-	if opts.Config == nil || opts.Authenticate == nil {
-		return nil, errors.New("dashboard: a Kubernetes config and an authenticator are required")
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
 	pages, err := parsePages(web.Templates())
 	if err != nil {

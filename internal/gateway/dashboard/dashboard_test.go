@@ -48,17 +48,15 @@ func testDashboard(t *testing.T) (*testServer, *fakeClock) {
 func testDashboardWith(t *testing.T, change func(*Options)) (*testServer, *fakeClock) {
 	t.Helper()
 	clock := &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	opts := Options{
-		Config: &rest.Config{Host: "http://127.0.0.1:1"},
-		Authenticate: func(_ *http.Request, token string) (*authenticationv1.UserInfo, error) {
-			if token != goodToken {
-				return nil, &AuthError{Status: http.StatusUnauthorized, Message: "the Kubernetes API does not accept this token"}
-			}
-			return &authenticationv1.UserInfo{Username: "alice"}, nil
-		},
-		SessionTTL: time.Hour,
-		Now:        clock.now,
+	opts := Defaults()
+	opts.Config = &rest.Config{Host: "http://127.0.0.1:1"}
+	opts.Authenticate = func(_ *http.Request, token string) (*authenticationv1.UserInfo, error) {
+		if token != goodToken {
+			return nil, &AuthError{Status: http.StatusUnauthorized, Message: "the Kubernetes API does not accept this token"}
+		}
+		return &authenticationv1.UserInfo{Username: "alice"}, nil
 	}
+	opts.SessionTTL, opts.Now = time.Hour, clock.now
 	if change != nil {
 		change(&opts)
 	}
@@ -340,5 +338,23 @@ func TestSparkline(t *testing.T) {
 	}
 	if got := sparkline([]float64{3}, 100, 22); got != "0.0,1.0 100.0,1.0" {
 		t.Errorf("one point: %q", got)
+	}
+}
+
+// TestNewRefusesOptionsNotFromDefaults: a zero default is an error naming the
+// option, not filled in.
+func TestNewRefusesOptionsNotFromDefaults(t *testing.T) {
+	for field, change := range map[string]func(*Options){
+		"SessionTTL":   func(o *Options) { o.SessionTTL = 0 },
+		"LiveInterval": func(o *Options) { o.LiveInterval = 0 },
+		"Now":          func(o *Options) { o.Now = nil },
+	} {
+		opts := Defaults()
+		opts.Config = &rest.Config{}
+		opts.Authenticate = func(*http.Request, string) (*authenticationv1.UserInfo, error) { return nil, nil }
+		change(&opts)
+		if _, err := New(opts); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("without %s: New = %v, want an error naming it", field, err)
+		}
 	}
 }

@@ -100,7 +100,9 @@ func startPlatform() (*env, error) {
 	opts.DataDir, opts.BinDir, opts.Builtins = filepath.Join(dir, "data"), os.Getenv(cluster.BinDirEnv), functions.Builtins()
 	opts.IngressAddress, opts.GatewayAddress = kubetest.FreeAddr(nil), kubetest.FreeAddr(nil)
 	opts.Node = func(kube kubernetes.Interface, dataDir string) (platform.NodeRunner, error) {
-		return node.New(kube, node.Options{Bridge: testBridge, PodCIDR: testCIDR, StateDir: filepath.Join(dataDir, "node")})
+		o := node.Defaults()
+		o.Bridge, o.PodCIDR, o.StateDir = testBridge, testCIDR, filepath.Join(dataDir, "node")
+		return node.New(kube, o)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -154,7 +154,10 @@ func TestTryClientAllowsTheIngressAlone(t *testing.T) {
 }
 
 func TestNewRefusesABadIngressAddress(t *testing.T) {
-	_, err := New(Options{Config: &rest.Config{}, Authenticate: func(*http.Request, string) (*authenticationv1.UserInfo, error) { return nil, nil }, IngressAddress: "no-port"})
+	opts := Defaults()
+	opts.Config, opts.IngressAddress = &rest.Config{}, "no-port"
+	opts.Authenticate = func(*http.Request, string) (*authenticationv1.UserInfo, error) { return nil, nil }
+	_, err := New(opts)
 	if err == nil {
 		t.Error("New accepted the ingress address no-port")
 	}

@@ -138,8 +138,8 @@ func TestCompilingKeepsNoWorker(t *testing.T) {
 		fn      Function
 		workers func(string) []int
 	}{
-		{NewSandboxedJavaScript(Options{}), jsFn("kept-js", jsEcho), scriptWorkers},
-		{NewPython(Options{}), pyFn("kept-python", pyEcho), workerProcesses},
+		{NewSandboxedJavaScript(sandboxed(t, Options{})), jsFn("kept-js", jsEcho), scriptWorkers},
+		{NewPython(sandboxed(t, Options{})), pyFn("kept-python", pyEcho), workerProcesses},
 	} {
 		t.Run(tt.fn.Runtime, func(t *testing.T) {
 			c := mustCompile(t, tt.rt, tt.fn)
@@ -163,7 +163,7 @@ func TestCompilingKeepsNoWorker(t *testing.T) {
 // the runtime's counters say so.
 func TestMemoryBudgetStopsIdleWorkers(t *testing.T) {
 	budget := NewMemoryBudget(1)
-	rt := NewSandboxedJavaScript(Options{MemoryBudget: budget})
+	rt := NewSandboxedJavaScript(sandboxed(t, Options{MemoryBudget: budget}))
 	first := mustCompile(t, rt, jsFn("budget-first", jsEcho))
 	second := mustCompile(t, rt, jsFn("budget-second", jsEcho))
 	assertEcho(t, first, "a")

@@ -151,7 +151,7 @@ func escapeAttacks() []attack {
 // in a namespace sandbox and (in TestLandlockSandbox's child) in a Landlock one.
 // Each must fail, and another function keeps answering throughout.
 func TestEscapeSuite(t *testing.T) {
-	rt := NewPython(Options{PythonPoolSize: 1, WorkerCPU: 200})
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 1, WorkerCPU: 200}))
 	other := mustCompile(t, rt, pyFn("other", pyEcho))
 	defer other.Close()
 	cgroups := workersHaveCgroups(t)
@@ -233,7 +233,7 @@ def sync(request):
 `
 	fn := pyFn("stops-reading", source)
 	fn.Timeout = 2 * time.Second
-	c := mustCompile(t, NewPython(Options{PythonPoolSize: 1}), fn)
+	c := mustCompile(t, NewPython(sandboxed(t, Options{PythonPoolSize: 1})), fn)
 	defer c.Close()
 	if _, err := invoke(t, c, echoRequest("arm")); err != nil {
 		t.Fatal(err)
@@ -259,7 +259,7 @@ def sync(request):
 // logs and an error message of megabytes, gets them cut to the bounds the
 // worker would have kept, so that neither a caller nor the history holds them.
 func TestForgedReplyIsBounded(t *testing.T) {
-	rt := NewPython(Options{PythonPoolSize: 1})
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 1}))
 	for name, frame := range map[string]string{
 		"logs":  `{"ok": True, "logs": "L" * (4 << 20), "response": {}}`,
 		"error": `{"ok": False, "error": {"type": "E", "message": "m" * (4 << 20), "traceback": "t" * (4 << 20)}, "logs": ""}`,

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 )
 
 // TestMain fails the run if a worker of this process outlives the tests.
@@ -28,6 +30,19 @@ func TestMain(m *testing.M) {
 		code = 1
 	}
 	os.Exit(code)
+}
+
+// sandboxed is opts with a sandbox of the host's default mode, closed when the test
+// ends: a runtime without a sandbox (or InsecureNoSandbox) refuses to compile.
+func sandboxed(tb testing.TB, opts Options) Options {
+	tb.Helper()
+	sb, err := sandbox.New(sandbox.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(sb.Close)
+	opts.Sandbox = sb
+	return opts
 }
 
 // workerProcesses returns the pids of this process's Python workers of function

@@ -97,7 +97,7 @@ func TestJavaScriptCompileErrors(t *testing.T) {
 		{name: "missing handler", source: "function other(request) { return {}; }", line: 0, column: 0, contains: "no handler"},
 		{name: "missing named handler", source: "function sync(request) { return {}; }", handler: "reconcile", line: 0, column: 0, contains: "reconcile"},
 	}
-	for form, rt := range jsForms() {
+	for form, rt := range jsForms(t) {
 		for _, tt := range tests {
 			t.Run(form+"/"+tt.name, func(t *testing.T) {
 				fn := jsFn(tt.name, tt.source)
@@ -130,7 +130,7 @@ func TestJavaScriptFailures(t *testing.T) {
 		{name: "fission bad string body", source: "module.exports = function(c) { return {status: 200, body: 'nope'}; }", reason: ReasonBadReturn, contains: "not a JSON object"},
 		{name: "recursion", source: "function f() { return f(); }\nfunction sync(r) { return f(); }", reason: ReasonException, contains: "RangeError"},
 	}
-	for form, rt := range jsForms() {
+	for form, rt := range jsForms(t) {
 		for _, tt := range tests {
 			t.Run(form+"/"+tt.name, func(t *testing.T) {
 				c := mustCompile(t, rt, jsFn(tt.name, tt.source))

@@ -47,7 +47,7 @@ func TestJsonnetCompileErrors(t *testing.T) {
 		{name: "syntax", source: "function(request) {\n  a: 1,,\n}", line: 2, column: 8, contains: "Unexpected"},
 		{name: "unknown variable", source: "function(request) {\n  a: nope,\n}", line: 2, column: 6, contains: "Unknown variable: nope"},
 	}
-	for form, rt := range jsonnetForms() {
+	for form, rt := range jsonnetForms(t) {
 		for _, tt := range tests {
 			t.Run(form+"/"+tt.name, func(t *testing.T) {
 				_, err := rt.Compile(jsonnetFn(tt.name, tt.source))
@@ -70,7 +70,7 @@ func TestJsonnetFailures(t *testing.T) {
 		{name: "array", source: "function(request) [1]", reason: ReasonBadReturn, contains: "not a JSON object"},
 		{name: "no argument", source: "function(req) {}", reason: ReasonException, contains: "request"},
 	}
-	for form, rt := range jsonnetForms() {
+	for form, rt := range jsonnetForms(t) {
 		for _, tt := range tests {
 			t.Run(form+"/"+tt.name, func(t *testing.T) {
 				c := mustCompile(t, rt, jsonnetFn(tt.name, tt.source))

@@ -32,7 +32,7 @@ def sync(request):
     os.chmod(top, 0o500)
     return {"dir": top}
 `
-	rt := NewPython(Options{PythonPoolSize: 1})
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 1}))
 	c := mustCompile(t, rt, pyFn("leftover", source))
 	res, err := invoke(t, c, echoRequest("x"))
 	if err != nil {

@@ -1,6 +1,7 @@
 package lambda
 
 import (
+	"errors"
 	"runtime"
 	"time"
 
@@ -17,8 +18,8 @@ const (
 	DefaultWorkerIdleTimeout = 5 * time.Minute
 )
 
-// Options configures the runtimes. The zero value is usable: every zero field takes
-// its documented default.
+// Options configures the runtimes. Every zero field but Sandbox takes its documented
+// default; a runtime that starts workers needs a Sandbox, or InsecureNoSandbox.
 type Options struct {
 	// PythonBinary is the CPython 3 interpreter (default "python3", looked up in PATH).
 	PythonBinary string
@@ -47,9 +48,10 @@ type Options struct {
 	DefaultTimeout time.Duration
 	// Builtins are the Go functions the builtin runtime can run.
 	Builtins Builtins
-	// Sandbox starts the worker processes; nil means one built by sandbox.New with
-	// its defaults at a runtime's first Compile, whose failure fails the Compile.
-	// A gateway never leaves it nil: gateway.New chooses and probes it at start.
+	// Sandbox starts the worker processes: one built by sandbox.New, which the
+	// caller closes after the runtimes. It is required unless InsecureNoSandbox is
+	// set; without either a runtime refuses to compile (errNoSandbox). A gateway
+	// never leaves it nil: gateway.New chooses and probes it at start.
 	Sandbox *sandbox.Sandbox
 	// InsecureNoSandbox runs Python workers as plain processes of the gateway's
 	// user, with its view of the file system and network, and JavaScript and
@@ -90,6 +92,22 @@ func Defaults() Options {
 		WorkerSpares:      DefaultWorkerSpares,
 		MaxReplyBytes:     DefaultMaxReplyBytes,
 	}
+}
+
+// errNoSandbox is a Compile's error when Options has neither a Sandbox nor
+// InsecureNoSandbox.
+var errNoSandbox = errors.New("no sandbox: Options.Sandbox is nil (gateway.New chooses one; sandbox.New builds one) and InsecureNoSandbox is not set")
+
+// workerSandbox is Options.Sandbox: nil with InsecureNoSandbox, errNoSandbox
+// without either.
+func (o *Options) workerSandbox() (*sandbox.Sandbox, error) {
+	switch {
+	case o.InsecureNoSandbox:
+		return nil, nil
+	case o.Sandbox == nil:
+		return nil, errNoSandbox
+	}
+	return o.Sandbox, nil
 }
 
 func (o Options) withDefaults() Options {

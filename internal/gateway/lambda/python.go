@@ -109,11 +109,10 @@ type python struct {
 	pools  *poolSet
 	spares *spareSets
 
-	mu          sync.Mutex
+	mu           sync.Mutex
 	interpreter  string   // resolved Options.PythonBinary, once known
 	binds        []string // the interpreter's installation, outside /usr
 	sitePackages string   // its site-packages directories, a JSON list
-	sandbox     *sandbox.Sandbox
 }
 
 // NewPython returns the Python runtime. A source defines
@@ -139,7 +138,7 @@ func (p *python) Compile(fn Function) (Compiled, error) {
 	if err := checkEnv(fn); err != nil {
 		return nil, err
 	}
-	sb, err := p.workerSandbox()
+	sb, err := p.opts.workerSandbox()
 	if err != nil {
 		return nil, fmt.Errorf("function %s: the python runtime has no sandbox (the gateway's --insecure-no-sandbox runs without one): %w", fn.Name, err)
 	}
@@ -189,28 +188,6 @@ func (f *pyFunction) warm(size int, pools *poolSet) error {
 	f.compiled.Store(true)
 	f.spares.refill()
 	return nil
-}
-
-// workerSandbox is Options.Sandbox, or one built at the first call; nil with
-// Options.InsecureNoSandbox. A failure is not remembered.
-func (p *python) workerSandbox() (*sandbox.Sandbox, error) {
-	if p.opts.InsecureNoSandbox {
-		return nil, nil
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.sandbox != nil {
-		return p.sandbox, nil
-	}
-	sb := p.opts.Sandbox
-	if sb == nil {
-		var err error
-		if sb, err = sandbox.New(sandbox.Options{}); err != nil {
-			return nil, err
-		}
-	}
-	p.sandbox = sb
-	return sb, nil
 }
 
 // pythonPaths prints sys.executable, then the installation's four prefixes, then
@@ -305,8 +282,8 @@ type pyFunction struct {
 	spares      *spares // where its workers come from
 	compiled    atomic.Bool
 	closing     sync.Once
-	init        []byte  // the first frame, which loads the function
-	checkTasks  bool    // a worker with more threads after a call than after loading is replaced
+	init        []byte // the first frame, which loads the function
+	checkTasks  bool   // a worker with more threads after a call than after loading is replaced
 	idleTimeout time.Duration
 }
 

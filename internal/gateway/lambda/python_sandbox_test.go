@@ -102,7 +102,7 @@ func TestPythonEscapes(t *testing.T) {
 	port := l.Addr().(*net.TCPAddr).Port
 	t.Setenv("METALAMBDA_GATEWAY_SECRET", "gateway-secret-value")
 
-	rt := NewPython(Options{PythonPoolSize: 1})
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 1}))
 	other := mustCompile(t, rt, pyFn("other", pyEcho))
 	neighbour := pyFn("neighbour", `open("neighbour-file", "w").write("neighbour-secret-value")`+pyEcho)
 	neighbour.Env = map[string]string{"NEIGHBOUR_TOKEN": "neighbour-secret-value"}
@@ -252,7 +252,7 @@ def sync(request):
     time.sleep(60)
     return {"started": True}
 `
-	c := mustCompile(t, NewPython(Options{PythonPoolSize: 1, DefaultTimeout: 90 * time.Second}), pyFn("grandchild", source))
+	c := mustCompile(t, NewPython(sandboxed(t, Options{PythonPoolSize: 1, DefaultTimeout: 90 * time.Second})), pyFn("grandchild", source))
 	go func() { _, _ = c.Invoke(context.Background(), echoRequest("x")) }()
 	waitUntil(t, func() bool { return len(processesNamed(marker)) == 1 }, "the grandchild to run")
 	c.Close()
@@ -278,7 +278,7 @@ def sync(request):
             pass
     return {"flooded": False}
 `
-	rt := NewPython(Options{PythonPoolSize: 1, MaxReplyBytes: 4 << 20})
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 1, MaxReplyBytes: 4 << 20}))
 	c := mustCompile(t, rt, pyFn("flood", source))
 	other := mustCompile(t, rt, pyFn("other", pyEcho))
 	var before, after runtime.MemStats
@@ -303,7 +303,7 @@ def sync(request):
 // TestPythonMemoryBomb: a function that allocates without end stops at its
 // address-space limit, and the next call gets a fresh worker.
 func TestPythonMemoryBomb(t *testing.T) {
-	rt := NewPython(Options{PythonPoolSize: 1, PythonMemoryLimit: 128 << 20})
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 1, PythonMemoryLimit: 128 << 20}))
 	bomb := mustCompile(t, rt, pyFn("bomb", pyEchoUnless("hoard = [bytearray(8 << 20) for _ in range(1 << 20)]")))
 	other := mustCompile(t, rt, pyFn("other", pyEcho))
 	_, err := invoke(t, bomb, echoRequest("bad"))
@@ -318,7 +318,7 @@ func TestPythonMemoryBomb(t *testing.T) {
 // where neither works, by TestNoSandboxMechanism in a child of
 // TestLandlockSandbox.
 func TestPythonSandboxMissing(t *testing.T) {
-	c, err := NewPython(Options{}).Compile(pyFn("probe", pyEcho))
+	c, err := NewPython(sandboxed(t, Options{})).Compile(pyFn("probe", pyEcho))
 	if err != nil {
 		t.Fatalf("the Python tests need the sandbox (bubblewrap, util-linux): %v", err)
 	}
@@ -362,7 +362,7 @@ func TestPythonNetwork(t *testing.T) {
 	defer l.Close()
 	go acceptAll(l)
 	source := pyAttempts + "\ndef sync(request):\n    return {\"listener\": connect(" + strconv.Itoa(l.Addr().(*net.TCPAddr).Port) + ")}\n"
-	rt := NewPython(Options{PythonPoolSize: 1})
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 1}))
 	for _, tt := range []struct {
 		network bool
 		want    string

@@ -31,7 +31,7 @@ func pyFn(name, source string) Function {
 }
 
 func TestPythonEcho(t *testing.T) {
-	rt := NewPython(Options{})
+	rt := NewPython(sandboxed(t, Options{}))
 	c := mustCompile(t, rt, pyFn("echo", pyEcho))
 	for _, name := range []string{"demo", "second", "ünïcode"} {
 		res := assertEcho(t, c, name)
@@ -51,7 +51,7 @@ def reconcile(request):
 `
 	fn := pyFn("logs", source)
 	fn.Handler = "reconcile"
-	c := mustCompile(t, NewPython(Options{}), fn)
+	c := mustCompile(t, NewPython(sandboxed(t, Options{})), fn)
 	res, err := invoke(t, c, echoRequest("x"))
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +80,7 @@ func TestPythonCompileErrors(t *testing.T) {
 		{name: "handler not callable", source: "sync = 1\n", contains: "no handler"},
 		{name: "exit while loading", source: "import os\nos._exit(4)\n", contains: "exit status 4"},
 	}
-	rt := NewPython(Options{})
+	rt := NewPython(sandboxed(t, Options{}))
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fn := pyFn(tt.name, tt.source)
@@ -108,7 +108,7 @@ func TestPythonFailures(t *testing.T) {
 		{name: "exit", source: "import sys\ndef sync(r):\n    sys.stderr.write('bye')\n    sys.exit(3)\n", reason: ReasonCrash, contains: "exit status 3"},
 		{name: "abort", source: "import os\ndef sync(r):\n    os.abort()\n", reason: ReasonCrash, contains: "signal: aborted"},
 	}
-	rt := NewPython(Options{})
+	rt := NewPython(sandboxed(t, Options{}))
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := mustCompile(t, rt, pyFn(tt.name, tt.source))
@@ -133,7 +133,7 @@ func TestPythonTimeout(t *testing.T) {
 	fn := pyFn("timeout", pyEchoUnless("while True: pass"))
 	// The call after a timeout starts a fresh sandboxed worker within its own limit.
 	fn.Timeout = time.Second
-	c := mustCompile(t, NewPython(Options{PythonPoolSize: 1}), fn)
+	c := mustCompile(t, NewPython(sandboxed(t, Options{PythonPoolSize: 1})), fn)
 	for range 2 {
 		_, err := invoke(t, c, echoRequest("bad"))
 		assertInvokeError(t, err, ReasonTimeout, "1s")
@@ -142,7 +142,7 @@ func TestPythonTimeout(t *testing.T) {
 }
 
 func TestPythonMemoryLimit(t *testing.T) {
-	rt := NewPython(Options{PythonPoolSize: 1})
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 1}))
 	hog := mustCompile(t, rt, pyFn("hog", pyEchoUnless("x = bytearray(2*1024**3)")))
 	other := mustCompile(t, rt, pyFn("other", pyEcho))
 	for range 2 {
@@ -158,12 +158,12 @@ func TestPythonMemoryLimit(t *testing.T) {
 func TestPythonEnvironmentAndDirectory(t *testing.T) {
 	t.Run("sandbox", func(t *testing.T) {
 		if inLandlockChild() { // a directory of its own, removed with it
-			testPythonEnvironmentAndDirectory(t, Options{}, map[string]string{"PWD": "", "TMPDIR": ""}, func(cwd string) bool {
+			testPythonEnvironmentAndDirectory(t, sandboxed(t, Options{}), map[string]string{"PWD": "", "TMPDIR": ""}, func(cwd string) bool {
 				return strings.HasPrefix(filepath.Base(cwd), "metalambda-worker-")
 			})
 			return
 		}
-		testPythonEnvironmentAndDirectory(t, Options{}, map[string]string{"PWD": "/tmp"}, func(cwd string) bool { return cwd == "/tmp" })
+		testPythonEnvironmentAndDirectory(t, sandboxed(t, Options{}), map[string]string{"PWD": "/tmp"}, func(cwd string) bool { return cwd == "/tmp" })
 	})
 	t.Run("insecure", func(t *testing.T) {
 		testPythonEnvironmentAndDirectory(t, Options{InsecureNoSandbox: true}, nil, func(cwd string) bool {
@@ -220,7 +220,7 @@ def sync(request):
 
 // 16 concurrent callers share at most PythonPoolSize workers.
 func TestPythonConcurrency(t *testing.T) {
-	rt := NewPython(Options{PythonPoolSize: 2})
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 2}))
 	c := mustCompile(t, rt, pyFn("concurrent", pyEcho))
 	hammer(t, c, 16, 20)
 	if stats := rt.(StatsReporter).Stats(); stats.Idle != 2 || stats.Busy != 0 {
@@ -229,7 +229,7 @@ func TestPythonConcurrency(t *testing.T) {
 }
 
 func TestPythonCloseKillsWorkers(t *testing.T) {
-	rt := NewPython(Options{PythonPoolSize: 3})
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 3}))
 	fn := pyFn("close-"+time.Now().Format("150405.000000000"), pyEchoUnless("import time; time.sleep(60)"))
 	c, err := rt.Compile(fn)
 	if err != nil {
@@ -254,14 +254,14 @@ func TestPythonCloseKillsWorkers(t *testing.T) {
 }
 
 func TestPythonMissingBinary(t *testing.T) {
-	_, err := NewPython(Options{PythonBinary: "/nonexistent/python3"}).Compile(pyFn("missing", pyEcho))
+	_, err := NewPython(sandboxed(t, Options{PythonBinary: "/nonexistent/python3"})).Compile(pyFn("missing", pyEcho))
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/python3") {
 		t.Fatalf("error = %v, want one naming the binary", err)
 	}
 }
 
 func BenchmarkPythonEcho(b *testing.B) {
-	c := mustCompile(b, NewPython(Options{}), pyFn("bench", strings.ReplaceAll(pyEcho, `print("sync", name)`, "")))
+	c := mustCompile(b, NewPython(sandboxed(b, Options{})), pyFn("bench", strings.ReplaceAll(pyEcho, `print("sync", name)`, "")))
 	benchEcho(b, c)
 }
 
@@ -321,7 +321,7 @@ func TestPythonSitePackages(t *testing.T) {
 def sync(request):
     return {"path": sys.path, "builtins": [callable(exit), callable(quit), callable(help)], "nosite": sys.flags.no_site}
 `
-	c := mustCompile(t, NewPython(Options{}), pyFn("site", source))
+	c := mustCompile(t, NewPython(sandboxed(t, Options{})), pyFn("site", source))
 	res, err := invoke(t, c, echoRequest("x"))
 	if err != nil {
 		t.Fatal(err)

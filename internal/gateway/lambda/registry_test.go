@@ -9,7 +9,7 @@ import (
 )
 
 func TestRegistry(t *testing.T) {
-	reg := NewRegistry(Options{Builtins: testBuiltins()})
+	reg := NewRegistry(sandboxed(t, Options{Builtins: testBuiltins()}))
 	if diff := cmp.Diff([]string{Builtin, JavaScript, Jsonnet, Python}, reg.Names()); diff != "" {
 		t.Errorf("names (-want +got):\n%s", diff)
 	}
@@ -47,7 +47,7 @@ func TestRegistryUnknownRuntime(t *testing.T) {
 }
 
 func TestInvalidRequest(t *testing.T) {
-	reg := NewRegistry(Options{Builtins: testBuiltins()})
+	reg := NewRegistry(sandboxed(t, Options{Builtins: testBuiltins()}))
 	for _, fn := range []Function{
 		{Name: "test/js", Runtime: JavaScript, Source: jsEcho},
 		{Name: "test/py", Runtime: Python, Source: pyEcho},
@@ -67,7 +67,7 @@ func TestInvalidRequest(t *testing.T) {
 }
 
 func TestInvokeAfterClose(t *testing.T) {
-	reg := NewRegistry(Options{})
+	reg := NewRegistry(sandboxed(t, Options{}))
 	for _, fn := range []Function{
 		{Name: "test/js", Runtime: JavaScript, Source: jsEcho},
 		{Name: "test/py", Runtime: Python, Source: pyEcho},
@@ -91,7 +91,7 @@ func TestEnvironment(t *testing.T) {
 		{Name: "test/jsonnet", Runtime: Jsonnet, Source: "function(request) {greeting: std.extVar('GREETING')}"},
 		{Name: "test/py", Runtime: Python, Source: "import os\ndef sync(r):\n    return {'greeting': os.environ['GREETING']}\n"},
 	}
-	reg := NewRegistry(Options{})
+	reg := NewRegistry(sandboxed(t, Options{}))
 	for _, fn := range tests {
 		t.Run(fn.Runtime, func(t *testing.T) {
 			fn.Env = env

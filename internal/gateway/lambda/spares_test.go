@@ -60,7 +60,7 @@ func TestSparesHoldNoFunction(t *testing.T) {
 		t.Skip("reading another process's memory needs root")
 	}
 	secret, marker := "token-"+strconv.FormatInt(time.Now().UnixNano(), 36), "mark-"+strconv.Itoa(os.Getpid())
-	for name, tt := range spareForms(Options{WorkerSpares: 2}, marker) {
+	for name, tt := range spareForms(sandboxed(t, Options{WorkerSpares: 2}), marker) {
 		t.Run(name, func(t *testing.T) {
 			tt.fn.Env = map[string]string{"TOKEN": secret}
 			c := mustCompile(t, tt.rt, tt.fn)
@@ -141,7 +141,7 @@ func processHolds(t *testing.T, pid int, s string) bool {
 // A spare serves one function, once: a worker that was given a function is
 // never given another, and is stopped with it.
 func TestSpareServesOneFunction(t *testing.T) {
-	for name, tt := range spareForms(Options{WorkerSpares: 2}, "one") {
+	for name, tt := range spareForms(sandboxed(t, Options{WorkerSpares: 2}), "one") {
 		t.Run(name, func(t *testing.T) {
 			first := tt.fn
 			first.Env = map[string]string{"TOKEN": "first"}
@@ -183,7 +183,7 @@ func TestSpareServesOneFunction(t *testing.T) {
 // spares (the control) it starts one.
 func TestColdStartTakesASpare(t *testing.T) {
 	for _, spares := range []int{2, 0} {
-		for name, tt := range spareForms(Options{WorkerSpares: spares}, "cold") {
+		for name, tt := range spareForms(sandboxed(t, Options{WorkerSpares: spares}), "cold") {
 			t.Run(fmt.Sprintf("%s/spares=%d", name, spares), func(t *testing.T) {
 				mustCompile(t, tt.rt, tt.fn)
 				if spares > 0 {
@@ -216,7 +216,7 @@ func TestColdStartTakesASpare(t *testing.T) {
 // The spares stop with the runtime's last function: nothing runs for a runtime
 // without functions.
 func TestSparesStopWithTheLastFunction(t *testing.T) {
-	for name, tt := range spareForms(Options{WorkerSpares: 2}, "last") {
+	for name, tt := range spareForms(sandboxed(t, Options{WorkerSpares: 2}), "last") {
 		t.Run(name, func(t *testing.T) {
 			c, err := tt.rt.Compile(tt.fn)
 			if err != nil {
@@ -238,7 +238,7 @@ func TestSparesStopWithTheLastFunction(t *testing.T) {
 // only with the runtime's last function: one function with spec.network, even
 // one that does not compile, leaves no spares behind it.
 func TestSparesOfAViewStopWithItsLastFunction(t *testing.T) {
-	rt := NewPython(Options{WorkerSpares: 2})
+	rt := NewPython(sandboxed(t, Options{WorkerSpares: 2}))
 	mustCompile(t, rt, pyFn("plain", "def sync(request):\n    return {}\n"))
 	waitSpares(t, rt, 2)
 	bad := pyFn("networked", "def sync(:\n")
@@ -262,7 +262,7 @@ func TestSparesOfAViewStopWithItsLastFunction(t *testing.T) {
 // A source that does not compile starts one worker, the one that checks it: a
 // failed compile refills no spares.
 func TestFailingCompileStartsOneWorker(t *testing.T) {
-	rt := NewPython(Options{WorkerSpares: 2})
+	rt := NewPython(sandboxed(t, Options{WorkerSpares: 2}))
 	before := workerIDs.Load()
 	const n = 5
 	for i := range n {
@@ -284,7 +284,7 @@ func TestLandlockWorkersKeepTheirTaskRoom(t *testing.T) {
 	if !inLandlockChild() {
 		t.Skip("runs in the child of TestLandlockSandbox")
 	}
-	rt := NewPython(Options{WorkerSpares: 2})
+	rt := NewPython(sandboxed(t, Options{WorkerSpares: 2}))
 	mustCompile(t, rt, pyFn("keeper", "def sync(request):\n    return {}\n"))
 	hog := pyFn("hog", "import threading, time\n"+
 		"def sync(request):\n"+

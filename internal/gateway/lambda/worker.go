@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
-	"sync"
 	"time"
 
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
@@ -64,10 +63,6 @@ type scripts struct {
 	inProcess Runtime
 	pools     *poolSet
 	spares    *spareSets
-
-	mu         sync.Mutex
-	executable string
-	sandbox    *sandbox.Sandbox
 }
 
 // newScripts returns the sandboxed form of the in-process runtime name.
@@ -129,10 +124,13 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 	if s.opts.InsecureNoSandbox {
 		return s.inProcess.Compile(fn)
 	}
-	sb, exe, err := s.workerSandbox()
+	sb, err := s.opts.workerSandbox()
 	if err != nil {
 		return nil, fmt.Errorf("function %s: the %s runtime has no sandbox (the gateway's --insecure-no-sandbox runs functions in its own process): %w", fn.Name, s.name, err)
 	}
+	// Workers run the sandbox's launcher, whose main calls ServeWorker
+	// (sandbox.WorkerExecutable beside the gateway's, or the gateway's own).
+	exe := sb.Launcher()
 	timeout := s.opts.timeout(fn)
 	memoryLimit := max(s.opts.ScriptMemoryLimit, 0)
 	first, err := json.Marshal(scriptInit{Runtime: s.name, Name: fn.Name, Source: fn.Source, Handler: fn.Handler, Env: fn.Env, Timeout: int64(timeout), MemoryLimit: memoryLimit})
@@ -179,28 +177,6 @@ func scriptWorkerMemory(addressSpace int64) int64 {
 // poolSize is the most workers of one function: as many as Python's.
 func (s *scripts) poolSize() int {
 	return s.opts.PythonPoolSize
-}
-
-// workerSandbox is Options.Sandbox (or one built at the first call) and the
-// executable that workers run: the sandbox's launcher, whose main calls
-// ServeWorker (sandbox.WorkerExecutable beside the gateway's, or the gateway's
-// own). A
-// failure is not remembered.
-func (s *scripts) workerSandbox() (*sandbox.Sandbox, string, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.sandbox != nil {
-		return s.sandbox, s.executable, nil
-	}
-	sb := s.opts.Sandbox
-	if sb == nil {
-		var err error
-		if sb, err = sandbox.New(sandbox.Options{}); err != nil {
-			return nil, "", err
-		}
-	}
-	s.sandbox, s.executable = sb, sb.Launcher()
-	return sb, s.executable, nil
 }
 
 // serveScriptWorker is a worker's main: it reads the init frame, compiles the

@@ -14,12 +14,12 @@ import (
 )
 
 // jsForms and jsonnetForms are each runtime in process and in sandboxed workers.
-func jsForms() map[string]Runtime {
-	return map[string]Runtime{"in-process": NewJavaScript(Options{}), "sandboxed": NewSandboxedJavaScript(Options{PythonPoolSize: 2})}
+func jsForms(t *testing.T) map[string]Runtime {
+	return map[string]Runtime{"in-process": NewJavaScript(Options{}), "sandboxed": NewSandboxedJavaScript(sandboxed(t, Options{PythonPoolSize: 2}))}
 }
 
-func jsonnetForms() map[string]Runtime {
-	return map[string]Runtime{"in-process": NewJsonnet(Options{}), "sandboxed": NewSandboxedJsonnet(Options{PythonPoolSize: 2})}
+func jsonnetForms(t *testing.T) map[string]Runtime {
+	return map[string]Runtime{"in-process": NewJsonnet(Options{}), "sandboxed": NewSandboxedJsonnet(sandboxed(t, Options{PythonPoolSize: 2}))}
 }
 
 func scriptWorkers(function string) []int {
@@ -32,9 +32,9 @@ func TestScriptWorkersEcho(t *testing.T) {
 		fn       Function
 		wantLogs string
 	}{
-		{NewSandboxedJavaScript(Options{}), jsFn("echo", jsEcho), "sync w {\"n\":1}\n"},
-		{NewSandboxedJavaScript(Options{}), jsFn("fission", jsFissionEcho), "fission application/json\n"},
-		{NewSandboxedJsonnet(Options{}), jsonnetFn("echo", jsonnetEcho), "TRACE: test/echo:3 sync w\n"},
+		{NewSandboxedJavaScript(sandboxed(t, Options{})), jsFn("echo", jsEcho), "sync w {\"n\":1}\n"},
+		{NewSandboxedJavaScript(sandboxed(t, Options{})), jsFn("fission", jsFissionEcho), "fission application/json\n"},
+		{NewSandboxedJsonnet(sandboxed(t, Options{})), jsonnetFn("echo", jsonnetEcho), "TRACE: test/echo:3 sync w\n"},
 	} {
 		t.Run(tt.fn.Runtime+"/"+tt.fn.Name, func(t *testing.T) {
 			start := time.Now()
@@ -79,7 +79,7 @@ func assertGone(t *testing.T, pids []int) {
 // A JavaScript string of 1 GiB ends at the worker's address-space limit, not on
 // the gateway's heap; the worker is gone and a fresh one serves the next call.
 func TestScriptWorkerJavaScriptMemoryBomb(t *testing.T) {
-	rt := NewSandboxedJavaScript(Options{PythonPoolSize: 1})
+	rt := NewSandboxedJavaScript(sandboxed(t, Options{PythonPoolSize: 1}))
 	other := mustCompile(t, rt, jsFn("other", jsEcho))
 	source := `function sync(request) {
   if (request.parent.metadata.name === "bomb") { const s = "x".repeat(1 << 30); return {n: s.length}; }
@@ -105,7 +105,7 @@ func TestScriptWorkerJavaScriptMemoryBomb(t *testing.T) {
 // A Jsonnet evaluation past its timeout is killed with its worker, not left to
 // run on.
 func TestScriptWorkerJsonnetRunaway(t *testing.T) {
-	rt := NewSandboxedJsonnet(Options{PythonPoolSize: 1})
+	rt := NewSandboxedJsonnet(sandboxed(t, Options{PythonPoolSize: 1}))
 	other := mustCompile(t, rt, jsonnetFn("other", jsonnetEcho))
 	source := `function(request)
   if request.parent.metadata.name == "spin" then {n: std.foldl(function(a, i) a + i, std.range(1, 2e7), 0)}
@@ -136,7 +136,7 @@ func TestScriptWorkerJsonnetRunaway(t *testing.T) {
 // Jsonnet have no file access of their own, and this checks that the worker
 // process itself sees only the system directories and the gateway's executable.
 func TestScriptWorkerSandboxView(t *testing.T) {
-	c := mustCompile(t, NewSandboxedJavaScript(Options{PythonPoolSize: 1}), jsFn("view", jsEcho))
+	c := mustCompile(t, NewSandboxedJavaScript(sandboxed(t, Options{PythonPoolSize: 1})), jsFn("view", jsEcho))
 	assertEcho(t, c, "view")
 	pids := scriptWorkers("test/view")
 	if len(pids) != 1 {
@@ -165,7 +165,7 @@ func BenchmarkScriptWorkerEcho(b *testing.B) {
 	for _, tt := range []struct {
 		rt Runtime
 		fn Function
-	}{{NewSandboxedJavaScript(Options{}), jsFn("echo", jsEcho)}, {NewSandboxedJsonnet(Options{}), jsonnetFn("echo", jsonnetEcho)}} {
+	}{{NewSandboxedJavaScript(sandboxed(b, Options{})), jsFn("echo", jsEcho)}, {NewSandboxedJsonnet(sandboxed(b, Options{})), jsonnetFn("echo", jsonnetEcho)}} {
 		b.Run(tt.fn.Runtime, func(b *testing.B) {
 			benchEcho(b, mustCompile(b, tt.rt, tt.fn))
 		})

@@ -46,10 +46,10 @@ type Cluster struct {
 // Start runs etcd, kube-apiserver and the optional components, and returns once every
 // one of them reports healthy. On error nothing is left running.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
-	if err := opts.setDefaults(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if err := opts.Validate(); err != nil {
+	if err := opts.pickPorts(); err != nil {
 		return nil, err
 	}
 	c := &Cluster{opts: opts, DataDir: opts.DataDir}

@@ -26,7 +26,7 @@ import (
 
 var env *kubetest.Env
 
-func TestMain(m *testing.M) { kubetest.Main(m, &env, cluster.Options{}) }
+func TestMain(m *testing.M) { kubetest.Main(m, &env, cluster.Defaults()) }
 
 var widgets = schema.GroupVersionResource{Group: "test.metalambda.dev", Version: "v1", Resource: "widgets"}
 
@@ -179,7 +179,8 @@ func TestServiceAccountTokensAreIssued(t *testing.T) {
 func TestStopLeavesNothingAndDataDirSurvivesRestart(t *testing.T) {
 	ctx := kubetest.Context(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
-	opts := cluster.Options{DataDir: dataDir, Components: []cluster.Component{}, EtcdNoFsync: true}
+	opts := cluster.Defaults()
+	opts.DataDir, opts.Components, opts.EtcdNoFsync = dataDir, nil, true
 
 	first, err := cluster.Start(ctx, opts)
 	if err != nil {
@@ -259,7 +260,9 @@ var errStillThere = errors.New("the object still exists")
 func TestRestartAPIServerKeepsPortAndData(t *testing.T) {
 	ctx := kubetest.Context(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
-	cluster, err := cluster.Start(ctx, cluster.Options{DataDir: dataDir, Components: []cluster.Component{}, EtcdNoFsync: true})
+	opts := cluster.Defaults()
+	opts.DataDir, opts.Components, opts.EtcdNoFsync = dataDir, nil, true
+	cluster, err := cluster.Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func TestValidateNamesTheProblem(t *testing.T) {
 		{"missing binary", Options{BinDir: bin, Host: "127.0.0.1", Components: []Component{Scheduler}, ServiceClusterIPRange: "10.0.0.0/24"}, "kube-scheduler is missing"},
 		{"not loopback", Options{BinDir: bin, Host: "10.1.2.3", Components: []Component{}, ServiceClusterIPRange: "10.0.0.0/24"}, "not a loopback address"},
 		{"bad range", Options{BinDir: bin, Host: "127.0.0.1", Components: []Component{}, ServiceClusterIPRange: "nope"}, "service cluster IP range"},
-		{"valid", Options{BinDir: bin, Host: "127.0.0.1", Components: []Component{}, ServiceClusterIPRange: "10.0.0.0/24"}, ""},
+		{"valid", Options{BinDir: bin, Host: "127.0.0.1", Components: []Component{}, ServiceClusterIPRange: "10.0.0.0/24", StartTimeout: time.Minute}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -178,5 +178,31 @@ func TestAddressesNameWhatRuns(t *testing.T) {
 				t.Errorf("Addresses (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestValidateRefusesOptionsNotFromDefaults: a zero default is an error naming the
+// option, not filled in.
+func TestValidateRefusesOptionsNotFromDefaults(t *testing.T) {
+	bin := t.TempDir()
+	for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler"} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for field, change := range map[string]func(*Options){
+		"":                      func(*Options) {},
+		"Host":                  func(o *Options) { o.Host = "" },
+		"ServiceClusterIPRange": func(o *Options) { o.ServiceClusterIPRange = "" },
+		"Controllers":           func(o *Options) { o.Controllers = nil },
+		"StartTimeout":          func(o *Options) { o.StartTimeout = 0 },
+	} {
+		o := Defaults()
+		o.BinDir = bin
+		change(&o)
+		err := o.Validate()
+		if field == "" && err != nil || field != "" && (err == nil || !strings.Contains(err.Error(), field)) {
+			t.Errorf("without %q: Validate() = %v", field, err)
+		}
 	}
 }

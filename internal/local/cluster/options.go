@@ -40,11 +40,11 @@ var DefaultControllers = []string{
 	"persistentvolumeclaim-protection-controller", "ephemeral-volume-controller",
 }
 
-// Options configure a local control plane. The zero value is usable when BinDirEnv is
-// set: a temporary data directory, free loopback ports and every component.
+// Options configure a local control plane. Start from Defaults: with BinDirEnv set, a
+// temporary data directory, free loopback ports and every component.
 type Options struct {
 	// BinDir holds etcd, kube-apiserver, kube-controller-manager and kube-scheduler.
-	// Default: $METALAMBDA_KUBE_BIN.
+	// Default: $METALAMBDA_KUBE_BIN (read by Defaults).
 	BinDir string
 
 	// DataDir holds etcd's data, keys, the kubeconfig and component logs. When empty,
@@ -62,8 +62,8 @@ type Options struct {
 	ControllerMgrPort int
 	SchedulerPort     int
 
-	// Components lists the optional components to run. Nil means all of them; an
-	// empty, non-nil slice runs only etcd and kube-apiserver.
+	// Components lists the optional components to run. Default all of them; an
+	// empty list runs only etcd and kube-apiserver.
 	Components []Component
 
 	// Controllers are passed to kube-controller-manager's --controllers.
@@ -86,25 +86,22 @@ type Options struct {
 	ExtraArgs map[string][]string
 }
 
-func (o *Options) setDefaults() error {
-	if o.BinDir == "" {
-		o.BinDir = os.Getenv(BinDirEnv)
+// Defaults are the options of a control plane with every component, on free
+// loopback ports, from the binaries $METALAMBDA_KUBE_BIN names; Start takes no zero
+// value for one of them.
+func Defaults() Options {
+	return Options{
+		BinDir:                os.Getenv(BinDirEnv),
+		Host:                  "127.0.0.1",
+		Components:            []Component{ControllerManager, Scheduler},
+		Controllers:           DefaultControllers,
+		ServiceClusterIPRange: "10.96.0.0/16",
+		StartTimeout:          90 * time.Second,
 	}
-	if o.Host == "" {
-		o.Host = "127.0.0.1"
-	}
-	if o.Components == nil {
-		o.Components = []Component{ControllerManager, Scheduler}
-	}
-	if o.Controllers == nil {
-		o.Controllers = DefaultControllers
-	}
-	if o.ServiceClusterIPRange == "" {
-		o.ServiceClusterIPRange = "10.96.0.0/16"
-	}
-	if o.StartTimeout == 0 {
-		o.StartTimeout = 90 * time.Second
-	}
+}
+
+// pickPorts gives every zero port a free one on Host.
+func (o *Options) pickPorts() error {
 	// Every port is held until all are chosen: a port released at once can be handed
 	// out again, and two components given the same one fail to start.
 	var held []net.Listener
@@ -142,8 +139,14 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("control-plane binary %s is not executable", path)
 		}
 	}
+	if o.Host == "" {
+		return errors.New("cluster option Host must not be empty (start the options from cluster.Defaults())")
+	}
 	if ip := net.ParseIP(o.Host); ip == nil || !ip.IsLoopback() {
 		return fmt.Errorf("host %q is not a loopback address", o.Host)
+	}
+	if o.ServiceClusterIPRange == "" {
+		return errors.New("cluster option ServiceClusterIPRange must not be empty (start the options from cluster.Defaults())")
 	}
 	if _, _, err := net.ParseCIDR(o.ServiceClusterIPRange); err != nil {
 		return fmt.Errorf("service cluster IP range: %w", err)
@@ -153,8 +156,11 @@ func (o *Options) Validate() error {
 			return fmt.Errorf("unknown component %q (known: %s, %s)", c, ControllerManager, Scheduler)
 		}
 	}
-	if o.StartTimeout < 0 {
-		return errors.New("start timeout must not be negative")
+	if o.runs(ControllerManager) && len(o.Controllers) == 0 {
+		return errors.New("cluster option Controllers must not be empty when kube-controller-manager runs (start the options from cluster.Defaults())")
+	}
+	if o.StartTimeout <= 0 {
+		return fmt.Errorf("cluster option StartTimeout must be positive, got %s (start the options from cluster.Defaults())", o.StartTimeout)
 	}
 	return nil
 }

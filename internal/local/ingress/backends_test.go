@@ -10,6 +10,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/kubernetes"
 )
 
 // echo is what a test backend answers: its name and what it received.
@@ -80,4 +82,36 @@ func get(ctx context.Context, url, host string) (response, error) {
 		}
 	}
 	return r, nil
+}
+
+// newTestRouter builds a router of Defaults() changed by change.
+func newTestRouter(t *testing.T, client kubernetes.Interface, change func(*Options)) *Router {
+	t.Helper()
+	opts := Defaults()
+	change(&opts)
+	r, err := New(client, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestNewRefusesOptionsNotFromDefaults: a zero default is an error naming the
+// option, not filled in.
+func TestNewRefusesOptionsNotFromDefaults(t *testing.T) {
+	for field, change := range map[string]func(*Options){
+		"Dial":                  func(o *Options) { o.Dial = nil },
+		"DialTimeout":           func(o *Options) { o.DialTimeout = 0 },
+		"ResponseHeaderTimeout": func(o *Options) { o.ResponseHeaderTimeout = 0 },
+		"IdleConnTimeout":       func(o *Options) { o.IdleConnTimeout = 0 },
+		"DemandInterval":        func(o *Options) { o.DemandInterval = 0 },
+		"HoldTimeout":           func(o *Options) { o.HoldTimeout = 0 },
+		"MaxHeld":               func(o *Options) { o.MaxHeld = 0 },
+	} {
+		opts := Defaults()
+		change(&opts)
+		if _, err := New(nil, opts); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("without %s: New = %v, want an error naming it", field, err)
+		}
+	}
 }

@@ -21,7 +21,7 @@ import (
 
 var env *kubetest.Env
 
-func TestMain(m *testing.M) { kubetest.Main(m, &env, cluster.Options{}) }
+func TestMain(m *testing.M) { kubetest.Main(m, &env, cluster.Defaults()) }
 
 // settle is how long a change may take to reach the router on a busy machine.
 const settle = 60 * time.Second
@@ -31,9 +31,9 @@ const managedBy = "ingress-test.metalambda.dev"
 
 // startRouter runs a router on the test cluster, waits until it is ready and serves it
 // over HTTP; it returns the server's URL.
-func startRouter(t *testing.T, opts Options) string {
+func startRouter(t *testing.T, change func(*Options)) string {
 	t.Helper()
-	r := New(env.Kube, opts)
+	r := newTestRouter(t, env.Kube, change)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
@@ -136,7 +136,9 @@ func backendsAnswering(ctx context.Context, base, host, path string, n int) (map
 
 func TestRoutesByHostAndPath(t *testing.T) {
 	ns := env.Namespace(t)
-	base := startRouter(t, Options{Dial: startBackends(t, map[string]string{"10.200.0.1:8080": "api", "10.200.0.3:8080": "web"})})
+	base := startRouter(t, func(o *Options) {
+		o.Dial = startBackends(t, map[string]string{"10.200.0.1:8080": "api", "10.200.0.3:8080": "web"})
+	})
 	app, admin := ns+".app.test", ns+".admin.test"
 	o := objects{t, ns}
 	o.service("api")
@@ -161,7 +163,9 @@ func TestRoutesByHostAndPath(t *testing.T) {
 
 func TestSpreadsAcrossReadyEndpoints(t *testing.T) {
 	ns := env.Namespace(t)
-	base := startRouter(t, Options{Dial: startBackends(t, map[string]string{"10.200.0.1:8080": "one", "10.200.0.2:8080": "two"})})
+	base := startRouter(t, func(o *Options) {
+		o.Dial = startBackends(t, map[string]string{"10.200.0.1:8080": "one", "10.200.0.2:8080": "two"})
+	})
 	host := ns + ".spread.test"
 	o := objects{t, ns}
 	o.service("web")
@@ -189,7 +193,7 @@ func TestSpreadsAcrossReadyEndpoints(t *testing.T) {
 
 func TestUnknownHost(t *testing.T) {
 	ns := env.Namespace(t)
-	base := startRouter(t, Options{Dial: startBackends(t, nil)})
+	base := startRouter(t, func(o *Options) { o.Dial = startBackends(t, nil) })
 	host := ns + ".nobody.test"
 	got, err := get(kubetest.Context(t), base+"/x?q=1", host+":80")
 	if err != nil {
@@ -202,7 +206,7 @@ func TestUnknownHost(t *testing.T) {
 
 func TestUnavailableBackends(t *testing.T) {
 	ns := env.Namespace(t)
-	base := startRouter(t, Options{Dial: startBackends(t, map[string]string{"10.200.0.1:8080": "idle"})})
+	base := startRouter(t, func(o *Options) { o.Dial = startBackends(t, map[string]string{"10.200.0.1:8080": "idle"}) })
 	host := ns + ".unavailable.test"
 	o := objects{t, ns}
 	o.service("idle")
@@ -228,7 +232,9 @@ func TestUnavailableBackends(t *testing.T) {
 
 func TestIngressChangesTakeEffect(t *testing.T) {
 	ns := env.Namespace(t)
-	base := startRouter(t, Options{Dial: startBackends(t, map[string]string{"10.200.0.1:8080": "v1", "10.200.0.2:8080": "v2"})})
+	base := startRouter(t, func(o *Options) {
+		o.Dial = startBackends(t, map[string]string{"10.200.0.1:8080": "v1", "10.200.0.2:8080": "v2"})
+	})
 	host := ns + ".change.test"
 	o := objects{t, ns}
 	o.service("v1")
@@ -263,7 +269,9 @@ func TestIngressChangesTakeEffect(t *testing.T) {
 
 func TestClassName(t *testing.T) {
 	ns := env.Namespace(t)
-	base := startRouter(t, Options{ClassName: "metalambda", Dial: startBackends(t, map[string]string{"10.200.0.1:8080": "web"})})
+	base := startRouter(t, func(o *Options) {
+		o.ClassName, o.Dial = "metalambda", startBackends(t, map[string]string{"10.200.0.1:8080": "web"})
+	})
 	ours, theirs := ns+".ours.test", ns+".theirs.test"
 	o := objects{t, ns}
 	o.service("web")

@@ -2,14 +2,17 @@ package ingress
 
 import (
 	"context"
+	"errors"
 	"net"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/metalambda/metalambda/internal/defaults"
 )
 
-// Options configure a Router.
+// Options configure a Router. Start from Defaults.
 type Options struct {
 	// ClassName selects the Ingresses to serve: those of this class (spec.ingressClassName,
 	// or the older kubernetes.io/ingress.class annotation) plus those with no class.
@@ -55,27 +58,32 @@ type Options struct {
 	MaxHeld int
 }
 
-func (o *Options) setDefaults() {
-	if o.DialTimeout <= 0 {
-		o.DialTimeout = 5 * time.Second
+// Defaults are the options of a router that serves every Ingress; the local platform
+// starts from them, and New takes no zero value for one of them.
+func Defaults() Options {
+	d := &net.Dialer{KeepAlive: 30 * time.Second}
+	return Options{
+		Dial:                  d.DialContext,
+		DialTimeout:           5 * time.Second,
+		ResponseHeaderTimeout: 60 * time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		DemandInterval:        time.Second,
+		HoldTimeout:           30 * time.Second,
+		MaxHeld:               100,
 	}
-	if o.ResponseHeaderTimeout <= 0 {
-		o.ResponseHeaderTimeout = 60 * time.Second
-	}
-	if o.IdleConnTimeout <= 0 {
-		o.IdleConnTimeout = 90 * time.Second
-	}
-	if o.DemandInterval <= 0 {
-		o.DemandInterval = time.Second
-	}
-	if o.HoldTimeout <= 0 {
-		o.HoldTimeout = 30 * time.Second
-	}
-	if o.MaxHeld <= 0 {
-		o.MaxHeld = 100
-	}
+}
+
+// Validate refuses options that did not start from Defaults.
+func (o *Options) Validate() error {
 	if o.Dial == nil {
-		d := &net.Dialer{KeepAlive: 30 * time.Second}
-		o.Dial = d.DialContext
+		return errors.New("ingress option Dial must not be nil (start the options from ingress.Defaults())")
 	}
+	return defaults.Check("ingress", "positive",
+		defaults.Option{Name: "DialTimeout", Set: o.DialTimeout > 0},
+		defaults.Option{Name: "ResponseHeaderTimeout", Set: o.ResponseHeaderTimeout > 0},
+		defaults.Option{Name: "IdleConnTimeout", Set: o.IdleConnTimeout > 0},
+		defaults.Option{Name: "DemandInterval", Set: o.DemandInterval > 0},
+		defaults.Option{Name: "HoldTimeout", Set: o.HoldTimeout > 0},
+		defaults.Option{Name: "MaxHeld", Set: o.MaxHeld > 0},
+	)
 }

@@ -75,7 +75,7 @@ func TestServeHTTPNormalizesPaths(t *testing.T) {
 			newSlice("admin-1", "admin", ready("10.0.0.2")),
 		},
 	}
-	r := New(nil, Options{Dial: dial})
+	r := newTestRouter(t, nil, func(o *Options) { o.Dial = dial })
 	r.table.Store(buildTable(w, "", nil))
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)

@@ -29,9 +29,12 @@ type Router struct {
 	rebuilt *broadcast // notified after each new routing table
 }
 
-// New builds a router; Run makes it follow the cluster.
-func New(client kubernetes.Interface, opts Options) *Router {
-	opts.setDefaults()
+// New builds a router; Run makes it follow the cluster. It refuses options that
+// Validate refuses.
+func New(client kubernetes.Interface, opts Options) (*Router, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	r := &Router{opts: opts, client: client, proxy: newProxy(opts), metrics: newMetrics(opts.Registerer),
 		held: &holds{max: opts.MaxHeld, n: map[string]int{}}, rebuilt: newBroadcast()}
 	if opts.Targets != nil {
@@ -39,7 +42,7 @@ func New(client kubernetes.Interface, opts Options) *Router {
 			return patchDemand(ctx, opts.Targets, t, at)
 		}, opts.DemandInterval)
 	}
-	return r
+	return r, nil
 }
 
 // Run watches Ingresses, Services and EndpointSlices in every namespace and rebuilds the

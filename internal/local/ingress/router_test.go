@@ -28,7 +28,7 @@ func TestServeHTTP(t *testing.T) {
 		},
 	}
 	reg := prometheus.NewRegistry()
-	r := New(nil, Options{Dial: dial, Registerer: reg})
+	r := newTestRouter(t, nil, func(o *Options) { o.Dial, o.Registerer = dial, reg })
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	ctx := t.Context()

@@ -23,7 +23,9 @@ import (
 // the held request is answered. A target that does not exist answers 503 at once.
 func TestWakesTarget(t *testing.T) {
 	ns := env.Namespace(t)
-	base := startRouter(t, Options{Dial: startBackends(t, map[string]string{"10.200.0.9:8080": "woken", "10.200.0.8:8080": "plain"}), Targets: env.Dynamic})
+	base := startRouter(t, func(o *Options) {
+		o.Dial, o.Targets = startBackends(t, map[string]string{"10.200.0.9:8080": "woken", "10.200.0.8:8080": "plain"}), env.Dynamic
+	})
 	host := ns + ".sleepy.test"
 	ctx := kubetest.Context(t)
 	o := objects{t, ns}

@@ -165,7 +165,7 @@ func TestServeHTTPHold(t *testing.T) {
 	warm := cold
 	warm.slices = []*discoveryv1.EndpointSlice{newSlice("sleepy-1", "sleepy", ready("10.0.0.1"))}
 
-	r := New(nil, Options{Dial: dial, HoldTimeout: time.Second, MaxHeld: 1})
+	r := newTestRouter(t, nil, func(o *Options) { o.Dial, o.HoldTimeout, o.MaxHeld = dial, time.Second, 1 })
 	var mu sync.Mutex
 	var woken []string
 	r.demand = newDemand(func(_ context.Context, wt *wakeTarget, _ time.Time) error {

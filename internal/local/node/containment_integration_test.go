@@ -126,7 +126,9 @@ func TestPodContainment(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dataDir, "hook-token"), []byte("platform secret"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	n := runNode(t, kube, Options{Name: "local-sec", PodCIDR: "10.244.231.0/24", Bridge: "mlsec0", StateDir: filepath.Join(dataDir, "node")}, func() {
+	opts := Defaults()
+	opts.Name, opts.PodCIDR, opts.Bridge, opts.StateDir = "local-sec", "10.244.231.0/24", "mlsec0", filepath.Join(dataDir, "node")
+	n := runNode(t, kube, opts, func() {
 		// The scheduler would bind other tests' pods to the stopped node: the
 		// control plane runs no node lifecycle controller to taint it.
 		if err := env.Kube.CoreV1().Nodes().Delete(context.Background(), "local-sec", metav1.DeleteOptions{}); err != nil {

@@ -53,7 +53,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "node integration tests cannot run: %v\n", err)
 		os.Exit(1)
 	}
-	kubetest.Main(m, &env, cluster.Options{ServiceClusterIPRange: testServiceRange})
+	opts := cluster.Defaults()
+	opts.ServiceClusterIPRange = testServiceRange
+	kubetest.Main(m, &env, opts)
 }
 
 // nodeConfig gives the node its own client with a kubelet-like rate limit, so the
@@ -83,10 +85,10 @@ func TestLocalNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := runNode(t, kube, Options{
-		Name: "local-test", PodCIDR: testCIDR, Bridge: testBridge, StateDir: t.TempDir(),
-		Images: []ImageRule{inClusterImage(t)},
-	}, nil)
+	opts := Defaults()
+	opts.Name, opts.PodCIDR, opts.Bridge, opts.StateDir = "local-test", testCIDR, testBridge, t.TempDir()
+	opts.Images = []ImageRule{inClusterImage(t)}
+	n := runNode(t, kube, opts, nil)
 
 	t.Run("NodeReadyAndSchedules", func(t *testing.T) { testNodeReady(t, n) })
 	t.Run("Group", func(t *testing.T) {

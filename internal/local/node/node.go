@@ -57,9 +57,9 @@ type Node struct {
 	namespaces []string
 }
 
-// New checks the options and the machine and returns a node; Run starts it.
+// New checks the options (Validate) and the machine and returns a node; Run starts
+// it.
 func New(kube kubernetes.Interface, opts Options) (*Node, error) {
-	opts.setDefaults()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}

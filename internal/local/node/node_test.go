@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -417,7 +418,8 @@ func TestGatewayAndNodeStatus(t *testing.T) {
 }
 
 func TestValidateNamesTheFix(t *testing.T) {
-	o := Options{CNIBinDir: t.TempDir(), StateDir: t.TempDir()}
+	o := Defaults()
+	o.CNIBinDir, o.StateDir = t.TempDir(), t.TempDir()
 	err := o.Check()
 	if err == nil {
 		t.Fatal("Validate accepted a CNI directory without plugins")
@@ -583,5 +585,20 @@ func TestOrderMounts(t *testing.T) {
 	var invalid *invalidSpecError
 	if !errors.As(err, &invalid) {
 		t.Errorf("cycle: %T is not an invalid spec", err)
+	}
+}
+
+// TestValidateRefusesOptionsNotFromDefaults: a zero default is an error naming the
+// option, not filled in.
+func TestValidateRefusesOptionsNotFromDefaults(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("Validate refuses to run without root before it reads the options")
+	}
+	for _, field := range []string{"Name", "CNIBinDir", "ClusterDomain", "BackoffInitial", "HeartbeatInterval", "KubeletPort"} {
+		o := Defaults()
+		reflect.ValueOf(&o).Elem().FieldByName(field).SetZero()
+		if err := o.Check(); err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("without %s: Check() = %v, want an error naming it", field, err)
+		}
 	}
 }

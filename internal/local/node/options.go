@@ -11,13 +11,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/metalambda/metalambda/internal/defaults"
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 )
 
 // CNIInstallHint says how to get the CNI plugins the node needs.
 const CNIInstallHint = "apt-get install -y containernetworking-plugins"
 
-// Options configure a local node. Zero fields take the documented defaults.
+// Options configure a local node. Start from Defaults.
 type Options struct {
 	// Name is the Node's name. Default "metalambda-local".
 	Name string
@@ -72,37 +73,40 @@ type Options struct {
 // requiredPlugins are the CNI plugins the node runs.
 var requiredPlugins = []string{"bridge", "host-local"}
 
-func (o *Options) setDefaults() {
-	def := func(s *string, v string) {
-		if *s == "" {
-			*s = v
-		}
+// Defaults are the options of `metalambda up --node`: its flag defaults are these,
+// and New takes no zero value for one of them. Python and NodeJS stay empty: they
+// are looked up on PATH.
+func Defaults() Options {
+	return Options{
+		Name:              "metalambda-local",
+		PodCIDR:           "10.244.0.0/24",
+		Bridge:            "mlbr0",
+		CNIBinDir:         "/usr/lib/cni",
+		StateDir:          "/var/lib/metalambda/node",
+		ClusterDomain:     "cluster.local",
+		BackoffInitial:    10 * time.Second,
+		BackoffMax:        5 * time.Minute,
+		HeartbeatInterval: 10 * time.Second,
+		KubeletPort:       10250,
 	}
-	def(&o.Name, "metalambda-local")
-	def(&o.PodCIDR, "10.244.0.0/24")
-	def(&o.Bridge, "mlbr0")
-	def(&o.CNIBinDir, "/usr/lib/cni")
-	def(&o.StateDir, "/var/lib/metalambda/node")
-	def(&o.ClusterDomain, "cluster.local")
-	if o.BackoffInitial == 0 {
-		o.BackoffInitial = 10 * time.Second
-	}
-	if o.BackoffMax == 0 {
-		o.BackoffMax = 5 * time.Minute
-	}
-	if o.HeartbeatInterval == 0 {
-		o.HeartbeatInterval = 10 * time.Second
-	}
-	if o.KubeletPort == 0 {
-		o.KubeletPort = 10250
-	}
+}
+
+// checkSet refuses options that did not start from Defaults.
+func (o *Options) checkSet() error {
+	return defaults.Check("node", "set",
+		defaults.Option{Name: "Name", Set: o.Name != ""},
+		defaults.Option{Name: "CNIBinDir", Set: o.CNIBinDir != ""},
+		defaults.Option{Name: "ClusterDomain", Set: o.ClusterDomain != ""},
+		defaults.Option{Name: "BackoffInitial", Set: o.BackoffInitial > 0},
+		defaults.Option{Name: "HeartbeatInterval", Set: o.HeartbeatInterval > 0},
+		defaults.Option{Name: "KubeletPort", Set: o.KubeletPort > 0},
+	)
 }
 
 // Check reports what would keep a node with these options from starting on this
 // machine (the checks New makes), without changing o: callers run it before starting
 // anything else, so that a missing CNI plugin is named before a control plane starts.
 func (o Options) Check() error {
-	o.setDefaults()
 	return o.Validate()
 }
 
@@ -111,6 +115,9 @@ func (o Options) Check() error {
 func (o *Options) Validate() error {
 	if os.Geteuid() != 0 {
 		return errors.New("the local node needs root (network namespaces, bridge, mounts): run it as root")
+	}
+	if err := o.checkSet(); err != nil {
+		return err
 	}
 	for _, p := range requiredPlugins {
 		path := filepath.Join(o.CNIBinDir, p)
@@ -139,8 +146,8 @@ func (o *Options) Validate() error {
 	if !filepath.IsAbs(o.StateDir) {
 		return fmt.Errorf("state directory %q must be an absolute path", o.StateDir)
 	}
-	if o.BackoffInitial < 0 || o.BackoffMax < o.BackoffInitial {
-		return errors.New("restart back-off: need 0 <= BackoffInitial <= BackoffMax")
+	if o.BackoffMax < o.BackoffInitial {
+		return errors.New("restart back-off: need 0 < BackoffInitial <= BackoffMax")
 	}
 	python, err := resolvePython(o.Python)
 	if err != nil {

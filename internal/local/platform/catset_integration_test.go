@@ -126,7 +126,7 @@ var (
 func TestCatSetRollingUpdate(t *testing.T) {
 	hook := httptest.NewServer(http.HandlerFunc(serveCatSet))
 	defer hook.Close()
-	p, ctx := startWithNode(t, node.Options{Bridge: "mlcat0", PodCIDR: "10.244.218.0/24"})
+	p, ctx := startWithNode(t, nodeOptions("mlcat0", "10.244.218.0/24"))
 	stopped := false
 	defer func() {
 		if !stopped {
@@ -305,6 +305,13 @@ func dumpOnFailure(t *testing.T, ctx context.Context, kubeconfig string, kube ku
 }
 
 // startWithNode starts the platform with a local node on its own bridge and subnet.
+// nodeOptions are node.Defaults() on a bridge and pod subnet of the test's own.
+func nodeOptions(bridge, podCIDR string) node.Options {
+	o := node.Defaults()
+	o.Bridge, o.PodCIDR = bridge, podCIDR
+	return o
+}
+
 func startWithNode(t *testing.T, nodeOpts node.Options) (*Platform, context.Context) {
 	t.Helper()
 	dataDir := filepath.Join(t.TempDir(), "data")

@@ -37,7 +37,7 @@ const wantAnswer = "Hello Martin! Your name in reverse is nitraM"
 // a new CompositeController; after Stop nothing is left.
 func TestEndToEnd(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
-	nodeOpts := node.Options{Bridge: "mle2e0", PodCIDR: "10.244.214.0/24"}
+	nodeOpts := nodeOptions("mle2e0", "10.244.214.0/24")
 	opts := testOptions(t, dataDir)
 	opts.Node = func(kube kubernetes.Interface, dir string) (NodeRunner, error) {
 		o := nodeOpts

@@ -19,7 +19,6 @@ import (
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/local/node"
 	"github.com/metalambda/metalambda/internal/manifest"
 )
 
@@ -40,7 +39,7 @@ type examples struct {
 }
 
 func TestUpstreamExamples(t *testing.T) {
-	p, _ := startWithNode(t, node.Options{Bridge: "mlex0", PodCIDR: "10.244.222.0/24"})
+	p, _ := startWithNode(t, nodeOptions("mlex0", "10.244.222.0/24"))
 	defer p.Stop()
 	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
 	if err != nil {

@@ -52,7 +52,8 @@ func TestInClusterChart(t *testing.T) {
 			t.Fatalf("build %s: %v\n%s", cmd, err, out)
 		}
 	}
-	nodeOpts := node.Options{Bridge: "mlchart0", PodCIDR: "10.244.225.0/24", Images: ComponentImages(binDir)}
+	nodeOpts := nodeOptions("mlchart0", "10.244.225.0/24")
+	nodeOpts.Images = ComponentImages(binDir)
 	opts := testOptions(t, filepath.Join(t.TempDir(), "data"))
 	opts.InCluster = &InCluster{ChartDir: filepath.Join("..", "..", "..", "deploy", "helm", "metalambda"), BinDir: binDir}
 	opts.Node = func(kube kubernetes.Interface, dir string) (NodeRunner, error) {

@@ -191,7 +191,9 @@ func (p *Platform) start(ctx context.Context, log io.Writer) error {
 	opts := p.opts
 	step := func(format string, args ...any) { fmt.Fprintf(log, "metalambda: "+format+"\n", args...) }
 	step("starting the control plane in %s", opts.DataDir)
-	cluster, err := cluster.Start(ctx, cluster.Options{BinDir: opts.BinDir, DataDir: filepath.Join(opts.DataDir, "cluster")})
+	clusterOpts := cluster.Defaults()
+	clusterOpts.BinDir, clusterOpts.DataDir = opts.BinDir, filepath.Join(opts.DataDir, "cluster")
+	cluster, err := cluster.Start(ctx, clusterOpts)
 	if err != nil {
 		return err
 	}
@@ -283,7 +285,12 @@ func (p *Platform) startComponents(ctx context.Context, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	router := ingress.New(kube, ingress.Options{Targets: targets})
+	routerOpts := ingress.Defaults()
+	routerOpts.Targets = targets
+	router, err := ingress.New(kube, routerOpts)
+	if err != nil {
+		return err
+	}
 	if err := p.serve(p.opts.IngressAddress, router); err != nil {
 		return err
 	}

@@ -30,7 +30,6 @@ import (
 
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/local/node"
 	"github.com/metalambda/metalambda/internal/manifest"
 )
 
@@ -43,7 +42,7 @@ const loadRate = 25 // per second
 // TestPythonLambdaInProduction runs PythonLambdas on the local platform: changes
 // under load lose no request, and requirements install from a wheel built here.
 func TestPythonLambdaInProduction(t *testing.T) {
-	p, ctx := startWithNode(t, node.Options{Bridge: "mle2e0", PodCIDR: "10.244.214.0/24"})
+	p, ctx := startWithNode(t, nodeOptions("mle2e0", "10.244.214.0/24"))
 	defer p.Stop()
 	t.Run("ZeroDowntime", func(t *testing.T) { testZeroDowntime(t, ctx, p) })
 	t.Run("Requirements", func(t *testing.T) { testRequirements(t, ctx, p) })

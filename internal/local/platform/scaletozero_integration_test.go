@@ -18,7 +18,6 @@ import (
 
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/local/ingress"
-	"github.com/metalambda/metalambda/internal/local/node"
 	"github.com/metalambda/metalambda/internal/manifest"
 )
 
@@ -66,7 +65,7 @@ spec:
 // than the ingress's bound (30 s) answers 503 with Retry-After. A lambda without
 // scaleToZero keeps its pod and its Ingress names no wake target.
 func TestScaleToZero(t *testing.T) {
-	p, ctx := startWithNode(t, node.Options{Bridge: "mls2z0", PodCIDR: "10.244.227.0/24"})
+	p, ctx := startWithNode(t, nodeOptions("mls2z0", "10.244.227.0/24"))
 	defer p.Stop()
 	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
 	if err != nil {

@@ -22,7 +22,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/local/node"
 	"github.com/metalambda/metalambda/internal/local/storage"
 	"github.com/metalambda/metalambda/internal/manifest"
 )
@@ -123,7 +122,7 @@ spec:
 func TestVolumes(t *testing.T) {
 	hook := httptest.NewServer(http.HandlerFunc(serveCatSet))
 	defer hook.Close()
-	p, ctx := startWithNode(t, node.Options{Bridge: "mlvol0", PodCIDR: "10.244.219.0/24"})
+	p, ctx := startWithNode(t, nodeOptions("mlvol0", "10.244.219.0/24"))
 	defer p.Stop()
 	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
 	if err != nil {

@@ -1,11 +1,9 @@
-package main
+package leader
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,68 +19,40 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
-func TestLeaderElectionFlags(t *testing.T) {
-	o := defaultOptions()
-	fs := flag.NewFlagSet("engine", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	o.bindFlags(fs)
-	if err := fs.Parse([]string{"--leader-election", "--leader-election-namespace=ops", "--leader-election-id=mc", "--leader-election-lease-duration=30s"}); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.validate(); err != nil {
-		t.Fatal(err)
-	}
-	got := o.leader
-	if !got.enabled || got.namespace != "ops" || got.id != "mc" || got.resourceLock != "leases" || got.leaseDuration != 30*time.Second || got.renewDeadline != 10*time.Second || got.retryPeriod != 2*time.Second {
-		t.Errorf("options = %+v", got)
-	}
-}
-
-func TestLeaderElectionIsOffByDefault(t *testing.T) {
-	o := defaultOptions()
-	o.leader.namespaceFile = filepath.Join(t.TempDir(), "absent")
-	if err := o.validate(); err != nil {
-		t.Fatalf("defaults refused out of cluster: %v", err)
-	}
-	if o.leader.enabled || o.leader.id != "metacontroller" || o.leader.resourceLock != "leases" {
-		t.Errorf("defaults = %+v", o.leader)
-	}
-}
-
 func TestLeaderElectionNamespaceInCluster(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "namespace")
 	if err := os.WriteFile(file, []byte("metacontroller\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	o := defaultLeaderOptions()
-	o.enabled, o.namespaceFile = true, file
-	if err := o.validate(); err != nil {
+	o := Defaults()
+	o.Enabled, o.NamespaceFile = true, file
+	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	if o.namespace != "metacontroller" {
-		t.Errorf("namespace = %q, want the pod's namespace", o.namespace)
+	if o.Namespace != "metacontroller" {
+		t.Errorf("namespace = %q, want the pod's namespace", o.Namespace)
 	}
 }
 
 func TestInvalidLeaderElectionIsRefused(t *testing.T) {
 	for _, tt := range []struct {
 		name string
-		set  func(*leaderOptions)
+		set  func(*Options)
 		want string
 	}{
-		{"configmap lock", func(o *leaderOptions) { o.resourceLock = "configmapsleases" }, `--leader-election-resource-lock "configmapsleases" is not supported: the only lock is "leases"`},
-		{"endpoints lock, election off", func(o *leaderOptions) { o.enabled = false; o.resourceLock = "endpoints" }, `"endpoints" is not supported`},
-		{"out of cluster without namespace", func(o *leaderOptions) { o.namespace = "" }, "--leader-election-namespace is required when running outside a cluster"},
-		{"empty id", func(o *leaderOptions) { o.id = "" }, "--leader-election-id"},
-		{"renew deadline not below lease", func(o *leaderOptions) { o.renewDeadline = o.leaseDuration }, "lease duration (15s) > renew deadline (15s)"},
-		{"retry period too long", func(o *leaderOptions) { o.retryPeriod = 9 * time.Second }, "retry period (9s)"},
-		{"no retry period", func(o *leaderOptions) { o.retryPeriod = 0 }, "retry period (0s) > 0"},
+		{"configmap lock", func(o *Options) { o.ResourceLock = "configmapsleases" }, `--leader-election-resource-lock "configmapsleases" is not supported: the only lock is "leases"`},
+		{"endpoints lock, election off", func(o *Options) { o.Enabled = false; o.ResourceLock = "endpoints" }, `"endpoints" is not supported`},
+		{"out of cluster without namespace", func(o *Options) { o.Namespace = "" }, "--leader-election-namespace is required when running outside a cluster"},
+		{"empty id", func(o *Options) { o.ID = "" }, "--leader-election-id"},
+		{"renew deadline not below lease", func(o *Options) { o.RenewDeadline = o.LeaseDuration }, "lease duration (15s) > renew deadline (15s)"},
+		{"retry period too long", func(o *Options) { o.RetryPeriod = 9 * time.Second }, "retry period (9s)"},
+		{"no retry period", func(o *Options) { o.RetryPeriod = 0 }, "retry period (0s) > 0"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			o := defaultLeaderOptions()
-			o.enabled, o.namespace, o.namespaceFile = true, "ops", filepath.Join(t.TempDir(), "absent")
+			o := Defaults()
+			o.Enabled, o.Namespace, o.NamespaceFile = true, "ops", filepath.Join(t.TempDir(), "absent")
 			tt.set(&o)
-			if err := o.validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			if err := o.Validate(); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("validate() = %v, want an error containing %q", err, tt.want)
 			}
 		})
@@ -182,12 +152,12 @@ func (l *memoryLock) RecordEvent(string) {}
 func (l *memoryLock) Identity() string   { return l.identity }
 func (l *memoryLock) Describe() string   { return "memory/engine" }
 
-func testLeader(t *testing.T, store *memoryStore, identity string) *leader {
+func testLeader(t *testing.T, store *memoryStore, identity string) *Elector {
 	t.Helper()
-	o := defaultLeaderOptions()
-	o.enabled, o.namespace = true, "ops"
-	o.leaseDuration, o.renewDeadline, o.retryPeriod = 600*time.Millisecond, 400*time.Millisecond, 100*time.Millisecond
-	l, err := newLeaderWithLock(&memoryLock{store: store, identity: identity}, o)
+	o := Defaults()
+	o.Enabled, o.Namespace = true, "ops"
+	o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 600*time.Millisecond, 400*time.Millisecond, 100*time.Millisecond
+	l, err := newWithLock(&memoryLock{store: store, identity: identity}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,13 +174,13 @@ type elected struct {
 }
 
 // runElected runs l until the test ends; stopping is called when work is cancelled.
-func runElected(t *testing.T, l *leader, stopping func()) *elected {
+func runElected(t *testing.T, l *Elector, stopping func()) *elected {
 	e := &elected{working: make(chan struct{}), done: make(chan struct{})}
 	ctx, cancel := context.WithCancel(context.Background())
 	e.cancel = cancel
 	go func() {
 		defer close(e.done)
-		e.err = l.run(ctx, func(ctx context.Context) error {
+		e.err = l.Run(ctx, func(ctx context.Context) error {
 			e.workCtx.Store(&ctx)
 			close(e.working)
 			<-ctx.Done()
@@ -294,17 +264,17 @@ func TestFollowerWaitsForTheLeaseThenTakesOver(t *testing.T) {
 	case <-time.After(1800 * time.Millisecond):
 	}
 	rec := httptest.NewRecorder()
-	readyz(func() bool { return false }, b)(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	Readyz(func() bool { return false }, b)(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if body := rec.Body.String(); rec.Code != 200 || !strings.Contains(body, "ok: follower\nidentity: b\nleader: a\n") {
 		t.Errorf("follower /readyz = %d %q", rec.Code, body)
 	}
 	rec = httptest.NewRecorder()
-	readyz(func() bool { return false }, a)(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	Readyz(func() bool { return false }, a)(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("leader /readyz before its caches sync = %d, want 503", rec.Code)
 	}
 	rec = httptest.NewRecorder()
-	readyz(func() bool { return true }, a)(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+	Readyz(func() bool { return true }, a)(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if body := rec.Body.String(); rec.Code != 200 || !strings.HasPrefix(body, "ok: leader\nidentity: a\n") {
 		t.Errorf("leader /readyz = %d %q", rec.Code, body)
 	}

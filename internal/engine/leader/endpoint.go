@@ -1,4 +1,4 @@
-package main
+package leader
 
 import (
 	"context"
@@ -17,19 +17,19 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// apiEndpoint publishes the replica that serves the engine's API as the endpoint of a
+// Endpoint publishes the replica that serves the engine's API as the endpoint of a
 // Service without a selector: with leader election only the leader records hook calls
 // and answers, so the Service must send every request to it, as the API server's
 // endpoint reconciler does for the kubernetes Service.
-type apiEndpoint struct {
+type Endpoint struct {
 	namespace, service string
 	ip                 string
 	port               int32
 }
 
-// parseAPIEndpoint reads --api-service (NAMESPACE/NAME), --api-advertise-address and
-// the port of --api-address.
-func parseAPIEndpoint(service, advertise, apiAddress string) (*apiEndpoint, error) {
+// ParseEndpoint reads --api-service (NAMESPACE/NAME), --api-advertise-address and
+// the port of --api-address; without --api-service it returns nil.
+func ParseEndpoint(service, advertise, apiAddress string) (*Endpoint, error) {
 	if service == "" {
 		return nil, nil
 	}
@@ -52,11 +52,11 @@ func parseAPIEndpoint(service, advertise, apiAddress string) (*apiEndpoint, erro
 	if ip == nil || ip.To4() == nil {
 		return nil, fmt.Errorf("--api-advertise-address %q is not an IPv4 address (in a pod, pass status.podIP through the downward API)", advertise)
 	}
-	return &apiEndpoint{namespace: ns, service: name, ip: ip.String(), port: int32(port)}, nil
+	return &Endpoint{namespace: ns, service: name, ip: ip.String(), port: int32(port)}, nil
 }
 
 // slice is the EndpointSlice naming this replica.
-func (e *apiEndpoint) slice() *discoveryv1.EndpointSlice {
+func (e *Endpoint) slice() *discoveryv1.EndpointSlice {
 	return &discoveryv1.EndpointSlice{
 		TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
 		ObjectMeta: metav1.ObjectMeta{
@@ -72,9 +72,9 @@ func (e *apiEndpoint) slice() *discoveryv1.EndpointSlice {
 	}
 }
 
-// publish writes the EndpointSlice with this replica's address (server-side apply, so
+// Publish writes the EndpointSlice with this replica's address (server-side apply, so
 // the next leader's write simply replaces it).
-func (e *apiEndpoint) publish(ctx context.Context, kube kubernetes.Interface) error {
+func (e *Endpoint) Publish(ctx context.Context, kube kubernetes.Interface) error {
 	data, err := json.Marshal(e.slice())
 	if err != nil {
 		return err

@@ -1,4 +1,10 @@
-package main
+// Package leader is the engine's leader election: upstream Metacontroller's
+// --leader-election* flags, a coordination.k8s.io Lease campaigned for with
+// client-go's elector, work that runs only while this instance holds the Lease and
+// stops before a follower may take over, the /readyz answer of a leader and a
+// follower, controller-runtime's leader election metrics, and the EndpointSlice by
+// which the leader serves the engine's API behind a Service (endpoint.go).
+package leader
 
 import (
 	"context"
@@ -25,85 +31,92 @@ import (
 // inClusterNamespaceFile holds the namespace of the pod the engine runs in.
 const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
-// leaderOptions are the --leader-election* settings. Defaults: upstream's flags, and
-// controller-runtime's timings.
-type leaderOptions struct {
-	enabled       bool
-	resourceLock  string
-	namespace     string
-	id            string
-	leaseDuration time.Duration
-	renewDeadline time.Duration
-	retryPeriod   time.Duration
-	// namespaceFile is read when namespace is empty.
-	namespaceFile string
+// Options are the --leader-election* settings. Start from Defaults: upstream's
+// flags, and controller-runtime's timings.
+type Options struct {
+	Enabled       bool
+	ResourceLock  string
+	Namespace     string
+	ID            string
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+	// NamespaceFile is read when Namespace is empty.
+	NamespaceFile string
 }
 
-func defaultLeaderOptions() leaderOptions {
-	return leaderOptions{
-		resourceLock:  resourcelock.LeasesResourceLock,
-		id:            "metacontroller",
-		leaseDuration: 15 * time.Second,
-		renewDeadline: 10 * time.Second,
-		retryPeriod:   2 * time.Second,
-		namespaceFile: inClusterNamespaceFile,
+// Defaults are the options without flags: leader election off.
+func Defaults() Options {
+	return Options{
+		ResourceLock:  resourcelock.LeasesResourceLock,
+		ID:            "metacontroller",
+		LeaseDuration: 15 * time.Second,
+		RenewDeadline: 10 * time.Second,
+		RetryPeriod:   2 * time.Second,
+		NamespaceFile: inClusterNamespaceFile,
 	}
 }
 
-func (o *leaderOptions) bindFlags(fs *flag.FlagSet) {
-	fs.BoolVar(&o.enabled, "leader-election", o.enabled, "Run controllers only while this instance holds a Lease, so that several replicas can run (active/standby).")
-	fs.StringVar(&o.resourceLock, "leader-election-resource-lock", o.resourceLock, "Kind of lock object; only \"leases\" (coordination.k8s.io) is supported.")
-	fs.StringVar(&o.namespace, "leader-election-namespace", o.namespace, "Namespace of the Lease; required outside a cluster, default the pod's own namespace inside one.")
-	fs.StringVar(&o.id, "leader-election-id", o.id, "Name of the Lease.")
-	fs.DurationVar(&o.leaseDuration, "leader-election-lease-duration", o.leaseDuration, "How long a follower waits, without seeing the lease renewed, before it takes over.")
-	fs.DurationVar(&o.renewDeadline, "leader-election-renew-deadline", o.renewDeadline, "How long the leader keeps retrying to renew its lease before it stops its controllers and exits.")
-	fs.DurationVar(&o.retryPeriod, "leader-election-retry-period", o.retryPeriod, "How often the lease is renewed, or its acquisition tried.")
+// BindFlags adds the --leader-election* flags to fs.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&o.Enabled, "leader-election", o.Enabled, "Run controllers only while this instance holds a Lease, so that several replicas can run (active/standby).")
+	fs.StringVar(&o.ResourceLock, "leader-election-resource-lock", o.ResourceLock, "Kind of lock object; only \"leases\" (coordination.k8s.io) is supported.")
+	fs.StringVar(&o.Namespace, "leader-election-namespace", o.Namespace, "Namespace of the Lease; required outside a cluster, default the pod's own namespace inside one.")
+	fs.StringVar(&o.ID, "leader-election-id", o.ID, "Name of the Lease.")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", o.LeaseDuration, "How long a follower waits, without seeing the lease renewed, before it takes over.")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", o.RenewDeadline, "How long the leader keeps retrying to renew its lease before it stops its controllers and exits.")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", o.RetryPeriod, "How often the lease is renewed, or its acquisition tried.")
 }
 
-// validate checks the settings and fills in the namespace of an in-cluster engine.
-func (o *leaderOptions) validate() error {
-	if o.resourceLock != resourcelock.LeasesResourceLock {
-		return fmt.Errorf("--leader-election-resource-lock %q is not supported: the only lock is %q (coordination.k8s.io Lease)", o.resourceLock, resourcelock.LeasesResourceLock)
+// Validate checks the settings and fills in the namespace of an in-cluster engine.
+func (o *Options) Validate() error {
+	if o.ResourceLock != resourcelock.LeasesResourceLock {
+		return fmt.Errorf("--leader-election-resource-lock %q is not supported: the only lock is %q (coordination.k8s.io Lease)", o.ResourceLock, resourcelock.LeasesResourceLock)
 	}
-	if !o.enabled {
+	if !o.Enabled {
 		return nil
 	}
-	if o.id == "" {
+	if o.ID == "" {
 		return errors.New("--leader-election-id must not be empty")
 	}
-	if o.retryPeriod <= 0 || float64(o.renewDeadline) <= leaderelection.JitterFactor*float64(o.retryPeriod) || o.leaseDuration <= o.renewDeadline {
+	if o.RetryPeriod <= 0 || float64(o.RenewDeadline) <= leaderelection.JitterFactor*float64(o.RetryPeriod) || o.LeaseDuration <= o.RenewDeadline {
 		return fmt.Errorf("leader election timings must satisfy lease duration (%s) > renew deadline (%s) > %.1f × retry period (%s) > 0",
-			o.leaseDuration, o.renewDeadline, leaderelection.JitterFactor, o.retryPeriod)
+			o.LeaseDuration, o.RenewDeadline, leaderelection.JitterFactor, o.RetryPeriod)
 	}
-	if o.namespace != "" {
+	if o.Namespace != "" {
 		return nil
 	}
-	data, err := os.ReadFile(o.namespaceFile)
+	data, err := os.ReadFile(o.NamespaceFile)
 	if errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("--leader-election-namespace is required when running outside a cluster (%s does not exist)", o.namespaceFile)
+		return fmt.Errorf("--leader-election-namespace is required when running outside a cluster (%s does not exist)", o.NamespaceFile)
 	}
 	if err != nil {
 		return fmt.Errorf("read the pod's namespace for --leader-election-namespace: %w", err)
 	}
-	if o.namespace = strings.TrimSpace(string(data)); o.namespace == "" {
-		return fmt.Errorf("--leader-election-namespace is not set and %s is empty", o.namespaceFile)
+	if o.Namespace = strings.TrimSpace(string(data)); o.Namespace == "" {
+		return fmt.Errorf("--leader-election-namespace is not set and %s is empty", o.NamespaceFile)
 	}
 	return nil
 }
 
-// leader runs work only while this instance holds the Lease.
-type leader struct {
+// Elector runs work only while this instance holds the Lease.
+type Elector struct {
 	identity string
-	opts     leaderOptions
+	opts     Options
 	lock     *renewalLock
 	elector  *leaderelection.LeaderElector
 
 	started chan struct{} // closed once this instance leads
 }
 
-// newLeader prepares leader election with its own client, so that the engine's rate
-// limit never delays a renewal. The elector's status is counted in reg.
-func newLeader(cfg *rest.Config, o leaderOptions, reg prometheus.Registerer) (*leader, error) {
+// New prepares leader election with its own client, so that the engine's rate limit
+// never delays a renewal. The elector's status is counted in reg. It refuses the
+// options Validate refuses; o.Enabled is the caller's switch, which New does not read.
+func New(cfg *rest.Config, o Options, reg prometheus.Registerer) (*Elector, error) {
+	o.Enabled = true // Validate checks the timings and the namespace of an enabled election only
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
 	kube, err := kubernetes.NewForConfig(rest.CopyConfig(cfg))
 	if err != nil {
 		return nil, err
@@ -114,28 +127,28 @@ func newLeader(cfg *rest.Config, o leaderOptions, reg prometheus.Registerer) (*l
 	}
 	identity := host + "_" + string(uuid.NewUUID())
 	registerLeaderMetrics(reg)
-	return newLeaderWithLock(&resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: o.namespace, Name: o.id},
+	return newWithLock(&resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: o.Namespace, Name: o.ID},
 		Client:     kube.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
 	}, o)
 }
 
-func newLeaderWithLock(lock resourcelock.Interface, o leaderOptions) (*leader, error) {
-	l := &leader{identity: lock.Identity(), opts: o, lock: &renewalLock{Interface: lock}, started: make(chan struct{})}
+func newWithLock(lock resourcelock.Interface, o Options) (*Elector, error) {
+	l := &Elector{identity: lock.Identity(), opts: o, lock: &renewalLock{Interface: lock}, started: make(chan struct{})}
 	var err error
 	l.elector, err = leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            l.lock,
-		Name:            o.id,
-		LeaseDuration:   o.leaseDuration,
-		RenewDeadline:   o.renewDeadline,
-		RetryPeriod:     o.retryPeriod,
+		Name:            o.ID,
+		LeaseDuration:   o.LeaseDuration,
+		RenewDeadline:   o.RenewDeadline,
+		RetryPeriod:     o.RetryPeriod,
 		ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(context.Context) { close(l.started) },
 			OnStoppedLeading: func() {},
 			OnNewLeader: func(identity string) {
-				klog.InfoS("Leader observed", "lease", o.namespace+"/"+o.id, "leader", identity, "self", identity == l.identity)
+				klog.InfoS("Leader observed", "lease", o.Namespace+"/"+o.ID, "leader", identity, "self", identity == l.identity)
 			},
 		},
 	})
@@ -145,17 +158,17 @@ func newLeaderWithLock(lock resourcelock.Interface, o leaderOptions) (*leader, e
 // errLeaseLost ends an engine that stopped leading; its pod restarts as a follower.
 var errLeaseLost = errors.New("leader election lost")
 
-// run campaigns for the Lease and runs work while this instance holds it.
+// Run campaigns for the Lease and runs work while this instance holds it.
 //
 // When ctx ends (SIGTERM), work stops first and the Lease is released after, so a
 // follower takes over at once and never overlaps with this instance. When the Lease
-// cannot be renewed within the renew deadline, work is cancelled and run returns
+// cannot be renewed within the renew deadline, work is cancelled and Run returns
 // errLeaseLost at once, before a follower may take over (a lease duration after the
 // last renewal): the caller exits the process rather than wait for in-flight work.
-func (l *leader) run(ctx context.Context, work func(context.Context) error) error {
+func (l *Elector) Run(ctx context.Context, work func(context.Context) error) error {
 	log := klog.FromContext(ctx)
-	log.Info("Campaigning for leadership", "lease", l.opts.namespace+"/"+l.opts.id, "identity", l.identity,
-		"leaseDuration", l.opts.leaseDuration, "renewDeadline", l.opts.renewDeadline, "retryPeriod", l.opts.retryPeriod)
+	log.Info("Campaigning for leadership", "lease", l.opts.Namespace+"/"+l.opts.ID, "identity", l.identity,
+		"leaseDuration", l.opts.LeaseDuration, "renewDeadline", l.opts.RenewDeadline, "retryPeriod", l.opts.RetryPeriod)
 	// The election outlives ctx: the Lease is released only after work has stopped.
 	electCtx, stopElecting := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopElecting()
@@ -184,15 +197,15 @@ func (l *leader) run(ctx context.Context, work func(context.Context) error) erro
 		<-electionDone
 		return errors.Join(errors.New("engine stopped while leading"), err)
 	case <-electionDone:
-		return fmt.Errorf("%w: lease %s/%s could not be renewed", errLeaseLost, l.opts.namespace, l.opts.id)
+		return fmt.Errorf("%w: lease %s/%s could not be renewed", errLeaseLost, l.opts.Namespace, l.opts.ID)
 	case <-lost:
-		return fmt.Errorf("%w: lease %s/%s not renewed within %s", errLeaseLost, l.opts.namespace, l.opts.id, l.opts.renewDeadline)
+		return fmt.Errorf("%w: lease %s/%s not renewed within %s", errLeaseLost, l.opts.Namespace, l.opts.ID, l.opts.RenewDeadline)
 	}
 }
 
 // shutdown stops work and waits for it (workDone is nil when it never started), then
 // releases the Lease.
-func (l *leader) shutdown(workDone <-chan error, stopWork, stopElecting context.CancelFunc, electionDone <-chan struct{}) error {
+func (l *Elector) shutdown(workDone <-chan error, stopWork, stopElecting context.CancelFunc, electionDone <-chan struct{}) error {
 	stopWork()
 	var err error
 	if workDone != nil {
@@ -210,10 +223,10 @@ func (l *leader) shutdown(workDone <-chan error, stopWork, stopElecting context.
 // Lease has gone unrenewed for the renew deadline. The elector notices the same a
 // little later, and then still tries to release the Lease before it returns; work
 // must not go on meanwhile.
-func (l *leader) watchRenewals(ctx context.Context) <-chan struct{} {
+func (l *Elector) watchRenewals(ctx context.Context) <-chan struct{} {
 	lost := make(chan struct{})
 	go func() {
-		tick := time.NewTicker(l.opts.retryPeriod / 2)
+		tick := time.NewTicker(l.opts.RetryPeriod / 2)
 		defer tick.Stop()
 		for {
 			select {
@@ -221,7 +234,7 @@ func (l *leader) watchRenewals(ctx context.Context) <-chan struct{} {
 				return
 			case <-tick.C:
 			}
-			if time.Since(l.lock.lastRenewal()) > l.opts.renewDeadline {
+			if time.Since(l.lock.lastRenewal()) > l.opts.RenewDeadline {
 				close(lost)
 				return
 			}
@@ -230,8 +243,8 @@ func (l *leader) watchRenewals(ctx context.Context) <-chan struct{} {
 	return lost
 }
 
-// leading reports whether this instance holds the Lease and runs its controllers.
-func (l *leader) leading() bool {
+// Leading reports whether this instance holds the Lease and runs its controllers.
+func (l *Elector) Leading() bool {
 	select {
 	case <-l.started:
 		return l.elector.IsLeader()
@@ -240,12 +253,12 @@ func (l *leader) leading() bool {
 	}
 }
 
-// readyz answers 200 on a follower, which must not hold back a rollout, and names
+// Readyz answers 200 on a follower, which must not hold back a rollout, and names
 // the leader; on the leader, or without leader election, it is 200 once the
-// engine's caches are synced.
-func readyz(ready func() bool, l *leader) http.HandlerFunc {
+// engine's caches are synced. l is nil without leader election.
+func Readyz(ready func() bool, l *Elector) http.HandlerFunc {
 	return func(w http.ResponseWriter, _ *http.Request) {
-		if l != nil && !l.leading() {
+		if l != nil && !l.Leading() {
 			holder := l.elector.GetLeader()
 			if holder == "" {
 				holder = "(none yet)"
