@@ -12,7 +12,6 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,6 +30,7 @@ import (
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/engine/hook"
 	"github.com/metalambda/metalambda/internal/engine/leader"
+	"github.com/metalambda/metalambda/internal/gcpercent"
 	"github.com/metalambda/metalambda/internal/kubeclient"
 	"github.com/metalambda/metalambda/internal/logging"
 	"github.com/metalambda/metalambda/internal/version"
@@ -276,7 +276,7 @@ func run(ctx context.Context, o *options) error {
 		"fieldManager", o.engine.FieldManager, "clientRateLimit", rateLimit, "discoveryInterval", o.engine.DiscoveryInterval,
 		"cacheFlushInterval", o.engine.CacheFlushInterval, "targetLabelSelector", o.engine.TargetSelector.String(),
 		"eventsQPS", o.engine.EventsQPS, "eventsBurst", o.engine.EventsBurst, "pprofAddress", o.pprofAddress,
-		"apiAddress", o.apiAddress, "hookCallHistory", o.engine.HookCallHistory, "hookTokenHosts", o.hookTokenHosts, "gcPercent", setGCPercent(o.gcPercent))
+		"apiAddress", o.apiAddress, "hookCallHistory", o.engine.HookCallHistory, "hookTokenHosts", o.hookTokenHosts, "gcPercent", gcpercent.Set(o.gcPercent))
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -357,17 +357,6 @@ func rateLimitOf(ctx context.Context, cfg *rest.Config, explicit bool) string {
 		return "none"
 	}
 	return fmt.Sprintf("%g qps, burst %d", cfg.QPS, cfg.Burst)
-}
-
-// setGCPercent sets the garbage-collection target to percent unless GOGC is set, and
-// returns the target in effect. GOMEMLIMIT, when set, applies as well: the runtime
-// reads it itself.
-func setGCPercent(percent int) string {
-	if env, ok := os.LookupEnv("GOGC"); ok {
-		return "GOGC=" + env
-	}
-	debug.SetGCPercent(percent)
-	return strconv.Itoa(percent)
 }
 
 // pprofMux serves net/http/pprof on a mux of its own, never on http.DefaultServeMux.

@@ -3,8 +3,6 @@ package main
 import (
 	"flag"
 	"io"
-	"os"
-	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -70,22 +68,5 @@ func TestResolveServiceFlag(t *testing.T) {
 	}
 	if err := fs.Parse([]string{"--resolve-service", "nonsense"}); err == nil {
 		t.Error("a malformed mapping was accepted")
-	}
-}
-
-// TestGCPercentYieldsToGOGC: --gc-percent sets the collector's target unless GOGC is
-// in the environment, which the runtime has applied already.
-func TestGCPercentYieldsToGOGC(t *testing.T) {
-	prev := debug.SetGCPercent(100)
-	t.Cleanup(func() { debug.SetGCPercent(prev) })
-	t.Setenv("GOGC", "200")
-	if got := setGCPercent(30); got != "GOGC=200" || debug.SetGCPercent(100) != 100 {
-		t.Errorf("with GOGC=200 set, setGCPercent(30) = %q and changed the target", got)
-	}
-	if err := os.Unsetenv("GOGC"); err != nil {
-		t.Fatal(err)
-	}
-	if got := setGCPercent(30); got != "30" || debug.SetGCPercent(100) != 30 {
-		t.Errorf("without GOGC, setGCPercent(30) = %q, want the target set to 30", got)
 	}
 }

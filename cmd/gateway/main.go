@@ -28,6 +28,7 @@ import (
 	"github.com/metalambda/metalambda/internal/gateway/egress"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
+	"github.com/metalambda/metalambda/internal/gcpercent"
 	"github.com/metalambda/metalambda/internal/kubeclient"
 	"github.com/metalambda/metalambda/internal/logging"
 	"github.com/metalambda/metalambda/internal/version"
@@ -221,7 +222,7 @@ func run(ctx context.Context, o *options, ready chan<- string) error {
 		servers = append(servers, gateway.NewServer(gw.HooksHandler()))
 		listeners = append(listeners, hl)
 	}
-	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "hooksListen", o.hooksListen, "ingressAddress", o.gateway.IngressAddress, "egressDeny", o.egressDeny, "gcPercent", gateway.SetGCPercent(o.gcPercent), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "", "secureCookies", o.gateway.Dashboard.SecureCookies, "maxFunctionsPerNamespace", o.gateway.MaxFunctionsPerNamespace, "maxCallsPerNamespace", o.gateway.MaxCallsPerNamespace, "workerMemoryBudget", o.gateway.Runtime.MemoryBudget.Limit())
+	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "hooksListen", o.hooksListen, "ingressAddress", o.gateway.IngressAddress, "egressDeny", o.egressDeny, "gcPercent", gcpercent.Set(o.gcPercent), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "", "secureCookies", o.gateway.Dashboard.SecureCookies, "maxFunctionsPerNamespace", o.gateway.MaxFunctionsPerNamespace, "maxCallsPerNamespace", o.gateway.MaxCallsPerNamespace, "workerMemoryBudget", o.gateway.Runtime.MemoryBudget.Limit())
 	if o.gateway.HookToken == "" {
 		klog.InfoS("WARNING: no --hook-token-file: /hooks call any function for whoever reaches them", "address", cmp.Or(o.hooksListen, o.listen))
 	}

@@ -40,6 +40,7 @@ import (
 	"github.com/metalambda/metalambda/hack/internal/benchkit"
 	"github.com/metalambda/metalambda/internal/gateway"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/gcpercent"
 	"github.com/metalambda/metalambda/internal/kubetest"
 )
 
@@ -135,7 +136,7 @@ func main() {
 			selected[strings.TrimSpace(t)] = true
 		}
 	}
-	gateway.SetGCPercent(*gcPercent)
+	gcpercent.Set(*gcPercent)
 	if err := run(*duration, *clients, *loader); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-gateway:", err)
 		pprof.StopCPUProfile()

@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"os"
-	"runtime/debug"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -288,13 +285,3 @@ func (g *Gateway) HooksHandler() http.Handler { return g.hookRoutes() }
 // a fifth of a JavaScript call (make bench: 113 → 86 µs of CPU per call at 400),
 // for a heap that stays a few tens of MiB.
 const DefaultGCPercent = 400
-
-// SetGCPercent sets the garbage-collection target to percent unless GOGC is set,
-// and returns the target in effect ("GOGC" when the environment decides).
-func SetGCPercent(percent int) string {
-	if env, ok := os.LookupEnv("GOGC"); ok {
-		return "GOGC=" + env
-	}
-	debug.SetGCPercent(percent)
-	return strconv.Itoa(percent)
-}

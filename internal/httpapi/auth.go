@@ -124,13 +124,13 @@ type Auth struct {
 	// time), past their cache entry: their next review does not take from the
 	// global budget of unknown tokens, so that clients spraying unknown tokens
 	// cannot keep the engine's or a user's token from being reviewed again.
-	accepted *lru.Cache
-	decisions        *lru.Cache // [32]byte → cachedDecision
-	failures         *failureLimiter
-	accessReviews    *buckets // by user
-	gate             *reviewGate
-	trustedProxies   []netip.Prefix
-	now              func() time.Time
+	accepted       *lru.Cache
+	decisions      *lru.Cache // [32]byte → cachedDecision
+	failures       *failureLimiter
+	accessReviews  *buckets // by user
+	gate           *reviewGate
+	trustedProxies []netip.Prefix
+	now            func() time.Time
 }
 
 type cachedUser struct {
