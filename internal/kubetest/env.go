@@ -8,10 +8,12 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
@@ -28,6 +30,9 @@ type Env struct {
 	Kube       kubernetes.Interface
 	Dynamic    dynamic.Interface
 	Extensions apiextensionsclient.Interface
+
+	crdMu     sync.Mutex
+	installed map[string]*apiextensionsv1.CustomResourceDefinitionSpec // by name: what InstallCRDs installed
 }
 
 // Main starts a control plane, stores it in *env, runs the package's tests, prints the
