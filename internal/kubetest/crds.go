@@ -8,6 +8,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/metalambda/metalambda/crds"
 )
@@ -17,7 +18,8 @@ import (
 const crdInstallTimeout = time.Minute
 
 // InstallCRDs installs the project's CRDs (package crds) on the control plane, or
-// the CRDs given instead, and waits until they are established; a test fails
+// the CRDs given instead, and waits until they are established and their
+// resources are served (a CRD may be established a moment before); a test fails
 // when they are not. The Env remembers what it installed: a CRD it has installed
 // already with the same spec is not installed again, so every test that needs
 // CRDs calls InstallCRDs first, without a sync.Once of its own.
@@ -45,6 +47,21 @@ func (e *Env) InstallCRDs(t testing.TB, only ...*apiextensionsv1.CustomResourceD
 	defer cancel()
 	if err := crds.Install(ctx, e.Extensions, missing...); err != nil {
 		t.Fatalf("install CRDs: %v", err)
+	}
+	for _, crd := range missing {
+		for _, v := range crd.Spec.Versions {
+			if !v.Served {
+				continue
+			}
+			gvr := schema.GroupVersionResource{Group: crd.Spec.Group, Version: v.Name, Resource: crd.Spec.Names.Plural}
+			err := Wait(ctx, crdInstallTimeout, func(ctx context.Context) (bool, error) {
+				_, err := e.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1})
+				return err == nil, err
+			})
+			if err != nil {
+				t.Fatalf("CRD %s is established, but %s is not served: %v", crd.Name, gvr, err)
+			}
+		}
 	}
 	if e.installed == nil {
 		e.installed = map[string]*apiextensionsv1.CustomResourceDefinitionSpec{}

@@ -25,10 +25,16 @@ const GoneTimeout = 60 * time.Second
 // Resource is the dynamic client of gvr in namespace ns, or of the cluster-scoped
 // gvr when ns is "". The object helpers below take (gvr, ns, name) in this sense.
 func (e *Env) Resource(gvr schema.GroupVersionResource, ns string) dynamic.ResourceInterface {
+	return ResourceIn(e.Dynamic, gvr, ns)
+}
+
+// ResourceIn is Env.Resource for any cluster's dynamic client, such as a local
+// platform's.
+func ResourceIn(client dynamic.Interface, gvr schema.GroupVersionResource, ns string) dynamic.ResourceInterface {
 	if ns == "" {
-		return e.Dynamic.Resource(gvr)
+		return client.Resource(gvr)
 	}
-	return e.Dynamic.Resource(gvr).Namespace(ns)
+	return client.Resource(gvr).Namespace(ns)
 }
 
 // Get reads an object.
@@ -72,10 +78,24 @@ func (e *Env) Create(t testing.TB, gvr schema.GroupVersionResource, ns string, o
 // object) passes on it, and returns it; the test fails naming what it waited for.
 func (e *Env) WaitFor(t testing.TB, what string, gvr schema.GroupVersionResource, ns, name string, check func(*unstructured.Unstructured) error) *unstructured.Unstructured {
 	t.Helper()
+	return WaitObject(t, ObjectTimeout, what, e.Resource(gvr, ns), name, check)
+}
+
+// WaitGone waits up to GoneTimeout until the object no longer exists.
+func (e *Env) WaitGone(t testing.TB, what string, gvr schema.GroupVersionResource, ns, name string) {
+	t.Helper()
+	WaitObjectGone(t, GoneTimeout, what, e.Resource(gvr, ns), name)
+}
+
+// WaitObject waits up to timeout until client's object name exists and check
+// (nil: any object) passes on it, and returns it: Env.WaitFor for any client
+// (ResourceIn) and timeout.
+func WaitObject(t testing.TB, timeout time.Duration, what string, client dynamic.ResourceInterface, name string, check func(*unstructured.Unstructured) error) *unstructured.Unstructured {
+	t.Helper()
 	var obj *unstructured.Unstructured
-	Eventually(t, ObjectTimeout, what, func(ctx context.Context) (bool, error) {
+	Eventually(t, timeout, what, func(ctx context.Context) (bool, error) {
 		var err error
-		if obj, err = e.Get(ctx, gvr, ns, name); err != nil {
+		if obj, err = client.Get(ctx, name, metav1.GetOptions{}); err != nil {
 			return false, err
 		}
 		if check == nil {
@@ -87,13 +107,13 @@ func (e *Env) WaitFor(t testing.TB, what string, gvr schema.GroupVersionResource
 	return obj
 }
 
-// WaitGone waits up to GoneTimeout until the object no longer exists.
-func (e *Env) WaitGone(t testing.TB, what string, gvr schema.GroupVersionResource, ns, name string) {
+// WaitObjectGone waits up to timeout until client's object name no longer exists.
+func WaitObjectGone(t testing.TB, timeout time.Duration, what string, client dynamic.ResourceInterface, name string) {
 	t.Helper()
-	Eventually(t, GoneTimeout, what, func(ctx context.Context) (bool, error) {
-		_, err := e.Get(ctx, gvr, ns, name)
+	Eventually(t, timeout, what, func(ctx context.Context) (bool, error) {
+		_, err := client.Get(ctx, name, metav1.GetOptions{})
 		if err == nil {
-			return false, fmt.Errorf("%s %s still exists", gvr.Resource, name)
+			return false, fmt.Errorf("%s still exists", name)
 		}
 		return apierrors.IsNotFound(err), err
 	})
