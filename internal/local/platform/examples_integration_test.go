@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -151,28 +150,13 @@ func hookRef(ns, name string) string {
 }
 
 func (e *examples) get(ctx context.Context, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
-	if ns == "" {
-		return e.dyn.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
-	}
-	return e.dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
+	return kubetest.ResourceIn(e.dyn, gvr, ns).Get(ctx, name, metav1.GetOptions{})
 }
 
 // waitFor waits until the object exists and check (if any) accepts it.
 func (e *examples) waitFor(t *testing.T, what string, gvr schema.GroupVersionResource, ns, name string, check func(*unstructured.Unstructured) error) *unstructured.Unstructured {
 	t.Helper()
-	var obj *unstructured.Unstructured
-	kubetest.Eventually(t, 2*time.Minute, what, func(ctx context.Context) (bool, error) {
-		var err error
-		if obj, err = e.get(ctx, gvr, ns, name); err != nil {
-			return false, err
-		}
-		if check == nil {
-			return true, nil
-		}
-		err = check(obj)
-		return err == nil, err
-	})
-	return obj
+	return kubetest.WaitObject(t, 2*time.Minute, what, kubetest.ResourceIn(e.dyn, gvr, ns), name, check)
 }
 
 // waitField waits until the field at path of the object reads want, as test.sh's
@@ -191,13 +175,7 @@ func (e *examples) waitField(t *testing.T, gvr schema.GroupVersionResource, ns, 
 // waitGone waits until the object is not found.
 func (e *examples) waitGone(t *testing.T, what string, gvr schema.GroupVersionResource, ns, name string) {
 	t.Helper()
-	kubetest.Eventually(t, 2*time.Minute, what, func(ctx context.Context) (bool, error) {
-		_, err := e.get(ctx, gvr, ns, name)
-		if err == nil {
-			return false, fmt.Errorf("%s %s still exists", gvr.Resource, name)
-		}
-		return apierrors.IsNotFound(err), err
-	})
+	kubetest.WaitObjectGone(t, 2*time.Minute, what, kubetest.ResourceIn(e.dyn, gvr, ns), name)
 }
 
 // fieldString reads a field as kubectl's jsonpath prints it ("" when absent). A path
