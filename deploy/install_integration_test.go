@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -35,19 +34,6 @@ func TestMain(m *testing.M) {
 	lambda.ServeWorker()      // the gateway's sandbox starts this binary as its launcher and workers
 	log.SetOutput(io.Discard) // the chart loader logs every symbolic link it follows
 	kubetest.Main(m, &env, cluster.Defaults())
-}
-
-// serviceAccountConfig is a client configuration that authenticates as a
-// ServiceAccount, with a token from the TokenRequest API, and nothing of the admin's.
-func serviceAccountConfig(t *testing.T, ns, name string) *rest.Config {
-	t.Helper()
-	tr, err := env.Kube.CoreV1().ServiceAccounts(ns).CreateToken(kubetest.Context(t), name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("token for %s/%s: %v", ns, name, err)
-	}
-	cfg := rest.AnonymousClientConfig(env.Config)
-	cfg.BearerToken = tr.Status.Token
-	return cfg
 }
 
 // TestPlatformInstallRunsWithItsOwnRights applies the platform's kustomize base (the
@@ -75,29 +61,18 @@ func TestPlatformInstallRunsWithItsOwnRights(t *testing.T) {
 		return len(cr.Rules) >= 6, fmt.Errorf("%d rules", len(cr.Rules))
 	})
 
-	gatewayCfg := serviceAccountConfig(t, ns, "metalambda-gateway")
-	engineCfg := serviceAccountConfig(t, ns, "metalambda-engine")
+	gatewayCfg := env.ConfigFor(env.Token(t, ns, "metalambda-gateway"))
+	engineCfg := env.ConfigFor(env.Token(t, ns, "metalambda-engine"))
 
 	// The gateway, as its Deployment runs it: hooks on their own listener.
 	gwOpts := gateway.Defaults()
 	gwOpts.PublicURL, gwOpts.SeparateHooks, gwOpts.Runtime.Builtins = "http://metalambda-gateway."+ns, true, functions.Builtins()
-	hooks, err := start.ServeGateway(gatewayCfg, gwOpts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	hooks := start.StartGateway(t, gatewayCfg, gwOpts)
 	opts := engine.Defaults()
 	opts.ResolveService = func(ref v1alpha1.ServiceReference) (string, bool) {
 		return hooks.URL, ref.Name == "metalambda-gateway" && ref.Namespace == ns
 	}
-	mgr, err := start.RunEngine(engineCfg, opts)
-	if err != nil {
-		hooks.Stop()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = mgr.Stop()
-		hooks.Stop()
-	})
+	start.StartEngine(t, engineCfg, opts)
 
 	root := filepath.Join(Dir(), "..")
 	env.ApplyFile(t, filepath.Join(root, "operators", "pythonlambda", "sample.yaml"))

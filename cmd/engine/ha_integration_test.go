@@ -14,7 +14,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -40,14 +39,10 @@ var (
 
 const testLabel = "metalambda.dev/test"
 
-var haCRDOnce sync.Once
-
 func installHACRDs(t *testing.T) {
 	t.Helper()
-	haCRDOnce.Do(func() {
-		env.InstallCRDs(t)
-		env.InstallCRDs(t, kubetest.SchemalessCRD(haParents.Group, "Parent", "parents", "parent"))
-	})
+	env.InstallCRDs(t)
+	env.InstallCRDs(t, kubetest.SchemalessCRD(haParents.Group, "Parent", "parents", "parent"))
 }
 
 // hookListener serves the children hook and counts the calls it received, so that a

@@ -16,7 +16,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -43,19 +42,7 @@ func TestEngineServesHealthAndMetrics(t *testing.T) {
 	if err := o.validate(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, o) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run returned %v", err)
-		}
-	}()
-	kubetest.Eventually(t, 30*time.Second, "/readyz answers 200", func(context.Context) (bool, error) {
-		code, body, err := httpGet("http://" + o.healthProbeAddress + "/readyz")
-		return code == 200, fmt.Errorf("%d %s %v", code, body, err)
-	})
+	defer kubetest.Run(t, "the engine", func(ctx context.Context) error { return run(ctx, o) }, answersReadyz(o))()
 	if code, _, _ := httpGet("http://" + o.healthProbeAddress + "/healthz"); code != 200 {
 		t.Errorf("/healthz = %d", code)
 	}
@@ -125,41 +112,14 @@ metadata: {name: decorated, namespace: %s, labels: {metalambda.dev/metrics-test:
 
 var compositeGVR = schema.GroupVersionResource{Group: "metacontroller.k8s.io", Version: "v1alpha1", Resource: "compositecontrollers"}
 
-// widgetCRD is the parent resource of this package's CompositeControllers.
-const widgetCRD = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: widgets.flags.metalambda.dev}
-spec:
-  group: flags.metalambda.dev
-  scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
-
 var widgetsGVR = schema.GroupVersionResource{Group: "flags.metalambda.dev", Version: "v1", Resource: "widgets"}
 
-// installCRDs installs the project's CRDs and widgets.
+// installCRDs installs the project's CRDs and widgets, the parent resource of this
+// package's CompositeControllers.
 func installCRDs(t *testing.T) {
 	t.Helper()
 	env.InstallCRDs(t)
-	if _, err := env.Apply(kubetest.Context(t), []byte(widgetCRD)); err != nil {
-		t.Fatal(err)
-	}
-	kubetest.Eventually(t, 30*time.Second, "widgets are served", func(ctx context.Context) (bool, error) {
-		_, err := env.Dynamic.Resource(widgetsGVR).List(ctx, metav1.ListOptions{})
-		return err == nil, err
-	})
+	env.InstallCRDs(t, kubetest.SchemalessCRD(widgetsGVR.Group, "Widget", widgetsGVR.Resource, "widget"))
 }
 
 // startEngine runs the engine's main path with args, as its command line would give
@@ -171,26 +131,16 @@ func startEngine(t *testing.T, args ...string) (*options, func()) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- run(ctx, o) }()
-	var stopped bool
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("run returned %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	kubetest.Eventually(t, 30*time.Second, "/readyz answers 200", func(context.Context) (bool, error) {
+	stop := kubetest.Run(t, "the engine", func(ctx context.Context) error { return run(ctx, o) }, answersReadyz(o))
+	return o, stop
+}
+
+// answersReadyz holds once the engine's /readyz answers 200.
+func answersReadyz(o *options) kubetest.Condition {
+	return func(context.Context) (bool, error) {
 		code, body, err := httpGet("http://" + o.healthProbeAddress + "/readyz")
 		return code == 200, fmt.Errorf("%d %s %v", code, body, err)
-	})
-	return o, stop
+	}
 }
 
 // hookServer answers sync hooks with status {ok: true} and no children, or with a
@@ -220,27 +170,7 @@ func createCompositeController(t *testing.T, name, hookURL string) {
 			"hooks":            map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": hookURL}}},
 		},
 	}}
-	if _, err := env.Dynamic.Resource(compositeGVR).Create(kubetest.Context(t), cc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		err := env.Dynamic.Resource(compositeGVR).Delete(context.Background(), name, metav1.DeleteOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete CompositeController %s: %v", name, err)
-		}
-	})
-}
-
-// eventsOf returns the events recorded about the named object in namespace ns.
-func eventsOf(t *testing.T, ns, kind, name string) []corev1.Event {
-	t.Helper()
-	list, err := env.Kube.CoreV1().Events(ns).List(kubetest.Context(t), metav1.ListOptions{
-		FieldSelector: "involvedObject.kind=" + kind + ",involvedObject.name=" + name,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return list.Items
+	env.Create(t, compositeGVR, "", cc)
 }
 
 // waitForLifecycle waits until the controller object's events include reasons, each
@@ -249,7 +179,7 @@ func waitForLifecycle(t *testing.T, name string, reasons ...string) {
 	t.Helper()
 	kubetest.Eventually(t, 30*time.Second, fmt.Sprintf("events %v on CompositeController %s", reasons, name), func(context.Context) (bool, error) {
 		var seen []string
-		for _, e := range eventsOf(t, "default", engine.CompositeKind, name) {
+		for _, e := range env.Events(t, "default", engine.CompositeKind, name) {
 			if e.Type == corev1.EventTypeNormal && e.Source.Component == "metacontroller" && e.Message == e.Reason+" controller: "+name {
 				seen = append(seen, e.Reason)
 			}
@@ -318,7 +248,7 @@ func TestEventsBurstLimitsEventsPerObject(t *testing.T) {
 	})
 	stop() // waits for the events recorded so far to be written
 	var syncErrors int32
-	for _, e := range eventsOf(t, ns, "Widget", "failing") {
+	for _, e := range env.Events(t, ns, "Widget", "failing") {
 		if e.Reason == "SyncError" {
 			syncErrors += e.Count
 		}

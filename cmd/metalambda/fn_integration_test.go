@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -39,12 +38,10 @@ func TestMain(m *testing.M) {
 	kubetest.Main(m, &env, cluster.Defaults())
 }
 
-var installOnce sync.Once
-
 // startGateway runs a gateway on the test's control plane and returns its URL.
 func startGateway(t *testing.T) string {
 	t.Helper()
-	installOnce.Do(func() { env.InstallCRDs(t) })
+	env.InstallCRDs(t)
 	return start.StartGateway(t, env.Config, gateway.Defaults()).URL
 }
 
@@ -403,15 +400,8 @@ func TestFnErrorsAndExitCodes(t *testing.T) {
 		}
 	})
 	t.Run("forbidden", func(t *testing.T) {
-		ctx := kubetest.Context(t)
-		if _, err := env.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "nobody"}}, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		tr, err := env.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "nobody", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		nobody := cli{kubeconfig: writeKubeconfig(t, t.TempDir(), ns, &clientcmdapi.AuthInfo{Token: tr.Status.Token}), gateway: url}
+		token := env.ServiceAccount(t, ns, "nobody")
+		nobody := cli{kubeconfig: writeKubeconfig(t, t.TempDir(), ns, &clientcmdapi.AuthInfo{Token: token}), gateway: url}
 		r := nobody.run(t, "", "fn", "invoke", "fails", "-d", "{}")
 		if r.code != exitDenied || !strings.Contains(r.err, "may not invoke functions.metalambda.dev in namespace") {
 			t.Errorf("exit %d, stderr %q", r.code, r.err)

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -75,9 +73,9 @@ spec:
     sync: {webhook: {url: "%[2]s/sync"}}
 `, ns, hook.URL)
 	create(t, parentsGVR, ns, "{apiVersion: test.metalambda.dev/v1, kind: Parent, metadata: {name: p}, spec: {value: one}}")
-	waitFor(t, "the hook's ConfigMap exists", configMapsGVR, ns, "p-0", hasValue("one"))
+	env.WaitFor(t, "the hook's ConfigMap exists", configMapsGVR, ns, "p-0", hasValue("one"))
 	updateParentValue(t, ns, "p", "two")
-	waitFor(t, "the ConfigMap follows the parent", configMapsGVR, ns, "p-0", hasValue("two"))
+	env.WaitFor(t, "the ConfigMap follows the parent", configMapsGVR, ns, "p-0", hasValue("two"))
 
 	viewer := apiServiceAccount(t, ns, "viewer", true)
 	outsider := apiServiceAccount(t, ns, "outsider", false)
@@ -144,7 +142,7 @@ spec:
 		release := sync.OnceFunc(func() { close(gate) })
 		defer release()
 		hook.set(secretHook(gate)) // the next sync waits in the hook until the edit is seen
-		cm := mustGet(t, configMapsGVR, ns, "p-0")
+		cm := env.MustGet(t, configMapsGVR, ns, "p-0")
 		_ = unstructured.SetNestedField(cm.Object, "edited", "data", "value")
 		if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
@@ -193,9 +191,7 @@ func apiServiceAccount(t *testing.T, ns, name string, parents bool) string {
 	t.Helper()
 	ctx := kubetest.Context(t)
 	rbac := env.Kube.RbacV1()
-	if _, err := env.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	token := env.ServiceAccount(t, ns, name)
 	subjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}
 	cluster := ns + "-" + name
 	rule := rbacv1.PolicyRule{Verbs: []string{"get"}, APIGroups: []string{"metacontroller.k8s.io"}, Resources: []string{"compositecontrollers"}, ResourceNames: []string{ns}}
@@ -221,11 +217,7 @@ func apiServiceAccount(t *testing.T, ns, name string, parents bool) string {
 			t.Fatal(err)
 		}
 	}
-	tr, err := env.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr.Status.Token
+	return token
 }
 
 // waitController waits until the token's user sees the test's controller and ok

@@ -72,7 +72,7 @@ func TestChildCacheHoldsOnlyLabelledObjects(t *testing.T) {
 	parent := create(t, parentsGVR, ns, "{apiVersion: test.metalambda.dev/v1, kind: Parent, metadata: {name: p}, spec: {size: 2}}")
 
 	t.Run("unlabelled objects are not cached", func(t *testing.T) {
-		waitFor(t, "p-0 is created", configMapsGVR, ns, "p-0", nil)
+		env.WaitFor(t, "p-0 is created", configMapsGVR, ns, "p-0", nil)
 		ct := hostedChildType(t, eng, ns)
 		if _, cached := ct.sub.Get(ns, "unrelated"); cached {
 			t.Error("an unlabelled ConfigMap is in the child cache")
@@ -94,14 +94,14 @@ func TestChildCacheHoldsOnlyLabelledObjects(t *testing.T) {
 
 	t.Run("a name taken by an unlabelled object is refused", func(t *testing.T) {
 		kubetest.Eventually(t, 30*time.Second, "a SyncError event naming p-1", func(context.Context) (bool, error) {
-			for _, e := range events(t, ns, "p") {
+			for _, e := range env.Events(t, ns, "", "p") {
 				if e.Reason == "SyncError" && strings.Contains(e.Message, "p-1 exists and is not controlled by") {
 					return true, nil
 				}
 			}
 			return false, nil
 		})
-		stranger := mustGet(t, configMapsGVR, ns, "p-1")
+		stranger := env.MustGet(t, configMapsGVR, ns, "p-1")
 		if ref := metav1.GetControllerOf(stranger); ref != nil || field(stranger.Object, "data", "value") != "stranger" {
 			t.Errorf("the stranger was touched: controller %v, data %v", ref, stranger.Object["data"])
 		}
@@ -120,11 +120,11 @@ func TestChildCacheHoldsOnlyLabelledObjects(t *testing.T) {
 		if err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Delete(kubetest.Context(t), "p-1", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitGone(t, "the stranger is gone", configMapsGVR, ns, "p-1")
+		env.WaitGone(t, "the stranger is gone", configMapsGVR, ns, "p-1")
 		orphan := create(t, configMapsGVR, ns, "{apiVersion: v1, kind: ConfigMap, metadata: {name: p-1, labels: {controller-uid: %s}}, data: {value: orphan}}", parent.GetUID())
 		hook.set(childrenAndRelated("one"))
 		updateParentValue(t, ns, "p", "adopt")
-		adopted := waitFor(t, "the orphan is adopted and updated", configMapsGVR, ns, "p-1", func(o *unstructured.Unstructured) error {
+		adopted := env.WaitFor(t, "the orphan is adopted and updated", configMapsGVR, ns, "p-1", func(o *unstructured.Unstructured) error {
 			if ref := metav1.GetControllerOf(o); ref == nil || ref.UID != parent.GetUID() {
 				return fmt.Errorf("controller %v", ref)
 			}
@@ -136,7 +136,7 @@ func TestChildCacheHoldsOnlyLabelledObjects(t *testing.T) {
 		if adopted.GetUID() != orphan.GetUID() {
 			t.Error("the orphan was replaced instead of adopted")
 		}
-		waitFor(t, "the status counts both children", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+		env.WaitFor(t, "the status counts both children", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 			if n := field(o.Object, "status", "configMaps"); n != int64(2) {
 				return fmt.Errorf("status.configMaps = %v", n)
 			}
@@ -149,7 +149,7 @@ func TestChildCacheHoldsOnlyLabelledObjects(t *testing.T) {
 		if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Patch(kubetest.Context(t), "p-0", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "p-0 is corrected", configMapsGVR, ns, "p-0", func(o *unstructured.Unstructured) error {
+		env.WaitFor(t, "p-0 is corrected", configMapsGVR, ns, "p-0", func(o *unstructured.Unstructured) error {
 			if v := field(o.Object, "data", "value"); v != "one" {
 				return fmt.Errorf("value %v", v)
 			}
@@ -159,7 +159,7 @@ func TestChildCacheHoldsOnlyLabelledObjects(t *testing.T) {
 
 	t.Run("a related object's change syncs the parent", func(t *testing.T) {
 		create(t, secretsGVR, ns, "{apiVersion: v1, kind: Secret, metadata: {name: related, labels: {related: \"yes\"}}}")
-		waitFor(t, "the status counts the related Secret", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+		env.WaitFor(t, "the status counts the related Secret", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 			if n := field(o.Object, "status", "related"); n != int64(1) {
 				return fmt.Errorf("status.related = %v", n)
 			}
@@ -197,7 +197,7 @@ func TestFieldDroppedFromCreatedChildIsRemoved(t *testing.T) {
 	})
 	create(t, ccGVR, "", compositeManifest, ns, hook.URL, 1, "InPlace")
 	create(t, parentsGVR, ns, parentManifest, "p", 0)
-	created := waitFor(t, "the child is created", configMapsGVR, ns, "p-0", nil)
+	created := env.WaitFor(t, "the child is created", configMapsGVR, ns, "p-0", nil)
 	if got := managers(created); !slices.Contains(got, "metalambda/Update") || slices.Contains(got, "metalambda/Apply") {
 		t.Fatalf("a created child has managers %v, want metalambda/Update and no apply yet", got)
 	}
@@ -208,7 +208,7 @@ func TestFieldDroppedFromCreatedChildIsRemoved(t *testing.T) {
 	hook.mu.Lock()
 	delete(data, "b")
 	hook.mu.Unlock()
-	updated := waitFor(t, "b is removed, a and other are kept", configMapsGVR, ns, "p-0", func(o *unstructured.Unstructured) error {
+	updated := env.WaitFor(t, "b is removed, a and other are kept", configMapsGVR, ns, "p-0", func(o *unstructured.Unstructured) error {
 		d := o.Object["data"].(map[string]any)
 		if _, has := d["b"]; has || d["a"] != "1" || d["other"] != "kept" {
 			return fmt.Errorf("data = %v", d)

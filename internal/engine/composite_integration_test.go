@@ -74,7 +74,7 @@ func TestCompositeCreatesChildrenAndWritesStatus(t *testing.T) {
 	parent := create(t, parentsGVR, ns, parentManifest, "p", 2)
 
 	for _, name := range []string{"p-0", "p-1"} {
-		cm := waitFor(t, "ConfigMap "+name+" is created", configMapsGVR, ns, name, nil)
+		cm := env.WaitFor(t, "ConfigMap "+name+" is created", configMapsGVR, ns, name, nil)
 		ref := metav1.GetControllerOf(cm)
 		if ref == nil || ref.UID != parent.GetUID() || ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
 			t.Errorf("%s: controller reference %+v, want the parent with blockOwnerDeletion", name, ref)
@@ -83,8 +83,8 @@ func TestCompositeCreatesChildrenAndWritesStatus(t *testing.T) {
 			t.Errorf("%s: label %s=%q, want the parent's UID", name, ControllerUIDLabel, got)
 		}
 	}
-	waitFor(t, "Service p is created", servicesGVR, ns, "p", nil)
-	waitFor(t, "the parent's status reports both ConfigMaps", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "Service p is created", servicesGVR, ns, "p", nil)
+	env.WaitFor(t, "the parent's status reports both ConfigMaps", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		n, _, _ := unstructured.NestedInt64(o.Object, "status", "configMaps")
 		gen, _, _ := unstructured.NestedInt64(o.Object, "status", "observedGeneration")
 		if n != 2 || gen != o.GetGeneration() {
@@ -106,8 +106,8 @@ func TestCompositeCreatesChildrenAndWritesStatus(t *testing.T) {
 
 	// Scale down: the child the hook no longer returns is deleted.
 	patchSpec(t, ns, "p", map[string]any{"size": 1})
-	waitGone(t, "ConfigMap p-1 is deleted after scale-down", configMapsGVR, ns, "p-1")
-	waitFor(t, "ConfigMap p-0 stays", configMapsGVR, ns, "p-0", nil)
+	env.WaitGone(t, "ConfigMap p-1 is deleted after scale-down", configMapsGVR, ns, "p-1")
+	env.WaitFor(t, "ConfigMap p-0 stays", configMapsGVR, ns, "p-0", nil)
 }
 
 // TestSteadyStateCostsNoWrites resyncs every second and checks that a converged
@@ -119,13 +119,13 @@ func TestSteadyStateCostsNoWrites(t *testing.T) {
 	hook := newHookServer(t, echoChildren("steady"))
 	create(t, ccGVR, "", compositeManifest, ns, hook.URL, 1, "InPlace")
 	create(t, parentsGVR, ns, parentManifest, "p", 2)
-	waitFor(t, "status is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "status is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if n, _, _ := unstructured.NestedInt64(o.Object, "status", "configMaps"); n != 2 {
 			return fmt.Errorf("status = %v", o.Object["status"])
 		}
 		return nil
 	})
-	svc := waitFor(t, "the Service has its defaulted clusterIP", servicesGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	svc := env.WaitFor(t, "the Service has its defaulted clusterIP", servicesGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if ip, _, _ := unstructured.NestedString(o.Object, "spec", "clusterIP"); ip == "" {
 			return fmt.Errorf("no clusterIP yet")
 		}
@@ -143,7 +143,7 @@ func TestSteadyStateCostsNoWrites(t *testing.T) {
 	if g := eng.gets(t) - gets; g != 0 {
 		t.Errorf("steady state cost %v uncached GETs, want 0", g)
 	}
-	if now := mustGet(t, servicesGVR, ns, "p"); now.GetResourceVersion() != svc.GetResourceVersion() {
+	if now := env.MustGet(t, servicesGVR, ns, "p"); now.GetResourceVersion() != svc.GetResourceVersion() {
 		t.Errorf("the Service was rewritten in steady state (resourceVersion %s -> %s)", svc.GetResourceVersion(), now.GetResourceVersion())
 	}
 }
@@ -157,8 +157,8 @@ func TestFailingHookTouchesNothing(t *testing.T) {
 	hook := newHookServer(t, echoChildren("kept"))
 	create(t, ccGVR, "", compositeManifest, ns, hook.URL, 1, "Recreate")
 	create(t, parentsGVR, ns, parentManifest, "p", 2)
-	before := waitFor(t, "children exist", configMapsGVR, ns, "p-1", nil)
-	waitFor(t, "status is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	before := env.WaitFor(t, "children exist", configMapsGVR, ns, "p-1", nil)
+	env.WaitFor(t, "status is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if n, _, _ := unstructured.NestedInt64(o.Object, "status", "configMaps"); n != 2 {
 			return fmt.Errorf("status = %v", o.Object["status"])
 		}
@@ -184,7 +184,7 @@ func TestFailingHookTouchesNothing(t *testing.T) {
 			calls := hook.calls.Load()
 			hook.set(f.respond)
 			kubetest.Eventually(t, 30*time.Second, "a SyncError event mentioning "+f.event, func(context.Context) (bool, error) {
-				for _, e := range events(t, ns, "p") {
+				for _, e := range env.Events(t, ns, "", "p") {
 					if e.Reason == "SyncError" && containsFold(e.Message, f.event) && hook.calls.Load() > calls {
 						return true, nil
 					}
@@ -197,7 +197,7 @@ func TestFailingHookTouchesNothing(t *testing.T) {
 	if w := eng.writes(t) - writes; w != 0 {
 		t.Errorf("failing hooks caused %v writes", w)
 	}
-	after := mustGet(t, configMapsGVR, ns, "p-1")
+	after := env.MustGet(t, configMapsGVR, ns, "p-1")
 	if after.GetUID() != before.GetUID() || after.GetResourceVersion() != before.GetResourceVersion() {
 		t.Errorf("a child changed while the hook failed")
 	}
@@ -212,26 +212,26 @@ func TestUpdateMethods(t *testing.T) {
 			hook := newHookServer(t, echoChildren("v1"))
 			create(t, ccGVR, "", compositeManifest, ns, hook.URL, 1, method)
 			create(t, parentsGVR, ns, parentManifest, "p", 1)
-			first := waitFor(t, "the child is created", configMapsGVR, ns, "p-0", nil)
+			first := env.WaitFor(t, "the child is created", configMapsGVR, ns, "p-0", nil)
 			hook.set(echoChildren("v2"))
 			switch method {
 			case "OnDelete":
 				calls := hook.calls.Load()
 				kubetest.Eventually(t, 30*time.Second, "two resyncs", func(context.Context) (bool, error) { return hook.calls.Load() >= calls+2, nil })
-				if got := mustGet(t, configMapsGVR, ns, "p-0"); field(got.Object, "data", "value") != "v1" {
+				if got := env.MustGet(t, configMapsGVR, ns, "p-0"); field(got.Object, "data", "value") != "v1" {
 					t.Fatalf("OnDelete updated the child: data %v", got.Object["data"])
 				}
 				if err := env.Kube.CoreV1().ConfigMaps(ns).Delete(kubetest.Context(t), "p-0", metav1.DeleteOptions{}); err != nil {
 					t.Fatal(err)
 				}
-				waitFor(t, "the deleted child comes back with v2", configMapsGVR, ns, "p-0", hasValue("v2"))
+				env.WaitFor(t, "the deleted child comes back with v2", configMapsGVR, ns, "p-0", hasValue("v2"))
 			case "Recreate":
-				got := waitFor(t, "the child is recreated with v2", configMapsGVR, ns, "p-0", hasValue("v2"))
+				got := env.WaitFor(t, "the child is recreated with v2", configMapsGVR, ns, "p-0", hasValue("v2"))
 				if got.GetUID() == first.GetUID() {
 					t.Error("Recreate kept the UID: the child was updated in place")
 				}
 			case "InPlace":
-				got := waitFor(t, "the child is updated to v2", configMapsGVR, ns, "p-0", hasValue("v2"))
+				got := env.WaitFor(t, "the child is updated to v2", configMapsGVR, ns, "p-0", hasValue("v2"))
 				if got.GetUID() != first.GetUID() {
 					t.Error("InPlace changed the UID: the child was recreated")
 				}
@@ -251,7 +251,7 @@ func hasValue(v string) func(*unstructured.Unstructured) error {
 
 func patchSpec(t *testing.T, ns, name string, spec map[string]any) {
 	t.Helper()
-	obj := mustGet(t, parentsGVR, ns, name)
+	obj := env.MustGet(t, parentsGVR, ns, name)
 	obj.Object["spec"] = spec
 	if _, err := env.Dynamic.Resource(parentsGVR).Namespace(ns).Update(kubetest.Context(t), obj, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -62,7 +62,7 @@ spec: {}
 	selected := create(t, parentsGVR, ns, target, "selected", `{example.com/team: a}`)
 	create(t, parentsGVR, ns, target, "no-annotation", `{}`)
 
-	waitFor(t, "the target is decorated", parentsGVR, ns, "selected", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the target is decorated", parentsGVR, ns, "selected", func(o *unstructured.Unstructured) error {
 		l, a := o.GetLabels(), o.GetAnnotations()
 		switch {
 		case l["decorated"] != "true":
@@ -76,7 +76,7 @@ spec: {}
 		}
 		return nil
 	})
-	cm := waitFor(t, "the attachment exists", configMapsGVR, ns, "selected-extra", nil)
+	cm := env.WaitFor(t, "the attachment exists", configMapsGVR, ns, "selected-extra", nil)
 	if ref := metav1.GetControllerOf(cm); ref == nil || ref.UID != selected.GetUID() {
 		t.Errorf("attachment controller = %v, want the target", ref)
 	}
@@ -90,10 +90,10 @@ spec: {}
 	}
 	// The target without the annotation is left alone.
 	time.Sleep(500 * time.Millisecond)
-	if l := mustGet(t, parentsGVR, ns, "no-annotation").GetLabels(); l["decorated"] != "" {
+	if l := env.MustGet(t, parentsGVR, ns, "no-annotation").GetLabels(); l["decorated"] != "" {
 		t.Errorf("a target outside the annotation selector was decorated: %v", l)
 	}
-	if _, err := get(kubetest.Context(t), configMapsGVR, ns, "no-annotation-extra"); err == nil {
+	if _, err := env.Get(kubetest.Context(t), configMapsGVR, ns, "no-annotation-extra"); err == nil {
 		t.Error("a target outside the selector got an attachment")
 	}
 }
@@ -130,9 +130,9 @@ func TestCustomizeHookRelatedResources(t *testing.T) {
 	create(t, configMapsGVR, ns, "{apiVersion: v1, kind: ConfigMap, metadata: {name: a, labels: {feeds: p}}}")
 	create(t, configMapsGVR, ns, "{apiVersion: v1, kind: ConfigMap, metadata: {name: unrelated}}")
 	create(t, parentsGVR, ns, parentManifest, "p", 0)
-	waitFor(t, "the sync hook sees the related ConfigMap", parentsGVR, ns, "p", relatedStatus("a"))
+	env.WaitFor(t, "the sync hook sees the related ConfigMap", parentsGVR, ns, "p", relatedStatus("a"))
 	create(t, configMapsGVR, ns, "{apiVersion: v1, kind: ConfigMap, metadata: {name: b, labels: {feeds: p}}}")
-	waitFor(t, "a new related ConfigMap triggers a sync", parentsGVR, ns, "p", relatedStatus("a", "b"))
+	env.WaitFor(t, "a new related ConfigMap triggers a sync", parentsGVR, ns, "p", relatedStatus("a", "b"))
 }
 
 func relatedStatus(names ...string) func(*unstructured.Unstructured) error {
@@ -167,7 +167,7 @@ func TestThrottledHookIsRetriedAfterRetryAfter(t *testing.T) {
 	})
 	create(t, ccGVR, "", relatedManifest, ns, hook.URL)
 	create(t, parentsGVR, ns, parentManifest, "p", 0)
-	waitFor(t, "the sync succeeds after the throttle", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the sync succeeds after the throttle", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if field(o.Object, "status", "ok") != true {
 			return fmt.Errorf("status = %v", o.Object["status"])
 		}
@@ -208,7 +208,7 @@ spec:
 `, ns, hook.URL)
 	create(t, parentsGVR, ns, "{apiVersion: test.metalambda.dev/v1, kind: Parent, metadata: {name: t, labels: {decorate: \"yes\"}}, spec: {}}")
 	finalizer := finalizerName(decoratorFinalizerPrefix, ns)
-	waitFor(t, "the target is decorated and carries the finalizer", parentsGVR, ns, "t", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the target is decorated and carries the finalizer", parentsGVR, ns, "t", func(o *unstructured.Unstructured) error {
 		if o.GetLabels()["seen"] != "yes" || !slices.Contains(o.GetFinalizers(), finalizer) {
 			return fmt.Errorf("labels %v, finalizers %v", o.GetLabels(), o.GetFinalizers())
 		}
@@ -218,7 +218,7 @@ spec:
 	if _, err := env.Dynamic.Resource(parentsGVR).Namespace(ns).Patch(kubetest.Context(t), "t", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the finalizer is removed once the target stops matching", parentsGVR, ns, "t", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the finalizer is removed once the target stops matching", parentsGVR, ns, "t", func(o *unstructured.Unstructured) error {
 		if slices.Contains(o.GetFinalizers(), finalizer) {
 			return fmt.Errorf("finalizers %v", o.GetFinalizers())
 		}
@@ -283,9 +283,9 @@ spec:
 		create(t, configMapsGVR, n, "{apiVersion: v1, kind: ConfigMap, metadata: {name: shared, labels: {shared: 'yes'}}}")
 	}
 	create(t, parentsGVR, ns, parentManifest, "p", 0)
-	waitFor(t, "only the labelled namespace's ConfigMap is related", parentsGVR, ns, "p", relatedStatus(other1+"/shared"))
+	env.WaitFor(t, "only the labelled namespace's ConfigMap is related", parentsGVR, ns, "p", relatedStatus(other1+"/shared"))
 	labelNamespace(other2)
 	want := []string{other1 + "/shared", other2 + "/shared"}
 	slices.Sort(want)
-	waitFor(t, "labelling a namespace adds its ConfigMap", parentsGVR, ns, "p", relatedStatus(want...))
+	env.WaitFor(t, "labelling a namespace adds its ConfigMap", parentsGVR, ns, "p", relatedStatus(want...))
 }

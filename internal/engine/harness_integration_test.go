@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,16 +18,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
-	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/local/cluster"
 )
@@ -57,52 +52,14 @@ var (
 	dcGVR       = decoratorGVR
 )
 
-var installOnce sync.Once
-
-// setup installs the project's CRDs and the test parent CRDs once per package.
+// setup installs the project's CRDs and the test parents' CRDs (the kit installs
+// each once per package).
 func setup(t *testing.T) {
 	t.Helper()
-	installOnce.Do(func() {
-		all, err := crds.All()
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, testCRD("Parent", "parents", true, true), testCRD("Nostatus", "nostatuses", false, true))
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		if err := crds.Install(ctx, env.Extensions, all...); err != nil {
-			t.Fatal(err)
-		}
-	})
-}
-
-func testCRD(kind, plural string, status, namespaced bool) *apiextensionsv1.CustomResourceDefinition {
-	preserve := true
-	scope := apiextensionsv1.NamespaceScoped
-	if !namespaced {
-		scope = apiextensionsv1.ClusterScoped
-	}
-	v := apiextensionsv1.CustomResourceDefinitionVersion{
-		Name: "v1", Served: true, Storage: true,
-		Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-			Type: "object",
-			Properties: map[string]apiextensionsv1.JSONSchemaProps{
-				"spec":   {Type: "object", XPreserveUnknownFields: &preserve},
-				"status": {Type: "object", XPreserveUnknownFields: &preserve},
-			},
-		}},
-	}
-	if status {
-		v.Subresources = &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}}
-	}
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + testGroup},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: testGroup, Scope: scope,
-			Names:    apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Kind: kind, ListKind: kind + "List", Singular: strings.ToLower(kind)},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{v},
-		},
-	}
+	env.InstallCRDs(t)
+	nostatus := kubetest.SchemalessCRD(testGroup, "Nostatus", "nostatuses", "nostatus")
+	nostatus.Spec.Versions[0].Subresources = nil // its status is an ordinary field
+	env.InstallCRDs(t, kubetest.SchemalessCRD(testGroup, "Parent", "parents", "parent"), nostatus)
 }
 
 // engineUnderTest is a Manager serving only the controller objects labelled for one
@@ -129,16 +86,9 @@ func startEngine(t *testing.T, ns string, tweak ...func(*Options)) *engineUnderT
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), klog.Background().WithValues("test", t.Name())))
-	done := make(chan error, 1)
-	go func() { done <- mgr.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("engine stopped with %v", err)
-		}
-	})
-	kubetest.Eventually(t, 30*time.Second, "the engine is ready", func(context.Context) (bool, error) { return mgr.Ready(), nil })
+	logger := klog.Background().WithValues("test", t.Name())
+	kubetest.Run(t, "the engine", func(ctx context.Context) error { return mgr.Run(klog.NewContext(ctx, logger)) },
+		func(context.Context) (bool, error) { return mgr.Ready(), nil })
 	return &engineUnderTest{mgr: mgr, registry: reg, label: ns}
 }
 
@@ -268,76 +218,7 @@ func create(t *testing.T, gvr schema.GroupVersionResource, ns, manifest string, 
 		l[engineLabel] = ns
 		obj.SetLabels(l)
 	}
-	client := env.Dynamic.Resource(gvr)
-	var created *unstructured.Unstructured
-	var err error
-	if ns == "" {
-		created, err = client.Create(kubetest.Context(t), obj, metav1.CreateOptions{})
-	} else {
-		created, err = client.Namespace(ns).Create(kubetest.Context(t), obj, metav1.CreateOptions{})
-	}
-	if err != nil {
-		t.Fatalf("create %s %s: %v", gvr.Resource, obj.GetName(), err)
-	}
-	if ns == "" {
-		t.Cleanup(func() { _ = client.Delete(context.Background(), obj.GetName(), metav1.DeleteOptions{}) })
-	}
-	return created
-}
-
-func get(ctx context.Context, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
-	if ns == "" {
-		return env.Dynamic.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
-	}
-	return env.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-}
-
-func mustGet(t *testing.T, gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
-	t.Helper()
-	obj, err := get(kubetest.Context(t), gvr, ns, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return obj
-}
-
-// waitFor waits until the object exists and check passes on it.
-func waitFor(t *testing.T, what string, gvr schema.GroupVersionResource, ns, name string, check func(*unstructured.Unstructured) error) *unstructured.Unstructured {
-	t.Helper()
-	var obj *unstructured.Unstructured
-	kubetest.Eventually(t, 30*time.Second, what, func(ctx context.Context) (bool, error) {
-		var err error
-		if obj, err = get(ctx, gvr, ns, name); err != nil {
-			return false, err
-		}
-		if check == nil {
-			return true, nil
-		}
-		err = check(obj)
-		return err == nil, err
-	})
-	return obj
-}
-
-func waitGone(t *testing.T, what string, gvr schema.GroupVersionResource, ns, name string) {
-	t.Helper()
-	kubetest.Eventually(t, 60*time.Second, what, func(ctx context.Context) (bool, error) {
-		_, err := get(ctx, gvr, ns, name)
-		if err == nil {
-			return false, fmt.Errorf("%s %s still exists", gvr.Resource, name)
-		}
-		return strings.Contains(err.Error(), "not found"), err
-	})
-}
-
-// events returns the reasons and messages of events about an object.
-func events(t *testing.T, ns, name string) []corev1.Event {
-	t.Helper()
-	list, err := env.Kube.CoreV1().Events(ns).List(kubetest.Context(t), metav1.ListOptions{FieldSelector: "involvedObject.name=" + name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return list.Items
+	return env.Create(t, gvr, ns, obj)
 }
 
 func configMap(name string, data map[string]any, labels map[string]any) map[string]any {

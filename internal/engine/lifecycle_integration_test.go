@@ -51,7 +51,7 @@ func TestAdoptionAndRelease(t *testing.T) {
 	create(t, ccGVR, "", selectorCompositeManifest, ns, hook.URL)
 	parent := create(t, parentsGVR, ns, "{apiVersion: test.metalambda.dev/v1, kind: Parent, metadata: {name: p}, spec: {selector: {matchLabels: {app: a}}}}")
 
-	adopted := waitFor(t, "the matching orphan is adopted", configMapsGVR, ns, "orphan", func(o *unstructured.Unstructured) error {
+	adopted := env.WaitFor(t, "the matching orphan is adopted", configMapsGVR, ns, "orphan", func(o *unstructured.Unstructured) error {
 		if ref := metav1.GetControllerOf(o); ref == nil || ref.UID != parent.GetUID() {
 			return fmt.Errorf("controller = %v", ref)
 		}
@@ -60,7 +60,7 @@ func TestAdoptionAndRelease(t *testing.T) {
 	if adopted.GetUID() != orphan.GetUID() {
 		t.Fatal("the orphan was replaced instead of adopted")
 	}
-	if ref := metav1.GetControllerOf(mustGet(t, configMapsGVR, ns, "stranger")); ref != nil {
+	if ref := metav1.GetControllerOf(env.MustGet(t, configMapsGVR, ns, "stranger")); ref != nil {
 		t.Fatalf("a ConfigMap that does not match the selector was adopted: %v", ref)
 	}
 
@@ -69,7 +69,7 @@ func TestAdoptionAndRelease(t *testing.T) {
 	if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Patch(kubetest.Context(t), "orphan", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the relabelled child is released", configMapsGVR, ns, "orphan", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the relabelled child is released", configMapsGVR, ns, "orphan", func(o *unstructured.Unstructured) error {
 		if ref := metav1.GetControllerOf(o); ref != nil {
 			return fmt.Errorf("still controlled by %s", ref.Name)
 		}
@@ -117,17 +117,17 @@ func TestFinalizeHook(t *testing.T) {
 	create(t, ccGVR, "", finalizerCompositeManifest, ns, hook.URL)
 	create(t, parentsGVR, ns, parentManifest, "p", 1)
 	finalizer := finalizerName(compositeFinalizerPrefix, ns)
-	waitFor(t, "the parent carries the finalizer", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the parent carries the finalizer", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if !slices.Contains(o.GetFinalizers(), finalizer) {
 			return fmt.Errorf("finalizers = %v", o.GetFinalizers())
 		}
 		return nil
 	})
-	waitFor(t, "the child exists", configMapsGVR, ns, "p-data", nil)
+	env.WaitFor(t, "the child exists", configMapsGVR, ns, "p-data", nil)
 	if err := env.Dynamic.Resource(parentsGVR).Namespace(ns).Delete(kubetest.Context(t), "p", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the finalize hook runs and reports Cleaning", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the finalize hook runs and reports Cleaning", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if field(o.Object, "status", "phase") != "Cleaning" {
 			return fmt.Errorf("status = %v", o.Object["status"])
 		}
@@ -136,7 +136,7 @@ func TestFinalizeHook(t *testing.T) {
 	hook.mu.Lock()
 	allow = true
 	hook.mu.Unlock()
-	waitGone(t, "the parent is deleted once finalized", parentsGVR, ns, "p")
+	env.WaitGone(t, "the parent is deleted once finalized", parentsGVR, ns, "p")
 	<-finalized
 }
 
@@ -149,7 +149,7 @@ func TestDeletingTheControllerReleasesFinalizers(t *testing.T) {
 	})
 	create(t, ccGVR, "", finalizerCompositeManifest, ns, hook.URL)
 	create(t, parentsGVR, ns, parentManifest, "p", 1)
-	waitFor(t, "the parent carries the finalizer", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the parent carries the finalizer", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if len(o.GetFinalizers()) == 0 {
 			return fmt.Errorf("no finalizer yet")
 		}
@@ -169,13 +169,13 @@ func TestDeletingTheControllerReleasesFinalizers(t *testing.T) {
 		}
 		return false, nil
 	})
-	if _, err := get(kubetest.Context(t), parentsGVR, ns, "p"); err != nil {
+	if _, err := env.Get(kubetest.Context(t), parentsGVR, ns, "p"); err != nil {
 		t.Fatalf("the parent went away although the hook never finalized: %v", err)
 	}
 	if err := env.Dynamic.Resource(ccGVR).Delete(kubetest.Context(t), ns, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, "deleting the CompositeController frees its parents", parentsGVR, ns, "p")
+	env.WaitGone(t, "deleting the CompositeController frees its parents", parentsGVR, ns, "p")
 }
 
 func TestMissingStatusSubresourceIsReportedNotLooped(t *testing.T) {
@@ -192,14 +192,14 @@ spec:
   hooks: {sync: {webhook: {url: "%[2]s"}}}
 `, ns, hook.URL)
 	create(t, nostatusGVR, ns, "{apiVersion: test.metalambda.dev/v1, kind: Nostatus, metadata: {name: nostatus}, spec: {}}")
-	waitFor(t, "the controller reports the missing status subresource", ccGVR, "", ns, func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the controller reports the missing status subresource", ccGVR, "", ns, func(o *unstructured.Unstructured) error {
 		return expectCondition(o, ConditionReady, "False", "ParentStatusSubresourceMissing")
 	})
 	time.Sleep(time.Second)
 	if n := hook.calls.Load(); n != 0 {
 		t.Fatalf("the hook was called %d times for a parent without status subresource", n)
 	}
-	if gen := mustGet(t, nostatusGVR, ns, "nostatus").GetGeneration(); gen != 1 {
+	if gen := env.MustGet(t, nostatusGVR, ns, "nostatus").GetGeneration(); gen != 1 {
 		t.Fatalf("the parent's generation moved to %d", gen)
 	}
 }
@@ -220,7 +220,7 @@ spec:
   - {apiVersion: v1, resource: configmaps, updateStrategy: {method: RollingRecreate}}
   hooks: {sync: {webhook: {url: "%[2]s", etag: {enabled: true}}}, preUpdateChild: {webhook: {url: "%[2]s"}}}
 `, ns, hook.URL)
-	cc := waitFor(t, "the controller runs and lists what it does not support", ccGVR, "", ns, func(o *unstructured.Unstructured) error {
+	cc := env.WaitFor(t, "the controller runs and lists what it does not support", ccGVR, "", ns, func(o *unstructured.Unstructured) error {
 		if err := expectCondition(o, ConditionReady, "True", "Running"); err != nil {
 			return err
 		}
@@ -255,17 +255,17 @@ spec:
   parentResource: {apiVersion: test.metalambda.dev/v1, resource: %[3]s, labelSelector: {matchLabels: {metalambda.dev/test-engine: %[1]s}}}
   hooks: {sync: {webhook: {url: "%[2]s"}}}
 `, ns, hook.URL, plural)
-	waitFor(t, "the controller reports the unknown resource", ccGVR, "", ns, func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the controller reports the unknown resource", ccGVR, "", ns, func(o *unstructured.Unstructured) error {
 		return expectCondition(o, ConditionReady, "False", "ResourceNotFound")
 	})
-	crd := testCRD("Late"+plural, plural, true, true)
+	crd := kubetest.SchemalessCRD(testGroup, "Late"+plural, plural, strings.ToLower("Late"+plural))
 	if _, err := env.Extensions.ApiextensionsV1().CustomResourceDefinitions().Create(kubetest.Context(t), crd, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		_ = env.Extensions.ApiextensionsV1().CustomResourceDefinitions().Delete(context.Background(), crd.Name, metav1.DeleteOptions{})
 	})
-	waitFor(t, "the controller starts once the CRD exists", ccGVR, "", ns, func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the controller starts once the CRD exists", ccGVR, "", ns, func(o *unstructured.Unstructured) error {
 		return expectCondition(o, ConditionReady, "True", "Running")
 	})
 	gvr := parentsGVR
@@ -275,7 +275,7 @@ spec:
 		_, err := env.Dynamic.Resource(gvr).Namespace(ns).Create(ctx, obj, metav1.CreateOptions{})
 		return err == nil, err
 	})
-	waitFor(t, "the new parent is synced", gvr, ns, "x", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the new parent is synced", gvr, ns, "x", func(o *unstructured.Unstructured) error {
 		if field(o.Object, "status", "seen") != true {
 			return fmt.Errorf("status = %v", o.Object["status"])
 		}

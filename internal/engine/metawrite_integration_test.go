@@ -84,7 +84,7 @@ func TestMetaWriterGetsMetadataOnly(t *testing.T) {
 	if len(rec.bodies) != 3 {
 		t.Errorf("%d answers recorded, want 3", len(rec.bodies))
 	}
-	stored := mustGet(t, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, ns, "a")
+	stored := env.MustGet(t, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, ns, "a")
 	if v, _, _ := unstructured.NestedString(stored.Object, "data", "secret-ish"); v != "value-not-in-the-answer" {
 		t.Errorf("the ConfigMap was stored as %v", stored.Object)
 	}

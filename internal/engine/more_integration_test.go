@@ -39,7 +39,7 @@ func TestThreeWayApply(t *testing.T) {
 	})
 	create(t, ccGVR, "", compositeManifest, ns, hook.URL, 1, "InPlace")
 	create(t, parentsGVR, ns, parentManifest, "p", 0)
-	cm := waitFor(t, "the child exists with the last-applied annotation", configMapsGVR, ns, "p-0", func(o *unstructured.Unstructured) error {
+	cm := env.WaitFor(t, "the child exists with the last-applied annotation", configMapsGVR, ns, "p-0", func(o *unstructured.Unstructured) error {
 		if o.GetAnnotations()[apply.LastAppliedAnnotation] == "" {
 			return fmt.Errorf("annotations = %v", o.GetAnnotations())
 		}
@@ -53,14 +53,14 @@ func TestThreeWayApply(t *testing.T) {
 	hook.mu.Lock()
 	delete(data, "b")
 	hook.mu.Unlock()
-	waitFor(t, "b is removed and other is kept", configMapsGVR, ns, "p-0", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "b is removed and other is kept", configMapsGVR, ns, "p-0", func(o *unstructured.Unstructured) error {
 		d := o.Object["data"].(map[string]any)
 		if _, has := d["b"]; has || d["other"] != "kept" || d["a"] != "1" {
 			return fmt.Errorf("data = %v", d)
 		}
 		return nil
 	})
-	if got := mustGet(t, configMapsGVR, ns, "p-0"); got.GetUID() != cm.GetUID() {
+	if got := env.MustGet(t, configMapsGVR, ns, "p-0"); got.GetUID() != cm.GetUID() {
 		t.Fatal("InPlace recreated the child")
 	}
 	time.Sleep(1500 * time.Millisecond)
@@ -87,7 +87,7 @@ spec:
   hooks: {sync: {webhook: {url: "%[2]s"}}}
 `, ns, hook.URL)
 	create(t, parentsGVR, ns, parentManifest, "p", 0)
-	p := waitFor(t, "the first sync", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	p := env.WaitFor(t, "the first sync", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if field(o.Object, "status", "by") != "hook" {
 			return fmt.Errorf("status = %v", o.Object["status"])
 		}
@@ -173,7 +173,7 @@ spec:
   hooks: {sync: {webhook: {service: {name: hooks, namespace: hook-system, port: 8080}, path: /sync}}}
 `, ns)
 	create(t, parentsGVR, ns, parentManifest, "p", 0)
-	waitFor(t, "the hook is reached through the service", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the hook is reached through the service", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if field(o.Object, "status", "via") != "service" {
 			return fmt.Errorf("status = %v", o.Object["status"])
 		}
@@ -225,7 +225,7 @@ spec:
   hooks: {sync: {webhook: {url: "%[2]s"}}}
 `, ns, hook.URL)
 	create(t, parentsGVR, ns, parentManifest, "p", 0)
-	pod := waitFor(t, "the Pod exists with the token volume admission added", podsGVR, ns, "p-pod", func(o *unstructured.Unstructured) error {
+	pod := env.WaitFor(t, "the Pod exists with the token volume admission added", podsGVR, ns, "p-pod", func(o *unstructured.Unstructured) error {
 		vols, _, _ := unstructured.NestedSlice(o.Object, "spec", "volumes")
 		if len(vols) < 2 {
 			return fmt.Errorf("volumes = %v", vols)
@@ -238,7 +238,7 @@ spec:
 	if w := eng.writes(t) - writes; w != 0 {
 		t.Errorf("steady state with a Pod child cost %v writes", w)
 	}
-	if now := mustGet(t, podsGVR, ns, "p-pod"); now.GetUID() != pod.GetUID() {
+	if now := env.MustGet(t, podsGVR, ns, "p-pod"); now.GetUID() != pod.GetUID() {
 		t.Fatal("the Pod was recreated in steady state")
 	}
 }
@@ -269,11 +269,11 @@ func TestCreatedServiceIsUpdatedWithoutLoops(t *testing.T) {
 	})
 	create(t, ccGVR, "", compositeManifest, ns, hook.URL, 1, "InPlace")
 	create(t, parentsGVR, ns, parentManifest, "p", 0)
-	created := waitFor(t, "the Service is created", servicesGVR, ns, "p", nil)
+	created := env.WaitFor(t, "the Service is created", servicesGVR, ns, "p", nil)
 	mu.Lock()
 	dropped = true
 	mu.Unlock()
-	updated := waitFor(t, "the dropped label is removed", servicesGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	updated := env.WaitFor(t, "the dropped label is removed", servicesGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if l := o.GetLabels(); l["dropped"] != "" || l["kept"] != "yes" {
 			return fmt.Errorf("labels = %v", l)
 		}

@@ -46,15 +46,15 @@ func TestHookSeesItsOwnStatus(t *testing.T) {
 	hook := newHookServer(t, jobLike)
 	create(t, ccGVR, "", plainCompositeManifest, ns, hook.URL)
 	create(t, parentsGVR, ns, parentManifest, "p", 1)
-	waitFor(t, "the child is created", configMapsGVR, ns, "p-work", nil)
+	env.WaitFor(t, "the child is created", configMapsGVR, ns, "p-work", nil)
 	annotate(t, configMapsGVR, ns, "p-work", readyAnnotation, "true")
-	waitFor(t, "the parent is complete", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the parent is complete", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if got := field(o.Object, "status", "complete"); got != true {
 			return fmt.Errorf("status.complete = %v", got)
 		}
 		return nil
 	})
-	waitGone(t, "the hook sees Complete in its status and drops the child", configMapsGVR, ns, "p-work")
+	env.WaitGone(t, "the hook sees Complete in its status and drops the child", configMapsGVR, ns, "p-work")
 }
 
 // constantStatus answers one status whatever it is shown, and no children.
@@ -105,7 +105,7 @@ func TestIgnoreStatusChangesHidesOwnStatus(t *testing.T) {
 	})
 	create(t, ccGVR, "", ignoreStatusCompositeManifest, ns, hook.URL)
 	create(t, parentsGVR, ns, parentManifest, "p", 0)
-	waitFor(t, "the first status is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the first status is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if got := field(o.Object, "status", "call"); got != int64(1) {
 			return fmt.Errorf("status.call = %v", got)
 		}
@@ -153,13 +153,13 @@ func TestDecoratorHookSeesItsOwnStatus(t *testing.T) {
 	})
 	create(t, dcGVR, "", statusDecoratorManifest, ns, hook.URL, false)
 	create(t, parentsGVR, ns, parentManifest, "p", 0)
-	waitFor(t, "the hook saw its status and labelled the target", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the hook saw its status and labelled the target", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if got := o.GetLabels()["recorded"]; got != "seen" {
 			return fmt.Errorf("labels %v", o.GetLabels())
 		}
 		return nil
 	})
-	waitGone(t, "the attachment is dropped", configMapsGVR, ns, "p-work")
+	env.WaitGone(t, "the attachment is dropped", configMapsGVR, ns, "p-work")
 	hook.waitFor(t, "the hook is shown its label", func(req map[string]any) bool {
 		return field(req["object"].(map[string]any), "metadata", "labels", "recorded") == "seen"
 	})
@@ -187,7 +187,7 @@ func TestDecoratorIgnoreStatusChangesHidesOwnStatus(t *testing.T) {
 	})
 	create(t, dcGVR, "", statusDecoratorManifest, ns, hook.URL, true)
 	create(t, parentsGVR, ns, parentManifest, "p", 0)
-	waitFor(t, "the first status is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the first status is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if got := field(o.Object, "status", "call"); got != int64(1) {
 			return fmt.Errorf("status.call = %v", got)
 		}

@@ -221,7 +221,7 @@ func podVersions(t *testing.T, ns string, names []string) []string {
 	t.Helper()
 	out := make([]string, len(names))
 	for i, n := range names {
-		obj, err := get(kubetest.Context(t), podsGVR, ns, n)
+		obj, err := env.Get(kubetest.Context(t), podsGVR, ns, n)
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:
@@ -268,7 +268,7 @@ func TestRollingRecreateMovesOnePodAtATime(t *testing.T) {
 		}
 		return nil
 	}
-	waitFor(t, "the first revision is rolled out and every pod Ready", parentsGVR, ns, "cat", onLatest)
+	env.WaitFor(t, "the first revision is rolled out and every pod Ready", parentsGVR, ns, "cat", onLatest)
 	if got := podVersions(t, ns, names); !slices.Equal(got, []string{"v1", "v1", "v1"}) {
 		t.Fatalf("pod versions %v", got)
 	}
@@ -276,7 +276,7 @@ func TestRollingRecreateMovesOnePodAtATime(t *testing.T) {
 	// v2: pods move one at a time, in the hook's order, never more than one unready.
 	pw := watchPods(t, ns, names, "v2")
 	patchSpec(t, ns, "cat", map[string]any{"replicas": 3, "version": "v2"})
-	waitFor(t, "v2 is rolled out", parentsGVR, ns, "cat", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "v2 is rolled out", parentsGVR, ns, "cat", func(o *unstructured.Unstructured) error {
 		if err := onLatest(o); err != nil {
 			return err
 		}
@@ -307,7 +307,7 @@ func TestRollingRecreateMovesOnePodAtATime(t *testing.T) {
 
 	// A version whose pods never become Ready halts the rollout at its first pod.
 	patchSpec(t, ns, "cat", map[string]any{"replicas": 3, "version": "broken"})
-	waitFor(t, "the rollout waits for cat-0", parentsGVR, ns, "cat", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the rollout waits for cat-0", parentsGVR, ns, "cat", func(o *unstructured.Unstructured) error {
 		c := updatedCondition(o)
 		if c == nil || c["reason"] != ReasonRolloutWaiting || !strings.Contains(fmt.Sprint(c["message"]), "Pod cat-0") || !strings.Contains(fmt.Sprint(c["message"]), `"Ready"`) {
 			return fmt.Errorf("Updated condition %v", c)
@@ -324,7 +324,7 @@ func TestRollingRecreateMovesOnePodAtATime(t *testing.T) {
 
 	// Going back to v2 moves cat-0 back at once and prunes the broken revision.
 	patchSpec(t, ns, "cat", map[string]any{"replicas": 3, "version": "v2"})
-	waitFor(t, "back on v2", parentsGVR, ns, "cat", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "back on v2", parentsGVR, ns, "cat", func(o *unstructured.Unstructured) error {
 		if err := onLatest(o); err != nil {
 			return err
 		}
@@ -364,7 +364,7 @@ func TestRollingInPlaceUpdatesInPlace(t *testing.T) {
 	versions := func() []string {
 		var out []string
 		for i := range 3 {
-			cm, err := get(kubetest.Context(t), configMapsGVR, ns, fmt.Sprintf("cm-%d", i))
+			cm, err := env.Get(kubetest.Context(t), configMapsGVR, ns, fmt.Sprintf("cm-%d", i))
 			if err != nil {
 				return nil
 			}
@@ -379,10 +379,10 @@ func TestRollingInPlaceUpdatesInPlace(t *testing.T) {
 	uids := map[string]string{}
 	for i := range 3 {
 		name := fmt.Sprintf("cm-%d", i)
-		uids[name] = string(mustGet(t, configMapsGVR, ns, name).GetUID())
+		uids[name] = string(env.MustGet(t, configMapsGVR, ns, name).GetUID())
 	}
 	patchSpec(t, ns, "cat", map[string]any{"replicas": 3, "version": "v2"})
-	waitFor(t, "v2 is rolled out in place", parentsGVR, ns, "cat", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "v2 is rolled out in place", parentsGVR, ns, "cat", func(o *unstructured.Unstructured) error {
 		if c := updatedCondition(o); c == nil || c["reason"] != ReasonOnLatestRevision {
 			return fmt.Errorf("Updated condition %v", c)
 		}
@@ -392,7 +392,7 @@ func TestRollingInPlaceUpdatesInPlace(t *testing.T) {
 		return nil
 	})
 	for name, uid := range uids {
-		if got := string(mustGet(t, configMapsGVR, ns, name).GetUID()); got != uid {
+		if got := string(env.MustGet(t, configMapsGVR, ns, name).GetUID()); got != uid {
 			t.Errorf("%s was recreated (UID %s, was %s); RollingInPlace updates in place", name, got, uid)
 		}
 	}

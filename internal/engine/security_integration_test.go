@@ -62,7 +62,7 @@ spec:
         caBundle: {configMapRef: {name: hook-ca, namespace: %[1]s}}
         authorization: {secretRef: {name: hook-token, namespace: %[1]s, key: token}}
 `, ns, srv.URL)
-	cc := waitFor(t, "the controller waits for its Secret", ccGVR, "", ns, func(o *unstructured.Unstructured) error {
+	cc := env.WaitFor(t, "the controller waits for its Secret", ccGVR, "", ns, func(o *unstructured.Unstructured) error {
 		return expectCondition(o, ConditionReady, "False", "HookCredentialsUnavailable")
 	})
 	if msg := conditionMessage(cc, ConditionReady); !strings.Contains(msg, "Secret "+ns+"/hook-token") {
@@ -70,11 +70,11 @@ spec:
 	}
 
 	create(t, secretsGVR, ns, "{apiVersion: v1, kind: Secret, metadata: {name: hook-token}, stringData: {token: \"s3cret\\n\"}}")
-	waitFor(t, "the controller starts once the Secret exists", ccGVR, "", ns, func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the controller starts once the Secret exists", ccGVR, "", ns, func(o *unstructured.Unstructured) error {
 		return expectCondition(o, ConditionReady, "True", "Running")
 	})
 	create(t, parentsGVR, ns, parentManifest, "p", 1)
-	waitFor(t, "the hook, reached over TLS with the token, creates the children", configMapsGVR, ns, "p-0", nil)
+	env.WaitFor(t, "the hook, reached over TLS with the token, creates the children", configMapsGVR, ns, "p-0", nil)
 	if n := refused.Load(); n != 0 {
 		t.Errorf("the hook refused %d calls without the token", n)
 	}

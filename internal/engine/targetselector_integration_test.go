@@ -43,8 +43,8 @@ spec:
       webhook: {url: "%[2]s/sync"}
 `, ns, hook.URL)
 	create(t, parentsGVR, ns, parentManifest, "p", 2)
-	waitFor(t, "the child is created", configMapsGVR, ns, "p-1", nil)
-	waitFor(t, "the status is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the child is created", configMapsGVR, ns, "p-1", nil)
+	env.WaitFor(t, "the status is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if got := field(o.Object, "status", "working"); got != "fine" {
 			return fmt.Errorf("status.working = %v", got)
 		}

@@ -50,20 +50,20 @@ func TestStatusIsWrittenWhenAChildWriteFails(t *testing.T) {
 	})
 	create(t, ccGVR, "", plainCompositeManifest, ns, hook.URL)
 	create(t, parentsGVR, ns, parentManifest, "p", 1)
-	waitFor(t, "the valid child is created", configMapsGVR, ns, "good", nil)
-	waitFor(t, "the status is written though a child failed", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the valid child is created", configMapsGVR, ns, "good", nil)
+	env.WaitFor(t, "the status is written though a child failed", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if got := field(o.Object, "status", "answered"); got != "yes" {
 			return fmt.Errorf("status.answered = %v", got)
 		}
 		return nil
 	})
 	kubetest.Eventually(t, 30*time.Second, "a SyncError names the child that failed", func(context.Context) (bool, error) {
-		for _, e := range events(t, ns, "p") {
+		for _, e := range env.Events(t, ns, "", "p") {
 			if e.Reason == "SyncError" && strings.Contains(e.Message, "Not_A_Valid_Name") {
 				return true, nil
 			}
 		}
-		return false, fmt.Errorf("events %v", events(t, ns, "p"))
+		return false, fmt.Errorf("events %v", env.Events(t, ns, "", "p"))
 	})
 }
 
@@ -88,8 +88,8 @@ kind: Parent
 metadata: {name: p, finalizers: [test.metalambda.dev/hold]}
 spec: {size: 1}
 `)
-	child := waitFor(t, "the child is created", configMapsGVR, ns, "p-0", nil)
-	waitFor(t, "the parent runs", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	child := env.WaitFor(t, "the child is created", configMapsGVR, ns, "p-0", nil)
+	env.WaitFor(t, "the parent runs", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if got := field(o.Object, "status", "phase"); got != "running" {
 			return fmt.Errorf("phase %v", got)
 		}
@@ -102,20 +102,20 @@ spec: {size: 1}
 	t.Cleanup(func() {
 		_, _ = parents.Patch(context.Background(), "p", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
 	})
-	waitFor(t, "the terminating parent's status is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the terminating parent's status is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if got := field(o.Object, "status", "phase"); got != "terminating" {
 			return fmt.Errorf("phase %v", got)
 		}
 		return nil
 	})
 	time.Sleep(time.Second) // the hook no longer lists the child; the engine must leave it
-	if now := mustGet(t, configMapsGVR, ns, "p-0"); now.GetUID() != child.GetUID() || now.GetDeletionTimestamp() != nil {
+	if now := env.MustGet(t, configMapsGVR, ns, "p-0"); now.GetUID() != child.GetUID() || now.GetDeletionTimestamp() != nil {
 		t.Errorf("the engine deleted or replaced the child of a terminating parent without a finalize hook")
 	}
 	if _, err := parents.Patch(kubetest.Context(t), "p", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, "the garbage collector deletes the child with its parent", configMapsGVR, ns, "p-0")
+	env.WaitGone(t, "the garbage collector deletes the child with its parent", configMapsGVR, ns, "p-0")
 }
 
 // While the garbage collector deletes a parent's children first (foreground
@@ -147,8 +147,8 @@ func TestForegroundDeletionSyncsBeforeFinalizing(t *testing.T) {
 		return err
 	}
 	t.Cleanup(func() { _ = release(context.Background()) })
-	waitFor(t, "the child is created", configMapsGVR, ns, "p-0", nil)
-	waitFor(t, "the parent runs", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the child is created", configMapsGVR, ns, "p-0", nil)
+	env.WaitFor(t, "the parent runs", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if got := field(o.Object, "status", "phase"); got != "running" {
 			return fmt.Errorf("phase %v", got)
 		}
@@ -158,7 +158,7 @@ func TestForegroundDeletionSyncsBeforeFinalizing(t *testing.T) {
 	if err := env.Dynamic.Resource(parentsGVR).Namespace(ns).Delete(kubetest.Context(t), "p", metav1.DeleteOptions{PropagationPolicy: &foreground}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the sync hook's answer is written while the garbage collector holds the parent", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the sync hook's answer is written while the garbage collector holds the parent", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if got := field(o.Object, "status", "phase"); got != "deleting" {
 			return fmt.Errorf("phase %v", got)
 		}
@@ -172,7 +172,7 @@ func TestForegroundDeletionSyncsBeforeFinalizing(t *testing.T) {
 	if err := release(kubetest.Context(t)); err != nil {
 		t.Fatal(err)
 	}
-	waitGone(t, "the parent is finalized once the child is gone", parentsGVR, ns, "p")
+	env.WaitGone(t, "the parent is finalized once the child is gone", parentsGVR, ns, "p")
 	hook.waitFor(t, "the finalize hook was called", func(req map[string]any) bool { return req["finalizing"] == true })
 }
 
@@ -226,7 +226,7 @@ func TestStatusWriteFromAStaleParentIsRetried(t *testing.T) {
 	})
 	create(t, ccGVR, "", plainCompositeManifest, ns, hook.URL)
 	create(t, parentsGVR, ns, parentManifest, "p", 0)
-	waitFor(t, "the hook's answer to the newer parent is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the hook's answer to the newer parent is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if field(o.Object, "status", "phase") != "running" || field(o.Object, "status", "other") != "x" {
 			return fmt.Errorf("status %v", o.Object["status"])
 		}
@@ -275,19 +275,19 @@ func TestChildThatLosesItsSelectorLabelIsReleased(t *testing.T) {
 	})
 	create(t, ccGVR, "", plainCompositeManifest, ns, hook.URL)
 	create(t, parentsGVR, ns, parentManifest, "p", 1)
-	waitFor(t, "the child is created", configMapsGVR, ns, "p-0", nil)
+	env.WaitFor(t, "the child is created", configMapsGVR, ns, "p-0", nil)
 	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:null}}}`, ControllerUIDLabel)
 	if _, err := env.Dynamic.Resource(configMapsGVR).Namespace(ns).Patch(kubetest.Context(t), "p-0", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the child is released", configMapsGVR, ns, "p-0", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "the child is released", configMapsGVR, ns, "p-0", func(o *unstructured.Unstructured) error {
 		if ref := metav1.GetControllerOf(o); ref != nil {
 			return fmt.Errorf("controller %v", ref)
 		}
 		return nil
 	})
 	kubetest.Eventually(t, 30*time.Second, "a SyncError says the name is taken", func(context.Context) (bool, error) {
-		for _, e := range events(t, ns, "p") {
+		for _, e := range env.Events(t, ns, "", "p") {
 			if e.Reason == "SyncError" && strings.Contains(e.Message, "is not controlled by") {
 				return true, nil
 			}
@@ -340,10 +340,10 @@ spec:
 			return nil
 		}
 	}
-	waitFor(t, "the hook is shown Secret a", parentsGVR, ns, "p", related("a"))
+	env.WaitFor(t, "the hook is shown Secret a", parentsGVR, ns, "p", related("a"))
 	patch := `{"metadata":{"labels":{"pick":"b"}}}`
 	if _, err := env.Dynamic.Resource(parentsGVR).Namespace(ns).Patch(kubetest.Context(t), "p", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the customize answer expires and the hook is shown Secret b", parentsGVR, ns, "p", related("b"))
+	env.WaitFor(t, "the customize answer expires and the hook is shown Secret b", parentsGVR, ns, "p", related("b"))
 }

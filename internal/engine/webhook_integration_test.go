@@ -31,10 +31,10 @@ func TestBadHookResponsesTouchNothing(t *testing.T) {
 	create(t, ccGVR, "", compositeManifest, ns, hook.URL, 1, "Recreate")
 	create(t, parentsGVR, ns, parentManifest, "p", 2)
 	children := []*unstructured.Unstructured{
-		waitFor(t, "child p-0 exists", configMapsGVR, ns, "p-0", nil),
-		waitFor(t, "child p-1 exists", configMapsGVR, ns, "p-1", nil),
+		env.WaitFor(t, "child p-0 exists", configMapsGVR, ns, "p-0", nil),
+		env.WaitFor(t, "child p-1 exists", configMapsGVR, ns, "p-1", nil),
 	}
-	parent := waitFor(t, "status is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	parent := env.WaitFor(t, "status is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if n, _, _ := unstructured.NestedInt64(o.Object, "status", "configMaps"); n != 2 {
 			return fmt.Errorf("status = %v", o.Object["status"])
 		}
@@ -55,7 +55,7 @@ func TestBadHookResponsesTouchNothing(t *testing.T) {
 			hook.set(func(map[string]any) (int, any) { return 200, bad.body })
 			want := "sync hook " + hook.URL + "/sync " + bad.says
 			kubetest.Eventually(t, 30*time.Second, "a SyncError event saying "+want, func(context.Context) (bool, error) {
-				for _, e := range events(t, ns, "p") {
+				for _, e := range env.Events(t, ns, "", "p") {
 					if e.Reason == "SyncError" && strings.Contains(e.Message, want) && hook.calls.Load() > calls {
 						return true, nil
 					}
@@ -69,12 +69,12 @@ func TestBadHookResponsesTouchNothing(t *testing.T) {
 		t.Errorf("bad responses caused %v writes", w)
 	}
 	for _, before := range children {
-		after := mustGet(t, configMapsGVR, ns, before.GetName())
+		after := env.MustGet(t, configMapsGVR, ns, before.GetName())
 		if after.GetUID() != before.GetUID() || after.GetResourceVersion() != before.GetResourceVersion() {
 			t.Errorf("child %s changed while the hook answered badly", before.GetName())
 		}
 	}
-	if after := mustGet(t, parentsGVR, ns, "p"); after.GetResourceVersion() != parent.GetResourceVersion() {
+	if after := env.MustGet(t, parentsGVR, ns, "p"); after.GetResourceVersion() != parent.GetResourceVersion() {
 		t.Errorf("the parent changed while the hook answered badly: status %v", after.Object["status"])
 	}
 }
@@ -152,10 +152,10 @@ spec:
 `, ns, hook.URL)
 	create(t, parentsGVR, ns, parentManifest, "p", 2)
 	children := []*unstructured.Unstructured{
-		waitFor(t, "child p-0 exists", configMapsGVR, ns, "p-0", nil),
-		waitFor(t, "child p-1 exists", configMapsGVR, ns, "p-1", nil),
+		env.WaitFor(t, "child p-0 exists", configMapsGVR, ns, "p-0", nil),
+		env.WaitFor(t, "child p-1 exists", configMapsGVR, ns, "p-1", nil),
 	}
-	waitFor(t, "status is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitFor(t, "status is written", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if n, _, _ := unstructured.NestedInt64(o.Object, "status", "size"); n != 2 {
 			return fmt.Errorf("status = %v", o.Object["status"])
 		}
@@ -172,12 +172,12 @@ spec:
 		t.Errorf("resyncs answered 304 caused %v writes", w)
 	}
 	for _, c := range children {
-		after := mustGet(t, configMapsGVR, ns, c.GetName())
+		after := env.MustGet(t, configMapsGVR, ns, c.GetName())
 		if after.GetUID() != c.GetUID() || after.GetResourceVersion() != c.GetResourceVersion() {
 			t.Errorf("child %s changed although the hook said nothing changed", c.GetName())
 		}
 	}
-	for _, e := range events(t, ns, "p") {
+	for _, e := range env.Events(t, ns, "", "p") {
 		if e.Reason == "SyncError" {
 			t.Errorf("SyncError event: %s", e.Message)
 		}
@@ -188,8 +188,8 @@ spec:
 	}
 
 	patchSpec(t, ns, "p", map[string]any{"size": 1})
-	waitGone(t, "child p-1 is deleted once the hook answers anew", configMapsGVR, ns, "p-1")
-	waitFor(t, "status follows the new answer", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+	env.WaitGone(t, "child p-1 is deleted once the hook answers anew", configMapsGVR, ns, "p-1")
+	env.WaitFor(t, "status follows the new answer", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
 		if n, _, _ := unstructured.NestedInt64(o.Object, "status", "size"); n != 1 {
 			return fmt.Errorf("status = %v", o.Object["status"])
 		}

@@ -14,8 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,9 +47,7 @@ func applyShippedRBAC(t *testing.T) {
 func serviceAccount(t *testing.T, ns, name string, clusterWide bool, roleRefs ...rbacv1.RoleRef) string {
 	t.Helper()
 	ctx := kubetest.Context(t)
-	if _, err := env.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	token := env.ServiceAccount(t, ns, name)
 	subjects := []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}
 	for _, ref := range roleRefs {
 		meta := metav1.ObjectMeta{Name: name + "-" + ref.Name}
@@ -69,11 +65,7 @@ func serviceAccount(t *testing.T, ns, name string, clusterWide bool, roleRefs ..
 			t.Fatal(err)
 		}
 	}
-	tr, err := env.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr.Status.Token
+	return token
 }
 
 func clusterRole(name string) rbacv1.RoleRef {
@@ -140,8 +132,7 @@ func TestGatewayWritesAsTheCaller(t *testing.T) {
 	ns := env.Namespace(t)
 	gatewayToken := serviceAccount(t, ns, "gateway", true, clusterRole("metalambda-gateway"))
 	devToken := serviceAccount(t, ns, "dev", false, clusterRole("metalambda-function-developer"))
-	cfg := rest.AnonymousClientConfig(env.Config)
-	cfg.BearerToken = gatewayToken
+	cfg := env.ConfigFor(gatewayToken)
 	g := startGatewayWith(t, cfg, func(o *Options) { o.AuthCacheTTL = time.Millisecond })
 	base := "/v1/namespaces/" + ns + "/functions"
 	fn := map[string]any{"name": "echo", "runtime": "javascript", "source": fmt.Sprintf(echoJS, "v1")}
@@ -207,7 +198,7 @@ func TestFailedAuthenticationsAreHeldBack(t *testing.T) {
 // startGatewayWith runs a gateway for one test as the account cfg names.
 func startGatewayWith(t *testing.T, cfg *rest.Config, tweak ...func(*Options)) *testGateway {
 	t.Helper()
-	installOnce.Do(func() { env.InstallCRDs(t) })
+	env.InstallCRDs(t)
 	srv := httptest.NewUnstartedServer(nil)
 	url := "http://" + srv.Listener.Addr().String()
 	reg := prometheus.NewRegistry()
@@ -220,12 +211,10 @@ func startGatewayWith(t *testing.T, cfg *rest.Config, tweak ...func(*Options)) *
 	if err != nil {
 		t.Fatal(err)
 	}
+	kubetest.Run(t, "the gateway", func(ctx context.Context) error { gw.Run(ctx); return nil },
+		func(context.Context) (bool, error) { return gw.Ready(), nil })
 	srv.Config.Handler = gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv.Start()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); gw.Run(ctx) }()
-	t.Cleanup(func() { srv.Close(); cancel(); <-done })
-	kubetest.Eventually(t, 30*time.Second, "the gateway is ready", func(context.Context) (bool, error) { return gw.Ready(), nil })
+	t.Cleanup(srv.Close) // before the gateway stops
 	return &testGateway{gw: gw, url: url, token: env.Config.BearerToken, reg: reg}
 }

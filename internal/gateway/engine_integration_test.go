@@ -6,13 +6,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -65,10 +63,7 @@ func convergeThroughGateway(t *testing.T, hookToken string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	engineCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Run(engineCtx) }()
-	t.Cleanup(func() { stop(); <-done })
+	kubetest.Run(t, "the engine", mgr.Run, nil)
 
 	webhook := map[string]any{"url": hookURL}
 	if hookToken != "" {
@@ -129,23 +124,9 @@ func TestHookToken(t *testing.T) {
 	createFunction(t, ns, "echo", "javascript", fmt.Sprintf(echoJS, "t"), 0)
 	g.waitHook(t, ns, "echo", "p-t")
 	// A second gateway on the same cluster with a hook token serves the same function.
-	srv := httptest.NewUnstartedServer(nil)
-	reg := prometheus.NewRegistry()
-	opts := Defaults()
-	opts.PublicURL, opts.HookToken = "http://"+srv.Listener.Addr().String(), "s3cret"
-	gw, err := New(env.Config, opts, reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv.Config.Handler = gw.Handler(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv.Start()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); gw.Run(ctx) }()
-	t.Cleanup(func() { srv.Close(); cancel(); <-done })
-	second := &testGateway{gw: gw, url: srv.URL}
+	second := startGatewayWith(t, env.Config, func(o *Options) { o.HookToken = "s3cret" })
 	kubetest.Eventually(t, 30*time.Second, "the second replica loads the function", func(context.Context) (bool, error) {
-		return gw.store.get(ns, "echo") != nil, nil
+		return second.gw.store.get(ns, "echo") != nil, nil
 	})
 	if r := second.do(t, "POST", "/hooks/"+ns+"/echo", "", hookRequest("p")); r.status != http.StatusUnauthorized {
 		t.Errorf("hook without token = %d, want 401", r.status)

@@ -18,7 +18,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/rest"
 
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/kubetest"
@@ -125,8 +124,7 @@ func TestFunctionsReadSecretsAtCallTime(t *testing.T) {
 	applyShippedRBAC(t)
 	ns := env.Namespace(t)
 	ctx := kubetest.Context(t)
-	cfg := rest.AnonymousClientConfig(env.Config)
-	cfg.BearerToken = serviceAccount(t, ns, "gateway", true, clusterRole("metalambda-gateway"))
+	cfg := env.ConfigFor(serviceAccount(t, ns, "gateway", true, clusterRole("metalambda-gateway")))
 	g := startGatewayWith(t, cfg, func(o *Options) { o.EnvSourceTTL = 2 * time.Second })
 
 	password := randomValue(t)

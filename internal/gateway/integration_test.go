@@ -11,12 +11,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,8 +31,6 @@ func TestMain(m *testing.M) {
 	lambda.ServeWorker() // the gateways' sandboxes start this binary as their launcher and workers
 	kubetest.Main(m, &env, cluster.Defaults())
 }
-
-var installOnce sync.Once
 
 type testGateway struct {
 	gw    *Gateway
@@ -300,13 +296,7 @@ func TestManagementAPIRequiresRBAC(t *testing.T) {
 	if _, err := env.Kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	token := func(sa string) string {
-		tr, err := env.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr.Status.Token
-	}
+	token := func(sa string) string { return env.Token(t, ns, sa) }
 	base := "/v1/namespaces/" + ns + "/functions"
 	body := map[string]any{"name": "f", "runtime": "javascript", "source": "function sync(r) { return {} }"}
 	for _, tt := range []struct {
@@ -337,23 +327,12 @@ func createFunction(t *testing.T, ns, name, runtime, source string, timeout int6
 		"apiVersion": "metalambda.dev/v1alpha1", "kind": "Function",
 		"metadata": map[string]any{"name": name}, "spec": spec,
 	}}
-	if _, err := env.Dynamic.Resource(FunctionsGVR).Namespace(ns).Create(kubetest.Context(t), obj, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	env.Create(t, FunctionsGVR, ns, obj)
 }
 
 func waitFunction(t *testing.T, ns, name string, check func(*unstructured.Unstructured) error) *unstructured.Unstructured {
 	t.Helper()
-	var obj *unstructured.Unstructured
-	kubetest.Eventually(t, 30*time.Second, "Function "+name+" reports its state", func(ctx context.Context) (bool, error) {
-		var err error
-		if obj, err = env.Dynamic.Resource(FunctionsGVR).Namespace(ns).Get(ctx, name, metav1.GetOptions{}); err != nil {
-			return false, err
-		}
-		err = check(obj)
-		return err == nil, err
-	})
-	return obj
+	return env.WaitFor(t, "Function "+name+" reports its state", FunctionsGVR, ns, name, check)
 }
 
 func readyIs(o *unstructured.Unstructured, status, reason string) error {

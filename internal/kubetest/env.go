@@ -8,26 +8,33 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
-// Env is a running control plane with clients for it.
+// Env is a running control plane with clients for it: one Main started
+// (Cluster set), or one that runs apart, such as a local platform (Connect).
 type Env struct {
 	Cluster    *cluster.Cluster
 	Config     *rest.Config
 	Kube       kubernetes.Interface
 	Dynamic    dynamic.Interface
 	Extensions apiextensionsclient.Interface
+
+	crdMu     sync.Mutex
+	installed map[string]*apiextensionsv1.CustomResourceDefinitionSpec // by name: what InstallCRDs installed
 }
 
 // Main starts a control plane, stores it in *env, runs the package's tests, prints the
@@ -52,7 +59,7 @@ func run(m *testing.M, env **Env, opts cluster.Options) int {
 		}
 	}()
 	fmt.Fprintf(os.Stderr, "kubetest: control plane ready in %s at %s\n", time.Since(start).Round(time.Millisecond), cluster.Config.Host)
-	e, err := newEnv(cluster)
+	e, err := newEnv(&Env{Cluster: cluster, Config: cluster.Config})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "kubetest: %v\n", err)
 		return 1
@@ -65,8 +72,17 @@ func run(m *testing.M, env **Env, opts cluster.Options) int {
 	return code
 }
 
-func newEnv(cluster *cluster.Cluster) (*Env, error) {
-	e := &Env{Cluster: cluster, Config: cluster.Config}
+// Connect is an Env for the cluster a kubeconfig file names, one the package
+// did not start itself (a local platform); its Cluster is nil.
+func Connect(kubeconfig string) (*Env, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	return newEnv(&Env{Config: cfg})
+}
+
+func newEnv(e *Env) (*Env, error) {
 	var err error
 	if e.Kube, err = kubernetes.NewForConfig(e.Config); err != nil {
 		return nil, err

@@ -3,13 +3,10 @@
 package dashboard_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestDashboardLogin: a wrong token is refused on the login page; the admin's token
@@ -36,12 +33,9 @@ func TestDashboardLogin(t *testing.T) {
 
 	// A user whom RBAC grants nothing logs in (the token is valid) and is refused
 	// the controllers: the dashboard reads them as that user.
-	nobody := e.Kube.CoreV1().ServiceAccounts("default")
-	if _, err := nobody.Create(context.Background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "dashboard-nobody"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	nobody := e.ServiceAccount(t, "default", "dashboard-nobody")
 	other := newBrowser(t)
-	login(t, other, e, e.token(t, "default", "dashboard-nobody"))
+	login(t, other, e, nobody)
 	waitText(t, other, `main`, "cannot list resource \"compositecontrollers\"", 10*time.Second)
 	waitText(t, other, `h1`, "Forbidden", time.Second)
 }

@@ -24,12 +24,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/metalambda/metalambda/functions"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
@@ -37,7 +32,6 @@ import (
 	"github.com/metalambda/metalambda/internal/local/cluster"
 	"github.com/metalambda/metalambda/internal/local/node"
 	"github.com/metalambda/metalambda/internal/local/platform"
-	"github.com/metalambda/metalambda/internal/manifest"
 )
 
 var updateDocs = flag.Bool("update-docs", false, "copy the browser tests' screenshots into docs/images/")
@@ -48,15 +42,13 @@ const (
 	testCIDR   = "10.244.221.0/24"
 )
 
-// env is the running platform the browser tests share.
+// env is the running platform the browser tests share, with the kit's clients for
+// it.
 type env struct {
+	*kubetest.Env
 	p         *platform.Platform
 	URL       string // the dashboard, ending in /ui/
 	Ingress   string // host:port of the ingress router
-	Config    *rest.Config
-	Kube      kubernetes.Interface
-	Dynamic   dynamic.Interface
-	Applier   *manifest.Applier
 	AdminUser string
 }
 
@@ -112,12 +104,7 @@ func startPlatform() (*env, error) {
 		return nil, fmt.Errorf("%w\n%s", err, out.String())
 	}
 	e := &env{p: p, URL: p.DashboardURL(), Ingress: opts.IngressAddress}
-	if e.Config, err = clientcmd.BuildConfigFromFlags("", p.Kubeconfig); err != nil {
-		return e, err
-	}
-	e.Kube = kubernetes.NewForConfigOrDie(e.Config)
-	e.Dynamic = dynamic.NewForConfigOrDie(e.Config)
-	e.Applier, err = manifest.NewApplier(e.Config, "dashboard-test")
+	e.Env, err = kubetest.Connect(p.Kubeconfig)
 	return e, err
 }
 
@@ -125,29 +112,13 @@ func startPlatform() (*env, error) {
 // `metalambda up` tells users to create.
 func (e *env) adminToken(t *testing.T) string {
 	t.Helper()
-	return e.token(t, platform.GatewayNamespace, platform.DashboardAdmin)
-}
-
-// token is a fresh token of a ServiceAccount.
-func (e *env) token(t *testing.T, namespace, sa string) string {
-	t.Helper()
-	tr, err := e.Kube.CoreV1().ServiceAccounts(namespace).CreateToken(context.Background(), sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("token of %s/%s: %v", namespace, sa, err)
-	}
-	return tr.Status.Token
+	return e.Token(t, platform.GatewayNamespace, platform.DashboardAdmin)
 }
 
 // apply applies a file of the repository (a path from its root).
 func (e *env) apply(t *testing.T, path string) {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "..", "..", path))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := e.Applier.Apply(context.Background(), data); err != nil {
-		t.Fatalf("apply %s: %v", path, err)
-	}
+	e.ApplyFile(t, filepath.Join("..", "..", "..", path))
 }
 
 // chromium is the browser binary, or "" when none is installed.

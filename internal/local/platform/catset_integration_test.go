@@ -27,12 +27,10 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/local/node"
-	"github.com/metalambda/metalambda/internal/manifest"
 )
 
 // The CatSet controller: Metacontroller's StatefulSet rewrite, its pods rolled one at
@@ -133,33 +131,26 @@ func TestCatSetRollingUpdate(t *testing.T) {
 			p.Stop()
 		}
 	}()
-	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	applier, err := manifest.NewApplier(cfg, "catset-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := applier.Apply(ctx, fmt.Appendf(nil, catsetController, hook.URL)); err != nil {
+	env := connect(t, p.Kubeconfig)
+	kube := env.Kube
+	if _, err := env.Apply(ctx, fmt.Appendf(nil, catsetController, hook.URL)); err != nil {
 		t.Fatal(err)
 	}
 	pods := watchPods(t, ctx, kube, "catset")
 	defer pods.stop()
 	defer func() {
 		if !stopped {
-			dumpOnFailure(t, ctx, p.Kubeconfig, kube)
+			dumpOnFailure(t, ctx, env)
 		}
 	}()
 	apply := func(version string, probePort int) time.Time {
 		kubetest.Eventually(t, time.Minute, "the CatSet "+version+" is applied", func(ctx context.Context) (bool, error) {
-			_, err := applier.Apply(ctx, catsetObject(version, probePort))
+			_, err := env.Apply(ctx, catsetObject(version, probePort))
 			return err == nil, err
 		})
 		return time.Now()
 	}
-	dyn := dynamicFor(t, p.Kubeconfig)
+	dyn := env.Dynamic
 	catsets := dyn.Resource(catsetsGVR).Namespace("catset")
 	waitParent := func(what string, cond func(*unstructured.Unstructured) error) {
 		t.Helper()
@@ -269,7 +260,7 @@ func TestCatSetRollingUpdate(t *testing.T) {
 		return err == nil && len(revs) == 1, fmt.Errorf("%d revisions (%v)", len(revs), err)
 	})
 
-	dumpOnFailure(t, ctx, p.Kubeconfig, kube)
+	dumpOnFailure(t, ctx, env)
 	pods.stop()
 	p.Stop()
 	stopped = true
@@ -279,21 +270,21 @@ func TestCatSetRollingUpdate(t *testing.T) {
 }
 
 // dumpOnFailure logs the CatSet and its pods when the test failed.
-func dumpOnFailure(t *testing.T, ctx context.Context, kubeconfig string, kube kubernetes.Interface) {
+func dumpOnFailure(t *testing.T, ctx context.Context, env *kubetest.Env) {
 	if !t.Failed() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if cs, err := dynamicFor(t, kubeconfig).Resource(catsetsGVR).Namespace("catset").Get(ctx, "cat", metav1.GetOptions{}); err == nil {
+	if cs, err := env.Dynamic.Resource(catsetsGVR).Namespace("catset").Get(ctx, "cat", metav1.GetOptions{}); err == nil {
 		t.Logf("CatSet status: %v", cs.Object["status"])
 	}
-	if events, err := kube.CoreV1().Events("catset").List(ctx, metav1.ListOptions{}); err == nil {
+	if events, err := env.Kube.CoreV1().Events("catset").List(ctx, metav1.ListOptions{}); err == nil {
 		for _, e := range events.Items {
 			t.Logf("event %s %s: %s %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 		}
 	}
-	pods, err := kube.CoreV1().Pods("catset").List(ctx, metav1.ListOptions{})
+	pods, err := env.Kube.CoreV1().Pods("catset").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Logf("list pods: %v", err)
 		return

@@ -21,11 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/local/node"
-	"github.com/metalambda/metalambda/internal/manifest"
 )
 
 const wantAnswer = "Hello Martin! Your name in reverse is nitraM"
@@ -57,21 +55,14 @@ func TestEndToEnd(t *testing.T) {
 			p.Stop()
 		}
 	}()
-	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	applier, err := manifest.NewApplier(cfg, "e2e")
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := connect(t, p.Kubeconfig)
+	kube := env.Kube
 	apply := func(path string) {
 		data, err := os.ReadFile(filepath.Join("..", "..", "..", path))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := applier.Apply(ctx, data); err != nil {
+		if _, err := env.Apply(ctx, data); err != nil {
 			t.Fatalf("apply %s: %v", path, err)
 		}
 	}
@@ -133,7 +124,7 @@ func TestEndToEnd(t *testing.T) {
 
 	// New code changes the answer.
 	lambdas := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "pythonlambdas"}
-	lambdaClient := dynamicFor(t, p.Kubeconfig).Resource(lambdas).Namespace("python-lambda-operator")
+	lambdaClient := env.Dynamic.Resource(lambdas).Namespace("python-lambda-operator")
 	patch := []byte(`{"spec":{"code":"output = 'Bye ' + query_params['name'][0]\n"}}`)
 	if _, err := lambdaClient.Patch(ctx, "demo-python-lambda", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
@@ -165,7 +156,7 @@ func TestEndToEnd(t *testing.T) {
 			return false, fmt.Errorf("pod: %v", err)
 		}
 		first = string(pod.UID)
-		ic, err := dynamicFor(t, p.Kubeconfig).Resource(immortals).Namespace("default").Get(ctx, "example-immortal-container", metav1.GetOptions{})
+		ic, err := env.Dynamic.Resource(immortals).Namespace("default").Get(ctx, "example-immortal-container", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -181,7 +172,7 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	// A function registered through the gateway API is the sync hook of a new controller.
-	registerAndUse(t, ctx, p, opts, cfg.BearerToken, applier, kube)
+	registerAndUse(t, ctx, p, opts, env)
 
 	p.Stop()
 	stopped = true
@@ -190,8 +181,9 @@ func TestEndToEnd(t *testing.T) {
 	}
 }
 
-func registerAndUse(t *testing.T, ctx context.Context, p *Platform, opts Options, token string, applier *manifest.Applier, kube kubernetes.Interface) {
+func registerAndUse(t *testing.T, ctx context.Context, p *Platform, opts Options, env *kubetest.Env) {
 	t.Helper()
+	token, kube := env.Config.BearerToken, env.Kube
 	fn := map[string]any{"name": "greeter", "runtime": "javascript", "source": `function sync(request) {
   return {children: [{apiVersion: "v1", kind: "ConfigMap", metadata: {name: request.parent.metadata.name + "-greeting"}, data: {hello: "world"}}]};
 }`}
@@ -231,11 +223,11 @@ spec:
   childResources: [{apiVersion: v1, resource: configmaps}]
   hooks: {sync: {webhook: {url: "http://%s/hooks/default/greeter"}}}
 `, opts.GatewayAddress)
-	if _, err := applier.Apply(ctx, []byte(manifestYAML)); err != nil {
+	if _, err := env.Apply(ctx, []byte(manifestYAML)); err != nil {
 		t.Fatal(err)
 	}
 	kubetest.Eventually(t, time.Minute, "a Greeting can be created", func(ctx context.Context) (bool, error) {
-		_, err := applier.Apply(ctx, []byte("{apiVersion: e2e.metalambda.dev/v1, kind: Greeting, metadata: {name: hi, namespace: default}, spec: {}}"))
+		_, err := env.Apply(ctx, []byte("{apiVersion: e2e.metalambda.dev/v1, kind: Greeting, metadata: {name: hi, namespace: default}, spec: {}}"))
 		return err == nil, err
 	})
 	kubetest.Eventually(t, time.Minute, "the registered function's child exists", func(ctx context.Context) (bool, error) {

@@ -9,17 +9,12 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/manifest"
 )
 
 // Metacontroller's examples (examples/ in its repository), each rewritten here with
@@ -31,25 +26,15 @@ import (
 
 var functionsGVR = schema.GroupVersionResource{Group: fnv1.Group, Version: fnv1.Version, Resource: fnv1.Resource}
 
-// examples is the platform every example runs on, with clients for it.
+// examples is the platform every example runs on, with the kit's clients for it.
 type examples struct {
-	kube    kubernetes.Interface
-	dyn     dynamic.Interface
-	applier *manifest.Applier
+	*kubetest.Env
 }
 
 func TestUpstreamExamples(t *testing.T) {
 	p, _ := startWithNode(t, nodeOptions("mlex0", "10.244.222.0/24"))
 	defer p.Stop()
-	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	applier, err := manifest.NewApplier(cfg, "examples-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &examples{kube: kubernetes.NewForConfigOrDie(cfg), dyn: dynamic.NewForConfigOrDie(cfg), applier: applier}
+	e := &examples{connect(t, p.Kubeconfig)}
 	t.Run("Group", func(t *testing.T) {
 		for _, ex := range []struct {
 			name string
@@ -84,7 +69,7 @@ func (e *examples) apply(t *testing.T, doc string) {
 	t.Helper()
 	data := []byte(doc)
 	kubetest.Eventually(t, 60*time.Second, "the manifest applies", func(ctx context.Context) (bool, error) {
-		_, err := e.applier.Apply(ctx, data)
+		_, err := e.Apply(ctx, data)
 		return err == nil, err
 	})
 }
@@ -105,7 +90,7 @@ func (e *examples) function(t *testing.T, ns, name, runtime, handler, source str
 		"metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec,
 	}}
 	ctx := kubetest.Context(t)
-	if _, err := e.dyn.Resource(functionsGVR).Namespace(ns).Create(ctx, fn, metav1.CreateOptions{}); err != nil {
+	if _, err := e.Dynamic.Resource(functionsGVR).Namespace(ns).Create(ctx, fn, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create Function %s/%s: %v", ns, name, err)
 	}
 	e.waitFor(t, "Function "+name+" is served", functionsGVR, ns, name, func(o *unstructured.Unstructured) error {
@@ -126,17 +111,17 @@ func (e *examples) dumpOnFailure(t *testing.T, ns string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if events, err := e.kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
+	if events, err := e.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, ev := range events.Items {
 			t.Logf("event %s %s: %s %s", ev.InvolvedObject.Kind, ev.InvolvedObject.Name, ev.Reason, ev.Message)
 		}
 	}
-	if pods, err := e.kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
+	if pods, err := e.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, p := range pods.Items {
 			t.Logf("pod %s node=%q phase=%s deleting=%t conditions=%v containers=%+v", p.Name, p.Spec.NodeName, p.Status.Phase, p.DeletionTimestamp != nil, p.Status.Conditions, p.Status.ContainerStatuses)
 		}
 	}
-	if claims, err := e.kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{}); err == nil {
+	if claims, err := e.Kube.CoreV1().PersistentVolumeClaims(ns).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, c := range claims.Items {
 			t.Logf("claim %s phase=%s", c.Name, c.Status.Phase)
 		}
@@ -149,29 +134,10 @@ func hookRef(ns, name string) string {
 	return fmt.Sprintf("{service: {name: %s, namespace: %s, port: 80}, path: /hooks/%s/%s}", GatewayService, GatewayNamespace, ns, name)
 }
 
-func (e *examples) get(ctx context.Context, gvr schema.GroupVersionResource, ns, name string) (*unstructured.Unstructured, error) {
-	if ns == "" {
-		return e.dyn.Resource(gvr).Get(ctx, name, metav1.GetOptions{})
-	}
-	return e.dyn.Resource(gvr).Namespace(ns).Get(ctx, name, metav1.GetOptions{})
-}
-
 // waitFor waits until the object exists and check (if any) accepts it.
 func (e *examples) waitFor(t *testing.T, what string, gvr schema.GroupVersionResource, ns, name string, check func(*unstructured.Unstructured) error) *unstructured.Unstructured {
 	t.Helper()
-	var obj *unstructured.Unstructured
-	kubetest.Eventually(t, 2*time.Minute, what, func(ctx context.Context) (bool, error) {
-		var err error
-		if obj, err = e.get(ctx, gvr, ns, name); err != nil {
-			return false, err
-		}
-		if check == nil {
-			return true, nil
-		}
-		err = check(obj)
-		return err == nil, err
-	})
-	return obj
+	return kubetest.WaitObject(t, 2*time.Minute, what, e.Resource(gvr, ns), name, check)
 }
 
 // waitField waits until the field at path of the object reads want, as test.sh's
@@ -190,13 +156,7 @@ func (e *examples) waitField(t *testing.T, gvr schema.GroupVersionResource, ns, 
 // waitGone waits until the object is not found.
 func (e *examples) waitGone(t *testing.T, what string, gvr schema.GroupVersionResource, ns, name string) {
 	t.Helper()
-	kubetest.Eventually(t, 2*time.Minute, what, func(ctx context.Context) (bool, error) {
-		_, err := e.get(ctx, gvr, ns, name)
-		if err == nil {
-			return false, fmt.Errorf("%s %s still exists", gvr.Resource, name)
-		}
-		return apierrors.IsNotFound(err), err
-	})
+	kubetest.WaitObjectGone(t, 2*time.Minute, what, e.Resource(gvr, ns), name)
 }
 
 // fieldString reads a field as kubectl's jsonpath prints it ("" when absent). A path

@@ -189,7 +189,7 @@ spec:
 	indexedJobs := schema.GroupVersionResource{Group: examplesGroup, Version: "v1", Resource: "indexedjobs"}
 	e.waitField(t, indexedJobs, ns, "print-index", "10", "status", "succeeded")
 	kubetest.Eventually(t, 30*time.Second, "pod print-index-9 printed its index", func(ctx context.Context) (bool, error) {
-		logs, err := e.kube.CoreV1().Pods(ns).GetLogs("print-index-9", &corev1.PodLogOptions{}).DoRaw(ctx)
+		logs, err := e.Kube.CoreV1().Pods(ns).GetLogs("print-index-9", &corev1.PodLogOptions{}).DoRaw(ctx)
 		if err != nil {
 			return false, err
 		}

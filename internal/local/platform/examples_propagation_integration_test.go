@@ -45,7 +45,7 @@ def sync(request):
         targets = [ns['metadata']['name'] for ns in request['related']['Namespace.v1'].values()]
     copies = []
     if source is not None:
-        copies = [{'apiVersion': 'v1', 'kind': KIND, 'metadata': {'name': spec['sourceName'], 'namespace': ns}, 'data': source.get('data', {})}
+        copies = [{'apiVersion': 'v1', 'kind': KIND, 'metadata': {'name': spec['sourceName'], 'namespace': ns}, 'data': source.Get('data', {})}
                   for ns in targets if ns != spec['sourceNamespace']]
     return {'status': %[2]s, 'children': copies}
 `
@@ -171,10 +171,10 @@ spec: {sourceName: settings, sourceNamespace: original, targetNamespaces: [four,
 	// test.sh waits five seconds more; here the engine has synced both parents by
 	// now (one work queue, created together), so the unselected one had its chance.
 	ctx := kubetest.Context(t)
-	if _, err := e.kube.CoreV1().ConfigMaps("four").Get(ctx, "settings", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := e.Kube.CoreV1().ConfigMaps("four").Get(ctx, "settings", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("a parent outside the label selector had its ConfigMap copied into namespace four (get: %v)", err)
 	}
-	if u, err := e.get(ctx, propagations, "", "settings-propagation-unmanaged"); err != nil || u.Object["status"] != nil {
+	if u, err := e.Get(ctx, propagations, "", "settings-propagation-unmanaged"); err != nil || u.Object["status"] != nil {
 		t.Errorf("a parent outside the label selector was synced: %v %v", u, err)
 	}
 }
@@ -272,7 +272,7 @@ rules:
 `)
 	e.waitField(t, roleBindingsGVR, "default", "my-clusterrole", "my-clusterrole", "metadata", "name")
 	ctx := kubetest.Context(t)
-	bindings := e.kube.RbacV1().RoleBindings("default")
+	bindings := e.Kube.RbacV1().RoleBindings("default")
 	old, err := bindings.Get(ctx, "my-clusterrole", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -286,7 +286,7 @@ rules:
 		}
 		return nil
 	})
-	if err := e.kube.RbacV1().ClusterRoles().Delete(ctx, "my-clusterrole", metav1.DeleteOptions{}); err != nil {
+	if err := e.Kube.RbacV1().ClusterRoles().Delete(ctx, "my-clusterrole", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.waitGone(t, "the ClusterRole is deleted", clusterRolesGVR, "", "my-clusterrole")

@@ -126,7 +126,7 @@ spec:
 		e.waitField(t, secretsGVR, target, "shareable", "shareable", "metadata", "name")
 	}
 	ctx := kubetest.Context(t)
-	if _, err := e.kube.CoreV1().Secrets("secure-gamma").Get(ctx, "shareable", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := e.Kube.CoreV1().Secrets("secure-gamma").Get(ctx, "shareable", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("the Secret was propagated to secure-gamma, which has no matching label (get: %v)", err)
 	}
 	propagations := schema.GroupVersionResource{Group: examplesGroup, Version: "v1", Resource: "securesecretpropagations"}
@@ -141,7 +141,7 @@ spec:
   targetNamespaceLabelSelector: {matchLabels: {secure-propagate: "true"}}
 `, examplesGroup)
 	kubetest.Eventually(t, 2*time.Minute, "a SyncError is reported for the parent whose controller has a wrong token", func(ctx context.Context) (bool, error) {
-		events, err := e.kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=secure-secret-propagation-invalid"})
+		events, err := e.Kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=secure-secret-propagation-invalid"})
 		if err != nil {
 			return false, err
 		}
@@ -152,7 +152,7 @@ spec:
 		}
 		return false, fmt.Errorf("%d events, none a SyncError", len(events.Items))
 	})
-	if _, err := e.kube.CoreV1().Secrets("secure-alpha").Get(ctx, "shareable-invalid", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+	if _, err := e.Kube.CoreV1().Secrets("secure-alpha").Get(ctx, "shareable-invalid", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("shareable-invalid was propagated despite a wrong bearer token (get: %v)", err)
 	}
 }

@@ -140,7 +140,7 @@ spec:
 	e.waitField(t, servicesGVR, ns, "nginx-2", "nginx-2", "spec", "selector", "pod-name")
 	e.waitField(t, podsGVR, ns, "nginx-2", "nginx-2", "metadata", "labels", "pod-name")
 
-	sets := e.kube.AppsV1().StatefulSets(ns)
+	sets := e.Kube.AppsV1().StatefulSets(ns)
 	ctx := kubetest.Context(t)
 	patch := func(pt types.PatchType, body string) {
 		t.Helper()
@@ -307,7 +307,7 @@ spec:
 	rollout := func(label string) {
 		t.Helper()
 		body := fmt.Sprintf(`{"spec":{"template":{"metadata":{"labels":{%s}}}}}`, label)
-		if _, err := e.dyn.Resource(deployments).Namespace(ns).Patch(kubetest.Context(t), "nginx", types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
+		if _, err := e.Dynamic.Resource(deployments).Namespace(ns).Patch(kubetest.Context(t), "nginx", types.MergePatchType, []byte(body), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -452,7 +452,7 @@ spec:
       resources: {requests: {storage: 1Gi}}
 `, examplesGroup, ns)
 	catsetsGVR := schema.GroupVersionResource{Group: examplesGroup, Version: "v1", Resource: "catsets"}
-	catsets := e.dyn.Resource(catsetsGVR).Namespace(ns)
+	catsets := e.Dynamic.Resource(catsetsGVR).Namespace(ns)
 	ctx := kubetest.Context(t)
 	t.Cleanup(func() {
 		if cs, err := catsets.Get(context.Background(), "nginx-backend", metav1.GetOptions{}); err == nil && t.Failed() {

@@ -3,10 +3,11 @@ package platform
 import (
 	"encoding/json"
 	"os/exec"
+	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/metalambda/metalambda/internal/kubetest"
 )
 
 func mustUnstructured(s string) *unstructured.Unstructured {
@@ -17,15 +18,17 @@ func mustUnstructured(s string) *unstructured.Unstructured {
 	return u
 }
 
-func dynamicFor(t interface{ Fatal(...any) }, kubeconfig string) dynamic.Interface {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return dynamic.NewForConfigOrDie(cfg)
-}
-
 func runCmd(name string, args ...string) (string, error) {
 	out, err := exec.Command(name, args...).CombinedOutput()
 	return string(out), err
+}
+
+// connect is the kit's Env for the platform's cluster.
+func connect(t testing.TB, kubeconfig string) *kubetest.Env {
+	t.Helper()
+	env, err := kubetest.Connect(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env
 }

@@ -14,16 +14,13 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/metalambda/metalambda/internal/engineapi"
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/local/node"
-	"github.com/metalambda/metalambda/internal/manifest"
 )
 
 // TestInClusterChart installs the Helm chart on the local platform and runs the
@@ -69,11 +66,8 @@ func TestInClusterChart(t *testing.T) {
 		t.Fatalf("up: %v\n%s", err, out.String())
 	}
 	defer p.Stop()
-	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube := kubernetes.NewForConfigOrDie(cfg)
+	env := connect(t, p.Kubeconfig)
+	kube := env.Kube
 	defer func() {
 		if t.Failed() {
 			logPods(t, ctx, kube, GatewayNamespace)
@@ -150,18 +144,15 @@ func TestInClusterChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := kube.CoreV1().ServiceAccounts(GatewayNamespace).CreateToken(ctx, DashboardAdmin, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	token := env.Token(t, GatewayNamespace, DashboardAdmin)
 	api := engineapi.Client{BaseURL: "http://" + net.JoinHostPort(apiSvc.Spec.ClusterIP, "9095"),
 		HTTP: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
 	kubetest.Eventually(t, time.Minute, "the engine API's Service reaches the leader", func(ctx context.Context) (bool, error) {
-		_, err := api.Controllers(ctx, tr.Status.Token)
+		_, err := api.Controllers(ctx, token)
 		return err == nil, err
 	})
 	for i := range 6 {
-		list, err := api.Controllers(ctx, tr.Status.Token)
+		list, err := api.Controllers(ctx, token)
 		if err != nil {
 			t.Fatalf("request %d to the engine API: %v", i, err)
 		}
@@ -175,11 +166,7 @@ func TestInClusterChart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	applier, err := manifest.NewApplier(cfg, "incluster-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := applier.Apply(ctx, data); err != nil {
+	if _, err := env.Apply(ctx, data); err != nil {
 		t.Fatal(err)
 	}
 	kubetest.Eventually(t, 3*time.Minute, "the lambda answers through the ingress", func(context.Context) (bool, error) {

@@ -16,9 +16,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/metalambda/metalambda/functions"
 	"github.com/metalambda/metalambda/internal/kubetest"
@@ -54,11 +51,8 @@ func TestUpRestartDown(t *testing.T) {
 			t.Errorf("status lacks %q:\n%s", want, status.String())
 		}
 	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	dyn := dynamic.NewForConfigOrDie(cfg)
+	env := connect(t, p.Kubeconfig)
+	dyn := env.Dynamic
 	functions := schema.GroupVersionResource{Group: "metalambda.dev", Version: "v1alpha1", Resource: "functions"}
 	for _, name := range []string{"pythonlambda", "immortalcontainer"} {
 		if _, err := dyn.Resource(functions).Namespace(GatewayNamespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
@@ -71,7 +65,7 @@ func TestUpRestartDown(t *testing.T) {
 	if code, body := get(t, p.DashboardURL()+"login", ""); code != 200 || !strings.Contains(body, "Bearer token") {
 		t.Errorf("dashboard login page = %d %.200s", code, body)
 	}
-	if _, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ServiceAccounts(GatewayNamespace).Get(ctx, DashboardAdmin, metav1.GetOptions{}); err != nil {
+	if _, err := env.Kube.CoreV1().ServiceAccounts(GatewayNamespace).Get(ctx, DashboardAdmin, metav1.GetOptions{}); err != nil {
 		t.Errorf("the dashboard admin's ServiceAccount: %v", err)
 	}
 	if data, err := os.ReadFile(GatewayURLFile(opts.DataDir)); err != nil || string(data) != "http://"+opts.GatewayAddress+"\n" {
@@ -96,8 +90,7 @@ func TestUpRestartDown(t *testing.T) {
 		t.Fatalf("restart: %v", err)
 	}
 	defer p.Stop()
-	cfg, _ = clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
-	if _, err := dynamic.NewForConfigOrDie(cfg).Resource(marker).Namespace("default").Get(ctx, "kept", metav1.GetOptions{}); err != nil {
+	if _, err := connect(t, p.Kubeconfig).Dynamic.Resource(marker).Namespace("default").Get(ctx, "kept", metav1.GetOptions{}); err != nil {
 		t.Fatalf("the ConfigMap did not survive a restart: %v", err)
 	}
 	checkHookToken(t, opts, token)

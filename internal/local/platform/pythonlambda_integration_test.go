@@ -26,11 +26,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/manifest"
 )
 
 var pythonLambdasGVR = schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "pythonlambdas"}
@@ -53,18 +51,11 @@ func TestPythonLambdaInProduction(t *testing.T) {
 // image, then a Secret its env reads: no request fails, and once each rollout ends
 // every answer comes from the new pods.
 func testZeroDowntime(t *testing.T, ctx context.Context, p *Platform) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	lambdas := dynamicFor(t, p.Kubeconfig).Resource(pythonLambdasGVR).Namespace("zero")
-	applier, err := manifest.NewApplier(cfg, "pythonlambda-test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := connect(t, p.Kubeconfig)
+	kube := env.Kube
+	lambdas := env.Dynamic.Resource(pythonLambdasGVR).Namespace("zero")
 	defer dumpLambdaOnFailure(t, ctx, lambdas, kube, "zero")
-	if _, err := applier.Apply(ctx, []byte(`
+	if _, err := env.Apply(ctx, []byte(`
 apiVersion: v1
 kind: Namespace
 metadata: {name: zero}
@@ -369,12 +360,9 @@ func dumpLambdaOnFailure(t *testing.T, ctx context.Context, lambdas dynamic.Reso
 // points the operator's pip at it (the pythonlambda Function's env) and runs a
 // lambda importing it; a lambda requiring a package nobody has reports pip's error.
 func testRequirements(t *testing.T, ctx context.Context, p *Platform) {
-	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	dyn := dynamicFor(t, p.Kubeconfig)
+	env := connect(t, p.Kubeconfig)
+	kube := env.Kube
+	dyn := env.Dynamic
 	lambdas := dyn.Resource(pythonLambdasGVR).Namespace("deps")
 	defer dumpLambdaOnFailure(t, ctx, lambdas, kube, "deps")
 	// Pods on the local node see none of the host's files: the wheel directory is
@@ -390,11 +378,7 @@ func testRequirements(t *testing.T, ctx context.Context, p *Platform) {
 		t.Fatal(err)
 	}
 	waitHookUses(t, p, wheels)
-	applier, err := manifest.NewApplier(cfg, "pythonlambda-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := applier.Apply(ctx, []byte(`
+	if _, err := env.Apply(ctx, []byte(`
 apiVersion: v1
 kind: Namespace
 metadata: {name: deps}

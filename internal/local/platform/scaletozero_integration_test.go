@@ -13,12 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/local/ingress"
-	"github.com/metalambda/metalambda/internal/manifest"
 )
 
 // scaleLambdas are three PythonLambdas: "sleepy" scales to zero after 5 idle seconds
@@ -67,19 +64,12 @@ spec:
 func TestScaleToZero(t *testing.T) {
 	p, ctx := startWithNode(t, nodeOptions("mls2z0", "10.244.227.0/24"))
 	defer p.Stop()
-	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
-	if err != nil {
+	env := connect(t, p.Kubeconfig)
+	kube := env.Kube
+	if _, err := env.Apply(ctx, []byte(scaleLambdas)); err != nil {
 		t.Fatal(err)
 	}
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	applier, err := manifest.NewApplier(cfg, "scale-test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := applier.Apply(ctx, []byte(scaleLambdas)); err != nil {
-		t.Fatal(err)
-	}
-	lambdas := dynamicFor(t, p.Kubeconfig).Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "pythonlambdas"}).Namespace("scale")
+	lambdas := env.Dynamic.Resource(schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "pythonlambdas"}).Namespace("scale")
 	base := "http://" + p.opts.IngressAddress
 	pods := func(ctx context.Context, name string) (int, error) {
 		list, err := kube.CoreV1().Pods("scale").List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + name})

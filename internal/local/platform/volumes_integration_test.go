@@ -19,11 +19,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/local/storage"
-	"github.com/metalambda/metalambda/internal/manifest"
 )
 
 // bootScript appends the pod's name to boots in its claim at every start, then serves
@@ -124,15 +122,8 @@ func TestVolumes(t *testing.T) {
 	defer hook.Close()
 	p, ctx := startWithNode(t, nodeOptions("mlvol0", "10.244.219.0/24"))
 	defer p.Stop()
-	cfg, err := clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kube := kubernetes.NewForConfigOrDie(cfg)
-	applier, err := manifest.NewApplier(cfg, "volumes-test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	env := connect(t, p.Kubeconfig)
+	kube := env.Kube
 	root := VolumeDir(p.opts.DataDir)
 	sc, err := kube.StorageV1().StorageClasses().Get(ctx, storage.ClassName, metav1.GetOptions{})
 	if err != nil || sc.Annotations["storageclass.kubernetes.io/is-default-class"] != "true" {
@@ -140,12 +131,12 @@ func TestVolumes(t *testing.T) {
 	}
 
 	t.Run("CatSet", func(t *testing.T) {
-		defer dumpOnFailure(t, ctx, p.Kubeconfig, kube)
-		if _, err := applier.Apply(ctx, fmt.Appendf(nil, catsetController, hook.URL)); err != nil {
+		defer dumpOnFailure(t, ctx, env)
+		if _, err := env.Apply(ctx, fmt.Appendf(nil, catsetController, hook.URL)); err != nil {
 			t.Fatal(err)
 		}
 		kubetest.Eventually(t, time.Minute, "the CatSet is applied", func(ctx context.Context) (bool, error) {
-			_, err := applier.Apply(ctx, catsetWithClaims())
+			_, err := env.Apply(ctx, catsetWithClaims())
 			return err == nil, err
 		})
 		start := time.Now()
@@ -176,7 +167,7 @@ func TestVolumes(t *testing.T) {
 
 		// Deleting the CatSet deletes its pods and claims; the provisioner deletes
 		// the released volumes and their directories.
-		if err := dynamicFor(t, p.Kubeconfig).Resource(catsetsGVR).Namespace("catset").Delete(ctx, "cat", metav1.DeleteOptions{}); err != nil {
+		if err := env.Dynamic.Resource(catsetsGVR).Namespace("catset").Delete(ctx, "cat", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		start = time.Now()
@@ -185,7 +176,7 @@ func TestVolumes(t *testing.T) {
 	})
 
 	t.Run("StatefulSet", func(t *testing.T) {
-		if _, err := applier.Apply(ctx, []byte(statefulSetWithClaims)); err != nil {
+		if _, err := env.Apply(ctx, []byte(statefulSetWithClaims)); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
