@@ -45,7 +45,7 @@ def sync(request):
         targets = [ns['metadata']['name'] for ns in request['related']['Namespace.v1'].values()]
     copies = []
     if source is not None:
-        copies = [{'apiVersion': 'v1', 'kind': KIND, 'metadata': {'name': spec['sourceName'], 'namespace': ns}, 'data': source.Get('data', {})}
+        copies = [{'apiVersion': 'v1', 'kind': KIND, 'metadata': {'name': spec['sourceName'], 'namespace': ns}, 'data': source.get('data', {})}
                   for ns in targets if ns != spec['sourceNamespace']]
     return {'status': %[2]s, 'children': copies}
 `
