@@ -26,6 +26,25 @@ func fakeClock(a *Auth) *time.Time {
 	return &now
 }
 
+// server serves one request of token from addr with h.
+func server(h http.Handler) func(token, addr string) *httptest.ResponseRecorder {
+	return func(token, addr string) *httptest.ResponseRecorder {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, requestWith(token, addr))
+		return w
+	}
+}
+
+// sprayAuth is an authorizer whose global budget of unknown tokens is 10, then
+// one a second, on a fake clock.
+func sprayAuth(t *testing.T) (*httpapitest.Reviews, *Auth, *time.Time) {
+	api := httpapitest.NewReviews(t)
+	o := testAuthOptions(1000)
+	o.UnknownTokens = FailureLimits{Burst: 10, Rate: 1}
+	a := newAuthorizer(t, api, o)
+	return api, a, fakeClock(a)
+}
+
 // eventually polls cond until it holds or a generous deadline passes; a test that
 // uses it asserts counts afterwards, so that the deadline only decides how long the
 // old code's failure takes to show.
@@ -133,11 +152,7 @@ func TestAFailingAPIIsNotAskedDuringTheCooldown(t *testing.T) {
 	a := newAuthorizer(t, api, o)
 	now := fakeClock(a)
 	h := okHandler(a)
-	serve := func(token, addr string) *httptest.ResponseRecorder {
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, requestWith(token, addr))
-		return w
-	}
+	serve := server(h)
 	if w := serve(goodToken, "10.0.0.1:1"); w.Code != http.StatusOK {
 		t.Fatalf("good token = %d", w.Code)
 	}
@@ -245,11 +260,7 @@ func TestIPv6ClientsAreLimitedPer64(t *testing.T) {
 // F3: clients that change address cannot have the API review unknown tokens without
 // bound: a global budget holds back all of them.
 func TestUnknownTokensAreLimitedOverAllClients(t *testing.T) {
-	api := httpapitest.NewReviews(t)
-	o := testAuthOptions(1000)
-	o.UnknownTokens = FailureLimits{Burst: 10, Rate: 1}
-	a := newAuthorizer(t, api, o)
-	fakeClock(a)
+	api, a, _ := sprayAuth(t)
 	limited := 0
 	for i := range 30 {
 		err := a.authorize(requestWith(randomToken(t), "10.0.1."+strconv.Itoa(i)+":1"), "list", "ns")
@@ -269,11 +280,7 @@ func TestUnknownTokensAreLimitedOverAllClients(t *testing.T) {
 // not keep a token the API accepted before (the engine's, a user's) from being
 // reviewed again once its cache entry expires.
 func TestSprayingDoesNotLockOutAcceptedTokens(t *testing.T) {
-	api := httpapitest.NewReviews(t)
-	o := testAuthOptions(1000)
-	o.UnknownTokens = FailureLimits{Burst: 10, Rate: 1}
-	a := newAuthorizer(t, api, o)
-	now := fakeClock(a)
+	api, a, now := sprayAuth(t)
 	if err := a.authorize(requestWith(goodToken, "10.0.3.1:1"), "list", "ns"); err != nil {
 		t.Fatal(err)
 	}

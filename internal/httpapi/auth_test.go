@@ -93,9 +93,7 @@ func TestAuthCachesAreBounded(t *testing.T) {
 func TestAuthCacheTTLs(t *testing.T) {
 	api := httpapitest.NewReviews(t)
 	a := newAuthorizer(t, api, testAuthOptions(100))
-	now := time.Unix(1000, 0)
-	a.now = func() time.Time { return now }
-	a.failures.now = a.now
+	now := fakeClock(a)
 	call := func(token string) *Error {
 		return a.authorize(requestWith(token, "10.0.0.1:1"), "get", "ns")
 	}
@@ -110,12 +108,12 @@ func TestAuthCacheTTLs(t *testing.T) {
 	if tr, sar := api.TokenReviews.Load(), api.AccessReviews.Load(); tr != 2 || sar != 1 {
 		t.Fatalf("within the TTLs: %d TokenReviews and %d SubjectAccessReviews, want 2 and 1", tr, sar)
 	}
-	now = now.Add(3 * time.Second) // past the negative TTL, within the TTL
+	*now = now.Add(3 * time.Second) // past the negative TTL, within the TTL
 	_, _ = call(goodToken), call("bad")
 	if tr := api.TokenReviews.Load(); tr != 3 {
 		t.Fatalf("after the negative TTL: %d TokenReviews, want 3 (the refused token again)", tr)
 	}
-	now = now.Add(10 * time.Second) // past the TTL
+	*now = now.Add(10 * time.Second) // past the TTL
 	_ = call(goodToken)
 	if tr, sar := api.TokenReviews.Load(), api.AccessReviews.Load(); tr != 4 || sar != 2 {
 		t.Fatalf("after the TTL: %d TokenReviews and %d SubjectAccessReviews, want 4 and 2", tr, sar)
@@ -128,15 +126,9 @@ func TestAuthCacheTTLs(t *testing.T) {
 func TestFailedAuthenticationsAreRateLimited(t *testing.T) {
 	api := httpapitest.NewReviews(t)
 	a := newAuthorizer(t, api, testAuthOptions(100))
-	now := time.Unix(1000, 0)
-	a.now = func() time.Time { return now }
-	a.failures.now = a.now
+	now := fakeClock(a)
 	h := a.Require(functionAccess("list"))(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) }))
-	serve := func(token, addr string) *httptest.ResponseRecorder {
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, requestWith(token, addr))
-		return w
-	}
+	serve := server(h)
 	if w := serve(goodToken, "10.0.0.1:1"); w.Code != http.StatusOK {
 		t.Fatalf("good token = %d", w.Code)
 	}
@@ -163,7 +155,7 @@ func TestFailedAuthenticationsAreRateLimited(t *testing.T) {
 	if w := serve("bad-elsewhere", "10.0.0.2:1"); w.Code != http.StatusUnauthorized {
 		t.Errorf("another client = %d, want 401", w.Code)
 	}
-	now = now.Add(time.Second)
+	*now = now.Add(time.Second)
 	if w := serve("bad-later", "10.0.0.1:5"); w.Code != http.StatusUnauthorized {
 		t.Errorf("a second later = %d, want 401 (one more attempt allowed)", w.Code)
 	}

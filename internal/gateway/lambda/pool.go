@@ -282,7 +282,7 @@ func (s *poolSet) memory(fresh bool) (int64, []idleItem) {
 	spares := slices.Clone(s.spares)
 	s.mu.Unlock()
 	for _, sp := range spares {
-		total += sp.memory()
+		total += sp.memory(fresh)
 	}
 	return total, idle
 }

@@ -383,16 +383,18 @@ func (f *pyFunction) Close() {
 
 // pyWorker is one python process serving one function, one call at a time.
 type pyWorker struct {
-	id     string // its worker= argument
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	frames chan []byte   // replies; closed when the worker's stdout ends
-	killed chan struct{} // closed by kill
-	exited chan struct{} // closed once the process is reaped and its directory removed
-	stderr *tailBuffer
-	dir    string           // the unsandboxed worker's temporary directory
-	sb     *sandbox.Command // the sandboxed worker's command; nil when unsandboxed
-	once   sync.Once
+	id string // its worker= argument
+	// spareMemory is the memory read while the worker waited as a spare.
+	spareMemory atomic.Int64
+	cmd         *exec.Cmd
+	stdin       io.WriteCloser
+	frames      chan []byte   // replies; closed when the worker's stdout ends
+	killed      chan struct{} // closed by kill
+	exited      chan struct{} // closed once the process is reaped and its directory removed
+	stderr      *tailBuffer
+	dir         string           // the unsandboxed worker's temporary directory
+	sb          *sandbox.Command // the sandboxed worker's command; nil when unsandboxed
+	once        sync.Once
 
 	loaded sandbox.Usage // what the worker held once it had loaded the source
 

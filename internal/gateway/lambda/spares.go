@@ -186,14 +186,21 @@ func (s *spares) release() {
 	destroyAll(ready, (*pyWorker).kill)
 }
 
-// memory is what the spares hold.
-func (s *spares) memory() int64 {
+// memory is what the spares hold. Unless fresh, a spare read before counts
+// with its last reading, as a pool's workers do, so that a cold start reads no
+// spare's memory.
+func (s *spares) memory(fresh bool) int64 {
 	s.mu.Lock()
 	ready := slices.Clone(s.ready)
 	s.mu.Unlock()
 	var total int64
 	for _, w := range ready {
-		total += w.memory()
+		m := w.spareMemory.Load()
+		if fresh || m == 0 {
+			m = w.memory()
+			w.spareMemory.Store(m)
+		}
+		total += m
 	}
 	return total
 }
