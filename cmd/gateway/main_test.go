@@ -123,6 +123,11 @@ func TestBuildSandbox(t *testing.T) {
 // restrictedChildEnv marks the child of TestBuildSandboxRestricted.
 const restrictedChildEnv = "METALAMBDA_TEST_RESTRICTED_CHILD"
 
+// childUser is the user the restricted child runs as, a gateway that is not
+// root; no other package's tests run as it (RLIMIT_NPROC counts a user's tasks
+// on the whole host).
+const childUser = 65533
+
 // TestBuildSandboxRestricted starts this test binary again as nobody under a
 // seccomp filter that refuses user namespaces, as a restricted container's
 // RuntimeDefault profile does: there the default sandbox is Landlock; and, with
@@ -139,7 +144,7 @@ func TestBuildSandboxRestricted(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chown(dir, 65534, 65534); err != nil {
+	if err := os.Chown(dir, childUser, childUser); err != nil {
 		t.Fatal(err)
 	}
 	exe, err := os.Executable()
@@ -156,7 +161,7 @@ func TestBuildSandboxRestricted(t *testing.T) {
 	}
 	for _, child := range []string{"landlock", "none"} {
 		t.Run(child, func(t *testing.T) {
-			cmd, err := sandbox.RestrictedCommand([]string{copied, "-test.run=^TestBuildSandboxInRestrictedChild$", "-test.count=1", "-test.v"}, 65534, child == "none")
+			cmd, err := sandbox.RestrictedCommand([]string{copied, "-test.run=^TestBuildSandboxInRestrictedChild$", "-test.count=1", "-test.v"}, childUser, child == "none")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -49,7 +49,7 @@ func TestLandlockSandbox(t *testing.T) {
 		{"none", true, "^TestNoSandboxMechanism$"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			cmd, err := sandbox.RestrictedCommand([]string{exe, "-test.run=" + tt.run, "-test.count=1", "-test.v"}, 65534, tt.withoutLandlock)
+			cmd, err := sandbox.RestrictedCommand([]string{exe, "-test.run=" + tt.run, "-test.count=1", "-test.v"}, childUser, tt.withoutLandlock)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,15 +77,21 @@ func TestLandlockSandbox(t *testing.T) {
 	}
 }
 
-// nobodyDir is a directory under /tmp that nobody owns, removed at the end of
-// the test: the test's own temporary directory may not be reachable by nobody.
+// childUser is the user the Landlock child runs as, a gateway that is not root.
+// It is no other package's: RLIMIT_NPROC counts every task of a user on the
+// host, and the sandbox package's fork-bomb tests run beside this package's as
+// a user that is not root too.
+const childUser = 65532
+
+// nobodyDir is a directory under /tmp that childUser owns, removed at the end of
+// the test: the test's own temporary directory may not be reachable by it.
 func nobodyDir(t *testing.T) string {
 	dir, err := os.MkdirTemp("/tmp", "metalambda-landlock-test-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	if err := os.Chown(dir, 65534, 65534); err != nil {
+	if err := os.Chown(dir, childUser, childUser); err != nil {
 		t.Fatal(err)
 	}
 	return dir

@@ -49,12 +49,19 @@ func modes(t *testing.T) map[string]func(Spec) *Command {
 	return m
 }
 
-// asNobody starts the commands of command as nobody, as a gateway running as
-// nobody would.
+// gatewayUser is the user this package's tests start commands as to stand for a
+// gateway that is not root. It is no other package's: RLIMIT_NPROC counts every
+// task of a user on the host, so a fork bomb's room would move with the tasks
+// that another package's tests (the runtimes' Landlock child, as nobody) start
+// and end meanwhile.
+const gatewayUser = 65531
+
+// asNobody starts the commands of command as gatewayUser, as a gateway running
+// as a user of its own that is not root would.
 func asNobody(command func(Spec) *Command) func(Spec) *Command {
 	return func(spec Spec) *Command {
 		cmd := command(spec)
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: gatewayUser, Gid: gatewayUser, Groups: []uint32{}}
 		return cmd
 	}
 }
@@ -208,7 +215,10 @@ print(list(caps), libc.prctl(39, 0, 0, 0, 0))
 print(attempt(lambda: [l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapEff", "CapBnd"))]))
 `
 	got := strings.Split(run(t, command, Spec{}, program), "\n")
-	user := "65534 65534"
+	user := "65534 65534" // DefaultUID in the user namespace
+	if mode == "landlock" {
+		user = fmt.Sprintf("%d %d", gatewayUser, gatewayUser)
+	}
 	if mode == "privileged" || mode == "landlock-root" {
 		uid, _ := strconv.Atoi(strings.Fields(got[0])[0])
 		if uid < DefaultUIDBase {
