@@ -8,6 +8,13 @@ set -uo pipefail
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/metalambda-test.XXXXXX")
 netns_before=$(ip netns list 2>/dev/null | sort)
 bridges_before=$(ip -o link show type bridge 2>/dev/null | awk -F': ' '{print $2}' | sort)
+# The sandbox's cgroups: metalambda-<pid> under the cgroup of the process that
+# made them. One whose process is gone was left behind by a sandbox not closed.
+dead_cgroups() {
+  find /sys/fs/cgroup -maxdepth 6 -type d -name 'metalambda-[0-9]*' 2>/dev/null |
+    while read -r dir; do [[ -d /proc/${dir##*-} ]] || echo "$dir"; done | sort
+}
+cgroups_before=$(dead_cgroups)
 echo "test: go test $* (TMPDIR=$tmp)"
 TMPDIR=$tmp go test "$@"
 rc=$?
@@ -33,6 +40,12 @@ if [[ -n $netns_new || -n $bridges_new ]]; then
   echo "$netns_new $bridges_new" | sed 's/^/  /' >&2
   rc=1
 fi
+cgroups_new=$(comm -13 <(echo "$cgroups_before") <(dead_cgroups))
+if [[ -n $cgroups_new ]]; then
+  echo "test: FAIL: the tests left cgroups behind (a sandbox that was not closed):" >&2
+  echo "$cgroups_new" | sed 's/^/  /' >&2
+  rc=1
+fi
 left=$(find "$tmp" -mindepth 1 -maxdepth 1 2>/dev/null)
 if [[ -n $left ]]; then
   echo "test: FAIL: the tests left files behind in $tmp:" >&2
@@ -41,5 +54,5 @@ if [[ -n $left ]]; then
 else
   rmdir "$tmp"
 fi
-((rc == 0)) && echo "test: ok, no process, temporary file, network namespace or bridge left behind"
+((rc == 0)) && echo "test: ok, no process, temporary file, cgroup, network namespace or bridge left behind"
 exit "$rc"

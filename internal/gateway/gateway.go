@@ -166,16 +166,18 @@ func (o *Options) validateBounds() error {
 // chooseSandbox gives the runtimes the sandbox of SandboxMode unless they have one
 // or run without: built and probed here, so that a host without bubblewrap or
 // Landlock is told at the gateway's start, not at the first Function's compile.
-func (o *Options) chooseSandbox() error {
+// It returns the sandbox it built, which the gateway closes when it stops (nil
+// when the caller gave one or none).
+func (o *Options) chooseSandbox() (*sandbox.Sandbox, error) {
 	if o.Runtime.Sandbox != nil || o.Runtime.InsecureNoSandbox {
-		return nil
+		return nil, nil
 	}
 	sb, err := sandbox.New(sandbox.Options{Mode: o.SandboxMode})
 	if err != nil {
-		return fmt.Errorf("cannot sandbox user code (Runtime.InsecureNoSandbox runs without a sandbox, for development only): %w", err)
+		return nil, fmt.Errorf("cannot sandbox user code (Runtime.InsecureNoSandbox runs without a sandbox, for development only): %w", err)
 	}
 	o.Runtime.Sandbox = sb
-	return nil
+	return sb, nil
 }
 
 func (o *Options) authOptions() httpapi.AuthOptions {
@@ -202,17 +204,27 @@ type Gateway struct {
 	nsReplays *callLimiter
 	dash      *dashboard.Dashboard
 	running   atomic.Bool
+	// sandbox is the sandbox New built for the runtimes (nil when the options
+	// held one), closed when Run returns so that its cgroups go with it.
+	sandbox *sandbox.Sandbox
 }
 
-// New builds a gateway for the cluster cfg reaches.
-func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, error) {
+// New builds a gateway for the cluster cfg reaches. Unless opts hold a sandbox
+// (or run without one), it builds one, which Run closes when it returns.
+func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (g *Gateway, err error) {
 	opts.normalize()
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if err := opts.chooseSandbox(); err != nil {
+	sb, err := opts.chooseSandbox()
+	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil && sb != nil {
+			sb.Close()
+		}
+	}()
 	// Management requests write Functions as their caller; see callerHTTPClient.
 	httpClient, err := callerHTTPClient(cfg)
 	if err != nil {
@@ -230,7 +242,8 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 	// Env sources are read as the gateway itself: what a namespace granted it.
 	env := newEnvCache(kube, opts.EnvSourceTTL, min(opts.EnvSourceTTL, 2*time.Second), opts.AuthCacheSize)
 	policy := networkPolicy{compiler: registry, allow: opts.AllowFunctionNetwork}
-	g := &Gateway{
+	g = &Gateway{
+		sandbox:  sb,
 		opts:     opts,
 		dyn:      dyn,
 		registry: registry,
@@ -258,8 +271,12 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Gateway, e
 	return g, nil
 }
 
-// Run watches Function objects until ctx ends.
+// Run watches Function objects until ctx ends. When it returns, every Function's
+// workers have stopped and the sandbox New built is closed.
 func (g *Gateway) Run(ctx context.Context) {
+	if g.sandbox != nil {
+		defer g.sandbox.Close() // last: after the functions and the dashboard's replays
+	}
 	g.running.Store(true)
 	defer g.running.Store(false)
 	defer func() { _ = g.dash.Close() }()
