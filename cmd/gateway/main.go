@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -45,12 +46,16 @@ type options struct {
 	egressDeny    []string
 	qps           float64
 	burst         int
-	gateway       gateway.Options
+	// shutdownDelay is how long the gateway keeps serving after SIGTERM with
+	// /readyz failing; shutdownTimeout bounds the wait for calls in flight.
+	shutdownDelay, shutdownTimeout time.Duration
+	gateway                        gateway.Options
 }
 
 func defaultOptions() *options {
 	gw := gateway.Defaults()
-	return &options{listen: "127.0.0.1:8081", qps: 50, burst: 100, gcPercent: gateway.DefaultGCPercent, sandboxMode: string(gw.SandboxMode), memoryBudget: "auto", gateway: gw}
+	return &options{listen: "127.0.0.1:8081", qps: 50, burst: 100, gcPercent: gateway.DefaultGCPercent, sandboxMode: string(gw.SandboxMode), memoryBudget: "auto", gateway: gw,
+		shutdownDelay: 5 * time.Second, shutdownTimeout: 30 * time.Second}
 }
 
 func (o *options) bindFlags(fs *flag.FlagSet) {
@@ -95,6 +100,8 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage-collection target (as GOGC); the GOGC environment variable, when set, wins.")
+	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", o.shutdownDelay, "On SIGTERM, how long the gateway goes on serving with /readyz failing before it stops accepting connections, so that Services, ingresses and engines stop sending it calls first.")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", o.shutdownTimeout, "After --shutdown-delay, how long the gateway waits for calls in flight to finish before it stops their workers; a pod's terminationGracePeriodSeconds should exceed the two together.")
 }
 
 func (o *options) validate() error {
@@ -103,6 +110,9 @@ func (o *options) validate() error {
 		return fmt.Errorf("--sandbox: %w", err)
 	}
 	o.gateway.SandboxMode = mode
+	if o.shutdownDelay < 0 || o.shutdownTimeout < 0 {
+		return fmt.Errorf("--shutdown-delay %s and --shutdown-timeout %s may not be negative", o.shutdownDelay, o.shutdownTimeout)
+	}
 	if _, _, err := net.SplitHostPort(o.listen); err != nil {
 		return fmt.Errorf("--listen %q: %w", o.listen, err)
 	}
@@ -176,26 +186,31 @@ func main() {
 }
 
 // buildSandbox gives the runtimes a sandbox of mode, failing with what is
-// missing, unless the operator turned it off.
-func buildSandbox(rt *lambda.Options, mode sandbox.Mode) error {
+// missing, unless the operator turned it off. The caller closes the sandbox it
+// returns (nil without one) once the gateway has stopped.
+func buildSandbox(rt *lambda.Options, mode sandbox.Mode) (*sandbox.Sandbox, error) {
 	if rt.InsecureNoSandbox {
 		klog.InfoS("WARNING: --insecure-no-sandbox: Python functions run as plain processes of the gateway's user, with its files, credentials and network, and JavaScript and Jsonnet functions in the gateway's process, without memory bounds")
-		return nil
+		return nil, nil
 	}
 	sb, err := sandbox.New(sandbox.Options{Mode: mode})
 	if err != nil {
-		return fmt.Errorf("cannot sandbox user code (--insecure-no-sandbox runs without a sandbox, for development only): %w", err)
+		return nil, fmt.Errorf("cannot sandbox user code (--insecure-no-sandbox runs without a sandbox, for development only): %w", err)
 	}
 	klog.InfoS("Sandboxing user code", sb.Describe()...)
 	rt.Sandbox = sb
-	return nil
+	return sb, nil
 }
 
 // run serves until ctx ends. ready, when not nil, receives the listening address.
 func run(ctx context.Context, o *options, ready chan<- string) error {
 	o.gateway.Runtime.Builtins = functions.Builtins()
-	if err := buildSandbox(&o.gateway.Runtime, o.gateway.SandboxMode); err != nil {
+	sb, err := buildSandbox(&o.gateway.Runtime, o.gateway.SandboxMode)
+	if err != nil {
 		return err
+	}
+	if sb != nil {
+		defer sb.Close() // last: the gateway has stopped every worker by then
 	}
 	cfg, err := kubeclient.Config(o.kubeconfig, o.qps, o.burst)
 	if err != nil {
@@ -226,22 +241,35 @@ func run(ctx context.Context, o *options, ready chan<- string) error {
 	if o.gateway.HookToken == "" {
 		klog.InfoS("WARNING: no --hook-token-file: /hooks call any function for whoever reaches them", "address", cmp.Or(o.hooksListen, o.listen))
 	}
-	// The gateway and its servers stop together: when ctx ends, or when a server
-	// fails.
+	// The gateway and its servers stop together, when ctx ends or a server
+	// fails: /readyz fails first while everything else is still served for
+	// shutdownDelay, then the listeners close and the calls in flight finish
+	// (within shutdownTimeout), and only then do the functions' workers stop.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	runCtx, stopRun := context.WithCancel(context.Background())
+	defer stopRun()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		gw.Run(ctx)
+		gw.Run(runCtx)
 	}()
 	go func() {
 		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		gw.Drain()
+		klog.InfoS("Draining: /readyz fails, calls are still served", "for", o.shutdownDelay)
+		time.Sleep(o.shutdownDelay)
+		shutdown, cancel := context.WithTimeout(context.Background(), o.shutdownTimeout)
 		defer cancel()
+		var wg sync.WaitGroup
 		for _, srv := range servers {
-			_ = srv.Shutdown(shutdown)
+			wg.Go(func() { _ = srv.Shutdown(shutdown) })
 		}
+		wg.Wait()
+		if shutdown.Err() != nil {
+			klog.InfoS("Calls still in flight at the shutdown timeout are cut", "timeout", o.shutdownTimeout)
+		}
+		stopRun()
 	}()
 	if ready != nil {
 		ready <- l.Addr().String()

@@ -105,17 +105,19 @@ func TestOptionsValidate(t *testing.T) {
 
 func TestBuildSandbox(t *testing.T) {
 	var rt lambda.Options
-	if err := buildSandbox(&rt, sandbox.ModeAuto); err != nil || rt.Sandbox == nil || rt.Sandbox.Mode() != sandbox.ModeNamespaces {
+	sb, err := buildSandbox(&rt, sandbox.ModeAuto)
+	if err != nil || rt.Sandbox == nil || rt.Sandbox.Mode() != sandbox.ModeNamespaces || sb != rt.Sandbox {
 		t.Fatalf("buildSandbox = %v (sandbox %v), want a namespace sandbox: the tests need bubblewrap", err, rt.Sandbox)
 	}
+	sb.Close()
 	t.Setenv("PATH", t.TempDir())
 	rt = lambda.Options{}
-	err := buildSandbox(&rt, sandbox.ModeNamespaces)
+	_, err = buildSandbox(&rt, sandbox.ModeNamespaces)
 	if err == nil || !strings.Contains(err.Error(), "bubblewrap (bwrap) not found") || !strings.Contains(err.Error(), "--insecure-no-sandbox") {
 		t.Errorf("without bwrap: %v, want an error naming bubblewrap and --insecure-no-sandbox", err)
 	}
 	rt = lambda.Options{InsecureNoSandbox: true}
-	if err := buildSandbox(&rt, sandbox.ModeNamespaces); err != nil || rt.Sandbox != nil {
+	if sb, err := buildSandbox(&rt, sandbox.ModeNamespaces); err != nil || rt.Sandbox != nil || sb != nil {
 		t.Errorf("--insecure-no-sandbox: %v (sandbox %v), want no sandbox and no error", err, rt.Sandbox)
 	}
 }
@@ -186,7 +188,7 @@ func TestBuildSandboxInRestrictedChild(t *testing.T) {
 		t.Skip("runs in the child of TestBuildSandboxRestricted")
 	}
 	var rt lambda.Options
-	err := buildSandbox(&rt, sandbox.ModeAuto)
+	sb, err := buildSandbox(&rt, sandbox.ModeAuto)
 	if child == "none" {
 		for _, want := range []string{"cannot sandbox user code (--insecure-no-sandbox", "neither mechanism works here", "namespaces: bubblewrap cannot build a sandbox here", "Landlock: the kernel has no Landlock"} {
 			if err == nil || !strings.Contains(err.Error(), want) {
@@ -198,7 +200,8 @@ func TestBuildSandboxInRestrictedChild(t *testing.T) {
 	if err != nil || rt.Sandbox.Mode() != sandbox.ModeLandlock {
 		t.Fatalf("buildSandbox(auto) = %v (sandbox %v), want a Landlock sandbox", err, rt.Sandbox)
 	}
-	if err := buildSandbox(&lambda.Options{}, sandbox.ModeNamespaces); err == nil || !strings.Contains(err.Error(), "bubblewrap cannot build a sandbox here") {
+	defer sb.Close()
+	if _, err := buildSandbox(&lambda.Options{}, sandbox.ModeNamespaces); err == nil || !strings.Contains(err.Error(), "bubblewrap cannot build a sandbox here") {
 		t.Errorf("buildSandbox(namespaces) = %v, want bubblewrap's failure", err)
 	}
 	c, err := lambda.NewPython(rt).Compile(lambda.Function{Name: "test/echo", Runtime: lambda.Python, Source: "def sync(request):\n    return {\"status\": request}\n"})

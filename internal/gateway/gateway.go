@@ -204,6 +204,7 @@ type Gateway struct {
 	nsReplays *callLimiter
 	dash      *dashboard.Dashboard
 	running   atomic.Bool
+	draining  atomic.Bool
 	// sandbox is the sandbox New built for the runtimes (nil when the options
 	// held one), closed when Run returns so that its cgroups go with it.
 	sandbox *sandbox.Sandbox
@@ -283,8 +284,14 @@ func (g *Gateway) Run(ctx context.Context) {
 	g.store.run(ctx)
 }
 
-// Ready reports whether every Function has been loaded once.
-func (g *Gateway) Ready() bool { return g.running.Load() && g.store.synced() }
+// Ready reports whether every Function has been loaded once and the gateway is
+// not draining.
+func (g *Gateway) Ready() bool { return g.running.Load() && !g.draining.Load() && g.store.synced() }
+
+// Drain makes /readyz fail from now on, while everything else is served as
+// before: the first step of a graceful shutdown, so that Services and load
+// balancers stop sending new calls before the listeners close.
+func (g *Gateway) Drain() { g.draining.Store(true) }
 
 // Handler is the gateway's HTTP API; metrics is served at /metrics.
 func (g *Gateway) Handler(metrics http.Handler) http.Handler { return g.routes(metrics) }

@@ -130,6 +130,10 @@ func (g *Gateway) hookAuth(h http.HandlerFunc) http.HandlerFunc {
 }
 
 func (g *Gateway) readyz(w http.ResponseWriter, _ *http.Request) {
+	if g.draining.Load() {
+		httpapi.WriteError(w, httpapi.NewError(http.StatusServiceUnavailable, "draining", "the gateway is shutting down; calls in flight are finished"))
+		return
+	}
 	if !g.Ready() {
 		httpapi.WriteError(w, httpapi.NewError(http.StatusServiceUnavailable, "not_ready", "functions not loaded yet"))
 		return
