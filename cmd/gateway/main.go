@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
 	"github.com/metalambda/metalambda/functions"
@@ -46,6 +47,10 @@ type options struct {
 	egressDeny    []string
 	qps           float64
 	burst         int
+	// peersService is the namespace/name of the Service whose endpoints are the
+	// gateway's replicas, peersPort the name of their API's port, and podIP this
+	// replica's own address among them.
+	peersService, peersPort, podIP string
 	// shutdownDelay is how long the gateway keeps serving after SIGTERM with
 	// /readyz failing; shutdownTimeout bounds the wait for calls in flight.
 	shutdownDelay, shutdownTimeout time.Duration
@@ -55,7 +60,8 @@ type options struct {
 func defaultOptions() *options {
 	gw := gateway.Defaults()
 	return &options{listen: "127.0.0.1:8081", qps: 50, burst: 100, gcPercent: gateway.DefaultGCPercent, sandboxMode: string(gw.SandboxMode), memoryBudget: "auto", gateway: gw,
-		shutdownDelay: 5 * time.Second, shutdownTimeout: 30 * time.Second}
+		shutdownDelay: 5 * time.Second, shutdownTimeout: 30 * time.Second,
+		peersPort: "api", podIP: os.Getenv("POD_IP")}
 }
 
 func (o *options) bindFlags(fs *flag.FlagSet) {
@@ -100,6 +106,10 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 		return nil
 	})
 	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage-collection target (as GOGC); the GOGC environment variable, when set, wins.")
+	fs.StringVar(&o.gateway.Replica, "replica-name", o.gateway.Replica, "This replica's name on the calls it records (default $POD_NAME, else the host's name).")
+	fs.StringVar(&o.peersService, "peers-service", o.peersService, "namespace/name of the Service whose endpoints are this gateway's replicas: lists of recorded calls and replays merge every replica's (empty: this replica's alone).")
+	fs.StringVar(&o.peersPort, "peers-port", o.peersPort, "Name of the port of --peers-service that serves the replicas' API.")
+	fs.StringVar(&o.podIP, "pod-ip", o.podIP, "This replica's address among the endpoints of --peers-service (default $POD_IP).")
 	fs.DurationVar(&o.shutdownDelay, "shutdown-delay", o.shutdownDelay, "On SIGTERM, how long the gateway goes on serving with /readyz failing before it stops accepting connections, so that Services, ingresses and engines stop sending it calls first.")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", o.shutdownTimeout, "After --shutdown-delay, how long the gateway waits for calls in flight to finish before it stops their workers; a pod's terminationGracePeriodSeconds should exceed the two together.")
 }
@@ -110,6 +120,20 @@ func (o *options) validate() error {
 		return fmt.Errorf("--sandbox: %w", err)
 	}
 	o.gateway.SandboxMode = mode
+	if o.gateway.Replica == "" {
+		o.gateway.Replica = os.Getenv("POD_NAME")
+	}
+	if o.gateway.Replica == "" {
+		o.gateway.Replica, _ = os.Hostname()
+	}
+	if o.peersService != "" {
+		if ns, name, ok := strings.Cut(o.peersService, "/"); !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return fmt.Errorf("--peers-service %q: want namespace/name", o.peersService)
+		}
+		if o.peersPort == "" {
+			return errors.New("--peers-port is empty: name the port of --peers-service that serves the replicas' API")
+		}
+	}
 	if o.shutdownDelay < 0 || o.shutdownTimeout < 0 {
 		return fmt.Errorf("--shutdown-delay %s and --shutdown-timeout %s may not be negative", o.shutdownDelay, o.shutdownTimeout)
 	}
@@ -218,6 +242,17 @@ func run(ctx context.Context, o *options, ready chan<- string) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var runPeers func(context.Context)
+	if o.peersService != "" {
+		kube, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return err
+		}
+		ns, name, _ := strings.Cut(o.peersService, "/")
+		if o.gateway.Peers, runPeers, err = gateway.EndpointPeers(kube, ns, name, o.peersPort, o.podIP); err != nil {
+			return err
+		}
+	}
 	gw, err := gateway.New(cfg, o.gateway, reg)
 	if err != nil {
 		return err
@@ -237,7 +272,7 @@ func run(ctx context.Context, o *options, ready chan<- string) error {
 		servers = append(servers, gateway.NewServer(gw.HooksHandler()))
 		listeners = append(listeners, hl)
 	}
-	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "hooksListen", o.hooksListen, "ingressAddress", o.gateway.IngressAddress, "egressDeny", o.egressDeny, "gcPercent", gcpercent.Set(o.gcPercent), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "", "secureCookies", o.gateway.Dashboard.SecureCookies, "maxFunctionsPerNamespace", o.gateway.MaxFunctionsPerNamespace, "maxCallsPerNamespace", o.gateway.MaxCallsPerNamespace, "workerMemoryBudget", o.gateway.Runtime.MemoryBudget.Limit())
+	klog.InfoS("Starting gateway", "listen", l.Addr().String(), "hooksListen", o.hooksListen, "ingressAddress", o.gateway.IngressAddress, "egressDeny", o.egressDeny, "gcPercent", gcpercent.Set(o.gcPercent), "publicURL", o.gateway.PublicURL, "apiServer", cfg.Host, "hookToken", o.gateway.HookToken != "", "secureCookies", o.gateway.Dashboard.SecureCookies, "maxFunctionsPerNamespace", o.gateway.MaxFunctionsPerNamespace, "maxCallsPerNamespace", o.gateway.MaxCallsPerNamespace, "workerMemoryBudget", o.gateway.Runtime.MemoryBudget.Limit(), "replica", o.gateway.Replica, "peersService", o.peersService)
 	if o.gateway.HookToken == "" {
 		klog.InfoS("WARNING: no --hook-token-file: /hooks call any function for whoever reaches them", "address", cmp.Or(o.hooksListen, o.listen))
 	}
@@ -252,6 +287,9 @@ func run(ctx context.Context, o *options, ready chan<- string) error {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		if runPeers != nil {
+			go runPeers(runCtx)
+		}
 		gw.Run(runCtx)
 	}()
 	go func() {

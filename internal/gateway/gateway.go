@@ -24,6 +24,11 @@ import (
 
 // Options configure a gateway; cmd/gateway sets them from flags.
 type Options struct {
+	// Replica names this replica of the gateway (its pod's name) on the calls it
+	// records; Peers, when set, lists the other replicas, whose recorded calls
+	// the invocation list and replays merge with this one's.
+	Replica string
+	Peers   Peers
 	// PublicURL is the base URL engines reach the gateway at; status.url of every
 	// Function is PublicURL/hooks/<namespace>/<name>.
 	PublicURL string

@@ -316,7 +316,8 @@ func (g *Gateway) invocations(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, err)
 		return
 	}
-	httpapi.WriteJSON(w, http.StatusOK, map[string]any{"items": e.history.list(), "enabled": e.history.enabled()})
+	items, unreachable := g.recorded(r, chi.URLParam(r, "namespace"), chi.URLParam(r, "name"), e)
+	httpapi.WriteJSON(w, http.StatusOK, gatewayapi.InvocationList{Items: items, Enabled: e.history.enabled(), Unreachable: unreachable})
 }
 
 // call runs the function named in the URL with the request body, and records it.
@@ -344,7 +345,7 @@ func (g *Gateway) call(r *http.Request, source string) (*Invocation, error) {
 		return nil, httpapi.NewError(http.StatusBadRequest, "bad_request", "the request body is not JSON: "+callErr.Error())
 	}
 	elapsed := time.Since(start)
-	inv := &Invocation{Time: start, DurationMS: float64(elapsed.Microseconds()) / 1000, Source: source, Status: http.StatusOK, Request: body, Response: res.Response, Logs: res.Logs}
+	inv := &Invocation{Time: start, DurationMS: float64(elapsed.Microseconds()) / 1000, Source: source, Status: http.StatusOK, Request: body, Response: res.Response, Logs: res.Logs, Replica: g.opts.Replica}
 	if callErr != nil {
 		inv.Status, inv.Error, inv.Response = http.StatusInternalServerError, callErr.Error(), nil
 	}

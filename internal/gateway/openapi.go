@@ -96,8 +96,10 @@ func operations() map[string]map[string]*openapi3.Operation {
 		"/v1/namespaces/{namespace}/functions/{name}/invoke": {http.MethodPost: operation("Test call: the function's response and logs.",
 			params(ns, name), anyJSON, nil,
 			ok(200, jsonResponse("The call's result.", ref("InvokeResult"))), errs(400, 401, 403, 404, 413, 429, 500, 503))},
-		"/v1/namespaces/{namespace}/functions/{name}/invocations": {http.MethodGet: operation("Recent calls, newest first.",
-			params(ns, name), nil, nil,
+		"/v1/namespaces/{namespace}/functions/{name}/invocations": {http.MethodGet: operation("Recent calls, newest first, of every replica of the gateway.",
+			params(ns, name, &openapi3.ParameterRef{Value: openapi3.NewQueryParameter(localParam).
+				WithDescription("true: the calls this replica recorded itself, without asking the others (what replicas ask each other).").
+				WithSchema(openapi3.NewBoolSchema())}), nil, nil,
 			ok(200, jsonResponse("The recorded calls.", ref("InvocationList"))), errs(401, 403, 404, 500, 503))},
 		"/v1/namespaces/{namespace}/functions/{name}/replay": {http.MethodPost: operation("Replay: run a candidate version of the function, unsaved, against its last recorded calls and tell per call whether the answer changes. Needs the verbs update and invoke; 422 with the position if the candidate does not compile.",
 			params(ns, name), &openapi3.RequestBodyRef{Value: openapi3.NewRequestBody().WithRequired(true).
@@ -184,7 +186,8 @@ func schemas(function *openapi3.Schema) openapi3.Schemas {
 		WithProperty("headers", described(stringMap(), "The call's HTTP headers; credentials are redacted.")).
 		WithProperty("request", described(anyJSON(), "The request body; Secret data and authorization values are redacted, big bodies replaced by a note.")).
 		WithProperty("response", described(anyJSON(), "The response body, redacted and truncated as the request.")).
-		WithProperty("logs", str())
+		WithProperty("logs", str()).
+		WithProperty("replica", described(str(), "The gateway replica that served the call."))
 	invocation.Required = []string{"time", "durationMs", "source", "status"}
 	errorSchema := openapi3.NewObjectSchema().
 		WithProperty("error", described(str(), "A code: not_found, compile_error, too_many_requests...")).
@@ -233,7 +236,8 @@ func schemas(function *openapi3.Schema) openapi3.Schemas {
 		"Invocation": invocation.NewRef(),
 		"InvocationList": openapi3.NewObjectSchema().
 			WithProperty("items", &openapi3.Schema{Type: &openapi3.Types{"array"}, Items: ref("Invocation")}).
-			WithProperty("enabled", described(openapi3.NewBoolSchema(), "False when the Function's spec.history.enabled is false.")).NewRef(),
+			WithProperty("enabled", described(openapi3.NewBoolSchema(), "False when the Function's spec.history.enabled is false.")).
+			WithProperty("unreachable", described(openapi3.NewArraySchema().WithItems(str()), "The gateway replicas that did not answer, whose calls are missing.")).NewRef(),
 		"Status": openapi3.NewObjectSchema().WithProperty("status", str()).NewRef(),
 		"Error":  errorSchema.NewRef(),
 	}

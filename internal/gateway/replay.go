@@ -91,7 +91,7 @@ func (g *Gateway) replay(w http.ResponseWriter, r *http.Request) {
 	defer compiled.Close()
 	ctx, cancel := context.WithTimeout(r.Context(), replayBudget)
 	defer cancel()
-	recorded := e.history.list()
+	recorded, _ := g.recorded(r, ns, name, e)
 	if len(recorded) > req.Limit {
 		recorded = recorded[:req.Limit]
 	}

@@ -93,6 +93,14 @@ func (c *Client) Invocations(ctx context.Context, namespace, name string) (*Invo
 	return &out, err
 }
 
+// LocalInvocations lists the calls that the replica at BaseURL recorded itself,
+// newest first, without asking the other replicas (what replicas ask each other).
+func (c *Client) LocalInvocations(ctx context.Context, namespace, name string) (*InvocationList, error) {
+	var out InvocationList
+	_, err := c.Do(ctx, http.MethodGet, FunctionsPath(namespace, name, "invocations")+"?local=true", nil, &out)
+	return &out, err
+}
+
 // Replay runs a candidate against a function's recorded calls.
 func (c *Client) Replay(ctx context.Context, namespace, name string, req ReplayRequest) (*ReplayResult, error) {
 	var out ReplayResult

@@ -31,6 +31,8 @@ type Invocation struct {
 	Request    json.RawMessage   `json:"request,omitempty"`
 	Response   json.RawMessage   `json:"response,omitempty"`
 	Logs       string            `json:"logs,omitempty"`
+	// Replica is the gateway replica that served the call (its pod's name).
+	Replica string `json:"replica,omitempty"`
 }
 
 // Parent names the parent object of the call's hook request.
@@ -41,6 +43,9 @@ func (i Invocation) Parent() string { return parentOf(i.Request) }
 type InvocationList struct {
 	Items   []Invocation `json:"items"`
 	Enabled bool         `json:"enabled"`
+	// Unreachable names the gateway replicas that did not answer, whose calls
+	// are missing from Items.
+	Unreachable []string `json:"unreachable,omitempty"`
 }
 
 // InvokeResult is the answer of POST .../invoke.
