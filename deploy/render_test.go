@@ -202,7 +202,8 @@ func checkObject(t *testing.T, v Variant, o *unstructured.Unstructured) {
 // TestChartGrantsEnvSourcesByName: gateway.envSources gives the gateway's
 // ServiceAccount get on the Secrets and ConfigMaps it names, by name, in their
 // namespaces, and nothing by default; an entry without a namespace or objects fails
-// the render.
+// the render. Besides, the replicas may read their own namespace's EndpointSlices
+// (to find each other), and nothing else there.
 func TestChartGrantsEnvSourcesByName(t *testing.T) {
 	platform := Variants[1]
 	rendered, err := RenderChart(platform)
@@ -212,9 +213,19 @@ func TestChartGrantsEnvSourcesByName(t *testing.T) {
 	if len(rendered["gateway.yaml"]) == 0 {
 		t.Fatal("no gateway.yaml in the render")
 	}
+	const peersRole = "metalambda-gateway-peers"
 	for _, o := range rendered["gateway.yaml"] {
-		if o.GetKind() == "Role" {
+		if o.GetKind() != "Role" {
+			continue
+		}
+		if o.GetName() != peersRole {
 			t.Errorf("the default install grants the gateway %s", Key(o))
+			continue
+		}
+		rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+		want := []any{map[string]any{"apiGroups": []any{"discovery.k8s.io"}, "resources": []any{"endpointslices"}, "verbs": []any{"get", "list", "watch"}}}
+		if diff := cmp.Diff(want, rules); diff != "" || o.GetNamespace() != platform.Namespace {
+			t.Errorf("%s grants (-want +got):\n%s", Key(o), diff)
 		}
 	}
 	v := platform
@@ -229,6 +240,9 @@ func TestChartGrantsEnvSourcesByName(t *testing.T) {
 	var grants []grant
 	bound := map[string]bool{}
 	for _, o := range rendered["gateway.yaml"] {
+		if o.GetName() == peersRole {
+			continue
+		}
 		switch o.GetKind() {
 		case "Role":
 			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
