@@ -257,3 +257,29 @@ spec: {}
 		t.Errorf("event %s from %s, want a Warning from decoratorcontroller/%s", e.Type, source, ns)
 	}
 }
+
+// TestFinalizeHookEvents: the finalize hook's events are recorded too, also by the
+// answer that lets the parent go.
+func TestFinalizeHookEvents(t *testing.T) {
+	setup(t)
+	ns := env.Namespace(t)
+	startEngine(t, ns)
+	hook := newHookServer(t, func(req map[string]any) (int, any) {
+		if req["finalizing"] == true {
+			return 200, map[string]any{"finalized": true, "events": []any{
+				map[string]any{"reason": "CleanedUp", "message": "removed the external record"},
+				map[string]any{"type": "Bad", "reason": "Oops"},
+			}}
+		}
+		return 200, map[string]any{"children": []any{configMap("p-data", map[string]any{"k": "v"}, nil)}}
+	})
+	create(t, ccGVR, "", finalizerCompositeManifest, ns, hook.URL)
+	create(t, parentsGVR, ns, parentManifest, "p", 1)
+	env.WaitFor(t, "the child exists", configMapsGVR, ns, "p-data", nil)
+	if err := env.Dynamic.Resource(parentsGVR).Namespace(ns).Delete(kubetest.Context(t), "p", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitGone(t, "the parent is deleted once finalized", parentsGVR, ns, "p")
+	waitForEvent(t, ns, "p", HookEventSource(CompositeKind, ns), "CleanedUp", "removed the external record")
+	waitForEvent(t, ns, "p", EventSource, ReasonInvalidHookEvents, `the finalize hook answered events that were not recorded: events[1]: type "Bad"`)
+}
