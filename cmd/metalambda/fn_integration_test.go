@@ -356,6 +356,7 @@ func TestFnInitApplyInvoke(t *testing.T) {
 					Metadata struct{ Name string }
 					Data     map[string]string
 				}
+				Events []struct{ Type, Reason, Message string }
 			}
 			if err := json.Unmarshal([]byte(out.out), &resp); err != nil {
 				t.Fatal(err)
@@ -365,6 +366,9 @@ func TestFnInitApplyInvoke(t *testing.T) {
 			}
 			if resp.Status["configMaps"] != float64(0) {
 				t.Errorf("status %v, want configMaps 0", resp.Status)
+			}
+			if len(resp.Events) != 1 || resp.Events[0].Type != "Normal" || resp.Events[0].Reason != "CreatingConfigMap" || resp.Events[0].Message != "creating ConfigMap world-message" {
+				t.Errorf("events %+v, want the Normal CreatingConfigMap event", resp.Events)
 			}
 			if !strings.Contains(out.err, "syncing world with 0 ConfigMap(s)") {
 				t.Errorf("stderr %q lacks the starter's log", out.err)

@@ -192,7 +192,8 @@ func (m *Manager) newController(obj *unstructured.Unstructured, kind, finalizerP
 	c := &controller{
 		kind: kind, name: obj.GetName(), object: obj.DeepCopy().Object,
 		finalizer: finalizerName(finalizerPrefix, obj.GetName()), env: m.env, caller: m.env.hooks,
-		states: newParentStates(m.env.calls != nil),
+		states:       newParentStates(m.env.calls != nil),
+		hookRecorder: m.events.withSource(HookEventSource(kind, obj.GetName())),
 	}
 	if resync != nil && *resync > 0 {
 		c.resync = newResyncer(time.Duration(*resync) * time.Second)

@@ -174,7 +174,7 @@ func (f *composite) answer() answer { return &compositeAnswer{} }
 type compositeAnswer hookapi.CompositeResponse
 
 func (a *compositeAnswer) outcome() (*outcome, []hookapi.Object) {
-	return &outcome{status: a.Status, finalized: a.Finalized, resyncAfter: seconds(a.ResyncAfterSeconds)}, a.Children
+	return &outcome{status: a.Status, finalized: a.Finalized, resyncAfter: seconds(a.ResyncAfterSeconds), events: a.Events}, a.Children
 }
 
 // check refuses children the parent's selector would not find again.

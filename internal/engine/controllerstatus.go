@@ -18,10 +18,10 @@ import (
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 )
 
-// specHash names a controller object's spec: a hosted controller is rebuilt when it
-// changes, and only then.
+// specHash names a controller object's spec and loop annotations: a hosted
+// controller is rebuilt when they change, and only then.
 func specHash(obj *unstructured.Unstructured) string {
-	data, _ := json.Marshal(obj.Object["spec"])
+	data, _ := json.Marshal([]any{obj.Object["spec"], loopAnnotationValues(obj.GetAnnotations())})
 	sum := sha256.Sum256(data)
 	return fmt.Sprintf("%x", sum[:8])
 }
@@ -32,9 +32,10 @@ const (
 	ConditionSupported = "Supported"
 )
 
-// writeControllerStatus records on the controller object whether it runs, and which
-// of its fields this engine does not support.
-func (m *Manager) writeControllerStatus(ctx context.Context, obj *unstructured.Unstructured, buildErr error, unsupported []string) error {
+// writeControllerStatus records on the controller object whether it runs, which of
+// its fields this engine does not support, and which of its loop annotations are
+// invalid (both in the Supported condition).
+func (m *Manager) writeControllerStatus(ctx context.Context, obj *unstructured.Unstructured, buildErr error, unsupported, invalid []string) error {
 	var status v1alpha1.ControllerStatus
 	if raw, ok := obj.Object["status"]; ok {
 		_ = jsonvalue.Convert(raw, &status)
@@ -45,8 +46,11 @@ func (m *Manager) writeControllerStatus(ctx context.Context, obj *unstructured.U
 		ready = metav1.Condition{Type: ConditionReady, Status: metav1.ConditionFalse, Reason: reasonOf(buildErr), Message: buildErr.Error(), ObservedGeneration: gen}
 	}
 	supported := metav1.Condition{Type: ConditionSupported, Status: metav1.ConditionTrue, Reason: "AllFieldsSupported", Message: "every field set is supported", ObservedGeneration: gen}
-	if len(unsupported) > 0 {
-		supported = metav1.Condition{Type: ConditionSupported, Status: metav1.ConditionFalse, Reason: "UnsupportedFields", Message: strings.Join(unsupported, "; "), ObservedGeneration: gen}
+	switch {
+	case len(unsupported) > 0:
+		supported = metav1.Condition{Type: ConditionSupported, Status: metav1.ConditionFalse, Reason: "UnsupportedFields", Message: strings.Join(append(unsupported, invalid...), "; "), ObservedGeneration: gen}
+	case len(invalid) > 0:
+		supported = metav1.Condition{Type: ConditionSupported, Status: metav1.ConditionFalse, Reason: "InvalidAnnotations", Message: strings.Join(invalid, "; "), ObservedGeneration: gen}
 	}
 	meta.SetStatusCondition(&status.Conditions, ready)
 	meta.SetStatusCondition(&status.Conditions, supported)

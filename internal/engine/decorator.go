@@ -114,7 +114,7 @@ type decoratorAnswer hookapi.DecoratorResponse
 func (a *decoratorAnswer) outcome() (*outcome, []hookapi.Object) {
 	return &outcome{
 		status: a.Status, labels: a.Labels, annotations: a.Annotations,
-		finalized: a.Finalized, resyncAfter: seconds(a.ResyncAfterSeconds),
+		finalized: a.Finalized, resyncAfter: seconds(a.ResyncAfterSeconds), events: a.Events,
 	}, a.Attachments
 }
 

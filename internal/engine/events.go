@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +18,14 @@ import (
 // EventSource is the component named in every event the engine records. It is
 // upstream Metacontroller's, so event queries and alerts written for it keep working.
 const EventSource = "metacontroller"
+
+// HookEventSource is the component named in the events a controller's hooks answer
+// (see hookevents.go): "compositecontroller/NAME" or "decoratorcontroller/NAME", the
+// controller object as kubectl names it. It sets the events apart from the engine's
+// own (EventSource), and each controller's from the others'.
+func HookEventSource(kind, name string) string {
+	return strings.ToLower(kind) + "/" + name
+}
 
 // Reasons of the events recorded on CompositeController and DecoratorController
 // objects, as upstream Metacontroller records them. Being cluster-scoped, these
@@ -48,6 +57,13 @@ func newEventRecorder(kube kubernetes.Interface, opts Options) *eventRecorder {
 	e.broadcaster.StartRecordingToSink(&countingSink{EventSink: &typedcorev1.EventSinkImpl{Interface: kube.CoreV1().Events("")}, written: &e.written})
 	e.recorder = &countingRecorder{EventRecorder: e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: EventSource}), recorded: &e.recorded}
 	return e
+}
+
+// withSource is a recorder of the same broadcaster, so under the same rate limits and
+// correlation, whose events come from component. The rate limit applies per source,
+// object and event type, so events of one source never use up another's.
+func (e *eventRecorder) withSource(component string) record.EventRecorder {
+	return &countingRecorder{EventRecorder: e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: component}), recorded: &e.recorded}
 }
 
 // shutdown waits up to timeout for the events recorded so far to be written, then

@@ -84,10 +84,12 @@ func (c *controller) childTypeOf(obj *unstructured.Unstructured) *childType {
 func (c *controller) call(ctx context.Context, in *hookInput) (*outcome, error) {
 	req := c.flavor.request(c.object, in, c.childObjects(in.endpoint.Version, in.parentType.res.Namespaced, in.children))
 	resp := c.flavor.answer()
-	if err := c.caller.Call(ctx, *in.endpoint, c.callInfo(hookName(in.finalizing, c.hooks.finalize != nil), in.parent), req, resp); err != nil {
+	name := hookName(in.finalizing, c.hooks.finalize != nil)
+	if err := c.caller.Call(ctx, *in.endpoint, c.callInfo(name, in.parent), req, resp); err != nil {
 		return nil, throttled(err)
 	}
 	out, raw := resp.outcome()
+	in.events.keep(name, out.events)
 	desired, err := c.decodeDesired(in.parent, raw)
 	if err != nil {
 		return nil, err

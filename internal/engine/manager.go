@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -268,10 +269,14 @@ func (m *Manager) sync(ctx context.Context, key controllerKey) error {
 	if err := m.remove(ctx, key, false); err != nil {
 		return err
 	}
+	loop, invalid := parseLoopSettings(obj.GetAnnotations())
+	if len(invalid) > 0 {
+		m.env.recorder.Event(obj, corev1.EventTypeWarning, ReasonInvalidAnnotation, strings.Join(invalid, "; "))
+	}
 	c, unsupported, err := m.build(ctx, obj)
 	if err != nil {
 		m.env.recorder.Event(obj, corev1.EventTypeWarning, ReasonCreateError, "Cannot create new controller: "+err.Error())
-		if statusErr := m.writeControllerStatus(ctx, obj, err, unsupported); statusErr != nil {
+		if statusErr := m.writeControllerStatus(ctx, obj, err, unsupported, invalid); statusErr != nil {
 			return errors.Join(err, statusErr)
 		}
 		if r := reasonOf(err); r == "InvalidSpec" || r == "InvalidHook" {
@@ -279,6 +284,7 @@ func (m *Manager) sync(ctx context.Context, key controllerKey) error {
 		}
 		return err
 	}
+	c.setLoop(loop)
 	m.events.lifecycle(obj, key.name, ReasonStarting)
 	if err := c.start(ctx); err != nil {
 		c.shutdown()
@@ -289,8 +295,8 @@ func (m *Manager) sync(ctx context.Context, key controllerKey) error {
 	m.hosted[key] = &hosted{specHash: hash, object: obj, controller: c}
 	m.mu.Unlock()
 	m.events.lifecycle(obj, key.name, ReasonStarted)
-	klog.FromContext(ctx).Info("Controller started", "kind", key.kind, "name", key.name)
-	return m.writeControllerStatus(ctx, obj, nil, unsupported)
+	klog.FromContext(ctx).Info("Controller started", "kind", key.kind, "name", key.name, "workers", c.workers())
+	return m.writeControllerStatus(ctx, obj, nil, unsupported, invalid)
 }
 
 // remove stops the hosted controller of key. When the controller object is gone,

@@ -27,6 +27,11 @@ func (c *controller) reconcile(ctx context.Context, key parentKey) (after time.D
 	if wait := c.env.own.hold(parent.GetUID()); wait > 0 {
 		return wait, nil // the caches do not show the last sync's writes yet
 	}
+	release, err := c.acquire(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer release()
 	c.env.own.begin(parent.GetUID())
 	defer func() {
 		if c.env.own.end(parent.GetUID()) {
@@ -50,6 +55,11 @@ func (c *controller) reconcile(ctx context.Context, key parentKey) (after time.D
 // garbage collector. When writing children fails, the parent's status is still
 // written from the hook's answer, and the sync fails. When children were created, the
 // parent is written by the next sync, which sees them.
+//
+// The events the answer carries are recorded on the parent when the sync ends,
+// after its writes, whether they succeeded or not, and also when the answer was
+// refused (children of undeclared types, say): a hook explains itself most when
+// something goes wrong. An answer that could not be decoded records nothing.
 func (c *controller) sync(ctx context.Context, key parentKey, p *parentType, parent *unstructured.Unstructured) (time.Duration, error) {
 	if !p.selects(parent) && !slices.Contains(parent.GetFinalizers(), c.finalizer) {
 		return 0, nil // not handled by this controller
@@ -74,7 +84,8 @@ func (c *controller) sync(ctx context.Context, key parentKey, p *parentType, par
 	if err != nil {
 		return 0, err
 	}
-	in := &hookInput{parentType: p, parent: parent, children: children, related: related, finalizing: finalizing, endpoint: c.hooks.sync}
+	in := &hookInput{parentType: p, parent: parent, children: children, related: related, finalizing: finalizing, endpoint: c.hooks.sync, events: &hookEvents{}}
+	defer c.recordHookEvents(ctx, parent, in.events)
 	if finalizing {
 		in.endpoint = c.hooks.finalize
 	}

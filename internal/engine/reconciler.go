@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
@@ -71,6 +72,12 @@ type controller struct {
 	related   *relatedTracker
 	rollout   *rollout // nil unless a child type rolls and parents are namespaced
 	states    *parentStates
+	// hookRecorder records the events the hooks answer, from HookEventSource.
+	hookRecorder record.EventRecorder
+	// loop is what the controller's annotations ask of its work loop; slots, set
+	// when they cap its concurrent syncs, holds one token per sync in progress.
+	loop  loopSettings
+	slots chan struct{}
 
 	env   *environment
 	queue workqueue.TypedRateLimitingInterface[parentKey]
@@ -117,6 +124,8 @@ type hookInput struct {
 	related    hookapi.Objects
 	finalizing bool
 	endpoint   *hook.Endpoint
+	// events, if set, receives the events of the answer once it is decoded.
+	events *hookEvents
 }
 
 // outcome is a validated hook response.
@@ -127,13 +136,14 @@ type outcome struct {
 	status      map[string]any     // composite: new status; decorator: nil leaves it
 	labels      map[string]*string // decorator only
 	annotations map[string]*string // decorator only
+	events      []hookapi.Event
 }
 
 // start subscribes to every informer, registers handlers and runs workers.
 func (c *controller) start(ctx context.Context) error {
 	ctx, c.stop = context.WithCancel(ctx)
 	c.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
-		workqueue.DefaultTypedControllerRateLimiter[parentKey](),
+		c.loop.rateLimiter(),
 		workqueue.TypedRateLimitingQueueConfig[parentKey]{Name: queueName(c.kind, c.name), MetricsProvider: c.env.metrics.queues},
 	)
 	for i, p := range c.parents {
@@ -171,7 +181,7 @@ func (c *controller) run(ctx context.Context) {
 	}
 	log.V(1).Info("Controller caches synced")
 	if c.resync != nil {
-		go c.resync.run(ctx, c.exists, func() bool { return c.queue.Len() >= c.env.opts.Workers }, c.queue.Add)
+		go c.resync.run(ctx, c.exists, func() bool { return c.queue.Len() >= c.workers() }, c.queue.Add)
 	}
 	c.newLoop().Run(ctx)
 }
@@ -180,11 +190,38 @@ func (c *controller) run(ctx context.Context) {
 // whose hook asked for a pause (Retry-After), counts syncs and recovers panics.
 func (c *controller) newLoop() *workloop.Loop[parentKey] {
 	return &workloop.Loop[parentKey]{
-		Queue: c.queue, Workers: c.env.opts.Workers, Process: c.reconcile, Processed: c.processed,
+		Queue: c.queue, Workers: c.workers(), Process: c.reconcile, Processed: c.processed,
 		Metrics: c.env.metrics.loops(), Name: c.name,
 		Failed: func(ctx context.Context, key parentKey, err error, _ bool) {
 			klog.FromContext(ctx).V(1).Info("Sync failed; retrying with backoff", "parent", key.String(), "err", err.Error())
 		},
+	}
+}
+
+// setLoop applies the loop settings of the controller's annotations; call it before
+// start.
+func (c *controller) setLoop(s loopSettings) {
+	c.loop = s
+	if s.maxConcurrent > 0 {
+		c.slots = make(chan struct{}, c.workers())
+	}
+}
+
+// workers is how many of the controller's parents sync at once.
+func (c *controller) workers() int { return c.loop.workers(c.env.opts.Workers) }
+
+// acquire takes one of the controller's sync slots, when its syncs are capped, and
+// returns the function that gives it back. The workers alone keep to the cap; the
+// slots keep any sync run outside them to it as well.
+func (c *controller) acquire(ctx context.Context) (release func(), err error) {
+	if c.slots == nil {
+		return func() {}, nil
+	}
+	select {
+	case c.slots <- struct{}{}:
+		return func() { <-c.slots }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
 	}
 }
 

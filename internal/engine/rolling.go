@@ -95,6 +95,9 @@ func (c *controller) callEach(ctx context.Context, in *hookInput, revs []*revisi
 		wg.Go(func() {
 			rin := *in
 			rin.parent = r.parent
+			if i > 0 {
+				rin.events = nil // the latest revision's answer speaks for the parent
+			}
 			r.out, errs[i] = c.call(ctx, &rin)
 			if errs[i] != nil && i > 0 {
 				errs[i] = fmt.Errorf("revision %s: %w", r.name, errs[i])

@@ -38,6 +38,9 @@ type CompositeResponse struct {
 	Children           []Object `json:"children"`
 	ResyncAfterSeconds float64  `json:"resyncAfterSeconds"`
 	Finalized          bool     `json:"finalized"`
+	// Events are recorded on the parent (see Event); an extension of Metacontroller's
+	// format, left out when empty.
+	Events []Event `json:"events,omitempty"`
 }
 
 // DecoratorRequest is sent to a DecoratorController's sync and finalize hooks.
@@ -59,6 +62,8 @@ type DecoratorResponse struct {
 	Attachments        []Object       `json:"attachments"`
 	ResyncAfterSeconds float64        `json:"resyncAfterSeconds"`
 	Finalized          bool           `json:"finalized"`
+	// Events are recorded on the object (see Event), as for a CompositeController.
+	Events []Event `json:"events,omitempty"`
 }
 
 // CustomizeRequest is sent to a customize hook.

@@ -13,5 +13,11 @@ function sync(request) {
     metadata: {name: name + "-message"},
     data: {message: message},
   };
-  return {status: {configMaps: observed}, children: [child]};
+  // Events are recorded on the parent, where `kubectl describe` shows them: type
+  // Normal or Warning, reason in UpperCamelCase, at most 10 an answer. (Upstream
+  // Metacontroller ignores them, and refuses them under responseUnMarshallMode strict.)
+  const events = observed === 0
+    ? [{type: "Normal", reason: "CreatingConfigMap", message: "creating ConfigMap " + child.metadata.name}]
+    : [];
+  return {status: {configMaps: observed}, children: [child], events: events};
 }

@@ -14,4 +14,12 @@ function(request)
       metadata: { name: name + '-message' },
       data: { message: std.get(spec, 'message', 'hello') },
     }],
+    // Events are recorded on the parent, where `kubectl describe` shows them: type
+    // Normal or Warning, reason in UpperCamelCase, at most 10 an answer. (Upstream
+    // Metacontroller ignores them, and refuses them under responseUnMarshallMode strict.)
+    events: if observed == 0 then [{
+      type: 'Normal',
+      reason: 'CreatingConfigMap',
+      message: 'creating ConfigMap %s-message' % name,
+    }] else [],
   })

@@ -15,4 +15,11 @@ def sync(request):
         "metadata": {"name": name + "-message"},
         "data": {"message": message},
     }
-    return {"status": {"configMaps": len(observed)}, "children": [child]}
+    # Events are recorded on the parent, where `kubectl describe` shows them: type
+    # Normal or Warning, reason in UpperCamelCase, at most 10 an answer. (Upstream
+    # Metacontroller ignores them, and refuses them under responseUnMarshallMode strict.)
+    events = []
+    if not observed:
+        events.append({"type": "Normal", "reason": "CreatingConfigMap",
+                       "message": "creating ConfigMap " + child["metadata"]["name"]})
+    return {"status": {"configMaps": len(observed)}, "children": [child], "events": events}

@@ -12,6 +12,9 @@ func TestEveryRuntimeHasAStarter(t *testing.T) {
 		if err != nil || !strings.Contains(string(hook), "ConfigMap") {
 			t.Errorf("%s: %v %.80q", rt, err, hook)
 		}
+		if !strings.Contains(string(hook), "events") || !strings.Contains(string(hook), "CreatingConfigMap") {
+			t.Errorf("%s: the starter does not show how to answer an event", rt)
+		}
 	}
 	if _, err := Hook("cobol"); err == nil || !strings.Contains(err.Error(), `"cobol"`) {
 		t.Errorf("an unknown runtime: %v", err)
