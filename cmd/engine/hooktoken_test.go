@@ -48,3 +48,41 @@ func TestHookTokenFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestGatewayServiceFlags: --gateway-service routes the hook calls to that Service
+// through hook.Sharded, after the hook token is set on them; a malformed value or
+// an empty port name is refused naming the flag.
+func TestGatewayServiceFlags(t *testing.T) {
+	token := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(token, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o, _, err := parse(t, "--hook-token-file="+token, "--hook-token-host=gw.system", "--gateway-service=system/gw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok := o.engine.HookHTTP.(hook.TokenForHosts)
+	if !ok {
+		t.Fatalf("HookHTTP = %#v, want the token first", o.engine.HookHTTP)
+	}
+	if s, ok := d.Next.(hook.Sharded); !ok || s.Service != "gw.system" || s.Endpoints() != nil {
+		t.Errorf("after the token: %#v, want the calls sharded over gw.system's endpoints (none known yet)", d.Next)
+	}
+	o, _, err = parse(t, "--gateway-service=system/gw")
+	if s, ok := o.engine.HookHTTP.(hook.Sharded); err != nil || !ok || s.Service != "gw.system" {
+		t.Errorf("without a token: %v, HookHTTP %#v", err, o.engine.HookHTTP)
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--gateway-service=gw"}, "--gateway-service"},
+		{[]string{"--gateway-service=/gw"}, "--gateway-service"},
+		{[]string{"--gateway-service=system/gw/x"}, "--gateway-service"},
+		{[]string{"--gateway-service=system/gw", "--gateway-hooks-port="}, "--gateway-hooks-port"},
+	} {
+		if _, _, err := parse(t, tt.args...); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%v: %v, want an error containing %q", tt.args, err, tt.want)
+		}
+	}
+}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/clientmetrics"
+	"github.com/metalambda/metalambda/internal/endpoints"
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/engine/hook"
 	"github.com/metalambda/metalambda/internal/engine/leader"
@@ -75,6 +76,11 @@ type options struct {
 	// (a gateway's hook token).
 	hookTokenFile  string
 	hookTokenHosts []string
+	// gatewayService ("namespace/name") is a gateway's Service whose hook calls go
+	// straight to the replica that keeps the Function warm (hook.Sharded), at the
+	// endpoints' port gatewayHooksPort; gatewayEndpoints follows them (set by run).
+	gatewayService, gatewayHooksPort string
+	gatewayEndpoints                 *endpoints.Service
 }
 
 // defaultGCPercent is the engine's garbage-collection target unless GOGC is set. The
@@ -96,6 +102,7 @@ func defaultOptions() *options {
 		fieldManager:       logging.OptionalString{Value: engine.Defaults().FieldManager},
 		ssaFieldManager:    logging.OptionalString{Value: engine.Defaults().FieldManager},
 		services:           map[string]string{},
+		gatewayHooksPort:   "hooks",
 		log:                logging.Defaults(),
 		engine:             engine.Defaults(),
 		leader:             leader.Defaults(),
@@ -140,6 +147,8 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 		o.services[svc] = strings.TrimRight(url, "/")
 		return nil
 	})
+	fs.StringVar(&o.gatewayService, "gateway-service", o.gatewayService, "namespace/name of a Metalambda gateway's Service: hook calls to it (http://name.namespace...) go straight to one of its ready replicas, the same one or two for every call of a Function (rendezvous hashing), so that each replica keeps warm only its share of the workers; the Service's address serves when no replica can be connected to.")
+	fs.StringVar(&o.gatewayHooksPort, "gateway-hooks-port", o.gatewayHooksPort, "Name of the port of --gateway-service's endpoints that serves hooks.")
 	fs.StringVar(&o.hookTokenFile, "hook-token-file", "", "File holding a bearer token (a gateway's hook token) that hook calls to --hook-token-host carry, unless their webhook sets its own authorization.")
 	fs.Func("hook-token-host", "Where --hook-token-file's token goes: host:port, a host on any port, or a Service as name.namespace (also matching name.namespace.svc and name.namespace.svc.cluster.local) (repeatable).", func(v string) error {
 		if v == "" || strings.ContainsAny(v, "/ ") {
@@ -170,6 +179,34 @@ func (o *options) hookToken() error {
 		return fmt.Errorf("--hook-token-file %s is empty", o.hookTokenFile)
 	}
 	o.engine.HookHTTP = hook.TokenForHosts{Hosts: o.hookTokenHosts, Token: token}
+	return nil
+}
+
+// shardGatewayCalls sends the hook calls to --gateway-service through hook.Sharded,
+// after the hook token is set on them.
+func (o *options) shardGatewayCalls() error {
+	if o.gatewayService == "" {
+		return nil
+	}
+	ns, name, ok := strings.Cut(o.gatewayService, "/")
+	if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+		return fmt.Errorf("--gateway-service %q: want namespace/name", o.gatewayService)
+	}
+	if o.gatewayHooksPort == "" {
+		return errors.New("--gateway-hooks-port is empty: name the port of --gateway-service's endpoints that serves hooks")
+	}
+	sharded := hook.Sharded{Service: name + "." + ns, Endpoints: func() []string {
+		if o.gatewayEndpoints == nil {
+			return nil
+		}
+		return o.gatewayEndpoints.Addresses(o.gatewayHooksPort, true)
+	}}
+	if t, ok := o.engine.HookHTTP.(hook.TokenForHosts); ok {
+		t.Next = sharded
+		o.engine.HookHTTP = t
+	} else {
+		o.engine.HookHTTP = sharded
+	}
 	return nil
 }
 
@@ -224,6 +261,9 @@ func (o *options) validate() error {
 	if err := o.hookToken(); err != nil {
 		return err
 	}
+	if err := o.shardGatewayCalls(); err != nil {
+		return err
+	}
 	return o.engine.Validate()
 }
 
@@ -276,7 +316,7 @@ func run(ctx context.Context, o *options) error {
 		"fieldManager", o.engine.FieldManager, "clientRateLimit", rateLimit, "discoveryInterval", o.engine.DiscoveryInterval,
 		"cacheFlushInterval", o.engine.CacheFlushInterval, "targetLabelSelector", o.engine.TargetSelector.String(),
 		"eventsQPS", o.engine.EventsQPS, "eventsBurst", o.engine.EventsBurst, "pprofAddress", o.pprofAddress,
-		"apiAddress", o.apiAddress, "hookCallHistory", o.engine.HookCallHistory, "hookTokenHosts", o.hookTokenHosts, "gcPercent", gcpercent.Set(o.gcPercent))
+		"apiAddress", o.apiAddress, "hookCallHistory", o.engine.HookCallHistory, "hookTokenHosts", o.hookTokenHosts, "gatewayService", o.gatewayService, "gcPercent", gcpercent.Set(o.gcPercent))
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -292,6 +332,13 @@ func run(ctx context.Context, o *options) error {
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
+	}
+	if o.gatewayService != "" {
+		ns, name, _ := strings.Cut(o.gatewayService, "/")
+		if o.gatewayEndpoints, err = endpoints.Watch(kube, ns, name); err != nil {
+			return err
+		}
+		go o.gatewayEndpoints.Run(ctx)
 	}
 	var elect *leader.Elector
 	if o.leader.Enabled {

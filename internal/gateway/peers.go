@@ -6,18 +6,13 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/cache"
 
+	"github.com/metalambda/metalambda/internal/endpoints"
 	"github.com/metalambda/metalambda/internal/gatewayapi"
 )
 
@@ -83,56 +78,26 @@ func (g *Gateway) recorded(r *http.Request, ns, name string, e *entry) (items []
 }
 
 // EndpointPeers follows the EndpointSlices of the Service namespace/service and
-// returns the addresses of its endpoints at the port named port, except self
-// (this replica's address), as Peers. Endpoints that are not ready are kept:
-// a replica that is shutting down still holds the calls it recorded. run
-// watches until ctx ends; Peers is empty until the first list.
+// returns, as Peers, the URLs of its endpoints at the port named port, except
+// self (this replica's address). Endpoints that are not ready are kept: a
+// replica that is shutting down still holds the calls it recorded. run watches
+// until ctx ends; Peers is empty until the first list.
 func EndpointPeers(kube kubernetes.Interface, namespace, service, port, self string) (peers Peers, run func(ctx context.Context), err error) {
-	if namespace == "" || service == "" || port == "" {
-		return nil, nil, errors.New("peers: a Service's namespace, name and port name are needed")
+	if port == "" {
+		return nil, nil, errors.New("peers: the name of the Service's port is needed")
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(kube, 10*time.Minute, informers.WithNamespace(namespace),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = discoveryv1.LabelServiceName + "=" + service }))
-	informer := factory.Discovery().V1().EndpointSlices()
-	lister := informer.Lister()
-	informer.Informer() // registered before Start
+	svc, err := endpoints.Watch(kube, namespace, service)
+	if err != nil {
+		return nil, nil, err
+	}
 	peers = func() []string {
-		slicesOf, err := lister.List(labels.Everything())
-		if err != nil {
-			return nil
-		}
-		return endpointURLs(slicesOf, port, self)
-	}
-	run = func(ctx context.Context) {
-		factory.Start(ctx.Done())
-		cache.WaitForCacheSync(ctx.Done(), informer.Informer().HasSynced)
-		<-ctx.Done()
-		factory.Shutdown()
-	}
-	return peers, run, nil
-}
-
-// endpointURLs are the http URLs of the endpoints of slices at the port named
-// port, without self and without duplicates, sorted.
-func endpointURLs(endpointSlices []*discoveryv1.EndpointSlice, port, self string) []string {
-	var urls []string
-	for _, s := range endpointSlices {
-		number := int32(0)
-		for _, p := range s.Ports {
-			if p.Name != nil && *p.Name == port && p.Port != nil {
-				number = *p.Port
+		var urls []string
+		for _, addr := range svc.Addresses(port, false) {
+			if host, _, _ := net.SplitHostPort(addr); host != self {
+				urls = append(urls, "http://"+addr)
 			}
 		}
-		if number == 0 {
-			continue
-		}
-		for _, ep := range s.Endpoints {
-			if len(ep.Addresses) == 0 || ep.Addresses[0] == self {
-				continue
-			}
-			urls = append(urls, "http://"+net.JoinHostPort(ep.Addresses[0], strconv.Itoa(int(number))))
-		}
+		return urls
 	}
-	slices.Sort(urls)
-	return slices.Compact(urls)
+	return peers, svc.Run, nil
 }
