@@ -135,4 +135,3 @@ func weight(key, addr string) uint64 {
 	z = (z ^ z>>27) * 0x94d049bb133111eb
 	return z ^ z>>31
 }
-
