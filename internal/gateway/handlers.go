@@ -327,16 +327,17 @@ func (g *Gateway) call(r *http.Request, source string) (*Invocation, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := g.store.serving(r.Context(), e)
+	body, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	u, revision := e.pick(body)
+	b := g.store.serving(r.Context(), u)
 	if errors.Is(b.err, ErrEnvSourceUnavailable) {
 		return nil, httpapi.NewError(http.StatusServiceUnavailable, "env_source_unavailable", b.err.Error())
 	}
 	if b.err != nil {
 		return nil, httpapi.NewError(http.StatusServiceUnavailable, "not_ready", b.err.Error())
-	}
-	body, err := readBody(r)
-	if err != nil {
-		return nil, err
 	}
 	// The runtime checks that the body is JSON as it reads it (one pass, not two).
 	start := time.Now()
@@ -345,7 +346,7 @@ func (g *Gateway) call(r *http.Request, source string) (*Invocation, error) {
 		return nil, httpapi.NewError(http.StatusBadRequest, "bad_request", "the request body is not JSON: "+callErr.Error())
 	}
 	elapsed := time.Since(start)
-	inv := &Invocation{Time: start, DurationMS: float64(elapsed.Microseconds()) / 1000, Source: source, Status: http.StatusOK, Request: body, Response: res.Response, Logs: res.Logs, Replica: g.opts.Replica}
+	inv := &Invocation{Time: start, DurationMS: float64(elapsed.Microseconds()) / 1000, Source: source, Revision: revision, Status: http.StatusOK, Request: body, Response: res.Response, Logs: res.Logs, Replica: g.opts.Replica}
 	if callErr != nil {
 		inv.Status, inv.Error, inv.Response = http.StatusInternalServerError, callErr.Error(), nil
 	}

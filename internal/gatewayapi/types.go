@@ -22,15 +22,17 @@ type FunctionSpec struct {
 
 // Invocation is one recorded call of a function.
 type Invocation struct {
-	Time       time.Time         `json:"time"`
-	DurationMS float64           `json:"durationMs"`
-	Source     string            `json:"source"` // "hook" or "invoke"
-	Status     int               `json:"status"`
-	Error      string            `json:"error,omitempty"`
-	Headers    map[string]string `json:"headers,omitempty"`
-	Request    json.RawMessage   `json:"request,omitempty"`
-	Response   json.RawMessage   `json:"response,omitempty"`
-	Logs       string            `json:"logs,omitempty"`
+	Time       time.Time `json:"time"`
+	DurationMS float64   `json:"durationMs"`
+	Source     string    `json:"source"` // "hook" or "invoke"
+	// Revision is the Function's ControllerRevision that answered.
+	Revision string            `json:"revision,omitempty"`
+	Status   int               `json:"status"`
+	Error    string            `json:"error,omitempty"`
+	Headers  map[string]string `json:"headers,omitempty"`
+	Request  json.RawMessage   `json:"request,omitempty"`
+	Response json.RawMessage   `json:"response,omitempty"`
+	Logs     string            `json:"logs,omitempty"`
 	// Replica is the gateway replica that served the call (its pod's name).
 	Replica string `json:"replica,omitempty"`
 }

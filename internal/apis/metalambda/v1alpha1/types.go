@@ -207,3 +207,13 @@ type RolloutStatus struct {
 	Message  string `json:"message,omitempty"`
 	Failures int32  `json:"failures,omitempty"`
 }
+
+// RevisionLabel labels each ControllerRevision (apps/v1) of a Function with the
+// Function's name.
+const RevisionLabel = Group + "/function"
+
+// RevisionData is the data of a Function's ControllerRevision: the revision's part
+// of the spec (FunctionSpec.RevisionSpec).
+type RevisionData struct {
+	Spec FunctionSpec `json:"spec"`
+}
