@@ -27,7 +27,7 @@ import (
 // functionRequest is the body of POST and PUT: a Function object (metadata.name,
 // labels, annotations and spec), or the spec's fields flat beside "name": {"name",
 // "runtime", "source", "handler", "timeoutSeconds", "env", "envFrom", "envValueFrom",
-// "history", "network"}.
+// "history", "network", "rollout", "revisionHistoryLimit"}.
 type functionRequest struct {
 	Metadata *struct {
 		Name        string            `json:"name"`
@@ -207,7 +207,8 @@ func (g *Gateway) validate(r *http.Request, namespace, name string, req *functio
 }
 
 // checkSpec checks what can be checked of a spec without compiling it: a known
-// runtime, a source of a size the API takes, a timeout in range.
+// runtime, a source of a size the API takes, a timeout in range, env sources and a
+// rollout policy the CRD's schema accepts.
 func (g *Gateway) checkSpec(spec *fnv1.FunctionSpec) error {
 	if _, err := g.registry.Get(spec.Runtime); err != nil {
 		return httpapi.NewError(http.StatusUnprocessableEntity, "invalid_runtime", err.Error())
@@ -222,6 +223,9 @@ func (g *Gateway) checkSpec(spec *fnv1.FunctionSpec) error {
 	}
 	if errs := fnv1.ValidateEnvSources(spec); len(errs) > 0 {
 		return httpapi.NewError(http.StatusUnprocessableEntity, "invalid_env", errs.ToAggregate().Error())
+	}
+	if errs := fnv1.ValidateRollout(spec); len(errs) > 0 {
+		return httpapi.NewError(http.StatusUnprocessableEntity, "invalid_rollout", errs.ToAggregate().Error())
 	}
 	return nil
 }

@@ -108,6 +108,7 @@ func liveRevisions(f *fnv1.Function, name string, number int64) []fnv1.RevisionS
 	if f.Spec.Rollout == nil {
 		return []fnv1.RevisionShare{latest}
 	}
+	latest.Share = 0
 	var live []fnv1.RevisionShare
 	for _, r := range f.Status.Revisions {
 		switch {
@@ -117,10 +118,8 @@ func liveRevisions(f *fnv1.Function, name string, number int64) []fnv1.RevisionS
 			live = append(live, r)
 		}
 	}
-	if len(live) == 0 {
-		return []fnv1.RevisionShare{latest} // nothing to roll out from
-	}
-	if latest.Share == 100 {
+	if len(live) == 0 || latest.Share == 100 {
+		latest.Share = 100 // nothing to roll out from
 		return []fnv1.RevisionShare{latest}
 	}
 	return append(live, latest)
