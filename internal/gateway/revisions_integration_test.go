@@ -5,8 +5,8 @@ package gateway
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
