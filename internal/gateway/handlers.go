@@ -108,7 +108,9 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request, ns string, obj 
 	httpapi.WriteJSON(w, http.StatusCreated, created.Object)
 }
 
-// putFunction creates or replaces a function's spec, as faas-cli users expect.
+// putFunction creates or replaces a function's spec, as faas-cli users expect. The
+// flat form keeps the stored spec.history, spec.rollout and spec.revisionHistoryLimit
+// unless it names them: it says what the function runs, not how it is rolled out.
 func (g *Gateway) putFunction(w http.ResponseWriter, r *http.Request) {
 	ns, name := chi.URLParam(r, "namespace"), chi.URLParam(r, "name")
 	req, err := readFunction(r)
@@ -142,7 +144,11 @@ func (g *Gateway) putFunction(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, fromAPI(err))
 		return
 	}
-	current.Object["spec"] = obj.Object["spec"]
+	spec, _ := obj.Object["spec"].(map[string]any)
+	if req.Spec == nil {
+		keepSettings(spec, current.Object["spec"])
+	}
+	current.Object["spec"] = spec
 	// Labels and annotations the body names replace the stored ones; a body without
 	// them (the flat form) keeps what is stored.
 	if labels := req.labels(); labels != nil {
@@ -157,6 +163,20 @@ func (g *Gateway) putFunction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpapi.WriteJSON(w, http.StatusOK, updated.Object)
+}
+
+// flatSettings are the fields of a spec that do not change what a call runs, and
+// that the flat form of PUT (which names what runs) keeps when it leaves them out.
+var flatSettings = []string{"history", "rollout", "revisionHistoryLimit"}
+
+// keepSettings copies into spec the stored settings it leaves out.
+func keepSettings(spec map[string]any, stored any) {
+	old, _ := stored.(map[string]any)
+	for _, field := range flatSettings {
+		if _, set := spec[field]; !set && old[field] != nil {
+			spec[field] = old[field]
+		}
+	}
 }
 
 func (g *Gateway) deleteFunction(w http.ResponseWriter, r *http.Request) {

@@ -8,8 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/go-chi/chi/v5"
 
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,6 +22,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
+	"github.com/metalambda/metalambda/internal/gatewayapi"
+	"github.com/metalambda/metalambda/internal/httpapi"
 	"github.com/metalambda/metalambda/internal/jsonvalue"
 )
 
@@ -248,4 +253,47 @@ func (s *store) revisionSpec(ctx context.Context, namespace, name string) (fnv1.
 		return fnv1.FunctionSpec{}, fmt.Errorf("read live revision %s: %w", name, err)
 	}
 	return RevisionSpec(cr)
+}
+
+// listRevisions serves GET .../revisions: the function's ControllerRevisions,
+// newest first, with the live ones' shares. They are read as the caller, who needs
+// to be allowed to list controllerrevisions (apps) in the namespace, as kubectl
+// would.
+func (g *Gateway) listRevisions(w http.ResponseWriter, r *http.Request) {
+	ns, name := chi.URLParam(r, "namespace"), chi.URLParam(r, "name")
+	fn, err := g.functions(ns).Get(r.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		httpapi.WriteError(w, fromAPI(err))
+		return
+	}
+	list, err := g.dyn.Resource(ControllerRevisionsGVR).Namespace(ns).List(r.Context(), metav1.ListOptions{LabelSelector: FunctionLabel + "=" + name})
+	if err != nil {
+		httpapi.WriteError(w, fromAPI(err))
+		return
+	}
+	var status fnv1.FunctionStatus
+	_ = jsonvalue.Convert(fn.Object["status"], &status)
+	items := make([]gatewayapi.Revision, 0, len(list.Items))
+	for i := range list.Items {
+		if rev, ok := toRevision(fn, &list.Items[i], &status); ok {
+			items = append(items, rev)
+		}
+	}
+	slices.SortFunc(items, func(a, b gatewayapi.Revision) int { return cmp.Compare(b.Revision, a.Revision) })
+	httpapi.WriteJSON(w, http.StatusOK, gatewayapi.RevisionList{Items: items})
+}
+
+// toRevision is a ControllerRevision of fn as the API answers it; false for one fn
+// does not control.
+func toRevision(fn, obj *unstructured.Unstructured, status *fnv1.FunctionStatus) (gatewayapi.Revision, bool) {
+	var cr appsv1.ControllerRevision
+	if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &cr) != nil || !metav1.IsControlledBy(&cr, fn) {
+		return gatewayapi.Revision{}, false
+	}
+	spec, _ := crSpec(&cr)
+	rev := gatewayapi.Revision{Name: cr.Name, Revision: cr.Revision, Created: cr.CreationTimestamp.Time, Current: cr.Name == status.CurrentRevision, Spec: spec}
+	if i := slices.IndexFunc(status.Revisions, func(r fnv1.RevisionShare) bool { return r.Name == cr.Name }); i >= 0 {
+		rev.Share = &status.Revisions[i].Share
+	}
+	return rev, true
 }

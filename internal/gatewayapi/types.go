@@ -126,3 +126,26 @@ func parentOf(request json.RawMessage) string {
 	}
 	return strings.TrimSpace(req.Parent.Kind + " " + name)
 }
+
+// Revision is one revision of a function (its apps/v1 ControllerRevision), as GET
+// .../revisions answers it.
+type Revision struct {
+	// Name is the ControllerRevision's.
+	Name string `json:"name"`
+	// Revision is its number, increasing per function.
+	Revision int64     `json:"revision"`
+	Created  time.Time `json:"created"`
+	// Current is the spec's revision (status.currentRevision).
+	Current bool `json:"current,omitempty"`
+	// Share is the percentage of parents it serves, for a live revision
+	// (status.revisions); nil for one that serves none.
+	Share *int32 `json:"share,omitempty"`
+	// Spec is what it runs: the revision's part of the Function's spec.
+	Spec fnv1.FunctionSpec `json:"spec"`
+}
+
+// RevisionList is the answer of GET .../revisions: the function's revisions, newest
+// first.
+type RevisionList struct {
+	Items []Revision `json:"items"`
+}
