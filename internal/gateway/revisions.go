@@ -163,10 +163,11 @@ func (s *store) makeLatest(ctx context.Context, u *unstructured.Unstructured, f 
 		if err != nil {
 			return 0, err
 		}
-		if _, err := client.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
-			if apierrors.IsAlreadyExists(err) {
-				err = fmt.Errorf("%w: a ControllerRevision %s that Function %s does not control exists; delete it", errRevisionConflict, name, u.GetName())
-			}
+		_, err = client.Create(ctx, obj, metav1.CreateOptions{FieldManager: fieldManager})
+		if apierrors.IsAlreadyExists(err) {
+			return s.recordedBy(ctx, u, f, name) // another replica of the gateway, or another owner
+		}
+		if err != nil {
 			return 0, fmt.Errorf("record revision %s: %w", name, err)
 		}
 		return latest + 1, nil
@@ -187,6 +188,24 @@ func (s *store) makeLatest(ctx context.Context, u *unstructured.Unstructured, f 
 		return 0, fmt.Errorf("make revision %s the latest: %w", name, err)
 	}
 	return latest + 1, nil
+}
+
+// recordedBy is the number of the revision name that exists already: recorded by
+// another replica of the gateway since the list, when the Function controls it and
+// it holds the spec; else an errRevisionConflict naming it.
+func (s *store) recordedBy(ctx context.Context, u *unstructured.Unstructured, f *fnv1.Function, name string) (int64, error) {
+	obj, err := s.dyn.Resource(ControllerRevisionsGVR).Namespace(u.GetNamespace()).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return 0, fmt.Errorf("read revision %s: %w", name, err)
+	}
+	var cr appsv1.ControllerRevision
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &cr); err != nil || !metav1.IsControlledBy(&cr, u) {
+		return 0, fmt.Errorf("%w: a ControllerRevision %s that Function %s does not control exists; delete it", errRevisionConflict, name, u.GetName())
+	}
+	if spec, err := crSpec(&cr); err != nil || !jsonvalue.Equal(spec, f.Spec.RevisionSpec()) {
+		return 0, fmt.Errorf("%w: ControllerRevision %s holds other content than the spec of Function %s", errRevisionConflict, name, u.GetName())
+	}
+	return cr.Revision, nil
 }
 
 func crSpec(cr *appsv1.ControllerRevision) (fnv1.FunctionSpec, error) {

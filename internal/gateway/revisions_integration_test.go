@@ -259,4 +259,20 @@ func TestRolloutPolicyIsValidated(t *testing.T) {
 			t.Errorf("%s: POST = %d %s, want 422 invalid_rollout naming %q", tc.name, r.status, r.raw, tc.want)
 		}
 	}
+
+	// A driver's status whose shares do not add up to 100 is refused.
+	createFunction(t, ns, "shares", "javascript", fmt.Sprintf(echoJS, "x"), 0)
+	kubetest.Eventually(t, 30*time.Second, "the function lists its revision", func(ctx context.Context) (bool, error) {
+		o, err := env.Get(ctx, FunctionsGVR, ns, "shares")
+		return err == nil && len(functionStatus(o).Revisions) == 1, err
+	})
+	obj := env.MustGet(t, FunctionsGVR, ns, "shares")
+	_ = unstructured.SetNestedSlice(obj.Object, []any{
+		map[string]any{"name": "a", "revision": int64(1), "share": int64(50)},
+		map[string]any{"name": "b", "revision": int64(2), "share": int64(60)},
+	}, "status", "revisions")
+	_, err := env.Resource(FunctionsGVR, ns).UpdateStatus(kubetest.Context(t), obj, metav1.UpdateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "the shares of the live revisions must add up to 100") {
+		t.Errorf("shares 50 + 60: UpdateStatus = %v, want a refusal", err)
+	}
 }
