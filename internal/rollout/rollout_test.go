@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 )
 
@@ -27,8 +28,8 @@ func TestBucketIsStableAndInRange(t *testing.T) {
 		if b := Bucket(uid); b < 0 || b >= Buckets {
 			t.Fatalf("Bucket(%q) = %d, out of [0, %d)", uid, b, Buckets)
 		}
-		if Bucket(uid) != Bucket(uid) {
-			t.Fatalf("Bucket(%q) changes", uid)
+		if again := Bucket(strings.Clone(uid)); again != Bucket(uid) {
+			t.Fatalf("Bucket(%q) changes: %d then %d", uid, Bucket(uid), again)
 		}
 	}
 }
