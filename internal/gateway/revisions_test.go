@@ -64,3 +64,17 @@ func TestRevisionNameIsStableShortAndValid(t *testing.T) {
 		t.Errorf("RevisionName of a 253-character name = %q (%d): %v", got, len(got), validation.IsDNS1123Subdomain(got))
 	}
 }
+
+// TestFlatPutKeepsSettings: the flat form of PUT says what a function runs; the
+// stored history, rollout policy and history limit stay unless it names them.
+func TestFlatPutKeepsSettings(t *testing.T) {
+	stored := map[string]any{"runtime": "python", "source": "old", "env": map[string]any{"A": "1"},
+		"history": map[string]any{"enabled": false}, "rollout": map[string]any{"pauseSeconds": int64(5)}, "revisionHistoryLimit": int64(3)}
+	spec := map[string]any{"runtime": "python", "source": "new", "revisionHistoryLimit": int64(7)}
+	keepSettings(spec, stored)
+	want := map[string]any{"runtime": "python", "source": "new", "revisionHistoryLimit": int64(7),
+		"history": map[string]any{"enabled": false}, "rollout": map[string]any{"pauseSeconds": int64(5)}}
+	if fmt.Sprint(spec) != fmt.Sprint(want) {
+		t.Errorf("spec = %v, want %v (env is what runs: dropped)", spec, want)
+	}
+}
