@@ -109,6 +109,22 @@ func TestPlatformInstallRunsWithItsOwnRights(t *testing.T) {
 		return false, fmt.Errorf("%d pods in default", len(pods.Items))
 	})
 
+	// The gateway records a Function's revisions with its own rights.
+	fn := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metalambda.dev/v1alpha1", "kind": "Function", "metadata": map[string]any{"name": "revisions", "namespace": "default"},
+		"spec": map[string]any{"runtime": "jsonnet", "source": "function(request) {children: []}"},
+	}}
+	if _, err := env.Dynamic.Resource(gateway.FunctionsGVR).Namespace("default").Create(ctx, fn, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Eventually(t, 30*time.Second, "the gateway records the Function's first revision", func(ctx context.Context) (bool, error) {
+		revs, err := env.Dynamic.Resource(gateway.ControllerRevisionsGVR).Namespace("default").List(ctx, metav1.ListOptions{LabelSelector: gateway.FunctionLabel + "=revisions"})
+		if err != nil {
+			return false, err
+		}
+		return len(revs.Items) == 1, fmt.Errorf("%d ControllerRevisions", len(revs.Items))
+	})
+
 	// Not more than needed.
 	asGateway := kubernetes.NewForConfigOrDie(gatewayCfg)
 	asEngine := kubernetes.NewForConfigOrDie(engineCfg)

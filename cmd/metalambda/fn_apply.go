@@ -49,8 +49,10 @@ unless --name gives it. The gateway compiles the source before anything is store
 compile error is printed as FILE:LINE:COLUMN: MESSAGE, as editors and compilers print
 them, and nothing changes. --env-from and --env-value-from name Secrets and ConfigMaps
 of the namespace that the gateway reads at call time, as a Pod's envFrom and
-valueFrom do. Apply replaces the whole spec: a flag left out (--env, say) is dropped
-from the function. Apply then waits until the gateway serves the new
+valueFrom do. Apply replaces what the function runs: a flag left out (--env, say) is
+dropped from the function; the settings apply has no flag for (spec.history,
+spec.rollout, spec.revisionHistoryLimit) are kept. Each change is a new revision
+(metalambda fn history). Apply then waits until the gateway serves the new
 version and prints the hook URL alone on stdout.`,
 		Example: `  metalambda fn apply -f hook.py
   metalambda fn apply -f hook.js --name greeter --timeout 30s --env GREETING=hello

@@ -46,9 +46,10 @@ func (c *gatewayClient) explainFailure(err error) error {
 	return err
 }
 
-// put creates or replaces a function; created tells which.
-func (c *gatewayClient) put(ctx context.Context, name string, spec gatewayapi.FunctionSpec) (*unstructured.Unstructured, bool, error) {
-	obj, created, err := c.api.Put(ctx, c.namespace, name, spec)
+// put creates or replaces a function from body (a gatewayapi.FunctionSpec, or an
+// object with a spec); created tells which.
+func (c *gatewayClient) put(ctx context.Context, name string, body any) (*unstructured.Unstructured, bool, error) {
+	obj, created, err := c.api.Put(ctx, c.namespace, name, body)
 	return obj, created, c.explainFailure(err)
 }
 
@@ -76,4 +77,10 @@ func (c *gatewayClient) invoke(ctx context.Context, name string, request []byte)
 func (c *gatewayClient) invocations(ctx context.Context, name string) ([]gatewayapi.Invocation, bool, error) {
 	list, err := c.api.Invocations(ctx, c.namespace, name)
 	return list.Items, list.Enabled, c.explainFailure(err)
+}
+
+// revisions lists the function's revisions, newest first.
+func (c *gatewayClient) revisions(ctx context.Context, name string) ([]gatewayapi.Revision, error) {
+	list, err := c.api.Revisions(ctx, c.namespace, name)
+	return list.Items, c.explainFailure(err)
 }

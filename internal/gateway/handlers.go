@@ -27,7 +27,7 @@ import (
 // functionRequest is the body of POST and PUT: a Function object (metadata.name,
 // labels, annotations and spec), or the spec's fields flat beside "name": {"name",
 // "runtime", "source", "handler", "timeoutSeconds", "env", "envFrom", "envValueFrom",
-// "history", "network"}.
+// "history", "network", "rollout", "revisionHistoryLimit"}.
 type functionRequest struct {
 	Metadata *struct {
 		Name        string            `json:"name"`
@@ -108,7 +108,9 @@ func (g *Gateway) create(w http.ResponseWriter, r *http.Request, ns string, obj 
 	httpapi.WriteJSON(w, http.StatusCreated, created.Object)
 }
 
-// putFunction creates or replaces a function's spec, as faas-cli users expect.
+// putFunction creates or replaces a function's spec, as faas-cli users expect. The
+// flat form keeps the stored spec.history, spec.rollout and spec.revisionHistoryLimit
+// unless it names them: it says what the function runs, not how it is rolled out.
 func (g *Gateway) putFunction(w http.ResponseWriter, r *http.Request) {
 	ns, name := chi.URLParam(r, "namespace"), chi.URLParam(r, "name")
 	req, err := readFunction(r)
@@ -142,7 +144,11 @@ func (g *Gateway) putFunction(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, fromAPI(err))
 		return
 	}
-	current.Object["spec"] = obj.Object["spec"]
+	spec, _ := obj.Object["spec"].(map[string]any)
+	if req.Spec == nil {
+		keepSettings(spec, current.Object["spec"])
+	}
+	current.Object["spec"] = spec
 	// Labels and annotations the body names replace the stored ones; a body without
 	// them (the flat form) keeps what is stored.
 	if labels := req.labels(); labels != nil {
@@ -157,6 +163,20 @@ func (g *Gateway) putFunction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	httpapi.WriteJSON(w, http.StatusOK, updated.Object)
+}
+
+// flatSettings are the fields of a spec that do not change what a call runs, and
+// that the flat form of PUT (which names what runs) keeps when it leaves them out.
+var flatSettings = []string{"history", "rollout", "revisionHistoryLimit"}
+
+// keepSettings copies into spec the stored settings it leaves out.
+func keepSettings(spec map[string]any, stored any) {
+	old, _ := stored.(map[string]any)
+	for _, field := range flatSettings {
+		if _, set := spec[field]; !set && old[field] != nil {
+			spec[field] = old[field]
+		}
+	}
 }
 
 func (g *Gateway) deleteFunction(w http.ResponseWriter, r *http.Request) {
@@ -207,7 +227,8 @@ func (g *Gateway) validate(r *http.Request, namespace, name string, req *functio
 }
 
 // checkSpec checks what can be checked of a spec without compiling it: a known
-// runtime, a source of a size the API takes, a timeout in range.
+// runtime, a source of a size the API takes, a timeout in range, env sources and a
+// rollout policy the CRD's schema accepts.
 func (g *Gateway) checkSpec(spec *fnv1.FunctionSpec) error {
 	if _, err := g.registry.Get(spec.Runtime); err != nil {
 		return httpapi.NewError(http.StatusUnprocessableEntity, "invalid_runtime", err.Error())
@@ -222,6 +243,9 @@ func (g *Gateway) checkSpec(spec *fnv1.FunctionSpec) error {
 	}
 	if errs := fnv1.ValidateEnvSources(spec); len(errs) > 0 {
 		return httpapi.NewError(http.StatusUnprocessableEntity, "invalid_env", errs.ToAggregate().Error())
+	}
+	if errs := fnv1.ValidateRollout(spec); len(errs) > 0 {
+		return httpapi.NewError(http.StatusUnprocessableEntity, "invalid_rollout", errs.ToAggregate().Error())
 	}
 	return nil
 }
@@ -327,16 +351,17 @@ func (g *Gateway) call(r *http.Request, source string) (*Invocation, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := g.store.serving(r.Context(), e)
+	body, err := readBody(r)
+	if err != nil {
+		return nil, err
+	}
+	u, revision := e.pick(body)
+	b := g.store.serving(r.Context(), u)
 	if errors.Is(b.err, ErrEnvSourceUnavailable) {
 		return nil, httpapi.NewError(http.StatusServiceUnavailable, "env_source_unavailable", b.err.Error())
 	}
 	if b.err != nil {
 		return nil, httpapi.NewError(http.StatusServiceUnavailable, "not_ready", b.err.Error())
-	}
-	body, err := readBody(r)
-	if err != nil {
-		return nil, err
 	}
 	// The runtime checks that the body is JSON as it reads it (one pass, not two).
 	start := time.Now()
@@ -345,7 +370,7 @@ func (g *Gateway) call(r *http.Request, source string) (*Invocation, error) {
 		return nil, httpapi.NewError(http.StatusBadRequest, "bad_request", "the request body is not JSON: "+callErr.Error())
 	}
 	elapsed := time.Since(start)
-	inv := &Invocation{Time: start, DurationMS: float64(elapsed.Microseconds()) / 1000, Source: source, Status: http.StatusOK, Request: body, Response: res.Response, Logs: res.Logs, Replica: g.opts.Replica}
+	inv := &Invocation{Time: start, DurationMS: float64(elapsed.Microseconds()) / 1000, Source: source, Revision: revision, Status: http.StatusOK, Request: body, Response: res.Response, Logs: res.Logs, Replica: g.opts.Replica}
 	if callErr != nil {
 		inv.Status, inv.Error, inv.Response = http.StatusInternalServerError, callErr.Error(), nil
 	}

@@ -101,6 +101,9 @@ func operations() map[string]map[string]*openapi3.Operation {
 				WithDescription("true: the calls this replica recorded itself, without asking the others (what replicas ask each other).").
 				WithSchema(openapi3.NewBoolSchema())}), nil, nil,
 			ok(200, jsonResponse("The recorded calls.", ref("InvocationList"))), errs(401, 403, 404, 500, 503))},
+		"/v1/namespaces/{namespace}/functions/{name}/revisions": {http.MethodGet: operation("The function's revisions (its ControllerRevisions), newest first, with the live ones' shares. Read as the caller, who must be allowed to list controllerrevisions (apps) in the namespace.",
+			params(ns, name), nil, nil,
+			ok(200, jsonResponse("The revisions.", ref("RevisionList"))), errs(401, 403, 404, 500), errs(kubernetesCodes...))},
 		"/v1/namespaces/{namespace}/functions/{name}/replay": {http.MethodPost: operation("Replay: run a candidate version of the function, unsaved, against its last recorded calls and tell per call whether the answer changes. Needs the verbs update and invoke; 422 with the position if the candidate does not compile.",
 			params(ns, name), &openapi3.RequestBodyRef{Value: openapi3.NewRequestBody().WithRequired(true).
 				WithDescription("The candidate; what it leaves out is the stored function's.").WithJSONSchemaRef(ref("ReplayRequest"))}, nil,
@@ -188,7 +191,16 @@ func schemas(function *openapi3.Schema) openapi3.Schemas {
 		WithProperty("response", described(anyJSON(), "The response body, redacted and truncated as the request.")).
 		WithProperty("logs", str()).
 		WithProperty("replica", described(str(), "The gateway replica that served the call."))
+	invocation.WithProperty("revision", described(str(), "The Function's ControllerRevision that answered."))
 	invocation.Required = []string{"time", "durationMs", "source", "status"}
+	revision := openapi3.NewObjectSchema().
+		WithProperty("name", described(str(), "The ControllerRevision's name.")).
+		WithProperty("revision", described(integer(), "Its number, increasing per Function.")).
+		WithProperty("created", openapi3.NewDateTimeSchema()).
+		WithProperty("current", described(openapi3.NewBoolSchema(), "The spec's revision (status.currentRevision).")).
+		WithProperty("share", described(integer().WithMin(0).WithMax(100), "The percentage of parents it serves, for a live revision.")).
+		WithPropertyRef("spec", function.Properties["spec"])
+	revision.Required = []string{"name", "revision", "created", "spec"}
 	errorSchema := openapi3.NewObjectSchema().
 		WithProperty("error", described(str(), "A code: not_found, compile_error, too_many_requests...")).
 		WithProperty("message", str()).
@@ -238,6 +250,9 @@ func schemas(function *openapi3.Schema) openapi3.Schemas {
 			WithProperty("items", &openapi3.Schema{Type: &openapi3.Types{"array"}, Items: ref("Invocation")}).
 			WithProperty("enabled", described(openapi3.NewBoolSchema(), "False when the Function's spec.history.enabled is false.")).
 			WithProperty("unreachable", described(openapi3.NewArraySchema().WithItems(str()), "The gateway replicas that did not answer, whose calls are missing.")).NewRef(),
+		"Revision": revision.NewRef(),
+		"RevisionList": openapi3.NewObjectSchema().
+			WithProperty("items", &openapi3.Schema{Type: &openapi3.Types{"array"}, Items: ref("Revision")}).NewRef(),
 		"Status": openapi3.NewObjectSchema().WithProperty("status", str()).NewRef(),
 		"Error":  errorSchema.NewRef(),
 	}

@@ -61,7 +61,8 @@ func (g *Gateway) replay(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, err)
 		return
 	}
-	spec := req.candidate(e.fn)
+	latest := e.latest()
+	spec := req.candidate(latest.fn)
 	if err := g.checkSpec(&spec); err != nil {
 		httpapi.WriteError(w, err)
 		return
@@ -73,11 +74,11 @@ func (g *Gateway) replay(w http.ResponseWriter, r *http.Request) {
 	}
 	// The candidate reads the function's env sources, as the function does, if the
 	// caller may read them too.
-	if err := g.checkSourceAccess(r, ns, e.sources); err != nil {
+	if err := g.checkSourceAccess(r, ns, latest.sources); err != nil {
 		httpapi.WriteError(w, err)
 		return
 	}
-	fromSources, err := g.store.env.resolve(r.Context(), fn.Name, ns, e.sources)
+	fromSources, err := g.store.env.resolve(r.Context(), fn.Name, ns, latest.sources)
 	if err != nil {
 		httpapi.WriteError(w, httpapi.NewError(http.StatusServiceUnavailable, "env_source_unavailable", err.Error()))
 		return

@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,21 +28,37 @@ import (
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/rollout"
 	"github.com/metalambda/metalambda/internal/workloop"
 )
 
 // FunctionsGVR is the resource the gateway watches.
 var FunctionsGVR = schema.GroupVersionResource{Group: fnv1.Group, Version: fnv1.Version, Resource: fnv1.Resource}
 
-// entry is one loaded function.
+// entry is one loaded function: its live revisions, and what they share (the
+// invocation history and the metric series).
 type entry struct {
-	key        string // namespace/name
-	generation int64
-	hash       string          // of the spec: the code, its plain env and its env sources
-	fn         lambda.Function // what it runs, with its plain env; a replay's candidate starts from it
-	sources    *envSources     // nil: its env is plain
-	history    *history
-	metrics    *functionMetrics
+	key     string // namespace/name
+	history *history
+	metrics *functionMetrics
+	served  atomic.Pointer[served]
+}
+
+// served is what an entry serves: its live revisions, newest first, with their
+// shares of the parents; latest is the spec's.
+type served struct {
+	latest *unit
+	units  []*unit
+	names  []string // the units' ControllerRevisions; "" when it could not be recorded
+	shares []int32
+}
+
+// unit is one revision of a function, compiled.
+type unit struct {
+	key     string          // the function's namespace/name
+	hash    string          // of what it runs: the code, its plain env and its env sources
+	fn      lambda.Function // what it runs, with its plain env; a replay's candidate starts from it
+	sources *envSources     // nil: its env is plain
 
 	mu    sync.Mutex // held while a new build is made
 	build atomic.Pointer[build]
@@ -56,8 +74,48 @@ type build struct {
 	err      error           // the compile error, or why the env sources cannot be read
 }
 
-// current is what the entry serves now.
-func (e *entry) current() *build { return e.build.Load() }
+// current is what the unit serves now.
+func (u *unit) current() *build { return u.build.Load() }
+
+// latest is the unit of the spec's revision.
+func (e *entry) latest() *unit { return e.served.Load().latest }
+
+// pick is the revision that serves a call with this hook request body, and its
+// ControllerRevision: with several live revisions, by the parent's UID (see
+// rollout.Choose).
+func (e *entry) pick(body []byte) (*unit, string) {
+	sv := e.served.Load()
+	if len(sv.units) == 1 {
+		return sv.units[0], sv.names[0]
+	}
+	i := rollout.Choose(parentUID(body), sv.shares)
+	return sv.units[i], sv.names[i]
+}
+
+// parentUID is the UID of a hook request's parent (parent.metadata.uid, for a
+// CompositeController's hooks) or object (object.metadata.uid, for a
+// DecoratorController's), or "" for a body that names neither.
+func parentUID(body []byte) string {
+	type object struct {
+		Metadata struct {
+			UID string `json:"uid"`
+		} `json:"metadata"`
+	}
+	var req struct {
+		Parent *object `json:"parent"`
+		Object *object `json:"object"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return ""
+	}
+	if req.Parent != nil && req.Parent.Metadata.UID != "" {
+		return req.Parent.Metadata.UID
+	}
+	if req.Object != nil {
+		return req.Object.Metadata.UID
+	}
+	return ""
+}
 
 // storeQueue names the store's work queue, and its work loop's series.
 const storeQueue = "functions"
@@ -121,8 +179,10 @@ func (s *store) run(ctx context.Context) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for key, e := range s.entries {
-		if b := e.current(); b != nil && b.compiled != nil {
-			b.compiled.Close()
+		for _, u := range e.served.Load().units {
+			if b := u.current(); b != nil && b.compiled != nil {
+				b.compiled.Close()
+			}
 		}
 		delete(s.entries, key)
 	}
@@ -153,26 +213,42 @@ func (s *store) sync(ctx context.Context, key string) (time.Duration, error) {
 	if s.pastLimit(u) {
 		// Checked again later: an older function deleted makes room.
 		s.remove(key)
-		return envRetry, s.writeStatus(ctx, u, "", functionLimitError(u.GetNamespace(), s.maxPerNamespace))
+		return envRetry, s.writeStatus(ctx, u, "", functionLimitError(u.GetNamespace(), s.maxPerNamespace), nil)
 	}
 	var f fnv1.Function
 	if err := jsonvalue.Convert(u.Object, &f); err != nil {
-		return 0, s.writeStatus(ctx, u, "", fmt.Errorf("decode Function: %w", err))
+		return 0, s.writeStatus(ctx, u, "", fmt.Errorf("decode Function: %w", err), nil)
 	}
 	if errs := fnv1.ValidateEnvSources(&f.Spec); len(errs) > 0 {
-		return 0, s.writeStatus(ctx, u, "", fmt.Errorf("function %s: %w: %v", key, errInvalidSpec, errs.ToAggregate()))
+		return 0, s.writeStatus(ctx, u, "", fmt.Errorf("function %s: %w: %v", key, errInvalidSpec, errs.ToAggregate()), nil)
+	}
+	if errs := fnv1.ValidateRollout(&f.Spec); len(errs) > 0 {
+		return 0, s.writeStatus(ctx, u, "", fmt.Errorf("function %s: %w: %v", key, errInvalidSpec, errs.ToAggregate()), nil)
+	}
+	current, live, revErr := s.recordRevision(ctx, u, &f)
+	if revErr != nil {
+		// Served alone, unrecorded, until the revision can be recorded.
+		current, live = "", nil
 	}
 	fn := toRuntime(u.GetNamespace(), u.GetName(), &f.Spec)
-	e := s.load(ctx, key, u.GetGeneration(), fn, sourcesOf(&f.Spec), historyEnabled(u))
-	b := e.current()
-	if e.sources != nil {
-		b = s.refresh(ctx, e)
+	e, err := s.load(ctx, key, fn, sourcesOf(&f.Spec), current, live, historyEnabled(u))
+	if err != nil {
+		return 0, err
+	}
+	latest := e.latest()
+	b := latest.current()
+	if latest.sources != nil {
+		b = s.refresh(ctx, latest)
 	}
 	var after time.Duration
 	if errors.Is(b.err, ErrEnvSourceUnavailable) {
 		after = envRetry
 	}
-	return after, s.writeStatus(ctx, u, sourceHash(fn.Source), b.err)
+	var revs *revisionStatus
+	if revErr == nil {
+		revs = &revisionStatus{current: current, live: live}
+	}
+	return after, errors.Join(s.writeStatus(ctx, u, sourceHash(fn.Source), b.err, revs), revErr)
 }
 
 func errText(err error) string {
@@ -185,49 +261,106 @@ func errText(err error) string {
 // errInvalidSpec is a Function the CRD's schema should have refused.
 var errInvalidSpec = errors.New("invalid spec")
 
-// load builds fn unless the loaded entry already runs exactly this spec. record
-// turns its invocation history on or off, before a new entry is served.
-func (s *store) load(ctx context.Context, key string, generation int64, fn lambda.Function, sources *envSources, record bool) *entry {
-	hash := specHash(fn, sources)
+// load makes the entry serve latest (the spec's revision, current) and the other
+// live revisions, building each unless it is loaded already, and retires the units
+// no longer live. live is nil when the revisions could not be recorded: latest is
+// then served alone. record turns the invocation history on or off, before a new
+// entry is served.
+func (s *store) load(ctx context.Context, key string, latest lambda.Function, sources *envSources, current string, live []fnv1.RevisionShare, record bool) (*entry, error) {
 	s.mu.RLock()
-	old := s.entries[key]
+	e := s.entries[key]
 	s.mu.RUnlock()
-	if old != nil && old.hash == hash {
-		old.history.setEnabled(record)
-		return old
+	var before *served
+	if e != nil {
+		before = e.served.Load()
 	}
-	e := &entry{key: key, generation: generation, hash: hash, fn: fn, sources: sources}
-	if old != nil {
-		e.history, e.metrics = old.history, old.metrics
-	} else {
+	next, err := s.liveUnits(ctx, key, before, latest, sources, current, live)
+	if err != nil {
+		return nil, err
+	}
+	if e == nil {
 		namespace, name, _ := cache.SplitMetaNamespaceKey(key)
-		e.history, e.metrics = newHistory(s.history), s.metrics.forFunction(namespace, name)
+		e = &entry{key: key, history: newHistory(s.history), metrics: s.metrics.forFunction(namespace, name)}
 	}
 	e.history.setEnabled(record)
-	s.refresh(ctx, e)
+	e.served.Store(next)
 	s.mu.Lock()
 	s.entries[key] = e
 	s.mu.Unlock()
-	if old != nil {
-		if b := old.current(); b != nil && b.compiled != nil {
-			s.retire(b.compiled, fn.Timeout)
+	if before != nil {
+		for _, u := range before.units {
+			if !slices.Contains(next.units, u) {
+				s.retireUnit(u, u.fn.Timeout)
+			}
 		}
 	}
-	return e
+	return e, nil
 }
 
-// serving is the build a call of e runs: for a function with env sources, the one
+// liveUnits builds what an entry serves: a unit per live revision, newest first,
+// the ones already loaded (by what they run) reused.
+func (s *store) liveUnits(ctx context.Context, key string, before *served, latest lambda.Function, sources *envSources, current string, live []fnv1.RevisionShare) (*served, error) {
+	unitFor := func(fn lambda.Function, sources *envSources) *unit {
+		hash := specHash(fn, sources)
+		if before != nil {
+			if i := slices.IndexFunc(before.units, func(u *unit) bool { return u.hash == hash }); i >= 0 {
+				return before.units[i]
+			}
+		}
+		u := &unit{key: key, hash: hash, fn: fn, sources: sources}
+		s.refresh(ctx, u)
+		return u
+	}
+	next := &served{latest: unitFor(latest, sources)}
+	if len(live) == 0 {
+		next.units, next.names, next.shares = []*unit{next.latest}, []string{current}, []int32{100}
+		return next, nil
+	}
+	namespace, name, _ := cache.SplitMetaNamespaceKey(key)
+	byNewest := slices.SortedFunc(slices.Values(live), func(a, b fnv1.RevisionShare) int { return cmp.Compare(b.Revision, a.Revision) })
+	for _, r := range byNewest {
+		u := next.latest
+		if r.Name != current {
+			u = s.loadedRevision(before, r.Name)
+			if u == nil {
+				spec, err := s.revisionSpec(ctx, namespace, r.Name)
+				if err != nil {
+					return nil, err
+				}
+				u = unitFor(toRuntime(namespace, name, &spec), sourcesOf(&spec))
+			}
+		}
+		next.units, next.names, next.shares = append(next.units, u), append(next.names, r.Name), append(next.shares, r.Share)
+	}
+	if !slices.Contains(next.names, current) { // not listed yet: no share
+		next.units, next.names, next.shares = append([]*unit{next.latest}, next.units...), append([]string{current}, next.names...), append([]int32{0}, next.shares...)
+	}
+	return next, nil
+}
+
+// loadedRevision is the unit before served as the revision name, if any.
+func (s *store) loadedRevision(before *served, name string) *unit {
+	if before == nil {
+		return nil
+	}
+	if i := slices.Index(before.names, name); i >= 0 && name != "" {
+		return before.units[i]
+	}
+	return nil
+}
+
+// serving is the build a call of u runs: for a function with env sources, the one
 // of the values they give now (read through the cache), built if they changed. When
 // the outcome changes (the sources became unreadable, or readable again), the
 // function is queued so that its status follows.
-func (s *store) serving(ctx context.Context, e *entry) *build {
-	if e.sources == nil {
-		return e.current()
+func (s *store) serving(ctx context.Context, u *unit) *build {
+	if u.sources == nil {
+		return u.current()
 	}
-	before := e.current()
-	b := s.refresh(ctx, e)
+	before := u.current()
+	b := s.refresh(ctx, u)
 	if b != before && (before == nil || errText(before.err) != errText(b.err)) {
-		s.queue.Add(e.key)
+		s.queue.Add(u.key)
 	}
 	return b
 }
@@ -236,7 +369,7 @@ func (s *store) serving(ctx context.Context, e *entry) *build {
 // give differs from the current build's (or there is none yet). A source that
 // cannot be read makes a build that fails every call, and retires the previous one:
 // its workers hold values the gateway may no longer read.
-func (s *store) refresh(ctx context.Context, e *entry) *build {
+func (s *store) refresh(ctx context.Context, e *unit) *build {
 	namespace, name, _ := cache.SplitMetaNamespaceKey(e.key)
 	fromSources, err := s.env.resolve(ctx, namespace+"/"+name, namespace, e.sources)
 	if err != nil {
@@ -265,7 +398,7 @@ func (s *store) refresh(ctx context.Context, e *entry) *build {
 
 // replace swaps e's build for what makeBuild returns (nil keeps the current one),
 // one caller at a time, and retires the replaced build.
-func (s *store) replace(e *entry, makeBuild func(cur *build) *build) *build {
+func (s *store) replace(e *unit, makeBuild func(cur *build) *build) *build {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	cur := e.current()
@@ -309,8 +442,15 @@ func (s *store) remove(key string) {
 		return
 	}
 	e.metrics.remove()
-	if b := e.current(); b != nil && b.compiled != nil {
-		s.retire(b.compiled, 10*time.Second)
+	for _, u := range e.served.Load().units {
+		s.retireUnit(u, 10*time.Second)
+	}
+}
+
+// retireUnit retires a unit's build (see retire).
+func (s *store) retireUnit(u *unit, timeout time.Duration) {
+	if b := u.current(); b != nil && b.compiled != nil {
+		s.retire(b.compiled, timeout)
 	}
 }
 
@@ -325,9 +465,19 @@ func (s *store) hookURL(namespace, name string) string {
 	return fmt.Sprintf("%s/hooks/%s/%s", s.publicURL, namespace, name)
 }
 
-// writeStatus records url, sourceHash and the Ready condition, unless they already
-// hold.
-func (s *store) writeStatus(ctx context.Context, u *unstructured.Unstructured, hash string, loadErr error) error {
+// revisionStatus is what the gateway writes of status.currentRevision and
+// status.revisions.
+type revisionStatus struct {
+	current string
+	live    []fnv1.RevisionShare
+}
+
+// writeStatus records url, sourceHash, the revisions (unless revs is nil) and the
+// Ready condition, unless they already hold. The update is made from the informer's
+// object, with its resourceVersion, so that fields other writers own (the rollout
+// driver's status.rollout and shares) are kept or the update conflicts and is
+// retried.
+func (s *store) writeStatus(ctx context.Context, u *unstructured.Unstructured, hash string, loadErr error, revs *revisionStatus) error {
 	var status fnv1.FunctionStatus
 	if raw, ok := u.Object["status"]; ok {
 		_ = jsonvalue.Convert(raw, &status)
@@ -336,6 +486,9 @@ func (s *store) writeStatus(ctx context.Context, u *unstructured.Unstructured, h
 	want.ObservedGeneration = u.GetGeneration()
 	want.URL = s.hookURL(u.GetNamespace(), u.GetName())
 	want.SourceHash = hash
+	if revs != nil {
+		want.CurrentRevision, want.Revisions = revs.current, revs.live
+	}
 	ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Compiled", Message: "the function is served at " + want.URL, ObservedGeneration: u.GetGeneration()}
 	if loadErr != nil {
 		ready = metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "CompileError", Message: loadErr.Error(), ObservedGeneration: u.GetGeneration()}

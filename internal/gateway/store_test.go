@@ -4,17 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/rollout"
 )
 
 // countingCompiler records the environments it compiles with and which builds were
@@ -68,7 +71,11 @@ func TestServingBuildsOncePerEnvironment(t *testing.T) {
 	defer s.queue.ShutDown()
 	sources := &envSources{EnvFrom: []fnv1.EnvFromSource{{SecretRef: &fnv1.EnvSourceRef{Name: "db"}}}}
 	fn := lambda.Function{Name: "ns/f", Runtime: "python", Source: "x", Timeout: time.Millisecond, Env: map[string]string{"user": "plain"}}
-	e := s.load(ctx, "ns/f", 1, fn, sources, true)
+	loaded, err := s.load(ctx, "ns/f", fn, sources, "", nil, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := loaded.latest()
 
 	first := s.serving(ctx, e)
 	for range 5 {
@@ -117,5 +124,77 @@ func TestServingBuildsOncePerEnvironment(t *testing.T) {
 	}
 	if _, closed := compiler.counts(); closed != 2 {
 		t.Errorf("%d builds closed, want the two that held values", closed)
+	}
+}
+
+// TestLoadServesLiveRevisionsByShare: a function whose previous revision is live
+// serves it (read from its ControllerRevision) by the parents' UIDs against the
+// shares, the same parent always to the same revision; a unit already loaded is
+// reused when the shares move; a revision no longer live is retired.
+func TestLoadServesLiveRevisionsByShare(t *testing.T) {
+	ctx := context.Background()
+	old, err := newRevision(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "f", "namespace": "ns", "uid": "u1"}}},
+		&fnv1.Function{Spec: fnv1.FunctionSpec{Runtime: "python", Source: "old", TimeoutSeconds: 1}}, "f-old", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache, _, _ := newTestEnvCache()
+	compiler := &countingCompiler{}
+	s := newStore(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), old), compiler, cache, "http://gw", 10, newMetrics(prometheus.NewRegistry(), func() map[string]lambda.PoolStats { return nil }, nil))
+	defer s.queue.ShutDown()
+	latest := lambda.Function{Name: "ns/f", Runtime: "python", Source: "new", Timeout: time.Millisecond}
+	load := func(live ...fnv1.RevisionShare) *entry {
+		t.Helper()
+		e, err := s.load(ctx, "ns/f", latest, nil, "f-new", live, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	body := func(uid string) []byte { return []byte(`{"parent": {"metadata": {"uid": "` + uid + `"}}}`) }
+
+	e := load(fnv1.RevisionShare{Name: "f-old", Revision: 1, Share: 100}, fnv1.RevisionShare{Name: "f-new", Revision: 2, Share: 0})
+	for i := range 50 {
+		if _, name := e.pick(body(fmt.Sprint("uid-", i))); name != "f-old" {
+			t.Fatalf("at a share of 0 a parent got %s", name)
+		}
+	}
+	if _, name := e.pick([]byte(`{}`)); name != "f-old" {
+		t.Errorf("a call without a UID got %s, want the revision with the largest share", name)
+	}
+	if u, _ := e.pick(body("x")); u.fn.Source != "old" {
+		t.Errorf("the old revision runs %q, want its ControllerRevision's source", u.fn.Source)
+	}
+
+	e = load(fnv1.RevisionShare{Name: "f-old", Revision: 1, Share: 50}, fnv1.RevisionShare{Name: "f-new", Revision: 2, Share: 50})
+	if n, _ := compiler.counts(); n != 2 {
+		t.Errorf("%d compilations after the shares moved, want the two revisions' only", n)
+	}
+	for i := range 200 {
+		uid := fmt.Sprint("uid-", i)
+		want := "f-old"
+		if rollout.Covered(uid, 50) {
+			want = "f-new"
+		}
+		for range 2 {
+			if _, name := e.pick(body(uid)); name != want {
+				t.Fatalf("parent %s got %s, want %s", uid, name, want)
+			}
+		}
+		if _, name := e.pick([]byte(`{"object": {"metadata": {"uid": "` + uid + `"}}}`)); name != want {
+			t.Fatalf("a decorator's object %s got %s, want %s", uid, name, want)
+		}
+	}
+
+	e = load(fnv1.RevisionShare{Name: "f-new", Revision: 2, Share: 100})
+	if _, name := e.pick(body("x")); name != "f-new" {
+		t.Errorf("after the rollout a parent got %s", name)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for _, closed := compiler.counts(); closed < 1 && time.Now().Before(deadline); _, closed = compiler.counts() {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n, closed := compiler.counts(); n != 2 || closed != 1 {
+		t.Errorf("%d compiled, %d closed; want the old revision closed once no longer live", n, closed)
 	}
 }

@@ -101,6 +101,13 @@ func (c *Client) LocalInvocations(ctx context.Context, namespace, name string) (
 	return &out, err
 }
 
+// Revisions lists a function's revisions, newest first.
+func (c *Client) Revisions(ctx context.Context, namespace, name string) (*RevisionList, error) {
+	var out RevisionList
+	_, err := c.Do(ctx, http.MethodGet, FunctionsPath(namespace, name, "revisions"), nil, &out)
+	return &out, err
+}
+
 // Replay runs a candidate against a function's recorded calls.
 func (c *Client) Replay(ctx context.Context, namespace, name string, req ReplayRequest) (*ReplayResult, error) {
 	var out ReplayResult

@@ -22,15 +22,17 @@ type FunctionSpec struct {
 
 // Invocation is one recorded call of a function.
 type Invocation struct {
-	Time       time.Time         `json:"time"`
-	DurationMS float64           `json:"durationMs"`
-	Source     string            `json:"source"` // "hook" or "invoke"
-	Status     int               `json:"status"`
-	Error      string            `json:"error,omitempty"`
-	Headers    map[string]string `json:"headers,omitempty"`
-	Request    json.RawMessage   `json:"request,omitempty"`
-	Response   json.RawMessage   `json:"response,omitempty"`
-	Logs       string            `json:"logs,omitempty"`
+	Time       time.Time `json:"time"`
+	DurationMS float64   `json:"durationMs"`
+	Source     string    `json:"source"` // "hook" or "invoke"
+	// Revision is the Function's ControllerRevision that answered.
+	Revision string            `json:"revision,omitempty"`
+	Status   int               `json:"status"`
+	Error    string            `json:"error,omitempty"`
+	Headers  map[string]string `json:"headers,omitempty"`
+	Request  json.RawMessage   `json:"request,omitempty"`
+	Response json.RawMessage   `json:"response,omitempty"`
+	Logs     string            `json:"logs,omitempty"`
 	// Replica is the gateway replica that served the call (its pod's name).
 	Replica string `json:"replica,omitempty"`
 }
@@ -123,4 +125,27 @@ func parentOf(request json.RawMessage) string {
 		name = ns + "/" + name
 	}
 	return strings.TrimSpace(req.Parent.Kind + " " + name)
+}
+
+// Revision is one revision of a function (its apps/v1 ControllerRevision), as GET
+// .../revisions answers it.
+type Revision struct {
+	// Name is the ControllerRevision's.
+	Name string `json:"name"`
+	// Revision is its number, increasing per function.
+	Revision int64     `json:"revision"`
+	Created  time.Time `json:"created"`
+	// Current is the spec's revision (status.currentRevision).
+	Current bool `json:"current,omitempty"`
+	// Share is the percentage of parents it serves, for a live revision
+	// (status.revisions); nil for one that serves none.
+	Share *int32 `json:"share,omitempty"`
+	// Spec is what it runs: the revision's part of the Function's spec.
+	Spec fnv1.FunctionSpec `json:"spec"`
+}
+
+// RevisionList is the answer of GET .../revisions: the function's revisions, newest
+// first.
+type RevisionList struct {
+	Items []Revision `json:"items"`
 }

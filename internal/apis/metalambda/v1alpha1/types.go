@@ -53,6 +53,66 @@ type FunctionSpec struct {
 	// function unless it was started with --allow-function-network. JavaScript,
 	// Jsonnet and builtin functions have no network API either way.
 	Network bool `json:"network,omitempty"`
+	// Rollout, when set, makes a new revision wait at a share of 0 while the
+	// previous one keeps serving, for a rollout driver to move the share by these
+	// steps. Without it a new revision serves every call at once.
+	Rollout *RolloutPolicy `json:"rollout,omitempty"`
+	// RevisionHistoryLimit is how many old revisions (ControllerRevisions that are
+	// neither the current nor a live one) are kept for a rollback; nil means 10.
+	RevisionHistoryLimit *int32 `json:"revisionHistoryLimit,omitempty"`
+}
+
+// DefaultRevisionHistoryLimit is how many old revisions a Function keeps when
+// spec.revisionHistoryLimit does not say.
+const DefaultRevisionHistoryLimit = 10
+
+// HistoryLimit is spec.revisionHistoryLimit, defaulted.
+func (s *FunctionSpec) HistoryLimit() int {
+	if s.RevisionHistoryLimit == nil {
+		return DefaultRevisionHistoryLimit
+	}
+	return int(*s.RevisionHistoryLimit)
+}
+
+// RevisionSpec is the part of a spec that a revision records: everything that
+// changes what a call runs, and nothing else (not the history settings, the
+// rollout policy or the revision history limit).
+func (s *FunctionSpec) RevisionSpec() FunctionSpec {
+	out := *s
+	out.History, out.Rollout, out.RevisionHistoryLimit = nil, nil, nil
+	return out
+}
+
+// WithRevision is the spec with what a call runs taken from rev (a RevisionSpec),
+// and the rest (history, rollout, revisionHistoryLimit) kept: a rollback.
+func (s *FunctionSpec) WithRevision(rev FunctionSpec) FunctionSpec {
+	out := rev.RevisionSpec()
+	out.History, out.Rollout, out.RevisionHistoryLimit = s.History, s.Rollout, s.RevisionHistoryLimit
+	return out
+}
+
+// RolloutPolicy is how a new revision takes over from the previous one.
+type RolloutPolicy struct {
+	// Steps are the new revision's shares, in percent, one after the other:
+	// increasing, the last 100. Empty means [10, 50, 100].
+	Steps []int32 `json:"steps,omitempty"`
+	// PauseSeconds is the wait between two steps; zero moves on as soon as the
+	// parents of a step synced.
+	PauseSeconds int32 `json:"pauseSeconds,omitempty"`
+	// MaxFailures is how many hook failures or sync errors of parents served by
+	// the new revision halt the rollout; zero halts it at the first.
+	MaxFailures int32 `json:"maxFailures,omitempty"`
+}
+
+// DefaultRolloutSteps are the steps of a policy that names none.
+var DefaultRolloutSteps = []int32{10, 50, 100}
+
+// StepsOrDefault are the policy's steps, defaulted.
+func (p *RolloutPolicy) StepsOrDefault() []int32 {
+	if len(p.Steps) == 0 {
+		return DefaultRolloutSteps
+	}
+	return p.Steps
 }
 
 // EnvFromSource is one Secret or ConfigMap whose every key becomes a variable,
@@ -105,4 +165,55 @@ type FunctionStatus struct {
 	URL                string             `json:"url,omitempty"`
 	SourceHash         string             `json:"sourceHash,omitempty"`
 	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+	// CurrentRevision names the ControllerRevision of the spec: the latest revision.
+	CurrentRevision string `json:"currentRevision,omitempty"`
+	// Revisions are the live revisions, the ones calls are served by, oldest
+	// first; their shares add up to 100. One at 100 normally; two during a
+	// rollout.
+	Revisions []RevisionShare `json:"revisions,omitempty"`
+	// Rollout is the state of the rollout of CurrentRevision, written by the
+	// rollout driver.
+	Rollout *RolloutStatus `json:"rollout,omitempty"`
+}
+
+// RevisionShare is one live revision and its share of the parents.
+type RevisionShare struct {
+	// Name is the revision's ControllerRevision.
+	Name string `json:"name"`
+	// Revision is its number, increasing per Function.
+	Revision int64 `json:"revision"`
+	// Share is the percentage of parents it serves (see internal/rollout).
+	Share int32 `json:"share"`
+}
+
+// Phases of a rollout.
+const (
+	RolloutProgressing = "Progressing"
+	RolloutPaused      = "Paused"
+	RolloutHalted      = "Halted"
+	RolloutComplete    = "Complete"
+)
+
+// RolloutStatus is where the rollout of a new revision stands.
+type RolloutStatus struct {
+	// Revision is the ControllerRevision being rolled out; From the one it replaces.
+	Revision string `json:"revision,omitempty"`
+	From     string `json:"from,omitempty"`
+	// Step is the index, in spec.rollout.steps, of the step reached.
+	Step int32 `json:"step,omitempty"`
+	// Phase is Progressing, Paused, Halted or Complete.
+	Phase    string `json:"phase,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+	Message  string `json:"message,omitempty"`
+	Failures int32  `json:"failures,omitempty"`
+}
+
+// RevisionLabel labels each ControllerRevision (apps/v1) of a Function with the
+// Function's name.
+const RevisionLabel = Group + "/function"
+
+// RevisionData is the data of a Function's ControllerRevision: the revision's part
+// of the spec (FunctionSpec.RevisionSpec).
+type RevisionData struct {
+	Spec FunctionSpec `json:"spec"`
 }

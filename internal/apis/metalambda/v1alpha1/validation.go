@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -124,4 +125,56 @@ func validateEnvName(path *field.Path, name string) field.ErrorList {
 		return field.ErrorList{field.Invalid(path, name, err.Error())}
 	}
 	return nil
+}
+
+// Bounds of the rollout policy and the revision history, which the CRD's schema
+// states too.
+const (
+	MaxRolloutSteps         = 20
+	MaxPauseSeconds         = 86400
+	MaxRevisionHistoryLimit = 1000
+)
+
+// ValidateRollout checks spec.rollout and spec.revisionHistoryLimit as the CRD's
+// schema does: steps between 1 and 100, increasing, the last 100; a pause of at most
+// a day; no negative count. Each error names its field (spec.rollout.steps[1]).
+func ValidateRollout(spec *FunctionSpec) field.ErrorList {
+	var errs field.ErrorList
+	if l := spec.RevisionHistoryLimit; l != nil && (*l < 0 || *l > MaxRevisionHistoryLimit) {
+		errs = append(errs, field.Invalid(field.NewPath("spec", "revisionHistoryLimit"), *l, "must be between 0 and 1000"))
+	}
+	p := spec.Rollout
+	if p == nil {
+		return errs
+	}
+	path := field.NewPath("spec", "rollout")
+	if p.PauseSeconds < 0 || p.PauseSeconds > MaxPauseSeconds {
+		errs = append(errs, field.Invalid(path.Child("pauseSeconds"), p.PauseSeconds, "must be between 0 and 86400 (a day)"))
+	}
+	if p.MaxFailures < 0 {
+		errs = append(errs, field.Invalid(path.Child("maxFailures"), p.MaxFailures, "must not be negative"))
+	}
+	return append(errs, validateSteps(path.Child("steps"), p.Steps)...)
+}
+
+func validateSteps(path *field.Path, steps []int32) field.ErrorList {
+	if len(steps) == 0 {
+		return nil // the default steps
+	}
+	if len(steps) > MaxRolloutSteps {
+		return field.ErrorList{field.TooMany(path, len(steps), MaxRolloutSteps)}
+	}
+	var errs field.ErrorList
+	for i, step := range steps {
+		switch {
+		case step < 1 || step > 100:
+			errs = append(errs, field.Invalid(path.Index(i), step, "a step is a share in percent, between 1 and 100"))
+		case i > 0 && step <= steps[i-1]:
+			errs = append(errs, field.Invalid(path.Index(i), step, fmt.Sprintf("steps must increase: %d follows %d", step, steps[i-1])))
+		}
+	}
+	if last := steps[len(steps)-1]; last != 100 {
+		errs = append(errs, field.Invalid(path.Index(len(steps)-1), last, "the last step must be 100: a rollout ends with the new revision serving every parent"))
+	}
+	return errs
 }

@@ -58,3 +58,58 @@ func manyVars(n int) map[string]string {
 	}
 	return m
 }
+
+func TestValidateRollout(t *testing.T) {
+	limit := func(n int32) *int32 { return &n }
+	for _, tt := range []struct {
+		name string
+		spec FunctionSpec
+		want []string // one substring per error, in order
+	}{
+		{"none", FunctionSpec{}, nil},
+		{"default steps", FunctionSpec{Rollout: &RolloutPolicy{PauseSeconds: 30, MaxFailures: 2}}, nil},
+		{"steps", FunctionSpec{Rollout: &RolloutPolicy{Steps: []int32{1, 25, 100}}}, nil},
+		{"only 100", FunctionSpec{Rollout: &RolloutPolicy{Steps: []int32{100}}}, nil},
+		{"last not 100", FunctionSpec{Rollout: &RolloutPolicy{Steps: []int32{10, 50}}}, []string{"spec.rollout.steps[1]: Invalid value: 50: the last step must be 100"}},
+		{"not increasing", FunctionSpec{Rollout: &RolloutPolicy{Steps: []int32{50, 10, 100}}}, []string{"spec.rollout.steps[1]: Invalid value: 10: steps must increase: 10 follows 50"}},
+		{"repeated", FunctionSpec{Rollout: &RolloutPolicy{Steps: []int32{10, 10, 100}}}, []string{"spec.rollout.steps[1]: Invalid value: 10: steps must increase"}},
+		{"zero", FunctionSpec{Rollout: &RolloutPolicy{Steps: []int32{0, 100}}}, []string{"spec.rollout.steps[0]: Invalid value: 0: a step is a share in percent, between 1 and 100"}},
+		{"over 100", FunctionSpec{Rollout: &RolloutPolicy{Steps: []int32{10, 150}}}, []string{"spec.rollout.steps[1]: Invalid value: 150: a step is a share", "the last step must be 100"}},
+		{"too many steps", FunctionSpec{Rollout: &RolloutPolicy{Steps: make([]int32, MaxRolloutSteps+1)}}, []string{"spec.rollout.steps: Too many: 21"}},
+		{"negative pause", FunctionSpec{Rollout: &RolloutPolicy{PauseSeconds: -1}}, []string{"spec.rollout.pauseSeconds: Invalid value: -1"}},
+		{"negative failures", FunctionSpec{Rollout: &RolloutPolicy{MaxFailures: -1}}, []string{"spec.rollout.maxFailures: Invalid value: -1: must not be negative"}},
+		{"negative history limit", FunctionSpec{RevisionHistoryLimit: limit(-1)}, []string{"spec.revisionHistoryLimit: Invalid value: -1"}},
+		{"zero history limit", FunctionSpec{RevisionHistoryLimit: limit(0)}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			errs := ValidateRollout(&tt.spec)
+			if len(errs) != len(tt.want) {
+				t.Fatalf("errors = %v, want %d: %q", errs, len(tt.want), tt.want)
+			}
+			for i, want := range tt.want {
+				if got := errs[i].Error(); !strings.Contains(got, want) {
+					t.Errorf("error %d = %q, want it to contain %q", i, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestRevisionSpecKeepsWhatACallRuns(t *testing.T) {
+	limit := int32(3)
+	on := true
+	spec := FunctionSpec{Runtime: "python", Source: "x", Handler: "h", TimeoutSeconds: 5, Env: map[string]string{"A": "1"}, Network: true,
+		History: &FunctionHistory{Enabled: &on}, Rollout: &RolloutPolicy{PauseSeconds: 1}, RevisionHistoryLimit: &limit}
+	rev := spec.RevisionSpec()
+	if rev.History != nil || rev.Rollout != nil || rev.RevisionHistoryLimit != nil {
+		t.Errorf("RevisionSpec kept settings that do not change a call: %+v", rev)
+	}
+	if rev.Source != "x" || rev.Handler != "h" || rev.TimeoutSeconds != 5 || rev.Env["A"] != "1" || !rev.Network {
+		t.Errorf("RevisionSpec lost what a call runs: %+v", rev)
+	}
+	current := FunctionSpec{Runtime: "javascript", Source: "y", History: spec.History, Rollout: spec.Rollout, RevisionHistoryLimit: &limit}
+	back := current.WithRevision(rev)
+	if back.Source != "x" || back.Runtime != "python" || back.Rollout != spec.Rollout || back.RevisionHistoryLimit != &limit {
+		t.Errorf("WithRevision = %+v", back)
+	}
+}
