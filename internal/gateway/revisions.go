@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
@@ -265,13 +266,30 @@ func (s *store) prune(ctx context.Context, u *unstructured.Unstructured, owned [
 	}
 }
 
-// revisionSpec reads what the live revision name runs, from its ControllerRevision.
-func (s *store) revisionSpec(ctx context.Context, namespace, name string) (fnv1.FunctionSpec, error) {
-	cr, err := s.dyn.Resource(ControllerRevisionsGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
+// revisionSpec reads what the live revision name of the Function key runs, from
+// its ControllerRevision: only one the Function controls, and whose content is
+// what its name was made from. Whoever may write ControllerRevisions in the
+// namespace, but not the Function, can then neither swap the code a live
+// revision runs nor slip one in under a name status lists.
+func (s *store) revisionSpec(ctx context.Context, key, name string) (fnv1.FunctionSpec, error) {
+	namespace, function, _ := cache.SplitMetaNamespaceKey(key)
+	obj, err := s.dyn.Resource(ControllerRevisionsGVR).Namespace(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return fnv1.FunctionSpec{}, fmt.Errorf("read live revision %s: %w", name, err)
 	}
-	return RevisionSpec(cr)
+	owner, exists, _ := s.informer.GetIndexer().GetByKey(key)
+	var cr appsv1.ControllerRevision
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &cr); err != nil || !exists || !metav1.IsControlledBy(&cr, owner.(*unstructured.Unstructured)) {
+		return fnv1.FunctionSpec{}, fmt.Errorf("%w: live revision %s is not a ControllerRevision that Function %s controls; it is not served", errRevisionConflict, name, key)
+	}
+	spec, err := RevisionSpec(obj)
+	if err != nil {
+		return fnv1.FunctionSpec{}, err
+	}
+	if RevisionName(function, spec) != name {
+		return fnv1.FunctionSpec{}, fmt.Errorf("%w: ControllerRevision %s holds other content than the revision its name was made from (it was changed after the gateway recorded it); it is not served", errRevisionConflict, name)
+	}
+	return spec, nil
 }
 
 // listRevisions serves GET .../revisions: the function's ControllerRevisions,

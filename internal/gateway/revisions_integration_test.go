@@ -4,6 +4,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
@@ -274,5 +275,72 @@ func TestRolloutPolicyIsValidated(t *testing.T) {
 	_, err := env.Resource(FunctionsGVR, ns).UpdateStatus(kubetest.Context(t), obj, metav1.UpdateOptions{})
 	if err == nil || !strings.Contains(err.Error(), "the shares of the live revisions must add up to 100") {
 		t.Errorf("shares 50 + 60: UpdateStatus = %v, want a refusal", err)
+	}
+}
+
+// A live revision is served only from a ControllerRevision the Function controls
+// and whose content is what its name was made from. A ControllerRevision's data
+// cannot be changed in place (the API refuses it), but whoever may delete and
+// create ControllerRevisions in the namespace, and not write the Function, could
+// put another one under a live revision's name: with a forged owner reference, or
+// without one. A gateway that loads the Function afresh (a new replica, a restart)
+// refuses it rather than serve it.
+func TestTamperedRevisionIsNotServed(t *testing.T) {
+	g := startGateway(t)
+	ns := env.Namespace(t)
+	base := "/v1/namespaces/" + ns + "/functions"
+	policy := map[string]any{"steps": []any{50, 100}}
+	put := func(version string) {
+		t.Helper()
+		body := map[string]any{"metadata": map[string]any{"name": "tamper"}, "spec": map[string]any{"runtime": "javascript", "source": fmt.Sprintf(echoJS, version), "rollout": policy}}
+		if r := g.do(t, "PUT", base+"/tamper", g.token, body); r.status != http.StatusOK && r.status != http.StatusCreated {
+			t.Fatalf("PUT %s = %d %s", version, r.status, r.raw)
+		}
+	}
+	put("v1")
+	g.waitHook(t, ns, "tamper", "p-v1")
+	put("v2") // waits at 0%: v1 stays live, and is read from its ControllerRevision
+	v1 := RevisionName("tamper", fnv1.FunctionSpec{Runtime: "javascript", Source: fmt.Sprintf(echoJS, "v1")})
+	v2 := RevisionName("tamper", fnv1.FunctionSpec{Runtime: "javascript", Source: fmt.Sprintf(echoJS, "v2")})
+	waitRevisions(t, ns, "tamper", v2, map[string]int32{v1: 100, v2: 0})
+	fn := env.MustGet(t, FunctionsGVR, ns, "tamper")
+	evil, _ := json.Marshal(fnv1.RevisionData{Spec: fnv1.FunctionSpec{Runtime: "javascript", Source: fmt.Sprintf(echoJS, "evil")}})
+	var evilData map[string]any
+	_ = json.Unmarshal(evil, &evilData)
+
+	for _, attack := range []struct {
+		name  string
+		owner []any
+	}{
+		{"another one with a forged owner", []any{map[string]any{"apiVersion": fnv1.Group + "/" + fnv1.Version, "kind": fnv1.Kind, "name": "tamper", "uid": string(fn.GetUID()), "controller": true}}},
+		{"another one without an owner", nil},
+	} {
+		t.Run(attack.name, func(t *testing.T) {
+			crs := env.Resource(ControllerRevisionsGVR, ns)
+			if err := crs.Delete(kubetest.Context(t), v1, metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			kubetest.WaitObjectGone(t, kubetest.GoneTimeout, "the revision is deleted", crs, v1)
+			meta := map[string]any{"name": v1, "labels": map[string]any{FunctionLabel: "tamper"}}
+			if attack.owner != nil {
+				meta["ownerReferences"] = attack.owner
+			}
+			forged := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apps/v1", "kind": "ControllerRevision", "metadata": meta, "data": evilData, "revision": int64(1)}}
+			if _, err := crs.Create(kubetest.Context(t), forged, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			fresh := startGateway(t)
+			uid := "0d6c5a1e-0000-4c2b-9f3a-5e7d8c9b0a1f" // any parent: v1 serves them all
+			deadline := time.Now().Add(5 * time.Second)
+			for time.Now().Before(deadline) {
+				if r := fresh.do(t, "POST", "/hooks/"+ns+"/tamper", "", hookFor(uid)); childName(r) == "p-evil" {
+					t.Fatalf("a fresh gateway served the forged revision: %s", r.raw)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if r := g.do(t, "POST", "/hooks/"+ns+"/tamper", "", hookFor(uid)); childName(r) != "p-v1" {
+				t.Errorf("the gateway that recorded v1 answers %d %s, want v1 still", r.status, r.raw)
+			}
+		})
 	}
 }

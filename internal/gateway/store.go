@@ -323,7 +323,7 @@ func (s *store) liveUnits(ctx context.Context, key string, before *served, lates
 		if r.Name != current {
 			u = s.loadedRevision(before, r.Name)
 			if u == nil {
-				spec, err := s.revisionSpec(ctx, namespace, r.Name)
+				spec, err := s.revisionSpec(ctx, key, r.Name)
 				if err != nil {
 					return nil, err
 				}
