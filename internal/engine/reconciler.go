@@ -79,10 +79,11 @@ type controller struct {
 	loop  loopSettings
 	slots chan struct{}
 
-	env   *environment
-	queue workqueue.TypedRateLimitingInterface[parentKey]
-	stop  context.CancelFunc
-	done  sync.WaitGroup
+	env      *environment
+	queue    workqueue.TypedRateLimitingInterface[parentKey]
+	workLoop *workloop.Loop[parentKey] // the workers of queue, set with it
+	stop     context.CancelFunc
+	done     sync.WaitGroup
 }
 
 // flavor is what differs between composite and decorator controllers. A flavor gets
@@ -146,6 +147,7 @@ func (c *controller) start(ctx context.Context) error {
 		c.loop.rateLimiter(),
 		workqueue.TypedRateLimitingQueueConfig[parentKey]{Name: queueName(c.kind, c.name), MetricsProvider: c.env.metrics.queues},
 	)
+	c.workLoop = c.newLoop()
 	for i, p := range c.parents {
 		if err := p.sub.AddHandler(c.parentHandler(i)); err != nil {
 			return err
@@ -183,7 +185,7 @@ func (c *controller) run(ctx context.Context) {
 	if c.resync != nil {
 		go c.resync.run(ctx, c.exists, func() bool { return c.queue.Len() >= c.workers() }, c.queue.Add)
 	}
-	c.newLoop().Run(ctx)
+	c.workLoop.Run(ctx)
 }
 
 // newLoop is the work loop of the controller's queue: it retries, holds a parent

@@ -3,6 +3,7 @@ package engine
 import (
 	"net/http"
 	"sort"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
@@ -152,4 +153,34 @@ func (v controllerView) ChildResource(group, kind string) (api.Resource, bool) {
 		}
 	}
 	return api.Resource{}, false
+}
+
+func (v controllerView) AllParents() []api.Parent {
+	var out []api.Parent
+	for i, p := range v.c.parents {
+		for _, obj := range p.sub.List("") {
+			if p.selects(obj) {
+				out = append(out, api.Parent{Object: obj, Resource: api.Resource{Group: p.res.Group, Resource: p.res.Resource}, Type: i})
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].Object, out[j].Object
+		if a.GetNamespace() != b.GetNamespace() {
+			return a.GetNamespace() < b.GetNamespace()
+		}
+		return a.GetName() < b.GetName()
+	})
+	return out
+}
+
+// Enqueue queues p with the queue's Add, as an event does: the parent is synced as
+// soon as a worker is free, before any parent whose resync or backoff is still
+// pending, and past its own error backoff. A Retry-After hold still holds: the
+// worker that takes the parent puts it back until the hold ends, since the hook
+// asked not to be called before then.
+func (v controllerView) Enqueue(p api.Parent) time.Duration {
+	key := parentKey{parent: p.Type, namespace: p.Object.GetNamespace(), name: p.Object.GetName()}
+	v.c.queue.Add(key)
+	return v.c.workLoop.Held(key)
 }

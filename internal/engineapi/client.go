@@ -1,6 +1,7 @@
 package engineapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -94,17 +95,42 @@ func (c *Client) Parent(ctx context.Context, token, kind, name, namespace, paren
 	return &out, c.get(ctx, token, path, nil, &out)
 }
 
-func (c *Client) get(ctx context.Context, token, path string, query url.Values, out any) error {
-	u := strings.TrimSuffix(c.BaseURL, "/") + path
-	if len(query) > 0 {
-		u += "?" + query.Encode()
+// Sync queues one parent of a controller, or all of them (req.All), for a sync now.
+// kind is the controller's kind (CompositeController or DecoratorController), name
+// its name. The token's user needs update on the parents.
+func (c *Client) Sync(ctx context.Context, token, kind, name string, req SyncRequest) (*SyncResult, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("engine API: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	path := "/api/v1/controllers/" + url.PathEscape(kind) + "/" + url.PathEscape(name) + "/sync"
+	var out SyncResult
+	return &out, c.do(ctx, http.MethodPost, token, path, body, &out)
+}
+
+func (c *Client) get(ctx context.Context, token, path string, query url.Values, out any) error {
+	if len(query) > 0 {
+		path += "?" + query.Encode()
+	}
+	return c.do(ctx, http.MethodGet, token, path, nil, out)
+}
+
+// do sends method path with body (JSON, nil for none) and decodes a 200's body into
+// out.
+func (c *Client) do(ctx context.Context, method, token, path string, body []byte, out any) error {
+	var reader io.Reader
+	if body != nil {
+		reader = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimSuffix(c.BaseURL, "/")+path, reader)
 	if err != nil {
 		return fmt.Errorf("engine API: %w", err)
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Accept", "application/json")
 	httpc := c.HTTP
@@ -116,15 +142,15 @@ func (c *Client) get(ctx context.Context, token, path string, query url.Values, 
 		return fmt.Errorf("engine API: %w", err)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
-		return fmt.Errorf("engine API: reading GET %s: %w", path, err)
+		return fmt.Errorf("engine API: reading %s %s: %w", method, path, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return errorFrom(resp.StatusCode, body)
+		return errorFrom(resp.StatusCode, answer)
 	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return fmt.Errorf("engine API: decoding GET %s: %w", path, err)
+	if err := json.Unmarshal(answer, out); err != nil {
+		return fmt.Errorf("engine API: decoding %s %s: %w", method, path, err)
 	}
 	return nil
 }

@@ -174,3 +174,36 @@ type Child struct {
 	Ready       string `json:"ready"`
 	ReadyReason string `json:"readyReason,omitempty"`
 }
+
+// MaxSyncNames bounds the parents a SyncResult names; Queued counts them all.
+const MaxSyncNames = 100
+
+// SyncRequest is the body of POST /api/v1/controllers/KIND/NAME/sync: one parent by
+// Namespace (empty for a cluster-scoped parent) and Name, or All of them.
+type SyncRequest struct {
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	// Kind picks among a decorator's parent kinds when several have a parent of
+	// that name.
+	Kind string `json:"kind,omitempty"`
+	All  bool   `json:"all,omitempty"`
+}
+
+// SyncResult is the answer of a sync on demand: what was queued.
+type SyncResult struct {
+	Controller ControllerRef `json:"controller"`
+	// Queued counts the parents queued; Parents names the first MaxSyncNames of them.
+	Queued  int            `json:"queued"`
+	Parents []QueuedParent `json:"parents"`
+	// NotPermitted counts, for all parents, those left out because the caller may not
+	// update them.
+	NotPermitted int `json:"notPermitted,omitempty"`
+}
+
+// QueuedParent is one parent a sync on demand queued.
+type QueuedParent struct {
+	ObjectRef
+	// HeldUntil is set when the parent's hook asked not to be called before then
+	// (Retry-After): the queued sync runs at that time, not now.
+	HeldUntil *time.Time `json:"heldUntil,omitempty"`
+}

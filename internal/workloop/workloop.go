@@ -104,6 +104,10 @@ func (l *Loop[K]) Handle(ctx context.Context, key K) (time.Duration, error) {
 	return after, err
 }
 
+// Held is how long a [Hold] on key still lasts (0: none): a key added meanwhile is
+// processed only once it ends.
+func (l *Loop[K]) Held(key K) time.Duration { return l.held(key) }
+
 // held is how long a Hold on key still lasts.
 func (l *Loop[K]) held(key K) time.Duration {
 	until, ok := l.holds.Load(key)

@@ -53,10 +53,19 @@ func (a *apiAuth) authenticate(r *http.Request) (*caller, error) {
 	return &caller{kit: a.kit, Caller: c, seen: map[access]bool{}}, nil
 }
 
-// access is what one SubjectAccessReview asks: may the caller get this object (or,
-// with an empty name, every object of the resource in the namespace)?
+// access is what one SubjectAccessReview asks: may the caller get (or verb, when
+// set) this object (or, with an empty name, every object of the resource in the
+// namespace)?
 type access struct {
+	verb                             string // "" is get
 	group, resource, namespace, name string
+}
+
+func (x access) verbOrGet() string {
+	if x.verb == "" {
+		return "get"
+	}
+	return x.verb
 }
 
 func (x access) String() string {
@@ -73,8 +82,9 @@ func (x access) String() string {
 	return what
 }
 
-// may reports whether the caller may get x: it may when it may get every object of
-// the resource in the namespace, else when it may get the object by name.
+// may reports whether the caller may get (or x.verb) x: it may when it may do so on
+// every object of the resource in the namespace, else when it may on the object by
+// name.
 func (c *caller) may(ctx context.Context, x access) (bool, error) {
 	if x.name != "" {
 		all := x
@@ -86,8 +96,8 @@ func (c *caller) may(ctx context.Context, x access) (bool, error) {
 	return c.allowed(ctx, x)
 }
 
-// allowed asks one SubjectAccessReview for the verb get, or reuses its answer; false
-// past maxChecksPerRequest objects.
+// allowed asks one SubjectAccessReview for x's verb, or reuses its answer; false past
+// maxChecksPerRequest objects.
 func (c *caller) allowed(ctx context.Context, x access) (bool, error) {
 	if ok, asked := c.seen[x]; asked {
 		return ok, nil
@@ -95,7 +105,7 @@ func (c *caller) allowed(ctx context.Context, x access) (bool, error) {
 	if len(c.seen) >= maxChecksPerRequest {
 		return false, nil
 	}
-	err := c.kit.Authorize(ctx, c.Caller, httpapi.Access{Verb: "get", Group: x.group, Resource: x.resource, Namespace: x.namespace, Name: x.name})
+	err := c.kit.Authorize(ctx, c.Caller, httpapi.Access{Verb: x.verbOrGet(), Group: x.group, Resource: x.resource, Namespace: x.namespace, Name: x.name})
 	switch {
 	case err == nil:
 		c.seen[x] = true
@@ -108,7 +118,7 @@ func (c *caller) allowed(ctx context.Context, x access) (bool, error) {
 	}
 }
 
-// forbidden is the 403 of a caller that may not get x.
+// forbidden is the 403 of a caller that may not get (or x.verb) x.
 func (c *caller) forbidden(x access) error {
-	return httpapi.NewError(http.StatusForbidden, "forbidden", fmt.Sprintf("user %q may not get %s", c.User.Username, x))
+	return httpapi.NewError(http.StatusForbidden, "forbidden", fmt.Sprintf("user %q may not %s %s", c.User.Username, x.verbOrGet(), x))
 }

@@ -22,8 +22,14 @@ func reviews(t *testing.T, allowed map[access]bool) (*httpapitest.Reviews, *apiA
 	api := httpapitest.NewReviews(t)
 	api.Allow = func(sar *authorizationv1.SubjectAccessReview) bool {
 		ra := sar.Spec.ResourceAttributes
-		return ra != nil && sar.Spec.User == "dev" && ra.Verb == "get" &&
-			allowed[access{group: ra.Group, resource: ra.Resource, namespace: ra.Namespace, name: ra.Name}]
+		if ra == nil || sar.Spec.User != "dev" {
+			return false
+		}
+		verb := ra.Verb
+		if verb == "get" {
+			verb = ""
+		}
+		return allowed[access{verb: verb, group: ra.Group, resource: ra.Resource, namespace: ra.Namespace, name: ra.Name}]
 	}
 	// A short retry backoff: a failing API is not waited for 5 tries of real backoff.
 	a, err := newAPIAuth(api.Kube, httpapi.AuthOptions{RetryBackoff: &wait.Backoff{Duration: time.Millisecond, Steps: 2}})

@@ -1,6 +1,6 @@
-// Package api is the engine's read API (its wire types are in package engineapi):
+// Package api is the engine's API (its wire types are in package engineapi):
 // controller summaries, hook call history and parent details, each shown only to a
-// caller that may get it. It reads the engine through the narrow views of Engine and
+// caller that may get it, and syncs on demand of parents the caller may update. It reads the engine through the narrow views of Engine and
 // Controller, and keeps the hook call History the engine records into.
 package api
 
@@ -44,6 +44,13 @@ type Controller interface {
 	ParentState(p Parent) ParentState
 	// ChildResource is the resource of the declared child type of group and kind.
 	ChildResource(group, kind string) (Resource, bool)
+	// AllParents are every parent the controller handles, sorted by namespace and
+	// name.
+	AllParents() []Parent
+	// Enqueue queues p for a sync now (the work queue's Add: ahead of resyncs, and
+	// past any error backoff). It returns how long a Retry-After of p's hook still
+	// holds it (0: none); the queued sync waits for that.
+	Enqueue(p Parent) time.Duration
 }
 
 // Resource is a resource as authorization names it.

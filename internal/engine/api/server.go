@@ -24,7 +24,8 @@ const (
 
 // server serves the engine's API (package engineapi holds its types): the hook call
 // history, controller summaries and parent details, each item shown only when the
-// caller may get it (SubjectAccessReview as the caller).
+// caller may get it (SubjectAccessReview as the caller), and syncs on demand of the
+// parents the caller may update.
 type server struct {
 	engine Engine
 	calls  *History // nil: no calls are recorded
@@ -53,6 +54,7 @@ func (s *server) routes() http.Handler {
 		r.Get("/controllers", s.authenticated(nil, s.controllers))
 		r.Get("/hookcalls", s.authenticated(func(r *http.Request) error { _, err := parseHookCallQuery(r); return err }, s.hookCalls))
 		r.Get("/parents/{kind}/{name}/{namespace}/{parent}", s.authenticated(checkParentPath, s.parent))
+		r.Post("/controllers/{kind}/{name}/sync", s.authenticated(checkSync, s.sync))
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, httpapi.NewError(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path))
@@ -234,7 +236,7 @@ func (s *server) parent(ctx context.Context, c *caller, r *http.Request) (any, e
 		return nil, httpapi.NewError(http.StatusNotFound, "not_found", "this engine runs no "+kind+" "+strconv.Quote(name))
 	}
 	ref := engineapi.ControllerRef{Kind: kind, Name: name}
-	mayGet, err := mayGetParent(ctx, c, ctl, namespace, parentName)
+	mayGet, err := mayOnParent(ctx, c, ctl, "", namespace, parentName)
 	if err != nil {
 		return nil, err
 	}
@@ -263,13 +265,13 @@ func (s *server) parent(ctx context.Context, c *caller, r *http.Request) (any, e
 	return detail, nil
 }
 
-// mayGetParent are the parent resources of ctl in which the caller may get the
-// parent namespace/name, or a 403 when there is none.
-func mayGetParent(ctx context.Context, c *caller, ctl Controller, namespace, name string) (map[Resource]bool, error) {
+// mayOnParent are the parent resources of ctl in which the caller may get (or verb,
+// when set) the parent namespace/name, or a 403 when there is none.
+func mayOnParent(ctx context.Context, c *caller, ctl Controller, verb, namespace, name string) (map[Resource]bool, error) {
 	out := map[Resource]bool{}
 	var denied access
 	for _, res := range ctl.ParentResources() {
-		x := access{group: res.Group, resource: res.Resource, namespace: namespace, name: name}
+		x := access{verb: verb, group: res.Group, resource: res.Resource, namespace: namespace, name: name}
 		ok, err := c.may(ctx, x)
 		if err != nil {
 			return nil, err

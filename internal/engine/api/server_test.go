@@ -5,6 +5,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -31,7 +32,11 @@ var (
 	widgets = Resource{Group: "example.com", Resource: "widgets"}
 )
 
-type fakeController struct{ parents []Parent }
+type fakeController struct {
+	parents []Parent
+	queued  []string // namespace/name of each parent Enqueue was given
+	held    time.Duration
+}
 
 func (c *fakeController) Overview() Overview                            { return Overview{} }
 func (c *fakeController) ParentResources() []Resource                   { return []Resource{apps, widgets} }
@@ -45,6 +50,12 @@ func (c *fakeController) Parents(namespace, name, kind string) []Parent {
 		}
 	}
 	return out
+}
+
+func (c *fakeController) AllParents() []Parent { return c.parents }
+func (c *fakeController) Enqueue(p Parent) time.Duration {
+	c.queued = append(c.queued, p.Object.GetNamespace()+"/"+p.Object.GetName())
+	return c.held
 }
 
 func parentOf(res Resource, kind, namespace, name string) Parent {
