@@ -162,6 +162,9 @@ func TestHoldKeepsTheKeyBack(t *testing.T) {
 	if calls["held"] != 1 || calls["delayed"] != 2 {
 		t.Errorf("calls %v, want held once (then held back) and delayed twice", calls)
 	}
+	if held, delayed := l.Held("held"), l.Held("delayed"); held < 59*time.Minute || delayed != 0 {
+		t.Errorf("Held: %s and %s, want about an hour for the held key and nothing for the delayed one", held, delayed)
+	}
 }
 
 // The metrics count results and panics, and every processing has a reconcile ID.
