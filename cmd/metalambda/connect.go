@@ -42,7 +42,7 @@ func (o *connectOptions) client() (*gatewayClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt, err := bearerTransport(cfg)
+	rt, err := bearerTransport(cfg, "the gateway")
 	if err != nil {
 		return nil, err
 	}
@@ -55,14 +55,14 @@ func (o *connectOptions) client() (*gatewayClient, error) {
 // the API server host).
 func (o *connectOptions) findGateway(loader clientcmd.ClientConfig, apiHost string) (string, string, error) {
 	if o.gateway != "" {
-		return checkGatewayURL(o.gateway, "--gateway")
+		return checkURL(o.gateway, "--gateway", "gateway")
 	}
 	if env := os.Getenv(gatewayEnv); env != "" {
-		return checkGatewayURL(env, "$"+gatewayEnv)
+		return checkURL(env, "$"+gatewayEnv, "gateway")
 	}
 	for _, path := range kubeconfigPaths(loader) {
-		if u, ok := platformGateway(path, apiHost); ok {
-			return checkGatewayURL(u, "from "+platform.GatewayURLFile(filepath.Dir(path)))
+		if u, ok := platformURL(platform.GatewayURLFile(filepath.Dir(path)), path, apiHost); ok {
+			return checkURL(u, "from "+platform.GatewayURLFile(filepath.Dir(path)), "gateway")
 		}
 	}
 	return "", "", errors.New("no gateway: pass --gateway URL or set $" + gatewayEnv + "; only a kubeconfig that `metalambda up` wrote names its gateway. " +
@@ -79,10 +79,10 @@ func kubeconfigPaths(loader clientcmd.ClientConfig) []string {
 	return access.GetLoadingPrecedence()
 }
 
-// platformGateway reads the gateway-url file beside a kubeconfig, when that
-// kubeconfig points at apiHost.
-func platformGateway(kubeconfig, apiHost string) (string, bool) {
-	data, err := os.ReadFile(platform.GatewayURLFile(filepath.Dir(kubeconfig)))
+// platformURL reads a URL file the platform wrote beside a kubeconfig (gateway-url,
+// engine-url), when that kubeconfig points at apiHost.
+func platformURL(file, kubeconfig, apiHost string) (string, bool) {
+	data, err := os.ReadFile(file)
 	if err != nil {
 		return "", false
 	}
@@ -98,22 +98,23 @@ func platformGateway(kubeconfig, apiHost string) (string, bool) {
 	return "", false
 }
 
-func checkGatewayURL(raw, source string) (string, string, error) {
+// checkURL refuses a URL of what (the gateway, the engine API) that is not http(s).
+func checkURL(raw, source, what string) (string, string, error) {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", "", fmt.Errorf("gateway URL %q (%s) is not an http:// or https:// URL", raw, source)
+		return "", "", fmt.Errorf("%s URL %q (%s) is not an http:// or https:// URL", what, raw, source)
 	}
 	return strings.TrimSuffix(raw, "/"), source, nil
 }
 
 // bearerTransport presents the kubeconfig's bearer token (a token, a token file, an
-// exec plugin or an auth provider that yields one) to the gateway, which accepts
-// bearer tokens alone: it checks them with a TokenReview. A client certificate proves
-// who one is to the API server only, so a kubeconfig with nothing else is refused
-// here, with what to do instead.
-func bearerTransport(cfg *rest.Config) (http.RoundTripper, error) {
+// exec plugin or an auth provider that yields one) to server (the gateway, the
+// engine's API), which accepts bearer tokens alone: it checks them with a
+// TokenReview. A client certificate proves who one is to the API server only, so a
+// kubeconfig with nothing else is refused here, with what to do instead.
+func bearerTransport(cfg *rest.Config, server string) (http.RoundTripper, error) {
 	if cfg.Impersonate.UserName != "" || cfg.Impersonate.UID != "" || len(cfg.Impersonate.Groups) > 0 {
-		return nil, errors.New("--as, --as-group and --as-uid cannot be used: the gateway acts as the user whose token it is given, and does not take impersonation headers")
+		return nil, fmt.Errorf("--as, --as-group and --as-uid cannot be used: %s acts as the user whose token it is given, and does not take impersonation headers", server)
 	}
 	if cfg.BearerToken == "" && cfg.BearerTokenFile == "" && cfg.ExecProvider == nil && cfg.AuthProvider == nil {
 		what := "no credentials"
@@ -123,14 +124,14 @@ func bearerTransport(cfg *rest.Config) (http.RoundTripper, error) {
 		case cfg.Username != "":
 			what = "a user name and password"
 		}
-		return nil, fmt.Errorf("the kubeconfig's user authenticates with %s, and the gateway accepts bearer tokens only (it checks them with a TokenReview): "+
-			"pass --token (for example from `kubectl create token <service account>`), or use a context whose user has a token", what)
+		return nil, fmt.Errorf("the kubeconfig's user authenticates with %s, and %s accepts bearer tokens only (it checks them with a TokenReview): "+
+			"pass --token (for example from `kubectl create token <service account>`), or use a context whose user has a token", what, server)
 	}
 	tc, err := cfg.TransportConfig()
 	if err != nil {
 		return nil, err
 	}
-	// The API server's TLS settings and client certificates are not the gateway's:
+	// The API server's TLS settings and client certificates are not the server's:
 	// only the bearer token, from whichever source the kubeconfig names, goes along.
 	tc.TLS = transport.TLSConfig{}
 	return transport.HTTPWrappersForConfig(tc, http.DefaultTransport.(*http.Transport).Clone())

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/metalambda/metalambda/internal/engineapi"
 	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
@@ -18,11 +19,12 @@ const (
 	exitError          = 1 // anything that went wrong, a compile error included
 	exitUsage          = 2 // bad command line: unknown command or flag, missing argument
 	exitFunctionFailed = 3 // fn invoke: the function ran and failed (exception, timeout, bad answer)
-	exitDenied         = 4 // the gateway refused the credentials (401) or the action (403)
+	exitDenied         = 4 // the gateway or the engine refused the credentials (401) or the action (403)
 )
 
 const exitCodesHelp = `Exit codes: 0 done; 1 error (a compile error included); 2 bad command line;
-3 the invoked function failed; 4 the gateway refused the credentials or the action.`
+3 the invoked function failed; 4 the gateway or the engine refused the credentials
+or the action.`
 
 // usageError is a mistake on the command line (exit 2).
 type usageError struct{ error }
@@ -65,6 +67,9 @@ func exitCode(err error) int {
 	if errors.As(err, &api) && (api.Status == http.StatusUnauthorized || api.Status == http.StatusForbidden) {
 		return exitDenied
 	}
+	if errors.Is(err, engineapi.ErrUnauthorized) || errors.Is(err, engineapi.ErrForbidden) {
+		return exitDenied
+	}
 	return exitError
 }
 
@@ -72,8 +77,8 @@ func newRootCommand(s streams) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "metalambda",
 		Short: "Run Metalambda on this machine and work with its functions",
-		Long: `metalambda runs the whole platform on this machine (up, down) and manages the
-gateway's hook functions (fn).
+		Long: `metalambda runs the whole platform on this machine (up, down), manages the
+gateway's hook functions (fn) and syncs a controller's parents on demand (sync).
 
 ` + exitCodesHelp,
 		Example: `  metalambda up                 # as root: control plane, engine, gateway, ingress, node
@@ -95,6 +100,7 @@ gateway's hook functions (fn).
 	root.AddCommand(platformCommand("down", "Stop a running platform (--purge also deletes its data)",
 		"Run \"metalambda down -h\" for its flags.", down))
 	root.AddCommand(newFnCommand(s))
+	root.AddCommand(newSyncCommand(s))
 	return root
 }
 

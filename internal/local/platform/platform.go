@@ -135,6 +135,12 @@ func (o *Options) Check() error {
 // kubeconfig it is given.
 func GatewayURLFile(dataDir string) string { return filepath.Join(dataDir, "gateway-url") }
 
+// EngineURLFile is where the platform writes its engine API's URL, next to its
+// kubeconfig, so that `metalambda sync` finds the engine of the platform whose
+// kubeconfig it is given. Only a platform that runs the engine in its own process
+// writes it.
+func EngineURLFile(dataDir string) string { return filepath.Join(dataDir, "engine-url") }
+
 // Platform is a running platform.
 type Platform struct {
 	opts       Options
@@ -204,6 +210,7 @@ func (p *Platform) start(ctx context.Context, log io.Writer) error {
 		return err
 	}
 	if opts.InCluster != nil {
+		_ = os.Remove(EngineURLFile(opts.DataDir)) // the engine's API is in the cluster now
 		step("installing the CRDs, then the chart %s (the engine and the gateway as pods)", opts.InCluster.ChartDir)
 	} else {
 		p.gatewayURL = "http://" + opts.GatewayAddress
@@ -337,6 +344,10 @@ func (p *Platform) startEngineAndGateway(kube kubernetes.Interface) error {
 		return fmt.Errorf("listen on %s: %w", p.opts.EngineAPIAddress, err)
 	}
 	p.engineURL = "http://" + engineAPI.Addr().String()
+	if err := os.WriteFile(EngineURLFile(p.opts.DataDir), []byte(p.engineURL+"\n"), 0o644); err != nil {
+		engineAPI.Close()
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	opts := gateway.Defaults()
 	opts.PublicURL, opts.HookToken, opts.EngineURL, opts.IngressAddress = gatewayURL, token, p.engineURL, p.opts.IngressAddress
