@@ -38,7 +38,7 @@ type ControllerPage struct {
 
 // ParentRow is one parent in the controller's table.
 type ParentRow struct {
-	Resource        string
+	Resource, Kind  string
 	Namespace, Name string
 	Ready           Condition
 	Conditions      []Condition
@@ -109,7 +109,7 @@ func specResources(c *unstructured.Unstructured) (parents, children []engineapi.
 
 func parentRow(resource string, u *unstructured.Unstructured) ParentRow {
 	conds := conditions(u)
-	return ParentRow{Resource: resource, Namespace: u.GetNamespace(), Name: u.GetName(), Conditions: conds, Ready: condition(conds, "Ready"), Created: u.GetCreationTimestamp().Time}
+	return ParentRow{Resource: resource, Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName(), Conditions: conds, Ready: condition(conds, "Ready"), Created: u.GetCreationTimestamp().Time}
 }
 
 // addParentDetails asks the engine for each parent's last sync and error.

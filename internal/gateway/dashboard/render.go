@@ -98,6 +98,13 @@ var funcs = template.FuncMap{
 	},
 	"latency": latencyChart,
 	"deref":   func(t *time.Time) time.Time { return *t },
+	"syncForm": func(csrf, kind, name string, parent ...ParentRow) SyncForm {
+		f := SyncForm{CSRF: csrf, Kind: kind, Name: name}
+		if len(parent) > 0 {
+			f.Parent = &parent[0]
+		}
+		return f
+	},
 	"nav": func(p Page, entry string) template.HTMLAttr {
 		if p.Nav == entry {
 			return `aria-current="page"`

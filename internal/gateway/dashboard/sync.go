@@ -1,0 +1,63 @@
+package dashboard
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/metalambda/metalambda/internal/engineapi"
+)
+
+// SyncForm is what a "Sync now" (Parent set) or "Sync all" button posts.
+type SyncForm struct {
+	CSRF, Kind, Name string
+	Parent           *ParentRow
+}
+
+// SyncOutcome is what the "Sync now" and "Sync all" buttons show: what the engine
+// queued, or why it refused.
+type SyncOutcome struct {
+	Result *engineapi.SyncResult
+	Error  string
+	// code is the status the dashboard answers with, to a request that is not htmx's.
+	code int
+}
+
+// syncNow asks the engine, as the session's user, to sync one parent of a controller
+// (form fields namespace, parent and kind, the parent's kind) or all of them (all).
+func (d *Dashboard) syncNow(w http.ResponseWriter, r *http.Request) {
+	s := SessionFrom(r.Context())
+	kind, name := chi.URLParam(r, "kind"), chi.URLParam(r, "name")
+	req := engineapi.SyncRequest{All: r.PostFormValue("all") != ""}
+	if !req.All {
+		req.Namespace, req.Name, req.Kind = r.PostFormValue("namespace"), r.PostFormValue("parent"), r.PostFormValue("kind")
+	}
+	out := SyncOutcome{code: http.StatusOK}
+	if d.engine == nil {
+		out.Error, out.code = noEngine, http.StatusServiceUnavailable
+	} else if res, err := d.engine.Sync(r.Context(), s.Token, kind, name, req); err != nil {
+		out.Error, out.code = syncError(err)
+	} else {
+		out.Result = res
+	}
+	// htmx swaps only 2xx answers: to htmx, the fragment says what went wrong.
+	status := out.code
+	if isHTMX(r) {
+		status = http.StatusOK
+	}
+	d.execute(w, status, "controller.html", "sync-result", out)
+}
+
+// syncError is the engine's refusal as a person reads it, and the status to answer.
+func syncError(err error) (string, int) {
+	var api *engineapi.Error
+	if !errors.As(err, &api) {
+		return "The engine API did not answer: " + err.Error(), http.StatusBadGateway
+	}
+	msg := api.Message
+	if api.Status == http.StatusForbidden {
+		msg = "Refused: " + msg + ". A sync needs get on the controller and update on the parent."
+	}
+	return msg, api.Status
+}
