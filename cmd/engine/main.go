@@ -325,6 +325,13 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	defer unregister()
+	var elect *leader.Elector
+	if o.leader.Enabled {
+		if elect, err = leader.New(cfg, o.leader, reg); err != nil {
+			return err
+		}
+		o.engine.Standby = elect.Standby // the API of a standby names the leader
+	}
 	mgr, err := engine.New(cfg, o.engine, reg)
 	if err != nil {
 		return err
@@ -339,12 +346,6 @@ func run(ctx context.Context, o *options) error {
 			return err
 		}
 		go o.gatewayEndpoints.Run(ctx)
-	}
-	var elect *leader.Elector
-	if o.leader.Enabled {
-		if elect, err = leader.New(cfg, o.leader, reg); err != nil {
-			return err
-		}
 	}
 	metricsMux := http.NewServeMux()
 	metricsMux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

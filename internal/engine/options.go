@@ -54,6 +54,10 @@ type Options struct {
 	// HookHTTP sends hook calls that need no TLS settings of their own; nil means a
 	// shared client. The local platform uses it to present its gateway's hook token.
 	HookHTTP hook.Doer
+	// Standby, under leader election, tells whether this engine is a standby replica
+	// and which replica leads ("" while none is known), so that its API can name the
+	// leader; nil without leader election.
+	Standby func() (leader string, standby bool)
 	// EventsQPS and EventsBurst limit the events recorded on each object: a burst of
 	// EventsBurst, then EventsQPS per second (client-go's event spam filter).
 	EventsQPS   float64

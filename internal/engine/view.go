@@ -30,6 +30,13 @@ var _ api.Engine = engineView{}
 
 func (v engineView) Ready() bool { return v.m.Ready() }
 
+func (v engineView) Standby() (string, bool) {
+	if v.m.env.opts.Standby == nil {
+		return "", false
+	}
+	return v.m.env.opts.Standby()
+}
+
 // Controllers are the controller objects this engine serves, sorted by kind and name.
 func (v engineView) Controllers() []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured

@@ -18,6 +18,9 @@ import (
 type Engine interface {
 	// Ready reports whether the engine has synced its caches and serves controllers.
 	Ready() bool
+	// Standby reports whether the engine is a standby replica under leader election,
+	// which runs no controllers, and the leader's identity ("" while none is known).
+	Standby() (leader string, standby bool)
 	// Controllers are the controller objects the engine serves, sorted by kind and
 	// name.
 	Controllers() []*unstructured.Unstructured

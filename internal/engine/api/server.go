@@ -80,7 +80,7 @@ func (s *server) authenticated(check func(*http.Request) error, h authedHandler)
 		}
 		c, err := s.auth.authenticate(r)
 		if err == nil && !s.engine.Ready() {
-			err = httpapi.NewError(http.StatusServiceUnavailable, "not_ready", "the engine is starting; try again shortly")
+			err = s.notReady()
 		}
 		var out any
 		if err == nil {
@@ -92,6 +92,19 @@ func (s *server) authenticated(check func(*http.Request) error, h authedHandler)
 		}
 		writeAPIJSON(w, out)
 	}
+}
+
+// notReady is the 503 of an engine that runs no controllers: a standby replica, which
+// names the leader, or an engine that is starting.
+func (s *server) notReady() error {
+	leader, standby := s.engine.Standby()
+	switch {
+	case standby && leader != "":
+		return httpapi.NewError(http.StatusServiceUnavailable, "not_leader", fmt.Sprintf("this engine is a standby replica under leader election; the leader, %q, runs the controllers and serves this API (reach it through the Service of --api-service)", leader))
+	case standby:
+		return httpapi.NewError(http.StatusServiceUnavailable, "not_leader", "this engine is a standby replica under leader election, and no leader is known yet; try again shortly")
+	}
+	return httpapi.NewError(http.StatusServiceUnavailable, "not_ready", "the engine is starting; try again shortly")
 }
 
 // controllers lists the controllers this engine serves that the caller may get.

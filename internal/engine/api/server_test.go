@@ -15,9 +15,14 @@ import (
 
 // fakeEngine runs one CompositeController "web" whose parents are apps.example.com
 // (kind App) and, as a decorator may have, widgets.example.com (kind Widget).
-type fakeEngine struct{ ctl *fakeController }
+type fakeEngine struct {
+	ctl *fakeController
+	// leader, when set, makes the engine a standby replica that names it.
+	leader string
+}
 
-func (e fakeEngine) Ready() bool                               { return true }
+func (e fakeEngine) Ready() bool                               { return e.leader == "" }
+func (e fakeEngine) Standby() (string, bool)                   { return e.leader, e.leader != "" }
 func (e fakeEngine) Controllers() []*unstructured.Unstructured { return nil }
 func (e fakeEngine) Controller(kind, name string) Controller {
 	if kind != CompositeKind || name != "web" {

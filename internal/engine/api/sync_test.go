@@ -146,3 +146,14 @@ func TestSyncOfAHeldParentSaysUntilWhen(t *testing.T) {
 		t.Errorf("answer %+v, want held for about a minute", out)
 	}
 }
+
+// A standby replica under leader election runs no controllers: it answers 503 and
+// names the leader.
+func TestStandbyNamesTheLeader(t *testing.T) {
+	_, auth := reviews(t, map[access]bool{getWeb: true, updateAppsNS: true})
+	h := (&server{engine: fakeEngine{ctl: &fakeController{}, leader: "engine-0_abc"}, auth: auth}).routes()
+	w := post(h, "/api/v1/controllers/cc/web/sync", `{"namespace": "ns", "name": "a"}`)
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), `not_leader`) || !strings.Contains(w.Body.String(), `engine-0_abc`) {
+		t.Errorf("%d %s, want 503 not_leader naming the leader", w.Code, w.Body)
+	}
+}

@@ -253,6 +253,12 @@ func (l *Elector) Leading() bool {
 	}
 }
 
+// Standby reports whether this instance is a standby replica (it does not lead) and
+// the identity of the leader, "" while none is known.
+func (l *Elector) Standby() (leader string, standby bool) {
+	return l.elector.GetLeader(), !l.Leading()
+}
+
 // Readyz answers 200 on a follower, which must not hold back a rollout, and names
 // the leader; on the leader, or without leader election, it is 200 once the
 // engine's caches are synced. l is nil without leader election.
