@@ -2,6 +2,7 @@ package engineapi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
@@ -67,5 +68,28 @@ func TestClientTypedErrors(t *testing.T) {
 		if errors.Is(err, ErrForbidden) && tt.is != ErrForbidden {
 			t.Errorf("status %d matches ErrForbidden", tt.status)
 		}
+	}
+}
+
+func TestClientSync(t *testing.T) {
+	var gotMethod, gotPath, gotType string
+	var gotBody SyncRequest
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotMethod, gotPath, gotType = r.Method, r.URL.EscapedPath(), r.Header.Get("Content-Type")
+		_ = json.NewDecoder(r.Body).Decode(&gotBody)
+		_, _ = w.Write([]byte(`{"controller":{"kind":"CompositeController","name":"web"},"queued":1,"parents":[{"apiVersion":"v1","kind":"App","namespace":"ns","name":"p"}]}`))
+	}))
+	defer srv.Close()
+	c := &Client{BaseURL: srv.URL}
+	got, err := c.Sync(context.Background(), "tok", KindComposite, "web", SyncRequest{Namespace: "ns", Name: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &SyncResult{Controller: ControllerRef{Kind: KindComposite, Name: "web"}, Queued: 1, Parents: []QueuedParent{{ObjectRef: ObjectRef{APIVersion: "v1", Kind: "App", Namespace: "ns", Name: "p"}}}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("Sync (-want +got):\n%s", diff)
+	}
+	if gotMethod != http.MethodPost || gotPath != "/api/v1/controllers/CompositeController/web/sync" || gotType != "application/json" || gotBody != (SyncRequest{Namespace: "ns", Name: "p"}) {
+		t.Errorf("sent %s %s (%s) %+v", gotMethod, gotPath, gotType, gotBody)
 	}
 }
