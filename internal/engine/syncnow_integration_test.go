@@ -5,6 +5,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http/httptest"
 	"slices"
 	"strings"
@@ -40,6 +41,9 @@ func TestSyncOnDemand(t *testing.T) {
 	hook := newHookServer(t, func(req map[string]any) (int, any) {
 		parent := req["parent"].(map[string]any)
 		arrivals <- field(parent, "metadata", "namespace").(string) + "/" + field(parent, "metadata", "name").(string)
+		if field(parent, "metadata", "name") == "held" {
+			return 429, retryAfterHeader("60")
+		}
 		return 200, map[string]any{"status": map[string]any{"synced": true}, "children": []any{}}
 	})
 	create(t, ccGVR, "", `
@@ -142,6 +146,22 @@ spec:
 		}
 		if _, err := client.Sync(ctx, getter, engineapi.KindComposite, ns, engineapi.SyncRequest{All: true}); !errors.Is(err, engineapi.ErrForbidden) {
 			t.Errorf("all by a caller that may update none: %v, want 403", err)
+		}
+	})
+
+	// A parent whose hook asked for a pause (429, Retry-After: 60) stays held: the
+	// sync is queued, and the answer says when it will run.
+	t.Run("held", func(t *testing.T) {
+		create(t, parentsGVR, ns, "{apiVersion: test.metalambda.dev/v1, kind: Parent, metadata: {name: held}}")
+		waitArrival(t, arrivals, 30*time.Second, ns+"/held")
+		var res *engineapi.SyncResult
+		kubetest.Eventually(t, 10*time.Second, "the answer says the parent is held", func(context.Context) (bool, error) {
+			var err error
+			res, err = client.Sync(ctx, updater, engineapi.KindComposite, ns, one("held"))
+			return err == nil && res.Queued == 1 && res.Parents[0].HeldUntil != nil, fmt.Errorf("%+v, %v", res, err)
+		})
+		if left := time.Until(*res.Parents[0].HeldUntil); left < 30*time.Second || left > 61*time.Second {
+			t.Errorf("held for %s more, want about a minute", left)
 		}
 	})
 }
