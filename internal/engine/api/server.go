@@ -259,7 +259,7 @@ func (s *server) parent(ctx context.Context, c *caller, r *http.Request) (any, e
 			found = append(found, p)
 		}
 	}
-	parent, err := oneParent(found, ref, namespace, parentName)
+	parent, err := oneParent(found, ref, namespace, parentName, "add ?kind=KIND")
 	if err != nil {
 		return nil, err
 	}

@@ -92,6 +92,12 @@ func (s *server) sync(ctx context.Context, c *caller, r *http.Request) (any, err
 	if req.All {
 		return syncAll(ctx, c, ctl, ref)
 	}
+	return syncOne(ctx, c, ctl, ref, req)
+}
+
+// syncOne queues the parent req names, among the parent resources of ctl in which the
+// caller may update it.
+func syncOne(ctx context.Context, c *caller, ctl Controller, ref engineapi.ControllerRef, req engineapi.SyncRequest) (any, error) {
 	mayUpdate, err := mayOnParent(ctx, c, ctl, "update", req.Namespace, req.Name)
 	if err != nil {
 		return nil, err
@@ -102,7 +108,7 @@ func (s *server) sync(ctx context.Context, c *caller, r *http.Request) (any, err
 			found = append(found, p)
 		}
 	}
-	parent, err := oneParent(found, ref, req.Namespace, req.Name)
+	parent, err := oneParent(found, ref, req.Namespace, req.Name, `add "kind": KIND to the body`)
 	if err != nil {
 		return nil, err
 	}

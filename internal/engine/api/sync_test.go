@@ -157,3 +157,17 @@ func TestStandbyNamesTheLeader(t *testing.T) {
 		t.Errorf("%d %s, want 503 not_leader naming the leader", w.Code, w.Body)
 	}
 }
+
+// A decorator's parents of two kinds with one name are ambiguous until the body
+// names the kind.
+func TestSyncOfAnAmbiguousParentNeedsTheKind(t *testing.T) {
+	updateWidgetsNS := access{verb: "update", group: "example.com", resource: "widgets", namespace: "ns"}
+	_, ctl, h := syncServer(t, map[access]bool{getWeb: true, updateAppsNS: true, updateWidgetsNS: true})
+	if w := post(h, "/api/v1/controllers/cc/web/sync", `{"namespace": "ns", "name": "b"}`); w.Code != http.StatusConflict || !strings.Contains(w.Body.String(), `\"kind\"`) {
+		t.Errorf("%d %s, want 409 asking for the kind", w.Code, w.Body)
+	}
+	out := syncResult(t, post(h, "/api/v1/controllers/cc/web/sync", `{"namespace": "ns", "name": "b", "kind": "Widget"}`))
+	if out.Queued != 1 || out.Parents[0].Kind != "Widget" || len(ctl.queued) != 1 {
+		t.Errorf("answer %+v, queued %v; want the Widget", out, ctl.queued)
+	}
+}

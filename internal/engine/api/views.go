@@ -125,8 +125,9 @@ func notReady(obj *unstructured.Unstructured) (reason, message string) {
 }
 
 // oneParent is the one parent of found (the parents of the controller ref names by
-// namespace and name that the caller may get), a 404 without one, a 409 with several.
-func oneParent(found []Parent, ref engineapi.ControllerRef, namespace, name string) (Parent, error) {
+// namespace and name that the caller may get), a 404 without one, a 409 with several
+// whose message ends with pick, how the request picks a kind.
+func oneParent(found []Parent, ref engineapi.ControllerRef, namespace, name, pick string) (Parent, error) {
 	switch len(found) {
 	case 0:
 		what := name
@@ -141,7 +142,7 @@ func oneParent(found []Parent, ref engineapi.ControllerRef, namespace, name stri
 	for i, p := range found {
 		kinds[i] = p.Object.GetKind()
 	}
-	return Parent{}, httpapi.NewError(http.StatusConflict, "ambiguous", fmt.Sprintf("%s %s has parents of kinds %s named %s; add ?kind=KIND", ref.Kind, ref.Name, strings.Join(kinds, ", "), name))
+	return Parent{}, httpapi.NewError(http.StatusConflict, "ambiguous", fmt.Sprintf("%s %s has parents of kinds %s named %s; %s", ref.Kind, ref.Name, strings.Join(kinds, ", "), name, pick))
 }
 
 // parentDetail is what the API shows of one parent of the controller ref names: its
