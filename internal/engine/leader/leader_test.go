@@ -268,6 +268,12 @@ func TestFollowerWaitsForTheLeaseThenTakesOver(t *testing.T) {
 	if body := rec.Body.String(); rec.Code != 200 || !strings.Contains(body, "ok: follower\nidentity: b\nleader: a\n") {
 		t.Errorf("follower /readyz = %d %q", rec.Code, body)
 	}
+	if leader, standby := b.Standby(); leader != "a" || !standby {
+		t.Errorf("follower Standby() = %q, %t; want a, true", leader, standby)
+	}
+	if leader, standby := a.Standby(); leader != "a" || standby {
+		t.Errorf("leader Standby() = %q, %t; want a, false", leader, standby)
+	}
 	rec = httptest.NewRecorder()
 	Readyz(func() bool { return false }, a)(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
 	if rec.Code != http.StatusServiceUnavailable {
