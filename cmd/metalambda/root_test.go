@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
+	"github.com/metalambda/metalambda/internal/engineapi"
 	"github.com/metalambda/metalambda/internal/gatewayapi"
 	"github.com/metalambda/metalambda/internal/httpapi"
 )
@@ -48,6 +50,13 @@ func TestExitCodesOfTheCommandLine(t *testing.T) {
 		{[]string{"fn", "init", "Not_A_Name", "--runtime", "python"}, exitUsage, `function name "Not_A_Name"`},
 		{[]string{"fn", "get", "x", "--as", "someone", "--gateway", "http://127.0.0.1:1", "--server", "https://127.0.0.1:2", "--token", "t"}, exitError, "--as, --as-group and --as-uid cannot be used"},
 		{[]string{"fn", "get", "x", "--gateway", "127.0.0.1:8081", "--server", "https://127.0.0.1:2", "--token", "t"}, exitError, `gateway URL "127.0.0.1:8081" (--gateway) is not an http:// or https:// URL`},
+		{[]string{"sync"}, exitUsage, "name a controller"},
+		{[]string{"sync", "web"}, exitUsage, "name one parent"},
+		{[]string{"sync", "web", "ns/p", "--all"}, exitUsage, "name one parent"},
+		{[]string{"sync", "web", "ns/p", "extra"}, exitUsage, "at most one parent"},
+		{[]string{"sync", "job/web", "--all"}, exitUsage, "KIND must be compositecontroller (cc) or decoratorcontroller (dec)"},
+		{[]string{"sync", "web", "--all", "--engine", "127.0.0.1:9095", "--server", "https://127.0.0.1:2", "--token", "t"}, exitError, `engine API URL "127.0.0.1:9095" (--engine) is not an http:// or https:// URL`},
+		{[]string{"sync", "web", "--all", "--engine", "http://127.0.0.1:1", "--server", "https://127.0.0.1:2", "--token", "t"}, exitError, "cannot reach the engine API at http://127.0.0.1:1 (--engine)"},
 	} {
 		_, stderr, code := runCLI(t, "", tc.args...)
 		if code != tc.code || !strings.Contains(stderr, tc.stderr) {
@@ -181,6 +190,9 @@ func TestExitCodeOfGatewayErrors(t *testing.T) {
 		{&httpapi.Error{Status: 401}, exitDenied},
 		{&httpapi.Error{Status: 403}, exitDenied},
 		{&httpapi.Error{Status: 404}, exitError},
+		{&engineapi.Error{Status: 401}, exitDenied},
+		{fmt.Errorf("wrapped: %w", &engineapi.Error{Status: 403}), exitDenied},
+		{&engineapi.Error{Status: 404}, exitError},
 		{usageError{errors.New("x")}, exitUsage},
 		{errors.New("x"), exitError},
 	} {
