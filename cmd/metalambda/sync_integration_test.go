@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/kubetest/start"
+	"github.com/metalambda/metalambda/internal/local/platform"
 )
 
 // metalambda sync end to end: an engine whose API the CLI reaches with --engine, a
@@ -106,6 +108,21 @@ func TestSync(t *testing.T) {
 	if r := sync(getter, "dec/"+ns, ns+"/missing"); r.code != exitDenied {
 		t.Errorf("get only, a parent that does not exist: exit %d, want 4 (nothing is looked up)", r.code)
 	}
+
+	// Without --engine: $METALAMBDA_ENGINE, then the engine-url file beside a
+	// kubeconfig that `metalambda up` wrote.
+	t.Setenv(engineEnv, api.URL)
+	r = updater.run(t, "", "sync", "dec/"+ns, "--all", "--kubeconfig", updater.kubeconfig).must(t)
+	t.Setenv(engineEnv, "")
+	token := env.Token(t, ns, "sync-update")
+	dataDir := t.TempDir()
+	kubeconfig := writeKubeconfig(t, dataDir, ns, &clientcmdapi.AuthInfo{Token: token})
+	writeFile(t, dataDir, filepath.Base(platform.EngineURLFile(dataDir)), api.URL+"\n")
+	cli{kubeconfig: kubeconfig}.run(t, "", "sync", "dec/"+ns, "--all", "--kubeconfig", kubeconfig).must(t)
+	if r := updater.run(t, "", "sync", "dec/"+ns, "--all", "--kubeconfig", updater.kubeconfig); r.code != exitError || !strings.Contains(r.err, "no engine API") {
+		t.Errorf("no engine named: exit %d, stderr %q; want 1 saying so", r.code, r.err)
+	}
+
 	for _, args := range [][]string{{"dec/" + ns}, {"dec/" + ns, "one", "--all"}, {"job/" + ns, "--all"}} {
 		if r := sync(updater, args...); r.code != exitUsage {
 			t.Errorf("sync %v: exit %d, want 2", args, r.code)
