@@ -17,7 +17,7 @@ import (
 // rejoinBackoff paces the attempts of a list or watch while the API server cannot be
 // reached: quick at first, never more than a second apart, so that an informer
 // watches again within a second of the API server's return.
-var rejoinBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.2, Cap: time.Second, Steps: 1 << 30}
+var rejoinBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.25, Cap: 800 * time.Millisecond, Steps: 1 << 30}
 
 // rejoining is a ListerWatcher that retries, in place, a list or watch request that
 // failed because the API server is down, shutting down or still starting, until it

@@ -142,3 +142,14 @@ func TestRejoinStopsWithItsContext(t *testing.T) {
 		t.Errorf("%d attempts: it did not stop", lw.calls)
 	}
 }
+
+// TestRejoinBackoffStaysUnderASecond: however long the API server is away, an
+// informer tries again at most a second after each failure.
+func TestRejoinBackoffStaysUnderASecond(t *testing.T) {
+	b := rejoinBackoff
+	for i := range 100 {
+		if d := b.Step(); d <= 0 || d > time.Second {
+			t.Fatalf("attempt %d waits %s, want (0, 1s]", i+1, d)
+		}
+	}
+}
