@@ -1,7 +1,9 @@
 // Package informer shares one dynamic informer per resource (and label selector)
 // across every hosted controller. Informers are reference-counted: the first
 // subscriber starts one, the last to leave stops it, and each subscriber's event
-// handlers are removed when it leaves.
+// handlers are removed when it leaves. Their lists and watches retry in place while
+// the API server is unavailable (see rejoining), so that the caches follow it again
+// within seconds of a restart.
 package informer
 
 import (
@@ -13,10 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -100,12 +103,26 @@ func (f *Factory) subscribe(key informerKey) *Subscription {
 }
 
 func (f *Factory) start(key informerKey) *Shared {
-	tweak := func(o *metav1.ListOptions) { o.LabelSelector = key.selector }
-	inf := dynamicinformer.NewFilteredDynamicInformer(f.client, key.gvr, metav1.NamespaceAll, f.opts.Resync, cache.Indexers{
-		cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
-		ByControllerUID:      controllerUIDIndex,
-		Orphans:              orphanIndex,
-	}, tweak).Informer()
+	resource := f.client.Resource(key.gvr)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = key.selector
+			return resource.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = key.selector
+			return resource.Watch(ctx, o)
+		},
+	}
+	inf := cache.NewSharedIndexInformerWithOptions(rejoin(lw, key.gvr.String()), &unstructured.Unstructured{}, cache.SharedIndexInformerOptions{
+		ResyncPeriod: f.opts.Resync,
+		Indexers: cache.Indexers{
+			cache.NamespaceIndex: cache.MetaNamespaceIndexFunc,
+			ByControllerUID:      controllerUIDIndex,
+			Orphans:              orphanIndex,
+		},
+		ObjectDescription: key.gvr.String(),
+	})
 	if f.opts.DropManagedFields {
 		_ = inf.SetTransform(dropManagedFields)
 	}
