@@ -133,8 +133,10 @@ func TestServingBuildsOncePerEnvironment(t *testing.T) {
 // reused when the shares move; a revision no longer live is retired.
 func TestLoadServesLiveRevisionsByShare(t *testing.T) {
 	ctx := context.Background()
-	old, err := newRevision(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "f", "namespace": "ns", "uid": "u1"}}},
-		&fnv1.Function{Spec: fnv1.FunctionSpec{Runtime: "python", Source: "old", TimeoutSeconds: 1}}, "f-old", 1)
+	fn := &unstructured.Unstructured{Object: map[string]any{"apiVersion": fnv1.Group + "/" + fnv1.Version, "kind": fnv1.Kind, "metadata": map[string]any{"name": "f", "namespace": "ns", "uid": "u1"}}}
+	oldSpec := fnv1.FunctionSpec{Runtime: "python", Source: "old", TimeoutSeconds: 1}
+	oldName := RevisionName("f", oldSpec)
+	old, err := newRevision(fn, &fnv1.Function{Spec: oldSpec}, oldName, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,6 +144,9 @@ func TestLoadServesLiveRevisionsByShare(t *testing.T) {
 	compiler := &countingCompiler{}
 	s := newStore(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), old), compiler, cache, "http://gw", 10, newMetrics(prometheus.NewRegistry(), func() map[string]lambda.PoolStats { return nil }, nil))
 	defer s.queue.ShutDown()
+	if err := s.informer.GetIndexer().Add(fn); err != nil { // the Function, as the store's informer holds it
+		t.Fatal(err)
+	}
 	latest := lambda.Function{Name: "ns/f", Runtime: "python", Source: "new", Timeout: time.Millisecond}
 	load := func(live ...fnv1.RevisionShare) *entry {
 		t.Helper()
@@ -153,26 +158,26 @@ func TestLoadServesLiveRevisionsByShare(t *testing.T) {
 	}
 	body := func(uid string) []byte { return []byte(`{"parent": {"metadata": {"uid": "` + uid + `"}}}`) }
 
-	e := load(fnv1.RevisionShare{Name: "f-old", Revision: 1, Share: 100}, fnv1.RevisionShare{Name: "f-new", Revision: 2, Share: 0})
+	e := load(fnv1.RevisionShare{Name: oldName, Revision: 1, Share: 100}, fnv1.RevisionShare{Name: "f-new", Revision: 2, Share: 0})
 	for i := range 50 {
-		if _, name := e.pick(body(fmt.Sprint("uid-", i))); name != "f-old" {
+		if _, name := e.pick(body(fmt.Sprint("uid-", i))); name != oldName {
 			t.Fatalf("at a share of 0 a parent got %s", name)
 		}
 	}
-	if _, name := e.pick([]byte(`{}`)); name != "f-old" {
+	if _, name := e.pick([]byte(`{}`)); name != oldName {
 		t.Errorf("a call without a UID got %s, want the revision with the largest share", name)
 	}
 	if u, _ := e.pick(body("x")); u.fn.Source != "old" {
 		t.Errorf("the old revision runs %q, want its ControllerRevision's source", u.fn.Source)
 	}
 
-	e = load(fnv1.RevisionShare{Name: "f-old", Revision: 1, Share: 50}, fnv1.RevisionShare{Name: "f-new", Revision: 2, Share: 50})
+	e = load(fnv1.RevisionShare{Name: oldName, Revision: 1, Share: 50}, fnv1.RevisionShare{Name: "f-new", Revision: 2, Share: 50})
 	if n, _ := compiler.counts(); n != 2 {
 		t.Errorf("%d compilations after the shares moved, want the two revisions' only", n)
 	}
 	for i := range 200 {
 		uid := fmt.Sprint("uid-", i)
-		want := "f-old"
+		want := oldName
 		if rollout.Covered(uid, 50) {
 			want = "f-new"
 		}
