@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/metalambda/metalambda/internal/engineapi"
+	"github.com/metalambda/metalambda/internal/gatewayapi"
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/local/node"
 )
@@ -94,8 +95,8 @@ func TestInClusterChart(t *testing.T) {
 			images[strings.SplitN(c.Image, ":", 2)[0]]++
 		}
 	}
-	if images[EngineImage] != 2 || images[GatewayImage] != 1 {
-		t.Errorf("images of the running pods: %v, want 2 engines and 1 gateway", images)
+	if images[EngineImage] != 2 || images[GatewayImage] != 2 {
+		t.Errorf("images of the running pods: %v, want 2 engines and 2 gateways", images)
 	}
 
 	// One engine pod leads, through the Lease its ServiceAccount may update. (The
@@ -173,6 +174,30 @@ func TestInClusterChart(t *testing.T) {
 		code, body := get(t, "http://"+opts.IngressAddress+"/?name=Martin", "example.com")
 		return code == http.StatusOK && body == wantAnswer, fmt.Errorf("%d %q", code, body)
 	})
+
+	// The engine sends every call of the operator's Function to the same gateway
+	// replica (--gateway-service; a kept-alive connection through the Service would
+	// too, so hook.Sharded's own test is the proof of the routing), and either
+	// replica lists them all, naming it: the two replicas find each other.
+	gw := gatewayapi.Client{BaseURL: strings.TrimSpace(string(url)), Token: token, HTTP: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}}
+	var calls *gatewayapi.InvocationList
+	kubetest.Eventually(t, time.Minute, "the operator's hook calls are recorded", func(ctx context.Context) (bool, error) {
+		calls, err = gw.Invocations(ctx, GatewayNamespace, "pythonlambda")
+		return err == nil && len(calls.Items) >= 2, fmt.Errorf("%v %+v", err, calls)
+	})
+	replicas := map[string]int{}
+	for _, c := range calls.Items {
+		replicas[c.Replica]++
+	}
+	if len(replicas) != 1 || len(calls.Unreachable) != 0 {
+		t.Errorf("the pythonlambda hook's %d calls were served by %v (unreachable %v), want one replica", len(calls.Items), replicas, calls.Unreachable)
+	}
+	for i := range 4 { // each request on a new connection: the Service picks any replica
+		again, err := gw.Invocations(ctx, GatewayNamespace, "pythonlambda")
+		if err != nil || len(again.Items) < len(calls.Items) {
+			t.Errorf("list %d through the Service: %v, %d calls, want the %d listed before", i, err, len(again.Items), len(calls.Items))
+		}
+	}
 }
 
 // logPods logs the pods of a namespace and their containers' last lines.
