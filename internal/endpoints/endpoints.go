@@ -51,7 +51,9 @@ func (s *Service) Run(ctx context.Context) {
 
 // Addresses are the "ip:port" addresses of the Service's endpoints at the port
 // named port, sorted and without duplicates; with ready, only the endpoints
-// ready to serve (a terminating one is not).
+// ready to serve (a terminating one is not). Only IP addresses are taken: the
+// replicas get the callers' tokens, and an FQDN slice (which anyone who may write
+// EndpointSlices labelled with the Service's name can add) could name any host.
 func (s *Service) Addresses(port string, ready bool) []string {
 	list, err := s.lister.List(labels.Everything())
 	if err != nil {
@@ -63,6 +65,9 @@ func (s *Service) Addresses(port string, ready bool) []string {
 func addresses(endpointSlices []*discoveryv1.EndpointSlice, port string, ready bool) []string {
 	var out []string
 	for _, s := range endpointSlices {
+		if s.AddressType != discoveryv1.AddressTypeIPv4 && s.AddressType != discoveryv1.AddressTypeIPv6 {
+			continue // an FQDN slice would name any host, which would get the callers' tokens
+		}
 		number := int32(0)
 		for _, p := range s.Ports {
 			if p.Name != nil && *p.Name == port && p.Port != nil {
@@ -73,7 +78,7 @@ func addresses(endpointSlices []*discoveryv1.EndpointSlice, port string, ready b
 			continue
 		}
 		for _, ep := range s.Endpoints {
-			if len(ep.Addresses) == 0 || ready && ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+			if len(ep.Addresses) == 0 || net.ParseIP(ep.Addresses[0]) == nil || ready && ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
 				continue
 			}
 			out = append(out, net.JoinHostPort(ep.Addresses[0], strconv.Itoa(int(number))))

@@ -14,7 +14,7 @@ func TestAddresses(t *testing.T) {
 	port, otherPort := int32(8081), int32(8080)
 	yes, no := true, false
 	slice := func(ports []discoveryv1.EndpointPort, eps ...discoveryv1.Endpoint) *discoveryv1.EndpointSlice {
-		return &discoveryv1.EndpointSlice{Ports: ports, Endpoints: eps}
+		return &discoveryv1.EndpointSlice{AddressType: discoveryv1.AddressTypeIPv4, Ports: ports, Endpoints: eps}
 	}
 	ep := func(addr string, ready *bool) discoveryv1.Endpoint {
 		return discoveryv1.Endpoint{Addresses: []string{addr}, Conditions: discoveryv1.EndpointConditions{Ready: ready}}
@@ -33,5 +33,20 @@ func TestAddresses(t *testing.T) {
 	}
 	if got := addresses(list, "metrics", false); len(got) != 0 {
 		t.Errorf("addresses of a port no slice has = %v", got)
+	}
+}
+
+// A slice of FQDN addresses, or an address that is not an IP, names no endpoint:
+// the addresses get the callers' tokens, and a host name could point anywhere.
+func TestAddressesOnlyIPs(t *testing.T) {
+	name, port := "api", int32(8080)
+	ports := []discoveryv1.EndpointPort{{Name: &name, Port: &port}}
+	list := []*discoveryv1.EndpointSlice{
+		{AddressType: discoveryv1.AddressTypeFQDN, Ports: ports, Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"attacker.example.com"}}}},
+		{AddressType: discoveryv1.AddressTypeIPv4, Ports: ports, Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"evil.example.com"}}, {Addresses: []string{"10.0.0.1"}}}},
+		{AddressType: discoveryv1.AddressTypeIPv6, Ports: ports, Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"fd00::1"}}}},
+	}
+	if got, want := addresses(list, "api", false), []string{"10.0.0.1:8080", "[fd00::1]:8080"}; !slices.Equal(got, want) {
+		t.Errorf("addresses = %v, want %v", got, want)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 
 	"github.com/metalambda/metalambda/internal/endpoints"
 	"github.com/metalambda/metalambda/internal/gatewayapi"
+	"github.com/metalambda/metalambda/internal/httpapi"
 )
 
 // Replicas of a gateway share nothing but the API server: each records the
@@ -52,7 +52,7 @@ func (g *Gateway) recorded(r *http.Request, ns, name string, e *entry) (items []
 	if len(peers) == 0 {
 		return items, nil
 	}
-	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	token, _ := httpapi.Bearer(r) // as the caller was authenticated: "bearer", spaces
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, peer := range peers {

@@ -2,6 +2,8 @@ package gateway
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
 	"time"
@@ -54,5 +56,28 @@ func TestEndpointPeers(t *testing.T) {
 	}
 	if _, _, err := EndpointPeers(kube, "system", "", "api", ""); err == nil {
 		t.Error("a Service without a name was taken")
+	}
+}
+
+// A peer gets the caller's own token as a bearer token, however the caller's
+// Authorization header spells the scheme that the gateway accepted ("bearer",
+// several spaces), and not the header's scheme as part of the token.
+func TestRecordedSendsCallersToken(t *testing.T) {
+	var got []string
+	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = append(got, r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"items": []}`))
+	}))
+	defer peer.Close()
+	g := &Gateway{opts: Options{History: 10, Peers: func() []string { return []string{peer.URL} }}}
+	for _, header := range []string{"Bearer tok", "bearer tok", "Bearer  tok"} {
+		got = nil
+		r := httptest.NewRequest(http.MethodGet, "/v1/namespaces/ns/functions/f/invocations", nil)
+		r.Header.Set("Authorization", header)
+		_, unreachable := g.recorded(r, "ns", "f", &entry{history: newHistory(10)})
+		if len(unreachable) != 0 || !slices.Equal(got, []string{"Bearer tok"}) {
+			t.Errorf("Authorization %q: the peer got %q (unreachable %v), want [\"Bearer tok\"]", header, got, unreachable)
+		}
 	}
 }

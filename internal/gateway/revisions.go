@@ -321,13 +321,18 @@ func (g *Gateway) listRevisions(w http.ResponseWriter, r *http.Request) {
 }
 
 // toRevision is a ControllerRevision of fn as the API answers it; false for one fn
-// does not control.
+// does not control, or whose content is not what its name was made from (as
+// revisionSpec, since a rollback takes its content): an owner reference is
+// anyone's to write who may create ControllerRevisions.
 func toRevision(fn, obj *unstructured.Unstructured, status *fnv1.FunctionStatus) (gatewayapi.Revision, bool) {
 	var cr appsv1.ControllerRevision
 	if runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &cr) != nil || !metav1.IsControlledBy(&cr, fn) {
 		return gatewayapi.Revision{}, false
 	}
-	spec, _ := crSpec(&cr)
+	spec, err := crSpec(&cr)
+	if err != nil || RevisionName(fn.GetName(), spec) != cr.Name {
+		return gatewayapi.Revision{}, false
+	}
 	rev := gatewayapi.Revision{Name: cr.Name, Revision: cr.Revision, Created: cr.CreationTimestamp.Time, Current: cr.Name == status.CurrentRevision, Spec: spec}
 	if i := slices.IndexFunc(status.Revisions, func(r fnv1.RevisionShare) bool { return r.Name == cr.Name }); i >= 0 {
 		rev.Share = &status.Revisions[i].Share

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
@@ -76,5 +77,39 @@ func TestFlatPutKeepsSettings(t *testing.T) {
 		"history": map[string]any{"enabled": false}, "rollout": map[string]any{"pauseSeconds": int64(5)}}
 	if fmt.Sprint(spec) != fmt.Sprint(want) {
 		t.Errorf("spec = %v, want %v (env is what runs: dropped)", spec, want)
+	}
+}
+
+// The revisions API, which fn history shows and fn rollback takes its target
+// from, lists only ControllerRevisions whose content hashes to their name, as the
+// gateway serves only those: whoever may create ControllerRevisions in the
+// namespace, but not write the Function, could otherwise list code of theirs,
+// under an owner reference to the Function and a revision number of their
+// choosing, for the Function's writer to roll back to.
+func TestListedRevisionsHashToTheirName(t *testing.T) {
+	fn := &unstructured.Unstructured{}
+	fn.SetAPIVersion(fnv1.Group + "/" + fnv1.Version)
+	fn.SetKind(fnv1.Kind)
+	fn.SetNamespace("ns")
+	fn.SetName("hello")
+	fn.SetUID("uid-1")
+	genuine := fnv1.FunctionSpec{Runtime: "javascript", Source: "genuine"}
+	forged := fnv1.FunctionSpec{Runtime: "javascript", Source: "attacker's"}
+	status := &fnv1.FunctionStatus{}
+	build := func(name string, spec fnv1.FunctionSpec, number int64) *unstructured.Unstructured {
+		f := &fnv1.Function{Spec: spec}
+		obj, err := newRevision(fn, f, name, number)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return obj
+	}
+	if rev, ok := toRevision(fn, build(RevisionName("hello", genuine), genuine, 1), status); !ok || rev.Spec.Source != "genuine" {
+		t.Errorf("a genuine revision is not listed: %v %+v", ok, rev)
+	}
+	for _, name := range []string{"hello-0123456789", RevisionName("hello", genuine)} {
+		if rev, ok := toRevision(fn, build(name, forged, 7), status); ok {
+			t.Errorf("ControllerRevision %s holding other content than its name was made from is listed: %+v", name, rev)
+		}
 	}
 }

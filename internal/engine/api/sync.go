@@ -124,11 +124,25 @@ func syncOne(ctx context.Context, c *caller, ctl Controller, ref engineapi.Contr
 func syncAll(ctx context.Context, c *caller, ctl Controller, ref engineapi.ControllerRef) (any, error) {
 	out := engineapi.SyncResult{Controller: ref, Parents: []engineapi.QueuedParent{}}
 	var denied []string
+	// A caller who may update a resource cluster-wide is asked about it once, not
+	// once per namespace: a request's reviews are bounded (maxChecksPerRequest).
+	clusterWide := map[Resource]bool{}
 	for _, p := range ctl.AllParents() {
 		x := access{verb: "update", group: p.Resource.Group, resource: p.Resource.Resource, namespace: p.Object.GetNamespace()}
-		ok, err := c.may(ctx, x)
-		if err != nil {
-			return nil, err
+		all, asked := clusterWide[p.Resource]
+		if !asked {
+			var err error
+			if all, err = c.may(ctx, access{verb: x.verb, group: x.group, resource: x.resource}); err != nil {
+				return nil, err
+			}
+			clusterWide[p.Resource] = all
+		}
+		ok := all
+		if !ok {
+			var err error
+			if ok, err = c.may(ctx, x); err != nil {
+				return nil, err
+			}
 		}
 		if !ok {
 			out.NotPermitted++

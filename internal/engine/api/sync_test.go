@@ -2,6 +2,7 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -169,5 +170,26 @@ func TestSyncOfAnAmbiguousParentNeedsTheKind(t *testing.T) {
 	out := syncResult(t, post(h, "/api/v1/controllers/cc/web/sync", `{"namespace": "ns", "name": "b", "kind": "Widget"}`))
 	if out.Queued != 1 || out.Parents[0].Kind != "Widget" || len(ctl.queued) != 1 {
 		t.Errorf("answer %+v, queued %v; want the Widget", out, ctl.queued)
+	}
+}
+
+// A caller who may update the parents' resource cluster-wide has all of them queued,
+// however many namespaces they are in: the reviews of one request are bounded, and
+// a review per namespace ran out of them past a few hundred namespaces, so that the
+// parents past them were counted as not permitted.
+func TestSyncAllAcrossManyNamespaces(t *testing.T) {
+	const n = 2 * maxChecksPerRequest
+	allowed := map[access]bool{getWeb: true, {verb: "update", group: "example.com", resource: "apps"}: true}
+	ctl := &fakeController{}
+	for i := range n {
+		ns := fmt.Sprintf("ns%d", i)
+		ctl.parents = append(ctl.parents, parentOf(apps, "App", ns, "a"))
+		allowed[access{verb: "update", group: "example.com", resource: "apps", namespace: ns}] = true // as RBAC answers a cluster-wide grant
+	}
+	_, auth := reviews(t, allowed)
+	h := (&server{engine: fakeEngine{ctl: ctl}, auth: auth}).routes()
+	out := syncResult(t, post(h, "/api/v1/controllers/cc/web/sync", `{"all": true}`))
+	if out.Queued != n || out.NotPermitted != 0 || len(ctl.queued) != n {
+		t.Errorf("queued %d (%d enqueued), not permitted %d; want all %d queued", out.Queued, len(ctl.queued), out.NotPermitted, n)
 	}
 }
