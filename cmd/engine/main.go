@@ -132,6 +132,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.apiAdvertise, "api-advertise-address", os.Getenv("POD_IP"), "This replica's IPv4 address for --api-service (default $POD_IP).")
 	fs.StringVar(&o.apiAddress, "api-address", o.apiAddress, "Address of the authenticated API of recent hook calls, controllers and parents (docs/engine.md), e.g. :9095; \"0\" disables it and the call history.")
 	fs.IntVar(&o.engine.HookCallHistory, "hook-call-history", o.engine.HookCallHistory, "Recent hook calls kept for the API (each body up to 32 KiB); 0 records none.")
+	fs.Float64Var(&o.engine.CodeChangeSyncRate, "code-change-sync-rate", o.engine.CodeChangeSyncRate, "Parents per second queued for a sync when the code of a gateway Function that serves their controller changes.")
 	fs.Float64Var(&o.engine.EventsQPS, "events-qps", o.engine.EventsQPS, "Events recorded per second on each object once its burst is spent (default: one every 5 minutes).")
 	fs.IntVar(&o.engine.EventsBurst, "events-burst", o.engine.EventsBurst, "Events recorded on each object before --events-qps applies.")
 	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage-collection target (as GOGC): the heap grows by this percentage of the live heap between collections. The GOGC environment variable, when set, wins.")

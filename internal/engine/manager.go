@@ -196,6 +196,17 @@ func (m *Manager) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 	}
+	fns, err := m.watchFunctions(ctx)
+	if err != nil {
+		return err
+	}
+	if fns != nil {
+		defer fns.sub.Close()
+		if !fns.sub.WaitForSync(ctx) {
+			return ctx.Err()
+		}
+		go fns.run(ctx, m.env.opts.CodeChangeSyncRate)
+	}
 	m.ready.Store(true)
 	log.Info("Engine ready", "workers", m.env.opts.Workers, "applyStrategy", m.env.opts.ApplyStrategy)
 	loop := &workloop.Loop[controllerKey]{

@@ -65,6 +65,9 @@ type Options struct {
 	// HookCallHistory is how many recent hook calls the engine keeps for its API
 	// (see api.go); 0 records none.
 	HookCallHistory int
+	// CodeChangeSyncRate is how many parents per second are queued for a sync when
+	// the code of a gateway Function that serves their controller changes.
+	CodeChangeSyncRate float64
 	// customizeTTL is how long a customize answer serves a parent whose generation
 	// stays the same; upstream's 20 minutes unless a test shortens it.
 	customizeTTL time.Duration
@@ -82,6 +85,7 @@ func Defaults() Options {
 		EventsQPS:          1. / 300.,
 		EventsBurst:        25,
 		HookCallHistory:    DefaultHookCallHistory,
+		CodeChangeSyncRate: 50,
 		customizeTTL:       customizeCacheTTL,
 	}
 }
@@ -105,6 +109,8 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("events QPS must be positive, got %g", o.EventsQPS)
 	case o.EventsBurst < 1:
 		return fmt.Errorf("events burst must be at least 1, got %d", o.EventsBurst)
+	case !(o.CodeChangeSyncRate > 0):
+		return fmt.Errorf("code change sync rate must be positive, got %g parents/s", o.CodeChangeSyncRate)
 	case o.HookCallHistory < 0:
 		return fmt.Errorf("hook call history must not be negative, got %d", o.HookCallHistory)
 	}
