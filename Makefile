@@ -90,10 +90,11 @@ BENCH_SIZES ?= 1000,5000
 BENCH_FUNCTIONS ?= 1000
 
 .PHONY: bench
-bench: build kube ## Benchmarks: engine convergence, resync cost and memory; gateway hook throughput, cold starts and memory per Function; Go micro-benchmarks.
+bench: build kube ## Benchmarks: engine convergence, resync cost and memory; gateway hook throughput, cold starts and memory per Function, warm hits over replicas; Go micro-benchmarks.
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 	$(GO) run ./hack/bench-gateway -duration 5s -clients 16
 	$(GO) run ./hack/bench-density -n $(BENCH_FUNCTIONS)
+	$(GO) run ./hack/bench-replicas -n 300 -replicas 3
 	$(GO) run ./hack/bench-platform -runs 5 -cold-runs 10
 	$(GO) run ./hack/bench-engine -engine bin/engine -n $(BENCH_SIZES)
 

@@ -79,7 +79,10 @@ type result struct {
 	routing string
 	served  []int
 	errors  int
-	stats   []map[string]lambda.PoolStats
+	// before and after are each replica's runtime counts once it was ready
+	// (registering compiles every Function once, a worker start) and after the
+	// calls.
+	before, after []lambda.PoolStats
 }
 
 func run(n, replicas, calls, clients int, budget int64) error {
@@ -127,14 +130,14 @@ func run(n, replicas, calls, clients int, budget int64) error {
 	fmt.Printf("\n%d Functions (%v), %d calls each in a random order by %d callers, %d replicas, worker budget %d MiB each\n",
 		n, runtimes, calls, clients, replicas, budget>>20)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "routing\treplica\tcalls\tworkers started\tworkers alive\tevictions\t")
+	fmt.Fprintln(tw, "routing\treplica\tcalls\tworkers started by the calls\tworkers alive after\tevictions\t")
 	for _, r := range results {
 		var calls, starts int
 		for i := range r.served {
-			s := sum(r.stats[i])
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t\n", r.routing, i, r.served[i], s.Starts, s.Idle+s.Busy, s.Evictions)
+			s, b := r.after[i], r.before[i]
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t\n", r.routing, i, r.served[i], s.Starts-b.Starts, s.Idle+s.Busy, s.Evictions-b.Evictions)
 			calls += r.served[i]
-			starts += int(s.Starts)
+			starts += int(s.Starts - b.Starts)
 		}
 		fmt.Fprintf(tw, "%s\tall\t%d\t%d\t\t\t\n", r.routing, calls, starts)
 		fmt.Fprintf(tw, "%s\twarm hits\t%.1f%%\terrors %d\t\t\t\n", r.routing, 100*float64(calls-starts)/float64(max(calls, 1)), r.errors)
@@ -169,13 +172,17 @@ func pass(ctx context.Context, cp *cluster.Cluster, routing string, names []stri
 	}); err != nil {
 		return nil, fmt.Errorf("the replicas never became ready: %w", err)
 	}
+	r := &result{routing: routing, served: make([]int, replicas)}
+	time.Sleep(3 * time.Second) // the registration checks' workers stop
+	for _, gw := range gws {
+		r.before = append(r.before, sum(gw.RuntimeStats()))
+	}
 	addrs := make([]string, replicas)
 	index := map[string]int{}
 	for i, b := range bases {
 		u, _ := url.Parse(b)
 		addrs[i], index[u.Host] = u.Host, i
 	}
-	r := &result{routing: routing, served: make([]int, replicas)}
 	// The replica each call reached, seen by the transport.
 	var mu sync.Mutex
 	transport := &countingTransport{next: &http.Transport{MaxIdleConnsPerHost: 64}, reached: func(host string) {
@@ -198,6 +205,9 @@ func pass(ctx context.Context, cp *cluster.Cluster, routing string, names []stri
 			for i := range work {
 				if err := send(names[i]); err != nil {
 					mu.Lock()
+					if r.errors == 0 {
+						fmt.Fprintf(os.Stderr, "bench-replicas: %s: first failed call (%s): %v\n", routing, names[i], err)
+					}
 					r.errors++
 					mu.Unlock()
 				}
@@ -210,7 +220,7 @@ func pass(ctx context.Context, cp *cluster.Cluster, routing string, names []stri
 	close(work)
 	wg.Wait()
 	for _, gw := range gws {
-		r.stats = append(r.stats, gw.RuntimeStats())
+		r.after = append(r.after, sum(gw.RuntimeStats()))
 	}
 	return r, nil
 }
@@ -237,9 +247,9 @@ func post(c hook.Doer, u string) error {
 		return err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("HTTP %d", resp.StatusCode)
+		return fmt.Errorf("HTTP %d: %.300s", resp.StatusCode, body)
 	}
 	return nil
 }

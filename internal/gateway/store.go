@@ -136,6 +136,13 @@ type store struct {
 	mu      sync.RWMutex
 	entries map[string]*entry
 	retired []lambda.Compiled // replaced or deleted, closed after a grace period or at the end
+
+	// unloaded holds the Functions the cache held when it first synced that
+	// have not been loaded once yet (nil before that sync): the gateway is not
+	// ready until it is empty, so that a new replica takes no call it would
+	// answer "not loaded yet".
+	loadMu   sync.Mutex
+	unloaded map[string]bool
 }
 
 // compiler turns a Function into something callable; *lambda.Registry is one.
@@ -165,6 +172,13 @@ func newStore(dyn dynamic.Interface, c compiler, env *envCache, publicURL string
 func (s *store) run(ctx context.Context) {
 	go s.informer.RunWithContext(ctx)
 	if cache.WaitForCacheSync(ctx.Done(), s.informer.HasSynced) {
+		unloaded := map[string]bool{}
+		for _, key := range s.informer.GetStore().ListKeys() {
+			unloaded[key] = true
+		}
+		s.loadMu.Lock()
+		s.unloaded = unloaded
+		s.loadMu.Unlock()
 		loop := &workloop.Loop[string]{
 			Queue: s.queue, Workers: 1,
 			Process: s.sync, Metrics: s.metrics.store, Name: storeQueue,
@@ -192,7 +206,20 @@ func (s *store) run(ctx context.Context) {
 	s.retired = nil
 }
 
-func (s *store) synced() bool { return s.informer.HasSynced() }
+// synced reports whether every Function the cache held when it first synced has
+// been loaded once (served, or its failure written in its status).
+func (s *store) synced() bool {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	return s.unloaded != nil && len(s.unloaded) == 0
+}
+
+// loadedOnce notes that key went through a sync, whatever its outcome.
+func (s *store) loadedOnce(key string) {
+	s.loadMu.Lock()
+	defer s.loadMu.Unlock()
+	delete(s.unloaded, key)
+}
 
 // envRetry is how soon a function whose env sources could not be read is loaded
 // again without a call, so that its status follows a grant or a new Secret.
@@ -200,6 +227,7 @@ const envRetry = 30 * time.Second
 
 // sync (re)loads one function and reports the result in its status.
 func (s *store) sync(ctx context.Context, key string) (time.Duration, error) {
+	defer s.loadedOnce(key)
 	obj, exists, err := s.informer.GetIndexer().GetByKey(key)
 	if err != nil {
 		return 0, err
