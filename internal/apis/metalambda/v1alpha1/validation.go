@@ -132,7 +132,7 @@ func validateEnvName(path *field.Path, name string) field.ErrorList {
 const (
 	MaxRolloutSteps         = 20
 	MaxPauseSeconds         = 86400
-	MaxRevisionHistoryLimit = 1000
+	MaxRevisionHistoryLimit = 50
 )
 
 // ValidateRollout checks spec.rollout and spec.revisionHistoryLimit as the CRD's
@@ -141,7 +141,7 @@ const (
 func ValidateRollout(spec *FunctionSpec) field.ErrorList {
 	var errs field.ErrorList
 	if l := spec.RevisionHistoryLimit; l != nil && (*l < 0 || *l > MaxRevisionHistoryLimit) {
-		errs = append(errs, field.Invalid(field.NewPath("spec", "revisionHistoryLimit"), *l, "must be between 0 and 1000"))
+		errs = append(errs, field.Invalid(field.NewPath("spec", "revisionHistoryLimit"), *l, fmt.Sprintf("must be between 0 and %d (each old revision keeps a copy of the source in the cluster)", MaxRevisionHistoryLimit)))
 	}
 	p := spec.Rollout
 	if p == nil {
