@@ -35,21 +35,6 @@ import (
 	"github.com/metalambda/metalambda/internal/kubetest"
 )
 
-// hooks are the trivial sync hooks, by runtime.
-var hooks = map[string]string{
-	lambda.JavaScript: `function sync(request) {
-  return {children: [{apiVersion: "v1", kind: "ConfigMap", metadata: {name: request.parent.metadata.name}, data: {hello: "world"}}]};
-}`,
-	lambda.Python: `def sync(request):
-    return {"children": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": request["parent"]["metadata"]["name"]}, "data": {"hello": "world"}}]}
-`,
-	lambda.Jsonnet: `function(request) {
-  children: [{apiVersion: "v1", kind: "ConfigMap", metadata: {name: request.parent.metadata.name}, data: {hello: "world"}}],
-}`,
-}
-
-var runtimes = []string{lambda.JavaScript, lambda.Python, lambda.Jsonnet}
-
 var request = []byte(`{"controller":{},"parent":{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"bench","namespace":"density"},"spec":{}},"children":{"ConfigMap.v1":{}},"related":{},"finalizing":false}`)
 
 const namespace = "density"
@@ -129,11 +114,11 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	rt := make([]string, n)
 	start := time.Now()
 	for i := range n {
-		rt[i] = runtimes[i%len(runtimes)]
+		rt[i] = benchkit.Runtimes[i%len(benchkit.Runtimes)]
 		names[i] = fmt.Sprintf("%s-%04d", rt[i], i)
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "metalambda.dev/v1alpha1", "kind": "Function",
-			"metadata": map[string]any{"name": names[i]}, "spec": map[string]any{"runtime": rt[i], "source": hooks[rt[i]]},
+			"metadata": map[string]any{"name": names[i]}, "spec": map[string]any{"runtime": rt[i], "source": benchkit.Hooks[rt[i]]},
 		}}
 		if _, err := dyn.Resource(gateway.FunctionsGVR).Namespace(namespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			return err
@@ -198,7 +183,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	after := stats()
 
 	fmt.Printf("\n%d Functions (%s), %d callers, worker idle timeout %s, memory budget %s, %d spares, %s between cold calls, workers from %s; registering took %s\n",
-		n, strings.Join(runtimes, ", "), clients, idleTimeout, resource.NewQuantity(budget, resource.BinarySI), spares, coldInterval, launcher, registered.Round(time.Millisecond))
+		n, strings.Join(benchkit.Runtimes, ", "), clients, idleTimeout, resource.NewQuantity(budget, resource.BinarySI), spares, coldInterval, launcher, registered.Round(time.Millisecond))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "state\tPSS of the gateway and its workers (MiB)\tper Function (MiB)\t")
 	row := func(state string, v int64) {
@@ -214,7 +199,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	fmt.Println()
 	fmt.Fprintln(tw, "calls\truntime\tp50 (ms)\tp99 (ms)\tmax (ms)\terrors\t")
 	for _, p := range []*phase{cold, warm, again} {
-		for _, r := range runtimes {
+		for _, r := range benchkit.Runtimes {
 			l := p.latencies[r]
 			fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%.1f\t%d\t\n", p.name, r, ms(pct(l, 50)), ms(pct(l, 99)), ms(pct(l, 100)), p.errors)
 		}
@@ -222,7 +207,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	tw.Flush()
 	fmt.Println()
 	fmt.Fprintln(tw, "runtime\tworkers started\tof which found no spare\tstopped for the budget\tstopped idle\t")
-	for _, r := range runtimes {
+	for _, r := range benchkit.Runtimes {
 		s := after[r]
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", r, s.Starts, s.SpareMisses, s.Evictions, s.Reaps)
 	}

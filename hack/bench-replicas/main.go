@@ -39,20 +39,6 @@ import (
 	"github.com/metalambda/metalambda/internal/local/cluster"
 )
 
-var hooks = map[string]string{
-	lambda.JavaScript: `function sync(request) {
-  return {children: [{apiVersion: "v1", kind: "ConfigMap", metadata: {name: request.parent.metadata.name}, data: {hello: "world"}}]};
-}`,
-	lambda.Python: `def sync(request):
-    return {"children": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": request["parent"]["metadata"]["name"]}, "data": {"hello": "world"}}]}
-`,
-	lambda.Jsonnet: `function(request) {
-  children: [{apiVersion: "v1", kind: "ConfigMap", metadata: {name: request.parent.metadata.name}, data: {hello: "world"}}],
-}`,
-}
-
-var runtimes = []string{lambda.JavaScript, lambda.Python, lambda.Jsonnet}
-
 var request = []byte(`{"controller":{},"parent":{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"bench","namespace":"replicas"},"spec":{}},"children":{"ConfigMap.v1":{}},"related":{},"finalizing":false}`)
 
 const namespace = "replicas"
@@ -100,11 +86,11 @@ func run(n, replicas, calls, clients int, budget int64) error {
 	}
 	names := make([]string, n)
 	for i := range n {
-		rt := runtimes[i%len(runtimes)]
+		rt := benchkit.Runtimes[i%len(benchkit.Runtimes)]
 		names[i] = fmt.Sprintf("%s-%04d", rt, i)
 		obj := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "metalambda.dev/v1alpha1", "kind": "Function",
-			"metadata": map[string]any{"name": names[i]}, "spec": map[string]any{"runtime": rt, "source": hooks[rt]},
+			"metadata": map[string]any{"name": names[i]}, "spec": map[string]any{"runtime": rt, "source": benchkit.Hooks[rt]},
 		}}
 		if _, err := dyn.Resource(gateway.FunctionsGVR).Namespace(namespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
 			return err
@@ -128,7 +114,7 @@ func run(n, replicas, calls, clients int, budget int64) error {
 	}
 
 	fmt.Printf("\n%d Functions (%v), %d calls each in a random order by %d callers, %d replicas, worker budget %d MiB each\n",
-		n, runtimes, calls, clients, replicas, budget>>20)
+		n, benchkit.Runtimes, calls, clients, replicas, budget>>20)
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "routing\treplica\tcalls\tworkers started by the calls\tworkers alive after\tevictions\t")
 	for _, r := range results {

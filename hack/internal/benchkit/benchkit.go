@@ -15,6 +15,7 @@ import (
 
 	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/gateway"
+	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/httpapi"
 	"github.com/metalambda/metalambda/internal/kubetest/start"
 	"github.com/metalambda/metalambda/internal/local/cluster"
@@ -73,3 +74,20 @@ func Post(url string, body []byte) error {
 	}
 	return nil
 }
+
+// Hooks are the benchmarks' trivial sync hooks, by runtime: one ConfigMap child
+// named after the parent.
+var Hooks = map[string]string{
+	lambda.JavaScript: `function sync(request) {
+  return {children: [{apiVersion: "v1", kind: "ConfigMap", metadata: {name: request.parent.metadata.name}, data: {hello: "world"}}]};
+}`,
+	lambda.Python: `def sync(request):
+    return {"children": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": request["parent"]["metadata"]["name"]}, "data": {"hello": "world"}}]}
+`,
+	lambda.Jsonnet: `function(request) {
+  children: [{apiVersion: "v1", kind: "ConfigMap", metadata: {name: request.parent.metadata.name}, data: {hello: "world"}}],
+}`,
+}
+
+// Runtimes are the runtimes of Hooks, in the order the benchmarks cycle through.
+var Runtimes = []string{lambda.JavaScript, lambda.Python, lambda.Jsonnet}
