@@ -54,19 +54,29 @@ func (o *connectOptions) client() (*gatewayClient, error) {
 // the kubeconfig it writes, when the kubeconfig in use is that one (its cluster is
 // the API server host).
 func (o *connectOptions) findGateway(loader clientcmd.ClientConfig, apiHost string) (string, string, error) {
-	if o.gateway != "" {
-		return checkURL(o.gateway, "--gateway", "gateway")
+	return findURL(loader, apiHost, o.gateway, "--gateway", gatewayEnv, platform.GatewayURLFile, "gateway",
+		"no gateway: pass --gateway URL or set $"+gatewayEnv+"; only a kubeconfig that `metalambda up` wrote names its gateway. "+
+			"A gateway in a cluster is reached at its own address (an Ingress, a LoadBalancer, `kubectl port-forward`), not through the API server's service proxy, which drops the bearer token the gateway needs")
+}
+
+// findURL returns a component's URL and where it was found: the flag's value,
+// then the environment variable env, then the file (fileIn of its directory) that
+// `metalambda up` writes beside the kubeconfig it writes, when the kubeconfig in
+// use is that one; otherwise the error notFound.
+func findURL(loader clientcmd.ClientConfig, apiHost, flagValue, flagName, env string, fileIn func(dir string) string, what, notFound string) (string, string, error) {
+	if flagValue != "" {
+		return checkURL(flagValue, flagName, what)
 	}
-	if env := os.Getenv(gatewayEnv); env != "" {
-		return checkURL(env, "$"+gatewayEnv, "gateway")
+	if v := os.Getenv(env); v != "" {
+		return checkURL(v, "$"+env, what)
 	}
 	for _, path := range kubeconfigPaths(loader) {
-		if u, ok := platformURL(platform.GatewayURLFile(filepath.Dir(path)), path, apiHost); ok {
-			return checkURL(u, "from "+platform.GatewayURLFile(filepath.Dir(path)), "gateway")
+		file := fileIn(filepath.Dir(path))
+		if u, ok := platformURL(file, path, apiHost); ok {
+			return checkURL(u, "from "+file, what)
 		}
 	}
-	return "", "", errors.New("no gateway: pass --gateway URL or set $" + gatewayEnv + "; only a kubeconfig that `metalambda up` wrote names its gateway. " +
-		"A gateway in a cluster is reached at its own address (an Ingress, a LoadBalancer, `kubectl port-forward`), not through the API server's service proxy, which drops the bearer token the gateway needs")
+	return "", "", errors.New(notFound)
 }
 
 // kubeconfigPaths lists the kubeconfig files in use: --kubeconfig, else $KUBECONFIG's

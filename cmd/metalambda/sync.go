@@ -7,7 +7,6 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -148,19 +147,9 @@ func (o *syncCommand) client() (*engineapi.Client, string, error) {
 // $METALAMBDA_ENGINE, then the engine-url file that `metalambda up` writes beside the
 // kubeconfig it writes, when the kubeconfig in use is that one.
 func (o *syncCommand) findEngine(loader clientcmd.ClientConfig, apiHost string) (string, string, error) {
-	if o.engine != "" {
-		return checkURL(o.engine, "--engine", "engine API")
-	}
-	if env := os.Getenv(engineEnv); env != "" {
-		return checkURL(env, "$"+engineEnv, "engine API")
-	}
-	for _, path := range kubeconfigPaths(loader) {
-		if u, ok := platformURL(platform.EngineURLFile(filepath.Dir(path)), path, apiHost); ok {
-			return checkURL(u, "from "+platform.EngineURLFile(filepath.Dir(path)), "engine API")
-		}
-	}
-	return "", "", errors.New("no engine API: pass --engine URL or set $" + engineEnv + "; only a kubeconfig that `metalambda up` wrote names its engine. " +
-		"An engine in a cluster serves its API only with --api-address (the Helm chart's engine.api values), reached with `kubectl port-forward` to its Service")
+	return findURL(loader, apiHost, o.engine, "--engine", engineEnv, platform.EngineURLFile, "engine API",
+		"no engine API: pass --engine URL or set $"+engineEnv+"; only a kubeconfig that `metalambda up` wrote names its engine. "+
+			"An engine in a cluster serves its API only with --api-address (the Helm chart's engine.api values), reached with `kubectl port-forward` to its Service")
 }
 
 // explainEngine says what to do about the engine API's refusals.
