@@ -102,7 +102,22 @@ type RolloutPolicy struct {
 	// MaxFailures is how many hook failures or sync errors of parents served by
 	// the new revision halt the rollout; zero halts it at the first.
 	MaxFailures int32 `json:"maxFailures,omitempty"`
+	// Paused holds a rollout at its current step: the shares stay and no step
+	// is taken; failures are still counted. False resumes it.
+	Paused bool `json:"paused,omitempty"`
 }
+
+// Annotations on a Function that ask the rollout driver to act on the rollout
+// of one revision. The value is the name of the ControllerRevision being
+// rolled out (status.rollout.revision); an annotation naming another revision
+// is ignored, so a stale one never acts on a later rollout.
+const (
+	// PromoteAnnotation moves the rollout to its last step (100) at once.
+	PromoteAnnotation = Group + "/rollout-promote"
+	// AbortAnnotation halts the rollout as too many failures would: the
+	// previous revision serves every parent again.
+	AbortAnnotation = Group + "/rollout-abort"
+)
 
 // DefaultRolloutSteps are the steps of a policy that names none.
 var DefaultRolloutSteps = []int32{10, 50, 100}
@@ -206,7 +221,15 @@ type RolloutStatus struct {
 	Reason   string `json:"reason,omitempty"`
 	Message  string `json:"message,omitempty"`
 	Failures int32  `json:"failures,omitempty"`
+	// FailingParents names up to MaxFailingParents parents whose sync failed on
+	// the new revision, each as "<controller kind>/<controller name> <namespace>/<name>".
+	FailingParents []string `json:"failingParents,omitempty"`
+	// StepStartTime is when the current step began.
+	StepStartTime *metav1.Time `json:"stepStartTime,omitempty"`
 }
+
+// MaxFailingParents bounds RolloutStatus.FailingParents.
+const MaxFailingParents = 10
 
 // RevisionLabel labels each ControllerRevision (apps/v1) of a Function with the
 // Function's name.
