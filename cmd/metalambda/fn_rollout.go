@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
-	"github.com/metalambda/metalambda/internal/gatewayapi"
 	"github.com/metalambda/metalambda/internal/jsonvalue"
+	"github.com/metalambda/metalambda/internal/rollout"
 )
 
 func (f *fnCommand) rolloutCommand() *cobra.Command {
@@ -36,7 +36,7 @@ refuses with the reason.`,
 		RunE: func(c *cobra.Command, _ []string) error { return noCommand(c) },
 	}
 	c.AddCommand(f.rolloutStatusCommand())
-	for _, action := range gatewayapi.RolloutActions {
+	for _, action := range rollout.Actions {
 		c.AddCommand(f.rolloutActionCommand(action))
 	}
 	return c
@@ -71,10 +71,10 @@ the driver's reason and message.`,
 
 // rolloutActionHelp is each action's short help and what is said once it is done.
 var rolloutActionHelp = map[string]struct{ short, done string }{
-	gatewayapi.RolloutPause:   {"Pause a function's rollout at its current step", "paused (spec.rollout.paused: true): the shares stay until you resume"},
-	gatewayapi.RolloutResume:  {"Resume a paused rollout", "resumed (spec.rollout.paused cleared)"},
-	gatewayapi.RolloutPromote: {"Move a rollout's new revision to 100% at once", "to be promoted: the rollout driver moves it to 100%"},
-	gatewayapi.RolloutAbort:   {"Abort a rollout: the previous revision serves every parent again", "to be aborted: the rollout driver gives every parent back to the previous revision"},
+	rollout.Pause:   {"Pause a function's rollout at its current step", "paused (spec.rollout.paused: true): the shares stay until you resume"},
+	rollout.Resume:  {"Resume a paused rollout", "resumed (spec.rollout.paused cleared)"},
+	rollout.Promote: {"Move a rollout's new revision to 100% at once", "to be promoted: the rollout driver moves it to 100%"},
+	rollout.Abort:   {"Abort a rollout: the previous revision serves every parent again", "to be aborted: the rollout driver gives every parent back to the previous revision"},
 }
 
 func (f *fnCommand) rolloutActionCommand(action string) *cobra.Command {

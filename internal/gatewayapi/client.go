@@ -108,8 +108,7 @@ func (c *Client) Revisions(ctx context.Context, namespace, name string) (*Revisi
 	return &out, err
 }
 
-// Rollout asks for action (RolloutPause, RolloutResume, RolloutPromote or
-// RolloutAbort) on the function's rollout in progress and returns the Function
+// Rollout asks for action (rollout.Pause, Resume, Promote or Abort) on the function's rollout in progress and returns the Function
 // as written.
 func (c *Client) Rollout(ctx context.Context, namespace, name, action string) (*unstructured.Unstructured, error) {
 	obj := &unstructured.Unstructured{}

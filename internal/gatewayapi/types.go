@@ -149,15 +149,3 @@ type Revision struct {
 type RevisionList struct {
 	Items []Revision `json:"items"`
 }
-
-// Rollout actions, the last segment of POST .../rollout/{action}.
-const (
-	RolloutPause   = "pause"
-	RolloutResume  = "resume"
-	RolloutPromote = "promote"
-	RolloutAbort   = "abort"
-)
-
-// RolloutActions are the actions POST .../rollout/{action} takes, in the order
-// the CLI and the dashboard list them.
-var RolloutActions = []string{RolloutPause, RolloutResume, RolloutPromote, RolloutAbort}
