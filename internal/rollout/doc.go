@@ -8,4 +8,8 @@
 // [s₀×100, (s₀+s₁)×100), and so on. A parent therefore sticks to its revision while
 // the shares stay, and a parent that moved to the new revision at 10% is still on it
 // at 50%.
+//
+// It also owns the controls a person has on a rollout (pause, resume, promote,
+// abort) and which phase takes which (CheckAction), so that the gateway's API, the
+// CLI and the dashboard agree.
 package rollout
