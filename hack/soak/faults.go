@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/metalambda/metalambda/internal/local/platform"
@@ -58,12 +59,15 @@ func (w window) contains(t time.Time) bool { return !t.Before(w.start) && !t.Aft
 // injects the next kind of a shuffled round of the kinds (each kind once per round),
 // and waits until the component is back.
 type injector struct {
-	s  *soak
-	mu sync.Mutex
-	ws []window
+	s *soak
+	// outer is the whole run's context: a fault injected before the end of the load
+	// is seen through unless the run itself is cancelled.
+	outer context.Context
+	mu    sync.Mutex
+	ws    []window
 }
 
-func newInjector(s *soak) *injector { return &injector{s: s} }
+func newInjector(s *soak, outer context.Context) *injector { return &injector{s: s, outer: outer} }
 
 func (in *injector) run(ctx context.Context) {
 	var round []string
@@ -83,8 +87,7 @@ func (in *injector) run(ctx context.Context) {
 		}
 		kind := round[0]
 		round = round[1:]
-		// Not ctx: a fault injected before the end of the load is seen through.
-		w := in.inject(context.Background(), kind)
+		w := in.inject(in.outer, kind)
 		in.s.log("fault %s %s: back after %.1fs %s", w.kind, w.detail, w.recovered.Sub(w.start).Seconds(), w.err)
 		in.mu.Lock()
 		in.ws = append(in.ws, w)
@@ -159,7 +162,7 @@ func (in *injector) killLeader(ctx context.Context, w *window) error {
 	if err != nil {
 		return fmt.Errorf("no new leader: %w", err)
 	}
-	return in.podsBack(ctx, platform.GatewayNamespace, "metalambda-engine-", 2, w.start)
+	return in.podsBack(ctx, platform.GatewayNamespace, "metalambda-engine-", 2, types.UID(uid), time.Time{})
 }
 
 // killPod deletes a random pod named prefix* with its grace period, as a roll or a
@@ -178,12 +181,13 @@ func (in *injector) killPod(ctx context.Context, w *window, ns, prefix string, w
 	if err := in.s.kube.CoreV1().Pods(ns).Delete(ctx, victim.Name, metav1.DeleteOptions{}); err != nil {
 		return err
 	}
-	return in.podsBack(ctx, ns, prefix, want, w.start)
+	return in.podsBack(ctx, ns, prefix, want, victim.UID, time.Time{})
 }
 
-// podsBack waits until exactly want pods named prefix* exist, each ready with every
-// container started since (a new pod, or one the new node started again).
-func (in *injector) podsBack(ctx context.Context, ns, prefix string, want int, since time.Time) error {
+// podsBack waits until exactly want pods named prefix* exist, each ready, none of
+// them the victim's (deleted) UID, and, with since set, every container of each
+// started since (the pods the new node started again).
+func (in *injector) podsBack(ctx context.Context, ns, prefix string, want int, victim types.UID, since time.Time) error {
 	var last string
 	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		pods, err := in.pods(ctx, ns, prefix)
@@ -191,14 +195,14 @@ func (in *injector) podsBack(ctx context.Context, ns, prefix string, want int, s
 			last = err.Error()
 			return false, nil
 		}
-		fresh := 0
+		back := 0
 		for _, pod := range pods {
-			if podFresh(&pod, since) {
-				fresh++
+			if pod.UID != victim && podReady(&pod, since) {
+				back++
 			}
 		}
-		last = fmt.Sprintf("%d pods, %d of them started since the fault and ready", len(pods), fresh)
-		return len(pods) == want && fresh == want, nil
+		last = fmt.Sprintf("%d pods, %d of them ready (and started since the fault)", len(pods), back)
+		return len(pods) == want && back == want, nil
 	})
 	if err != nil {
 		return fmt.Errorf("%s* in %s not back: %s", prefix, ns, last)
@@ -220,9 +224,9 @@ func (in *injector) pods(ctx context.Context, ns, prefix string) ([]corev1.Pod, 
 	return out, nil
 }
 
-// podFresh: not being deleted, Ready, every container running since since (the
+// podReady: not being deleted, Ready, and every container running since since (the
 // API's times have a one-second resolution).
-func podFresh(pod *corev1.Pod, since time.Time) bool {
+func podReady(pod *corev1.Pod, since time.Time) bool {
 	if pod.DeletionTimestamp != nil || len(pod.Status.ContainerStatuses) == 0 {
 		return false
 	}
@@ -242,9 +246,9 @@ func podFresh(pod *corev1.Pod, since time.Time) bool {
 // again, and an engine leads.
 func (in *injector) allPodsBack(ctx context.Context, since time.Time) error {
 	var errs []error
-	errs = append(errs, in.podsBack(ctx, platform.GatewayNamespace, "metalambda-engine-", 2, since))
-	errs = append(errs, in.podsBack(ctx, platform.GatewayNamespace, platform.GatewayService+"-", 2, since))
-	errs = append(errs, in.podsBack(ctx, lambdaNS, "pl-", in.s.cfg.Lambdas, since))
+	errs = append(errs, in.podsBack(ctx, platform.GatewayNamespace, "metalambda-engine-", 2, "", since))
+	errs = append(errs, in.podsBack(ctx, platform.GatewayNamespace, platform.GatewayService+"-", 2, "", since))
+	errs = append(errs, in.podsBack(ctx, lambdaNS, "pl-", in.s.cfg.Lambdas, "", since))
 	errs = append(errs, wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(context.Context) (bool, error) {
 		u, _ := in.s.engines.leaderPod()
 		return u != "", nil

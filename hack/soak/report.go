@@ -10,6 +10,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -45,6 +46,12 @@ type Report struct {
 	NoopWrites    float64
 	NoopHookCalls float64
 	NoopProblem   string
+
+	// SyncErrorReasons are the SyncError events of the soak's parents, by message
+	// (the parent's name taken out), most frequent first; FunctionReady is the sync
+	// Function's Ready condition at the end.
+	SyncErrorReasons []string
+	FunctionReady    string
 }
 
 // check measures what the run left and fills the report.
@@ -54,7 +61,44 @@ func (s *soak) check(ctx context.Context, rep *Report) {
 	s.attributeSyncErrors(rep)
 	s.parentLatencies(rep)
 	s.checkChildren(ctx, rep)
+	s.diagnose(ctx, rep)
+	if rep.Unreflected > 0 {
+		rep.NoopWrites, rep.NoopProblem = -1, "not measured: the parents did not converge"
+		return
+	}
 	s.checkNoopWrites(ctx, rep)
+}
+
+// diagnose records why syncs failed, from the parents' events, and the sync
+// Function's readiness.
+func (s *soak) diagnose(ctx context.Context, rep *Report) {
+	if fn, err := s.dyn.Resource(functionsGVR).Namespace(parentNS).Get(ctx, "sync", metav1.GetOptions{}); err == nil {
+		conds, _, _ := unstructured.NestedSlice(fn.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+				rep.FunctionReady = fmt.Sprintf("%v %v: %.300v", m["status"], m["reason"], m["message"])
+			}
+		}
+	}
+	events, err := s.kube.CoreV1().Events(parentNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	counts := map[string]int{}
+	for _, ev := range events.Items {
+		if ev.Reason == "SyncError" {
+			msg := strings.ReplaceAll(ev.Message, ev.InvolvedObject.Name, "<parent>")
+			counts[fmt.Sprintf("%.240s", msg)] += int(max(ev.Count, 1))
+		}
+	}
+	for msg := range counts {
+		rep.SyncErrorReasons = append(rep.SyncErrorReasons, msg)
+	}
+	slices.SortFunc(rep.SyncErrorReasons, func(a, b string) int { return counts[b] - counts[a] })
+	for i, msg := range rep.SyncErrorReasons {
+		rep.SyncErrorReasons[i] = fmt.Sprintf("%d× %s", counts[msg], msg)
+	}
+	rep.SyncErrorReasons = rep.SyncErrorReasons[:min(len(rep.SyncErrorReasons), 5)]
 }
 
 // kindsAt are the kinds of the fault windows t falls in, or "none".
@@ -283,6 +327,13 @@ func (r *Report) Print(out io.Writer) {
 		fmt.Fprintln(out, "  "+l)
 	}
 	fmt.Fprintf(out, "writes that changed nothing (a full resync after convergence): %v over %.0f hook calls %s\n", r.NoopWrites, r.NoopHookCalls, r.NoopProblem)
+	fmt.Fprintf(out, "the sync Function's Ready condition at the end: %s\n", r.FunctionReady)
+	if len(r.SyncErrorReasons) > 0 {
+		fmt.Fprintln(out, "SyncError events of the parents (most frequent first):")
+		for _, m := range r.SyncErrorReasons {
+			fmt.Fprintln(out, "  "+m)
+		}
+	}
 	fmt.Fprintf(out, "PythonLambda success outside their own pod's faults: %.3f%% (%d of %d failed)\n", 100*r.lambdaSuccess(), r.LambdaFailed, r.LambdaRequests)
 	for _, f := range r.FailureSamples {
 		fmt.Fprintln(out, "  "+f)

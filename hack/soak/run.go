@@ -43,9 +43,9 @@ type soak struct {
 }
 
 // Run brings the platform up, runs the load and the faults for cfg.Duration, lets it
-// settle and checks the targets. The report is nil only when the platform did not
-// come up; an error says the soak could not run to the end (the report then holds
-// what was measured).
+// settle and measures; Report.Missed says which targets it missed. An error says the
+// soak could not run to the end (the platform did not come up, the workload did not
+// converge before the load, or ctx ended).
 func Run(ctx context.Context, cfg Config, logTo io.Writer) (*Report, error) {
 	start := time.Now()
 	s := &soak{cfg: cfg, rng: rand.New(rand.NewPCG(cfg.Seed, 1))}
@@ -71,8 +71,10 @@ func Run(ctx context.Context, cfg Config, logTo io.Writer) (*Report, error) {
 		s.p.Stop()
 	}()
 	rep := &Report{Config: cfg}
-	err = s.soak(ctx, rep)
-	return rep, err
+	if err := s.soak(ctx, rep); err != nil {
+		return nil, err
+	}
+	return rep, nil
 }
 
 // up starts the platform in-cluster, with the chart's two engines and two gateways
@@ -115,7 +117,7 @@ func (s *soak) soak(ctx context.Context, rep *Report) error {
 	s.engines = newEngineScraper(s.kube)
 	s.parents = newParentLoad(s)
 	s.requests = newRequestLoad(s)
-	s.faults = newInjector(s)
+	s.faults = newInjector(s, ctx)
 
 	bg, stopBG := context.WithCancel(ctx)
 	var wg sync.WaitGroup

@@ -19,12 +19,12 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestSoak is make soak's short form: two minutes of load with a fault every five
-// seconds on average (each kind at least once, in a random order), then the targets
-// of docs/reliability.md.
+// TestSoak is make soak's short form: two minutes of load with a fault every two
+// seconds on average after the previous one's window (each kind once per round, in a
+// random order), then the targets of docs/reliability.md.
 func TestSoak(t *testing.T) {
 	cfg := Defaults()
-	cfg.Duration, cfg.FaultInterval = 2*time.Minute, 5*time.Second
+	cfg.Duration, cfg.FaultInterval = 2*time.Minute, 2*time.Second
 	cfg.ChartDir = "../../deploy/helm/metalambda"
 	cfg.Bridge, cfg.PodCIDR = "mlsoak1", "10.244.237.0/24"
 	if err := cfg.Validate(); err != nil {

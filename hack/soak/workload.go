@@ -83,6 +83,7 @@ spec:
   parentResource: {apiVersion: soak.metalambda.dev/v1, resource: soakparents}
   childResources:
   - {apiVersion: v1, resource: configmaps, updateStrategy: {method: InPlace}}
+  generateSelector: true
   resyncPeriodSeconds: %d
   hooks:
     sync:
