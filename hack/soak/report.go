@@ -269,6 +269,9 @@ func (s *soak) checkNoopWrites(ctx context.Context, rep *Report) {
 	}
 }
 
+// missedGatewaySyncs ends the message of the gateway target.
+const missedGatewaySyncs = "failed syncs in gateway windows"
+
 // Missed lists the targets the run missed.
 func (r *Report) Missed() []string {
 	var out []string
@@ -287,7 +290,7 @@ func (r *Report) Missed() []string {
 	miss(r.Unreflected == 0 && r.LastAfterFault <= 30*time.Second,
 		"every parent's last change reflected within 30 s of the last fault: %d unreflected, the slowest %s", r.Unreflected, r.LastAfterFault.Round(10*time.Millisecond))
 	miss(r.lambdaSuccess() >= 0.999, "PythonLambda success outside their own pod's faults %.4f%%, want >= 99.9%%", 100*r.lambdaSuccess())
-	miss(r.SyncErrors[faultGateway] == 0, "%.0f failed syncs in gateway windows", r.SyncErrors[faultGateway])
+	miss(r.SyncErrors[faultGateway] == 0, "%.0f "+missedGatewaySyncs, r.SyncErrors[faultGateway])
 	return out
 }
 
