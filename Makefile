@@ -63,8 +63,9 @@ kube: ## Build the pinned control plane (etcd, kube-*) into the cache, unless al
 # integration) start a control plane per package; end-to-end tests are the slow
 # whole-platform ones: the local platform (with its node), the dashboard's browser
 # tests on a whole platform, the install of deploy/ with the components' own
-# accounts, and the operators through the engine and the gateway.
-E2E_PKGS := ./internal/local/platform ./internal/gateway/dashboard ./deploy ./operators
+# accounts, the operators through the engine and the gateway, and the soak's
+# two-minute form (hack/soak: the platform in-cluster under load and faults).
+E2E_PKGS := ./internal/local/platform ./internal/gateway/dashboard ./deploy ./operators ./hack/soak
 # The packages that have integration-tagged files, less the end-to-end ones.
 INTEGRATION_PKGS = $(filter-out $(E2E_PKGS),$(sort $(patsubst %/,./%,$(dir $(shell git grep -l '^//go:build integration' -- '*_test.go')))))
 
@@ -85,6 +86,13 @@ test-integration: setup kube ## Integration tests (and the unit tests of their p
 .PHONY: test-e2e
 test-e2e: setup kube ## End-to-end tests: the slow whole-platform packages (local platform, dashboard, deploy, operators); the local node needs root.
 	@hack/test.sh $(TEST_FLAGS) -tags integration $(E2E_PKGS)
+
+SOAK_DURATION ?= 10m
+SOAK_FLAGS ?=
+
+.PHONY: soak
+soak: setup kube ## Chaos soak: the platform in-cluster under load for SOAK_DURATION while its parts are killed at random; fails when a target of docs/reliability.md is missed (needs root).
+	$(GO) run ./hack/soak -duration $(SOAK_DURATION) $(SOAK_FLAGS)
 
 BENCH_SIZES ?= 1000,5000
 BENCH_FUNCTIONS ?= 1000

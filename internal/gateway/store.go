@@ -69,7 +69,7 @@ type unit struct {
 // with the new environment, and the old build is retired once its calls had time
 // to end.
 type build struct {
-	envHash  string          // of the environment it runs with; "" when err is not a compile error
+	envHash  string          // of the environment it runs with; "" when err is not a compile error (or the worker was lost)
 	compiled lambda.Compiled // nil when err is set
 	err      error           // the compile error, or why the env sources cannot be read
 }
@@ -225,6 +225,11 @@ func (s *store) loadedOnce(key string) {
 // again without a call, so that its status follows a grant or a new Secret.
 const envRetry = 30 * time.Second
 
+// lostRetry is how soon a function whose worker was lost while loading it (a
+// transient failure, such as a thread it could not start) is loaded again: without
+// it the failure would be served until the Function changed.
+const lostRetry = 5 * time.Second
+
 // sync (re)loads one function and reports the result in its status.
 func (s *store) sync(ctx context.Context, key string) (time.Duration, error) {
 	defer s.loadedOnce(key)
@@ -265,12 +270,15 @@ func (s *store) sync(ctx context.Context, key string) (time.Duration, error) {
 	}
 	latest := e.latest()
 	b := latest.current()
-	if latest.sources != nil {
+	if latest.sources != nil || errors.Is(b.err, lambda.ErrWorkerLost) {
 		b = s.refresh(ctx, latest)
 	}
 	var after time.Duration
-	if errors.Is(b.err, ErrEnvSourceUnavailable) {
+	switch {
+	case errors.Is(b.err, ErrEnvSourceUnavailable):
 		after = envRetry
+	case errors.Is(b.err, lambda.ErrWorkerLost):
+		after = lostRetry
 	}
 	var revs *revisionStatus
 	if revErr == nil {
@@ -420,6 +428,9 @@ func (s *store) refresh(ctx context.Context, e *unit) *build {
 		fn := e.fn
 		fn.Env = env
 		compiled, err := s.compiler.Compile(fn)
+		if errors.Is(err, lambda.ErrWorkerLost) {
+			return &build{err: err} // no envHash: the next refresh builds again
+		}
 		return &build{envHash: hash, compiled: compiled, err: err}
 	})
 }

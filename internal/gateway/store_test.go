@@ -203,3 +203,71 @@ func TestLoadServesLiveRevisionsByShare(t *testing.T) {
 		t.Errorf("%d compiled, %d closed; want the old revision closed once no longer live", n, closed)
 	}
 }
+
+// flakyCompiler loses its worker on the first lost compiles, then compiles; with
+// bad set it fails every compile as a source that does not load.
+type flakyCompiler struct {
+	countingCompiler
+	lost int
+	bad  bool
+}
+
+func (c *flakyCompiler) Compile(fn lambda.Function) (lambda.Compiled, error) {
+	c.mu.Lock()
+	lost, bad := c.lost > 0, c.bad
+	if lost {
+		c.lost--
+	}
+	c.mu.Unlock()
+	switch {
+	case bad:
+		c.mu.Lock()
+		c.envs = append(c.envs, fn.Env)
+		c.mu.Unlock()
+		return nil, &lambda.CompileError{Function: fn.Name, Message: "top-level code threw: boom"}
+	case lost:
+		c.mu.Lock()
+		c.envs = append(c.envs, fn.Env)
+		c.mu.Unlock()
+		return nil, &lambda.CompileError{Function: fn.Name, Message: "loading the source: worker exited (exit status 2)", Cause: lambda.ErrWorkerLost}
+	}
+	return c.countingCompiler.Compile(fn)
+}
+
+// TestLostWorkerIsLoadedAgain: a load whose worker was lost (a thread it could not
+// start) is not kept as the function's outcome: the next refresh builds again and
+// serves; a source that does not load is kept, and not built again.
+func TestLostWorkerIsLoadedAgain(t *testing.T) {
+	ctx := context.Background()
+	cache, _, _ := newTestEnvCache()
+	for _, tt := range []struct {
+		name        string
+		compiler    *flakyCompiler
+		wantServed  bool
+		wantCompile int
+	}{
+		{"lost once", &flakyCompiler{lost: 1}, true, 2},
+		{"does not load", &flakyCompiler{bad: true}, false, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newStore(dynamicfake.NewSimpleDynamicClient(runtime.NewScheme()), tt.compiler, cache, "http://gw", 10, newMetrics(prometheus.NewRegistry(), func() map[string]lambda.PoolStats { return nil }, nil))
+			defer s.queue.ShutDown()
+			fn := lambda.Function{Name: "ns/f", Runtime: "javascript", Source: "x", Timeout: time.Millisecond}
+			e, err := s.load(ctx, "ns/f", fn, nil, "", nil, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			u := e.latest()
+			if u.current().err == nil {
+				t.Fatal("the first load succeeded")
+			}
+			b := s.refresh(ctx, u)
+			if served := b.err == nil && b.compiled != nil; served != tt.wantServed {
+				t.Errorf("after a refresh: err %v, want served %t", b.err, tt.wantServed)
+			}
+			if n, _ := tt.compiler.counts(); n != tt.wantCompile {
+				t.Errorf("%d compiles, want %d", n, tt.wantCompile)
+			}
+		})
+	}
+}

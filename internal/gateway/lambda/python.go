@@ -565,7 +565,7 @@ func (w *pyWorker) load(f *pyFunction) error {
 	reply, err := w.exchange(ctx, f.fn.Name, f.init, limit)
 	var ie *InvokeError
 	if errors.As(err, &ie) {
-		return &CompileError{Function: f.fn.Name, Message: "loading the source: " + ie.Message}
+		return &CompileError{Function: f.fn.Name, Message: "loading the source: " + ie.Message, Cause: ErrWorkerLost}
 	}
 	if err != nil {
 		return err

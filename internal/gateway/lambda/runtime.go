@@ -7,6 +7,7 @@ package lambda
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 )
@@ -64,7 +65,17 @@ type CompileError struct {
 	Line     int
 	Column   int
 	Message  string
+	// Cause is ErrWorkerLost when the worker failed while loading the source, rather
+	// than the source failing to load: loading it again may succeed.
+	Cause error
 }
+
+// ErrWorkerLost is the cause of a load that failed because its worker did not
+// answer: it exited or was killed (a process or thread it could not start, its
+// memory), or ran out of time on a busy host.
+var ErrWorkerLost = errors.New("the worker was lost while loading the source")
+
+func (e *CompileError) Unwrap() error { return e.Cause }
 
 func (e *CompileError) Error() string {
 	if e.Line > 0 {

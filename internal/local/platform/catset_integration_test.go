@@ -307,11 +307,7 @@ func startWithNode(t *testing.T, nodeOpts node.Options) (*Platform, context.Cont
 	t.Helper()
 	dataDir := filepath.Join(t.TempDir(), "data")
 	opts := testOptions(t, dataDir)
-	opts.Node = func(kube kubernetes.Interface, dir string) (NodeRunner, error) {
-		o := nodeOpts
-		o.StateDir = filepath.Join(dir, "node")
-		return node.New(kube, o)
-	}
+	opts.Node = LocalNode(nodeOpts)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
 	var out strings.Builder

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -211,4 +212,40 @@ func podProblems(ctx context.Context, kube kubernetes.Interface, deployment stri
 		return ""
 	}
 	return "; " + strings.Join(out, "; ")
+}
+
+// BuildComponents builds this checkout's engine, gateway and metalambda-worker into a
+// new directory under the user's cache directory (not /tmp, which the chart's gateway
+// pod mounts an emptyDir over), for InCluster.BinDir and ComponentImages. The caller
+// removes the directory; prefix names it.
+func BuildComponents(ctx context.Context, prefix string) (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(filepath.Join(cache, "metalambda"), 0o755); err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp(filepath.Join(cache, "metalambda"), prefix)
+	if err != nil {
+		return "", err
+	}
+	for _, cmd := range []string{"engine", "gateway", "metalambda-worker"} {
+		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, cmd), "github.com/metalambda/metalambda/cmd/"+cmd)
+		if out, err := build.CombinedOutput(); err != nil {
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("build %s: %v\n%s", cmd, err, out)
+		}
+	}
+	return dir, nil
+}
+
+// LocalNode is an Options.Node that runs the local node with opts, its state in the
+// platform's data directory.
+func LocalNode(opts node.Options) func(kube kubernetes.Interface, dataDir string) (NodeRunner, error) {
+	return func(kube kubernetes.Interface, dataDir string) (NodeRunner, error) {
+		o := opts
+		o.StateDir = filepath.Join(dataDir, "node")
+		return node.New(kube, o)
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -21,7 +20,6 @@ import (
 	"github.com/metalambda/metalambda/internal/engineapi"
 	"github.com/metalambda/metalambda/internal/gatewayapi"
 	"github.com/metalambda/metalambda/internal/kubetest"
-	"github.com/metalambda/metalambda/internal/local/node"
 )
 
 // TestInClusterChart installs the Helm chart on the local platform and runs the
@@ -30,35 +28,16 @@ import (
 // rights, the engine reaches the gateway's hooks by the Service's DNS name, and the
 // PythonLambda sample answers through the ingress.
 func TestInClusterChart(t *testing.T) {
-	// Not under /tmp, where the test's temporary directory (and maybe the checkout)
-	// is: the gateway pod mounts an emptyDir at /tmp, which would hide its binary.
-	cache, err := os.UserCacheDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.MkdirAll(filepath.Join(cache, "metalambda"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	binDir, err := os.MkdirTemp(filepath.Join(cache, "metalambda"), "incluster-test-")
+	binDir, err := BuildComponents(context.Background(), "incluster-test-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(binDir) })
-	for _, cmd := range []string{"engine", "gateway", "metalambda-worker"} {
-		build := exec.Command("go", "build", "-o", filepath.Join(binDir, cmd), "github.com/metalambda/metalambda/cmd/"+cmd)
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("build %s: %v\n%s", cmd, err, out)
-		}
-	}
 	nodeOpts := nodeOptions("mlchart0", "10.244.225.0/24")
 	nodeOpts.Images = ComponentImages(binDir)
 	opts := testOptions(t, filepath.Join(t.TempDir(), "data"))
 	opts.InCluster = &InCluster{ChartDir: filepath.Join("..", "..", "..", "deploy", "helm", "metalambda"), BinDir: binDir}
-	opts.Node = func(kube kubernetes.Interface, dir string) (NodeRunner, error) {
-		o := nodeOpts
-		o.StateDir = filepath.Join(dir, "node")
-		return node.New(kube, o)
-	}
+	opts.Node = LocalNode(nodeOpts)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	var out strings.Builder

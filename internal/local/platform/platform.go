@@ -154,6 +154,8 @@ type Platform struct {
 	sandbox *sandbox.Sandbox
 	// ready reports whether the in-process engine and gateway are ready.
 	ready func() bool
+	// node is the running local node, if any (RestartNode replaces it).
+	node *runningNode
 }
 
 // EngineURL is the base URL of the engine's API, once started ("" in the in-cluster
@@ -307,12 +309,8 @@ func (p *Platform) startComponents(ctx context.Context, log io.Writer) error {
 		fmt.Fprintln(log, "metalambda: running without the local node: pods stay Pending (pass --node, as root)")
 		return waitUntil(time.Minute, "the gateway and the engine are ready", func() bool { return p.ready() && router.Ready() })
 	}
-	n, err := p.opts.Node(kube, p.opts.DataDir)
-	if err != nil {
-		return fmt.Errorf("local node: %w", err)
-	}
-	p.run(n.Run)
-	if err := waitUntil(2*time.Minute, "the local node is Ready", n.Ready); err != nil {
+	p.stops = append(p.stops, p.stopNode)
+	if err := p.startNode(kube); err != nil {
 		return err
 	}
 	if p.opts.InCluster != nil {
