@@ -322,3 +322,36 @@ func TestChartSecureCookies(t *testing.T) {
 		}
 	}
 }
+
+// TestChartTracing: tracing.env reaches the engine and the gateway, besides the env
+// they have, in both variants (the engine alone has no env without it), and
+// tracing.traceURLTemplate passes --trace-url-template.
+func TestChartTracing(t *testing.T) {
+	otlp := map[string]any{"name": "OTEL_EXPORTER_OTLP_ENDPOINT", "value": "http://collector:4318"}
+	for _, base := range Variants {
+		v := base
+		v.Values = map[string]any{"tracing": map[string]any{"env": []any{otlp}, "traceURLTemplate": "http://jaeger:16686/trace/{traceID}"}}
+		maps.Copy(v.Values, base.Values)
+		rendered, err := RenderChart(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range []string{"engine.yaml", "gateway.yaml"} {
+			for _, o := range rendered[file] {
+				if o.GetKind() != "Deployment" {
+					continue
+				}
+				containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+				c := containers[0].(map[string]any)
+				env, _, _ := unstructured.NestedSlice(c, "env")
+				if !slices.ContainsFunc(env, func(e any) bool { return cmp.Equal(e, otlp) }) {
+					t.Errorf("%s %s: env %v has no %v", v.Name, o.GetName(), env, otlp)
+				}
+				args, _, _ := unstructured.NestedStringSlice(c, "args")
+				if file == "gateway.yaml" && !slices.Contains(args, "--trace-url-template=http://jaeger:16686/trace/{traceID}") {
+					t.Errorf("%s gateway args %v have no --trace-url-template", v.Name, args)
+				}
+			}
+		}
+	}
+}

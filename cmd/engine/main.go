@@ -34,6 +34,7 @@ import (
 	"github.com/metalambda/metalambda/internal/gcpercent"
 	"github.com/metalambda/metalambda/internal/kubeclient"
 	"github.com/metalambda/metalambda/internal/logging"
+	"github.com/metalambda/metalambda/internal/tracing"
 	"github.com/metalambda/metalambda/internal/version"
 )
 
@@ -307,6 +308,15 @@ func main() {
 	}
 }
 
+// shutdownTracing exports the spans still buffered, for a few seconds at most.
+func shutdownTracing(traces *tracing.Setup) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := traces.Shutdown(ctx); err != nil {
+		klog.ErrorS(err, "Cannot export the last spans")
+	}
+}
+
 func run(ctx context.Context, o *options) error {
 	cfg, err := kubeclient.Config(o.kubeconfig, o.qps, o.burst)
 	if err != nil {
@@ -333,6 +343,15 @@ func run(ctx context.Context, o *options) error {
 		}
 		o.engine.Standby = elect.Standby // the API of a standby names the leader
 	}
+	traces, err := tracing.FromEnv(ctx, "metalambda-engine")
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(traces)
+	if traces.Enabled() {
+		klog.InfoS("Tracing", "exporters", traces.Exporters, "otlpProtocol", traces.Protocol)
+	}
+	o.engine.TracerProvider = traces.Provider
 	mgr, err := engine.New(cfg, o.engine, reg)
 	if err != nil {
 		return err

@@ -27,12 +27,14 @@ import (
 
 	"github.com/metalambda/metalambda/functions"
 	"github.com/metalambda/metalambda/internal/gateway"
+	"github.com/metalambda/metalambda/internal/gateway/dashboard"
 	"github.com/metalambda/metalambda/internal/gateway/egress"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 	"github.com/metalambda/metalambda/internal/gcpercent"
 	"github.com/metalambda/metalambda/internal/kubeclient"
 	"github.com/metalambda/metalambda/internal/logging"
+	"github.com/metalambda/metalambda/internal/tracing"
 	"github.com/metalambda/metalambda/internal/version"
 )
 
@@ -95,6 +97,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 		return parsePrefixes(v, &o.gateway.TrustedProxies)
 	})
 	fs.StringVar(&o.gateway.EngineURL, "engine-url", o.gateway.EngineURL, "Base URL of the engine's API (its --api-address), which the dashboard at /ui/ reads controllers, parents and hook calls from; empty leaves those out.")
+	fs.StringVar(&o.gateway.Dashboard.TraceURLTemplate, "trace-url-template", o.gateway.Dashboard.TraceURLTemplate, "URL of a trace in a tracing UI, with {traceID} in place of the ID (http://jaeger:16686/trace/{traceID}); the dashboard links the trace IDs of hook calls and invocations to it. Empty shows them as text. Tracing itself is set with the OTEL_* environment variables (docs/tracing.md).")
 	fs.BoolVar(&o.gateway.Dashboard.SecureCookies, "secure-cookies", o.gateway.Dashboard.SecureCookies, "Mark the dashboard's session cookies Secure on plain-HTTP requests too, for a gateway behind a TLS-terminating proxy or ingress (requests over TLS always get them Secure).")
 	fs.StringVar(&o.gateway.IngressAddress, "ingress-address", o.gateway.IngressAddress, "host:port of the ingress that serves PythonLambdas' hosts, through which the dashboard's \"try it\" calls them; empty turns \"try it\" off.")
 	fs.Func("egress-deny", "Comma-separated host:port destinations the dashboard's \"try it\" never connects to (e.g. etcd's client port), besides loopback, link-local, unspecified and multicast addresses, the Kubernetes API server, the engine's API and the gateway's own addresses; a host left empty or 0.0.0.0 means every address on the port. May be repeated.", func(v string) error {
@@ -120,6 +123,9 @@ func (o *options) validate() error {
 		return fmt.Errorf("--sandbox: %w", err)
 	}
 	o.gateway.SandboxMode = mode
+	if err := dashboard.ValidateTraceURLTemplate(o.gateway.Dashboard.TraceURLTemplate); err != nil {
+		return fmt.Errorf("--trace-url-template: %w", err)
+	}
 	if o.gateway.Replica == "" {
 		o.gateway.Replica = os.Getenv("POD_NAME")
 	}
@@ -209,6 +215,28 @@ func main() {
 	}
 }
 
+// startTracing sets up tracing from the OTEL_* environment variables and logs what
+// it exports to.
+func startTracing(ctx context.Context) (*tracing.Setup, error) {
+	traces, err := tracing.FromEnv(ctx, "metalambda-gateway")
+	if err != nil {
+		return nil, err
+	}
+	if traces.Enabled() {
+		klog.InfoS("Tracing", "exporters", traces.Exporters, "otlpProtocol", traces.Protocol)
+	}
+	return traces, nil
+}
+
+// shutdownTracing exports the spans still buffered, for a few seconds at most.
+func shutdownTracing(traces *tracing.Setup) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := traces.Shutdown(ctx); err != nil {
+		klog.ErrorS(err, "Cannot export the last spans")
+	}
+}
+
 // buildSandbox gives the runtimes a sandbox of mode, failing with what is
 // missing, unless the operator turned it off. The caller closes the sandbox it
 // returns (nil without one) once the gateway has stopped.
@@ -253,6 +281,12 @@ func run(ctx context.Context, o *options, ready chan<- string) error {
 			return err
 		}
 	}
+	traces, err := startTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(traces)
+	o.gateway.TracerProvider = traces.Provider
 	gw, err := gateway.New(cfg, o.gateway, reg)
 	if err != nil {
 		return err

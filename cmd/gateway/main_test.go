@@ -34,6 +34,9 @@ func TestOptionsValidate(t *testing.T) {
 	o = defaultOptions()
 	fs := flag.NewFlagSet("gateway", flag.ContinueOnError)
 	o.bindFlags(fs)
+	if err := fs.Parse([]string{"--trace-url-template=http://jaeger:16686/trace/{traceID}"}); err != nil || o.validate() != nil || o.gateway.Dashboard.TraceURLTemplate != "http://jaeger:16686/trace/{traceID}" {
+		t.Fatalf("--trace-url-template: %v, %q", err, o.gateway.Dashboard.TraceURLTemplate)
+	}
 	if err := fs.Parse([]string{"--secure-cookies", "--max-functions-per-namespace=7", "--max-calls-per-namespace=9", "--worker-memory-budget=1536Mi"}); err != nil || o.validate() != nil {
 		t.Fatalf("flags: %v", err)
 	}
@@ -94,6 +97,7 @@ func TestOptionsValidate(t *testing.T) {
 		{func(o *options) { o.sandboxMode = "chroot" }, `--sandbox: unknown sandbox mode "chroot"`},
 		{func(o *options) { o.memoryBudget = "lots" }, `--worker-memory-budget "lots"`},
 		{func(o *options) { o.memoryBudget = "-1Gi" }, `--worker-memory-budget "-1Gi"`},
+		{func(o *options) { o.gateway.Dashboard.TraceURLTemplate = "http://jaeger:16686/trace/" }, "--trace-url-template: trace URL template \"http://jaeger:16686/trace/\" has no {traceID}"},
 	} {
 		o := defaultOptions()
 		tt.set(o)

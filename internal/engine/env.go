@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
@@ -27,6 +28,7 @@ type environment struct {
 	metrics   *metrics
 	calls     *api.History // nil when no calls are recorded
 	own       *ownWrites
+	tracer    trace.Tracer // nil when tracing is off
 }
 
 // customizeCacheTTL is upstream's lifetime of a cached customize answer: the hook is

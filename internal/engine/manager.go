@@ -28,6 +28,7 @@ import (
 	"github.com/metalambda/metalambda/internal/engine/hook"
 	"github.com/metalambda/metalambda/internal/engine/informer"
 	"github.com/metalambda/metalambda/internal/engine/slim"
+	"github.com/metalambda/metalambda/internal/tracing"
 	"github.com/metalambda/metalambda/internal/workloop"
 )
 
@@ -106,6 +107,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 	}
 	rec := newEventRecorder(kube, opts)
 	calls := api.NewHistory(opts.HookCallHistory)
+	tracer := tracing.Tracer(opts.TracerProvider)
 	env := &environment{
 		opts:      opts,
 		dynamic:   dyn,
@@ -116,11 +118,12 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 			// Three-way apply reads managedFields of observed children.
 			DropManagedFields: opts.ApplyStrategy == ServerSideApply,
 		}),
-		hooks:    &hook.Client{HTTP: opts.HookHTTP, Metrics: hook.NewMetrics(reg)},
+		hooks:    &hook.Client{HTTP: opts.HookHTTP, Metrics: hook.NewMetrics(reg), Tracer: tracer},
 		recorder: rec.recorder,
 		metrics:  m,
 		calls:    calls,
 		own:      newOwnWrites(),
+		tracer:   tracer,
 	}
 	if calls != nil {
 		env.hooks.Recorder = calls

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/metalambda/metalambda/internal/engine/hook"
@@ -68,6 +69,9 @@ type Options struct {
 	// CodeChangeSyncRate is how many parents per second are queued for a sync when
 	// the code of a gateway Function that serves their controller changes.
 	CodeChangeSyncRate float64
+	// TracerProvider traces every sync and hook call (see docs/tracing.md); nil
+	// traces nothing and costs nothing.
+	TracerProvider trace.TracerProvider
 	// customizeTTL is how long a customize answer serves a parent whose generation
 	// stays the same; upstream's 20 minutes unless a test shortens it.
 	customizeTTL time.Duration

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 
+	"github.com/metalambda/metalambda/internal/hookapi"
+	"github.com/metalambda/metalambda/internal/tracing"
 	"github.com/metalambda/metalambda/internal/workloop"
 )
 
@@ -39,7 +41,9 @@ func (c *controller) reconcile(ctx context.Context, key parentKey) (after time.D
 		}
 	}()
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("parent", key.String()))
+	ctx, span := c.startSync(ctx, key, parent)
 	after, err = c.sync(ctx, key, p, parent)
+	endSync(span, err)
 	if err != nil && !workloop.IsDelay(err) && !errors.Is(err, errParentGone) && !apierrors.IsConflict(err) {
 		c.env.warn(parent, "SyncError", err)
 	}
@@ -76,11 +80,7 @@ func (c *controller) sync(ctx context.Context, key parentKey, p *parentType, par
 	if !p.selects(parent) && !finalizing {
 		return 0, nil // released, or the garbage collector goes first
 	}
-	children, err := c.flavor.observe(ctx, p, parent, c.children)
-	if err != nil {
-		return 0, err
-	}
-	related, err := c.related.objects(ctx, key, parent)
+	children, related, err := c.observe(ctx, key, p, parent)
 	if err != nil {
 		return 0, err
 	}
@@ -101,10 +101,10 @@ func (c *controller) sync(ctx context.Context, key parentKey, p *parentType, par
 	}
 	var childErr error
 	if manage {
-		childErr = c.applyChildren(ctx, parent, children, out.desired)
+		childErr = c.apply(ctx, parent, children, out.desired)
 		c.states.applied(key, out.desired)
 	}
-	if err := c.flavor.writeParent(ctx, p, parent, out); err != nil {
+	if err := c.writeParent(ctx, p, parent, out); err != nil {
 		if terminating && errors.Is(err, errParentGone) {
 			err = nil // the last finalizer went and the parent with it
 		}
@@ -118,6 +118,36 @@ func (c *controller) sync(ctx context.Context, key parentKey, p *parentType, par
 		return 0, err
 	}
 	return out.resyncAfter, nil
+}
+
+// observe reads the parent's children (claiming, adopting and releasing them) and
+// the related objects it asked for (calling the customize hook when its answer is not
+// cached), in the span "observe".
+func (c *controller) observe(ctx context.Context, key parentKey, p *parentType, parent *unstructured.Unstructured) (children [][]*unstructured.Unstructured, related hookapi.Objects, err error) {
+	ctx, span := c.phase(ctx, "observe")
+	defer func() { tracing.End(span, err) }()
+	if children, err = c.flavor.observe(ctx, p, parent, c.children); err != nil {
+		return nil, nil, err
+	}
+	related, err = c.related.objects(ctx, key, parent)
+	return children, related, err
+}
+
+// apply writes the desired children, in the span "apply children".
+func (c *controller) apply(ctx context.Context, parent *unstructured.Unstructured, observed [][]*unstructured.Unstructured, desired []*unstructured.Unstructured) error {
+	ctx, span := c.phase(ctx, "apply children")
+	err := c.applyChildren(ctx, parent, observed, desired)
+	tracing.End(span, err)
+	return err
+}
+
+// writeParent writes the parent's status (and what else the flavor writes of it), in
+// the span "write parent".
+func (c *controller) writeParent(ctx context.Context, p *parentType, parent *unstructured.Unstructured, out *outcome) error {
+	ctx, span := c.phase(ctx, "write parent")
+	err := c.flavor.writeParent(ctx, p, parent, out)
+	tracing.End(span, err)
+	return err
 }
 
 // processed records the end of a sync of key, a panicked one included: the next

@@ -128,6 +128,9 @@ type HookCall struct {
 	// no previous call).
 	PreviousID uint64 `json:"previousId,omitempty"`
 	Diff       string `json:"diff,omitempty"`
+	// TraceID is the OpenTelemetry trace of the call (32 hex digits) when the engine
+	// traces and sampled it; the gateway's invocation carries the same.
+	TraceID string `json:"traceId,omitempty"`
 }
 
 // HookCallQuery filters GET /api/v1/hookcalls; zero fields do not filter.

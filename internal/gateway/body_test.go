@@ -33,7 +33,7 @@ func bodyTestServer(t *testing.T, g *Gateway) (addr string, entered chan struct{
 	}
 	r.Post("/hooks/{namespace}/{name}", func(w http.ResponseWriter, r *http.Request) {
 		entered <- struct{}{}
-		g.callRoute(echo)(w, r)
+		g.callRoute(sourceHook, echo)(w, r)
 	})
 	srv := httptest.NewUnstartedServer(nil)
 	srv.Config = NewServer(r)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -20,6 +21,7 @@ import (
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 	"github.com/metalambda/metalambda/internal/httpapi"
+	"github.com/metalambda/metalambda/internal/tracing"
 )
 
 // Options configure a gateway; cmd/gateway sets them from flags.
@@ -103,6 +105,10 @@ type Options struct {
 	// EngineURL is the base URL of the engine's API (package engineapi), which the
 	// dashboard asks for hook calls, controllers and parents; "" when there is none.
 	EngineURL string
+	// TracerProvider traces every call of a function: a server span that continues
+	// the caller's W3C trace context, with the queue wait, a worker's start and the
+	// worker's time under it (see docs/tracing.md). Nil traces nothing.
+	TracerProvider trace.TracerProvider
 }
 
 // Defaults are the options of a gateway without flags; cmd/gateway's flag
@@ -208,6 +214,7 @@ type Gateway struct {
 	// every replay of the gateway.
 	nsReplays *callLimiter
 	dash      *dashboard.Dashboard
+	tracer    trace.Tracer // nil when tracing is off
 	running   atomic.Bool
 	draining  atomic.Bool
 	// sandbox is the sandbox New built for the runtimes (nil when the options
@@ -260,6 +267,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (g *Gateway,
 		replays:  newCallLimiter(opts.MaxConcurrentReplays),
 
 		nsReplays: newCallLimiter(max(opts.MaxConcurrentReplays/2, 1)),
+		tracer:    tracing.Tracer(opts.TracerProvider),
 	}
 	if g.auth, err = httpapi.NewAuth(kube, opts.authOptions()); err != nil {
 		return nil, err

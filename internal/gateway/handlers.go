@@ -12,6 +12,7 @@ import (
 	"github.com/metalambda/metalambda/internal/jsonvalue"
 
 	"github.com/go-chi/chi/v5"
+	"go.opentelemetry.io/otel/trace"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,6 +23,7 @@ import (
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/gatewayapi"
 	"github.com/metalambda/metalambda/internal/httpapi"
+	"github.com/metalambda/metalambda/internal/tracing"
 )
 
 // functionRequest is the body of POST and PUT: a Function object (metadata.name,
@@ -315,7 +317,7 @@ func readFunction(r *http.Request) (*functionRequest, error) {
 
 // hook serves engines: Metacontroller hook JSON in, hook JSON out.
 func (g *Gateway) hook(w http.ResponseWriter, r *http.Request) {
-	inv, err := g.call(r, "hook")
+	inv, err := g.call(r, sourceHook)
 	if err != nil {
 		httpapi.WriteError(w, err)
 		return
@@ -326,7 +328,7 @@ func (g *Gateway) hook(w http.ResponseWriter, r *http.Request) {
 
 // invoke is a test call from the management API: the response and the logs.
 func (g *Gateway) invoke(w http.ResponseWriter, r *http.Request) {
-	inv, err := g.call(r, "invoke")
+	inv, err := g.call(r, sourceInvoke)
 	if err != nil {
 		httpapi.WriteError(w, err)
 		return
@@ -356,6 +358,7 @@ func (g *Gateway) call(r *http.Request, source string) (*Invocation, error) {
 		return nil, err
 	}
 	u, revision := e.pick(body)
+	noteRevision(r, revision)
 	b := g.store.serving(r.Context(), u)
 	if errors.Is(b.err, ErrEnvSourceUnavailable) {
 		return nil, httpapi.NewError(http.StatusServiceUnavailable, "env_source_unavailable", b.err.Error())
@@ -370,7 +373,8 @@ func (g *Gateway) call(r *http.Request, source string) (*Invocation, error) {
 		return nil, httpapi.NewError(http.StatusBadRequest, "bad_request", "the request body is not JSON: "+callErr.Error())
 	}
 	elapsed := time.Since(start)
-	inv := &Invocation{Time: start, DurationMS: float64(elapsed.Microseconds()) / 1000, Source: source, Revision: revision, Status: http.StatusOK, Request: body, Response: res.Response, Logs: res.Logs, Replica: g.opts.Replica}
+	inv := &Invocation{Time: start, DurationMS: float64(elapsed.Microseconds()) / 1000, Source: source, Revision: revision, Status: http.StatusOK, Request: body, Response: res.Response, Logs: res.Logs, Replica: g.opts.Replica,
+		TraceID: tracing.TraceID(trace.SpanFromContext(r.Context()))}
 	if callErr != nil {
 		inv.Status, inv.Error, inv.Response = http.StatusInternalServerError, callErr.Error(), nil
 	}

@@ -26,7 +26,7 @@ func (g *Gateway) routes(metrics http.Handler) http.Handler {
 			httpapi.WriteError(w, httpapi.NewError(http.StatusNotFound, "not_found", "this gateway serves hooks on its hooks address (--hooks-listen), not on its API address"))
 		})
 	} else {
-		r.Post("/hooks/{namespace}/{name}", g.hookAuth(g.callRoute(g.hook)))
+		r.Post("/hooks/{namespace}/{name}", g.hookAuth(g.callRoute(sourceHook, g.hook)))
 	}
 	r.Route("/v1/namespaces/{namespace}/functions", g.functionRoutes)
 	r.Mount(dashboard.Prefix, g.dash.Handler())
@@ -46,7 +46,7 @@ func (g *Gateway) functionRoutes(r chi.Router) {
 	r.Get("/{name}", g.authorized("get", g.getFunction))
 	r.Put("/{name}", g.authorized("update", g.putFunction))
 	r.Delete("/{name}", g.authorized("delete", g.deleteFunction))
-	r.Post("/{name}/invoke", g.authorized(verbInvoke, g.callRoute(g.invoke)))
+	r.Post("/{name}/invoke", g.authorized(verbInvoke, g.callRoute(sourceInvoke, g.invoke)))
 	r.Get("/{name}/invocations", g.authorized(verbInvoke, g.invocations))
 	r.Get("/{name}/revisions", g.authorized("get", g.listRevisions))
 	r.Post("/{name}/rollout/{action}", g.authorized("update", g.rolloutAction))
@@ -71,17 +71,18 @@ func (g *Gateway) hookRoutes() http.Handler {
 	r.Get("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		httpapi.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
-	r.Post("/hooks/{namespace}/{name}", g.hookAuth(g.callRoute(g.hook)))
+	r.Post("/hooks/{namespace}/{name}", g.hookAuth(g.callRoute(sourceHook, g.hook)))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, httpapi.NewError(http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path+" (this address serves /hooks only)"))
 	})
 	return r
 }
 
-// callRoute serves a call of a function: its body read first, then a slot of the
-// function taken (limitCalls), so that slow bodies cannot hold the slots.
-func (g *Gateway) callRoute(h http.HandlerFunc) http.HandlerFunc {
-	return g.bodyFirst(g.limitCalls(h))
+// callRoute serves a call of a function, source "hook" or "invoke": in its span
+// when the gateway traces (traced), its body read first, then a slot of the function
+// taken (limitCalls), so that slow bodies cannot hold the slots.
+func (g *Gateway) callRoute(source string, h http.HandlerFunc) http.HandlerFunc {
+	return g.traced(source, g.bodyFirst(g.limitCalls(h)))
 }
 
 // limitBody answers 413 to bodies over the limit (see readBody).

@@ -35,6 +35,9 @@ type Invocation struct {
 	Logs     string            `json:"logs,omitempty"`
 	// Replica is the gateway replica that served the call (its pod's name).
 	Replica string `json:"replica,omitempty"`
+	// TraceID is the OpenTelemetry trace of the call (32 hex digits) when the
+	// gateway traces and sampled it: a hook call's is the engine's trace.
+	TraceID string `json:"traceId,omitempty"`
 }
 
 // Parent names the parent object of the call's hook request.

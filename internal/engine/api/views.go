@@ -34,7 +34,7 @@ func callView(rc, prev *recordedCall) engineapi.HookCall {
 			APIVersion: c.Info.ParentAPIVersion, Kind: c.Info.Parent.Kind,
 			Namespace: c.Info.Parent.Namespace, Name: c.Info.Parent.Name, UID: c.Info.ParentUID,
 		},
-		URL: c.URL, DurationMS: ms(c.Duration), Status: c.Status,
+		URL: c.URL, DurationMS: ms(c.Duration), Status: c.Status, TraceID: c.TraceID,
 		Request:  recordedBody(c.Request, rc.requestBytes),
 		Response: recordedBody(c.Response, rc.responseBytes),
 	}

@@ -15,7 +15,11 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/metalambda/metalambda/internal/tracing"
 )
 
 // Hook names for CallInfo.Hook.
@@ -68,6 +72,10 @@ type Client struct {
 	MaxResponseBytes int64
 	// Recorder is told about every call; nil records nothing.
 	Recorder Recorder
+	// Tracer makes a client span of every call, whose W3C trace context the request
+	// carries (traceparent); nil makes none, but a call still carries the context of
+	// its caller's span when there is one.
+	Tracer trace.Tracer
 }
 
 // Recorder keeps a record of hook calls. RecordCall runs on the caller's goroutine
@@ -89,6 +97,9 @@ type Call struct {
 	// body a 304 reused), nil otherwise.
 	Request, Response []byte
 	Err               error
+	// TraceID is the trace of the call's span, "" when it was not traced or not
+	// sampled.
+	TraceID string
 }
 
 // sharedHTTP is the Doer of clients that do not set one. It holds idle connections
@@ -128,15 +139,35 @@ func (c *Client) Call(ctx context.Context, ep Endpoint, info CallInfo, request, 
 	if err != nil {
 		return fmt.Errorf("POST %s: encode request: %w", ep.URL, err)
 	}
+	ctx, span := c.startSpan(ctx, ep, info)
 	done := c.Metrics.start(info, ep.URL)
 	start := time.Now()
 	code, body, err := c.post(ctx, ep, info, payload, response)
 	done(code)
+	status, _ := strconv.Atoi(code)
+	if span.IsRecording() && status != 0 {
+		span.SetAttributes(attribute.Int("http.response.status_code", status))
+	}
+	tracing.End(span, err)
 	if c.Recorder != nil {
-		status, _ := strconv.Atoi(code)
-		c.Recorder.RecordCall(Call{Info: info, URL: ep.URL, Start: start, Duration: time.Since(start), Status: status, Request: payload, Response: body, Err: err})
+		c.Recorder.RecordCall(Call{Info: info, URL: ep.URL, Start: start, Duration: time.Since(start), Status: status, Request: payload, Response: body, Err: err, TraceID: tracing.TraceID(span)})
 	}
 	return err
+}
+
+// startSpan starts the client span of a call, "hook sync" say, when the client has a
+// tracer.
+func (c *Client) startSpan(ctx context.Context, ep Endpoint, info CallInfo) (context.Context, trace.Span) {
+	if c.Tracer == nil {
+		return tracing.Start(ctx, nil, "")
+	}
+	return c.Tracer.Start(ctx, "hook "+info.Hook, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("metalambda.controller", info.ControllerType+"/"+info.Controller),
+		attribute.String("metalambda.hook", info.Hook),
+		attribute.String("metalambda.parent", parentName(info.Parent)),
+		attribute.String("http.request.method", http.MethodPost),
+		attribute.String("url.full", ep.URL),
+	))
 }
 
 // post sends payload and handles the answer; code is the metrics label of the result
@@ -201,6 +232,14 @@ func (c *Client) receive(ctx context.Context, ep Endpoint, info CallInfo, resp *
 	return code, body, nil
 }
 
+// parentName is "namespace/name", or "name" for a cluster-scoped parent.
+func parentName(k ObjectKey) string {
+	if k.Namespace == "" {
+		return k.Name
+	}
+	return k.Namespace + "/" + k.Name
+}
+
 // notModified reports whether code says "the response you have is current": 304,
 // or 412 as Metacontroller also accepts it.
 func notModified(code int) bool {
@@ -236,6 +275,7 @@ func newRequest(ctx context.Context, u string, payload []byte) (*http.Request, e
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "metalambda")
+	tracing.Inject(ctx, req.Header)
 	// Hooks are idempotent by contract: net/http may then resend the request
 	// when a kept-alive connection turns out closed before any answer. A nil
 	// value marks the request so without sending the header.

@@ -66,6 +66,10 @@ type Options struct {
 	// SecureCookies marks the session cookie Secure even for plain-HTTP requests (for
 	// a gateway behind a TLS-terminating proxy); requests over TLS always get it.
 	SecureCookies bool
+	// TraceURLTemplate links the trace ID of a hook call or invocation to a tracing
+	// UI: the ID replaces {traceID} (http://jaeger:16686/trace/{traceID}, say).
+	// Empty shows the IDs as text.
+	TraceURLTemplate string
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
@@ -89,7 +93,7 @@ func (o *Options) validate() error {
 	case o.Now == nil:
 		return errors.New("dashboard option Now must not be nil (start the options from dashboard.Defaults())")
 	}
-	return nil
+	return ValidateTraceURLTemplate(o.TraceURLTemplate)
 }
 
 // Rates are a function's calls and failed calls per minute over the last Window.
@@ -115,7 +119,7 @@ func New(opts Options) (*Dashboard, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	pages, err := parsePages(web.Templates())
+	pages, err := parsePages(web.Templates(), opts.TraceURLTemplate)
 	if err != nil {
 		return nil, err
 	}

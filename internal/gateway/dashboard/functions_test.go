@@ -60,7 +60,7 @@ func TestFormApplyKeepsTheRestOfTheSpec(t *testing.T) {
 // carry their position for the editor and say it in text; the replay table marks the
 // changed call alone and shows its diff.
 func TestFunctionFragments(t *testing.T) {
-	pages, err := parsePages(web.Templates())
+	pages, err := parsePages(web.Templates(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,8 +35,9 @@ func (p Page) CSRF() string {
 	return p.Session.CSRF
 }
 
-// parsePages parses each page template together with layout.html.
-func parsePages(fsys fs.FS) (map[string]*template.Template, error) {
+// parsePages parses each page template together with layout.html; trace IDs link
+// to traceURL (a TraceURLTemplate) when it is set.
+func parsePages(fsys fs.FS, traceURL string) (map[string]*template.Template, error) {
 	names, err := fs.Glob(fsys, "*.html")
 	if err != nil {
 		return nil, err
@@ -46,7 +47,7 @@ func parsePages(fsys fs.FS) (map[string]*template.Template, error) {
 		if name == "layout.html" {
 			continue
 		}
-		t, err := template.New(name).Funcs(funcs).ParseFS(fsys, "layout.html", name)
+		t, err := template.New(name).Funcs(funcs).Funcs(template.FuncMap{"traceURL": traceLinker(traceURL)}).ParseFS(fsys, "layout.html", name)
 		if err != nil {
 			return nil, fmt.Errorf("dashboard templates: %w", err)
 		}

@@ -13,7 +13,7 @@ import (
 // The sync buttons post the parent (or all) with the CSRF token, and their outcome
 // names what was queued, what waits for its hook, and a refusal's reason.
 func TestSyncTemplates(t *testing.T) {
-	pages, err := parsePages(web.Templates())
+	pages, err := parsePages(web.Templates(), "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/metalambda/metalambda/internal/tracing"
 )
 
 // BuiltinFunc is a hook function written in Go and compiled into the gateway.
@@ -79,6 +81,14 @@ func (f *builtinFunction) Invoke(ctx context.Context, request json.RawMessage) (
 	}
 	ctx, cancel := context.WithTimeout(context.WithValue(ctx, envKey{}, maps.Clone(f.fn.Env)), f.timeout)
 	defer cancel()
+	_, span := workerSpan(ctx, Builtin)
+	res, err := f.wait(ctx, request)
+	tracing.End(span, err)
+	return res, err
+}
+
+// wait runs the call on a goroutine of its own, abandoned at ctx's end.
+func (f *builtinFunction) wait(ctx context.Context, request json.RawMessage) (Result, error) {
 	done := make(chan builtinOutcome, 1)
 	go func() {
 		done <- f.safeCall(ctx, request)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/parser"
+
+	"github.com/metalambda/metalambda/internal/tracing"
 )
 
 // DefaultJavaScriptHandler is the function a JavaScript source defines when
@@ -115,7 +117,9 @@ func (f *jsFunction) Invoke(ctx context.Context, request json.RawMessage) (Resul
 	}
 	logs := &logBuffer{}
 	vm.logs = logs
+	_, span := workerSpan(ctx, JavaScript)
 	response, interrupted, err := vm.invoke(ctx, f.fn.Name, request)
+	tracing.End(span, err)
 	vm.logs = nil
 	f.pool.put(vm, !interrupted)
 	if interrupted {

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/metalambda/metalambda/internal/tracing"
 )
 
 // ErrClosed is returned by Invoke after Close.
@@ -53,15 +55,14 @@ func newPool[T comparable](size int, stats *poolSet, create func() (T, error), d
 }
 
 // get lends an idle item, creating one if none is idle and the pool is not full; it
-// waits for a free slot until ctx is done.
+// waits for a free slot until ctx is done. A traced call sees the wait as the span
+// "queue wait" and the start of an item as "worker start".
 func (p *pool[T]) get(ctx context.Context) (T, error) {
 	var zero T
-	select {
-	case p.slots <- struct{}{}:
-	case <-ctx.Done():
-		return zero, ctx.Err()
+	if err := p.wait(ctx); err != nil {
+		return zero, err
 	}
-	item, err := p.takeIdleOrCreate()
+	item, err := p.takeIdleOrCreate(ctx)
 	if err != nil {
 		<-p.slots
 		return zero, err
@@ -69,7 +70,20 @@ func (p *pool[T]) get(ctx context.Context) (T, error) {
 	return item, nil
 }
 
-func (p *pool[T]) takeIdleOrCreate() (T, error) {
+// wait takes a slot, in the span "queue wait".
+func (p *pool[T]) wait(ctx context.Context) error {
+	_, span := tracing.Child(ctx, "queue wait")
+	select {
+	case p.slots <- struct{}{}:
+		span.End()
+		return nil
+	case <-ctx.Done():
+		tracing.End(span, ctx.Err())
+		return ctx.Err()
+	}
+}
+
+func (p *pool[T]) takeIdleOrCreate(ctx context.Context) (T, error) {
 	var zero T
 	p.mu.Lock()
 	if p.closed {
@@ -85,8 +99,10 @@ func (p *pool[T]) takeIdleOrCreate() (T, error) {
 		return item, nil
 	}
 	p.mu.Unlock()
+	_, span := tracing.Child(ctx, "worker start")
 	p.stats.budget.enforce(false) // make room first
 	item, err := p.create()
+	tracing.End(span, err)
 	if err != nil {
 		return zero, err
 	}

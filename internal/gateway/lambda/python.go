@@ -23,6 +23,7 @@ import (
 
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 	"github.com/metalambda/metalambda/internal/reservedenv"
+	"github.com/metalambda/metalambda/internal/tracing"
 )
 
 // DefaultPythonHandler is the function a Python source defines when
@@ -304,7 +305,9 @@ func (f *pyFunction) Invoke(ctx context.Context, request json.RawMessage) (Resul
 		f.pool.put(w, true)
 		return Result{}, doneError(ctx, f.fn.Name, f.timeout)
 	}
+	_, span := workerSpan(ctx, f.fn.Runtime)
 	reply, err := w.exchange(ctx, f.fn.Name, frame, f.timeout)
+	tracing.End(span, err)
 	f.pool.put(w, err == nil && !reply.Fatal && f.settled(w))
 	if err != nil {
 		return Result{}, err
