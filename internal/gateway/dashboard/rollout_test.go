@@ -109,7 +109,7 @@ func TestRolloutBadge(t *testing.T) {
 // failures, a failing parent linked to its page, the buttons the phase takes with a
 // question before promote and abort, and the outcome of a click.
 func TestRolloutFragments(t *testing.T) {
-	pages, err := parsePages(web.Templates())
+	pages, err := parsePages(web.Templates(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ func TestRolloutFragments(t *testing.T) {
 // TestRolloutActionHandler: a button's post goes to the API's rollout route as the
 // session's user, and htmx gets what was asked, or the API's refusal, as a fragment.
 func TestRolloutActionHandler(t *testing.T) {
-	pages, err := parsePages(web.Templates())
+	pages, err := parsePages(web.Templates(), "")
 	if err != nil {
 		t.Fatal(err)
 	}
