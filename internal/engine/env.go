@@ -27,6 +27,9 @@ type environment struct {
 	metrics   *metrics
 	calls     *api.History // nil when no calls are recorded
 	own       *ownWrites
+	// rollouts, when Functions are served, is told of the end of parent syncs
+	// (nil-safe).
+	rollouts *rollouts
 }
 
 // customizeCacheTTL is upstream's lifetime of a cached customize answer: the hook is
