@@ -122,6 +122,7 @@ func (r *rollouts) observe(uid types.UID, began time.Time, err error) {
 	wake := false
 	switch {
 	case err != nil:
+		klog.Background().Info("Parent sync failed on a rolling-out revision", "function", key.namespace+"/"+key.name, "revision", s.revision, "parent", s.names[uid], "err", err.Error())
 		s.failures++
 		if name := s.names[uid]; len(s.failing) < fnv1.MaxFailingParents && !slices.Contains(s.failing, name) {
 			s.failing = append(s.failing, name)
