@@ -64,8 +64,9 @@ type stepState struct {
 	// since is when the step's parents were queued: syncs that began before it
 	// do not count.
 	since time.Time
-	// pending are the parents moved at this step that have not synced since.
-	pending map[types.UID]bool
+	// pending are the parents moved at this step that have not synced since, and
+	// where they are queued.
+	pending map[types.UID]movedParent
 	// names are the parents on the new revision, as failingParents names them.
 	names    map[types.UID]string
 	failures int32
@@ -128,7 +129,7 @@ func (r *rollouts) observe(uid types.UID, began time.Time, err error) {
 			s.failing = append(s.failing, name)
 		}
 		wake = true
-	case s.pending[uid]:
+	case s.pending[uid].c != nil:
 		delete(s.pending, uid)
 		wake = len(s.pending) == 0
 	}
@@ -236,8 +237,13 @@ func (r *rollouts) progress(ctx context.Context, key functionKey, obj *unstructu
 	if policy.Paused != (ro.Phase == fnv1.RolloutPaused) {
 		return 0, r.setPaused(ctx, key, obj, f, policy.Paused)
 	}
-	if policy.Paused || pending > 0 {
-		return 0, nil // the last moved parent's sync wakes the driver
+	if policy.Paused {
+		return 0, nil
+	}
+	if pending > 0 && r.prune(s) > 0 {
+		// The last moved parent's sync wakes the driver; the look again is for
+		// moved parents deleted meanwhile, which never sync.
+		return pendingRecheck, nil
 	}
 	now := time.Now()
 	due := since
@@ -248,6 +254,24 @@ func (r *rollouts) progress(ctx context.Context, key functionKey, obj *unstructu
 		return wait, nil
 	}
 	return 0, r.step(ctx, key, obj, f, ro.Step+1)
+}
+
+// pendingRecheck is how often a step whose moved parents have not all synced
+// looks for moved parents deleted meanwhile.
+const pendingRecheck = 10 * time.Second
+
+// prune drops from the step's pending parents those gone from their controller's
+// cache (deleted, or replaced by an object of the same name), and returns how many
+// remain.
+func (r *rollouts) prune(s *stepState) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid, mp := range s.pending {
+		if obj, ok := mp.c.parents[mp.key.parent].sub.Get(mp.key.namespace, mp.key.name); !ok || obj.GetUID() != uid {
+			delete(s.pending, uid)
+		}
+	}
+	return len(s.pending)
 }
 
 func maxTime(a, b time.Time) time.Time {
@@ -287,7 +311,7 @@ func (r *rollouts) stepFor(ctx context.Context, key functionKey, f *fnv1.Functio
 // the step moves are queued (once the gateway had time to see the shares) and
 // watched until each synced once.
 func (r *rollouts) track(ctx context.Context, key functionKey, revision string, step int32, before, after []fnv1.RevisionShare) *stepState {
-	s := &stepState{revision: revision, step: step, since: time.Now().Add(gatewaySettle), pending: map[types.UID]bool{}, names: map[types.UID]string{}}
+	s := &stepState{revision: revision, step: step, since: time.Now().Add(gatewaySettle), pending: map[types.UID]movedParent{}, names: map[types.UID]string{}}
 	moved := r.parents(key, func(uid types.UID) (bool, bool) {
 		on := revisionServing(string(uid), after) == revision
 		return on, on && revisionServing(string(uid), before) != revision
@@ -328,10 +352,11 @@ func (r *rollouts) parents(key functionKey, classify func(types.UID) (on, moved 
 					s.names[parent.GetUID()] = c.kind + "/" + c.name + " " + parentKey{namespace: parent.GetNamespace(), name: parent.GetName()}.String()
 				}
 				if moved {
+					mp := movedParent{c: c, key: parentKey{parent: i, namespace: parent.GetNamespace(), name: parent.GetName()}}
 					if s != nil {
-						s.pending[parent.GetUID()] = true
+						s.pending[parent.GetUID()] = mp
 					}
-					out = append(out, movedParent{c: c, key: parentKey{parent: i, namespace: parent.GetNamespace(), name: parent.GetName()}})
+					out = append(out, mp)
 				}
 			}
 		}

@@ -120,11 +120,13 @@ func newRolloutRig(t *testing.T, n int, policy map[string]any) *rolloutRig {
 		t.Fatal(err)
 	}
 	kubetest.Run(t, "the engine", mgr.Run, nil)
-	createVersionedController(t, r.ns, proxy.URL+"/hooks/"+r.ns+"/versioned")
+	// Only this test's parents: those of other tests may be in namespaces being
+	// deleted, where their syncs fail.
+	createVersionedController(t, r.ns, proxy.URL+"/hooks/"+r.ns+"/versioned", map[string]any{"test": r.ns})
 	for i := range n {
 		p := &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": versionGreetings.GroupVersion().String(), "kind": "Greeting",
-			"metadata": map[string]any{"name": fmt.Sprintf("p%02d", i)}, "spec": map[string]any{},
+			"metadata": map[string]any{"name": fmt.Sprintf("p%02d", i), "labels": map[string]any{"test": r.ns}}, "spec": map[string]any{},
 		}}
 		created, err := env.Dynamic.Resource(versionGreetings).Namespace(r.ns).Create(ctx, p, metav1.CreateOptions{})
 		if err != nil {
