@@ -95,6 +95,8 @@ type rolloutRig struct {
 	base    string
 	counter *hookCounter
 	uids    map[string]types.UID // parent name -> UID
+	// stopEngine stops the engine the rig started.
+	stopEngine func()
 }
 
 func newRolloutRig(t *testing.T, n int, policy map[string]any) *rolloutRig {
@@ -111,15 +113,7 @@ func newRolloutRig(t *testing.T, n int, policy map[string]any) *rolloutRig {
 	proxy := httptest.NewServer(r.counter)
 	t.Cleanup(proxy.Close)
 
-	mgr, err := engine.New(env.Config, func() engine.Options {
-		o := engine.Defaults()
-		o.TargetSelector = labels.SelectorFromSet(labels.Set{"test": r.ns})
-		return o
-	}(), prometheus.NewRegistry())
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubetest.Run(t, "the engine", mgr.Run, nil)
+	r.stopEngine = r.startEngine(t)
 	// Only this test's parents: those of other tests may be in namespaces being
 	// deleted, where their syncs fail.
 	createVersionedController(t, r.ns, proxy.URL+"/hooks/"+r.ns+"/versioned", map[string]any{"test": r.ns})
@@ -136,6 +130,20 @@ func newRolloutRig(t *testing.T, n int, policy map[string]any) *rolloutRig {
 	}
 	waitChildren(t, r.ns, n, "v1")
 	return r
+}
+
+// startEngine runs an engine for the rig's controller and returns its stop.
+func (r *rolloutRig) startEngine(t *testing.T) func() {
+	t.Helper()
+	mgr, err := engine.New(env.Config, func() engine.Options {
+		o := engine.Defaults()
+		o.TargetSelector = labels.SelectorFromSet(labels.Set{"test": r.ns})
+		return o
+	}(), prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubetest.Run(t, "the engine", mgr.Run, nil)
 }
 
 // setCode writes new code (the flat form keeps spec.rollout) and returns its
@@ -388,4 +396,49 @@ func conditionIs(o *unstructured.Unstructured, typ, status, reason string) error
 		}
 	}
 	return fmt.Errorf("no condition %s", typ)
+}
+
+// TestRolloutContinuesAfterEngineRestart: the rollout's state is the Function's
+// status. An engine stopped mid-step is replaced by a new one, which takes the step
+// up again (its moved parents are synced once more) and completes the rollout.
+func TestRolloutContinuesAfterEngineRestart(t *testing.T) {
+	const n = 20
+	r := newRolloutRig(t, n, map[string]any{"steps": []int32{50, 100}, "pauseSeconds": 8})
+	v2 := r.setCode(t, fmt.Sprintf(versionedJS, "v2"))
+	r.waitRollout(t, v2, phaseIs(fnv1.RolloutProgressing, ""))
+	var moved []string
+	for name, uid := range r.uids {
+		if rollout.Covered(string(uid), 50) {
+			moved = append(moved, name)
+		}
+	}
+	kubetest.Eventually(t, 30*time.Second, "the parents of step 0 are on the new code", func(ctx context.Context) (bool, error) {
+		got, err := r.versions(ctx)
+		if err != nil {
+			return false, err
+		}
+		for _, name := range moved {
+			if got[name] != "v2" || r.counter.count(name, "v2") == 0 {
+				return false, fmt.Errorf("parent %s on %q", name, got[name])
+			}
+		}
+		return true, nil
+	})
+	r.stopEngine()
+	before := map[string]int{}
+	for _, name := range moved {
+		before[name] = r.counter.count(name, "v2")
+	}
+	st := r.waitRollout(t, v2, phaseIs(fnv1.RolloutProgressing, ""))
+	if st.Rollout.Step != 0 {
+		t.Fatalf("the stopped engine went on to step %d", st.Rollout.Step)
+	}
+	r.startEngine(t)
+	r.waitRollout(t, v2, phaseIs(fnv1.RolloutComplete, ""))
+	waitChildren(t, r.ns, n, "v2")
+	for _, name := range moved {
+		if after := r.counter.count(name, "v2"); after <= before[name] {
+			t.Errorf("parent %s: %d calls on the new code after the restart, %d before: the step was not taken up again", name, after, before[name])
+		}
+	}
 }
