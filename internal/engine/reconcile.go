@@ -41,7 +41,7 @@ func (c *controller) reconcile(ctx context.Context, key parentKey) (after time.D
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("parent", key.String()))
 	began := time.Now()
 	after, err = c.sync(ctx, key, p, parent)
-	c.env.rollouts.observe(parent.GetUID(), began, err)
+	c.env.rollouts.observe(ctx, parent.GetUID(), began, err)
 	if err != nil && !workloop.IsDelay(err) && !errors.Is(err, errParentGone) && !apierrors.IsConflict(err) {
 		c.env.warn(parent, "SyncError", err)
 	}

@@ -106,7 +106,7 @@ func (r *rollouts) run(ctx context.Context) {
 // parent on a rolling-out revision that began after its step was queued counts as
 // done, or as a failure. It is nil-safe and costs an atomic load while no rollout
 // runs.
-func (r *rollouts) observe(uid types.UID, began time.Time, err error) {
+func (r *rollouts) observe(ctx context.Context, uid types.UID, began time.Time, err error) {
 	if r == nil || r.active.Load() == 0 {
 		return
 	}
@@ -123,7 +123,7 @@ func (r *rollouts) observe(uid types.UID, began time.Time, err error) {
 	wake := false
 	switch {
 	case err != nil:
-		klog.Background().Info("Parent sync failed on a rolling-out revision", "function", key.namespace+"/"+key.name, "revision", s.revision, "parent", s.names[uid], "err", err.Error())
+		klog.FromContext(ctx).V(1).Info("Parent sync failed on a rolling-out revision", "function", key.namespace+"/"+key.name, "revision", s.revision, "err", err.Error())
 		s.failures++
 		if name := s.names[uid]; len(s.failing) < fnv1.MaxFailingParents && !slices.Contains(s.failing, name) {
 			s.failing = append(s.failing, name)
