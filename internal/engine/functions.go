@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -170,6 +171,31 @@ func (f *functions) resync(ctx context.Context, key functionKey, limiter *rate.L
 	}
 	klog.FromContext(ctx).Info("Function code changed; parents queued for a sync", "function", key.namespace+"/"+key.name, "controllers", len(served), "parents", n)
 	return nil
+}
+
+// controllersReady reports whether every controller object the engine hosts (of
+// its target selector, not being deleted) runs, as its current spec says, with its
+// parents' caches synced.
+func (m *Manager) controllersReady() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for kind, sub := range m.subs {
+		for _, obj := range sub.List("") {
+			if obj.GetDeletionTimestamp() != nil || !m.env.opts.TargetSelector.Matches(labels.Set(obj.GetLabels())) {
+				continue
+			}
+			h := m.hosted[controllerKey{kind: kind, name: obj.GetName()}]
+			if h == nil || h.stopped || h.specHash != specHash(obj) {
+				return false
+			}
+			for _, p := range h.controller.parents {
+				if !p.sub.HasSynced() {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // servedBy lists the hosted controllers one of whose hooks is the Function's.

@@ -31,6 +31,11 @@ import (
 // yet, failures not written yet); a restarted engine, or a new leader, rebuilds it
 // by syncing the parents of the current step once more.
 
+// controllersGrace bounds how long after its start the driver waits for every
+// hosted controller to run with synced caches before it acts (a controller that
+// cannot start would otherwise hold every rollout back).
+const controllersGrace = 30 * time.Second
+
 // gatewaySettle is how long after writing the shares the driver queues the parents
 // that move: the time for the gateway's replicas to see the new shares. Only the
 // syncs that begin after it count for the step.
@@ -48,6 +53,9 @@ type rollouts struct {
 	m     *Manager
 	fns   *functions
 	queue workqueue.TypedRateLimitingInterface[functionKey]
+	// started is when the driver was built: it waits up to controllersGrace from
+	// it for the hosted controllers to start.
+	started time.Time
 
 	// active counts the steps being watched, so that observe costs an atomic load
 	// when no rollout runs.
@@ -80,7 +88,7 @@ func newRollouts(m *Manager, fns *functions) *rollouts {
 		m: m, fns: fns,
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[functionKey](),
 			workqueue.TypedRateLimitingQueueConfig[functionKey]{Name: "metalambda-rollouts", MetricsProvider: m.env.metrics.queues}),
-		steps: map[functionKey]*stepState{}, byUID: map[types.UID]functionKey{},
+		steps: map[functionKey]*stepState{}, byUID: map[types.UID]functionKey{}, started: time.Now(),
 	}
 }
 
@@ -159,6 +167,11 @@ func (r *rollouts) forget(key functionKey) {
 // sync decides what the Function's rollout needs and does it. The Function is read
 // from the API server, not the cache, which may not show the driver's last write.
 func (r *rollouts) sync(ctx context.Context, key functionKey) (time.Duration, error) {
+	if !r.m.controllersReady() && time.Since(r.started) < controllersGrace {
+		// A step lists the parents of the controllers the Function serves: at
+		// start (or on becoming the leader) wait for them to run.
+		return time.Second, nil
+	}
 	if _, ok := r.fns.sub.Get(key.namespace, key.name); !ok {
 		r.forget(key)
 		r.m.env.metrics.forgetRollout(key)
