@@ -29,6 +29,9 @@ type environment struct {
 	calls     *api.History // nil when no calls are recorded
 	own       *ownWrites
 	tracer    trace.Tracer // nil when tracing is off
+	// rollouts, when Functions are served, is told of the end of parent syncs
+	// (nil-safe).
+	rollouts *rollouts
 }
 
 // customizeCacheTTL is upstream's lifetime of a cached customize answer: the hook is

@@ -8,6 +8,7 @@ import (
 
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -27,6 +28,8 @@ type functionKey struct{ namespace, name string }
 type functions struct {
 	m   *Manager
 	sub *informer.Subscription
+	// rollouts drives the Functions' stepped rollouts (spec.rollout).
+	rollouts *rollouts
 
 	mu      sync.Mutex
 	current map[functionKey]string // last status.currentRevision seen
@@ -42,6 +45,9 @@ func (m *Manager) watchFunctions(ctx context.Context) (*functions, error) {
 		return nil, nil
 	}
 	f := &functions{m: m, current: map[functionKey]string{}, wake: make(chan struct{}, 1)}
+	f.rollouts = newRollouts(m, f)
+	// Set before any controller starts: their syncs report to it.
+	m.env.rollouts = f.rollouts
 	f.sub = m.env.informers.Subscribe(functionsGVR)
 	if err := f.sub.AddHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { f.observe(asObject(obj)) },
@@ -51,6 +57,7 @@ func (m *Manager) watchFunctions(ctx context.Context) (*functions, error) {
 				f.mu.Lock()
 				delete(f.current, functionKey{u.GetNamespace(), u.GetName()})
 				f.mu.Unlock()
+				f.rollouts.enqueue(functionKey{u.GetNamespace(), u.GetName()})
 			}
 		},
 	}); err != nil {
@@ -72,6 +79,7 @@ func (f *functions) observe(obj *unstructured.Unstructured) {
 		return
 	}
 	key := functionKey{obj.GetNamespace(), obj.GetName()}
+	f.rollouts.enqueue(key)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	prev, seen := f.current[key]
@@ -108,11 +116,14 @@ func servesAll(obj *unstructured.Unstructured, rev string) bool {
 	return false
 }
 
-// rolledOut reports whether status.rollout is about rev: a driver moved the
-// parents step by step.
+// rolledOut reports whether status.rollout says rev's rollout completed: the
+// driver moved the parents step by step. A revision that serves every parent
+// after its rollout halted or stopped midway (the policy removed) did not move
+// them all: every parent is re-synced.
 func rolledOut(obj *unstructured.Unstructured, rev string) bool {
 	r, _, _ := unstructured.NestedString(obj.Object, "status", "rollout", "revision")
-	return r == rev
+	phase, _, _ := unstructured.NestedString(obj.Object, "status", "rollout", "phase")
+	return r == rev && phase == fnv1.RolloutComplete
 }
 
 // run queues the parents of changed Functions, at most rps per second.
@@ -160,6 +171,31 @@ func (f *functions) resync(ctx context.Context, key functionKey, limiter *rate.L
 	}
 	klog.FromContext(ctx).Info("Function code changed; parents queued for a sync", "function", key.namespace+"/"+key.name, "controllers", len(served), "parents", n)
 	return nil
+}
+
+// controllersReady reports whether every controller object the engine hosts (of
+// its target selector, not being deleted) runs, as its current spec says, with its
+// parents' caches synced.
+func (m *Manager) controllersReady() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for kind, sub := range m.subs {
+		for _, obj := range sub.List("") {
+			if obj.GetDeletionTimestamp() != nil || !m.env.opts.TargetSelector.Matches(labels.Set(obj.GetLabels())) {
+				continue
+			}
+			h := m.hosted[controllerKey{kind: kind, name: obj.GetName()}]
+			if h == nil || h.stopped || h.specHash != specHash(obj) {
+				return false
+			}
+			for _, p := range h.controller.parents {
+				if !p.sub.HasSynced() {
+					return false
+				}
+			}
+		}
+	}
+	return true
 }
 
 // servedBy lists the hosted controllers one of whose hooks is the Function's.

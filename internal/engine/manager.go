@@ -205,10 +205,12 @@ func (m *Manager) Run(ctx context.Context) error {
 	}
 	if fns != nil {
 		defer fns.sub.Close()
+		defer fns.rollouts.queue.ShutDown()
 		if !fns.sub.WaitForSync(ctx) {
 			return ctx.Err()
 		}
 		go fns.run(ctx, m.env.opts.CodeChangeSyncRate)
+		go fns.rollouts.run(ctx)
 	}
 	m.ready.Store(true)
 	log.Info("Engine ready", "workers", m.env.opts.Workers, "applyStrategy", m.env.opts.ApplyStrategy)

@@ -22,6 +22,10 @@ type metrics struct {
 	apiRequests *prometheus.CounterVec
 	// queues serves the workqueue_* series of every work queue the engine creates.
 	queues *queueMetrics
+	// rolloutStep, rolloutShare and rolloutHalts follow the rollout driver, by
+	// Function (namespace, function).
+	rolloutStep, rolloutShare *prometheus.GaugeVec
+	rolloutHalts              *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -31,9 +35,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "metalambda_engine_api_requests_total", Help: "Requests the engine sent to the Kubernetes API, by verb, resource and status code.",
 		}, []string{"verb", "resource", "code"}),
 		queues: newQueueMetrics(),
+		rolloutStep: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "metalambda_engine_rollout_step", Help: "The step (index in spec.rollout.steps) the rollout of each Function's latest revision reached.",
+		}, []string{"namespace", "function"}),
+		rolloutShare: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "metalambda_engine_rollout_share_percent", Help: "The share of the parents, in percent, the rollout driver gave each Function's latest revision.",
+		}, []string{"namespace", "function"}),
+		rolloutHalts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "metalambda_engine_rollout_halts_total", Help: "Rollouts the driver halted, by Function and reason (FailureBudgetExceeded, Aborted).",
+		}, []string{"namespace", "function", "reason"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.apiRequests)
+		reg.MustRegister(m.apiRequests, m.rolloutStep, m.rolloutShare, m.rolloutHalts)
 		m.queues.register(reg)
 	}
 	return m
@@ -52,6 +65,26 @@ func (m *metrics) loops() *workloop.Metrics {
 func (m *metrics) forget(kind, controller string) {
 	m.syncs.Forget(controller)
 	m.queues.forget(queueName(kind, controller))
+}
+
+// rolloutAt records the step and share a rollout reached.
+func (m *metrics) rolloutAt(key functionKey, step, share int32) {
+	m.rolloutStep.WithLabelValues(key.namespace, key.name).Set(float64(step))
+	m.rolloutShare.WithLabelValues(key.namespace, key.name).Set(float64(share))
+}
+
+// rolloutHalted counts a halt; the latest revision then serves no parent.
+func (m *metrics) rolloutHalted(key functionKey, reason string) {
+	m.rolloutHalts.WithLabelValues(key.namespace, key.name, reason).Inc()
+	m.rolloutShare.WithLabelValues(key.namespace, key.name).Set(0)
+}
+
+// forgetRollout drops a deleted Function's rollout series.
+func (m *metrics) forgetRollout(key functionKey) {
+	labels := prometheus.Labels{"namespace": key.namespace, "function": key.name}
+	m.rolloutStep.Delete(labels)
+	m.rolloutShare.Delete(labels)
+	m.rolloutHalts.DeletePartialMatch(labels)
 }
 
 // queueName is the name of a hosted controller's work queue, as Metacontroller names

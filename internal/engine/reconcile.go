@@ -42,8 +42,10 @@ func (c *controller) reconcile(ctx context.Context, key parentKey) (after time.D
 	}()
 	ctx = klog.NewContext(ctx, klog.FromContext(ctx).WithValues("parent", key.String()))
 	ctx, span := c.startSync(ctx, key, parent)
+	began := time.Now()
 	after, err = c.sync(ctx, key, p, parent)
 	endSync(span, err)
+	c.env.rollouts.observe(ctx, parent.GetUID(), began, err)
 	if err != nil && !workloop.IsDelay(err) && !errors.Is(err, errParentGone) && !apierrors.IsConflict(err) {
 		c.env.warn(parent, "SyncError", err)
 	}

@@ -51,7 +51,7 @@ func TestCodeChangeResyncsEveryParent(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubetest.Run(t, "the engine", mgr.Run, nil)
-	createVersionedController(t, ns, hookURL)
+	createVersionedController(t, ns, hookURL, nil)
 	const parents = 30
 	for i := range parents {
 		p := &unstructured.Unstructured{Object: map[string]any{
@@ -71,15 +71,20 @@ func TestCodeChangeResyncsEveryParent(t *testing.T) {
 }
 
 // createVersionedController runs a CompositeController over versionGreetings whose
-// sync hook is hookURL.
-func createVersionedController(t *testing.T, ns, hookURL string) {
+// sync hook is hookURL; parentLabels, if set, limit it to the parents with those
+// labels.
+func createVersionedController(t *testing.T, ns, hookURL string, parentLabels map[string]any) {
 	t.Helper()
+	parent := map[string]any{"apiVersion": versionGreetings.GroupVersion().String(), "resource": "greetings"}
+	if parentLabels != nil {
+		parent["labelSelector"] = map[string]any{"matchLabels": parentLabels}
+	}
 	cc := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metacontroller.k8s.io/v1alpha1", "kind": "CompositeController",
 		"metadata": map[string]any{"name": ns, "labels": map[string]any{"test": ns}},
 		"spec": map[string]any{
 			"generateSelector": true,
-			"parentResource":   map[string]any{"apiVersion": versionGreetings.GroupVersion().String(), "resource": "greetings"},
+			"parentResource":   parent,
 			"childResources":   []any{map[string]any{"apiVersion": "v1", "resource": "configmaps", "updateStrategy": map[string]any{"method": "InPlace"}}},
 			"hooks":            map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": hookURL}}},
 		},
