@@ -29,10 +29,12 @@ import (
 )
 
 const (
-	ccName = "compositecontrollers.metacontroller.k8s.io"
-	dcName = "decoratorcontrollers.metacontroller.k8s.io"
-	crName = "controllerrevisions.metacontroller.k8s.io"
-	fnName = "functions.metalambda.dev"
+	ccName  = "compositecontrollers.metacontroller.k8s.io"
+	dcName  = "decoratorcontrollers.metacontroller.k8s.io"
+	crName  = "controllerrevisions.metacontroller.k8s.io"
+	fnName  = "functions.metalambda.dev"
+	nccName = "namespacedcompositecontrollers.metalambda.dev"
+	ndcName = "namespaceddecoratorcontrollers.metalambda.dev"
 )
 
 func mustAll(t *testing.T) map[string]*apiextensionsv1.CustomResourceDefinition {
@@ -185,10 +187,12 @@ func TestTestdataIsNotPruned(t *testing.T) {
 func TestSchemasMatchTheGoTypes(t *testing.T) {
 	byName := mustAll(t)
 	for name, typ := range map[string]reflect.Type{
-		ccName: reflect.TypeFor[v1alpha1.CompositeController](),
-		dcName: reflect.TypeFor[v1alpha1.DecoratorController](),
-		crName: reflect.TypeFor[v1alpha1.ControllerRevision](),
-		fnName: reflect.TypeFor[fnv1.Function](),
+		ccName:  reflect.TypeFor[v1alpha1.CompositeController](),
+		dcName:  reflect.TypeFor[v1alpha1.DecoratorController](),
+		crName:  reflect.TypeFor[v1alpha1.ControllerRevision](),
+		fnName:  reflect.TypeFor[fnv1.Function](),
+		nccName: reflect.TypeFor[fnv1.NamespacedCompositeController](),
+		ndcName: reflect.TypeFor[fnv1.NamespacedDecoratorController](),
 	} {
 		t.Run(typ.Name(), func(t *testing.T) {
 			checkSchema(t, "", typ, byName[name].Spec.Versions[0].Schema.OpenAPIV3Schema)
@@ -635,6 +639,35 @@ func TestCRDsPassTheAPIServersValidation(t *testing.T) {
 			}
 			for _, err := range apivalidation.ValidateCustomResourceDefinition(context.Background(), internal) {
 				t.Errorf("%s: %v", crd.Name, err)
+			}
+		})
+	}
+}
+
+// TestNamespacedControllersKeepUpstreamsSpec: a namespaced controller's spec is the
+// cluster-scoped one's plus serviceAccountName, so that a manifest moves from one to
+// the other by changing its kind and adding a namespace.
+func TestNamespacedControllersKeepUpstreamsSpec(t *testing.T) {
+	byName := mustAll(t)
+	for namespaced, upstream := range map[string]string{nccName: ccName, ndcName: dcName} {
+		t.Run(namespaced, func(t *testing.T) {
+			crd := byName[namespaced]
+			if crd == nil {
+				t.Fatalf("All() lacks %s", namespaced)
+			}
+			if crd.Spec.Scope != apiextensionsv1.NamespaceScoped || crd.Spec.Group != fnv1.Group {
+				t.Errorf("scope %s group %s, want Namespaced %s", crd.Spec.Scope, crd.Spec.Group, fnv1.Group)
+			}
+			spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+			sa, ok := spec.Properties["serviceAccountName"]
+			if !ok || sa.Default == nil || string(sa.Default.Raw) != `"default"` {
+				t.Errorf("spec.serviceAccountName = %+v, want a string defaulting to \"default\"", sa)
+			}
+			delete(spec.Properties, "serviceAccountName")
+			want := byName[upstream].Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+			spec.Description, want.Description = "", ""
+			if !reflect.DeepEqual(spec, want) {
+				t.Errorf("the spec schema of %s, without serviceAccountName, differs from %s's", namespaced, upstream)
 			}
 		})
 	}
