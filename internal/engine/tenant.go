@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
@@ -85,10 +86,23 @@ type tenants struct {
 	mu       sync.Mutex
 	envs     map[tenant]*environment
 	limiters map[string]*rate.Limiter
+	clients  map[string]flowcontrol.RateLimiter // API requests, by namespace
 }
 
 func newTenants() *tenants {
-	return &tenants{envs: map[tenant]*environment{}, limiters: map[string]*rate.Limiter{}}
+	return &tenants{envs: map[tenant]*environment{}, limiters: map[string]*rate.Limiter{}, clients: map[string]flowcontrol.RateLimiter{}}
+}
+
+// clientLimiter is namespace's bucket of API requests, at the rate of cfg (the
+// engine's --client-go-qps and --client-go-burst); call it with t.mu held.
+func (t *tenants) clientLimiter(namespace string, cfg *rest.Config) flowcontrol.RateLimiter {
+	if l := t.clients[namespace]; l != nil {
+		return l
+	}
+	probe := &rest.Config{QPS: cfg.QPS, Burst: cfg.Burst}
+	shareRateLimiter(probe)
+	t.clients[namespace] = probe.RateLimiter
+	return probe.RateLimiter
 }
 
 // tenantEnv is the environment of the controllers that act as t: the engine's,
@@ -101,6 +115,11 @@ func (m *Manager) tenantEnv(t tenant) (*environment, error) {
 	}
 	cfg := rest.CopyConfig(m.cfg)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: t.user()}
+	if cfg.RateLimiter != nil {
+		// The namespace's own client-side bucket, at the engine's rate: in one
+		// shared bucket, a busy tenant's workers would queue ahead of everyone.
+		cfg.RateLimiter = m.tenants.clientLimiter(t.namespace, m.cfg)
+	}
 	cl, err := newClients(cfg, m.env.opts)
 	if err != nil {
 		return nil, err
