@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -252,6 +254,13 @@ func (m *Manager) watchNamespaced(ctx context.Context) error {
 			klog.FromContext(ctx).V(1).Info("Namespaced controllers not served", "kind", kind, "err", err.Error())
 			continue
 		}
+		if !m.mayWatch(ctx, gvr) {
+			// Their CRD is installed, but this engine was not given them (the
+			// chart's engine.namespacedControllers: false): a cache it may not
+			// list would never sync, and the engine never be ready.
+			klog.FromContext(ctx).Info("Namespaced controllers served but not granted to the engine; not serving them", "kind", kind)
+			continue
+		}
 		sub := m.env.informers.Subscribe(gvr)
 		if err := sub.AddHandler(m.handler(kind)); err != nil {
 			sub.Close()
@@ -308,4 +317,17 @@ func buildEventReason(err error) string {
 		return ReasonMissingRights
 	}
 	return ReasonCreateError
+}
+
+// mayWatch asks whether the engine may list and watch gvr in every namespace.
+func (m *Manager) mayWatch(ctx context.Context, gvr schema.GroupVersionResource) bool {
+	for _, verb := range []string{"list", "watch"} {
+		review, err := m.kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: gvr.Group, Resource: gvr.Resource}},
+		}, metav1.CreateOptions{})
+		if err != nil || !review.Status.Allowed {
+			return false
+		}
+	}
+	return true
 }
