@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
@@ -29,10 +30,12 @@ import (
 )
 
 const (
-	ccName = "compositecontrollers.metacontroller.k8s.io"
-	dcName = "decoratorcontrollers.metacontroller.k8s.io"
-	crName = "controllerrevisions.metacontroller.k8s.io"
-	fnName = "functions.metalambda.dev"
+	ccName  = "compositecontrollers.metacontroller.k8s.io"
+	dcName  = "decoratorcontrollers.metacontroller.k8s.io"
+	crName  = "controllerrevisions.metacontroller.k8s.io"
+	fnName  = "functions.metalambda.dev"
+	nccName = "namespacedcompositecontrollers.metalambda.dev"
+	ndcName = "namespaceddecoratorcontrollers.metalambda.dev"
 )
 
 func mustAll(t *testing.T) map[string]*apiextensionsv1.CustomResourceDefinition {
@@ -185,13 +188,17 @@ func TestTestdataIsNotPruned(t *testing.T) {
 func TestSchemasMatchTheGoTypes(t *testing.T) {
 	byName := mustAll(t)
 	for name, typ := range map[string]reflect.Type{
-		ccName: reflect.TypeFor[v1alpha1.CompositeController](),
-		dcName: reflect.TypeFor[v1alpha1.DecoratorController](),
-		crName: reflect.TypeFor[v1alpha1.ControllerRevision](),
-		fnName: reflect.TypeFor[fnv1.Function](),
+		ccName:  reflect.TypeFor[v1alpha1.CompositeController](),
+		dcName:  reflect.TypeFor[v1alpha1.DecoratorController](),
+		crName:  reflect.TypeFor[v1alpha1.ControllerRevision](),
+		fnName:  reflect.TypeFor[fnv1.Function](),
+		nccName: reflect.TypeFor[fnv1.NamespacedCompositeController](),
+		ndcName: reflect.TypeFor[fnv1.NamespacedDecoratorController](),
 	} {
 		t.Run(typ.Name(), func(t *testing.T) {
-			checkSchema(t, "", typ, byName[name].Spec.Versions[0].Schema.OpenAPIV3Schema)
+			schema := byName[name].Spec.Versions[0].Schema.OpenAPIV3Schema
+			requireServiceNamespace(schema) // namespaced controllers' Services default it
+			checkSchema(t, "", typ, schema)
 		})
 	}
 }
@@ -637,5 +644,59 @@ func TestCRDsPassTheAPIServersValidation(t *testing.T) {
 				t.Errorf("%s: %v", crd.Name, err)
 			}
 		})
+	}
+}
+
+// TestNamespacedControllersKeepUpstreamsSpec: a namespaced controller's spec is the
+// cluster-scoped one's plus serviceAccountName, so that a manifest moves from one to
+// the other by changing its kind and adding a namespace.
+func TestNamespacedControllersKeepUpstreamsSpec(t *testing.T) {
+	byName := mustAll(t)
+	for namespaced, upstream := range map[string]string{nccName: ccName, ndcName: dcName} {
+		t.Run(namespaced, func(t *testing.T) {
+			crd := byName[namespaced]
+			if crd == nil {
+				t.Fatalf("All() lacks %s", namespaced)
+			}
+			if crd.Spec.Scope != apiextensionsv1.NamespaceScoped || crd.Spec.Group != fnv1.Group {
+				t.Errorf("scope %s group %s, want Namespaced %s", crd.Spec.Scope, crd.Spec.Group, fnv1.Group)
+			}
+			spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+			sa, ok := spec.Properties["serviceAccountName"]
+			if !ok || sa.Default == nil || string(sa.Default.Raw) != `"default"` {
+				t.Errorf("spec.serviceAccountName = %+v, want a string defaulting to \"default\"", sa)
+			}
+			delete(spec.Properties, "serviceAccountName")
+			want := byName[upstream].Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+			spec.Description, want.Description = "", ""
+			// The one difference: a hook's Service may leave its namespace out.
+			requireServiceNamespace(&spec)
+			got, _ := json.Marshal(spec)
+			wantJSON, _ := json.Marshal(want)
+			if string(got) != string(wantJSON) {
+				t.Log(cmp.Diff(string(wantJSON), string(got)))
+				t.Errorf("the spec schema of %s, without serviceAccountName, differs from %s's", namespaced, upstream)
+			}
+		})
+	}
+}
+
+// requireServiceNamespace puts namespace back in the required fields of every
+// webhook.service schema under s: a namespaced controller's may leave it out.
+func requireServiceNamespace(s *apiextensionsv1.JSONSchemaProps) {
+	if _, ok := s.Properties["port"]; ok && slices.Equal(s.Required, []string{"name"}) {
+		if _, ok := s.Properties["namespace"]; ok {
+			s.Required = append(s.Required, "namespace")
+		}
+	}
+	for k, p := range s.Properties {
+		requireServiceNamespace(&p)
+		s.Properties[k] = p
+	}
+	if s.Items != nil && s.Items.Schema != nil {
+		requireServiceNamespace(s.Items.Schema)
+	}
+	if s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil {
+		requireServiceNamespace(s.AdditionalProperties.Schema)
 	}
 }

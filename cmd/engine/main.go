@@ -159,6 +159,13 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 		o.hookTokenHosts = append(o.hookTokenHosts, v)
 		return nil
 	})
+	fs.IntVar(&o.engine.MaxNamespacedControllersPerNamespace, "max-namespaced-controllers-per-namespace", o.engine.MaxNamespacedControllersPerNamespace, "Namespaced controllers (NamespacedCompositeController, NamespacedDecoratorController) run per namespace, the oldest first; the others get Ready=False TooManyControllers. 0 means no limit.")
+	fs.Float64Var(&o.engine.NamespaceSyncRate, "namespace-sync-rate", o.engine.NamespaceSyncRate, "Parent syncs per second of all the namespaced controllers of one namespace (a token bucket per namespace); 0 means no limit.")
+	fs.IntVar(&o.engine.NamespaceSyncBurst, "namespace-sync-burst", o.engine.NamespaceSyncBurst, "Burst of --namespace-sync-rate.")
+	fs.Func("tenant-gateway-url", "Base URL of the gateway (e.g. http://metalambda-gateway.metalambda-system:8080) under which a namespaced controller may call the Functions of its own namespace, at BASE/hooks/NAMESPACE/FUNCTION (repeatable). Without it, namespaced controllers call Services of their namespace only.", func(v string) error {
+		o.engine.TenantGateways = append(o.engine.TenantGateways, strings.TrimRight(v, "/"))
+		return nil
+	})
 	o.log.BindFlags(fs)
 	o.leader.BindFlags(fs)
 }

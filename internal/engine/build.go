@@ -68,23 +68,30 @@ func reasonOf(err error) string {
 // build turns a controller object into a hosted controller (not yet started), and
 // lists the fields it sets that this engine does not support.
 func (m *Manager) build(ctx context.Context, obj *unstructured.Unstructured) (*controller, []string, error) {
+	if namespacedKind(obj.GetKind()) {
+		if err := m.overQuota(obj); err != nil {
+			return nil, nil, err
+		}
+		return m.buildNamespaced(ctx, obj)
+	}
 	if obj.GetKind() == DecoratorKind {
 		var dc v1alpha1.DecoratorController
 		if err := jsonvalue.Convert(obj.Object, &dc); err != nil {
 			return nil, nil, buildErr("InvalidSpec", "decode DecoratorController: %v", err)
 		}
-		return m.buildDecorator(ctx, obj, &dc)
+		return m.buildDecorator(ctx, m.env, obj, DecoratorKind, decoratorFinalizerPrefix, &dc.Spec)
 	}
 	var cc v1alpha1.CompositeController
 	if err := jsonvalue.Convert(obj.Object, &cc); err != nil {
 		return nil, nil, buildErr("InvalidSpec", "decode CompositeController: %v", err)
 	}
-	return m.buildComposite(ctx, obj, &cc)
+	return m.buildComposite(ctx, m.env, obj, CompositeKind, compositeFinalizerPrefix, &cc.Spec)
 }
 
-func (m *Manager) buildComposite(ctx context.Context, obj *unstructured.Unstructured, cc *v1alpha1.CompositeController) (c *controller, unsupported []string, err error) {
-	unsupported = compositeUnsupported(&cc.Spec, true)
-	spec := &cc.Spec
+// buildComposite builds a composite controller of kind whose reads and writes go
+// through env: the engine's own, or a namespaced controller's.
+func (m *Manager) buildComposite(ctx context.Context, env *environment, obj *unstructured.Unstructured, kind, finalizerPrefix string, spec *v1alpha1.CompositeControllerSpec) (c *controller, unsupported []string, err error) {
+	unsupported = compositeUnsupported(spec, true)
 	if spec.Hooks == nil || spec.Hooks.Sync == nil {
 		return nil, unsupported, buildErr("InvalidSpec", "spec.hooks.sync is required")
 	}
@@ -106,9 +113,9 @@ func (m *Manager) buildComposite(ctx context.Context, obj *unstructured.Unstruct
 		}
 		selects = func(o *unstructured.Unstructured) bool { return sel.Matches(labels.Set(o.GetLabels())) }
 	}
-	c = m.newController(obj, CompositeKind, compositeFinalizerPrefix, spec.ResyncPeriodSeconds)
-	c.flavor = &composite{env: m.env, generateSelector: spec.GenerateSelector != nil && *spec.GenerateSelector}
-	if c.hooks, err = m.resolveHooks(ctx, spec.Hooks.Sync, spec.Hooks.Finalize, spec.Hooks.Customize, spec.EndpointConfigs); err != nil {
+	c = m.newController(env, obj, kind, finalizerPrefix, spec.ResyncPeriodSeconds)
+	c.flavor = &composite{env: env, generateSelector: spec.GenerateSelector != nil && *spec.GenerateSelector}
+	if c.hooks, err = m.resolveHooks(ctx, env, spec.Hooks.Sync, spec.Hooks.Finalize, spec.Hooks.Customize, spec.EndpointConfigs); err != nil {
 		return nil, unsupported, err
 	}
 	m.pruneHookSeries(c)
@@ -133,29 +140,29 @@ func (m *Manager) buildComposite(ctx context.Context, obj *unstructured.Unstruct
 		}
 		c.rollout = &rollout{
 			fieldPaths: fieldPaths(spec.ParentResource.RevisionHistory),
-			revisions:  &childType{res: revs, sub: m.env.informers.Subscribe(revs.GroupVersionResource)},
+			revisions:  &childType{res: revs, sub: env.informers.Subscribe(revs.GroupVersionResource)},
 		}
 		c.flavor.(*composite).statusInRevision = slices.ContainsFunc(c.rollout.fieldPaths, func(p []string) bool { return len(p) > 0 && p[0] == "status" })
 	}
 	c.parents = []*parentType{{
-		res: parentRes, sub: m.env.informers.Subscribe(parentRes.GroupVersionResource), selects: selects,
+		res: parentRes, sub: env.informers.Subscribe(parentRes.GroupVersionResource), selects: selects,
 		ignoreStatusChanges: spec.ParentResource.IgnoreStatusChanges != nil && *spec.ParentResource.IgnoreStatusChanges,
 	}}
 	return c, unsupported, nil
 }
 
-func (m *Manager) buildDecorator(ctx context.Context, obj *unstructured.Unstructured, dc *v1alpha1.DecoratorController) (c *controller, unsupported []string, err error) {
-	unsupported = decoratorUnsupported(&dc.Spec)
-	spec := &dc.Spec
+// buildDecorator builds a decorator controller of kind, like buildComposite.
+func (m *Manager) buildDecorator(ctx context.Context, env *environment, obj *unstructured.Unstructured, kind, finalizerPrefix string, spec *v1alpha1.DecoratorControllerSpec) (c *controller, unsupported []string, err error) {
+	unsupported = decoratorUnsupported(spec)
 	if spec.Hooks == nil || spec.Hooks.Sync == nil {
 		return nil, unsupported, buildErr("InvalidSpec", "spec.hooks.sync is required")
 	}
 	if len(spec.Resources) == 0 {
 		return nil, unsupported, buildErr("InvalidSpec", "spec.resources must name at least one resource")
 	}
-	c = m.newController(obj, DecoratorKind, decoratorFinalizerPrefix, spec.ResyncPeriodSeconds)
-	c.flavor = &decorator{env: m.env, name: obj.GetName()}
-	if c.hooks, err = m.resolveHooks(ctx, spec.Hooks.Sync, spec.Hooks.Finalize, spec.Hooks.Customize, spec.EndpointConfigs); err != nil {
+	c = m.newController(env, obj, kind, finalizerPrefix, spec.ResyncPeriodSeconds)
+	c.flavor = &decorator{env: env, name: c.name}
+	if c.hooks, err = m.resolveHooks(ctx, env, spec.Hooks.Sync, spec.Hooks.Finalize, spec.Hooks.Customize, spec.EndpointConfigs); err != nil {
 		return nil, unsupported, err
 	}
 	m.pruneHookSeries(c)
@@ -171,7 +178,7 @@ func (m *Manager) buildDecorator(ctx context.Context, obj *unstructured.Unstruct
 			return nil, unsupported, buildErr("InvalidSpec", "spec.resources[%d]: %v", i, err)
 		}
 		c.parents = append(c.parents, &parentType{
-			res: res, sub: m.env.informers.Subscribe(res.GroupVersionResource), selects: selects,
+			res: res, sub: env.informers.Subscribe(res.GroupVersionResource), selects: selects,
 			ignoreStatusChanges: rule.IgnoreStatusChanges != nil && *rule.IgnoreStatusChanges,
 		})
 	}
@@ -188,12 +195,15 @@ func (m *Manager) buildDecorator(ctx context.Context, obj *unstructured.Unstruct
 	return c, unsupported, nil
 }
 
-func (m *Manager) newController(obj *unstructured.Unstructured, kind, finalizerPrefix string, resync *int32) *controller {
+// newController is a controller of obj, named by controllerName (its namespace
+// and name for a namespaced controller), that reads and writes through env.
+func (m *Manager) newController(env *environment, obj *unstructured.Unstructured, kind, finalizerPrefix string, resync *int32) *controller {
+	name := controllerName(obj)
 	c := &controller{
-		kind: kind, name: obj.GetName(), object: obj.DeepCopy().Object,
-		finalizer: finalizerName(finalizerPrefix, obj.GetName()), env: m.env, caller: m.env.hooks,
-		states:       newParentStates(m.env.calls != nil),
-		hookRecorder: m.events.withSource(HookEventSource(kind, obj.GetName())),
+		kind: kind, name: name, object: obj.DeepCopy().Object,
+		finalizer: finalizerName(finalizerPrefix, obj.GetName()), env: env, caller: env.hooks,
+		states:       newParentStates(env.calls != nil),
+		hookRecorder: m.events.withSource(HookEventSource(kind, name)),
 	}
 	if resync != nil && *resync > 0 {
 		c.resync = newResyncer(time.Duration(*resync) * time.Second)
@@ -225,13 +235,14 @@ func (m *Manager) addChild(c *controller, rule v1alpha1.ResourceRule, method v1a
 		return err
 	}
 	ct := &childType{rule: rule, res: res, method: method}
+	env := c.env
 	if comp, ok := c.flavor.(*composite); ok && comp.generateSelector {
 		// Every child, and every orphan the controller could adopt, carries the
 		// controller-uid label: the API server leaves the rest out of the cache. A
 		// child's name taken by another object shows when the child is created.
-		ct.sub = m.env.informers.SubscribeSelected(res.GroupVersionResource, hasControllerUID)
+		ct.sub = env.informers.SubscribeSelected(res.GroupVersionResource, hasControllerUID)
 	} else {
-		ct.sub = m.env.informers.Subscribe(res.GroupVersionResource)
+		ct.sub = env.informers.Subscribe(res.GroupVersionResource)
 	}
 	c.children = append(c.children, ct)
 	return nil
@@ -246,7 +257,7 @@ var hasControllerUID = func() labels.Selector {
 	return labels.NewSelector().Add(*req)
 }()
 
-func (m *Manager) resolveHooks(ctx context.Context, sync, finalize, customize *v1alpha1.Hook, endpoints []v1alpha1.EndpointConfig) (hooks, error) {
+func (m *Manager) resolveHooks(ctx context.Context, env *environment, sync, finalize, customize *v1alpha1.Hook, endpoints []v1alpha1.EndpointConfig) (hooks, error) {
 	var h hooks
 	for _, x := range []struct {
 		name string
@@ -256,11 +267,18 @@ func (m *Manager) resolveHooks(ctx context.Context, sync, finalize, customize *v
 		if x.spec == nil {
 			continue
 		}
-		ep, err := hook.ResolveEndpoint(x.spec, m.env.opts.ResolveService)
+		spec := x.spec
+		if env.tenant != nil {
+			var err error
+			if spec, err = m.tenantHook(ctx, env, spec); err != nil {
+				return h, buildErr("HookNotAllowed", "spec.hooks.%s: %v", x.name, err)
+			}
+		}
+		ep, err := hook.ResolveEndpoint(spec, m.env.opts.ResolveService)
 		if err != nil {
 			return h, buildErr("InvalidHook", "spec.hooks.%s: %v", x.name, err)
 		}
-		security, err := hook.ReadSecurity(ctx, securitySettings(x.spec.Webhook, ep.URL, endpoints), m.credentials())
+		security, err := hook.ReadSecurity(ctx, securitySettings(spec.Webhook, ep.URL, endpoints), credentials{env: env})
 		switch {
 		case errors.Is(err, hook.ErrInvalidHook):
 			return h, buildErr("InvalidHook", "spec.hooks.%s: %v", x.name, err)

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 )
@@ -59,10 +60,10 @@ func (m *Manager) writeControllerStatus(ctx context.Context, obj *unstructured.U
 	if err != nil {
 		return err
 	}
-	gvr := compositeGVR
-	if obj.GetKind() == DecoratorKind {
-		gvr = decoratorGVR
-	}
+	gvr := map[string]schema.GroupVersionResource{
+		CompositeKind: compositeGVR, DecoratorKind: decoratorGVR,
+		NamespacedCompositeKind: namespacedCompositeGVR, NamespacedDecoratorKind: namespacedDecoratorGVR,
+	}[obj.GetKind()]
 	_, err = writeStatus(ctx, m.env, gvr, obj, newStatus)
 	return err
 }
@@ -80,7 +81,7 @@ func (q *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	defer q.m.mu.Unlock()
 	for key, h := range q.m.hosted {
 		if h.controller.queue != nil {
-			ch <- prometheus.MustNewConstMetric(q.desc, prometheus.GaugeValue, float64(h.controller.queue.Len()), key.kind+"/"+key.name)
+			ch <- prometheus.MustNewConstMetric(q.desc, prometheus.GaugeValue, float64(h.controller.queue.Len()), key.kind+"/"+h.controller.name)
 		}
 	}
 }

@@ -19,9 +19,10 @@ var (
 // credentials reads the Secrets and ConfigMaps of webhook TLS and auth settings
 // with a GET each, when a controller starts: no cluster-wide Secret cache. A change
 // to them takes effect when the controller object changes or the engine restarts.
+// A namespaced controller's are read as its ServiceAccount (its environment's client).
 type credentials struct{ env *environment }
 
-func (m *Manager) credentials() hook.Credentials { return credentials{env: m.env} }
+var _ hook.Credentials = credentials{}
 
 func (c credentials) Secret(ctx context.Context, namespace, name string) (map[string][]byte, error) {
 	var s corev1.Secret

@@ -5,8 +5,10 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
@@ -32,6 +34,13 @@ type environment struct {
 	// rollouts, when Functions are served, is told of the end of parent syncs
 	// (nil-safe).
 	rollouts *rollouts
+	// tenant is who a namespaced controller acts as; nil for the engine itself.
+	tenant *tenant
+	// reviews, for namespaced controllers, asks what their ServiceAccount may do.
+	reviews kubernetes.Interface
+	// syncLimiter, for namespaced controllers, is their namespace's bucket of
+	// parent syncs (shared by all its controllers); nil means none.
+	syncLimiter *rate.Limiter
 }
 
 // customizeCacheTTL is upstream's lifetime of a cached customize answer: the hook is

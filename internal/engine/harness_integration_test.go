@@ -46,7 +46,6 @@ const testGroup = "test.metalambda.dev"
 var (
 	parentsGVR  = schema.GroupVersionResource{Group: testGroup, Version: "v1", Resource: "parents"}
 	nostatusGVR = schema.GroupVersionResource{Group: testGroup, Version: "v1", Resource: "nostatuses"}
-	servicesGVR = schema.GroupVersionResource{Version: "v1", Resource: "services"}
 	podsGVR     = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 	ccGVR       = compositeGVR
 	dcGVR       = decoratorGVR

@@ -47,8 +47,9 @@ var (
 // to be written.
 const eventFlushTimeout = 3 * time.Second
 
-// controllerKey names a controller object in the manager's queue.
-type controllerKey struct{ kind, name string }
+// controllerKey names a controller object in the manager's queue; namespace is
+// empty but for namespaced controllers.
+type controllerKey struct{ kind, namespace, name string }
 
 // Manager hosts one controller per CompositeController and DecoratorController object,
 // rebuilding it when the object's spec changes.
@@ -58,6 +59,11 @@ type Manager struct {
 	queue  workqueue.TypedRateLimitingInterface[controllerKey]
 	subs   map[string]*informer.Subscription // by kind
 	ready  atomic.Bool
+	// cfg and kube are the engine's own: namespaced controllers' clients
+	// impersonate from cfg; kube asks what their ServiceAccounts may do.
+	cfg     *rest.Config
+	kube    kubernetes.Interface
+	tenants *tenants
 
 	mu     sync.Mutex
 	hosted map[controllerKey]*hosted
@@ -68,6 +74,10 @@ type hosted struct {
 	object     *unstructured.Unstructured // the controller object it was built from
 	controller *controller
 	stopped    bool
+	// forbidden is set when a namespaced controller's write was refused: the next
+	// sync of its object checks its rights again.
+	forbidden bool
+	checking  bool // a check of its rights runs or ran lately
 }
 
 // New builds a manager. Every API request it makes is counted in reg.
@@ -81,30 +91,11 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 		return &countingTransport{next: rt, counter: m.apiRequests}
 	})
 	shareRateLimiter(cfg)
-	httpClient, err := rest.HTTPClientFor(cfg)
+	cl, err := newClients(cfg, opts)
 	if err != nil {
 		return nil, err
 	}
-	dyn, err := dynamic.NewForConfigAndClient(cfg, httpClient)
-	if err != nil {
-		return nil, err
-	}
-	meta, err := newMetaWriter(cfg, httpClient)
-	if err != nil {
-		return nil, err
-	}
-	watches := dynamic.Interface(dyn)
-	if opts.ApplyStrategy == ServerSideApply {
-		// The caches drop managedFields; the informers' client leaves them out of
-		// every watch event before decoding it.
-		if watches, err = slimDynamic(cfg, httpClient); err != nil {
-			return nil, err
-		}
-	}
-	kube, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
-	if err != nil {
-		return nil, err
-	}
+	dyn, meta, watches, kube := cl.dynamic, cl.meta, cl.watches, cl.kube
 	rec := newEventRecorder(kube, opts)
 	calls := api.NewHistory(opts.HookCallHistory)
 	tracer := tracing.Tracer(opts.TracerProvider)
@@ -135,13 +126,53 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 		// status subresource): retry from one second up to five minutes.
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.NewTypedItemExponentialFailureRateLimiter[controllerKey](time.Second, 5*time.Minute),
 			workqueue.TypedRateLimitingQueueConfig[controllerKey]{Name: "metalambda-engine", MetricsProvider: m.queues}),
-		subs:   map[string]*informer.Subscription{},
-		hosted: map[controllerKey]*hosted{},
+		subs:    map[string]*informer.Subscription{},
+		hosted:  map[controllerKey]*hosted{},
+		cfg:     cfg,
+		kube:    kube,
+		tenants: newTenants(),
 	}
 	if reg != nil {
 		reg.MustRegister(&queueCollector{m: mgr, desc: prometheus.NewDesc("metalambda_engine_queue_depth", "Parents waiting in each hosted controller's work queue.", []string{"controller"}, nil)})
 	}
 	return mgr, nil
+}
+
+// clients are the API clients of one identity: the engine's own, or a namespaced
+// controller's ServiceAccount it impersonates.
+type clients struct {
+	dynamic dynamic.Interface
+	meta    metaWrites
+	watches dynamic.Interface // the informers' client
+	kube    kubernetes.Interface
+}
+
+func newClients(cfg *rest.Config, opts Options) (*clients, error) {
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := newMetaWriter(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	watches := dynamic.Interface(dyn)
+	if opts.ApplyStrategy == ServerSideApply {
+		// The caches drop managedFields; the informers' client leaves them out of
+		// every watch event before decoding it.
+		if watches, err = slimDynamic(cfg, httpClient); err != nil {
+			return nil, err
+		}
+	}
+	kube, err := kubernetes.NewForConfigAndClient(cfg, httpClient)
+	if err != nil {
+		return nil, err
+	}
+	return &clients{dynamic: dyn, meta: meta, watches: watches, kube: kube}, nil
 }
 
 // slimDynamic is a dynamic client that decodes objects without their managedFields.
@@ -194,7 +225,11 @@ func (m *Manager) Run(ctx context.Context) error {
 		}
 		m.subs[kind] = sub
 	}
+	if err := m.watchNamespaced(ctx); err != nil {
+		return err
+	}
 	for _, sub := range m.subs {
+		defer sub.Close() // closing twice is harmless
 		if !sub.WaitForSync(ctx) {
 			return ctx.Err()
 		}
@@ -256,19 +291,24 @@ func (m *Manager) waitForAPI(ctx context.Context) error {
 func (m *Manager) handler(kind string) cache.ResourceEventHandler {
 	enqueue := func(obj any) {
 		if u := asObject(obj); u != nil {
-			m.queue.Add(controllerKey{kind: kind, name: u.GetName()})
+			m.queue.Add(controllerKey{kind: kind, namespace: u.GetNamespace(), name: u.GetName()})
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: enqueue,
+		DeleteFunc: func(obj any) {
+			enqueue(obj)
+			if u := asObject(obj); u != nil && namespacedKind(kind) {
+				m.enqueueNamespace(u.GetNamespace()) // one waiting over the quota may run now
+			}
+		},
 	}
 }
 
 // sync makes the hosted controller of key match its object.
 func (m *Manager) sync(ctx context.Context, key controllerKey) error {
-	obj, ok := m.subs[key.kind].Get("", key.name)
+	obj, ok := m.subs[key.kind].Get(key.namespace, key.name)
 	if !ok || obj.GetDeletionTimestamp() != nil {
 		return m.remove(ctx, key, true)
 	}
@@ -279,7 +319,7 @@ func (m *Manager) sync(ctx context.Context, key controllerKey) error {
 	m.mu.Lock()
 	current := m.hosted[key]
 	m.mu.Unlock()
-	if current != nil && current.specHash == hash {
+	if current != nil && current.specHash == hash && !current.forbidden {
 		return nil
 	}
 	if err := m.remove(ctx, key, false); err != nil {
@@ -291,9 +331,17 @@ func (m *Manager) sync(ctx context.Context, key controllerKey) error {
 	}
 	c, unsupported, err := m.build(ctx, obj)
 	if err != nil {
-		m.env.recorder.Event(obj, corev1.EventTypeWarning, ReasonCreateError, "Cannot create new controller: "+err.Error())
+		m.env.recorder.Event(obj, corev1.EventTypeWarning, buildEventReason(err), "Cannot create new controller: "+err.Error())
 		if statusErr := m.writeControllerStatus(ctx, obj, err, unsupported, invalid); statusErr != nil {
 			return errors.Join(err, statusErr)
+		}
+		if r := reasonOf(err); r == ReasonMissingRights || r == "RightsUnknown" {
+			// A grant starts it: ask again in a while.
+			m.queue.AddAfter(key, m.env.opts.RightsRecheckInterval)
+			return nil
+		}
+		if reasonOf(err) == "TooManyControllers" {
+			return workloop.Terminal(err) // the deletion of another one queues it again
 		}
 		if r := reasonOf(err); r == "InvalidSpec" || r == "InvalidHook" {
 			return workloop.Terminal(err) // only a change to the object can fix it
@@ -301,6 +349,9 @@ func (m *Manager) sync(ctx context.Context, key controllerKey) error {
 		return err
 	}
 	c.setLoop(loop)
+	if namespacedKind(key.kind) {
+		c.onForbidden = func() { m.forbidden(key) }
+	}
 	m.events.lifecycle(obj, key.name, ReasonStarting)
 	if err := c.start(ctx); err != nil {
 		c.shutdown()

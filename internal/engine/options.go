@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"net/url"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -72,6 +73,22 @@ type Options struct {
 	// TracerProvider traces every sync and hook call (see docs/tracing.md); nil
 	// traces nothing and costs nothing.
 	TracerProvider trace.TracerProvider
+	// MaxNamespacedControllersPerNamespace is how many namespaced controllers run
+	// in one namespace (the oldest); 0 means no limit.
+	MaxNamespacedControllersPerNamespace int
+	// NamespaceSyncRate and NamespaceSyncBurst are each namespace's token bucket of
+	// parent syncs, shared by all its namespaced controllers, so that one tenant's
+	// parents do not take the engine's API requests from the others; a rate of 0
+	// means no limit.
+	NamespaceSyncRate  float64
+	NamespaceSyncBurst int
+	// TenantGateways are base URLs of the gateway (scheme, host, port and any path
+	// prefix) under which a namespaced controller may call its namespace's Functions,
+	// at <base>/hooks/<namespace>/<function>.
+	TenantGateways []string
+	// RightsRecheckInterval is how often a namespaced controller whose
+	// ServiceAccount lacks a right is checked again.
+	RightsRecheckInterval time.Duration
 	// customizeTTL is how long a customize answer serves a parent whose generation
 	// stays the same; upstream's 20 minutes unless a test shortens it.
 	customizeTTL time.Duration
@@ -91,6 +108,11 @@ func Defaults() Options {
 		HookCallHistory:    DefaultHookCallHistory,
 		CodeChangeSyncRate: 50,
 		customizeTTL:       customizeCacheTTL,
+
+		MaxNamespacedControllersPerNamespace: 10,
+		NamespaceSyncRate:                    20,
+		NamespaceSyncBurst:                   100,
+		RightsRecheckInterval:                30 * time.Second,
 	}
 }
 
@@ -117,6 +139,17 @@ func (o *Options) Validate() error {
 		return fmt.Errorf("code change sync rate must be positive, got %g parents/s", o.CodeChangeSyncRate)
 	case o.HookCallHistory < 0:
 		return fmt.Errorf("hook call history must not be negative, got %d", o.HookCallHistory)
+	case o.MaxNamespacedControllersPerNamespace < 0:
+		return fmt.Errorf("max namespaced controllers per namespace must not be negative, got %d", o.MaxNamespacedControllersPerNamespace)
+	case o.NamespaceSyncRate < 0 || (o.NamespaceSyncRate > 0 && o.NamespaceSyncBurst < 1):
+		return fmt.Errorf("namespace sync rate must not be negative, and its burst at least 1 with it, got %g parents/s and %d", o.NamespaceSyncRate, o.NamespaceSyncBurst)
+	case o.RightsRecheckInterval <= 0:
+		return fmt.Errorf("rights recheck interval must be positive, got %s", o.RightsRecheckInterval)
+	}
+	for _, g := range o.TenantGateways {
+		if u, err := url.Parse(g); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+			return fmt.Errorf("tenant gateway %q: want http(s)://host[:port][/prefix]", g)
+		}
 	}
 	return nil
 }

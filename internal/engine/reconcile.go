@@ -29,6 +29,13 @@ func (c *controller) reconcile(ctx context.Context, key parentKey) (after time.D
 	if wait := c.env.own.hold(parent.GetUID()); wait > 0 {
 		return wait, nil // the caches do not show the last sync's writes yet
 	}
+	if l := c.env.syncLimiter; l != nil {
+		// The namespace's bucket, shared by its controllers: one tenant's
+		// parents wait for their own turn, not the other tenants'.
+		if err := l.Wait(ctx); err != nil {
+			return 0, err
+		}
+	}
 	release, err := c.acquire(ctx)
 	if err != nil {
 		return 0, err
@@ -48,6 +55,9 @@ func (c *controller) reconcile(ctx context.Context, key parentKey) (after time.D
 	c.env.rollouts.observe(ctx, parent.GetUID(), began, err)
 	if err != nil && !workloop.IsDelay(err) && !errors.Is(err, errParentGone) && !apierrors.IsConflict(err) {
 		c.env.warn(parent, "SyncError", err)
+	}
+	if c.onForbidden != nil && apierrors.IsForbidden(err) {
+		c.onForbidden() // a namespaced controller's ServiceAccount may have lost a right
 	}
 	return after, err
 }

@@ -78,6 +78,9 @@ type controller struct {
 	// when they cap its concurrent syncs, holds one token per sync in progress.
 	loop  loopSettings
 	slots chan struct{}
+	// onForbidden, for a namespaced controller, is called when the API server
+	// refuses one of its ServiceAccount's requests.
+	onForbidden func()
 
 	env      *environment
 	queue    workqueue.TypedRateLimitingInterface[parentKey]

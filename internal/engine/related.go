@@ -150,6 +150,11 @@ func (r *relatedTracker) resolve(rule v1alpha1.RelatedResourceRule, parent *unst
 		}
 	}
 	rr := resolvedRule{rule: rule, res: res, selector: sel}
+	if r.c.env.tenant != nil {
+		if err := tenantRelated(r.c.env, rule, res); err != nil {
+			return resolvedRule{}, err
+		}
+	}
 	if rule.NamespaceSelector != nil {
 		if err := r.selectNamespaces(&rr, parent); err != nil {
 			return resolvedRule{}, err

@@ -40,6 +40,9 @@ type Options struct {
 	// reads them from the cache when children are written with server-side apply,
 	// and they are often the bulk of an object.
 	DropManagedFields bool
+	// Namespace, when set, limits every informer to the objects of that namespace
+	// (a namespaced controller's, whose client may list no other).
+	Namespace string
 }
 
 // Factory hands out shared informers.
@@ -103,7 +106,10 @@ func (f *Factory) subscribe(key informerKey) *Subscription {
 }
 
 func (f *Factory) start(key informerKey) *Shared {
-	resource := f.client.Resource(key.gvr)
+	var resource dynamic.ResourceInterface = f.client.Resource(key.gvr)
+	if f.opts.Namespace != "" {
+		resource = f.client.Resource(key.gvr).Namespace(f.opts.Namespace)
+	}
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = key.selector
