@@ -43,7 +43,7 @@ tokens only, and RBAC on functions.metalambda.dev decides what each user may do.
 	f.connect.kube.AddFlags(c.PersistentFlags())
 	c.PersistentFlags().StringVar(&f.connect.gateway, "gateway", "", "the gateway's URL (default $"+gatewayEnv+", else the local platform's gateway)")
 	c.AddCommand(f.applyCommand(), f.listCommand(), f.getCommand(), f.deleteCommand(),
-		f.invokeCommand(), f.logsCommand(), f.initCommand(), f.historyCommand(), f.rollbackCommand())
+		f.invokeCommand(), f.logsCommand(), f.initCommand(), f.historyCommand(), f.rollbackCommand(), f.rolloutCommand())
 	return c
 }
 

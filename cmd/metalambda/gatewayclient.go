@@ -84,3 +84,10 @@ func (c *gatewayClient) revisions(ctx context.Context, name string) ([]gatewayap
 	list, err := c.api.Revisions(ctx, c.namespace, name)
 	return list.Items, c.explainFailure(err)
 }
+
+// rollout asks for action on the function's rollout and returns the Function as
+// written.
+func (c *gatewayClient) rollout(ctx context.Context, name, action string) (*unstructured.Unstructured, error) {
+	obj, err := c.api.Rollout(ctx, c.namespace, name, action)
+	return obj, c.explainFailure(err)
+}

@@ -104,6 +104,10 @@ func operations() map[string]map[string]*openapi3.Operation {
 		"/v1/namespaces/{namespace}/functions/{name}/revisions": {http.MethodGet: operation("The function's revisions (its ControllerRevisions), newest first, with the live ones' shares. Read as the caller, who must be allowed to list controllerrevisions (apps) in the namespace.",
 			params(ns, name), nil, nil,
 			ok(200, jsonResponse("The revisions.", ref("RevisionList"))), errs(401, 403, 404, 500), errs(kubernetesCodes...))},
+		"/v1/namespaces/{namespace}/functions/{name}/rollout/{action}": {http.MethodPost: operation("Act on the function's rollout in progress, as the caller (the verb update on functions): pause sets spec.rollout.paused, resume clears it, promote and abort set the annotation metalambda.dev/rollout-promote or metalambda.dev/rollout-abort to the revision status.rollout names, for the rollout driver. 409 when the rollout's phase does not take the action (no status.rollout, Halted, Complete, already paused, not paused), 400 for another action.",
+			params(ns, name, &openapi3.ParameterRef{Value: openapi3.NewPathParameter("action").WithDescription("What to do.").
+				WithSchema(openapi3.NewStringSchema().WithEnum("pause", "resume", "promote", "abort"))}), nil, nil,
+			ok(200, jsonResponse("The Function as written.", ref("Function"))), errs(400, 401, 403, 404, 409, 500), errs(kubernetesCodes...))},
 		"/v1/namespaces/{namespace}/functions/{name}/replay": {http.MethodPost: operation("Replay: run a candidate version of the function, unsaved, against its last recorded calls and tell per call whether the answer changes. Needs the verbs update and invoke; 422 with the position if the candidate does not compile.",
 			params(ns, name), &openapi3.RequestBodyRef{Value: openapi3.NewRequestBody().WithRequired(true).
 				WithDescription("The candidate; what it leaves out is the stored function's.").WithJSONSchemaRef(ref("ReplayRequest"))}, nil,

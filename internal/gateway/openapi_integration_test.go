@@ -185,6 +185,12 @@ func TestAPIMatchesItsOpenAPI(t *testing.T) {
 		t.Errorf("a Function with history off shows %.500s", quiet.raw)
 	}
 
+	// Rollout controls: refused without a policy, an unknown action, no such function
+	// (a 200 is TestRolloutControls').
+	expect(c.do(t, "POST", base+"/echo/rollout/pause", tok, nil, nil, true), 409, "no_rollout_policy")
+	expect(c.do(t, "POST", base+"/echo/rollout/restart", tok, nil, nil, false), 400, "unknown_action")
+	expect(c.do(t, "POST", base+"/missing/rollout/abort", tok, nil, nil, true), 404, "not_found")
+
 	// Delete: 204, then 404.
 	expect(c.do(t, "DELETE", base+"/echo", tok, nil, nil, true), 204, "")
 	expect(c.do(t, "DELETE", base+"/echo", tok, nil, nil, true), 404, "not_found")

@@ -49,6 +49,7 @@ func (g *Gateway) functionRoutes(r chi.Router) {
 	r.Post("/{name}/invoke", g.authorized(verbInvoke, g.callRoute(g.invoke)))
 	r.Get("/{name}/invocations", g.authorized(verbInvoke, g.invocations))
 	r.Get("/{name}/revisions", g.authorized("get", g.listRevisions))
+	r.Post("/{name}/rollout/{action}", g.authorized("update", g.rolloutAction))
 	// A replay runs code the caller wrote (update) on recorded requests it then
 	// shows the answers to (invoke): it needs both verbs.
 	r.Post("/{name}/replay", g.authorized("update", g.authorized(verbInvoke, g.bodyFirst(g.limitReplays(g.replay)))))

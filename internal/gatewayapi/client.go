@@ -108,6 +108,14 @@ func (c *Client) Revisions(ctx context.Context, namespace, name string) (*Revisi
 	return &out, err
 }
 
+// Rollout asks for action (rollout.Pause, Resume, Promote or Abort) on the function's rollout in progress and returns the Function
+// as written.
+func (c *Client) Rollout(ctx context.Context, namespace, name, action string) (*unstructured.Unstructured, error) {
+	obj := &unstructured.Unstructured{}
+	_, err := c.Do(ctx, http.MethodPost, FunctionsPath(namespace, name, "rollout", action), nil, &obj.Object)
+	return obj, err
+}
+
 // Replay runs a candidate against a function's recorded calls.
 func (c *Client) Replay(ctx context.Context, namespace, name string, req ReplayRequest) (*ReplayResult, error) {
 	var out ReplayResult

@@ -70,9 +70,12 @@ type FunctionPage struct {
 	SampleRequest string
 	ReplayLimit   int
 	// The outcome of what was just posted, if anything.
-	Save   *SaveResult
-	Test   *TestResult
-	Replay *ReplayView
+	Save          *SaveResult
+	Test          *TestResult
+	Replay        *ReplayView
+	RolloutResult *RolloutOutcome
+	// Rollout is the rollout panel (live).
+	Rollout RolloutPanel
 }
 
 // Problem is an error of the source at a position (1-based; 0 when unknown).
@@ -130,6 +133,7 @@ func (d *Dashboard) loadFunction(r *http.Request) (any, error) {
 	p := newFunctionPage(formOf(u))
 	p.Ready = condition(conditions(u), "Ready")
 	p.URL, _, _ = unstructured.NestedString(u.Object, "status", "url")
+	p.Rollout = rolloutPanel(u)
 	p.History = d.history(r, ns, name)
 	if len(p.History.Items) > 0 {
 		p.TestRequest = indentJSON(p.History.Items[0].Request)
@@ -396,7 +400,7 @@ func (d *Dashboard) answerWithFunction(w http.ResponseWriter, r *http.Request, s
 	if !isHTMX(r) {
 		if loaded, err := d.loadFunction(r); err == nil {
 			full := loaded.(*FunctionPage)
-			full.Save, full.Test, full.Replay = p.Save, p.Test, p.Replay
+			full.Save, full.Test, full.Replay, full.RolloutResult = p.Save, p.Test, p.Replay, p.RolloutResult
 			if p.Form.Source != "" {
 				full.Form = p.Form
 			}

@@ -37,6 +37,8 @@ type FunctionRow struct {
 	Ready                    Condition
 	Rates                    Rates
 	HasRates                 bool
+	// Rollout marks a rollout under way or halted.
+	Rollout *RolloutBadge
 }
 
 func (d *Dashboard) overview() view {
@@ -95,7 +97,7 @@ func (d *Dashboard) addEngineSummaries(r *http.Request, rows []ControllerRow) st
 
 func (d *Dashboard) functionRow(u *unstructured.Unstructured) FunctionRow {
 	rt, _, _ := unstructured.NestedString(u.Object, "spec", "runtime")
-	row := FunctionRow{Namespace: u.GetNamespace(), Name: u.GetName(), Runtime: rt, Ready: condition(conditions(u), "Ready")}
+	row := FunctionRow{Namespace: u.GetNamespace(), Name: u.GetName(), Runtime: rt, Ready: condition(conditions(u), "Ready"), Rollout: rolloutBadge(u)}
 	if d.opts.FunctionRates != nil {
 		row.Rates, row.HasRates = d.opts.FunctionRates(row.Namespace, row.Name)
 	}

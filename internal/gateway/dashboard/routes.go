@@ -32,6 +32,7 @@ func (d *Dashboard) routes() http.Handler {
 		r.Post("/functions/{namespace}/{name}", d.saveFunction)
 		r.Post("/functions/{namespace}/{name}/test", d.testFunction)
 		r.Post("/functions/{namespace}/{name}/replay", d.replayFunction)
+		r.Post("/functions/{namespace}/{name}/rollout/{action}", d.rolloutAction)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		d.render(w, r, http.StatusNotFound, "error.html", "Not found", "", errorPage{Status: http.StatusNotFound, Message: "No page at " + r.URL.Path})
