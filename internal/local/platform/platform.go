@@ -366,6 +366,9 @@ func (p *Platform) startEngineAndGateway(kube kubernetes.Interface) error {
 		return gatewayURL, ref.Name == GatewayService && ref.Namespace == GatewayNamespace
 	}
 	engineOpts.HookHTTP = hook.TokenForHosts{Hosts: []string{p.opts.GatewayAddress}, Token: token, Next: newHookHTTP()}
+	// Namespaced controllers call their namespace's Functions at the gateway's
+	// address, or through its Service.
+	engineOpts.TenantGateways = []string{gatewayURL, "http://" + GatewayService + "." + GatewayNamespace}
 	mgr, err := engine.New(cfg, engineOpts, prometheus.NewRegistry())
 	if err != nil {
 		engineAPI.Close()
