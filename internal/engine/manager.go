@@ -51,6 +51,15 @@ const eventFlushTimeout = 3 * time.Second
 // empty but for namespaced controllers.
 type controllerKey struct{ kind, namespace, name string }
 
+// controllerName is the name of key's controller in metrics, events and the API,
+// as controllerName gives it from the object.
+func (k controllerKey) controllerName() string {
+	if k.namespace != "" {
+		return k.namespace + "/" + k.name
+	}
+	return k.name
+}
+
 // Manager hosts one controller per CompositeController and DecoratorController object,
 // rebuilding it when the object's spec changes.
 type Manager struct {
@@ -387,9 +396,12 @@ func (m *Manager) remove(ctx context.Context, key controllerKey, release bool) e
 	m.mu.Unlock()
 	if release {
 		// The controller is gone for good: drop its series, so they do not pile up.
-		m.env.hooks.Metrics.Forget(key.kind, key.name)
-		m.env.metrics.forget(key.kind, key.name)
-		m.env.calls.Forget(key.kind, key.name)
+		// They are named as the controller names itself (controllerName): a
+		// namespaced controller's as namespace/name.
+		name := key.controllerName()
+		m.env.hooks.Metrics.Forget(key.kind, name)
+		m.env.metrics.forget(key.kind, name)
+		m.env.calls.Forget(key.kind, name)
 	}
 	klog.FromContext(ctx).Info("Controller stopped", "kind", key.kind, "name", key.name)
 	return nil

@@ -134,6 +134,11 @@ func (m *Manager) tenantEnv(t tenant) (*environment, error) {
 		Namespace:         t.namespace,
 	})
 	env.tenant, env.reviews = &t, m.kube
+	// A tenant's hook answering a redirect would send the engine's request where
+	// the hook policy (tenantHook) refuses to: its 3xx is the call's error.
+	hooks := *m.env.hooks
+	hooks.NoRedirects = true
+	env.hooks = &hooks
 	env.syncLimiter = m.tenants.limiters[t.namespace]
 	if env.syncLimiter == nil && m.env.opts.NamespaceSyncRate > 0 {
 		env.syncLimiter = rate.NewLimiter(rate.Limit(m.env.opts.NamespaceSyncRate), m.env.opts.NamespaceSyncBurst)

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 )
 
@@ -84,5 +86,22 @@ func TestTenantIdentity(t *testing.T) {
 	}
 	if got := strings.Join(team.groups(), ","); got != "system:serviceaccounts,system:serviceaccounts:team-a,system:authenticated" {
 		t.Errorf("groups = %s", got)
+	}
+}
+
+// TestControllerKeyName: the series and recorded calls of a controller that goes
+// are forgotten under the name they were kept under; a namespaced controller's
+// kept its namespace/name, and forgetting its bare name left them behind forever
+// (a tenant creating and deleting controllers grew the engine's metrics without
+// bound).
+func TestControllerKeyName(t *testing.T) {
+	for _, obj := range []*unstructured.Unstructured{
+		{Object: map[string]any{"kind": NamespacedCompositeKind, "metadata": map[string]any{"namespace": "team-a", "name": "greeter"}}},
+		{Object: map[string]any{"kind": CompositeKind, "metadata": map[string]any{"name": "greeter"}}},
+	} {
+		key := controllerKey{kind: obj.GetKind(), namespace: obj.GetNamespace(), name: obj.GetName()}
+		if got, want := key.controllerName(), controllerName(obj); got != want {
+			t.Errorf("%s: key name %q, controller name %q", obj.GetKind(), got, want)
+		}
 	}
 }

@@ -93,7 +93,7 @@ func (s Security) Apply(ep *Endpoint) {
 	if s.TLS != nil {
 		t := newTransport()
 		t.TLSClientConfig = s.TLS
-		ep.HTTP = &http.Client{Transport: t}
+		ep.HTTP = &http.Client{Transport: t, CheckRedirect: CheckRedirect}
 	}
 }
 

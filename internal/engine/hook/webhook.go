@@ -76,6 +76,26 @@ type Client struct {
 	// carries (traceparent); nil makes none, but a call still carries the context of
 	// its caller's span when there is one.
 	Tracer trace.Tracer
+	// NoRedirects makes a 3xx answer the call's error instead of following it (with
+	// the engine's HTTP clients, see CheckRedirect): a namespaced controller's hook
+	// would otherwise send the engine's request anywhere it names in Location.
+	NoRedirects bool
+}
+
+// noRedirectsKey marks the context of a call that follows no redirect.
+type noRedirectsKey struct{}
+
+// CheckRedirect is the redirect policy of the engine's hook HTTP clients: the calls
+// of a Client with NoRedirects get the 3xx answer itself; the others follow up to
+// 10 redirects, as Go's default client does (and upstream's hook client).
+func CheckRedirect(req *http.Request, via []*http.Request) error {
+	if req.Context().Value(noRedirectsKey{}) != nil {
+		return http.ErrUseLastResponse
+	}
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	return nil
 }
 
 // Recorder keeps a record of hook calls. RecordCall runs on the caller's goroutine
@@ -104,7 +124,7 @@ type Call struct {
 
 // sharedHTTP is the Doer of clients that do not set one. It holds idle connections
 // only, no configuration that changes.
-var sharedHTTP = &http.Client{Transport: newTransport()}
+var sharedHTTP = &http.Client{Transport: newTransport(), CheckRedirect: CheckRedirect}
 
 func newTransport() *http.Transport {
 	return &http.Transport{
@@ -175,6 +195,9 @@ func (c *Client) startSpan(ctx context.Context, ep Endpoint, info CallInfo) (con
 func (c *Client) post(ctx context.Context, ep Endpoint, info CallInfo, payload []byte, response any) (code string, body []byte, err error) {
 	ctx, cancel := context.WithTimeoutCause(ctx, ep.timeout(), errDeadline)
 	defer cancel()
+	if c.NoRedirects {
+		ctx = context.WithValue(ctx, noRedirectsKey{}, true)
+	}
 	req, err := newRequest(ctx, ep.URL, payload)
 	if err != nil {
 		return CodeError, nil, fmt.Errorf("POST %s: %w", ep.URL, err)

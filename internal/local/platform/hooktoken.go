@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/metalambda/metalambda/internal/engine/hook"
 )
 
 // HookTokenFile is where the platform keeps the bearer token its gateway requires on
@@ -66,5 +68,5 @@ func newHookToken(path string) (string, error) {
 func newHookHTTP() *http.Client {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConns, t.MaxIdleConnsPerHost = 1000, 100
-	return &http.Client{Transport: t}
+	return &http.Client{Transport: t, CheckRedirect: hook.CheckRedirect}
 }
