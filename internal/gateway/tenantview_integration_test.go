@@ -1,0 +1,226 @@
+//go:build integration
+
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/metalambda/metalambda/internal/engine"
+	"github.com/metalambda/metalambda/internal/engineapi"
+	"github.com/metalambda/metalambda/internal/kubetest"
+)
+
+// viewerRole lets ServiceAccount ns/viewer read the namespaced controllers of ns and
+// read and update its greetings: a tenant's developer.
+func viewerRole(t *testing.T, ns string) string {
+	t.Helper()
+	ctx := kubetest.Context(t)
+	env.ServiceAccount(t, ns, "viewer")
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "viewer"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"metalambda.dev"}, Resources: []string{"namespacedcompositecontrollers", "namespaceddecoratorcontrollers"}, Verbs: []string{"get", "list"}},
+		{APIGroups: []string{tenantParents.Group}, Resources: []string{"greetings"}, Verbs: []string{"get", "list", "update"}},
+	}}
+	if _, err := env.Kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "viewer"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "viewer"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "viewer", Namespace: ns}},
+	}
+	if _, err := env.Kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return env.Token(t, ns, "viewer")
+}
+
+// apiCall sends method path (body JSON, "" for none) to the engine API at base with
+// token, and returns the status and body.
+func apiCall(t *testing.T, method, base, path, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(kubetest.Context(t), method, base+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, string(data)
+}
+
+// TestTenantViewOfTheEngineAPI: two tenants, each with a namespaced controller and a
+// developer who may read its controllers and parents. Each sees its own controller
+// (its ServiceAccount, Running), its parents, its hook calls, and syncs its parents
+// on demand; it gets 403 for the other's, whether the name exists or not, and no body
+// it gets names the other namespace unless its request did. A controller whose
+// ServiceAccount lacks rights shows MissingRights with the missing grant.
+func TestTenantViewOfTheEngineAPI(t *testing.T) {
+	g := startGateway(t)
+	env.InstallCRDs(t, kubetest.SchemalessCRD(tenantParents.Group, "Greeting", "greetings", "greeting"))
+	a, b := tenant(t, g), tenant(t, g)
+	o := engine.Defaults()
+	o.TargetSelector = labels.SelectorFromSet(labels.Set{"test": a})
+	o.TenantGateways = []string{g.url}
+	o.RightsRecheckInterval = time.Second
+	mgr, err := engine.New(env.Config, o, prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Run(t, "the engine", mgr.Run, func(context.Context) (bool, error) { return mgr.Ready(), nil })
+	handler, err := mgr.API(env.Kube)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	client := &engineapi.Client{BaseURL: srv.URL}
+
+	ctx := kubetest.Context(t)
+	tokens := map[string]string{}
+	for _, ns := range []string{a, b} {
+		tenantRole(t, ns)
+		createNCC(t, ns, "greeter", a, map[string]any{"url": g.url + "/hooks/" + ns + "/greeter"})
+		if err := createGreeting(ctx, ns, "g-"+ns, map[string]any{"who": ns}); err != nil {
+			t.Fatal(err)
+		}
+		tokens[ns] = viewerRole(t, ns)
+	}
+	// In a, a controller whose ServiceAccount has no rights at all.
+	env.ServiceAccount(t, a, "nobody")
+	env.Create(t, nccGVR, a, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metalambda.dev/v1alpha1", "kind": "NamespacedCompositeController",
+		"metadata": map[string]any{"name": "unprivileged", "labels": map[string]any{"test": a}},
+		"spec": map[string]any{
+			"serviceAccountName": "nobody", "generateSelector": true,
+			"parentResource": map[string]any{"apiVersion": tenantParents.GroupVersion().String(), "resource": "greetings"},
+			"hooks":          map[string]any{"sync": map[string]any{"webhook": map[string]any{"url": g.url + "/hooks/" + a + "/greeter"}}},
+		},
+	}})
+	for _, ns := range []string{a, b} {
+		waitReady(t, ns, "greeter", "True", "Running")
+		waitConfigMap(t, ns, "g-"+ns, ns)
+	}
+	waitReady(t, a, "unprivileged", "False", "MissingRights")
+
+	for me, other := range map[string]string{a: b, b: a} {
+		token := tokens[me]
+		// No body answered to a request that does not name the other namespace
+		// names it.
+		clean := func(what string, status int, body string, want int) {
+			t.Helper()
+			if status != want {
+				t.Errorf("%s as %s: %d %s, want %d", what, me, status, body, want)
+			}
+			if strings.Contains(body, other) {
+				t.Errorf("%s as %s names the other namespace %s: %s", what, me, other, body)
+			}
+		}
+		for _, path := range []string{"/api/v1/controllers", "/api/v1/namespaces/" + me + "/controllers", "/api/v1/hookcalls"} {
+			status, body := apiCall(t, http.MethodGet, srv.URL, path, token, "")
+			clean("GET "+path, status, body, http.StatusOK)
+		}
+		list, err := client.Controllers(ctx, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mine []string
+		for _, c := range list.Items {
+			mine = append(mine, c.String())
+		}
+		want := []string{engineapi.KindNamespacedComposite + "/" + me + "/greeter"}
+		if me == a {
+			want = append(want, engineapi.KindNamespacedComposite+"/"+a+"/unprivileged")
+		}
+		if strings.Join(mine, ",") != strings.Join(want, ",") {
+			t.Errorf("controllers as %s: %v, want %v", me, mine, want)
+		}
+		ref := engineapi.ControllerRef{Kind: engineapi.KindNamespacedComposite, Namespace: me, Name: "greeter"}
+		sum, err := client.Controller(ctx, token, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sum.Running || sum.ServiceAccountName != "ctl" || sum.Parents != 1 {
+			t.Errorf("greeter of %s: %+v, want running as ctl with 1 parent", me, sum)
+		}
+		parents, err := client.ControllerParents(ctx, token, ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(parents.Items) != 1 || parents.Items[0].Name != "g-"+me {
+			t.Errorf("parents of %s's greeter: %+v", me, parents.Items)
+		}
+		status, body := apiCall(t, http.MethodGet, srv.URL, engineapi.ControllerPath(ref)+"/parents/g-"+me, token, "")
+		clean("the parent", status, body, http.StatusOK)
+		calls, err := client.HookCalls(ctx, token, engineapi.HookCallQuery{Controller: ref.String()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(calls.Items) == 0 || calls.Items[0].Controller != ref {
+			t.Errorf("hook calls of %s's greeter: %+v", me, calls.Items)
+		}
+		status, body = apiCall(t, http.MethodPost, srv.URL, engineapi.ControllerPath(ref)+"/sync", token, `{"name": "g-`+me+`"}`)
+		clean("a sync", status, body, http.StatusOK)
+		status, body = apiCall(t, http.MethodPost, srv.URL, engineapi.ControllerPath(ref)+"/sync", token, `{"all": true}`)
+		clean("a sync of all", status, body, http.StatusOK)
+
+		// The other's: an empty list, and 403 whether the controller exists or not.
+		status, body = apiCall(t, http.MethodGet, srv.URL, "/api/v1/controllers?namespace="+other, token, "")
+		var empty engineapi.ControllerList
+		if err := json.Unmarshal([]byte(body), &empty); status != http.StatusOK || err != nil || len(empty.Items) != 0 {
+			t.Errorf("the other's list as %s: %d %s", me, status, body)
+		}
+		theirs := engineapi.ControllerRef{Kind: engineapi.KindNamespacedComposite, Namespace: other, Name: "greeter"}
+		missing := theirs
+		missing.Name = "no-such-controller"
+		for _, r := range []engineapi.ControllerRef{theirs, missing} {
+			for _, req := range [][3]string{
+				{http.MethodGet, engineapi.ControllerPath(r), ""},
+				{http.MethodGet, engineapi.ControllerPath(r) + "/parents", ""},
+				{http.MethodGet, engineapi.ControllerPath(r) + "/parents/g-" + other, ""},
+				{http.MethodPost, engineapi.ControllerPath(r) + "/sync", `{"all": true}`},
+			} {
+				if status, body := apiCall(t, req[0], srv.URL, req[1], token, req[2]); status != http.StatusForbidden {
+					t.Errorf("%s %s as %s: %d %s, want 403", req[0], req[1], me, status, body)
+				}
+			}
+		}
+		status, body = apiCall(t, http.MethodGet, srv.URL, "/api/v1/hookcalls?controller="+theirs.String(), token, "")
+		var none engineapi.HookCallList
+		if err := json.Unmarshal([]byte(body), &none); status != http.StatusOK || err != nil || len(none.Items) != 0 {
+			t.Errorf("the other's hook calls as %s: %d %s", me, status, body)
+		}
+	}
+
+	// The controller without rights shows MissingRights, naming the grant it lacks.
+	sum, err := client.Controller(ctx, tokens[a], engineapi.ControllerRef{Kind: engineapi.KindNamespacedComposite, Namespace: a, Name: "unprivileged"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var missingRights bool
+	for _, c := range sum.Conditions {
+		missingRights = missingRights || (c.Type == "Ready" && c.Reason == "MissingRights" && strings.Contains(c.Message, "greetings"))
+	}
+	if sum.Running || sum.ServiceAccountName != "nobody" || !missingRights || sum.Error == "" {
+		t.Errorf("unprivileged: %+v, want not running, MissingRights naming greetings", sum)
+	}
+}
