@@ -5,6 +5,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -78,8 +79,10 @@ func TestTenantViewOfTheEngineAPI(t *testing.T) {
 	g := startGateway(t)
 	env.InstallCRDs(t, kubetest.SchemalessCRD(tenantParents.Group, "Greeting", "greetings", "greeting"))
 	a, b := tenant(t, g), tenant(t, g)
+	// The engine's label names neither namespace: every body is searched for them.
+	label := fmt.Sprintf("tview-%d", time.Now().UnixNano())
 	o := engine.Defaults()
-	o.TargetSelector = labels.SelectorFromSet(labels.Set{"test": a})
+	o.TargetSelector = labels.SelectorFromSet(labels.Set{"test": label})
 	o.TenantGateways = []string{g.url}
 	o.RightsRecheckInterval = time.Second
 	mgr, err := engine.New(env.Config, o, prometheus.NewRegistry())
@@ -99,7 +102,7 @@ func TestTenantViewOfTheEngineAPI(t *testing.T) {
 	tokens := map[string]string{}
 	for _, ns := range []string{a, b} {
 		tenantRole(t, ns)
-		createNCC(t, ns, "greeter", a, map[string]any{"url": g.url + "/hooks/" + ns + "/greeter"})
+		createNCC(t, ns, "greeter", label, map[string]any{"url": g.url + "/hooks/" + ns + "/greeter"})
 		if err := createGreeting(ctx, ns, "g-"+ns, map[string]any{"who": ns}); err != nil {
 			t.Fatal(err)
 		}
@@ -109,7 +112,7 @@ func TestTenantViewOfTheEngineAPI(t *testing.T) {
 	env.ServiceAccount(t, a, "nobody")
 	env.Create(t, nccGVR, a, &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metalambda.dev/v1alpha1", "kind": "NamespacedCompositeController",
-		"metadata": map[string]any{"name": "unprivileged", "labels": map[string]any{"test": a}},
+		"metadata": map[string]any{"name": "unprivileged", "labels": map[string]any{"test": label}},
 		"spec": map[string]any{
 			"serviceAccountName": "nobody", "generateSelector": true,
 			"parentResource": map[string]any{"apiVersion": tenantParents.GroupVersion().String(), "resource": "greetings"},
