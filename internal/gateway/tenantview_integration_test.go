@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -69,14 +71,56 @@ func apiCall(t *testing.T, method, base, path, token, body string) (int, string)
 	return resp.StatusCode, string(data)
 }
 
+// dashboardSession logs in to the dashboard of the gateway at base with token, and
+// returns a function that GETs a page under /ui.
+func dashboardSession(t *testing.T, base, token string) func(page string) (int, string) {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jar.SetCookies(u, []*http.Cookie{{Name: "metalambda_login", Value: "csrf-value", Path: "/"}})
+	c := &http.Client{Jar: jar}
+	resp, err := c.PostForm(base+"/ui/login", url.Values{"csrf": {"csrf-value"}, "token": {token}, "next": {"/ui/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("logging in to the dashboard: %s", resp.Status)
+	}
+	return func(page string) (int, string) {
+		t.Helper()
+		resp, err := c.Get(base + "/ui" + page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		data, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, string(data)
+	}
+}
+
 // TestTenantViewOfTheEngineAPI: two tenants, each with a namespaced controller and a
-// developer who may read its controllers and parents. Each sees its own controller
+// developer who may read its controllers and parents. Each sees, through the engine's
+// API and the dashboard's pages, its own controller
 // (its ServiceAccount, Running), its parents, its hook calls, and syncs its parents
 // on demand; it gets 403 for the other's, whether the name exists or not, and no body
 // it gets names the other namespace unless its request did. A controller whose
 // ServiceAccount lacks rights shows MissingRights with the missing grant.
 func TestTenantViewOfTheEngineAPI(t *testing.T) {
-	g := startGateway(t)
+	// The engine's API listens before the gateway starts, whose dashboard reads it.
+	engineAPI := http.NotFoundHandler()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { engineAPI.ServeHTTP(w, r) }))
+	t.Cleanup(srv.Close)
+	g := startGateway(t, func(o *Options) { o.EngineURL = srv.URL })
 	env.InstallCRDs(t, kubetest.SchemalessCRD(tenantParents.Group, "Greeting", "greetings", "greeting"))
 	a, b := tenant(t, g), tenant(t, g)
 	// The engine's label names neither namespace: every body is searched for them.
@@ -90,12 +134,9 @@ func TestTenantViewOfTheEngineAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubetest.Run(t, "the engine", mgr.Run, func(context.Context) (bool, error) { return mgr.Ready(), nil })
-	handler, err := mgr.API(env.Kube)
-	if err != nil {
+	if engineAPI, err = mgr.API(env.Kube); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(handler)
-	t.Cleanup(srv.Close)
 	client := &engineapi.Client{BaseURL: srv.URL}
 
 	ctx := kubetest.Context(t)
@@ -211,6 +252,25 @@ func TestTenantViewOfTheEngineAPI(t *testing.T) {
 		var none engineapi.HookCallList
 		if err := json.Unmarshal([]byte(body), &none); status != http.StatusOK || err != nil || len(none.Items) != 0 {
 			t.Errorf("the other's hook calls as %s: %d %s", me, status, body)
+		}
+
+		// The dashboard, logged in with the same token, shows the same.
+		ui := dashboardSession(t, g.url, token)
+		status, body = ui(engineapi.ControllerPath(ref)[len("/api/v1"):])
+		clean("the dashboard's controller page", status, body, http.StatusOK)
+		if !strings.Contains(body, "g-"+me) || !strings.Contains(body, "<code>ctl</code>") {
+			t.Errorf("the dashboard's page of %s's greeter shows no parent g-%s or service account: %s", me, me, body)
+		}
+		status, body = ui("/")
+		clean("the dashboard's overview", status, body, http.StatusOK)
+		if !strings.Contains(body, "/ui/namespaces/"+me+"/controllers/"+engineapi.KindNamespacedComposite+"/greeter") {
+			t.Errorf("the dashboard's overview as %s does not link its greeter: %s", me, body)
+		}
+		if me == a && !strings.Contains(body, "data-missing-rights") {
+			t.Errorf("the dashboard's overview as %s does not show the missing rights of unprivileged: %s", me, body)
+		}
+		if status, body := ui(engineapi.ControllerPath(theirs)[len("/api/v1"):]); status != http.StatusForbidden {
+			t.Errorf("the dashboard's page of the other's greeter as %s: %d %s, want 403", me, status, body)
 		}
 	}
 

@@ -24,10 +24,10 @@ type ControllerRow struct {
 	// Namespace is set for a namespaced controller, whose row comes from the engine.
 	Kind, Namespace, Name string
 	ServiceAccount        string
-	Ready, Supported   Condition
-	Parents            int
-	SyncErrorsLastHour int
-	Latency            []engineapi.LatencyPoint
+	Ready, Supported      Condition
+	Parents               int
+	SyncErrorsLastHour    int
+	Latency               []engineapi.LatencyPoint
 	// Engine is false when the engine said nothing about the controller.
 	Engine       bool
 	Running      bool
