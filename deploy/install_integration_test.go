@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -72,6 +74,7 @@ func TestPlatformInstallRunsWithItsOwnRights(t *testing.T) {
 	opts.ResolveService = func(ref v1alpha1.ServiceReference) (string, bool) {
 		return hooks.URL, ref.Name == "metalambda-gateway" && ref.Namespace == ns
 	}
+	opts.TenantGateways = []string{"http://metalambda-gateway." + ns}
 	start.StartEngine(t, engineCfg, opts)
 
 	root := filepath.Join(Dir(), "..")
@@ -144,6 +147,74 @@ func TestPlatformInstallRunsWithItsOwnRights(t *testing.T) {
 			t.Errorf("%s: %v, want Forbidden", what, err)
 		}
 	}
+	namespacedControllerRunsAsItsServiceAccount(t, asEngine)
+}
+
+// namespacedControllerRunsAsItsServiceAccount: a tenant's controller of a type of
+// the tenant's converges through the engine run with its own account, which may
+// write none of that type: it acts as the tenant's ServiceAccount.
+func namespacedControllerRunsAsItsServiceAccount(t *testing.T, asEngine kubernetes.Interface) {
+	ctx := kubetest.Context(t)
+	notes := schema.GroupVersionResource{Group: "tenant.test.metalambda.dev", Version: "v1", Resource: "notes"}
+	env.InstallCRDs(t, kubetest.SchemalessCRD(notes.Group, "Note", "notes", "note"))
+	tenant := env.Namespace(t)
+	env.ServiceAccount(t, tenant, "ctl")
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "ctl"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{notes.Group}, Resources: []string{"notes"}, Verbs: []string{"get", "list", "watch", "create", "patch", "delete"}},
+		{APIGroups: []string{notes.Group}, Resources: []string{"notes/status"}, Verbs: []string{"update"}},
+	}}
+	if _, err := env.Kube.RbacV1().Roles(tenant).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "ctl"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "ctl"},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "ctl", Namespace: tenant}},
+	}
+	if _, err := env.Kube.RbacV1().RoleBindings(tenant).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The engine's own account may not write the tenant's type.
+	for _, verb := range []string{"create", "update", "patch", "delete"} {
+		review, err := asEngine.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:               "system:serviceaccount:metalambda-system:metalambda-engine",
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:metalambda-system", "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: tenant, Verb: verb, Group: notes.Group, Resource: "notes"},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if review.Status.Allowed {
+			t.Errorf("the engine's account may %s notes in %s", verb, tenant)
+		}
+	}
+	// A Function of the tenant as the hook: a child Note per parent Note.
+	fn := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metalambda.dev/v1alpha1", "kind": "Function", "metadata": map[string]any{"name": "copy", "namespace": tenant},
+		"spec": map[string]any{"runtime": "jsonnet", "source": `function(request) {status: {copied: true}, children: if std.objectHas(request.parent.spec, "copy") then [] else [{apiVersion: "tenant.test.metalambda.dev/v1", kind: "Note", metadata: {name: request.parent.metadata.name + "-copy"}, spec: {copy: true}}]}`},
+	}}
+	if _, err := env.Dynamic.Resource(gateway.FunctionsGVR).Namespace(tenant).Create(ctx, fn, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ncc := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "metalambda.dev/v1alpha1", "kind": "NamespacedCompositeController",
+		"metadata": map[string]any{"name": "copier", "namespace": tenant},
+		"spec": map[string]any{
+			"serviceAccountName": "ctl", "generateSelector": true,
+			"parentResource": map[string]any{"apiVersion": "tenant.test.metalambda.dev/v1", "resource": "notes", "labelSelector": map[string]any{"matchLabels": map[string]any{"role": "original"}}},
+			"childResources": []any{map[string]any{"apiVersion": "tenant.test.metalambda.dev/v1", "resource": "notes"}},
+			"hooks":          map[string]any{"sync": map[string]any{"webhook": map[string]any{"service": map[string]any{"name": "metalambda-gateway", "namespace": "metalambda-system"}, "path": "/hooks/" + tenant + "/copy"}}},
+		},
+	}}
+	ncc.SetLabels(nil)
+	nccGVR := schema.GroupVersionResource{Group: "metalambda.dev", Version: "v1alpha1", Resource: "namespacedcompositecontrollers"}
+	env.Create(t, nccGVR, tenant, ncc)
+	note := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "tenant.test.metalambda.dev/v1", "kind": "Note",
+		"metadata": map[string]any{"name": "n", "labels": map[string]any{"role": "original"}}, "spec": map[string]any{},
+	}}
+	env.Create(t, notes, tenant, note)
+	env.WaitFor(t, "the tenant's controller writes the child Note as its ServiceAccount", notes, tenant, "n-copy", nil)
 }
 
 func listErr[T any](_ T, err error) error { return err }

@@ -78,10 +78,10 @@ func TestChildCacheHoldsOnlyLabelledObjects(t *testing.T) {
 			t.Error("an unlabelled ConfigMap is in the child cache")
 		}
 		// Parents, ConfigMap children (labelled only), related Secrets, the
-		// manager's two controller kinds and Functions (their CRD is installed):
-		// no informer of every ConfigMap.
-		if n := eng.mgr.env.informers.Active(); n != 6 {
-			t.Errorf("%d informers run, want 6", n)
+		// manager's two controller kinds, its two namespaced controller kinds and
+		// Functions (their CRDs are installed): no informer of every ConfigMap.
+		if n := eng.mgr.env.informers.Active(); n != 8 {
+			t.Errorf("%d informers run, want 8", n)
 		}
 		// The API server answered the create before the watch delivered it.
 		kubetest.Eventually(t, 10*time.Second, "the child p-0 reaches the child cache", func(context.Context) (bool, error) {

@@ -65,8 +65,12 @@ func hasGCFinalizer(obj *unstructured.Unstructured) bool {
 // them from the API server since the controller's caches are closed.
 func (c *controller) releaseFinalizers(ctx context.Context) error {
 	var errs []error
+	namespace := "" // every namespace; a namespaced controller's own only
+	if c.env.tenant != nil {
+		namespace = c.env.tenant.namespace
+	}
 	for _, p := range c.parents {
-		list, err := c.env.resource(p.res.GroupVersionResource, "").List(ctx, metav1.ListOptions{})
+		list, err := c.env.resource(p.res.GroupVersionResource, namespace).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			errs = append(errs, err)
 			continue

@@ -9,9 +9,12 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
@@ -85,10 +88,23 @@ type tenants struct {
 	mu       sync.Mutex
 	envs     map[tenant]*environment
 	limiters map[string]*rate.Limiter
+	clients  map[string]flowcontrol.RateLimiter // API requests, by namespace
 }
 
 func newTenants() *tenants {
-	return &tenants{envs: map[tenant]*environment{}, limiters: map[string]*rate.Limiter{}}
+	return &tenants{envs: map[tenant]*environment{}, limiters: map[string]*rate.Limiter{}, clients: map[string]flowcontrol.RateLimiter{}}
+}
+
+// clientLimiter is namespace's bucket of API requests, at the rate of cfg (the
+// engine's --client-go-qps and --client-go-burst); call it with t.mu held.
+func (t *tenants) clientLimiter(namespace string, cfg *rest.Config) flowcontrol.RateLimiter {
+	if l := t.clients[namespace]; l != nil {
+		return l
+	}
+	probe := &rest.Config{QPS: cfg.QPS, Burst: cfg.Burst}
+	shareRateLimiter(probe)
+	t.clients[namespace] = probe.RateLimiter
+	return probe.RateLimiter
 }
 
 // tenantEnv is the environment of the controllers that act as t: the engine's,
@@ -101,6 +117,11 @@ func (m *Manager) tenantEnv(t tenant) (*environment, error) {
 	}
 	cfg := rest.CopyConfig(m.cfg)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: t.user()}
+	if cfg.RateLimiter != nil {
+		// The namespace's own client-side bucket, at the engine's rate: in one
+		// shared bucket, a busy tenant's workers would queue ahead of everyone.
+		cfg.RateLimiter = m.tenants.clientLimiter(t.namespace, m.cfg)
+	}
 	cl, err := newClients(cfg, m.env.opts)
 	if err != nil {
 		return nil, err
@@ -233,6 +254,13 @@ func (m *Manager) watchNamespaced(ctx context.Context) error {
 			klog.FromContext(ctx).V(1).Info("Namespaced controllers not served", "kind", kind, "err", err.Error())
 			continue
 		}
+		if !m.mayWatch(ctx, gvr) {
+			// Their CRD is installed, but this engine was not given them (the
+			// chart's engine.namespacedControllers: false): a cache it may not
+			// list would never sync, and the engine never be ready.
+			klog.FromContext(ctx).Info("Namespaced controllers served but not granted to the engine; not serving them", "kind", kind)
+			continue
+		}
 		sub := m.env.informers.Subscribe(gvr)
 		if err := sub.AddHandler(m.handler(kind)); err != nil {
 			sub.Close()
@@ -289,4 +317,17 @@ func buildEventReason(err error) string {
 		return ReasonMissingRights
 	}
 	return ReasonCreateError
+}
+
+// mayWatch asks whether the engine may list and watch gvr in every namespace.
+func (m *Manager) mayWatch(ctx context.Context, gvr schema.GroupVersionResource) bool {
+	for _, verb := range []string{"list", "watch"} {
+		review, err := m.kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: verb, Group: gvr.Group, Resource: gvr.Resource}},
+		}, metav1.CreateOptions{})
+		if err != nil || !review.Status.Allowed {
+			return false
+		}
+	}
+	return true
 }
