@@ -78,7 +78,8 @@ func newRootCommand(s streams) *cobra.Command {
 		Use:   "metalambda",
 		Short: "Run Metalambda on this machine and work with its functions",
 		Long: `metalambda runs the whole platform on this machine (up, down), manages the
-gateway's hook functions (fn) and syncs a controller's parents on demand (sync).
+gateway's hook functions (fn), shows the engine's controllers (ctl) and syncs a
+controller's parents on demand (sync).
 
 ` + exitCodesHelp,
 		Example: `  metalambda up                 # as root: control plane, engine, gateway, ingress, node
@@ -101,6 +102,7 @@ gateway's hook functions (fn) and syncs a controller's parents on demand (sync).
 		"Run \"metalambda down -h\" for its flags.", down))
 	root.AddCommand(newFnCommand(s))
 	root.AddCommand(newSyncCommand(s))
+	root.AddCommand(newCtlCommand(s))
 	return root
 }
 

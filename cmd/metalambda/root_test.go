@@ -54,7 +54,7 @@ func TestExitCodesOfTheCommandLine(t *testing.T) {
 		{[]string{"sync", "web"}, exitUsage, "name one parent"},
 		{[]string{"sync", "web", "ns/p", "--all"}, exitUsage, "name one parent"},
 		{[]string{"sync", "web", "ns/p", "extra"}, exitUsage, "at most one parent"},
-		{[]string{"sync", "job/web", "--all"}, exitUsage, "KIND must be compositecontroller (cc) or decoratorcontroller (dec)"},
+		{[]string{"sync", "job/web", "--all"}, exitUsage, "KIND must be compositecontroller (cc), decoratorcontroller (dec), namespacedcompositecontroller (ncc) or namespaceddecoratorcontroller (ndc)"},
 		{[]string{"sync", "web", "--all", "--engine", "127.0.0.1:9095", "--server", "https://127.0.0.1:2", "--token", "t"}, exitError, `engine API URL "127.0.0.1:9095" (--engine) is not an http:// or https:// URL`},
 		{[]string{"sync", "web", "--all", "--engine", "http://127.0.0.1:1", "--server", "https://127.0.0.1:2", "--token", "t"}, exitError, "cannot reach the engine API at http://127.0.0.1:1 (--engine)"},
 	} {

@@ -24,14 +24,20 @@ const engineEnv = "METALAMBDA_ENGINE"
 // syncCommand is `metalambda sync`: a sync on demand through the engine's API.
 type syncCommand struct {
 	streams
+	engineConn
+	all  bool   // --all
+	kind string // --parent-kind
+}
+
+// engineConn is how a command reaches the engine's API: the kubeconfig flags, whose
+// bearer token it presents, and --engine.
+type engineConn struct {
 	kube   *genericclioptions.ConfigFlags
 	engine string // --engine
-	all    bool   // --all
-	kind   string // --parent-kind
 }
 
 func newSyncCommand(s streams) *cobra.Command {
-	o := &syncCommand{streams: s, kube: genericclioptions.NewConfigFlags(true)}
+	o := &syncCommand{streams: s, engineConn: engineConn{kube: genericclioptions.NewConfigFlags(true)}}
 	c := &cobra.Command{
 		Use:   "sync CONTROLLER [NAMESPACE/PARENT | PARENT | --all]",
 		Short: "Sync a controller's parent now, or all of them, without changing them",
@@ -40,9 +46,12 @@ the controller's sync hook for it at once, ahead of resyncs, without any change 
 the parent.
 
 CONTROLLER is NAME (a CompositeController) or KIND/NAME, KIND being
-compositecontroller (cc) or decoratorcontroller (dec). A parent is NAMESPACE/NAME,
-or NAME with --namespace, or NAME alone for a cluster-scoped parent. --parent-kind
-picks among a DecoratorController's parent kinds.
+compositecontroller (cc), decoratorcontroller (dec), namespacedcompositecontroller
+(ncc) or namespaceddecoratorcontroller (ndc). A parent is NAMESPACE/NAME, or NAME
+with --namespace, or NAME alone for a cluster-scoped parent. A namespaced
+controller is in --namespace (default: the kubeconfig's namespace), and its parents
+are in its namespace: name them by NAME. --parent-kind picks among a decorator's
+parent kinds.
 
 The engine's API is found in this order: --engine, then $` + engineEnv + `, then the
 engine of the local platform when the kubeconfig is the one ` + "`metalambda up`" + ` wrote.
@@ -54,7 +63,8 @@ The credentials are the kubeconfig's bearer token, as for kubectl (--kubeconfig,
 ` + exitCodesHelp,
 		Example: `  metalambda sync web default/hello            # CompositeController web, parent hello in default
   metalambda sync web hello -n default
-  metalambda sync dec/add-labels --all          # every parent of DecoratorController add-labels`,
+  metalambda sync dec/add-labels --all          # every parent of DecoratorController add-labels
+  metalambda sync ncc/greeter hello -n team-a   # NamespacedCompositeController greeter of team-a`,
 		Args: func(c *cobra.Command, args []string) error {
 			switch {
 			case len(args) == 0:
@@ -76,13 +86,16 @@ The credentials are the kubeconfig's bearer token, as for kubectl (--kubeconfig,
 }
 
 func (o *syncCommand) run(cmd *cobra.Command, args []string) error {
-	kind, name, err := parseController(args[0])
+	ref, err := o.controllerRef(args[0])
 	if err != nil {
 		return err
 	}
 	req := engineapi.SyncRequest{All: o.all, Kind: o.kind}
 	if !o.all {
 		req.Namespace, req.Name = o.parent(args[1])
+		if ref.Namespace != "" && req.Namespace != ref.Namespace && strings.Contains(args[1], "/") {
+			return usageError{fmt.Errorf("the parents of %s are in its namespace %s, not %s", ref, ref.Namespace, req.Namespace)}
+		}
 	}
 	client, base, err := o.client()
 	if err != nil {
@@ -90,7 +103,7 @@ func (o *syncCommand) run(cmd *cobra.Command, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := client.Sync(ctx, "", kind, name, req)
+	res, err := client.SyncController(ctx, "", ref, req)
 	if err != nil {
 		return explainEngine(err, base)
 	}
@@ -104,13 +117,53 @@ func parseController(arg string) (kind, name string, err error) {
 	if !ok {
 		return engineapi.KindComposite, arg, nil
 	}
-	switch strings.ToLower(kind) {
-	case "compositecontroller", "compositecontrollers", "cc":
-		return engineapi.KindComposite, name, nil
-	case "decoratorcontroller", "decoratorcontrollers", "dec":
-		return engineapi.KindDecorator, name, nil
+	if k := controllerKind(kind); k != "" && name != "" {
+		return k, name, nil
 	}
-	return "", "", usageError{fmt.Errorf("controller %q: KIND must be compositecontroller (cc) or decoratorcontroller (dec)", arg)}
+	return "", "", usageError{fmt.Errorf("controller %q: KIND must be compositecontroller (cc), decoratorcontroller (dec), namespacedcompositecontroller (ncc) or namespaceddecoratorcontroller (ndc)", arg)}
+}
+
+// controllerKind reads a controller kind, its plural or short name; "" for none.
+func controllerKind(s string) string {
+	switch strings.ToLower(s) {
+	case "compositecontroller", "compositecontrollers", "cc":
+		return engineapi.KindComposite
+	case "decoratorcontroller", "decoratorcontrollers", "dec":
+		return engineapi.KindDecorator
+	case "namespacedcompositecontroller", "namespacedcompositecontrollers", "ncc":
+		return engineapi.KindNamespacedComposite
+	case "namespaceddecoratorcontroller", "namespaceddecoratorcontrollers", "ndc":
+		return engineapi.KindNamespacedDecorator
+	}
+	return ""
+}
+
+// controllerRef reads NAME or KIND/NAME; a namespaced controller is in --namespace,
+// else the kubeconfig's namespace.
+func (o *engineConn) controllerRef(arg string) (engineapi.ControllerRef, error) {
+	kind, name, err := parseController(arg)
+	if err != nil {
+		return engineapi.ControllerRef{}, err
+	}
+	ref := engineapi.ControllerRef{Kind: kind, Name: name}
+	if engineapi.Namespaced(kind) {
+		if ref.Namespace, err = o.namespace(); err != nil {
+			return ref, err
+		}
+	}
+	return ref, nil
+}
+
+// namespace is --namespace, else the kubeconfig's namespace ("default" without one).
+func (o *engineConn) namespace() (string, error) {
+	if o.kube.Namespace != nil && *o.kube.Namespace != "" {
+		return *o.kube.Namespace, nil
+	}
+	ns, _, err := o.kube.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return "", fmt.Errorf("the kubeconfig: %w", err)
+	}
+	return ns, nil
 }
 
 // parent reads NAMESPACE/NAME, or NAME in --namespace, or NAME alone (cluster-scoped).
@@ -118,7 +171,7 @@ func (o *syncCommand) parent(arg string) (namespace, name string) {
 	if ns, name, ok := strings.Cut(arg, "/"); ok {
 		return ns, name
 	}
-	if o.kube.Namespace != nil {
+	if o.kube.Namespace != nil && *o.kube.Namespace != "" {
 		return *o.kube.Namespace, arg
 	}
 	return "", arg
@@ -126,7 +179,7 @@ func (o *syncCommand) parent(arg string) (namespace, name string) {
 
 // client is an engine API client that presents the kubeconfig's bearer token, and
 // the engine's URL.
-func (o *syncCommand) client() (*engineapi.Client, string, error) {
+func (o *engineConn) client() (*engineapi.Client, string, error) {
 	loader := o.kube.ToRawKubeConfigLoader()
 	cfg, err := o.kube.ToRESTConfig()
 	if err != nil {
@@ -146,7 +199,7 @@ func (o *syncCommand) client() (*engineapi.Client, string, error) {
 // findEngine returns the engine API's URL and where it was found: --engine, then
 // $METALAMBDA_ENGINE, then the engine-url file that `metalambda up` writes beside the
 // kubeconfig it writes, when the kubeconfig in use is that one.
-func (o *syncCommand) findEngine(loader clientcmd.ClientConfig, apiHost string) (string, string, error) {
+func (o *engineConn) findEngine(loader clientcmd.ClientConfig, apiHost string) (string, string, error) {
 	return findURL(loader, apiHost, o.engine, "--engine", engineEnv, platform.EngineURLFile, "engine API",
 		"no engine API: pass --engine URL or set $"+engineEnv+"; only a kubeconfig that `metalambda up` wrote names its engine. "+
 			"An engine in a cluster serves its API only with --api-address (the Helm chart's engine.api values), reached with `kubectl port-forward` to its Service")
@@ -172,7 +225,11 @@ func printSync(w interface{ Write([]byte) (int, error) }, res *engineapi.SyncRes
 	if res.Queued == 1 {
 		plural = ""
 	}
-	fmt.Fprintf(w, "queued %d parent%s of %s %s\n", res.Queued, plural, res.Controller.Kind, res.Controller.Name)
+	name := res.Controller.Name
+	if res.Controller.Namespace != "" {
+		name = res.Controller.Namespace + "/" + name
+	}
+	fmt.Fprintf(w, "queued %d parent%s of %s %s\n", res.Queued, plural, res.Controller.Kind, name)
 	for _, p := range res.Parents {
 		name := p.Name
 		if p.Namespace != "" {

@@ -37,31 +37,40 @@ func (v engineView) Standby() (string, bool) {
 	return v.m.env.opts.Standby()
 }
 
-// Controllers are the controller objects this engine serves, sorted by kind and name.
+// Controllers are the controller objects this engine serves, the namespaced ones
+// included, sorted by kind, namespace and name.
 func (v engineView) Controllers() []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
-	for _, kind := range []string{CompositeKind, DecoratorKind} {
-		for _, obj := range v.m.subs[kind].List("") {
+	for _, kind := range []string{CompositeKind, DecoratorKind, NamespacedCompositeKind, NamespacedDecoratorKind} {
+		sub := v.m.subs[kind]
+		if sub == nil {
+			continue // the namespaced kinds are not served
+		}
+		for _, obj := range sub.List("") {
 			if v.m.env.opts.TargetSelector.Matches(labelsOf(obj)) {
 				out = append(out, obj)
 			}
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].GetKind() != out[j].GetKind() {
-			return out[i].GetKind() < out[j].GetKind()
+		a, b := out[i], out[j]
+		if a.GetKind() != b.GetKind() {
+			return a.GetKind() < b.GetKind()
 		}
-		return out[i].GetName() < out[j].GetName()
+		if a.GetNamespace() != b.GetNamespace() {
+			return a.GetNamespace() < b.GetNamespace()
+		}
+		return a.GetName() < b.GetName()
 	})
 	return out
 }
 
-// Controller is the running controller of kind and name, or nil (an untyped nil:
-// a nil *controller in the interface would not compare equal to nil).
-func (v engineView) Controller(kind, name string) api.Controller {
+// Controller is the running controller of kind, namespace and name, or nil (an
+// untyped nil: a nil *controller in the interface would not compare equal to nil).
+func (v engineView) Controller(kind, namespace, name string) api.Controller {
 	v.m.mu.Lock()
 	defer v.m.mu.Unlock()
-	h := v.m.hosted[controllerKey{kind: kind, name: name}]
+	h := v.m.hosted[controllerKey{kind: kind, namespace: namespace, name: name}]
 	if h == nil || h.stopped {
 		return nil
 	}

@@ -60,6 +60,58 @@ func (c *Client) Controllers(ctx context.Context, token string) (*ControllerList
 	return &out, c.get(ctx, token, "/api/v1/controllers", nil, &out)
 }
 
+// ControllersIn lists the controllers the token's user may get in namespace: the
+// namespaced controllers there, when the user may list their kind in it ("" lists
+// every controller, as Controllers).
+func (c *Client) ControllersIn(ctx context.Context, token, namespace string) (*ControllerList, error) {
+	if namespace == "" {
+		return c.Controllers(ctx, token)
+	}
+	var out ControllerList
+	return &out, c.get(ctx, token, "/api/v1/namespaces/"+url.PathEscape(namespace)+"/controllers", nil, &out)
+}
+
+// ControllerPath is the API path of the controller ref names:
+// /api/v1/controllers/KIND/NAME, or /api/v1/namespaces/NS/controllers/KIND/NAME for a
+// namespaced one.
+func ControllerPath(ref ControllerRef) string {
+	p := "/api/v1/controllers/" + url.PathEscape(ref.Kind) + "/" + url.PathEscape(ref.Name)
+	if ref.Namespace != "" {
+		p = "/api/v1/namespaces/" + url.PathEscape(ref.Namespace) + "/controllers/" + url.PathEscape(ref.Kind) + "/" + url.PathEscape(ref.Name)
+	}
+	return p
+}
+
+// Controller returns the summary of one controller the token's user may get.
+func (c *Client) Controller(ctx context.Context, token string, ref ControllerRef) (*ControllerSummary, error) {
+	var out ControllerSummary
+	return &out, c.get(ctx, token, ControllerPath(ref), nil, &out)
+}
+
+// ControllerParents lists the parents of one controller that the token's user may get.
+func (c *Client) ControllerParents(ctx context.Context, token string, ref ControllerRef) (*ParentList, error) {
+	var out ParentList
+	return &out, c.get(ctx, token, ControllerPath(ref)+"/parents", nil, &out)
+}
+
+// NamespacedParent returns one parent (in the controller's namespace) of a
+// namespaced controller, with its children.
+func (c *Client) NamespacedParent(ctx context.Context, token string, ref ControllerRef, parent string) (*ParentDetail, error) {
+	var out ParentDetail
+	return &out, c.get(ctx, token, ControllerPath(ref)+"/parents/"+url.PathEscape(parent), nil, &out)
+}
+
+// SyncController is Sync of any controller, a namespaced one included (whose parents
+// are in its namespace: req.Namespace may be left empty).
+func (c *Client) SyncController(ctx context.Context, token string, ref ControllerRef, req SyncRequest) (*SyncResult, error) {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("engine API: %w", err)
+	}
+	var out SyncResult
+	return &out, c.do(ctx, http.MethodPost, token, ControllerPath(ref)+"/sync", body, &out)
+}
+
 // HookCalls lists recorded hook calls, newest first, that the token's user may see.
 func (c *Client) HookCalls(ctx context.Context, token string, q HookCallQuery) (*HookCallList, error) {
 	v := url.Values{}

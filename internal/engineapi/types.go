@@ -9,7 +9,16 @@ import (
 const (
 	KindComposite = "CompositeController"
 	KindDecorator = "DecoratorController"
+	// The namespaced controller kinds (metalambda.dev/v1alpha1): a namespace's own
+	// controllers, which the engine runs as one of its ServiceAccounts.
+	KindNamespacedComposite = "NamespacedCompositeController"
+	KindNamespacedDecorator = "NamespacedDecoratorController"
 )
+
+// Namespaced reports whether kind is a namespaced controller kind.
+func Namespaced(kind string) bool {
+	return kind == KindNamespacedComposite || kind == KindNamespacedDecorator
+}
 
 // Hook names, as they appear in HookCall.Hook.
 const (
@@ -25,14 +34,22 @@ const (
 	ReadyUnknown = "Unknown"
 )
 
-// ControllerRef names a CompositeController or DecoratorController (cluster-scoped).
+// ControllerRef names a controller: a CompositeController or DecoratorController
+// (cluster-scoped, no Namespace), or a namespaced one in Namespace.
 type ControllerRef struct {
-	Kind string `json:"kind"`
-	Name string `json:"name"`
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
 }
 
-// String is "Kind/name", the form the hookcalls query takes.
-func (c ControllerRef) String() string { return c.Kind + "/" + c.Name }
+// String is "Kind/name", or "Kind/namespace/name" for a namespaced controller: the
+// form the hookcalls query takes.
+func (c ControllerRef) String() string {
+	if c.Namespace != "" {
+		return c.Kind + "/" + c.Namespace + "/" + c.Name
+	}
+	return c.Kind + "/" + c.Name
+}
 
 // ObjectRef names a Kubernetes object; Namespace is empty for a cluster-scoped one.
 type ObjectRef struct {
@@ -50,7 +67,8 @@ type Resource struct {
 }
 
 // ControllerList is the answer of GET /api/v1/controllers: the controllers the caller
-// may get, sorted by kind and name.
+// may get, sorted by kind, namespace and name (namespaced controllers only in the
+// namespaces where the caller may list their kind).
 type ControllerList struct {
 	Items []ControllerSummary `json:"items"`
 	// HistoryEnabled is false when the engine records no hook calls
@@ -69,9 +87,15 @@ type ControllerSummary struct {
 	// Hooks maps each configured hook (sync, finalize, customize) to its URL.
 	Hooks map[string]string `json:"hooks,omitempty"`
 	// Running is true while the engine hosts the controller; Error says why it does not
-	// (an invalid spec, a resource that does not exist).
+	// (an invalid spec, a resource that does not exist, the grant a namespaced
+	// controller's ServiceAccount lacks).
 	Running bool   `json:"running"`
 	Error   string `json:"error,omitempty"`
+	// ServiceAccountName is the ServiceAccount a namespaced controller acts as.
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
+	// Conditions are the status conditions the engine wrote on the controller object
+	// (Ready, with reason MissingRights naming the missing grant, and others).
+	Conditions []Condition `json:"conditions,omitempty"`
 	// Parents is the number of parents the controller currently selects.
 	Parents int `json:"parents"`
 	// SyncErrorsLastHour counts failed hook calls (any hook) in the last hour.
@@ -79,6 +103,22 @@ type ControllerSummary struct {
 	// Latency is the hook latency per minute over the last hour, oldest first; minutes
 	// without calls are left out.
 	Latency []LatencyPoint `json:"latency,omitempty"`
+}
+
+// Condition is one status condition of a controller object.
+type Condition struct {
+	Type               string     `json:"type"`
+	Status             string     `json:"status"`
+	Reason             string     `json:"reason,omitempty"`
+	Message            string     `json:"message,omitempty"`
+	LastTransitionTime *time.Time `json:"lastTransitionTime,omitempty"`
+}
+
+// ParentList is the answer of GET .../controllers/KIND/NAME/parents: the parents of
+// a controller the caller may get, sorted by namespace and name.
+type ParentList struct {
+	Controller ControllerRef `json:"controller"`
+	Items      []ObjectRef   `json:"items"`
 }
 
 // LatencyPoint is one minute of a controller's hook calls.
@@ -135,7 +175,8 @@ type HookCall struct {
 
 // HookCallQuery filters GET /api/v1/hookcalls; zero fields do not filter.
 type HookCallQuery struct {
-	// Controller is "Kind/name", e.g. "CompositeController/web".
+	// Controller is "Kind/name", e.g. "CompositeController/web", or
+	// "Kind/namespace/name" for a namespaced controller.
 	Controller string
 	// Namespace and Parent select the calls of parents with that namespace and name.
 	Namespace string

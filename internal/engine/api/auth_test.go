@@ -75,7 +75,7 @@ func TestAPIAuthenticatesBearerTokens(t *testing.T) {
 }
 
 func TestAPIAccessByNameOrNamespace(t *testing.T) {
-	web := controllerAccess(CompositeKind, "web")
+	web := controllerAccess(CompositeKind, "", "web")
 	apps := access{group: "example.com", resource: "apps", namespace: "team-a"}
 	named := access{group: "example.com", resource: "apps", namespace: "team-b", name: "one"}
 	api, a := reviews(t, map[access]bool{web: true, apps: true, named: true})
@@ -89,8 +89,8 @@ func TestAPIAccessByNameOrNamespace(t *testing.T) {
 		want bool
 	}{
 		{web, true},
-		{controllerAccess(CompositeKind, "other"), false},
-		{controllerAccess(DecoratorKind, "web"), false},
+		{controllerAccess(CompositeKind, "", "other"), false},
+		{controllerAccess(DecoratorKind, "", "web"), false},
 		{access{group: "example.com", resource: "apps", namespace: "team-a", name: "any"}, true}, // namespace-wide
 		{named, true},
 		{access{group: "example.com", resource: "apps", namespace: "team-b", name: "two"}, false},

@@ -21,11 +21,12 @@ type Engine interface {
 	// Standby reports whether the engine is a standby replica under leader election,
 	// which runs no controllers, and the leader's identity ("" while none is known).
 	Standby() (leader string, standby bool)
-	// Controllers are the controller objects the engine serves, sorted by kind and
-	// name.
+	// Controllers are the controller objects the engine serves, the namespaced ones
+	// included, sorted by kind, namespace and name.
 	Controllers() []*unstructured.Unstructured
-	// Controller is the running controller of kind and name, or nil.
-	Controller(kind, name string) Controller
+	// Controller is the running controller of kind, namespace ("" for a
+	// cluster-scoped kind) and name, or nil.
+	Controller(kind, namespace, name string) Controller
 	// Resource resolves a parent's apiVersion and kind to its resource, which
 	// authorization names.
 	Resource(apiVersion, kind string) (Resource, error)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
+	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 	"github.com/metalambda/metalambda/internal/engineapi"
 	"github.com/metalambda/metalambda/internal/httpapi"
 )
@@ -51,7 +52,16 @@ func (s *server) routes() http.Handler {
 		writeAPIJSON(w, map[string]string{"status": "ok"})
 	})
 	r.Route("/api/v1", func(r chi.Router) {
-		r.Get("/controllers", s.authenticated(nil, s.controllers))
+		r.Get("/controllers", s.authenticated(checkListQuery, s.controllers))
+		r.Get("/controllers/{kind}/{name}", s.authenticated(checkControllerPath, s.controller))
+		r.Get("/controllers/{kind}/{name}/parents", s.authenticated(checkControllerPath, s.parents))
+		r.Route("/namespaces/{namespace}/controllers", func(r chi.Router) {
+			r.Get("/", s.authenticated(checkControllerPath, s.controllers))
+			r.Get("/{kind}/{name}", s.authenticated(checkControllerPath, s.controller))
+			r.Get("/{kind}/{name}/parents", s.authenticated(checkControllerPath, s.parents))
+			r.Get("/{kind}/{name}/parents/{parent}", s.authenticated(checkControllerPath, s.namespacedParent))
+			r.Post("/{kind}/{name}/sync", s.authenticated(checkSync, s.sync))
+		})
 		r.Get("/hookcalls", s.authenticated(func(r *http.Request) error { _, err := parseHookCallQuery(r); return err }, s.hookCalls))
 		r.Get("/parents/{kind}/{name}/{namespace}/{parent}", s.authenticated(checkParentPath, s.parent))
 		r.Post("/controllers/{kind}/{name}/sync", s.authenticated(checkSync, s.sync))
@@ -107,11 +117,25 @@ func (s *server) notReady() error {
 	return httpapi.NewError(http.StatusServiceUnavailable, "not_ready", "the engine is starting; try again shortly")
 }
 
-// controllers lists the controllers this engine serves that the caller may get.
-func (s *server) controllers(ctx context.Context, c *caller, _ *http.Request) (any, error) {
+// controllers lists the controllers this engine serves that the caller may see: the
+// cluster-scoped ones it may get, the namespaced ones of the namespaces where it may
+// list their kind. A namespace in the path or the query (?namespace=NS) keeps the
+// namespaced controllers of that namespace alone.
+func (s *server) controllers(ctx context.Context, c *caller, r *http.Request) (any, error) {
+	namespace := chi.URLParam(r, "namespace")
+	if namespace == "" {
+		namespace = r.URL.Query().Get("namespace")
+	}
 	out := engineapi.ControllerList{Items: []engineapi.ControllerSummary{}, HistoryEnabled: s.calls != nil}
 	for _, obj := range s.engine.Controllers() {
-		ok, err := c.may(ctx, controllerAccess(obj.GetKind(), obj.GetName()))
+		if namespace != "" && obj.GetNamespace() != namespace {
+			continue
+		}
+		x := controllerAccess(obj.GetKind(), obj.GetNamespace(), obj.GetName())
+		if x.namespace != "" {
+			x.verb, x.name = "list", ""
+		}
+		ok, err := c.may(ctx, x)
 		if err != nil {
 			return nil, err
 		}
@@ -152,7 +176,8 @@ func (s *server) hookCalls(ctx context.Context, c *caller, r *http.Request) (any
 
 func (s *server) mayseeCall(ctx context.Context, c *caller, rc *recordedCall) (bool, error) {
 	info := rc.call.Info
-	if ok, err := c.may(ctx, controllerAccess(info.ControllerType, info.Controller)); !ok || err != nil {
+	ref := callController(info.ControllerType, info.Controller)
+	if ok, err := c.may(ctx, controllerAccess(ref.Kind, ref.Namespace, ref.Name)); !ok || err != nil {
 		return false, err
 	}
 	res, err := s.engine.Resource(info.ParentAPIVersion, info.Parent.Kind)
@@ -174,15 +199,24 @@ func parseHookCallQuery(r *http.Request) (hookCallQuery, error) {
 	q := hookCallQuery{namespace: v.Get("namespace"), parent: v.Get("parent"), limit: defaultHookCallLimit}
 	if ctl := v.Get("controller"); ctl != "" {
 		kind, name, ok := strings.Cut(ctl, "/")
-		if q.kind = controllerKind(kind); !ok || q.kind == "" || name == "" {
-			return q, httpapi.NewError(http.StatusBadRequest, "bad_request", "controller must be KIND/NAME with KIND CompositeController or DecoratorController, got "+strconv.Quote(ctl))
+		q.kind = controllerKind(kind)
+		ctlNamespace := ""
+		if engineapi.Namespaced(q.kind) {
+			ctlNamespace, name, ok = strings.Cut(name, "/")
 		}
+		if !ok || q.kind == "" || name == "" {
+			return q, httpapi.NewError(http.StatusBadRequest, "bad_request", "controller must be KIND/NAME with KIND CompositeController or DecoratorController, or KIND/NAMESPACE/NAME with KIND NamespacedCompositeController or NamespacedDecoratorController, got "+strconv.Quote(ctl))
+		}
+		if err := httpapi.CheckNames(ctlNamespace, name); err != nil {
+			return q, err
+		}
+		// The engine records a namespaced controller's calls as namespace/name.
 		q.name = name
+		if ctlNamespace != "" {
+			q.name = ctlNamespace + "/" + name
+		}
 	}
 	if err := httpapi.CheckNames(q.namespace, q.parent); err != nil {
-		return q, err
-	}
-	if err := httpapi.CheckNames("", q.name); err != nil {
 		return q, err
 	}
 	if since := v.Get("since"); since != "" {
@@ -213,8 +247,8 @@ func (q hookCallQuery) matches(rc *recordedCall) bool {
 // no controller kind, names that are no DNS-1123 subdomains, a namespace ("-" for
 // none) that is no DNS-1123 label.
 func checkParentPath(r *http.Request) error {
-	if controllerKind(chi.URLParam(r, "kind")) == "" {
-		return httpapi.NewError(http.StatusBadRequest, "bad_request", "the controller kind must be CompositeController or DecoratorController, got "+strconv.Quote(chi.URLParam(r, "kind")))
+	if err := checkClusterKind(r); err != nil {
+		return err
 	}
 	if err := httpapi.CheckNames("", chi.URLParam(r, "name")); err != nil {
 		return err
@@ -236,19 +270,21 @@ func checkParentPath(r *http.Request) error {
 // whether the parent exists or not, and a 404 or 409 tells nothing of objects it may
 // not get.
 func (s *server) parent(ctx context.Context, c *caller, r *http.Request) (any, error) {
-	kind := controllerKind(chi.URLParam(r, "kind"))
-	name, namespace, parentName := chi.URLParam(r, "name"), chi.URLParam(r, "namespace"), chi.URLParam(r, "parent")
+	ref := engineapi.ControllerRef{Kind: controllerKind(chi.URLParam(r, "kind")), Name: chi.URLParam(r, "name")}
+	namespace, parentName := chi.URLParam(r, "namespace"), chi.URLParam(r, "parent")
 	if namespace == "-" {
 		namespace = ""
 	}
-	if err := mustMay(ctx, c, controllerAccess(kind, name)); err != nil {
+	return s.showParent(ctx, c, r, ref, namespace, parentName)
+}
+
+// showParent is the parent namespace/parentName of the controller ref names, as
+// parent shows it.
+func (s *server) showParent(ctx context.Context, c *caller, r *http.Request, ref engineapi.ControllerRef, namespace, parentName string) (any, error) {
+	ctl, err := s.runningController(ctx, c, ref)
+	if err != nil {
 		return nil, err
 	}
-	ctl := s.engine.Controller(kind, name)
-	if ctl == nil {
-		return nil, httpapi.NewError(http.StatusNotFound, "not_found", "this engine runs no "+kind+" "+strconv.Quote(name))
-	}
-	ref := engineapi.ControllerRef{Kind: kind, Name: name}
 	mayGet, err := mayOnParent(ctx, c, ctl, "", namespace, parentName)
 	if err != nil {
 		return nil, err
@@ -312,24 +348,57 @@ func mustMay(ctx context.Context, c *caller, x access) error {
 	return nil
 }
 
+// checkClusterKind answers 400 for a path of the cluster-scoped controller routes
+// whose kind is no cluster-scoped controller kind.
+func checkClusterKind(r *http.Request) error {
+	kind := controllerKind(chi.URLParam(r, "kind"))
+	switch {
+	case kind == "":
+		return httpapi.NewError(http.StatusBadRequest, "bad_request", "the controller kind must be CompositeController or DecoratorController, got "+strconv.Quote(chi.URLParam(r, "kind")))
+	case engineapi.Namespaced(kind):
+		return httpapi.NewError(http.StatusBadRequest, "bad_request", kind+" is namespaced: its paths are under /api/v1/namespaces/NAMESPACE/controllers/"+kind+"/NAME")
+	}
+	return nil
+}
+
 // controllerKind accepts a controller kind as the API names it, case-insensitively,
-// or its resource name; "" for anything else.
+// or its resource name or short name; "" for anything else.
 func controllerKind(s string) string {
 	switch strings.ToLower(s) {
 	case "compositecontroller", "compositecontrollers", "cc":
 		return engineapi.KindComposite
 	case "decoratorcontroller", "decoratorcontrollers", "dec":
 		return engineapi.KindDecorator
+	case "namespacedcompositecontroller", "namespacedcompositecontrollers", "ncc":
+		return engineapi.KindNamespacedComposite
+	case "namespaceddecoratorcontroller", "namespaceddecoratorcontrollers", "ndc":
+		return engineapi.KindNamespacedDecorator
 	}
 	return ""
 }
 
-func controllerAccess(kind, name string) access {
-	res := "compositecontrollers"
-	if kind == engineapi.KindDecorator {
-		res = "decoratorcontrollers"
+// controllerAccess is what a caller needs to get the controller of kind, namespace
+// ("" for a cluster-scoped kind) and name.
+func controllerAccess(kind, namespace, name string) access {
+	switch kind {
+	case engineapi.KindDecorator:
+		return access{group: v1alpha1.Group, resource: "decoratorcontrollers", name: name}
+	case engineapi.KindNamespacedComposite:
+		return access{group: fnv1.Group, resource: fnv1.NamespacedCompositeResource, namespace: namespace, name: name}
+	case engineapi.KindNamespacedDecorator:
+		return access{group: fnv1.Group, resource: fnv1.NamespacedDecoratorResource, namespace: namespace, name: name}
 	}
-	return access{group: v1alpha1.Group, resource: res, name: name}
+	return access{group: v1alpha1.Group, resource: "compositecontrollers", name: name}
+}
+
+// callController is the controller of a recorded call, whose name is namespace/name
+// for a namespaced controller.
+func callController(kind, name string) engineapi.ControllerRef {
+	ref := engineapi.ControllerRef{Kind: kind, Name: name}
+	if engineapi.Namespaced(kind) {
+		ref.Namespace, ref.Name, _ = strings.Cut(name, "/")
+	}
+	return ref
 }
 
 // writeAPIJSON and writeAPIError answer in the kit's shapes; no answer of the API may

@@ -24,8 +24,8 @@ type fakeEngine struct {
 func (e fakeEngine) Ready() bool                               { return e.leader == "" }
 func (e fakeEngine) Standby() (string, bool)                   { return e.leader, e.leader != "" }
 func (e fakeEngine) Controllers() []*unstructured.Unstructured { return nil }
-func (e fakeEngine) Controller(kind, name string) Controller {
-	if kind != CompositeKind || name != "web" {
+func (e fakeEngine) Controller(kind, namespace, name string) Controller {
+	if kind != CompositeKind || namespace != "" || name != "web" {
 		return nil
 	}
 	return e.ctl
@@ -94,7 +94,7 @@ func get(h http.Handler, path string) *httptest.ResponseRecorder {
 // F5: a caller that may get the controller but not the parent gets 403 whether the
 // parent exists, does not, or is ambiguous: the answer tells nothing of the objects.
 func TestParentIsAuthorizedBeforeItIsLookedUp(t *testing.T) {
-	_, h := testServer(t, map[access]bool{controllerAccess(CompositeKind, "web"): true}, nil)
+	_, h := testServer(t, map[access]bool{controllerAccess(CompositeKind, "", "web"): true}, nil)
 	for _, parent := range []string{"a", "missing", "both"} {
 		if w := get(h, "/api/v1/parents/cc/web/ns/"+parent); w.Code != http.StatusForbidden {
 			t.Errorf("parent %s: %d %s, want 403", parent, w.Code, w.Body)
@@ -106,7 +106,7 @@ func TestParentIsAuthorizedBeforeItIsLookedUp(t *testing.T) {
 	// Allowed on apps only: the Widget of the same name is not looked at, so "both"
 	// is not ambiguous.
 	_, h = testServer(t, map[access]bool{
-		controllerAccess(CompositeKind, "web"):                    true,
+		controllerAccess(CompositeKind, "", "web"):                true,
 		{group: "example.com", resource: "apps", namespace: "ns"}: true,
 	}, nil)
 	for parent, want := range map[string]int{"a": http.StatusOK, "missing": http.StatusNotFound, "both": http.StatusOK} {
@@ -144,7 +144,7 @@ func TestHookCallsCheckABoundedNumberOfObjects(t *testing.T) {
 	for i := range 1000 {
 		calls.RecordCall(hookCall("p-"+strconv.Itoa(i), func(c *hook.Call) { c.Info.Parent.Namespace = "ns-" + strconv.Itoa(i%500) }))
 	}
-	api, h := testServer(t, map[access]bool{controllerAccess(CompositeKind, "web"): true}, calls)
+	api, h := testServer(t, map[access]bool{controllerAccess(CompositeKind, "", "web"): true}, calls)
 	if w := get(h, "/api/v1/hookcalls?limit=1000"); w.Code != http.StatusOK {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}

@@ -12,8 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/go-chi/chi/v5"
-
 	"github.com/metalambda/metalambda/internal/engineapi"
 	"github.com/metalambda/metalambda/internal/httpapi"
 )
@@ -26,10 +24,7 @@ const maxSyncBody = 4 << 10
 // and a namespace for a namespaced one) or all of them. It leaves the body for the
 // handler to read again.
 func checkSync(r *http.Request) error {
-	if controllerKind(chi.URLParam(r, "kind")) == "" {
-		return httpapi.NewError(http.StatusBadRequest, "bad_request", "the controller kind must be CompositeController or DecoratorController, got "+strconv.Quote(chi.URLParam(r, "kind")))
-	}
-	if err := httpapi.CheckNames("", chi.URLParam(r, "name")); err != nil {
+	if err := checkControllerPath(r); err != nil {
 		return err
 	}
 	data, err := io.ReadAll(io.LimitReader(r.Body, maxSyncBody+1))
@@ -72,7 +67,7 @@ func parseSyncRequest(data []byte) (engineapi.SyncRequest, error) {
 // speaks only of parents it may update. All parents are those in the namespaces
 // where the caller may update their resource (cluster-wide for cluster-scoped ones).
 func (s *server) sync(ctx context.Context, c *caller, r *http.Request) (any, error) {
-	kind, name := controllerKind(chi.URLParam(r, "kind")), chi.URLParam(r, "name")
+	ref := controllerRef(r)
 	data, err := io.ReadAll(r.Body)
 	if err != nil {
 		return nil, httpapi.NewError(http.StatusBadRequest, "bad_request", "reading the body: "+err.Error())
@@ -81,14 +76,17 @@ func (s *server) sync(ctx context.Context, c *caller, r *http.Request) (any, err
 	if err != nil {
 		return nil, err
 	}
-	if err := mustMay(ctx, c, controllerAccess(kind, name)); err != nil {
+	if ref.Namespace != "" && !req.All {
+		// A namespaced controller's parents are in its namespace.
+		if req.Namespace != "" && req.Namespace != ref.Namespace {
+			return nil, httpapi.NewError(http.StatusBadRequest, "bad_request", fmt.Sprintf("the parents of %s are in namespace %s; leave the namespace out or name that one", describe(ref), ref.Namespace))
+		}
+		req.Namespace = ref.Namespace
+	}
+	ctl, err := s.runningController(ctx, c, ref)
+	if err != nil {
 		return nil, err
 	}
-	ctl := s.engine.Controller(kind, name)
-	if ctl == nil {
-		return nil, httpapi.NewError(http.StatusNotFound, "not_found", "this engine runs no "+kind+" "+strconv.Quote(name))
-	}
-	ref := engineapi.ControllerRef{Kind: kind, Name: name}
 	if req.All {
 		return syncAll(ctx, c, ctl, ref)
 	}

@@ -37,7 +37,7 @@ func post(h http.Handler, path, body string) *httptest.ResponseRecorder {
 }
 
 var (
-	getWeb        = controllerAccess(CompositeKind, "web")
+	getWeb        = controllerAccess(CompositeKind, "", "web")
 	updateAppsNS  = access{verb: "update", group: "example.com", resource: "apps", namespace: "ns"}
 	updateAppsAll = access{verb: "update", group: "example.com", resource: "apps", namespace: "other"}
 )
@@ -115,7 +115,7 @@ func TestSyncOneParentNeedsUpdate(t *testing.T) {
 	if w := post(h, "/api/v1/controllers/cc/other/sync", `{"all": true}`); w.Code != http.StatusForbidden {
 		t.Errorf("a controller the caller may not get: %d %s, want 403", w.Code, w.Body)
 	}
-	_, _, h = syncServer(t, map[access]bool{controllerAccess(CompositeKind, "other"): true})
+	_, _, h = syncServer(t, map[access]bool{controllerAccess(CompositeKind, "", "other"): true})
 	if w := post(h, "/api/v1/controllers/cc/other/sync", `{"all": true}`); w.Code != http.StatusNotFound {
 		t.Errorf("a controller the engine does not run: %d %s, want 404", w.Code, w.Body)
 	}

@@ -28,7 +28,7 @@ func callView(rc, prev *recordedCall) engineapi.HookCall {
 	c := rc.call
 	out := engineapi.HookCall{
 		ID: rc.id, Time: c.Start.UTC(),
-		Controller: engineapi.ControllerRef{Kind: c.Info.ControllerType, Name: c.Info.Controller},
+		Controller: callController(c.Info.ControllerType, c.Info.Controller),
 		Hook:       c.Info.Hook,
 		Parent: engineapi.ObjectRef{
 			APIVersion: c.Info.ParentAPIVersion, Kind: c.Info.Parent.Kind,
@@ -94,16 +94,22 @@ func indented(body []byte) string {
 
 // summary is the overview of one controller object.
 func (s *server) summary(obj *unstructured.Unstructured) engineapi.ControllerSummary {
-	sum := engineapi.ControllerSummary{ControllerRef: engineapi.ControllerRef{Kind: obj.GetKind(), Name: obj.GetName()}}
+	sum := engineapi.ControllerSummary{ControllerRef: engineapi.ControllerRef{Kind: obj.GetKind(), Namespace: obj.GetNamespace(), Name: obj.GetName()}}
+	controllerInfo(&sum, obj)
 	if reason, message := notReady(obj); reason != "" {
 		sum.Error = message
 	}
-	if c := s.engine.Controller(sum.Kind, sum.Name); c != nil {
+	if c := s.engine.Controller(sum.Kind, sum.Namespace, sum.Name); c != nil {
 		sum.Running, sum.Error = true, ""
 		o := c.Overview()
 		sum.ParentResources, sum.ChildResources, sum.Parents, sum.Hooks = o.ParentResources, o.ChildResources, o.Parents, o.Hooks
 	}
-	sum.Latency, sum.SyncErrorsLastHour = s.calls.lastHour(sum.Kind, sum.Name)
+	// The engine records a namespaced controller's calls as namespace/name.
+	recorded := sum.Name
+	if sum.Namespace != "" {
+		recorded = sum.Namespace + "/" + sum.Name
+	}
+	sum.Latency, sum.SyncErrorsLastHour = s.calls.lastHour(sum.Kind, recorded)
 	return sum
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/metalambda/metalambda/internal/engineapi"
@@ -20,11 +21,13 @@ type Overview struct {
 
 // ControllerRow is one controller of the overview.
 type ControllerRow struct {
-	Kind, Name         string
-	Ready, Supported   Condition
-	Parents            int
-	SyncErrorsLastHour int
-	Latency            []engineapi.LatencyPoint
+	// Namespace is set for a namespaced controller, whose row comes from the engine.
+	Kind, Namespace, Name string
+	ServiceAccount        string
+	Ready, Supported      Condition
+	Parents               int
+	SyncErrorsLastHour    int
+	Latency               []engineapi.LatencyPoint
 	// Engine is false when the engine said nothing about the controller.
 	Engine       bool
 	Running      bool
@@ -51,6 +54,9 @@ func (d *Dashboard) loadOverview(r *http.Request) (any, error) {
 	for _, kind := range []string{engineapi.KindComposite, engineapi.KindDecorator} {
 		gvr, _ := controllerResource(kind)
 		items, err := list(ctx, s.Dynamic, gvr)
+		if apierrors.IsForbidden(err) {
+			continue // a namespace's developer: its own controllers come from the engine
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -59,8 +65,11 @@ func (d *Dashboard) loadOverview(r *http.Request) (any, error) {
 			ov.Controllers = append(ov.Controllers, ControllerRow{Kind: kind, Name: items[i].GetName(), Ready: condition(conds, "Ready"), Supported: condition(conds, "Supported")})
 		}
 	}
-	ov.EngineError = d.addEngineSummaries(r, ov.Controllers)
+	ov.EngineError = d.addEngineSummaries(r, &ov)
 	fns, err := list(ctx, s.Dynamic, functionsResource)
+	if apierrors.IsForbidden(err) {
+		return ov, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -70,9 +79,11 @@ func (d *Dashboard) loadOverview(r *http.Request) (any, error) {
 	return ov, nil
 }
 
-// addEngineSummaries fills in what the engine knows of each controller; the answer
-// is why it could not.
-func (d *Dashboard) addEngineSummaries(r *http.Request, rows []ControllerRow) string {
+// addEngineSummaries fills in what the engine knows of each controller, and adds the
+// namespaced controllers it shows the user (those of the namespaces where the user
+// may list them); the answer is why it could not.
+func (d *Dashboard) addEngineSummaries(r *http.Request, ov *Overview) string {
+	rows := ov.Controllers
 	if d.engine == nil {
 		return "The gateway has no engine API address: parent counts, sync errors and hook latency are not shown."
 	}
@@ -82,6 +93,10 @@ func (d *Dashboard) addEngineSummaries(r *http.Request, rows []ControllerRow) st
 	}
 	byRef := map[engineapi.ControllerRef]engineapi.ControllerSummary{}
 	for _, c := range list.Items {
+		if c.Namespace != "" {
+			ov.Controllers = append(ov.Controllers, namespacedRow(c))
+			continue
+		}
 		byRef[c.ControllerRef] = c
 	}
 	for i := range rows {
@@ -93,6 +108,24 @@ func (d *Dashboard) addEngineSummaries(r *http.Request, rows []ControllerRow) st
 		rows[i].SyncErrorsLastHour, rows[i].Latency, rows[i].EngineStatus = c.SyncErrorsLastHour, c.Latency, c.Error
 	}
 	return ""
+}
+
+// namespacedRow is the overview's row of a namespaced controller the engine showed.
+func namespacedRow(c engineapi.ControllerSummary) ControllerRow {
+	conds := summaryConditions(c)
+	return ControllerRow{
+		Kind: c.Kind, Namespace: c.Namespace, Name: c.Name, ServiceAccount: c.ServiceAccountName,
+		Ready: condition(conds, "Ready"), Supported: condition(conds, "Supported"),
+		Engine: true, Running: c.Running, Parents: c.Parents, SyncErrorsLastHour: c.SyncErrorsLastHour, Latency: c.Latency, EngineStatus: c.Error,
+	}
+}
+
+func summaryConditions(c engineapi.ControllerSummary) []Condition {
+	out := make([]Condition, len(c.Conditions))
+	for i, cond := range c.Conditions {
+		out[i] = Condition{Type: cond.Type, Status: cond.Status, Reason: cond.Reason, Message: cond.Message}
+	}
+	return out
 }
 
 func (d *Dashboard) functionRow(u *unstructured.Unstructured) FunctionRow {

@@ -22,6 +22,7 @@ func (d *Dashboard) routes() http.Handler {
 		r.Get("/controllers/{kind}/{name}", d.serveView(d.controller()))
 		r.Get("/controllers/{kind}/{name}/parents/{namespace}/{parent}", d.serveView(d.parent()))
 		r.Post("/controllers/{kind}/{name}/sync", d.syncNow)
+		r.Get("/namespaces/{namespace}/controllers/{kind}/{name}", d.serveView(d.namespacedController()))
 		r.Get("/hookcalls", d.hookCallsPage)
 		r.Get("/pythonlambdas", d.serveView(d.pythonLambdas()))
 		r.Post("/pythonlambdas/{namespace}/{name}/try", d.tryPythonLambda)
