@@ -286,6 +286,11 @@ func (m *Manager) resolveHooks(ctx context.Context, env *environment, sync, fina
 			return h, buildErr("HookCredentialsUnavailable", "spec.hooks.%s: %v", x.name, err)
 		}
 		security.Apply(&ep)
+		if svc, ok := tenantOwnService(env, spec); ok {
+			// The tenant may change its Service after this check (to an
+			// ExternalName that sends the call to any host): every call checks it.
+			ep.Precheck = func(ctx context.Context) error { return m.ownService(ctx, env, svc) }
+		}
 		*x.dst = &ep
 	}
 	return h, nil

@@ -61,6 +61,16 @@ func (m *Manager) tenantHook(ctx context.Context, env *environment, h *v1alpha1.
 	return withService(h, svc), nil
 }
 
+// tenantOwnService is the Service of a namespaced controller's own namespace that
+// its hook h (as tenantHook returned it) calls, if that is what it calls.
+func tenantOwnService(env *environment, h *v1alpha1.Hook) (v1alpha1.ServiceReference, bool) {
+	if env.tenant == nil || h == nil || h.Webhook == nil || h.Webhook.Service == nil || (h.Webhook.URL != nil && *h.Webhook.URL != "") {
+		return v1alpha1.ServiceReference{}, false
+	}
+	svc := *h.Webhook.Service
+	return svc, svc.Namespace == env.tenant.namespace
+}
+
 // withService is h calling svc.
 func withService(h *v1alpha1.Hook, svc v1alpha1.ServiceReference) *v1alpha1.Hook {
 	out := *h

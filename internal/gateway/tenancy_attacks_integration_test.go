@@ -75,3 +75,73 @@ func TestTenantHookRedirectsAreNotFollowed(t *testing.T) {
 		t.Errorf("the event does not say the hook answered a redirect: %s", message)
 	}
 }
+
+// TestTenantServiceTurnedExternalNameIsNotCalled: a tenant's hook is a Service of its
+// own namespace, checked when the controller starts; the tenant then turns it into
+// an ExternalName Service, whose DNS name sends the engine's call to any host it
+// names. The controller's spec is unchanged, so nothing rebuilds it: the check must
+// run before every call, and the call must not be sent.
+func TestTenantServiceTurnedExternalNameIsNotCalled(t *testing.T) {
+	g := startGateway(t)
+	env.InstallCRDs(t, kubetest.SchemalessCRD(tenantParents.Group, "Greeting", "greetings", "greeting"))
+	ns := tenant(t, g)
+	ctx := kubetest.Context(t)
+	var reached atomic.Int32
+	hookServer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		_, _ = w.Write([]byte(`{"status":{"ok":true},"children":[]}`))
+	}))
+	t.Cleanup(hookServer.Close)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "hook"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
+	if _, err := env.Kube.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Cluster DNS stands in: the name resolves to the server whatever the type,
+	// as an ExternalName's CNAME would resolve to the host it names.
+	startTenantEngine(t, ns, g.url, func(o *engine.Options) {
+		o.ResolveService = func(ref v1alpha1.ServiceReference) (string, bool) {
+			return hookServer.URL, ref.Name == "hook" && ref.Namespace == ns
+		}
+	})
+	tenantRole(t, ns)
+	createNCC(t, ns, "svc", ns, map[string]any{"service": map[string]any{"name": "hook"}})
+	waitReady(t, ns, "svc", "True", "Running")
+	if err := createGreeting(ctx, ns, "before", map[string]any{"who": "me"}); err != nil {
+		t.Fatal(err)
+	}
+	kubetest.Eventually(t, 30*time.Second, "the hook is called while the Service is a ClusterIP one", func(context.Context) (bool, error) {
+		return reached.Load() > 0, nil
+	})
+
+	current, err := env.Kube.CoreV1().Services(ns).Get(ctx, "hook", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	current.Spec = corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "metadata.inside.example"}
+	if _, err := env.Kube.CoreV1().Services(ns).Update(ctx, current, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	calls := reached.Load()
+	if err := createGreeting(ctx, ns, "after", map[string]any{"who": "me"}); err != nil {
+		t.Fatal(err)
+	}
+	var message string
+	kubetest.Eventually(t, 30*time.Second, "the new parent gets a SyncError event", func(context.Context) (bool, error) {
+		for _, e := range env.Events(t, ns, "Greeting", "after") {
+			if e.Reason == "SyncError" {
+				message = e.Message
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	t.Logf("SyncError: %s", message)
+	if !strings.Contains(message, "ExternalName") {
+		t.Errorf("the event does not name the ExternalName Service: %s", message)
+	}
+	// Syncs of either parent after the switch (the new one, resyncs of the old)
+	// must not reach the server.
+	if n := reached.Load(); n != calls {
+		t.Errorf("the engine called the ExternalName Service's target %d times", n-calls)
+	}
+}

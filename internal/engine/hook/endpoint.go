@@ -1,6 +1,7 @@
 package hook
 
 import (
+	"context"
 	"net/url"
 	"strconv"
 	"strings"
@@ -33,6 +34,10 @@ type Endpoint struct {
 	HTTP Doer
 	// ETags caches responses for If-None-Match (webhook.etag); nil when off.
 	ETags *ETagCache
+	// Precheck, when set, runs before every call; its error is the call's, and no
+	// request is sent. A namespaced controller's Service hook checks there that the
+	// Service still is one the engine may call (not turned into an ExternalName).
+	Precheck func(context.Context) error
 }
 
 // ServiceResolver maps a webhook's service reference to a base URL

@@ -62,3 +62,27 @@ func TestNoRedirects(t *testing.T) {
 		})
 	}
 }
+
+// TestPrecheckRefusesBeforeSending: an endpoint's Precheck error is the call's, named
+// with the URL, and no request is sent.
+func TestPrecheckRefusesBeforeSending(t *testing.T) {
+	var reached atomic.Int32
+	ep := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		_, _ = io.WriteString(w, `{}`)
+	})
+	refused := errors.New("the Service is now an ExternalName")
+	ep.Precheck = func(context.Context) error { return refused }
+	c := &Client{}
+	err := c.Call(context.Background(), ep, CallInfo{Hook: HookSync}, map[string]any{}, &map[string]any{})
+	if !errors.Is(err, refused) {
+		t.Errorf("err = %v, want the precheck's", err)
+	}
+	if reached.Load() != 0 {
+		t.Error("the request was sent although the precheck refused it")
+	}
+	ep.Precheck = func(context.Context) error { return nil }
+	if err := c.Call(context.Background(), ep, CallInfo{Hook: HookSync}, map[string]any{}, &map[string]any{}); err != nil || reached.Load() != 1 {
+		t.Errorf("with a passing precheck: err = %v, requests %d", err, reached.Load())
+	}
+}

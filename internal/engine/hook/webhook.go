@@ -162,7 +162,15 @@ func (c *Client) Call(ctx context.Context, ep Endpoint, info CallInfo, request, 
 	ctx, span := c.startSpan(ctx, ep, info)
 	done := c.Metrics.start(info, ep.URL)
 	start := time.Now()
-	code, body, err := c.post(ctx, ep, info, payload, response)
+	var (
+		code string
+		body []byte
+	)
+	if err = ep.precheck(ctx); err != nil {
+		code = CodeError
+	} else {
+		code, body, err = c.post(ctx, ep, info, payload, response)
+	}
 	done(code)
 	status, _ := strconv.Atoi(code)
 	if span.IsRecording() && status != 0 {
@@ -173,6 +181,17 @@ func (c *Client) Call(ctx context.Context, ep Endpoint, info CallInfo, request, 
 		c.Recorder.RecordCall(Call{Info: info, URL: ep.URL, Start: start, Duration: time.Since(start), Status: status, Request: payload, Response: body, Err: err, TraceID: tracing.TraceID(span)})
 	}
 	return err
+}
+
+// precheck runs ep.Precheck, if any: its error names the URL not called.
+func (ep Endpoint) precheck(ctx context.Context) error {
+	if ep.Precheck == nil {
+		return nil
+	}
+	if err := ep.Precheck(ctx); err != nil {
+		return fmt.Errorf("POST %s: not sent: %w", ep.URL, err)
+	}
+	return nil
 }
 
 // startSpan starts the client span of a call, "hook sync" say, when the client has a
