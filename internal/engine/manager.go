@@ -340,6 +340,9 @@ func (m *Manager) sync(ctx context.Context, key controllerKey) error {
 	}
 	c, unsupported, err := m.build(ctx, obj)
 	if err != nil {
+		if namespacedKind(key.kind) {
+			m.pruneTenantEnvs()
+		}
 		m.env.recorder.Event(obj, corev1.EventTypeWarning, buildEventReason(err), "Cannot create new controller: "+err.Error())
 		if statusErr := m.writeControllerStatus(ctx, obj, err, unsupported, invalid); statusErr != nil {
 			return errors.Join(err, statusErr)
@@ -394,6 +397,9 @@ func (m *Manager) remove(ctx context.Context, key controllerKey, release bool) e
 	m.mu.Lock()
 	delete(m.hosted, key)
 	m.mu.Unlock()
+	if namespacedKind(key.kind) {
+		m.pruneTenantEnvs()
+	}
 	if release {
 		// The controller is gone for good: drop its series, so they do not pile up.
 		// They are named as the controller names itself (controllerName): a

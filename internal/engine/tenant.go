@@ -148,6 +148,28 @@ func (m *Manager) tenantEnv(t tenant) (*environment, error) {
 	return &env, nil
 }
 
+// pruneTenantEnvs drops the environments no hosted controller acts in (a controller
+// deleted, or moved to another ServiceAccount, or one whose build failed), so that
+// a tenant who edits serviceAccountName over and over does not pile up clients in
+// the engine. Their informers stopped with their last subscriber.
+func (m *Manager) pruneTenantEnvs() {
+	inUse := map[tenant]bool{}
+	m.mu.Lock()
+	for _, h := range m.hosted {
+		if h.controller != nil && h.controller.env != nil && h.controller.env.tenant != nil {
+			inUse[*h.controller.env.tenant] = true
+		}
+	}
+	m.mu.Unlock()
+	m.tenants.mu.Lock()
+	defer m.tenants.mu.Unlock()
+	for t := range m.tenants.envs {
+		if !inUse[t] {
+			delete(m.tenants.envs, t)
+		}
+	}
+}
+
 // buildNamespaced turns a namespaced controller object into a hosted controller
 // (not yet started) that acts as its ServiceAccount, once its resources are all of
 // its namespace and the ServiceAccount holds every right it needs.

@@ -105,3 +105,22 @@ func TestControllerKeyName(t *testing.T) {
 		}
 	}
 }
+
+// TestPruneTenantEnvs: the environment of a ServiceAccount no hosted controller acts
+// as any more is dropped; the one in use stays.
+func TestPruneTenantEnvs(t *testing.T) {
+	used, old := tenant{namespace: "team-a", serviceAccount: "ctl"}, tenant{namespace: "team-a", serviceAccount: "gone"}
+	m := &Manager{tenants: newTenants(), hosted: map[controllerKey]*hosted{}}
+	for _, tn := range []tenant{used, old} {
+		m.tenants.envs[tn] = &environment{tenant: &tn}
+	}
+	m.hosted[controllerKey{kind: NamespacedCompositeKind, namespace: "team-a", name: "c"}] = &hosted{controller: &controller{env: m.tenants.envs[used]}}
+	m.hosted[controllerKey{kind: CompositeKind, name: "cluster"}] = &hosted{controller: &controller{env: &environment{}}}
+	m.pruneTenantEnvs()
+	if m.tenants.envs[used] == nil {
+		t.Error("the environment in use was dropped")
+	}
+	if m.tenants.envs[old] != nil {
+		t.Error("the environment no controller uses was kept")
+	}
+}
