@@ -3,6 +3,7 @@
 package dashboard_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -11,8 +12,8 @@ import (
 
 // TestDashboardLogin: a wrong token is refused on the login page; the admin's token
 // opens the overview, which names the user and lists the bundled operators'
-// controllers and functions; a token whose user may list nothing is refused the
-// overview by the API server.
+// controllers and functions; a token whose user may list nothing sees none of them
+// (the dashboard reads them as that user).
 func TestDashboardLogin(t *testing.T) {
 	e := platformEnv(t)
 	ctx := newBrowser(t)
@@ -31,13 +32,19 @@ func TestDashboardLogin(t *testing.T) {
 	waitText(t, ctx, `[data-controller=python-lambda-operator]`, "CompositeController", 30*time.Second)
 	waitText(t, ctx, `[data-function="metalambda-system/pythonlambda"]`, "True", 30*time.Second)
 
-	// A user whom RBAC grants nothing logs in (the token is valid) and is refused
-	// the controllers: the dashboard reads them as that user.
+	// A user whom RBAC grants nothing logs in (the token is valid) and sees none of
+	// the controllers and Functions: the dashboard reads them as that user.
 	nobody := e.ServiceAccount(t, "default", "dashboard-nobody")
 	other := newBrowser(t)
 	login(t, other, e, nobody)
-	waitText(t, other, `main`, "cannot list resource \"compositecontrollers\"", 10*time.Second)
-	waitText(t, other, `h1`, "Forbidden", time.Second)
+	waitText(t, other, `main`, "No controllers you may see.", 10*time.Second)
+	waitText(t, other, `main`, "No Functions you may see.", time.Second)
+	shown := value(t, other, "the overview", chromedp.Text(chromedp.CSS(`main`)))
+	for _, hidden := range []string{"python-lambda-operator", "metalambda-system/pythonlambda"} {
+		if strings.Contains(shown, hidden) {
+			t.Errorf("a user granted nothing sees %q on the overview:\n%s", hidden, shown)
+		}
+	}
 }
 
 const wantAnswer = "Hello Martin! Your name in reverse is nitraM"
@@ -54,7 +61,7 @@ func TestDashboardPythonLambda(t *testing.T) {
 	login(t, ctx, e, e.adminToken(t))
 
 	// Overview: the engine counts the sample as the controller's parent.
-	waitText(t, ctx, `[data-controller=python-lambda-operator] td:nth-of-type(4)`, "1", time.Minute)
+	waitText(t, ctx, `[data-controller=python-lambda-operator] td:nth-of-type(5)`, "1", time.Minute)
 
 	// The controller's page, opened from the overview.
 	run(t, ctx, "open the controller", chromedp.Click(chromedp.CSS(`[data-controller=python-lambda-operator] a`)))
