@@ -126,4 +126,3 @@ func waitLiveRevisions(t *testing.T, e *env, ns, name string, n int) fnv1.Functi
 	})
 	return status
 }
-
