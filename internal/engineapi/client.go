@@ -151,13 +151,7 @@ func (c *Client) Parent(ctx context.Context, token, kind, name, namespace, paren
 // kind is the controller's kind (CompositeController or DecoratorController), name
 // its name. The token's user needs update on the parents.
 func (c *Client) Sync(ctx context.Context, token, kind, name string, req SyncRequest) (*SyncResult, error) {
-	body, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("engine API: %w", err)
-	}
-	path := "/api/v1/controllers/" + url.PathEscape(kind) + "/" + url.PathEscape(name) + "/sync"
-	var out SyncResult
-	return &out, c.do(ctx, http.MethodPost, token, path, body, &out)
+	return c.SyncController(ctx, token, ControllerRef{Kind: kind, Name: name}, req)
 }
 
 func (c *Client) get(ctx context.Context, token, path string, query url.Values, out any) error {
