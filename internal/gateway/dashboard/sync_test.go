@@ -17,16 +17,21 @@ func TestSyncTemplates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	syncForm := funcs["syncForm"].(func(string, string, string, string, ...ParentRow) SyncForm)
 	held := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	for _, tc := range []struct {
 		tmpl string
 		data any
 		want []string
 	}{
-		{"sync-form", funcs["syncForm"].(func(string, string, string, ...ParentRow) SyncForm)("tok", "CompositeController", "web"),
+		{"sync-form", syncForm("tok", "CompositeController", "", "web"),
 			[]string{`hx-post="/ui/controllers/CompositeController/web/sync"`, `name="csrf" value="tok"`, `name="all" value="1"`, "Sync all"}},
-		{"sync-form", funcs["syncForm"].(func(string, string, string, ...ParentRow) SyncForm)("tok", "CompositeController", "web", ParentRow{Namespace: "ns", Name: "p", Kind: "App"}),
+		{"sync-form", syncForm("tok", "CompositeController", "", "web", ParentRow{Namespace: "ns", Name: "p", Kind: "App"}),
 			[]string{`name="namespace" value="ns"`, `name="parent" value="p"`, `name="kind" value="App"`, "Sync now"}},
+		{"sync-form", syncForm("tok", "NamespacedCompositeController", "team-a", "greeter"),
+			[]string{`hx-post="/ui/namespaces/team-a/controllers/NamespacedCompositeController/greeter/sync"`, `name="all" value="1"`, "Sync all"}},
+		{"sync-form", syncForm("tok", "NamespacedCompositeController", "team-a", "greeter", ParentRow{Namespace: "team-a", Name: "g", Kind: "Greeting"}),
+			[]string{`hx-post="/ui/namespaces/team-a/controllers/NamespacedCompositeController/greeter/sync"`, `name="parent" value="g"`, "Sync now"}},
 		{"sync-result", SyncOutcome{Result: &engineapi.SyncResult{Queued: 2, NotPermitted: 1, Parents: []engineapi.QueuedParent{
 			{ObjectRef: engineapi.ObjectRef{Namespace: "ns", Name: "p"}}, {ObjectRef: engineapi.ObjectRef{Name: "q"}, HeldUntil: &held},
 		}}}, []string{"Queued 2 parents", "left out 1 you may not update", "ns/p", "synced at 03:04:05Z"}},
