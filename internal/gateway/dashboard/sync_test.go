@@ -2,6 +2,10 @@ package dashboard
 
 import (
 	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -50,5 +54,51 @@ func TestSyncTemplates(t *testing.T) {
 				t.Errorf("%s: no %q in\n%s", tc.tmpl, want, buf.String())
 			}
 		}
+	}
+}
+
+// A namespaced controller's sync buttons post to its own path, and the dashboard asks
+// the engine's namespaced sync endpoint with the user's token; the engine's refusal
+// is shown with its reason.
+func TestNamespacedSyncGoesToTheEngineAsTheUser(t *testing.T) {
+	type call struct{ method, path, auth, body string }
+	var got []call
+	engine := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got = append(got, call{r.Method, r.URL.Path, r.Header.Get("Authorization"), string(body)})
+		w.Header().Set("Content-Type", "application/json")
+		if strings.Contains(string(body), `"other"`) {
+			w.WriteHeader(http.StatusForbidden)
+			_, _ = io.WriteString(w, `{"error": "forbidden", "message": "user \"alice\" may not update greetings other in namespace team-a"}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{"queued": 1, "parents": [{"apiVersion": "example.com/v1", "kind": "Greeting", "namespace": "team-a", "name": "g"}]}`)
+	}))
+	t.Cleanup(engine.Close)
+	h, _ := testDashboardWith(t, func(o *Options) { o.EngineURL = engine.URL })
+	session, csrf := login(t, h)
+	post := func(form url.Values) *httptest.ResponseRecorder {
+		form.Set("csrf", csrf)
+		r := httptest.NewRequest(http.MethodPost, Prefix+"/namespaces/team-a/controllers/NamespacedCompositeController/greeter/sync", strings.NewReader(form.Encode()))
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		r.AddCookie(session)
+		return serve(h, r)
+	}
+
+	rec := post(url.Values{"namespace": {"team-a"}, "parent": {"g"}, "kind": {"Greeting"}})
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "Queued 1 parent") || !strings.Contains(rec.Body.String(), "team-a/g") {
+		t.Errorf("Sync now: %d %s", rec.Code, rec.Body.String())
+	}
+	want := call{http.MethodPost, "/api/v1/namespaces/team-a/controllers/NamespacedCompositeController/greeter/sync", "Bearer " + goodToken, `{"namespace":"team-a","name":"g","kind":"Greeting"}`}
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("the engine got %+v, want %+v", got, want)
+	}
+	rec = post(url.Values{"all": {"1"}})
+	if rec.Code != http.StatusOK || len(got) != 2 || got[1].body != `{"all":true}` || got[1].path != want.path {
+		t.Errorf("Sync all: %d %s; the engine got %+v", rec.Code, rec.Body.String(), got)
+	}
+	rec = post(url.Values{"parent": {"other"}})
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "Refused: user &#34;alice&#34; may not update greetings other") {
+		t.Errorf("a refused sync: %d %s", rec.Code, rec.Body.String())
 	}
 }
