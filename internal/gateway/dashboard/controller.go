@@ -224,7 +224,11 @@ func findParent(ctx context.Context, s *Session, parents []engineapi.Resource, r
 func (p *ParentPage) addEvents(ctx context.Context, s *Session, obj *unstructured.Unstructured) error {
 	ev, err := eventsOf(ctx, s, obj)
 	if apierrors.IsForbidden(err) {
-		p.EventsError = "You may not list events in namespace " + obj.GetNamespace() + "."
+		p.EventsError = "The events are not shown: you may not list events"
+		if ns := obj.GetNamespace(); ns != "" {
+			p.EventsError += " in namespace " + ns
+		}
+		p.EventsError += "."
 		return nil
 	}
 	p.Events = ev
