@@ -213,7 +213,8 @@ func (d *Dashboard) newFunction(w http.ResponseWriter, r *http.Request) {
 	}
 	ns := r.URL.Query().Get("namespace")
 	if ns == "" {
-		ns = defaultNamespace(SessionFrom(r.Context()))
+		s := SessionFrom(r.Context())
+		ns = defaultNamespace(s, mayCreateFunctions(r.Context(), s, "default"))
 	}
 	p := newFunctionPage(FunctionForm{Namespace: ns, Name: r.URL.Query().Get("name"), Runtime: rt, Source: string(source)})
 	p.New = true

@@ -1,10 +1,12 @@
 package dashboard
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strings"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -87,11 +89,23 @@ func (d *Dashboard) controllerNamespaces(r *http.Request) []string {
 	return out
 }
 
-// defaultNamespace is where a new function goes unless the user says otherwise: a
-// ServiceAccount's own namespace, else default.
-func defaultNamespace(s *Session) string {
-	if ns := userNamespaces(s, nil); len(ns) > 0 {
-		return ns[0]
+// defaultNamespace is where a new function goes unless the user says otherwise:
+// default where the user may create Functions there (an admin, whose token may well
+// be a ServiceAccount's of a system namespace), else a ServiceAccount's own namespace.
+func defaultNamespace(s *Session, mayCreateInDefault bool) string {
+	if own := userNamespaces(s, nil); len(own) > 0 && !mayCreateInDefault {
+		return own[0]
 	}
 	return "default"
+}
+
+// mayCreateFunctions asks the API server, with the user's token, whether the user
+// may create Functions in namespace; an unanswered review is a no.
+func mayCreateFunctions(ctx context.Context, s *Session, namespace string) bool {
+	review, err := s.Kube.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authorizationv1.SelfSubjectAccessReview{
+		Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+			Namespace: namespace, Verb: "create", Group: functionsResource.Group, Resource: functionsResource.Resource,
+		}},
+	}, metav1.CreateOptions{})
+	return err == nil && review.Status.Allowed
 }

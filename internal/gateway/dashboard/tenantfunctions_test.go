@@ -15,7 +15,9 @@ func TestUserNamespaces(t *testing.T) {
 		user  string
 		known []string
 		want  []string
-		def   string
+		// def is a new function's namespace for a user who may not create
+		// Functions in default; one who may starts in default.
+		def string
 	}{
 		{"system:serviceaccount:team-a:viewer", nil, []string{"team-a"}, "team-a"},
 		{"system:serviceaccount:team-a:viewer", []string{"team-b", "", "team-a", "team-b"}, []string{"team-a", "team-b"}, "team-a"},
@@ -27,8 +29,11 @@ func TestUserNamespaces(t *testing.T) {
 		if got := userNamespaces(s, tc.known); !slices.Equal(got, tc.want) {
 			t.Errorf("userNamespaces(%q, %q) = %q, want %q", tc.user, tc.known, got, tc.want)
 		}
-		if got := defaultNamespace(s); got != tc.def {
+		if got := defaultNamespace(s, false); got != tc.def {
 			t.Errorf("defaultNamespace(%q) = %q, want %q", tc.user, got, tc.def)
+		}
+		if got := defaultNamespace(s, true); got != "default" {
+			t.Errorf("defaultNamespace(%q) for a user who may create Functions in default = %q, want default", tc.user, got)
 		}
 	}
 }
