@@ -53,7 +53,8 @@ func TestTenantDashboard(t *testing.T) {
 			`href="/ui`+parentPage+`"`, `hx-post="/ui`+page+`/sync"`, `data-testid="sync-all"`)
 		status, body = ui.get(parentPage)
 		clean("the parent page", status, body, http.StatusOK,
-			`data-child="ConfigMap/g-`+me+`"`, `data-testid="sync-now"`, `name="parent" value="g-`+me+`"`, `href="/ui`+page+`"`, `data-call="`)
+			`data-child="ConfigMap/g-`+me+`"`, `data-testid="sync-now"`, `name="parent" value="g-`+me+`"`, `href="/ui`+page+`"`, `data-call="`,
+			"you may not list events in namespace "+me)
 
 		// Sync now: the engine queues the parent and calls the hook again.
 		calls, err := v.client.HookCalls(ctx, v.tokens[me], engineapi.HookCallQuery{Controller: ref.String()})

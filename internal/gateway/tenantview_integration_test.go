@@ -18,7 +18,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -27,28 +26,19 @@ import (
 	"github.com/metalambda/metalambda/internal/kubetest"
 )
 
-// viewerRole lets ServiceAccount ns/viewer read the namespaced controllers and the
-// Functions of ns and read and update its greetings: a tenant's developer.
+// viewerRole lets ServiceAccount ns/viewer read the namespaced controllers, the
+// Functions and the ConfigMaps (the controllers' children) of ns and read and update
+// its greetings, but not list its events: a tenant's developer.
 func viewerRole(t *testing.T, ns string) string {
 	t.Helper()
-	ctx := kubetest.Context(t)
 	env.ServiceAccount(t, ns, "viewer")
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "viewer"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"metalambda.dev"}, Resources: []string{"namespacedcompositecontrollers", "namespaceddecoratorcontrollers"}, Verbs: []string{"get", "list"}},
-		{APIGroups: []string{tenantParents.Group}, Resources: []string{"greetings"}, Verbs: []string{"get", "list", "update"}},
-		{APIGroups: []string{"metalambda.dev"}, Resources: []string{"functions"}, Verbs: []string{"get", "list"}},
-	}}
-	if _, err := env.Kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "viewer"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "viewer"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "viewer", Namespace: ns}},
-	}
-	if _, err := env.Kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	accountRole(t, ns, "viewer",
+		rbacv1.PolicyRule{APIGroups: []string{"metalambda.dev"}, Resources: []string{"namespacedcompositecontrollers", "namespaceddecoratorcontrollers"}, Verbs: []string{"get", "list"}},
+		rbacv1.PolicyRule{APIGroups: []string{tenantParents.Group}, Resources: []string{"greetings"}, Verbs: []string{"get", "list", "update"}},
+		rbacv1.PolicyRule{APIGroups: []string{"metalambda.dev"}, Resources: []string{"functions"}, Verbs: []string{"get", "list"}},
+		// The engine API shows a parent's children the caller may get.
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
+	)
 	return env.Token(t, ns, "viewer")
 }
 
