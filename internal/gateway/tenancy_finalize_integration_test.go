@@ -66,7 +66,7 @@ func startHookServer(t *testing.T, answer func(path string, object map[string]an
 		if obj == nil {
 			obj = req.Parent
 		}
-		meta := (&unstructured.Unstructured{Object: obj})
+		meta := &unstructured.Unstructured{Object: obj}
 		h.mu.Lock()
 		h.calls = append(h.calls, hookCall{path: r.URL.Path, namespace: meta.GetNamespace(), name: meta.GetName(), finalizing: req.Finalizing})
 		h.mu.Unlock()
@@ -153,7 +153,7 @@ func patchConfigMap(t *testing.T, ns, name, patch string) {
 
 // noteHook is a decorator's hook: a ConfigMap NAME-note with the target's data.who,
 // and the label decorated=yes on the target; finalizing, neither, and finalized.
-func noteHook(path string, obj map[string]any, finalizing bool) any {
+func noteHook(obj map[string]any, finalizing bool) any {
 	if finalizing {
 		return hookapi.DecoratorResponse{Labels: map[string]*string{"decorated": nil}, Attachments: []hookapi.Object{}, Finalized: true}
 	}
@@ -188,7 +188,7 @@ func TestTenantDecorator(t *testing.T) {
 		if path == "/secrets" {
 			t.Errorf("the hook of a controller that lacks rights was called for %v", obj["metadata"])
 		}
-		return noteHook(path, obj, finalizing)
+		return noteHook(obj, finalizing)
 	})
 	hooksService(t, a)
 	accountRole(t, a, "ctl",
@@ -285,7 +285,7 @@ func TestTenantFinalizer(t *testing.T) {
 	var finalized atomic.Bool
 	hooks := startHookServer(t, func(path string, obj map[string]any, finalizing bool) any {
 		if finalizing {
-			// Not yet: asked again in a second.
+			// Until finalized is set: not yet, and ask again in a second.
 			return hookapi.CompositeResponse{Children: []hookapi.Object{}, Finalized: finalized.Load(), ResyncAfterSeconds: 1}
 		}
 		name, _, _ := unstructured.NestedString(obj, "metadata", "name")
