@@ -141,6 +141,37 @@ func TestFinalizeHook(t *testing.T) {
 }
 
 func TestDeletingTheControllerReleasesFinalizers(t *testing.T) {
+	ns := parentHeldByFinalizer(t)
+	if err := env.Dynamic.Resource(ccGVR).Delete(kubetest.Context(t), ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitGone(t, "deleting the CompositeController frees its parents", parentsGVR, ns, "p")
+}
+
+// TestDeletingABrokenControllerReleasesFinalizers: a controller whose spec was edited
+// into one that cannot be built (it stops, Ready=False) still frees its parents when
+// it is deleted.
+func TestDeletingABrokenControllerReleasesFinalizers(t *testing.T) {
+	ns := parentHeldByFinalizer(t)
+	ctx := kubetest.Context(t)
+	patch := `{"spec": {"childResources": [{"apiVersion": "v1", "resource": "configmaps"}, {"apiVersion": "v1", "resource": "nosuchthings"}]}}`
+	if _, err := env.Dynamic.Resource(ccGVR).Patch(ctx, ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitFor(t, "the edited controller cannot be built", ccGVR, "", ns, func(o *unstructured.Unstructured) error {
+		return expectCondition(o, ConditionReady, "False", "ResourceNotFound")
+	})
+	if err := env.Dynamic.Resource(ccGVR).Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	env.WaitGone(t, "deleting the stopped CompositeController frees its parents", parentsGVR, ns, "p")
+}
+
+// parentHeldByFinalizer runs a CompositeController (named as the namespace it
+// returns) whose finalize hook never lets go, and a parent p of it, deleted and
+// held by the controller's finalizer.
+func parentHeldByFinalizer(t *testing.T) string {
+	t.Helper()
 	setup(t)
 	ns := env.Namespace(t)
 	startEngine(t, ns)
@@ -172,10 +203,7 @@ func TestDeletingTheControllerReleasesFinalizers(t *testing.T) {
 	if _, err := env.Get(kubetest.Context(t), parentsGVR, ns, "p"); err != nil {
 		t.Fatalf("the parent went away although the hook never finalized: %v", err)
 	}
-	if err := env.Dynamic.Resource(ccGVR).Delete(kubetest.Context(t), ns, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	env.WaitGone(t, "deleting the CompositeController frees its parents", parentsGVR, ns, "p")
+	return ns
 }
 
 func TestMissingStatusSubresourceIsReportedNotLooped(t *testing.T) {

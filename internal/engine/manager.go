@@ -76,6 +76,11 @@ type Manager struct {
 
 	mu     sync.Mutex
 	hosted map[controllerKey]*hosted
+	// retired holds the last controller of an object that ran and whose rebuild
+	// failed (its ServiceAccount lost a right, its spec was made invalid): its
+	// finalizers are still on its parents, and it releases them should the object
+	// be deleted before a rebuild succeeds.
+	retired map[controllerKey]*controller
 }
 
 type hosted struct {
@@ -137,6 +142,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (*Manager, e
 			workqueue.TypedRateLimitingQueueConfig[controllerKey]{Name: "metalambda-engine", MetricsProvider: m.queues}),
 		subs:    map[string]*informer.Subscription{},
 		hosted:  map[controllerKey]*hosted{},
+		retired: map[controllerKey]*controller{},
 		cfg:     cfg,
 		kube:    kube,
 		tenants: newTenants(),
@@ -331,6 +337,11 @@ func (m *Manager) sync(ctx context.Context, key controllerKey) error {
 	if current != nil && current.specHash == hash && !current.forbidden {
 		return nil
 	}
+	if current != nil {
+		m.mu.Lock()
+		m.retired[key] = current.controller
+		m.mu.Unlock()
+	}
 	if err := m.remove(ctx, key, false); err != nil {
 		return err
 	}
@@ -372,6 +383,7 @@ func (m *Manager) sync(ctx context.Context, key controllerKey) error {
 	}
 	m.mu.Lock()
 	m.hosted[key] = &hosted{specHash: hash, object: obj, controller: c}
+	delete(m.retired, key)
 	m.mu.Unlock()
 	m.events.lifecycle(obj, key.name, ReasonStarted)
 	klog.FromContext(ctx).Info("Controller started", "kind", key.kind, "name", key.name, "workers", c.workers())
@@ -380,22 +392,29 @@ func (m *Manager) sync(ctx context.Context, key controllerKey) error {
 
 // remove stops the hosted controller of key. When the controller object is gone,
 // release also removes its finalizer from every parent, which would otherwise block
-// their deletion forever.
+// their deletion forever: the hosted controller's, or the retired one's when its
+// rebuild failed.
 func (m *Manager) remove(ctx context.Context, key controllerKey, release bool) error {
 	m.mu.Lock()
-	h := m.hosted[key]
+	h, c := m.hosted[key], m.retired[key]
 	m.mu.Unlock()
-	if h == nil {
+	if h != nil {
+		m.stop(key, h)
+		c = h.controller
+	}
+	if c == nil || (h == nil && !release) {
 		return nil
 	}
-	m.stop(key, h)
 	if release {
-		if err := h.controller.releaseFinalizers(ctx); err != nil {
+		if err := c.releaseFinalizers(ctx); err != nil {
 			return err
 		}
 	}
 	m.mu.Lock()
 	delete(m.hosted, key)
+	if release {
+		delete(m.retired, key)
+	}
 	m.mu.Unlock()
 	if namespacedKind(key.kind) {
 		m.pruneTenantEnvs()

@@ -63,23 +63,29 @@ func startTenantEngine(t *testing.T, label, gatewayURL string, tweak ...func(*en
 // ConfigMap children, but for the verbs of configmaps left out.
 func tenantRole(t *testing.T, ns string, without ...string) {
 	t.Helper()
-	ctx := kubetest.Context(t)
 	cmVerbs := []string{}
 	for _, v := range []string{"get", "list", "watch", "create", "patch", "delete"} {
 		if !contains(without, v) {
 			cmVerbs = append(cmVerbs, v)
 		}
 	}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "ctl"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{tenantParents.Group}, Resources: []string{"greetings"}, Verbs: []string{"get", "list", "watch", "patch"}},
-		{APIGroups: []string{tenantParents.Group}, Resources: []string{"greetings/status"}, Verbs: []string{"update"}},
-		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: cmVerbs},
+	accountRole(t, ns, "ctl",
+		rbacv1.PolicyRule{APIGroups: []string{tenantParents.Group}, Resources: []string{"greetings"}, Verbs: []string{"get", "list", "watch", "patch"}},
+		rbacv1.PolicyRule{APIGroups: []string{tenantParents.Group}, Resources: []string{"greetings/status"}, Verbs: []string{"update"}},
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: cmVerbs},
 		// A hook's Service is read as the tenant, to refuse ExternalName ones.
-		{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get"}},
-	}}
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get"}},
+	)
+}
+
+// accountRole gives ServiceAccount ns/account exactly rules, in a Role of its name
+// bound to it; called again, it replaces the Role's rules (a grant, a revocation).
+func accountRole(t *testing.T, ns, account string, rules ...rbacv1.PolicyRule) {
+	t.Helper()
+	ctx := kubetest.Context(t)
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: account}, Rules: rules}
 	if _, err := env.Kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
-		_, err = env.Kube.RbacV1().Roles(ns).Update(ctx, role, metav1.UpdateOptions{})
-		if err != nil {
+		if _, err = env.Kube.RbacV1().Roles(ns).Update(ctx, role, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		return
@@ -87,9 +93,9 @@ func tenantRole(t *testing.T, ns string, without ...string) {
 		t.Fatal(err)
 	}
 	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "ctl"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "ctl"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "ctl", Namespace: ns}},
+		ObjectMeta: metav1.ObjectMeta{Name: account},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: account},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: account, Namespace: ns}},
 	}
 	if _, err := env.Kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -115,7 +121,9 @@ func tenant(t *testing.T, g *testGateway) string {
 	return ns
 }
 
-func createNCC(t *testing.T, ns, name, label string, webhook map[string]any) {
+// createNCC creates a namespaced controller of greetings with ConfigMap children,
+// whose sync hook is webhook, as ServiceAccount ctl; tweak changes its spec.
+func createNCC(t *testing.T, ns, name, label string, webhook map[string]any, tweak ...func(spec map[string]any)) {
 	t.Helper()
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "metalambda.dev/v1alpha1", "kind": "NamespacedCompositeController",
@@ -128,6 +136,9 @@ func createNCC(t *testing.T, ns, name, label string, webhook map[string]any) {
 			"hooks":              map[string]any{"sync": map[string]any{"webhook": webhook}},
 		},
 	}}
+	for _, f := range tweak {
+		f(obj.Object["spec"].(map[string]any))
+	}
 	env.Create(t, nccGVR, ns, obj)
 }
 

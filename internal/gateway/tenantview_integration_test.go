@@ -11,13 +11,13 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -26,27 +26,19 @@ import (
 	"github.com/metalambda/metalambda/internal/kubetest"
 )
 
-// viewerRole lets ServiceAccount ns/viewer read the namespaced controllers of ns and
-// read and update its greetings: a tenant's developer.
+// viewerRole lets ServiceAccount ns/viewer read the namespaced controllers, the
+// Functions and the ConfigMaps (the controllers' children) of ns and read and update
+// its greetings, but not list its events: a tenant's developer.
 func viewerRole(t *testing.T, ns string) string {
 	t.Helper()
-	ctx := kubetest.Context(t)
 	env.ServiceAccount(t, ns, "viewer")
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "viewer"}, Rules: []rbacv1.PolicyRule{
-		{APIGroups: []string{"metalambda.dev"}, Resources: []string{"namespacedcompositecontrollers", "namespaceddecoratorcontrollers"}, Verbs: []string{"get", "list"}},
-		{APIGroups: []string{tenantParents.Group}, Resources: []string{"greetings"}, Verbs: []string{"get", "list", "update"}},
-	}}
-	if _, err := env.Kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "viewer"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "viewer"},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: "viewer", Namespace: ns}},
-	}
-	if _, err := env.Kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	accountRole(t, ns, "viewer",
+		rbacv1.PolicyRule{APIGroups: []string{"metalambda.dev"}, Resources: []string{"namespacedcompositecontrollers", "namespaceddecoratorcontrollers"}, Verbs: []string{"get", "list"}},
+		rbacv1.PolicyRule{APIGroups: []string{tenantParents.Group}, Resources: []string{"greetings"}, Verbs: []string{"get", "list", "update"}},
+		rbacv1.PolicyRule{APIGroups: []string{"metalambda.dev"}, Resources: []string{"functions"}, Verbs: []string{"get", "list"}},
+		// The engine API shows a parent's children the caller may get.
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}},
+	)
 	return env.Token(t, ns, "viewer")
 }
 
@@ -71,9 +63,15 @@ func apiCall(t *testing.T, method, base, path, token, body string) (int, string)
 	return resp.StatusCode, string(data)
 }
 
-// dashboardSession logs in to the dashboard of the gateway at base with token, and
-// returns a function that GETs a page under /ui.
-func dashboardSession(t *testing.T, base, token string) func(page string) (int, string) {
+// dashboardUser is a browser logged in to a gateway's dashboard.
+type dashboardUser struct {
+	t    *testing.T
+	base string
+	c    *http.Client
+}
+
+// dashboardSession logs in to the dashboard of the gateway at base with token.
+func dashboardSession(t *testing.T, base, token string) *dashboardUser {
 	t.Helper()
 	jar, err := cookiejar.New(nil)
 	if err != nil {
@@ -93,40 +91,71 @@ func dashboardSession(t *testing.T, base, token string) func(page string) (int, 
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("logging in to the dashboard: %s", resp.Status)
 	}
-	return func(page string) (int, string) {
-		t.Helper()
-		resp, err := c.Get(base + "/ui" + page)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		data, err := io.ReadAll(resp.Body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.StatusCode, string(data)
-	}
+	return &dashboardUser{t: t, base: base, c: c}
 }
 
-// TestTenantViewOfTheEngineAPI: two tenants, each with a namespaced controller and a
-// developer who may read its controllers and parents. Each sees, through the engine's
-// API and the dashboard's pages, its own controller
-// (its ServiceAccount, Running), its parents, its hook calls, and syncs its parents
-// on demand; it gets 403 for the other's, whether the name exists or not, and no body
-// it gets names the other namespace unless its request did. A controller whose
-// ServiceAccount lacks rights shows MissingRights with the missing grant.
-func TestTenantViewOfTheEngineAPI(t *testing.T) {
+// get GETs a page under /ui, and returns the status and body.
+func (u *dashboardUser) get(page string) (int, string) {
+	u.t.Helper()
+	resp, err := u.c.Get(u.base + "/ui" + page)
+	return u.read(resp, err)
+}
+
+// post posts form to a page under /ui, with the session's CSRF token (read from the
+// page csrfFrom, as a browser's form has it), and returns the status and body.
+func (u *dashboardUser) post(csrfFrom, page string, form url.Values) (int, string) {
+	u.t.Helper()
+	_, body := u.get(csrfFrom)
+	m := regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)">`).FindStringSubmatch(body)
+	if m == nil {
+		u.t.Fatalf("no CSRF token in %s: %s", csrfFrom, body)
+	}
+	form.Set("csrf", m[1])
+	resp, err := u.c.PostForm(u.base+"/ui"+page, form)
+	return u.read(resp, err)
+}
+
+func (u *dashboardUser) read(resp *http.Response, err error) (int, string) {
+	u.t.Helper()
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		u.t.Fatal(err)
+	}
+	return resp.StatusCode, string(data)
+}
+
+// tenantView is two tenants a and b, each with a Function greeter, a namespaced
+// controller greeter whose sync hook it is, a Greeting g-NS it has converged, and a
+// developer (tokens[NS]) who may read the namespace's controllers, Functions and
+// Greetings and update its Greetings; an engine (its API at api) and a gateway
+// whose dashboard reads it.
+type tenantView struct {
+	g      *testGateway
+	api    string
+	a, b   string
+	tokens map[string]string
+	client *engineapi.Client
+	label  string
+}
+
+func startTenantView(t *testing.T) *tenantView {
+	t.Helper()
 	// The engine's API listens before the gateway starts, whose dashboard reads it.
 	engineAPI := http.NotFoundHandler()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { engineAPI.ServeHTTP(w, r) }))
 	t.Cleanup(srv.Close)
 	g := startGateway(t, func(o *Options) { o.EngineURL = srv.URL })
 	env.InstallCRDs(t, kubetest.SchemalessCRD(tenantParents.Group, "Greeting", "greetings", "greeting"))
-	a, b := tenant(t, g), tenant(t, g)
+	v := &tenantView{g: g, api: srv.URL, tokens: map[string]string{}, client: &engineapi.Client{BaseURL: srv.URL}}
+	v.a, v.b = tenant(t, g), tenant(t, g)
 	// The engine's label names neither namespace: every body is searched for them.
-	label := fmt.Sprintf("tview-%d", time.Now().UnixNano())
+	v.label = fmt.Sprintf("tview-%d", time.Now().UnixNano())
 	o := engine.Defaults()
-	o.TargetSelector = labels.SelectorFromSet(labels.Set{"test": label})
+	o.TargetSelector = labels.SelectorFromSet(labels.Set{"test": v.label})
 	o.TenantGateways = []string{g.url}
 	o.RightsRecheckInterval = time.Second
 	mgr, err := engine.New(env.Config, o, prometheus.NewRegistry())
@@ -137,18 +166,29 @@ func TestTenantViewOfTheEngineAPI(t *testing.T) {
 	if engineAPI, err = mgr.API(env.Kube); err != nil {
 		t.Fatal(err)
 	}
-	client := &engineapi.Client{BaseURL: srv.URL}
-
 	ctx := kubetest.Context(t)
-	tokens := map[string]string{}
-	for _, ns := range []string{a, b} {
+	for _, ns := range []string{v.a, v.b} {
 		tenantRole(t, ns)
-		createNCC(t, ns, "greeter", label, map[string]any{"url": g.url + "/hooks/" + ns + "/greeter"})
+		createNCC(t, ns, "greeter", v.label, map[string]any{"url": g.url + "/hooks/" + ns + "/greeter"})
 		if err := createGreeting(ctx, ns, "g-"+ns, map[string]any{"who": ns}); err != nil {
 			t.Fatal(err)
 		}
-		tokens[ns] = viewerRole(t, ns)
+		v.tokens[ns] = viewerRole(t, ns)
 	}
+	return v
+}
+
+// TestTenantViewOfTheEngineAPI: two tenants, each with a namespaced controller and a
+// developer who may read its controllers and parents. Each sees, through the engine's
+// API and the dashboard's pages, its own controller
+// (its ServiceAccount, Running), its parents, its hook calls, and syncs its parents
+// on demand; it gets 403 for the other's, whether the name exists or not, and no body
+// it gets names the other namespace unless its request did. A controller whose
+// ServiceAccount lacks rights shows MissingRights with the missing grant.
+func TestTenantViewOfTheEngineAPI(t *testing.T) {
+	v := startTenantView(t)
+	g, a, b, tokens, client, label := v.g, v.a, v.b, v.tokens, v.client, v.label
+	ctx := kubetest.Context(t)
 	// In a, a controller whose ServiceAccount has no rights at all.
 	env.ServiceAccount(t, a, "nobody")
 	env.Create(t, nccGVR, a, &unstructured.Unstructured{Object: map[string]any{
@@ -180,7 +220,7 @@ func TestTenantViewOfTheEngineAPI(t *testing.T) {
 			}
 		}
 		for _, path := range []string{"/api/v1/controllers", "/api/v1/namespaces/" + me + "/controllers", "/api/v1/hookcalls"} {
-			status, body := apiCall(t, http.MethodGet, srv.URL, path, token, "")
+			status, body := apiCall(t, http.MethodGet, v.api, path, token, "")
 			clean("GET "+path, status, body, http.StatusOK)
 		}
 		list, err := client.Controllers(ctx, token)
@@ -213,7 +253,7 @@ func TestTenantViewOfTheEngineAPI(t *testing.T) {
 		if len(parents.Items) != 1 || parents.Items[0].Name != "g-"+me {
 			t.Errorf("parents of %s's greeter: %+v", me, parents.Items)
 		}
-		status, body := apiCall(t, http.MethodGet, srv.URL, engineapi.ControllerPath(ref)+"/parents/g-"+me, token, "")
+		status, body := apiCall(t, http.MethodGet, v.api, engineapi.ControllerPath(ref)+"/parents/g-"+me, token, "")
 		clean("the parent", status, body, http.StatusOK)
 		calls, err := client.HookCalls(ctx, token, engineapi.HookCallQuery{Controller: ref.String()})
 		if err != nil {
@@ -222,13 +262,13 @@ func TestTenantViewOfTheEngineAPI(t *testing.T) {
 		if len(calls.Items) == 0 || calls.Items[0].Controller != ref {
 			t.Errorf("hook calls of %s's greeter: %+v", me, calls.Items)
 		}
-		status, body = apiCall(t, http.MethodPost, srv.URL, engineapi.ControllerPath(ref)+"/sync", token, `{"name": "g-`+me+`"}`)
+		status, body = apiCall(t, http.MethodPost, v.api, engineapi.ControllerPath(ref)+"/sync", token, `{"name": "g-`+me+`"}`)
 		clean("a sync", status, body, http.StatusOK)
-		status, body = apiCall(t, http.MethodPost, srv.URL, engineapi.ControllerPath(ref)+"/sync", token, `{"all": true}`)
+		status, body = apiCall(t, http.MethodPost, v.api, engineapi.ControllerPath(ref)+"/sync", token, `{"all": true}`)
 		clean("a sync of all", status, body, http.StatusOK)
 
 		// The other's: an empty list, and 403 whether the controller exists or not.
-		status, body = apiCall(t, http.MethodGet, srv.URL, "/api/v1/controllers?namespace="+other, token, "")
+		status, body = apiCall(t, http.MethodGet, v.api, "/api/v1/controllers?namespace="+other, token, "")
 		var empty engineapi.ControllerList
 		if err := json.Unmarshal([]byte(body), &empty); status != http.StatusOK || err != nil || len(empty.Items) != 0 {
 			t.Errorf("the other's list as %s: %d %s", me, status, body)
@@ -243,12 +283,12 @@ func TestTenantViewOfTheEngineAPI(t *testing.T) {
 				{http.MethodGet, engineapi.ControllerPath(r) + "/parents/g-" + other, ""},
 				{http.MethodPost, engineapi.ControllerPath(r) + "/sync", `{"all": true}`},
 			} {
-				if status, body := apiCall(t, req[0], srv.URL, req[1], token, req[2]); status != http.StatusForbidden {
+				if status, body := apiCall(t, req[0], v.api, req[1], token, req[2]); status != http.StatusForbidden {
 					t.Errorf("%s %s as %s: %d %s, want 403", req[0], req[1], me, status, body)
 				}
 			}
 		}
-		status, body = apiCall(t, http.MethodGet, srv.URL, "/api/v1/hookcalls?controller="+theirs.String(), token, "")
+		status, body = apiCall(t, http.MethodGet, v.api, "/api/v1/hookcalls?controller="+theirs.String(), token, "")
 		var none engineapi.HookCallList
 		if err := json.Unmarshal([]byte(body), &none); status != http.StatusOK || err != nil || len(none.Items) != 0 {
 			t.Errorf("the other's hook calls as %s: %d %s", me, status, body)
@@ -256,12 +296,12 @@ func TestTenantViewOfTheEngineAPI(t *testing.T) {
 
 		// The dashboard, logged in with the same token, shows the same.
 		ui := dashboardSession(t, g.url, token)
-		status, body = ui(engineapi.ControllerPath(ref)[len("/api/v1"):])
+		status, body = ui.get(engineapi.ControllerPath(ref)[len("/api/v1"):])
 		clean("the dashboard's controller page", status, body, http.StatusOK)
 		if !strings.Contains(body, "g-"+me) || !strings.Contains(body, "<code>ctl</code>") {
 			t.Errorf("the dashboard's page of %s's greeter shows no parent g-%s or service account: %s", me, me, body)
 		}
-		status, body = ui("/")
+		status, body = ui.get("/")
 		clean("the dashboard's overview", status, body, http.StatusOK)
 		if !strings.Contains(body, "/ui/namespaces/"+me+"/controllers/"+engineapi.KindNamespacedComposite+"/greeter") {
 			t.Errorf("the dashboard's overview as %s does not link its greeter: %s", me, body)
@@ -269,7 +309,7 @@ func TestTenantViewOfTheEngineAPI(t *testing.T) {
 		if me == a && !strings.Contains(body, "data-missing-rights") {
 			t.Errorf("the dashboard's overview as %s does not show the missing rights of unprivileged: %s", me, body)
 		}
-		if status, body := ui(engineapi.ControllerPath(theirs)[len("/api/v1"):]); status != http.StatusForbidden {
+		if status, body := ui.get(engineapi.ControllerPath(theirs)[len("/api/v1"):]); status != http.StatusForbidden {
 			t.Errorf("the dashboard's page of the other's greeter as %s: %d %s, want 403", me, status, body)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
@@ -134,17 +135,25 @@ func (d *Dashboard) addParentDetails(ctx context.Context, token, kind, name stri
 
 const noEngine = "The gateway has no engine API address (--engine-url): parent counts, last syncs, children and hook calls are not shown."
 
-// ParentPage is what one parent's page shows.
+// ParentPage is what one parent's page shows. Namespace is the controller's, set for
+// a namespaced controller.
 type ParentPage struct {
-	Kind, Name string
-	Parent     ParentRow
-	Status     string
-	Detail     *engineapi.ParentDetail
+	Kind, Namespace, Name string
+	Parent                ParentRow
+	Status                string
+	Detail                *engineapi.ParentDetail
 	// Tree is the children grouped by kind.
-	Tree        []ChildGroup
-	Events      []corev1.Event
+	Tree   []ChildGroup
+	Events []corev1.Event
+	// EventsError says why the events are not shown (a user who may not list them).
+	EventsError string
 	Calls       HookCallsView
 	EngineError string
+}
+
+// ControllerURL is the page of the parent's controller.
+func (p ParentPage) ControllerURL() string {
+	return controllerPath(engineapi.ControllerRef{Kind: p.Kind, Namespace: p.Namespace, Name: p.Name})
 }
 
 // ChildGroup is the children of one kind.
@@ -174,7 +183,7 @@ func (d *Dashboard) loadParent(r *http.Request) (any, error) {
 		return nil, err
 	}
 	page := ParentPage{Kind: kind, Name: name, Parent: parentRow(res.Resource, obj), Status: statusJSON(obj)}
-	if page.Events, err = eventsOf(ctx, s, obj); err != nil {
+	if err := page.addEvents(ctx, s, obj); err != nil {
 		return nil, err
 	}
 	if d.engine == nil {
@@ -208,6 +217,22 @@ func findParent(ctx context.Context, s *Session, parents []engineapi.Resource, r
 		lastErr = err
 	}
 	return nil, engineapi.Resource{}, lastErr
+}
+
+// addEvents adds the events about obj; a user who may not list events there is told
+// so in place of them.
+func (p *ParentPage) addEvents(ctx context.Context, s *Session, obj *unstructured.Unstructured) error {
+	ev, err := eventsOf(ctx, s, obj)
+	if apierrors.IsForbidden(err) {
+		p.EventsError = "The events are not shown: you may not list events"
+		if ns := obj.GetNamespace(); ns != "" {
+			p.EventsError += " in namespace " + ns
+		}
+		p.EventsError += "."
+		return nil
+	}
+	p.Events = ev
+	return err
 }
 
 // eventsOf lists the events about obj, newest first.

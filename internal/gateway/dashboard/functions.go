@@ -22,8 +22,10 @@ import (
 // code editor, env and timeout, the recorded calls (live), a test call and a replay of
 // the unsaved source against the recorded calls.
 
-// FunctionList is what the list page shows.
+// FunctionList is what the list page shows: the Functions of Namespace, or when it is
+// empty those the user may see (see visibleFunctions).
 type FunctionList struct {
+	Namespace string
 	Functions []FunctionRow
 }
 
@@ -33,15 +35,34 @@ func (d *Dashboard) functions() view {
 }
 
 func (d *Dashboard) loadFunctions(r *http.Request) (any, error) {
-	items, err := list(r.Context(), SessionFrom(r.Context()).Dynamic, functionsResource)
+	out := FunctionList{Namespace: r.URL.Query().Get("namespace")}
+	var items []unstructured.Unstructured
+	var err error
+	if out.Namespace != "" {
+		items, err = d.namespaceFunctions(r, out.Namespace)
+	} else {
+		items, err = d.visibleFunctions(r, d.controllerNamespaces(r)...)
+	}
 	if err != nil {
 		return nil, err
 	}
-	var out FunctionList
 	for i := range items {
 		out.Functions = append(out.Functions, d.functionRow(&items[i]))
 	}
 	return out, nil
+}
+
+// namespaceFunctions lists the Functions of namespace as the session's user.
+func (d *Dashboard) namespaceFunctions(r *http.Request, namespace string) ([]unstructured.Unstructured, error) {
+	if err := httpapi.CheckNames(namespace, ""); err != nil {
+		return nil, notFound("%s", err.Message)
+	}
+	l, err := SessionFrom(r.Context()).Dynamic.Resource(functionsResource).Namespace(namespace).List(r.Context(), metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(l.Items, func(i, j int) bool { return l.Items[i].GetName() < l.Items[j].GetName() })
+	return l.Items, nil
 }
 
 // FunctionForm is what the editor edits: the fields a user sets.
@@ -192,7 +213,8 @@ func (d *Dashboard) newFunction(w http.ResponseWriter, r *http.Request) {
 	}
 	ns := r.URL.Query().Get("namespace")
 	if ns == "" {
-		ns = "default"
+		s := SessionFrom(r.Context())
+		ns = defaultNamespace(s, mayCreateFunctions(r.Context(), s, "default"))
 	}
 	p := newFunctionPage(FunctionForm{Namespace: ns, Name: r.URL.Query().Get("name"), Runtime: rt, Source: string(source)})
 	p.New = true

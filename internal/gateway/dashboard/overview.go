@@ -66,10 +66,11 @@ func (d *Dashboard) loadOverview(r *http.Request) (any, error) {
 		}
 	}
 	ov.EngineError = d.addEngineSummaries(r, &ov)
-	fns, err := list(ctx, s.Dynamic, functionsResource)
-	if apierrors.IsForbidden(err) {
-		return ov, nil
+	var namespaces []string
+	for _, c := range ov.Controllers {
+		namespaces = append(namespaces, c.Namespace)
 	}
+	fns, err := d.visibleFunctions(r, namespaces...)
 	if err != nil {
 		return nil, err
 	}

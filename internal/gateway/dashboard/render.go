@@ -99,8 +99,8 @@ var funcs = template.FuncMap{
 	},
 	"latency": latencyChart,
 	"deref":   func(t *time.Time) time.Time { return *t },
-	"syncForm": func(csrf, kind, name string, parent ...ParentRow) SyncForm {
-		f := SyncForm{CSRF: csrf, Kind: kind, Name: name}
+	"syncForm": func(csrf, kind, namespace, name string, parent ...ParentRow) SyncForm {
+		f := SyncForm{CSRF: csrf, Kind: kind, Namespace: namespace, Name: name}
 		if len(parent) > 0 {
 			f.Parent = &parent[0]
 		}

@@ -23,6 +23,8 @@ func (d *Dashboard) routes() http.Handler {
 		r.Get("/controllers/{kind}/{name}/parents/{namespace}/{parent}", d.serveView(d.parent()))
 		r.Post("/controllers/{kind}/{name}/sync", d.syncNow)
 		r.Get("/namespaces/{namespace}/controllers/{kind}/{name}", d.serveView(d.namespacedController()))
+		r.Get("/namespaces/{namespace}/controllers/{kind}/{name}/parents/{parent}", d.serveView(d.namespacedParent()))
+		r.Post("/namespaces/{namespace}/controllers/{kind}/{name}/sync", d.syncNow)
 		r.Get("/hookcalls", d.hookCallsPage)
 		r.Get("/pythonlambdas", d.serveView(d.pythonLambdas()))
 		r.Post("/pythonlambdas/{namespace}/{name}/try", d.tryPythonLambda)

@@ -3,16 +3,23 @@ package dashboard
 import (
 	"errors"
 	"net/http"
+	"net/url"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/metalambda/metalambda/internal/engineapi"
 )
 
-// SyncForm is what a "Sync now" (Parent set) or "Sync all" button posts.
+// SyncForm is what a "Sync now" (Parent set) or "Sync all" button posts. Namespace
+// is set for a namespaced controller.
 type SyncForm struct {
-	CSRF, Kind, Name string
-	Parent           *ParentRow
+	CSRF, Kind, Namespace, Name string
+	Parent                      *ParentRow
+}
+
+// Action is where the form posts.
+func (f SyncForm) Action() string {
+	return controllerPath(engineapi.ControllerRef{Kind: f.Kind, Namespace: f.Namespace, Name: f.Name}) + "/sync"
 }
 
 // SyncOutcome is what the "Sync now" and "Sync all" buttons show: what the engine
@@ -26,9 +33,10 @@ type SyncOutcome struct {
 
 // syncNow asks the engine, as the session's user, to sync one parent of a controller
 // (form fields namespace, parent and kind, the parent's kind) or all of them (all).
+// The controller is cluster-scoped, or namespaced when the path has a namespace.
 func (d *Dashboard) syncNow(w http.ResponseWriter, r *http.Request) {
 	s := SessionFrom(r.Context())
-	kind, name := chi.URLParam(r, "kind"), chi.URLParam(r, "name")
+	ref := engineapi.ControllerRef{Kind: chi.URLParam(r, "kind"), Namespace: chi.URLParam(r, "namespace"), Name: chi.URLParam(r, "name")}
 	req := engineapi.SyncRequest{All: r.PostFormValue("all") != ""}
 	if !req.All {
 		req.Namespace, req.Name, req.Kind = r.PostFormValue("namespace"), r.PostFormValue("parent"), r.PostFormValue("kind")
@@ -36,7 +44,7 @@ func (d *Dashboard) syncNow(w http.ResponseWriter, r *http.Request) {
 	out := SyncOutcome{code: http.StatusOK}
 	if d.engine == nil {
 		out.Error, out.code = noEngine, http.StatusServiceUnavailable
-	} else if res, err := d.engine.Sync(r.Context(), s.Token, kind, name, req); err != nil {
+	} else if res, err := d.engine.SyncController(r.Context(), s.Token, ref, req); err != nil {
 		out.Error, out.code = syncError(err)
 	} else {
 		out.Result = res
@@ -47,6 +55,16 @@ func (d *Dashboard) syncNow(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 	}
 	d.execute(w, status, "controller.html", "sync-result", out)
+}
+
+// controllerPath is the dashboard's page of the controller ref names:
+// /ui/controllers/KIND/NAME, or /ui/namespaces/NS/controllers/KIND/NAME.
+func controllerPath(ref engineapi.ControllerRef) string {
+	p := Prefix + "/controllers/" + url.PathEscape(ref.Kind) + "/" + url.PathEscape(ref.Name)
+	if ref.Namespace != "" {
+		p = Prefix + "/namespaces/" + url.PathEscape(ref.Namespace) + "/controllers/" + url.PathEscape(ref.Kind) + "/" + url.PathEscape(ref.Name)
+	}
+	return p
 }
 
 // syncError is the engine's refusal as a person reads it, and the status to answer.
