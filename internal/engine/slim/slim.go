@@ -5,12 +5,15 @@
 // first, and the managedFields of a small object are often most of its maps. A
 // NegotiatedSerializer from [WithoutManagedFields] cuts them out of the JSON before it
 // is decoded: of an object, or of each item of a list. Input it does not understand
-// is decoded as it came.
+// is decoded as it came. An object decoded with no target (a watch event's) is decoded
+// in one pass rather than the serializer's two.
 package slim
 
 import (
 	"bytes"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -38,7 +41,42 @@ func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo {
 type serializer struct{ runtime.Serializer }
 
 func (s serializer) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	return s.Serializer.Decode(Strip(data), defaults, into)
+	data = Strip(data)
+	if into == nil && defaults == nil {
+		if obj, gvk, ok := decodeObject(data); ok {
+			return obj, gvk, nil
+		}
+	}
+	return s.Serializer.Decode(data, defaults, into)
+}
+
+// metav1Kinds recognizes the kinds the dynamic client decodes into types of their own
+// (a watch's error Status, say), as its scheme does.
+var metav1Kinds = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	return s
+}()
+
+// decodeObject decodes data into an unstructured object, as the dynamic client's
+// serializer does with an object it has no type for, in one pass instead of two (the
+// serializer first reads the whole object once for its apiVersion and kind alone): a
+// watch event's object is decoded this way. It declines (ok false), leaving data to
+// the serializer, when data is not an object with an apiVersion and a kind, is a list,
+// or is of a kind the serializer decodes into a type.
+func decodeObject(data []byte) (obj runtime.Object, gvk *schema.GroupVersionKind, ok bool) {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(data); err != nil {
+		return nil, nil, false
+	}
+	kind := u.GroupVersionKind()
+	if kind.Kind == "" || kind.Version == "" || metav1Kinds.Recognizes(kind) {
+		return nil, nil, false
+	}
+	if _, isList := u.Object["items"]; isList {
+		return nil, nil, false
+	}
+	return u, &kind, true
 }
 
 var managedFieldsKey = []byte(`"managedFields"`)

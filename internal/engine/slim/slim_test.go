@@ -7,6 +7,9 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 )
 
 // A ConfigMap as the API server writes one into a watch event, created by the engine.
@@ -99,6 +102,40 @@ func TestDecodeThroughSerializer(t *testing.T) {
 	if u.GetManagedFields() != nil || u.GetName() != "p-1" || len(u.GetOwnerReferences()) != 1 {
 		t.Errorf("decoded %v", u.Object)
 	}
+}
+
+// TestDecodeAsTheDynamicClient decodes with no target, as a watch decodes each event's
+// object, through the dynamic client's serializer and through its wrapped form: the
+// wrapped one decodes an object in one pass, and must give what the serializer gives
+// (of the data without managedFields), errors included.
+func TestDecodeAsTheDynamicClient(t *testing.T) {
+	plain := jsonSerializer(t, dynamic.ConfigFor(&rest.Config{}).NegotiatedSerializer)
+	wrapped := jsonSerializer(t, WithoutManagedFields(dynamic.ConfigFor(&rest.Config{}).NegotiatedSerializer))
+	for _, data := range []string{
+		configMap,
+		`{"apiVersion":"x.dev/v1","kind":"P","metadata":{"name":"p"},"spec":{"n":3,"f":1.5,"big":12345678901234}}`,
+		`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version","reason":"Expired","code":410}`,
+		`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{},"items":[{"metadata":{"name":"a","managedFields":[{}]}}]}`,
+		`{"kind":"NoVersion","metadata":{"name":"a"}}`,
+		`{"apiVersion":"v1","metadata":{"name":"no kind"}}`,
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":`,
+		`[1,2]`, `null`,
+	} {
+		gotObj, gotGVK, gotErr := wrapped.Decode([]byte(data), nil, nil)
+		wantObj, wantGVK, wantErr := plain.Decode(Strip([]byte(data)), nil, nil)
+		if (gotErr != nil) != (wantErr != nil) || !reflect.DeepEqual(gotObj, wantObj) || !reflect.DeepEqual(gotGVK, wantGVK) {
+			t.Errorf("decode %s\n got %#v, %v, %v\nwant %#v, %v, %v", data, gotObj, gotGVK, gotErr, wantObj, wantGVK, wantErr)
+		}
+	}
+}
+
+func jsonSerializer(t *testing.T, ns runtime.NegotiatedSerializer) runtime.Serializer {
+	t.Helper()
+	info, ok := runtime.SerializerInfoForMediaType(ns.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	if !ok {
+		t.Fatal("no JSON serializer")
+	}
+	return info.Serializer
 }
 
 func FuzzStrip(f *testing.F) {
