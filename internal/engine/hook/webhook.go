@@ -391,7 +391,14 @@ func readBody(resp *http.Response, limit int64) ([]byte, error) {
 	if resp.ContentLength > limit {
 		return nil, errTooLarge
 	}
-	data, err := io.ReadAll(io.LimitReader(resp.Body, limit))
+	var data []byte
+	var err error
+	if resp.ContentLength >= 0 { // one allocation of the announced size, not ReadAll's doublings
+		data = make([]byte, resp.ContentLength)
+		_, err = io.ReadFull(resp.Body, data)
+	} else {
+		data, err = io.ReadAll(io.LimitReader(resp.Body, limit))
+	}
 	if err != nil {
 		return nil, err
 	}
