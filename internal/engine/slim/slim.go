@@ -32,10 +32,61 @@ func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo {
 	for i, info := range infos {
 		if info.MediaType == runtime.ContentTypeJSON {
 			info.Serializer = serializer{info.Serializer}
+			if info.StreamSerializer != nil {
+				stream := *info.StreamSerializer
+				stream.Serializer = watchEvents{stream.Serializer}
+				info.StreamSerializer = &stream
+			}
 		}
 		out[i] = info
 	}
 	return out
+}
+
+// watchEvents decodes the frames of a watch, {"type":...,"object":...}, by finding
+// the two members, instead of the serializer's two passes over the whole frame (one
+// for an apiVersion and kind it does not have, one to copy the object out); the
+// object itself is decoded by serializer. A frame is one JSON value already (the
+// framer's JSON decoder checked it); one with other members, or a type with escapes,
+// goes to the serializer.
+type watchEvents struct{ runtime.Serializer }
+
+// watchEventKind is the kind the dynamic client's scheme knows WatchEvent by.
+var watchEventKind = schema.GroupVersionKind{Version: "v1", Kind: "WatchEvent"}
+
+func (w watchEvents) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	if ev, ok := into.(*metav1.WatchEvent); ok && defaults == nil && decodeWatchEvent(data, ev) {
+		kind := watchEventKind
+		return ev, &kind, nil
+	}
+	return w.Serializer.Decode(data, defaults, into)
+}
+
+// decodeWatchEvent fills ev from a frame holding exactly a type string without escapes
+// and an object, or reports false and leaves ev alone.
+func decodeWatchEvent(data []byte, ev *metav1.WatchEvent) bool {
+	var typ, object []byte
+	ok := members(data, skipSpace(data, 0), func(key []byte, start, end int) bool {
+		switch string(key) {
+		case "type":
+			typ = data[start:end]
+		case "object":
+			object = data[start:end]
+		default:
+			typ = nil
+			return false
+		}
+		return true
+	})
+	if !ok || len(typ) < 2 || typ[0] != '"' || bytes.IndexByte(typ, '\\') >= 0 || object == nil {
+		return false
+	}
+	ev.Type = string(typ[1 : len(typ)-1])
+	ev.Object = runtime.RawExtension{}
+	if !bytes.Equal(object, []byte("null")) { // as RawExtension decodes null
+		ev.Object.Raw = bytes.Clone(object)
+	}
+	return true
 }
 
 type serializer struct{ runtime.Serializer }

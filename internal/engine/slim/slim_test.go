@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
@@ -125,6 +126,35 @@ func TestDecodeAsTheDynamicClient(t *testing.T) {
 		wantObj, wantGVK, wantErr := plain.Decode(Strip([]byte(data)), nil, nil)
 		if (gotErr != nil) != (wantErr != nil) || !reflect.DeepEqual(gotObj, wantObj) || !reflect.DeepEqual(gotGVK, wantGVK) {
 			t.Errorf("decode %s\n got %#v, %v, %v\nwant %#v, %v, %v", data, gotObj, gotGVK, gotErr, wantObj, wantGVK, wantErr)
+		}
+	}
+}
+
+// TestDecodeWatchEventsAsTheDynamicClient decodes watch frames through the dynamic
+// client's stream serializer and through its wrapped form, which must agree.
+func TestDecodeWatchEventsAsTheDynamicClient(t *testing.T) {
+	stream := func(ns runtime.NegotiatedSerializer) runtime.Serializer {
+		info, _ := runtime.SerializerInfoForMediaType(ns.SupportedMediaTypes(), runtime.ContentTypeJSON)
+		return info.StreamSerializer.Serializer
+	}
+	plain := stream(dynamic.ConfigFor(&rest.Config{}).NegotiatedSerializer)
+	wrapped := stream(WithoutManagedFields(dynamic.ConfigFor(&rest.Config{}).NegotiatedSerializer))
+	for _, frame := range []string{
+		`{"type":"ADDED","object":` + configMap + `}`,
+		`{"object":{"kind":"Status","apiVersion":"v1","code":410},"type":"ERROR"}`,
+		` { "type" : "MODIFIED" , "object" : {"a":[1,"}"]} } `,
+		`{"type":"DELETED","object":null}`,
+		`{"type":"BOOKMARK"}`,
+		`{"type":"ADD\u0045D","object":{}}`,
+		`{"type":null,"object":{}}`,
+		`{"type":"ADDED","object":{},"extra":1}`,
+		`{}`,
+	} {
+		var got, want metav1.WatchEvent
+		gotObj, gotGVK, gotErr := wrapped.Decode([]byte(frame), nil, &got)
+		wantObj, wantGVK, wantErr := plain.Decode([]byte(frame), nil, &want)
+		if (gotErr != nil) != (wantErr != nil) || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotGVK, wantGVK) || (gotObj == &got) != (wantObj == &want) {
+			t.Errorf("decode %s\n got %s %s, %v, %v\nwant %s %s, %v, %v", frame, got.Type, got.Object.Raw, gotGVK, gotErr, want.Type, want.Object.Raw, wantGVK, wantErr)
 		}
 	}
 }
