@@ -196,3 +196,40 @@ func BenchmarkDecodeConfigMap(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecodeWatchEvent decodes one watch frame of a ConfigMap as an informer's
+// watch does: through the dynamic client's serializers, the object without its
+// managedFields (as Strip alone did), and through the wrapped serializers.
+func BenchmarkDecodeWatchEvent(b *testing.B) {
+	frame := []byte(`{"type":"ADDED","object":` + configMap + `}`)
+	serializers := func(ns runtime.NegotiatedSerializer) (stream, object runtime.Serializer) {
+		info, _ := runtime.SerializerInfoForMediaType(ns.SupportedMediaTypes(), runtime.ContentTypeJSON)
+		return info.StreamSerializer.Serializer, info.Serializer
+	}
+	for _, tc := range []struct {
+		name  string
+		ns    runtime.NegotiatedSerializer
+		strip bool
+	}{
+		{"serializer", dynamic.ConfigFor(&rest.Config{}).NegotiatedSerializer, true},
+		{"slim", WithoutManagedFields(dynamic.ConfigFor(&rest.Config{}).NegotiatedSerializer), false},
+	} {
+		stream, object := serializers(tc.ns)
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var ev metav1.WatchEvent
+				if _, _, err := stream.Decode(frame, nil, &ev); err != nil {
+					b.Fatal(err)
+				}
+				raw := ev.Object.Raw
+				if tc.strip {
+					raw = Strip(raw)
+				}
+				if _, err := runtime.Decode(object, raw); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
