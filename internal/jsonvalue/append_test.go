@@ -27,7 +27,7 @@ func TestAppendIsMarshal(t *testing.T) {
 	for _, v := range []any{
 		nil, true, false, "", "plain", `q"uote\back`, "<a&b>", "tab\tnl\ncr\r\b\f\x01\x1f", "é ünïcode ✓", "\u2028\u2029", "bad \xff utf8",
 		int64(0), int64(-42), int64(math.MaxInt64), int64(math.MinInt64), 7, int32(-7), uint8(200), uint64(math.MaxUint64),
-		1.5, 3.0, -0.0, 1e21, 1e-7, 123456789.125, float32(0.1), math.NaN(), math.Inf(1),
+		1.5, 3.0, math.Copysign(0, -1), 1e21, 1e-7, 123456789.125, float32(0.1), math.NaN(), math.Inf(1),
 		json.Number("12.50"), map[string]any(nil), []any(nil), map[string]any{}, []any{},
 		map[string]any{"b": int64(1), "a": []any{"x", nil, map[string]any{"z": true, "<": "&"}}, "": "empty key", "é": 2.25},
 		map[string]string{"k2": "v", "k1": "<v>"}, map[string]string(nil),
