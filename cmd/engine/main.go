@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -73,6 +74,11 @@ type options struct {
 	// gcPercent is the garbage-collection target (as GOGC); GOGC in the environment
 	// wins.
 	gcPercent int
+	// memoryLimit is the runtime's soft memory limit (--memory-limit, a quantity; "":
+	// 90% of the container's limit); memoryLimitBytes is set from it by validate.
+	// GOMEMLIMIT in the environment wins.
+	memoryLimit      string
+	memoryLimitBytes int64
 	// hookTokenFile holds a bearer token that hook calls to hookTokenHosts carry
 	// (a gateway's hook token).
 	hookTokenFile  string
@@ -84,12 +90,14 @@ type options struct {
 	gatewayEndpoints                 *endpoints.Service
 }
 
-// defaultGCPercent is the engine's garbage-collection target unless GOGC is set. The
-// caches hold most of the live heap, and at Go's default of 100 the heap grows to
-// twice that before a collection: at 50 it grows by half, for 1000 parents about
-// 10 MiB less peak RSS, at the price of collecting twice as often (make bench; see
-// docs/engine.md, Performance).
-const defaultGCPercent = 50
+// defaultGCPercent is the engine's garbage-collection target unless GOGC is set: Go's
+// default. The caches hold most of the live heap, which grows to twice that between
+// collections; at 50 it grew by half, for 1000 parents about 10 MiB less peak RSS, at
+// the price of collecting twice as often, a sixth more engine CPU. The soft memory
+// limit (--memory-limit, by default 90% of the container's) has the collector work
+// harder as the heap nears the container's limit (make bench; see docs/engine.md,
+// Performance).
+const defaultGCPercent = 100
 
 func defaultOptions() *options {
 	return &options{
@@ -137,6 +145,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.engine.EventsQPS, "events-qps", o.engine.EventsQPS, "Events recorded per second on each object once its burst is spent (default: one every 5 minutes).")
 	fs.IntVar(&o.engine.EventsBurst, "events-burst", o.engine.EventsBurst, "Events recorded on each object before --events-qps applies.")
 	fs.IntVar(&o.gcPercent, "gc-percent", o.gcPercent, "Go garbage-collection target (as GOGC): the heap grows by this percentage of the live heap between collections. The GOGC environment variable, when set, wins.")
+	fs.StringVar(&o.memoryLimit, "memory-limit", o.memoryLimit, "Go runtime's soft memory limit (a quantity such as 450Mi), near which the collector works harder than --gc-percent says; empty means 90% of the container's memory limit (cgroup), or none outside a container. The GOMEMLIMIT environment variable, when set, wins.")
 	fs.StringVar(&o.applyStrategy, "apply-strategy", o.applyStrategy, "How children are written: server-side-apply or three-way (alias dynamic-apply).")
 	fs.Var(&o.fieldManager, "field-manager", "Field manager name for server-side apply and writes.")
 	fs.Var(&o.ssaFieldManager, "apply-strategy-ssa-field-manager", "Upstream's name of --field-manager.")
@@ -258,6 +267,13 @@ func (o *options) validate() error {
 	if o.gcPercent < 1 {
 		return fmt.Errorf("--gc-percent must be at least 1, got %d (GOGC=off in the environment turns collection off)", o.gcPercent)
 	}
+	if o.memoryLimit != "" {
+		q, err := resource.ParseQuantity(o.memoryLimit)
+		if err != nil || q.Sign() <= 0 {
+			return fmt.Errorf("--memory-limit must be a positive quantity such as 450Mi, got %q", o.memoryLimit)
+		}
+		o.memoryLimitBytes = q.Value()
+	}
 	if o.engine.HookCallHistory < 0 {
 		return fmt.Errorf("--hook-call-history must not be negative, got %d", o.engine.HookCallHistory)
 	}
@@ -334,7 +350,8 @@ func run(ctx context.Context, o *options) error {
 		"fieldManager", o.engine.FieldManager, "clientRateLimit", rateLimit, "discoveryInterval", o.engine.DiscoveryInterval,
 		"cacheFlushInterval", o.engine.CacheFlushInterval, "targetLabelSelector", o.engine.TargetSelector.String(),
 		"eventsQPS", o.engine.EventsQPS, "eventsBurst", o.engine.EventsBurst, "pprofAddress", o.pprofAddress,
-		"apiAddress", o.apiAddress, "hookCallHistory", o.engine.HookCallHistory, "hookTokenHosts", o.hookTokenHosts, "gatewayService", o.gatewayService, "gcPercent", gcpercent.Set(o.gcPercent))
+		"apiAddress", o.apiAddress, "hookCallHistory", o.engine.HookCallHistory, "hookTokenHosts", o.hookTokenHosts, "gatewayService", o.gatewayService, "gcPercent", gcpercent.Set(o.gcPercent),
+		"memoryLimit", gcpercent.SetMemoryLimit(o.memoryLimitBytes))
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

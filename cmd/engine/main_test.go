@@ -20,6 +20,8 @@ func TestInvalidFlagsAreRefused(t *testing.T) {
 		{func(o *options) { o.qps, o.burst = 10, 0 }, "--client-go-burst"},
 		{func(o *options) { o.engine.Workers = 0 }, "workers"},
 		{func(o *options) { o.gcPercent = 0 }, "--gc-percent"},
+		{func(o *options) { o.memoryLimit = "lots" }, "--memory-limit"},
+		{func(o *options) { o.memoryLimit = "-1Gi" }, "--memory-limit"},
 	} {
 		o := defaultOptions()
 		tt.set(o)

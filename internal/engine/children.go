@@ -20,6 +20,7 @@ import (
 
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/engine/apply"
+	"github.com/metalambda/metalambda/internal/jsonvalue"
 )
 
 // childWritesInFlight bounds the writes one sync sends at once.
@@ -129,11 +130,12 @@ func (c *controller) stamp(desired *unstructured.Unstructured) error {
 	if c.env.opts.ApplyStrategy == ThreeWay {
 		return apply.SetLastApplied(desired.Object)
 	}
-	body, err := json.Marshal(apply.ForApply(desired.Object))
-	if err != nil {
+	var sum [sha256.Size]byte
+	// The hash of json.Marshal's encoding, which jsonvalue writes byte for byte: the
+	// hashes of children written by earlier versions still match.
+	if err := jsonvalue.Encoded(apply.ForApply(desired.Object), func(body []byte) { sum = sha256.Sum256(body) }); err != nil {
 		return err
 	}
-	sum := sha256.Sum256(body)
 	annotations := desired.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}

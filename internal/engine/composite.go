@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 
 	"github.com/metalambda/metalambda/internal/jsonvalue"
 
@@ -248,7 +249,9 @@ func writeStatus(ctx context.Context, env *environment, gvr schema.GroupVersionR
 	if jsonvalue.Equal(current, status) {
 		return nil, nil
 	}
-	updated := parent.DeepCopy()
+	// A shallow copy: the write only encodes it, and the cached parent's maps are
+	// left as they are.
+	updated := &unstructured.Unstructured{Object: maps.Clone(parent.Object)}
 	updated.Object["status"] = status
 	written, err := env.meta.updateStatus(ctx, gvr, updated, env.opts.FieldManager)
 	if apierrors.IsNotFound(err) {

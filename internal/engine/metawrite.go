@@ -10,6 +10,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	kjson "sigs.k8s.io/json"
+
+	"github.com/metalambda/metalambda/internal/jsonvalue"
 )
 
 // metaAccept asks the API server to answer a write with the object's metadata alone,
@@ -53,7 +55,7 @@ func (w *metaWriter) updateStatus(ctx context.Context, gvr schema.GroupVersionRe
 }
 
 func (w *metaWriter) do(ctx context.Context, req *rest.Request, obj *unstructured.Unstructured, fieldManager string) (*unstructured.Unstructured, error) {
-	body, err := obj.MarshalJSON()
+	body, err := jsonvalue.Marshal(obj.Object)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 // Package gcpercent sets a binary's garbage-collection target from its
 // --gc-percent flag, which the GOGC environment variable overrides, the same way
-// for the engine and the gateway.
+// for the engine and the gateway; and the runtime's soft memory limit from a flag or
+// the container's memory limit, which GOMEMLIMIT overrides.
 package gcpercent
 
 import (

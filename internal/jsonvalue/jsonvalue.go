@@ -22,7 +22,7 @@ func Convert(in, out any) error {
 // API server equals float64(3) from a hook; map keys are sorted by the encoder. A
 // value that cannot be encoded equals nothing.
 func Equal(a, b any) bool {
-	ja, errA := json.Marshal(a)
-	jb, errB := json.Marshal(b)
+	ja, errA := Append(nil, a)
+	jb, errB := Append(nil, b)
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }

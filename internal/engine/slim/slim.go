@@ -5,12 +5,15 @@
 // first, and the managedFields of a small object are often most of its maps. A
 // NegotiatedSerializer from [WithoutManagedFields] cuts them out of the JSON before it
 // is decoded: of an object, or of each item of a list. Input it does not understand
-// is decoded as it came.
+// is decoded as it came. An object decoded with no target (a watch event's) is decoded
+// in one pass rather than the serializer's two.
 package slim
 
 import (
 	"bytes"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -29,16 +32,102 @@ func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo {
 	for i, info := range infos {
 		if info.MediaType == runtime.ContentTypeJSON {
 			info.Serializer = serializer{info.Serializer}
+			if info.StreamSerializer != nil {
+				stream := *info.StreamSerializer
+				stream.Serializer = watchEvents{stream.Serializer}
+				info.StreamSerializer = &stream
+			}
 		}
 		out[i] = info
 	}
 	return out
 }
 
+// watchEvents decodes the frames of a watch, {"type":...,"object":...}, by finding
+// the two members, instead of the serializer's two passes over the whole frame (one
+// for an apiVersion and kind it does not have, one to copy the object out); the
+// object itself is decoded by serializer. A frame is one JSON value already (the
+// framer's JSON decoder checked it); one with other members, or a type with escapes,
+// goes to the serializer.
+type watchEvents struct{ runtime.Serializer }
+
+// watchEventKind is the kind the dynamic client's scheme knows WatchEvent by.
+var watchEventKind = schema.GroupVersionKind{Version: "v1", Kind: "WatchEvent"}
+
+func (w watchEvents) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	if ev, ok := into.(*metav1.WatchEvent); ok && defaults == nil && decodeWatchEvent(data, ev) {
+		kind := watchEventKind
+		return ev, &kind, nil
+	}
+	return w.Serializer.Decode(data, defaults, into)
+}
+
+// decodeWatchEvent fills ev from a frame holding exactly a type string without escapes
+// and an object, or reports false and leaves ev alone.
+func decodeWatchEvent(data []byte, ev *metav1.WatchEvent) bool {
+	var typ, object []byte
+	ok := members(data, skipSpace(data, 0), func(key []byte, start, end int) bool {
+		switch string(key) {
+		case "type":
+			typ = data[start:end]
+		case "object":
+			object = data[start:end]
+		default:
+			typ = nil
+			return false
+		}
+		return true
+	})
+	if !ok || len(typ) < 2 || typ[0] != '"' || bytes.IndexByte(typ, '\\') >= 0 || object == nil {
+		return false
+	}
+	ev.Type = string(typ[1 : len(typ)-1])
+	ev.Object = runtime.RawExtension{}
+	if !bytes.Equal(object, []byte("null")) { // as RawExtension decodes null
+		ev.Object.Raw = bytes.Clone(object)
+	}
+	return true
+}
+
 type serializer struct{ runtime.Serializer }
 
 func (s serializer) Decode(data []byte, defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
-	return s.Serializer.Decode(Strip(data), defaults, into)
+	data = Strip(data)
+	if into == nil && defaults == nil {
+		if obj, gvk, ok := decodeObject(data); ok {
+			return obj, gvk, nil
+		}
+	}
+	return s.Serializer.Decode(data, defaults, into)
+}
+
+// metav1Kinds recognizes the kinds the dynamic client decodes into types of their own
+// (a watch's error Status, say), as its scheme does.
+var metav1Kinds = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
+	return s
+}()
+
+// decodeObject decodes data into an unstructured object, as the dynamic client's
+// serializer does with an object it has no type for, in one pass instead of two (the
+// serializer first reads the whole object once for its apiVersion and kind alone): a
+// watch event's object is decoded this way. It declines (ok false), leaving data to
+// the serializer, when data is not an object with an apiVersion and a kind, is a list,
+// or is of a kind the serializer decodes into a type.
+func decodeObject(data []byte) (obj runtime.Object, gvk *schema.GroupVersionKind, ok bool) {
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(data); err != nil {
+		return nil, nil, false
+	}
+	kind := u.GroupVersionKind()
+	if kind.Kind == "" || kind.Version == "" || metav1Kinds.Recognizes(kind) {
+		return nil, nil, false
+	}
+	if _, isList := u.Object["items"]; isList {
+		return nil, nil, false
+	}
+	return u, &kind, true
 }
 
 var managedFieldsKey = []byte(`"managedFields"`)

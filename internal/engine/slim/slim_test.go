@@ -6,7 +6,11 @@ import (
 	"reflect"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 )
 
 // A ConfigMap as the API server writes one into a watch event, created by the engine.
@@ -101,6 +105,69 @@ func TestDecodeThroughSerializer(t *testing.T) {
 	}
 }
 
+// TestDecodeAsTheDynamicClient decodes with no target, as a watch decodes each event's
+// object, through the dynamic client's serializer and through its wrapped form: the
+// wrapped one decodes an object in one pass, and must give what the serializer gives
+// (of the data without managedFields), errors included.
+func TestDecodeAsTheDynamicClient(t *testing.T) {
+	plain := jsonSerializer(t, dynamic.ConfigFor(&rest.Config{}).NegotiatedSerializer)
+	wrapped := jsonSerializer(t, WithoutManagedFields(dynamic.ConfigFor(&rest.Config{}).NegotiatedSerializer))
+	for _, data := range []string{
+		configMap,
+		`{"apiVersion":"x.dev/v1","kind":"P","metadata":{"name":"p"},"spec":{"n":3,"f":1.5,"big":12345678901234}}`,
+		`{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version","reason":"Expired","code":410}`,
+		`{"kind":"ConfigMapList","apiVersion":"v1","metadata":{},"items":[{"metadata":{"name":"a","managedFields":[{}]}}]}`,
+		`{"kind":"NoVersion","metadata":{"name":"a"}}`,
+		`{"apiVersion":"v1","metadata":{"name":"no kind"}}`,
+		`{"apiVersion":"v1","kind":"ConfigMap","metadata":`,
+		`[1,2]`, `null`,
+	} {
+		gotObj, gotGVK, gotErr := wrapped.Decode([]byte(data), nil, nil)
+		wantObj, wantGVK, wantErr := plain.Decode(Strip([]byte(data)), nil, nil)
+		if (gotErr != nil) != (wantErr != nil) || !reflect.DeepEqual(gotObj, wantObj) || !reflect.DeepEqual(gotGVK, wantGVK) {
+			t.Errorf("decode %s\n got %#v, %v, %v\nwant %#v, %v, %v", data, gotObj, gotGVK, gotErr, wantObj, wantGVK, wantErr)
+		}
+	}
+}
+
+// TestDecodeWatchEventsAsTheDynamicClient decodes watch frames through the dynamic
+// client's stream serializer and through its wrapped form, which must agree.
+func TestDecodeWatchEventsAsTheDynamicClient(t *testing.T) {
+	stream := func(ns runtime.NegotiatedSerializer) runtime.Serializer {
+		info, _ := runtime.SerializerInfoForMediaType(ns.SupportedMediaTypes(), runtime.ContentTypeJSON)
+		return info.StreamSerializer.Serializer
+	}
+	plain := stream(dynamic.ConfigFor(&rest.Config{}).NegotiatedSerializer)
+	wrapped := stream(WithoutManagedFields(dynamic.ConfigFor(&rest.Config{}).NegotiatedSerializer))
+	for _, frame := range []string{
+		`{"type":"ADDED","object":` + configMap + `}`,
+		`{"object":{"kind":"Status","apiVersion":"v1","code":410},"type":"ERROR"}`,
+		` { "type" : "MODIFIED" , "object" : {"a":[1,"}"]} } `,
+		`{"type":"DELETED","object":null}`,
+		`{"type":"BOOKMARK"}`,
+		`{"type":"ADD\u0045D","object":{}}`,
+		`{"type":null,"object":{}}`,
+		`{"type":"ADDED","object":{},"extra":1}`,
+		`{}`,
+	} {
+		var got, want metav1.WatchEvent
+		gotObj, gotGVK, gotErr := wrapped.Decode([]byte(frame), nil, &got)
+		wantObj, wantGVK, wantErr := plain.Decode([]byte(frame), nil, &want)
+		if (gotErr != nil) != (wantErr != nil) || !reflect.DeepEqual(got, want) || !reflect.DeepEqual(gotGVK, wantGVK) || (gotObj == &got) != (wantObj == &want) {
+			t.Errorf("decode %s\n got %s %s, %v, %v\nwant %s %s, %v, %v", frame, got.Type, got.Object.Raw, gotGVK, gotErr, want.Type, want.Object.Raw, wantGVK, wantErr)
+		}
+	}
+}
+
+func jsonSerializer(t *testing.T, ns runtime.NegotiatedSerializer) runtime.Serializer {
+	t.Helper()
+	info, ok := runtime.SerializerInfoForMediaType(ns.SupportedMediaTypes(), runtime.ContentTypeJSON)
+	if !ok {
+		t.Fatal("no JSON serializer")
+	}
+	return info.Serializer
+}
+
 func FuzzStrip(f *testing.F) {
 	f.Add(configMap)
 	f.Add(`{"metadata":{"name":"a","managedFields":[]}}`)
@@ -123,6 +190,43 @@ func BenchmarkDecodeConfigMap(b *testing.B) {
 				}
 				u := &unstructured.Unstructured{}
 				if err := u.UnmarshalJSON(in); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkDecodeWatchEvent decodes one watch frame of a ConfigMap as an informer's
+// watch does: through the dynamic client's serializers, the object without its
+// managedFields (as Strip alone did), and through the wrapped serializers.
+func BenchmarkDecodeWatchEvent(b *testing.B) {
+	frame := []byte(`{"type":"ADDED","object":` + configMap + `}`)
+	serializers := func(ns runtime.NegotiatedSerializer) (stream, object runtime.Serializer) {
+		info, _ := runtime.SerializerInfoForMediaType(ns.SupportedMediaTypes(), runtime.ContentTypeJSON)
+		return info.StreamSerializer.Serializer, info.Serializer
+	}
+	for _, tc := range []struct {
+		name  string
+		ns    runtime.NegotiatedSerializer
+		strip bool
+	}{
+		{"serializer", dynamic.ConfigFor(&rest.Config{}).NegotiatedSerializer, true},
+		{"slim", WithoutManagedFields(dynamic.ConfigFor(&rest.Config{}).NegotiatedSerializer), false},
+	} {
+		stream, object := serializers(tc.ns)
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var ev metav1.WatchEvent
+				if _, _, err := stream.Decode(frame, nil, &ev); err != nil {
+					b.Fatal(err)
+				}
+				raw := ev.Object.Raw
+				if tc.strip {
+					raw = Strip(raw)
+				}
+				if _, err := runtime.Decode(object, raw); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,0 +1,36 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/metalambda/metalambda/internal/engine/apply"
+)
+
+// TestDesiredHashIsOfMarshal: the desired hash is of json.Marshal's encoding of what
+// an apply would send, as engines before this one computed it, so that their children
+// are not seen as out of sync (and rewritten) after an upgrade.
+func TestDesiredHashIsOfMarshal(t *testing.T) {
+	c := &controller{env: &environment{opts: Options{ApplyStrategy: ServerSideApply}}}
+	desired := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap",
+		"metadata": map[string]any{"name": "p-0", "namespace": "ns", "labels": map[string]any{"a": "<b&c>"}},
+		"data":     map[string]any{"index": "0", "text": "é\n\"quoted\""}, "binaryData": nil,
+		"spec": map[string]any{"replicas": int64(3), "ratio": 0.25, "list": []any{true, nil, "x"}},
+	}}
+	body, err := json.Marshal(apply.ForApply(desired.DeepCopy().Object))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(body)
+	if err := c.stamp(desired); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := desired.GetAnnotations()[DesiredHashAnnotation], hex.EncodeToString(sum[:12]); got != want {
+		t.Errorf("desired hash %q, want %q (the hash of json.Marshal's encoding)", got, want)
+	}
+}
