@@ -231,6 +231,7 @@ type Sandbox struct {
 	uid, gid   int
 	uidBase    int
 	privileged bool      // the caller is root: see the package documentation
+	workersDir string    // ModeLandlock of a root caller: where its commands make their directories
 	filters    [2][]byte // seccomp programs without and with network, nil when unknown for the architecture
 	launcher   string    // the executable that bounds each command and executes it
 	cgroups    *cgroups  // where commands get a cgroup of their own; nil: nowhere
@@ -503,26 +504,20 @@ func boolIndex(b bool) int {
 // its sandbox's directory and cgroup.
 type Command struct {
 	*exec.Cmd
-	dir    string  // a Landlock command's directory, made at Start and removed at exit
-	cgroup *cgroup // nil: the command has no cgroup of its own
+	dir      string  // a Landlock command's directory, made by its launcher and removed at exit
+	launcher string  // a root caller's Landlock command: its launcher, which removes dir as the command's user
+	cgroup   *cgroup // nil: the command has no cgroup of its own
 }
 
 // Start starts the command and closes the descriptors it handed over. The
-// directory of a Landlock command is made here; it and the command's cgroup are
-// removed once the command has exited.
+// directory of a Landlock command (made by its launcher) and the command's
+// cgroup are removed once the command has exited.
 func (c *Command) Start() error {
-	if c.dir != "" {
-		if err := makeWorkerDir(c.Cmd, c.dir); err != nil {
-			closeExtraFiles(c.Cmd)
-			c.cgroup.remove()
-			return err
-		}
-	}
 	err := c.Cmd.Start()
 	closeExtraFiles(c.Cmd)
 	if err != nil {
 		if c.dir != "" {
-			removeWorkerDir(c.dir)
+			c.removeWorkerDir()
 		}
 		c.cgroup.remove()
 		return err
@@ -538,7 +533,7 @@ func (c *Command) cleanAtExit() {
 	c.cgroup.kill()
 	c.cgroup.remove()
 	if c.dir != "" {
-		removeWorkerDir(c.dir)
+		c.removeWorkerDir()
 	}
 }
 
