@@ -311,3 +311,23 @@ func TestCappedRootKills(t *testing.T) {
 		t.Fatal("the command outlived Kill")
 	}
 }
+
+// A Go program whose process limit leaves it no thread to start fails with the
+// Go runtime's message, which the gateway names the process limit by
+// (lambda's threadFailures, which hold both forms).
+func TestGoProgramBeyondTheProcessLimit(t *testing.T) {
+	s := landlockSandbox(t)
+	if !s.privileged {
+		t.Skip("needs a root caller, whose commands have users of their own")
+	}
+	// The launcher's copy of the test binary, which every user may execute.
+	cmd, err := s.Command(Spec{Args: []string{s.launcher, "-test.run=^$"}, ReadOnly: []string{s.launcher}, Limits: Limits{Processes: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := output(cmd)
+	// Without cgo the Go runtime makes threads itself; with it, through pthread.
+	if err == nil || !strings.Contains(out, "failed to create new OS thread") && !strings.Contains(out, "runtime/cgo: pthread_create failed: Resource temporarily unavailable") {
+		t.Fatalf("a Go program with a process limit of 1: %v, %.300q; want the Go runtime's failure to create a thread", err, out)
+	}
+}
