@@ -327,7 +327,9 @@ func (c *Command) removeWorkerDir() {
 
 // removeLeftDirs removes the directories of a root caller's commands that a
 // previous caller left in workersDir (it ended before them: a crash, a
-// container restarted on the same emptyDir), each as its owner.
+// container restarted on the same emptyDir), each as its owner. A directory
+// whose owner runs a process belongs to a live command (of another sandbox
+// sharing the directory) and is left.
 func (s *Sandbox) removeLeftDirs() {
 	if s.workersDir == "" {
 		return
@@ -335,11 +337,15 @@ func (s *Sandbox) removeLeftDirs() {
 	entries, _ := os.ReadDir(s.workersDir)
 	for _, e := range entries {
 		dir := filepath.Join(s.workersDir, e.Name())
-		if os.RemoveAll(dir) == nil {
+		fi, err := os.Lstat(dir)
+		if err != nil || !fi.IsDir() || !strings.HasPrefix(e.Name(), workerDirPrefix) {
 			continue
 		}
-		if fi, err := os.Lstat(dir); err == nil && fi.IsDir() {
-			uid := fi.Sys().(*syscall.Stat_t).Uid
+		uid := fi.Sys().(*syscall.Stat_t).Uid
+		if n, _ := userTasks(int(uid)); n > 0 {
+			continue
+		}
+		if os.RemoveAll(dir) != nil {
 			removeAs(s.launcher, &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}, dir)
 		}
 	}

@@ -358,8 +358,14 @@ sys.stdin.readline()
 	if err := os.RemoveAll(dir); err == nil {
 		t.Fatal("the capped caller removed a command's directory of modes 0 itself: it holds more than it should")
 	}
+	// A live command's directory stays.
+	live := start(t, mustCommand(t, s), Spec{}, victim)
+	liveDir := strings.Fields(live.line(t))[2]
 	s.removeLeftDirs()
 	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
 		t.Errorf("%s is left: %v", dir, err)
+	}
+	if _, err := os.Lstat(liveDir); err != nil {
+		t.Errorf("a live command's directory: %v", err)
 	}
 }
