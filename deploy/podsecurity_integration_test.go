@@ -43,6 +43,10 @@ func TestGatewayPodSecurity(t *testing.T) {
 			v.Namespace = ns
 			v.Values = map[string]any{"gateway": map[string]any{"workerUsers": c.users, "hookToken": map[string]any{"existingSecret": HookTokenSecret}}}
 			pod := gatewayPod(t, v)
+			sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: pod.Spec.ServiceAccountName}}
+			if _, err := env.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
 			_, err = env.Kube.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			if c.refusal == nil {
 				if err != nil {
