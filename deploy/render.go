@@ -48,16 +48,20 @@ type Variant struct {
 	// Cluster answers the chart's lookup calls, as the cluster does in `helm
 	// upgrade`; nil renders as `helm template` does, where lookup finds nothing.
 	Cluster engine.ClientProvider
+	// PodSecurity is the Pod Security level the base's Namespace enforces:
+	// "restricted", or "baseline" where the gateway runs as root to give each
+	// worker a user of its own (gateway.workerUsers "own").
+	PodSecurity string
 }
 
 // Variants are the kustomize bases and their chart values. The platform's base
 // names a hook token Secret the user creates: a static base cannot make a random
 // token, and one written into it would be the same for every install.
 var Variants = []Variant{
-	{Name: "engine", Namespace: "metacontroller", ValuesFiles: []string{"values-engine-only.yaml"}},
+	{Name: "engine", Namespace: "metacontroller", ValuesFiles: []string{"values-engine-only.yaml"}, PodSecurity: "restricted"},
 	{Name: "platform", Namespace: "metalambda-system", Values: map[string]any{
 		"gateway": map[string]any{"hookToken": map[string]any{"existingSecret": HookTokenSecret}},
-	}},
+	}, PodSecurity: "baseline"},
 }
 
 // HookTokenSecret is the Secret, in the gateway's namespace, that holds the hook token

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -21,7 +22,7 @@ var update = flag.Bool("update", false, "rewrite the kustomize bases from the ch
 const generatedHeader = "# Rendered from deploy/helm/metalambda by `go test ./deploy -args -update`: edit the chart, not this file.\n"
 
 // writeKustomize writes v's kustomize base: the chart's objects, a file per
-// template, the Namespace (Pod Security restricted) and a kustomization.
+// template, the Namespace (at v.PodSecurity) and a kustomization.
 func writeKustomize(t *testing.T, v Variant, rendered map[string][]*unstructured.Unstructured) {
 	t.Helper()
 	dir := KustomizeDir(v.Name)
@@ -40,9 +41,9 @@ kind: Namespace
 metadata:
   name: %s
   labels:
-    pod-security.kubernetes.io/enforce: restricted
-    pod-security.kubernetes.io/warn: restricted
-`, v.Namespace)
+    pod-security.kubernetes.io/enforce: %[2]s
+    pod-security.kubernetes.io/warn: %[2]s
+`, v.Namespace, v.PodSecurity)
 	if err := os.WriteFile(filepath.Join(dir, "namespace.yaml"), []byte(generatedHeader+ns), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +163,8 @@ func checkObject(t *testing.T, v Variant, o *unstructured.Unstructured) {
 	switch o.GetKind() {
 	case "Deployment":
 		pod, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
-		if nonRoot, _, _ := unstructured.NestedBool(pod, "securityContext", "runAsNonRoot"); !nonRoot {
+		root := o.GetName() == "metalambda-gateway" && v.PodSecurity == "baseline"
+		if nonRoot, _, _ := unstructured.NestedBool(pod, "securityContext", "runAsNonRoot"); !nonRoot && !root {
 			t.Errorf("%s: runAsNonRoot is not set", Key(o))
 		}
 		if p, _, _ := unstructured.NestedString(pod, "securityContext", "seccompProfile", "type"); p != "RuntimeDefault" {
@@ -176,6 +178,16 @@ func checkObject(t *testing.T, v Variant, o *unstructured.Unstructured) {
 			}
 			if drop, _, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "drop"); !slices.Equal(drop, []string{"ALL"}) {
 				t.Errorf("%s: container %v drops capabilities %v, want [ALL]", Key(o), c["name"], drop)
+			}
+			if ro, _, _ := unstructured.NestedBool(c, "securityContext", "readOnlyRootFilesystem"); !ro {
+				t.Errorf("%s: container %v writes its root file system", Key(o), c["name"])
+			}
+			var want []string // what Pod Security restricted allows: nothing but NET_BIND_SERVICE
+			if root {
+				want = []string{"SETUID", "SETGID", "KILL"} // within baseline
+			}
+			if add, _, _ := unstructured.NestedStringSlice(c, "securityContext", "capabilities", "add"); !slices.Equal(add, want) {
+				t.Errorf("%s: container %v adds capabilities %v, want %v", Key(o), c["name"], add, want)
 			}
 		}
 		volumes, _, _ := unstructured.NestedSlice(pod, "volumes")
@@ -353,5 +365,70 @@ func TestChartTracing(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestChartWorkerUsers: by default the gateway runs as root with SETUID, SETGID
+// and KILL alone (Pod Security baseline), so that each worker has a user of its
+// own; gateway.workerUsers "shared" keeps the restricted form of every pod; any
+// other value fails the render, naming the two.
+func TestChartWorkerUsers(t *testing.T) {
+	for _, c := range []struct {
+		users     string
+		uid       int64
+		nonRoot   bool
+		add       []string
+		baseline  bool
+		wantError string
+	}{
+		{users: "", uid: 0, add: []string{"SETUID", "SETGID", "KILL"}, baseline: true},
+		{users: "own", uid: 0, add: []string{"SETUID", "SETGID", "KILL"}, baseline: true},
+		{users: "shared", uid: 65532, nonRoot: true},
+		{users: "mine", wantError: `gateway.workerUsers is "mine": want own`},
+	} {
+		name := c.users
+		if name == "" {
+			name = "default"
+		}
+		t.Run(name, func(t *testing.T) {
+			v := Variants[1]
+			v.PodSecurity = "restricted"
+			if c.baseline {
+				v.PodSecurity = "baseline"
+			}
+			if c.users != "" {
+				v.Values = map[string]any{"gateway": map[string]any{"workerUsers": c.users}}
+			}
+			rendered, err := RenderChart(v)
+			if c.wantError != "" {
+				if err == nil || !strings.Contains(err.Error(), c.wantError) {
+					t.Fatalf("render: %v, want an error saying %q", err, c.wantError)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, o := range rendered["gateway.yaml"] {
+				if o.GetKind() != "Deployment" {
+					continue
+				}
+				found = true
+				checkObject(t, v, o)
+				pod, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+				raw, _, _ := unstructured.NestedFieldNoCopy(pod, "securityContext", "runAsUser")
+				uid, _ := strconv.ParseInt(fmt.Sprint(raw), 10, 64)
+				nonRoot, _, _ := unstructured.NestedBool(pod, "securityContext", "runAsNonRoot")
+				containers, _, _ := unstructured.NestedSlice(pod, "containers")
+				add, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "securityContext", "capabilities", "add")
+				if uid != c.uid || nonRoot != c.nonRoot || !slices.Equal(add, c.add) {
+					t.Errorf("runAsUser %d, runAsNonRoot %v, capabilities added %v; want %d, %v, %v", uid, nonRoot, add, c.uid, c.nonRoot, c.add)
+				}
+			}
+			if !found {
+				t.Fatal("no gateway Deployment")
+			}
+		})
 	}
 }

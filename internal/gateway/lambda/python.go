@@ -405,10 +405,12 @@ type pyWorker struct {
 	idleFrom time.Time     // the idle period the baseline belongs to
 	idleCPU  time.Duration // processor time at the first sweep of that period
 
-	sandboxed bool
-	goWorker  bool
-	maxReply  int64
-	tooLarge  atomic.Bool // a reply passed maxReply
+	sandboxed  bool
+	processes  int64 // the sandbox's process limit
+	sharedUser bool  // the sandbox's workers share its user (sandbox.Sandbox.SharesUser)
+	goWorker   bool
+	maxReply   int64
+	tooLarge   atomic.Bool // a reply passed maxReply
 }
 
 func (f *pyFunction) startWorker() (*pyWorker, error) {
@@ -641,11 +643,31 @@ func (w *pyWorker) crashError(name string) error {
 	if cause, _, found := strings.Cut(tail, "\n\n"); w.goWorker && found {
 		tail = cause // the Go runtime's message, without its goroutines' stacks
 	}
+	if limit := processLimitMessage(tail, w.processes, w.sharedUser); limit != "" {
+		msg += ": " + limit
+	}
 	if tail != "" {
 		msg += ": " + tail
 	}
 	w.kill()
 	return crash(name, msg)
+}
+
+// threadFailures are what a worker writes when the kernel refuses it a thread
+// or a process (EAGAIN): the Go runtime, CPython, the launcher.
+var threadFailures = []string{"failed to create new OS thread", "runtime/cgo: pthread_create failed: Resource temporarily unavailable", "can't start new thread", "RLIMIT_NPROC", "BlockingIOError: [Errno 11]"}
+
+// processLimitMessage names the process limit when a worker's stderr (tail)
+// says it could not start a thread or process; "" otherwise.
+func processLimitMessage(tail string, processes int64, shared bool) string {
+	if !slices.ContainsFunc(threadFailures, func(s string) bool { return strings.Contains(tail, s) }) {
+		return ""
+	}
+	msg := fmt.Sprintf("it could not start a thread or process: it reached its process limit (RLIMIT_NPROC, %d tasks", processes)
+	if shared {
+		msg += " beyond those its user ran when it started; its user is the gateway's, shared with every pod of that user on the node: run the gateway as root with SETUID, SETGID and KILL, gateway.workerUsers own, to give each worker a user of its own"
+	}
+	return msg + ")"
 }
 
 // exitState describes how a worker ended. Bubblewrap exits with 128+n when the

@@ -372,3 +372,32 @@ func TestPythonVirtualEnvironmentPackages(t *testing.T) {
 		t.Errorf("a module of the virtual environment: %s, %v", res.Response, err)
 	}
 }
+
+// A worker that could not start a thread or a process says it reached its
+// process limit, and, when its user is the gateway's, how to give it one of
+// its own; any other crash says nothing of it.
+func TestProcessLimitMessage(t *testing.T) {
+	goRuntime := "runtime: failed to create new OS thread (have 2 already; errno=11)\nruntime: may need to increase max user processes (ulimit -u)\nfatal error: newosproc"
+	for _, c := range []struct {
+		tail   string
+		shared bool
+		want   []string
+	}{
+		{tail: goRuntime, want: []string{"process limit (RLIMIT_NPROC, 32 tasks)"}},
+		{tail: goRuntime, shared: true, want: []string{"RLIMIT_NPROC, 32 tasks beyond", "gateway.workerUsers own"}},
+		{tail: "runtime/cgo: pthread_create failed: Resource temporarily unavailable\nSIGABRT: abort", want: []string{"RLIMIT_NPROC, 32 tasks)"}},
+		{tail: "RuntimeError: can't start new thread", want: []string{"could not start a thread or process"}},
+		{tail: "sandbox launcher: executing /usr/bin/python3: resource temporarily unavailable: user 1073741830 runs more tasks than its process limit (RLIMIT_NPROC)", want: []string{"reached its process limit"}},
+		{tail: "Traceback (most recent call last):\nMemoryError", want: nil},
+	} {
+		got := processLimitMessage(c.tail, 32, c.shared)
+		if c.want == nil && got != "" {
+			t.Errorf("%q: %q, want nothing", c.tail, got)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%q: %q, want it to say %q", c.tail, got, w)
+			}
+		}
+	}
+}

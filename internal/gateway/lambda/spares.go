@@ -1,6 +1,7 @@
 package lambda
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"slices"
@@ -49,7 +50,9 @@ func (s *workerSpec) start() (*pyWorker, error) {
 		maxReply:  s.maxReply,
 		sandboxed: s.sandbox != nil,
 		goWorker:  s.goWorker,
+		processes: cmp.Or(s.limits.Processes, sandbox.DefaultProcesses),
 	}
+	w.sharedUser = s.sandbox != nil && s.sandbox.SharesUser()
 	if s.sandbox == nil {
 		dir, err := os.MkdirTemp("", "metalambda-python-") // only Python runs unsandboxed
 		if err != nil {

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -53,6 +55,14 @@ func newLandlock(opts Options) (*Sandbox, error) {
 		return nil, fmt.Errorf("sandbox: the kernel's Landlock ABI is version %d; version %d (Linux 6.12) is needed to scope signals and abstract UNIX sockets", abi, MinLandlockABI)
 	}
 	s := &Sandbox{mode: ModeLandlock, uidBase: opts.UIDBase, privileged: os.Geteuid() == 0, landlockABI: abi}
+	if s.privileged {
+		if err := checkRootCapabilities(); err != nil {
+			return nil, err
+		}
+		if s.workersDir, err = makeWorkersDir(os.TempDir()); err != nil {
+			return nil, err
+		}
+	}
 	for i, network := range []bool{false, true} {
 		if s.landlockFilters[i], err = landlockFilter(network); err != nil {
 			return nil, err
@@ -66,11 +76,79 @@ func newLandlock(opts Options) (*Sandbox, error) {
 	}
 	s.cgroups = newCgroups()
 	closeOnExecInherited()
+	s.removeLeftDirs()
 	if err := s.probeLandlock(); err != nil {
 		s.Close()
 		return nil, err
 	}
 	return s, nil
+}
+
+// rootCapabilities are what a root caller of a Landlock sandbox needs: to start
+// each command as a user of its own (setgroups, setgid, setuid), and to kill
+// the commands, which run as other users.
+var rootCapabilities = []string{"CAP_SETUID", "CAP_SETGID", "CAP_KILL"}
+
+// checkRootCapabilities names the capabilities of rootCapabilities that the
+// calling root process lacks: such a caller would have its commands run as
+// root, whom no process limit bounds, so it is refused.
+func checkRootCapabilities() error {
+	have, err := effectiveCapabilities()
+	if err != nil {
+		return fmt.Errorf("sandbox: reading the capabilities of the process: %w", err)
+	}
+	var missing []string
+	for _, name := range rootCapabilities {
+		n, _ := capabilityNumbers([]string{name})
+		if have&(1<<n[0]) == 0 {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("sandbox: running as root without %s: a Landlock sandbox of a root caller runs each command as a user of its own, which needs %s; add them to the container's securityContext.capabilities, or run as a user that is not root (whose commands then share its user and process limit)",
+			strings.Join(missing, ", "), strings.Join(rootCapabilities, ", "))
+	}
+	return nil
+}
+
+// effectiveCapabilities is the effective capability set of the process.
+func effectiveCapabilities() (uint64, error) {
+	raw, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		}
+	}
+	return 0, errors.New("no CapEff in /proc/self/status")
+}
+
+// workersDirName is the directory, under the system's temporary directory, that
+// a root caller's Landlock commands make their directories in.
+const workersDirName = "metalambda-workers"
+
+// makeWorkersDir makes tmp's workersDirName, the caller's own, with the mode
+// 1733: each command's launcher, already its own user, makes its directory
+// there; no user may list it, and none may remove or rename what another made.
+// Once bounded, a command reaches no part of it but its own directory.
+func makeWorkersDir(tmp string) (string, error) {
+	dir := filepath.Join(tmp, workersDirName)
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return "", fmt.Errorf("sandbox: the commands' directory: %w", err)
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: the commands' directory: %w", err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() {
+		return "", fmt.Errorf("sandbox: %s is not a directory of user %d: remove it", dir, os.Geteuid())
+	}
+	if err := os.Chmod(dir, 0o733|os.ModeSticky); err != nil {
+		return "", fmt.Errorf("sandbox: the commands' directory: %w", err)
+	}
+	return dir, nil
 }
 
 // WorkerExecutable is the name of the small executable (cmd/metalambda-worker)
@@ -143,7 +221,7 @@ func output(cmd *Command) (string, error) {
 // bounds itself and executes spec.Args in a directory of its own.
 func (s *Sandbox) landlockCommand(ctx context.Context, spec Spec) (*Command, error) {
 	l := spec.Limits.withDefaults()
-	dir := filepath.Join(os.TempDir(), workerDirPrefix+randomName())
+	dir := filepath.Join(cmp.Or(s.workersDir, os.TempDir()), workerDirPrefix+randomName())
 	readOnly := spec.ReadOnly
 	if spec.Network {
 		readOnly = append(networkFiles(), readOnly...)
@@ -158,16 +236,21 @@ func (s *Sandbox) landlockCommand(ctx context.Context, spec Spec) (*Command, err
 	}
 	env := append(withoutVars(spec.Env, "TMPDIR", "PWD"), "TMPDIR="+dir, "PWD="+dir)
 	lc := launch{Args: spec.Args, Env: env, Dir: dir, Landlock: true, ReadOnly: readOnly, Network: spec.Network, Filter: filter, Limits: &l, Cgroups: len(cg.procs())}
+	// The launcher makes the directory as the command's user: a root caller's
+	// command has a user of its own, which alone owns anything in it.
+	lc.MakeDir = true
 	cmd, err := launcherCommand(ctx, s.launcher, lc, cg)
 	if err != nil {
 		cg.remove()
 		return nil, err
 	}
+	c := &Command{Cmd: cmd, dir: dir, cgroup: cg}
 	if s.privileged {
 		uid := uint32(s.nextUID())
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}
+		c.launcher = s.launcher
 	}
-	return &Command{Cmd: cmd, dir: dir, cgroup: cg}, nil
+	return c, nil
 }
 
 // launcherCommand starts launcher with l on its descriptor 3 and the cgroup.procs
@@ -219,33 +302,67 @@ func withoutVars(env []string, names ...string) []string {
 	return out
 }
 
-// makeWorkerDir creates a Landlock command's directory, owned by its user.
-func makeWorkerDir(cmd *exec.Cmd, dir string) error {
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		return fmt.Errorf("sandbox: the command's directory: %w", err)
-	}
-	if c := cmd.SysProcAttr.Credential; c != nil {
-		if err := os.Chown(dir, int(c.Uid), int(c.Gid)); err != nil {
-			_ = os.Remove(dir)
-			return fmt.Errorf("sandbox: the command's directory: %w", err)
-		}
-	}
-	return nil
-}
-
 // removeWorkerDir removes a Landlock command's directory once the command has
 // exited. Landlock does not confine chmod: the command may have taken the
 // modes of its directory, or of one it made there, and a caller that is not
 // root, whose user the command ran as, holds no more rights on them than it
 // did. The directories are made the caller's own (0700) again, and removed. A
-// root caller needs no modes, and changes none: a path in the directory may
-// since have become a link to one outside.
-func removeWorkerDir(dir string) {
-	if os.RemoveAll(dir) == nil || os.Geteuid() == 0 {
+// root caller changes no modes (a path in the directory may since have become
+// a link to one outside), and holds no CAP_DAC_OVERRIDE in a container: the
+// command's launcher, started again as the command's user (owner), removes
+// what the caller cannot.
+func (c *Command) removeWorkerDir() {
+	if os.RemoveAll(c.dir) == nil {
 		return
 	}
-	ownDirs(dir)
-	_ = os.RemoveAll(dir)
+	if c.launcher != "" {
+		removeAs(c.launcher, c.SysProcAttr.Credential, c.dir)
+		return
+	}
+	if os.Geteuid() != 0 {
+		ownDirs(c.dir)
+		_ = os.RemoveAll(c.dir)
+	}
+}
+
+// removeLeftDirs removes the directories of a root caller's commands that a
+// previous caller left in workersDir (it ended before them: a crash, a
+// container restarted on the same emptyDir), each as its owner. A directory
+// whose owner runs a process belongs to a live command (of another sandbox
+// sharing the directory) and is left.
+func (s *Sandbox) removeLeftDirs() {
+	if s.workersDir == "" {
+		return
+	}
+	entries, _ := os.ReadDir(s.workersDir)
+	for _, e := range entries {
+		dir := filepath.Join(s.workersDir, e.Name())
+		fi, err := os.Lstat(dir)
+		if err != nil || !fi.IsDir() || !strings.HasPrefix(e.Name(), workerDirPrefix) {
+			continue
+		}
+		uid := fi.Sys().(*syscall.Stat_t).Uid
+		if n, _ := userTasks(int(uid)); n > 0 {
+			continue
+		}
+		if os.RemoveAll(dir) != nil {
+			removeAs(s.launcher, &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}, dir)
+		}
+	}
+}
+
+// removeAs runs launcher as owner to remove dir (launch.Remove).
+func removeAs(launcher string, owner *syscall.Credential, dir string) {
+	cmd, err := launcherCommand(context.Background(), launcher, launch{Remove: dir}, nil)
+	if err != nil {
+		return
+	}
+	cmd.SysProcAttr.Credential = owner
+	_ = cmd.Start()
+	closeExtraFiles(cmd)
+	if cmd.Process != nil {
+		_ = cmd.Wait()
+	}
 }
 
 // ownDirs gives dir and the directories below it the mode 0700; links are not

@@ -87,6 +87,12 @@ type launch struct {
 	Cgroups int `json:"cgroups,omitempty"`
 	// Dir is the command's directory, which it may write in.
 	Dir string `json:"dir,omitempty"`
+	// MakeDir makes Dir (0700) as the command's user, which owns it then: a
+	// Landlock sandbox of a root caller, which holds no CAP_CHOWN to give it.
+	MakeDir bool `json:"makeDir,omitempty"`
+	// Remove, instead of a command, removes the directory of an ended command
+	// as its user (see removeWorkerDir).
+	Remove string `json:"remove,omitempty"`
 	// Landlock restricts the file system to ReadOnly, Dir and a few devices,
 	// and, without Network, TCP; it scopes signals and abstract UNIX sockets.
 	Landlock bool     `json:"landlock"`
@@ -119,8 +125,16 @@ func runLauncher(f *os.File) error {
 		self, _ := os.Executable()
 		return fmt.Errorf("%s speaks launch protocol %d and was given %d: it is from another build than its caller; rebuild both (make build) or remove it", self, launchProtocol, l.Protocol)
 	}
+	if l.Remove != "" {
+		return removeAsOwner(l.Remove)
+	}
 	if err := joinCgroups(l.Cgroups); err != nil {
 		return err
+	}
+	if l.MakeDir {
+		if err := os.Mkdir(l.Dir, 0o700); err != nil {
+			return fmt.Errorf("making the command's directory as user %d: %w", os.Getuid(), err)
+		}
 	}
 	if l.Dir != "" {
 		if err := os.Chdir(l.Dir); err != nil {
@@ -153,6 +167,13 @@ func runLauncher(f *os.File) error {
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("setting no_new_privs: %w", err)
+	}
+	if l.Landlock && os.Getuid() != 0 {
+		// The change of user cleared the other sets, not the inheritable one the
+		// caller may hold (a container's capabilities).
+		if err := clearCapabilities(); err != nil {
+			return err
+		}
 	}
 	if l.Landlock {
 		if err := restrictLandlock(l); err != nil {
@@ -195,7 +216,39 @@ func runLauncher(f *os.File) error {
 		os.Exit(0)
 	}
 	_, _, errno := unix.RawSyscall(unix.SYS_EXECVE, uintptr(unsafe.Pointer(path)), uintptr(unsafe.Pointer(&argv[0])), uintptr(unsafe.Pointer(&envv[0])))
+	if errno == unix.EAGAIN {
+		// The kernel refuses the execution of a process whose user ran more tasks
+		// than RLIMIT_NPROC when it became that user.
+		return fmt.Errorf("executing %s: %w: user %d runs more tasks than its process limit (RLIMIT_NPROC)", l.Args[0], errno, os.Getuid())
+	}
 	return fmt.Errorf("executing %s: %w", l.Args[0], errno)
+}
+
+// removeAsOwner removes the directory of an ended command as the command's
+// user, which owns what it made there and may give itself the modes it took:
+// a root caller without CAP_DAC_OVERRIDE and CAP_FOWNER cannot. Links are
+// neither followed nor given modes.
+func removeAsOwner(dir string) error {
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return fmt.Errorf("setting no_new_privs: %w", err)
+	}
+	// Its parent (workersDirName) is not readable, which os.RemoveAll of dir
+	// itself needs: its entries are removed, then it.
+	ownDirs(dir)
+	entries, err := os.ReadDir(dir)
+	for _, e := range entries {
+		if err == nil {
+			err = os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+	}
+	if err == nil {
+		err = unix.Rmdir(dir)
+	}
+	if err != nil {
+		return fmt.Errorf("removing the command's directory as user %d: %w", os.Getuid(), err)
+	}
+	os.Exit(0)
+	return nil
 }
 
 // joinCgroups moves the launcher's thread, which executes the command, into the
@@ -278,6 +331,17 @@ func dropPrivileges(uid, gid int, groups []int, keep []int) error {
 		if _, _, errno := unix.RawSyscall6(unix.SYS_PRCTL, unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_RAISE, uintptr(c), 0, 0, 0); errno != 0 {
 			return fmt.Errorf("raising ambient capability %d: %w", c, errno)
 		}
+	}
+	return nil
+}
+
+// clearCapabilities empties the thread's capability sets, which any process
+// may do.
+func clearCapabilities() error {
+	header := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if _, _, errno := unix.RawSyscall(unix.SYS_CAPSET, uintptr(unsafe.Pointer(&header)), uintptr(unsafe.Pointer(&data[0])), 0); errno != 0 {
+		return fmt.Errorf("clearing capabilities: %w", errno)
 	}
 	return nil
 }

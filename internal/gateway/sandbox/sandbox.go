@@ -27,9 +27,15 @@
 // the rlimits and a seccomp filter that also refuses setsid, setpgid and, without
 // network, socket, then executes the command. Its descendants stay in its
 // process group, so killing the group kills them all. The command runs as the
-// caller's user (as a user of its own when the caller is root), so the process
-// limit counts beyond the tasks that user already runs. ModeAuto (the default)
-// takes namespaces where bubblewrap can build them and Landlock otherwise.
+// caller's user, so the process limit counts beyond the tasks that user already
+// runs; or, when the caller is root, as a user of its own, whose process limit
+// counts its own tasks alone. A root caller needs only CAP_SETUID, CAP_SETGID
+// and CAP_KILL for that (a container's root with every other capability
+// dropped): each launcher is started as its command's user and makes the
+// command's directory itself, in a directory of the caller's that anyone may
+// write in but nobody list (mode 1733), and the caller removes it at exit by
+// starting the launcher again as that user. ModeAuto (the default) takes
+// namespaces where bubblewrap can build them and Landlock otherwise.
 //
 // A namespace sandbox of a root caller also runs commands that stand for a
 // container (the local node's pods; see Spec.Binds and the fields after it):
@@ -231,6 +237,7 @@ type Sandbox struct {
 	uid, gid   int
 	uidBase    int
 	privileged bool      // the caller is root: see the package documentation
+	workersDir string    // ModeLandlock of a root caller: where its commands make their directories
 	filters    [2][]byte // seccomp programs without and with network, nil when unknown for the architecture
 	launcher   string    // the executable that bounds each command and executes it
 	cgroups    *cgroups  // where commands get a cgroup of their own; nil: nowhere
@@ -503,26 +510,20 @@ func boolIndex(b bool) int {
 // its sandbox's directory and cgroup.
 type Command struct {
 	*exec.Cmd
-	dir    string  // a Landlock command's directory, made at Start and removed at exit
-	cgroup *cgroup // nil: the command has no cgroup of its own
+	dir      string  // a Landlock command's directory, made by its launcher and removed at exit
+	launcher string  // a root caller's Landlock command: its launcher, which removes dir as the command's user
+	cgroup   *cgroup // nil: the command has no cgroup of its own
 }
 
 // Start starts the command and closes the descriptors it handed over. The
-// directory of a Landlock command is made here; it and the command's cgroup are
-// removed once the command has exited.
+// directory of a Landlock command (made by its launcher) and the command's
+// cgroup are removed once the command has exited.
 func (c *Command) Start() error {
-	if c.dir != "" {
-		if err := makeWorkerDir(c.Cmd, c.dir); err != nil {
-			closeExtraFiles(c.Cmd)
-			c.cgroup.remove()
-			return err
-		}
-	}
 	err := c.Cmd.Start()
 	closeExtraFiles(c.Cmd)
 	if err != nil {
 		if c.dir != "" {
-			removeWorkerDir(c.dir)
+			c.removeWorkerDir()
 		}
 		c.cgroup.remove()
 		return err
@@ -538,7 +539,7 @@ func (c *Command) cleanAtExit() {
 	c.cgroup.kill()
 	c.cgroup.remove()
 	if c.dir != "" {
-		removeWorkerDir(c.dir)
+		c.removeWorkerDir()
 	}
 }
 

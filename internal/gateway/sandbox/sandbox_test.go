@@ -44,6 +44,7 @@ func modes(t *testing.T) map[string]func(Spec) *Command {
 	m["landlock-root"] = mustCommand(t, l)
 	ul := *l
 	ul.privileged = false
+	ul.workersDir = ""
 	ul.cgroups = nil
 	m["landlock"] = asNobody(mustCommand(t, &ul))
 	return m
@@ -68,8 +69,8 @@ func asNobody(command func(Spec) *Command) func(Spec) *Command {
 
 // landlockSandbox is a Landlock sandbox of a root caller whose launcher is a copy
 // of the test binary that every user can run, and whose commands' directories
-// are made in a directory every user can reach (the test's own temporary
-// directory may not be).
+// are made in a directory every user can write in, as /tmp (the test's own
+// temporary directory may not be).
 func landlockSandbox(t *testing.T) *Sandbox {
 	dir, err := os.MkdirTemp("/tmp", "metalambda-sandbox-test-")
 	if err != nil {
@@ -78,8 +79,8 @@ func landlockSandbox(t *testing.T) *Sandbox {
 	t.Cleanup(func() {
 		// Removed once their command has exited, as soon as the sandbox sees it.
 		deadline := time.Now().Add(10 * time.Second)
-		left, _ := filepath.Glob(filepath.Join(dir, workerDirPrefix+"*"))
-		for ; len(left) > 0 && time.Now().Before(deadline); left, _ = filepath.Glob(filepath.Join(dir, workerDirPrefix+"*")) {
+		left := leftDirs(dir)
+		for ; len(left) > 0 && time.Now().Before(deadline); left = leftDirs(dir) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		if len(left) > 0 {
@@ -87,7 +88,9 @@ func landlockSandbox(t *testing.T) *Sandbox {
 		}
 		_ = os.RemoveAll(dir)
 	})
-	if err := os.Chmod(dir, 0o755); err != nil {
+	// Like /tmp: the launcher of a command that runs as the user standing for a
+	// gateway that is not root makes its directory here.
+	if err := os.Chmod(dir, 0o777|os.ModeSticky); err != nil {
 		t.Fatal(err)
 	}
 	exe, err := os.Executable()
@@ -599,4 +602,13 @@ func TestSecurityDocNamesEveryRefusedCall(t *testing.T) {
 			t.Errorf("docs/security.md does not name %s (%s)", c.Name, c.Reason)
 		}
 	}
+}
+
+// leftDirs are the commands' directories left in dir, the sandbox's TMPDIR:
+// those of a caller that is not root, and those of a root caller's
+// workersDirName.
+func leftDirs(dir string) []string {
+	left, _ := filepath.Glob(filepath.Join(dir, workerDirPrefix+"*"))
+	own, _ := filepath.Glob(filepath.Join(dir, workersDirName, workerDirPrefix+"*"))
+	return append(left, own...)
 }

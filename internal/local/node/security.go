@@ -67,7 +67,7 @@ type identity struct {
 // namespace's user; without runAsGroup, own's group (root's, 0, for runAsUser 0). Its
 // supplementary groups are the pod's volume group (fsGroup, or own's group) and
 // supplementalGroups. It keeps only the capabilities added (see
-// grantableCapabilities), none with allowPrivilegeEscalation false. A
+// grantableCapabilities), with allowPrivilegeEscalation false too. A
 // privileged container, and runAsNonRoot with runAsUser 0, are refused.
 func containerIdentity(pod *corev1.Pod, c *corev1.Container, own int64) (identity, error) {
 	psc := cmp.Or(pod.Spec.SecurityContext, &corev1.PodSecurityContext{})
@@ -99,10 +99,12 @@ func containerIdentity(pod *corev1.Pod, c *corev1.Container, own int64) (identit
 	return id, nil
 }
 
-// capabilities are the capabilities a container keeps: those added, unless
-// allowPrivilegeEscalation is false; those dropped (or ALL) are not kept.
+// capabilities are the capabilities a container keeps: those added, but those
+// dropped by name, as a container runtime computes them (drop ALL empties the
+// defaults, which are none here, before the adds). allowPrivilegeEscalation
+// false sets no_new_privs, which the launcher always sets, and keeps them.
 func capabilities(name string, csc *corev1.SecurityContext) ([]string, error) {
-	if csc.Capabilities == nil || (csc.AllowPrivilegeEscalation != nil && !*csc.AllowPrivilegeEscalation) {
+	if csc.Capabilities == nil {
 		return nil, nil
 	}
 	dropped := map[string]bool{}
@@ -115,7 +117,7 @@ func capabilities(name string, csc *corev1.SecurityContext) ([]string, error) {
 		if !slices.Contains(grantableCapabilities, c) {
 			return nil, invalidSpec("container %s: capability %s is not granted by the local node (it grants %s)", name, a, strings.Join(grantableCapabilities, ", "))
 		}
-		if !dropped[c] && !dropped["ALL"] && !slices.Contains(out, "CAP_"+c) {
+		if !dropped[c] && !slices.Contains(out, "CAP_"+c) {
 			out = append(out, "CAP_"+c)
 		}
 	}
@@ -168,7 +170,9 @@ func (o volumeOwner) mode(m os.FileMode) os.FileMode {
 
 // own hands dir and everything in it to the owner, with the modes of
 // volumeOwner.mode; writable directories (an emptyDir) are the group's too,
-// and new files in them take its group.
+// new files in them take its group, and every user may traverse them (not
+// list them): a container's processes of other users, such as the gateway's
+// workers, reach what is made for them there (a kubelet's emptyDir is 0777).
 func (o volumeOwner) own(dir string, writable bool) error {
 	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
@@ -181,7 +185,7 @@ func (o volumeOwner) own(dir string, writable bool) error {
 		case d.Type()&os.ModeSymlink != 0:
 			return nil
 		case d.IsDir() && writable:
-			return os.Chmod(p, 0o770|os.ModeSetgid)
+			return os.Chmod(p, 0o771|os.ModeSetgid)
 		case d.IsDir():
 			return nil
 		}

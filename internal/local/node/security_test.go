@@ -66,13 +66,21 @@ func TestContainerIdentity(t *testing.T) {
 			csc: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{
 				Add: []corev1.Capability{"NET_BIND_SERVICE", "CAP_CHOWN", "kill"}, Drop: []corev1.Capability{"KILL"}}},
 			want: identity{user: sandbox.User{UID: own, GID: own, Groups: []int{own}}, caps: []string{"CAP_NET_BIND_SERVICE", "CAP_CHOWN"}}},
-		{name: "drop ALL keeps none",
+		{name: "drop ALL keeps those added, as a container runtime",
 			csc:  &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_RAW"}, Drop: []corev1.Capability{"ALL"}}},
+			want: identity{user: sandbox.User{UID: own, GID: own, Groups: []int{own}}, caps: []string{"CAP_NET_RAW"}}},
+		{name: "drop ALL alone keeps none",
+			csc:  &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 			want: identity{user: sandbox.User{UID: own, GID: own, Groups: []int{own}}}},
-		{name: "allowPrivilegeEscalation false keeps none",
+		{name: "allowPrivilegeEscalation false keeps those added (no_new_privs)",
 			csc: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
 				Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"NET_BIND_SERVICE"}}},
-			want: identity{user: sandbox.User{UID: own, GID: own, Groups: []int{own}}}},
+			want: identity{user: sandbox.User{UID: own, GID: own, Groups: []int{own}}, caps: []string{"CAP_NET_BIND_SERVICE"}}},
+		{name: "the chart's gateway: root with SETUID, SETGID and KILL",
+			psc: &corev1.PodSecurityContext{RunAsUser: ptr.To[int64](0), RunAsGroup: ptr.To[int64](65532), FSGroup: ptr.To[int64](65532)},
+			csc: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), Capabilities: &corev1.Capabilities{
+				Drop: []corev1.Capability{"ALL"}, Add: []corev1.Capability{"SETUID", "SETGID", "KILL"}}},
+			want: identity{user: sandbox.User{UID: 0, GID: 65532, Groups: []int{65532}}, caps: []string{"CAP_SETUID", "CAP_SETGID", "CAP_KILL"}}},
 		{name: "a capability that acts on the host is refused",
 			csc:     &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Add: []corev1.Capability{"SYS_ADMIN"}}},
 			wantErr: "container c: capability SYS_ADMIN is not granted by the local node"},
@@ -176,7 +184,8 @@ func TestContainerSpec(t *testing.T) {
 }
 
 // TestVolumeOwnership: the node's volumes belong to the pod's owner; an
-// emptyDir is writable by its group, and takes it for new files.
+// emptyDir is writable by its group, takes it for new files, and every user
+// may traverse it.
 func TestVolumeOwnership(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("handing files to another user needs root")
@@ -197,7 +206,7 @@ func TestVolumeOwnership(t *testing.T) {
 		path string
 		mode os.FileMode
 	}{
-		{dirs["scratch"], os.ModeDir | os.ModeSetgid | 0o770},
+		{dirs["scratch"], os.ModeDir | os.ModeSetgid | 0o771},
 		{filepath.Join(dirs["token"], "token"), 0o640},
 	} {
 		info, err := os.Stat(c.path)

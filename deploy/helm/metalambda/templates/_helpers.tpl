@@ -33,6 +33,39 @@ capabilities:
   drop: [ALL]
 {{- end -}}
 
+{{/*
+The gateway with gateway.workerUsers "own" (Pod Security "baseline"): root with
+SETUID, SETGID and KILL alone, so that its sandbox runs each worker as a user of
+its own, whose process limit no other pod of the node uses up (docs/security.md).
+"shared" keeps the "restricted" form of every pod: its workers share its user.
+*/}}
+{{- define "metalambda.gatewayPodSecurityContext" -}}
+{{- if eq .Values.gateway.workerUsers "own" -}}
+runAsNonRoot: false
+runAsUser: 0
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- else if eq .Values.gateway.workerUsers "shared" -}}
+{{ include "metalambda.podSecurityContext" . }}
+{{- else -}}
+{{- fail (printf "gateway.workerUsers is %q: want own (each worker a user of its own; Pod Security baseline) or shared (workers share the gateway's user; restricted)" .Values.gateway.workerUsers) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "metalambda.gatewayContainerSecurityContext" -}}
+{{- if eq .Values.gateway.workerUsers "own" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+capabilities:
+  drop: [ALL]
+  add: [SETUID, SETGID, KILL]
+{{- else -}}
+{{ include "metalambda.containerSecurityContext" . }}
+{{- end -}}
+{{- end -}}
+
 {{- define "metalambda.scheduling" -}}
 {{- with .nodeSelector }}
 nodeSelector:
