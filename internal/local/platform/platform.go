@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/metalambda/metalambda/crds"
+	"github.com/metalambda/metalambda/deploy"
 	"github.com/metalambda/metalambda/internal/apis/metacontroller/v1alpha1"
 	"github.com/metalambda/metalambda/internal/engine"
 	"github.com/metalambda/metalambda/internal/engine/hook"
@@ -255,6 +256,20 @@ func (p *Platform) install(ctx context.Context) error {
 	applier, err := manifest.NewApplier(p.cluster.Config, "metalambda")
 	if err != nil {
 		return err
+	}
+	// The roles an install gives people (a namespace's admins write its namespaced
+	// controllers, function-developer registers Functions), which the chart would
+	// have installed.
+	roles, err := deploy.UserRoles()
+	if err != nil {
+		return err
+	}
+	data, err := deploy.Encode(roles)
+	if err != nil {
+		return err
+	}
+	if _, err := applier.Apply(ctx, data); err != nil {
+		return fmt.Errorf("the roles for people: %w", err)
 	}
 	return fs.WalkDir(operators.Manifests, ".", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
