@@ -220,6 +220,13 @@ func output(cmd *Command) (string, error) {
 // bounds itself and executes spec.Args in a directory of its own.
 func (s *Sandbox) landlockCommand(ctx context.Context, spec Spec) (*Command, error) {
 	l := spec.Limits.withDefaults()
+	uid := 0
+	if s.privileged {
+		var err error
+		if uid, err = s.takeUID(); err != nil {
+			return nil, err
+		}
+	}
 	dir := filepath.Join(cmp.Or(s.workersDir, os.TempDir()), workerDirPrefix+randomName())
 	readOnly := spec.ReadOnly
 	if spec.Network {
@@ -231,6 +238,7 @@ func (s *Sandbox) landlockCommand(ctx context.Context, spec Spec) (*Command, err
 	}
 	cg, err := s.cgroups.create(l)
 	if err != nil {
+		releaseUID(uid)
 		return nil, err
 	}
 	env := append(withoutVars(spec.Env, "TMPDIR", "PWD"), "TMPDIR="+dir, "PWD="+dir)
@@ -240,13 +248,13 @@ func (s *Sandbox) landlockCommand(ctx context.Context, spec Spec) (*Command, err
 	lc.MakeDir = true
 	cmd, err := launcherCommand(ctx, s.launcher, lc, cg)
 	if err != nil {
+		releaseUID(uid)
 		cg.remove()
 		return nil, err
 	}
-	c := &Command{Cmd: cmd, dir: dir, cgroup: cg}
+	c := &Command{Cmd: cmd, dir: dir, cgroup: cg, uid: uid}
 	if s.privileged {
-		uid := uint32(s.nextUID())
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}
 		c.launcher = s.launcher
 	}
 	return c, nil
