@@ -165,3 +165,23 @@ func TestUsersAreHeldWhileTheirCommandLives(t *testing.T) {
 		return true
 	}, "the user of the ended command to be given back")
 }
+
+// A root caller's range of users that would run a command as root, in the
+// caller's group (root's here, so the range holds root too), or past the last
+// user is refused by name.
+func TestUIDRangeHoldsNoCallerNorRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only a root caller's commands have users of their own")
+	}
+	for _, base := range []int{-uidSpan / 2, 1<<32 - uidSpan, os.Getgid() + 1 - uidSpan} {
+		if err := checkUIDRange(base); err == nil || !strings.Contains(err.Error(), "Options.UIDBase") {
+			t.Errorf("UIDBase %d: %v, want the range refused", base, err)
+		}
+	}
+	if _, err := New(Options{Mode: ModeLandlock, UIDBase: -5}); err == nil || !strings.Contains(err.Error(), "Options.UIDBase") {
+		t.Errorf("New with UIDBase -5: %v, want the range refused", err)
+	}
+	if err := checkUIDRange(DefaultUIDBase); err != nil {
+		t.Errorf("the default range: %v", err)
+	}
+}

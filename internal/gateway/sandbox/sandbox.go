@@ -292,6 +292,18 @@ var users = struct {
 // uidOffset picks an offset in the range of users.
 var uidOffset = func() int { return rand.IntN(uidSpan) }
 
+// checkUIDRange refuses a range of users (Options.UIDBase) of a root caller
+// that holds root or the caller's group, or passes the last user (2^32-2; -1 means "no
+// change" to setresuid): a command would run as one of them.
+func checkUIDRange(base int) error {
+	end := base + uidSpan
+	inRange := func(id int) bool { return id >= base && id < end }
+	if base <= 0 || end > 1<<32-1 || inRange(os.Getgid()) {
+		return fmt.Errorf("sandbox: the users [%d, %d) of Options.UIDBase: want a range above root and below 2^32-1 that does not hold the caller's group %d", base, end, os.Getgid())
+	}
+	return nil
+}
+
 // takeUID is a user of the range that no live command of the process runs as,
 // for a command of a privileged sandbox; the command gives it back with
 // releaseUID once none of its processes is left.
@@ -324,6 +336,11 @@ func New(opts Options) (*Sandbox, error) {
 	reapOrphans()
 	if opts.UIDBase == 0 {
 		opts.UIDBase = DefaultUIDBase
+	}
+	if os.Geteuid() == 0 { // only a root caller's commands have users of their own
+		if err := checkUIDRange(opts.UIDBase); err != nil {
+			return nil, err
+		}
 	}
 	switch opts.Mode {
 	case ModeNamespaces:
