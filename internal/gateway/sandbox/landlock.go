@@ -416,3 +416,34 @@ func RestrictedCommand(args []string, uid int, withoutLandlock bool) (*Command, 
 	}
 	return &Command{Cmd: cmd}, nil
 }
+
+// CappedRootCommand is RestrictedCommand for a caller that stays root but keeps
+// only the capabilities caps (names such as "CAP_SETUID"), with no_new_privs,
+// as a container with runAsUser 0, capabilities drop ALL and add caps, and
+// allowPrivilegeEscalation false runs (the chart's gateway). args[0] must link
+// this package. It lets tests prove what such a gateway does; start it with
+// Start.
+func CappedRootCommand(args []string, caps []string) (*Command, error) {
+	if len(args) == 0 {
+		return nil, errors.New("sandbox: CappedRootCommand needs a command")
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("sandbox: CappedRootCommand needs a root caller")
+	}
+	filter, err := runtimeDefaultFilter()
+	if err != nil {
+		return nil, err
+	}
+	if filter == nil {
+		return nil, errors.New("sandbox: no seccomp filter for this architecture")
+	}
+	numbers, err := capabilityNumbers(caps)
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := launcherCommand(context.Background(), args[0], launch{Args: args, KeepEnv: true, SetUser: true, Capabilities: numbers, Filter: filter}, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &Command{Cmd: cmd}, nil
+}
