@@ -56,6 +56,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -561,10 +562,11 @@ func boolIndex(b bool) int {
 // its sandbox's directory and cgroup.
 type Command struct {
 	*exec.Cmd
-	dir      string  // a Landlock command's directory, made by its launcher and removed at exit
-	launcher string  // a root caller's Landlock command: its launcher, which removes dir as the command's user
-	cgroup   *cgroup // nil: the command has no cgroup of its own
-	uid      int     // the user of its own (takeUID) it runs as; 0: none
+	dir      string      // a Landlock command's directory, made by its launcher and removed at exit
+	launcher string      // a root caller's Landlock command: its launcher, which removes dir as the command's user
+	cgroup   *cgroup     // nil: the command has no cgroup of its own
+	uid      int         // the user of its own (takeUID) it runs as; 0: none
+	ended    atomic.Bool // its process has exited and its process group was killed
 }
 
 // Start starts the command and closes the descriptors it handed over. The
@@ -592,6 +594,7 @@ func (c *Command) Start() error {
 func (c *Command) cleanAtExit() {
 	waitExit(c.Process.Pid)
 	_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	c.ended.Store(true)
 	c.cgroup.kill()
 	c.cgroup.remove()
 	if c.dir != "" {
@@ -601,9 +604,11 @@ func (c *Command) cleanAtExit() {
 }
 
 // Kill kills every process of the command: its process group, and everything
-// in its cgroup.
+// in its cgroup. Once the command's process has exited, its group was killed
+// then, and the group's number, freed when the process was reaped, may be
+// another process group's: Kill signals no group then.
 func (c *Command) Kill() {
-	if c.Process != nil {
+	if c.Process != nil && !c.ended.Load() {
 		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 	}
 	c.cgroup.kill()
