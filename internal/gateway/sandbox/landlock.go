@@ -76,6 +76,7 @@ func newLandlock(opts Options) (*Sandbox, error) {
 	}
 	s.cgroups = newCgroups()
 	closeOnExecInherited()
+	s.removeLeftDirs()
 	if err := s.probeLandlock(); err != nil {
 		s.Close()
 		return nil, err
@@ -329,6 +330,32 @@ func (c *Command) removeWorkerDir() {
 	if os.Geteuid() != 0 {
 		ownDirs(c.dir)
 		_ = os.RemoveAll(c.dir)
+	}
+}
+
+// removeLeftDirs removes the directories of a root caller's commands that a
+// previous caller left in workersDir (it ended before them: a crash, a
+// container restarted on the same emptyDir), each as its owner. A directory
+// whose owner runs a process belongs to a live command (of another sandbox
+// sharing the directory) and is left.
+func (s *Sandbox) removeLeftDirs() {
+	if s.workersDir == "" {
+		return
+	}
+	entries, _ := os.ReadDir(s.workersDir)
+	for _, e := range entries {
+		dir := filepath.Join(s.workersDir, e.Name())
+		fi, err := os.Lstat(dir)
+		if err != nil || !fi.IsDir() || !strings.HasPrefix(e.Name(), workerDirPrefix) {
+			continue
+		}
+		uid := fi.Sys().(*syscall.Stat_t).Uid
+		if n, _ := userTasks(int(uid)); n > 0 {
+			continue
+		}
+		if os.RemoveAll(dir) != nil {
+			removeAs(s.launcher, &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}, dir)
+		}
 	}
 }
 

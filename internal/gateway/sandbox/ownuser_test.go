@@ -331,3 +331,41 @@ func TestGoProgramBeyondTheProcessLimit(t *testing.T) {
 		t.Fatalf("a Go program with a process limit of 1: %v, %.300q; want the Go runtime's failure to create a thread", err, out)
 	}
 }
+
+// Directories that a root caller's commands left behind when their caller
+// ended first (a crash) are removed by the next sandbox there, as their
+// owners: the caller, without CAP_DAC_OVERRIDE, cannot read them.
+func TestCappedRootRemovesLeftDirectories(t *testing.T) {
+	s := cappedRoot(t)
+	// A command that took the modes of what it made, as a crash leaves it.
+	program := `import os, sys
+os.makedirs("a/b")
+open("a/b/f", "w").write("x")
+os.chmod("a/b", 0)
+os.chmod("a", 0)
+print(os.getcwd())
+sys.stdin.readline()
+`
+	p := start(t, mustCommand(t, s), Spec{}, program)
+	dir := p.line(t)
+	// Not removed at exit: the caller stands for one that ended first.
+	p.cmd.dir = ""
+	p.say(t, "end")
+	_ = p.cmd.Wait()
+	if _, err := os.Lstat(dir); err != nil {
+		t.Fatalf("the command's directory: %v", err)
+	}
+	if err := os.RemoveAll(dir); err == nil {
+		t.Fatal("the capped caller removed a command's directory of modes 0 itself: it holds more than it should")
+	}
+	// A live command's directory stays.
+	live := start(t, mustCommand(t, s), Spec{}, victim)
+	liveDir := strings.Fields(live.line(t))[2]
+	s.removeLeftDirs()
+	if _, err := os.Lstat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s is left: %v", dir, err)
+	}
+	if _, err := os.Lstat(liveDir); err != nil {
+		t.Errorf("a live command's directory: %v", err)
+	}
+}

@@ -27,9 +27,15 @@
 // the rlimits and a seccomp filter that also refuses setsid, setpgid and, without
 // network, socket, then executes the command. Its descendants stay in its
 // process group, so killing the group kills them all. The command runs as the
-// caller's user (as a user of its own when the caller is root), so the process
-// limit counts beyond the tasks that user already runs. ModeAuto (the default)
-// takes namespaces where bubblewrap can build them and Landlock otherwise.
+// caller's user, so the process limit counts beyond the tasks that user already
+// runs; or, when the caller is root, as a user of its own, whose process limit
+// counts its own tasks alone. A root caller needs only CAP_SETUID, CAP_SETGID
+// and CAP_KILL for that (a container's root with every other capability
+// dropped): each launcher is started as its command's user and makes the
+// command's directory itself, in a directory of the caller's that anyone may
+// write in but nobody list (mode 1733), and the caller removes it at exit by
+// starting the launcher again as that user. ModeAuto (the default) takes
+// namespaces where bubblewrap can build them and Landlock otherwise.
 //
 // A namespace sandbox of a root caller also runs commands that stand for a
 // container (the local node's pods; see Spec.Binds and the fields after it):
