@@ -168,3 +168,55 @@ func TestNoSandboxMechanism(t *testing.T) {
 		t.Errorf("JavaScript Compile: %v, want an error saying it has no sandbox", err)
 	}
 }
+
+// TestLandlockSandboxAsCappedRoot runs the Landlock child's tests again in a
+// child that is root with CAP_SETUID, CAP_SETGID and CAP_KILL alone, no_new_privs
+// and the RuntimeDefault filter: the chart's gateway (gateway.workerUsers own),
+// whose workers each run as a user of their own, and where every escape must
+// fail again.
+func TestLandlockSandboxAsCappedRoot(t *testing.T) {
+	if os.Getenv(landlockChildEnv) != "" {
+		t.Skip("in a child already")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("starting the child needs root")
+	}
+	// root's, which the child, root without CAP_DAC_OVERRIDE, may write in, and
+	// every user may traverse, to run the launcher (the test binary).
+	dir, err := os.MkdirTemp("/tmp", "metalambda-capped-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "runtime.test")
+	copyExecutable(t, exe)
+	// TestLandlockWorkersKeepTheirTaskRoom is for workers that share the gateway's user.
+	run := strings.Replace(landlockTests, "|TestLandlockWorkersKeepTheirTaskRoom", "", 1)
+	cmd, err := sandbox.CappedRootCommand([]string{exe, "-test.run=" + run, "-test.count=1", "-test.v"}, []string{"CAP_SETUID", "CAP_SETGID", "CAP_KILL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Env = []string{landlockChildEnv + "=landlock", "PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + dir, "HOME=" + dir}
+	if cmd.Dir, err = os.Getwd(); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	err = cmd.Wait()
+	t.Logf("the child's tests:\n%s", out.String())
+	if err != nil {
+		t.Fatalf("the child's tests failed: %v", err)
+	}
+	if !strings.Contains(out.String(), "--- PASS: TestLandlockChild") || !strings.Contains(out.String(), "\nPASS\n") {
+		t.Errorf("the child did not run its tests")
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "metalambda-workers", "metalambda-worker-*")); len(left) > 0 {
+		t.Errorf("worker directories left behind: %v", left)
+	}
+}

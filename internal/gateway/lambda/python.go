@@ -696,9 +696,14 @@ func (w *pyWorker) dead() bool {
 func (w *pyWorker) kill() {
 	w.once.Do(func() {
 		close(w.killed)
-		_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
+		// A sandboxed worker's Kill signals its process group only while the
+		// worker's process has not exited: the group's number may be another's
+		// once it has been reaped (a dead worker is replaced, and killed, only
+		// when its function is next called, or when it has idled its time).
 		if w.sb != nil {
 			w.sb.Kill()
+		} else {
+			_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
 		}
 		_ = w.stdin.Close()
 	})

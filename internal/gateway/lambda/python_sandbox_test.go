@@ -3,6 +3,8 @@ package lambda
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"maps"
 	"net"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,6 +117,11 @@ func TestPythonEscapes(t *testing.T) {
 	// The neighbour's directory as the gateway sees it: in a Landlock sandbox the
 	// host's path, in a namespace sandbox its private /tmp.
 	neighbourDir, err := os.Readlink("/proc/" + strconv.Itoa(neighbourPIDs[0]) + "/cwd")
+	if errors.Is(err, os.ErrPermission) && os.Geteuid() == 0 {
+		// A gateway that is root without CAP_SYS_PTRACE reads no /proc link of a
+		// worker, which runs as another user: its directory is the one of its user.
+		neighbourDir, err = ownUsersDir(neighbourPIDs[0])
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,4 +394,27 @@ func TestPythonNetwork(t *testing.T) {
 			t.Errorf("network %v: connecting to the host's loopback gave %v, want %s", tt.network, got["listener"], tt.want)
 		}
 	}
+}
+
+// ownUsersDir is the directory of a worker with a user of its own (a Landlock
+// sandbox of a root caller): the one in the gateway's commands' directory that
+// the worker's user owns.
+func ownUsersDir(pid int) (string, error) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return "", err
+	}
+	uid := ""
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+			uid = strings.Fields(rest)[0]
+		}
+	}
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "metalambda-workers", "metalambda-worker-*"))
+	for _, dir := range dirs {
+		if fi, err := os.Stat(dir); err == nil && strconv.Itoa(int(fi.Sys().(*syscall.Stat_t).Uid)) == uid {
+			return dir, nil
+		}
+	}
+	return "", fmt.Errorf("no directory of worker %d's user %s in %v", pid, uid, dirs)
 }

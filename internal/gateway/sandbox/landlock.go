@@ -221,6 +221,13 @@ func output(cmd *Command) (string, error) {
 // bounds itself and executes spec.Args in a directory of its own.
 func (s *Sandbox) landlockCommand(ctx context.Context, spec Spec) (*Command, error) {
 	l := spec.Limits.withDefaults()
+	uid := 0
+	if s.privileged {
+		var err error
+		if uid, err = s.takeUID(); err != nil {
+			return nil, err
+		}
+	}
 	dir := filepath.Join(cmp.Or(s.workersDir, os.TempDir()), workerDirPrefix+randomName())
 	readOnly := spec.ReadOnly
 	if spec.Network {
@@ -232,6 +239,7 @@ func (s *Sandbox) landlockCommand(ctx context.Context, spec Spec) (*Command, err
 	}
 	cg, err := s.cgroups.create(l)
 	if err != nil {
+		releaseUID(uid)
 		return nil, err
 	}
 	env := append(withoutVars(spec.Env, "TMPDIR", "PWD"), "TMPDIR="+dir, "PWD="+dir)
@@ -241,13 +249,13 @@ func (s *Sandbox) landlockCommand(ctx context.Context, spec Spec) (*Command, err
 	lc.MakeDir = true
 	cmd, err := launcherCommand(ctx, s.launcher, lc, cg)
 	if err != nil {
+		releaseUID(uid)
 		cg.remove()
 		return nil, err
 	}
-	c := &Command{Cmd: cmd, dir: dir, cgroup: cg}
+	c := &Command{Cmd: cmd, dir: dir, cgroup: cg, uid: uid}
 	if s.privileged {
-		uid := uint32(s.nextUID())
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uid, Gid: uid, Groups: []uint32{}}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}
 		c.launcher = s.launcher
 	}
 	return c, nil
@@ -432,6 +440,37 @@ func RestrictedCommand(args []string, uid int, withoutLandlock bool) (*Command, 
 	}
 	if os.Geteuid() == 0 && uid != 0 {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid), Groups: []uint32{}}
+	}
+	return &Command{Cmd: cmd}, nil
+}
+
+// CappedRootCommand is RestrictedCommand for a caller that stays root but keeps
+// only the capabilities caps (names such as "CAP_SETUID"), with no_new_privs,
+// as a container with runAsUser 0, capabilities drop ALL and add caps, and
+// allowPrivilegeEscalation false runs (the chart's gateway). args[0] must link
+// this package. It lets tests prove what such a gateway does; start it with
+// Start.
+func CappedRootCommand(args []string, caps []string) (*Command, error) {
+	if len(args) == 0 {
+		return nil, errors.New("sandbox: CappedRootCommand needs a command")
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("sandbox: CappedRootCommand needs a root caller")
+	}
+	filter, err := runtimeDefaultFilter()
+	if err != nil {
+		return nil, err
+	}
+	if filter == nil {
+		return nil, errors.New("sandbox: no seccomp filter for this architecture")
+	}
+	numbers, err := capabilityNumbers(caps)
+	if err != nil {
+		return nil, err
+	}
+	cmd, err := launcherCommand(context.Background(), args[0], launch{Args: args, KeepEnv: true, SetUser: true, Capabilities: numbers, Filter: filter}, nil)
+	if err != nil {
+		return nil, err
 	}
 	return &Command{Cmd: cmd}, nil
 }

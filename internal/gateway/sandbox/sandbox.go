@@ -61,6 +61,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -284,14 +285,56 @@ func (s *Sandbox) Launcher() string {
 	return s.launcher
 }
 
-// lastUID is the offset in the range of the last user handed out. Users are a
-// resource of the host, so it is shared by every Sandbox of the process, and it
-// starts at random so that two gateways on one host seldom hand out the same.
-var lastUID = func() *atomic.Uint32 {
-	var u atomic.Uint32
-	u.Store(rand.Uint32())
-	return &u
-}()
+// users are the users of the range that the live commands of the process's
+// privileged sandboxes run as. Users are a resource of the host, so they are
+// shared by every Sandbox of the process; each command takes one at random, so
+// that no command can tell which user the next one will run as (another pod
+// of the node running processes as that user would use up its process limit),
+// and two gateways on one host seldom hold the same at once.
+var users = struct {
+	sync.Mutex
+	held map[int]bool
+}{held: map[int]bool{}}
+
+// uidOffset picks an offset in the range of users.
+var uidOffset = func() int { return rand.IntN(uidSpan) }
+
+// checkUIDRange refuses a range of users (Options.UIDBase) of a root caller
+// that holds root or the caller's group, or passes the last user (2^32-2; -1 means "no
+// change" to setresuid): a command would run as one of them.
+func checkUIDRange(base int) error {
+	end := base + uidSpan
+	inRange := func(id int) bool { return id >= base && id < end }
+	if base <= 0 || end > 1<<32-1 || inRange(os.Getgid()) {
+		return fmt.Errorf("sandbox: the users [%d, %d) of Options.UIDBase: want a range above root and below 2^32-1 that does not hold the caller's group %d", base, end, os.Getgid())
+	}
+	return nil
+}
+
+// takeUID is a user of the range that no live command of the process runs as,
+// for a command of a privileged sandbox; the command gives it back with
+// releaseUID once none of its processes is left.
+func (s *Sandbox) takeUID() (int, error) {
+	users.Lock()
+	defer users.Unlock()
+	for range 1024 {
+		if uid := s.uidBase + uidOffset(); !users.held[uid] {
+			users.held[uid] = true
+			return uid, nil
+		}
+	}
+	return 0, fmt.Errorf("sandbox: no free user in [%d, %d): %d commands of this process hold one", s.uidBase, s.uidBase+uidSpan, len(users.held))
+}
+
+// releaseUID gives back a user of takeUID; 0 is none.
+func releaseUID(uid int) {
+	if uid == 0 {
+		return
+	}
+	users.Lock()
+	delete(users.held, uid)
+	users.Unlock()
+}
 
 // New builds a sandbox of opts.Mode and checks that it works here; the error
 // names what is missing. ModeAuto tries namespaces, then Landlock, and fails
@@ -300,6 +343,11 @@ func New(opts Options) (*Sandbox, error) {
 	reapOrphans()
 	if opts.UIDBase == 0 {
 		opts.UIDBase = DefaultUIDBase
+	}
+	if os.Geteuid() == 0 { // only a root caller's commands have users of their own
+		if err := checkUIDRange(opts.UIDBase); err != nil {
+			return nil, err
+		}
 	}
 	switch opts.Mode {
 	case ModeNamespaces:
@@ -441,14 +489,22 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*Command, erro
 		return nil, errors.New("sandbox: nsenter, which starts a sandbox in a network namespace, is not on PATH (apt-get install -y util-linux)")
 	}
 	l := spec.Limits.withDefaults()
+	uid := 0
+	if s.privileged && spec.User == nil {
+		if uid, err = s.takeUID(); err != nil {
+			return nil, err
+		}
+	}
 	cg, err := s.cgroups.create(l)
 	if err != nil {
+		releaseUID(uid)
 		return nil, err
 	}
-	lc := s.launch(spec, l, cg)
+	lc := s.launch(spec, l, cg, uid)
 	lc.Capabilities = caps
 	cmd, err := launcherCommand(ctx, launcherInSandbox, lc, cg)
 	if err != nil {
+		releaseUID(uid)
 		cg.remove()
 		return nil, err
 	}
@@ -459,6 +515,7 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*Command, erro
 		r, err := filterPipe(filter)
 		if err != nil {
 			closeExtraFiles(cmd)
+			releaseUID(uid)
 			cg.remove()
 			return nil, fmt.Errorf("sandbox: seccomp filter: %w", err)
 		}
@@ -474,11 +531,12 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*Command, erro
 		cmd.Path, cmd.Args = s.nsenter, append([]string{s.nsenter, "--net=" + spec.NetNS, "--"}, cmd.Args...)
 	}
 	cmd.Err = nil
-	return &Command{Cmd: cmd, cgroup: cg}, nil
+	return &Command{Cmd: cmd, cgroup: cg, uid: uid}, nil
 }
 
-// launch is what the launcher of a namespace sandbox does for spec.
-func (s *Sandbox) launch(spec Spec, l Limits, cg *cgroup) launch {
+// launch is what the launcher of a namespace sandbox does for spec; uid is the
+// command's own user (takeUID) of a privileged sandbox.
+func (s *Sandbox) launch(spec Spec, l Limits, cg *cgroup, uid int) launch {
 	dir := cmp.Or(spec.Dir, "/tmp")
 	env := append(withoutVars(spec.Env, "PWD"), "PWD="+dir)
 	lc := launch{Args: spec.Args, Env: env, Limits: &l, Cgroups: len(cg.procs()), LookPath: spec.forContainer()}
@@ -490,7 +548,7 @@ func (s *Sandbox) launch(spec Spec, l Limits, cg *cgroup) launch {
 		lc.UID, lc.GID, lc.Groups, lc.SetUser = spec.User.UID, spec.User.GID, spec.User.Groups, true
 		lc.CgroupProcesses = true // see Spec.User
 	case s.privileged:
-		lc.UID = s.nextUID()
+		lc.UID = uid
 		lc.GID = lc.UID
 	}
 	return lc
@@ -510,9 +568,11 @@ func boolIndex(b bool) int {
 // its sandbox's directory and cgroup.
 type Command struct {
 	*exec.Cmd
-	dir      string  // a Landlock command's directory, made by its launcher and removed at exit
-	launcher string  // a root caller's Landlock command: its launcher, which removes dir as the command's user
-	cgroup   *cgroup // nil: the command has no cgroup of its own
+	dir      string      // a Landlock command's directory, made by its launcher and removed at exit
+	launcher string      // a root caller's Landlock command: its launcher, which removes dir as the command's user
+	cgroup   *cgroup     // nil: the command has no cgroup of its own
+	uid      int         // the user of its own (takeUID) it runs as; 0: none
+	ended    atomic.Bool // its process has exited and its process group was killed
 }
 
 // Start starts the command and closes the descriptors it handed over. The
@@ -526,27 +586,35 @@ func (c *Command) Start() error {
 			c.removeWorkerDir()
 		}
 		c.cgroup.remove()
+		releaseUID(c.uid)
 		return err
 	}
 	go c.cleanAtExit()
 	return nil
 }
 
-// cleanAtExit kills what is left of the command once its process has exited,
-// then removes its cgroup and directory.
+// cleanAtExit kills what is left of the command once its process has exited
+// (its process group, which the command cannot leave, and its cgroup), then
+// removes its cgroup and directory, and gives its user back. Without a cgroup,
+// a process the command left behind would otherwise run on, as its user.
 func (c *Command) cleanAtExit() {
 	waitExit(c.Process.Pid)
+	_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	c.ended.Store(true)
 	c.cgroup.kill()
 	c.cgroup.remove()
 	if c.dir != "" {
 		c.removeWorkerDir()
 	}
+	releaseUID(c.uid)
 }
 
 // Kill kills every process of the command: its process group, and everything
-// in its cgroup.
+// in its cgroup. Once the command's process has exited, its group was killed
+// then, and the group's number, freed when the process was reaped, may be
+// another process group's: Kill signals no group then.
 func (c *Command) Kill() {
-	if c.Process != nil {
+	if c.Process != nil && !c.ended.Load() {
 		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 	}
 	c.cgroup.kill()
@@ -595,11 +663,6 @@ func closeExtraFiles(cmd *exec.Cmd) {
 	for _, f := range cmd.ExtraFiles {
 		_ = f.Close()
 	}
-}
-
-// nextUID is the host user of the next command of a privileged sandbox.
-func (s *Sandbox) nextUID() int {
-	return s.uidBase + int(lastUID.Add(1)%uidSpan)
 }
 
 // args are bubblewrap's options for spec, up to the launcher's command line.

@@ -418,18 +418,32 @@ func pidsWith(arg string) []string {
 	return pids
 }
 
-// Two sandboxes of one process never hand out the same user in a row.
+// Two sandboxes of one process never hand out a user that one holds, and the
+// next user is not the one after the last: a command cannot tell which user
+// the next one runs as.
 func TestUsersAreNotShared(t *testing.T) {
 	a, b := &Sandbox{uidBase: DefaultUIDBase}, &Sandbox{uidBase: DefaultUIDBase}
 	seen := map[int]bool{}
+	last, next := 0, 0
 	for range 100 {
 		for _, s := range []*Sandbox{a, b} {
-			uid := s.nextUID()
+			uid, err := s.takeUID()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { releaseUID(uid) })
 			if seen[uid] || uid < DefaultUIDBase || uid >= DefaultUIDBase+uidSpan {
 				t.Fatalf("uid %d handed out twice or outside [%d, %d)", uid, DefaultUIDBase, DefaultUIDBase+uidSpan)
 			}
 			seen[uid] = true
+			if uid == last+1 {
+				next++
+			}
+			last = uid
 		}
+	}
+	if next > 2 {
+		t.Errorf("%d users of 200 were the one after the last: the next is predictable", next)
 	}
 }
 

@@ -1,0 +1,116 @@
+package lambda
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestDeadWorkersGroupIsNotKilledOnceRecycled: a worker that exits by itself
+// after answering (its function ends its process) is reaped at once, but only
+// replaced when its function is next called, which kills its process group.
+// By then the group's number may be another process group's: a function can
+// see the pids it is given and spin them round (fork and exit) until the next
+// one is its dead worker's, so that the gateway's next worker, another
+// function's, leads a group of that number, and then call its own function
+// again. The gateway, which may signal every worker (the same user, or root
+// with CAP_KILL), must not kill that group. The test makes the decoy group with
+// the kernel's ns_last_pid, as the spinning would.
+func TestDeadWorkersGroupIsNotKilledOnceRecycled(t *testing.T) {
+	if os.Geteuid() != 0 || inLandlockChild() {
+		t.Skip("choosing the next pid (ns_last_pid) needs root")
+	}
+	// SIGALRM ends the worker once it is idle, leaving no thread behind.
+	source := `import signal
+def sync(request):
+    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    return {"ok": True}
+`
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 1}))
+	c := mustCompile(t, rt, pyFn("quitter", source))
+	if _, err := invoke(t, c, echoRequest("x")); err != nil {
+		t.Fatal(err)
+	}
+	pids := workerProcesses("test/quitter")
+	if len(pids) != 1 {
+		t.Fatalf("workers of the function: %v, want one", pids)
+	}
+	group := launchedAs(t, pids[0]) // the group the gateway kills: its child's
+
+	for deadline := time.Now().Add(10 * time.Second); groupLives(group); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the worker's process group %d outlived it", group)
+		}
+	}
+	decoy := decoyWithPID(t, group)
+	done := make(chan struct{})
+	go func() { _ = decoy.Wait(); close(done) }()
+	if _, err := invoke(t, c, echoRequest("y")); err != nil { // replaces the dead worker
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+		t.Fatalf("replacing the dead worker killed process group %d, another's by then", group)
+	case <-time.After(time.Second): // the kill, if any, came before the call's answer
+	}
+}
+
+// launchedAs is the process the gateway started for the worker pid (its
+// ancestor that is this process's child), which leads the worker's process
+// group.
+func launchedAs(t *testing.T, pid int) int {
+	for pid > 1 {
+		raw, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(raw)
+		ppid, err := strconv.Atoi(strings.Fields(s[strings.LastIndexByte(s, ')')+1:])[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ppid == os.Getpid() {
+			return pid
+		}
+		pid = ppid
+	}
+	t.Fatal("the worker is not a descendant of this process")
+	return 0
+}
+
+// groupLives reports whether any process (or its pid) holds the number group.
+func groupLives(group int) bool {
+	if _, err := os.Stat(filepath.Join("/proc", strconv.Itoa(group))); err == nil {
+		return true
+	}
+	return syscall.Kill(-group, 0) == nil
+}
+
+// decoyWithPID starts a sleeping process that leads a process group of the
+// number pid, choosing it as the next pid through ns_last_pid; other processes
+// of the host may take it first, so it tries a few times.
+func decoyWithPID(t *testing.T, pid int) *exec.Cmd {
+	for range 50 {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(pid-1)), 0); err != nil {
+			t.Skipf("choosing the next pid: %v", err)
+		}
+		cmd := exec.Command("/usr/bin/sleep", "60")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if cmd.Process.Pid == pid {
+			t.Cleanup(func() { _ = cmd.Process.Kill() })
+			return cmd
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	t.Skipf("pid %d was always taken by another process first", pid)
+	return nil
+}
