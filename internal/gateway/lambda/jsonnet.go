@@ -144,6 +144,9 @@ type jsonnetJob struct {
 	logs    *logBuffer
 	done    chan jsonnetOutcome // buffered: the answer never blocks the evaluator
 	state   atomic.Int32
+	// answer, when set, takes the outcome instead of done, on the evaluator's
+	// goroutine: its caller waits for it whatever the time (a script worker).
+	answer func(jsonnetOutcome)
 }
 
 type jsonnetOutcome struct {
@@ -218,7 +221,10 @@ var errRetired = errors.New("evaluator retired")
 // jsonnetEvaluator runs resident evaluations one after another. Its fields belong
 // to its goroutine: go-jsonnet calls next, reply and Write from the evaluation.
 type jsonnetEvaluator struct {
-	f       *jsonnetFunction
+	f *jsonnetFunction
+	// take, when set, waits for the next call instead of the function's jobs
+	// channel; an error retires the evaluator.
+	take    func() (*jsonnetJob, error)
 	current *jsonnetJob
 	retired bool
 }
@@ -244,13 +250,26 @@ func (e *jsonnetEvaluator) run() {
 
 // next waits for a call and returns {n, request}.
 func (e *jsonnetEvaluator) next([]any) (any, error) {
+	take := e.take
+	if take == nil {
+		take = e.fromJobs
+	}
+	job, err := take()
+	if err != nil {
+		e.retired = true
+		return nil, errRetired
+	}
+	e.current = job
+	e.f.running.n.Add(1)
+	return map[string]any{"n": 0.0, "request": job.request}, nil
+}
+
+// fromJobs waits for a call on the function's jobs channel.
+func (e *jsonnetEvaluator) fromJobs() (*jsonnetJob, error) {
 	select {
 	case job := <-e.f.jobs:
-		e.current = job
-		e.f.running.n.Add(1)
-		return map[string]any{"n": 0.0, "request": job.request}, nil
+		return job, nil
 	case <-e.f.closed:
-		e.retired = true
 		return nil, errRetired
 	}
 }
@@ -277,6 +296,10 @@ func (e *jsonnetEvaluator) reply(args []any) (any, error) {
 func (e *jsonnetEvaluator) finish(job *jsonnetJob, out jsonnetOutcome) {
 	e.current = nil
 	e.f.running.n.Add(-1)
+	if job.answer != nil {
+		job.answer(out)
+		return
+	}
 	if job.state.CompareAndSwap(jobPending, jobAnswered) {
 		job.done <- out
 		return
