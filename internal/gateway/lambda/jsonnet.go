@@ -1,7 +1,6 @@
 package lambda
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -157,8 +156,8 @@ type jsonnetOutcome struct {
 // Invoke hands the request to a resident evaluator and waits for its answer until
 // the timeout.
 func (f *jsonnetFunction) Invoke(ctx context.Context, request json.RawMessage) (Result, error) {
-	var decoded any
-	if err := json.Unmarshal(request, &decoded); err != nil {
+	decoded, err := decodeJSON(request)
+	if err != nil {
 		return Result{}, fmt.Errorf("function %s: %w: %v", f.fn.Name, ErrInvalidRequest, err)
 	}
 	if n := int(f.stuck.Load()); n >= f.evaluators {
@@ -227,6 +226,8 @@ type jsonnetEvaluator struct {
 	take    func() (*jsonnetJob, error)
 	current *jsonnetJob
 	retired bool
+	// replySize is the longest response so far, what the next one is given.
+	replySize int
 }
 
 func (e *jsonnetEvaluator) run() {
@@ -280,11 +281,9 @@ func (e *jsonnetEvaluator) reply(args []any) (any, error) {
 	if job == nil {
 		return nil, errors.New("reply without a call")
 	}
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false)
-	err := enc.Encode(args[1])
-	e.finish(job, jsonnetOutcome{output: bytes.TrimSuffix(out.Bytes(), []byte("\n")), err: err})
+	out, err := appendJSON(make([]byte, 0, e.replySize), args[1])
+	e.replySize = max(e.replySize, len(out))
+	e.finish(job, jsonnetOutcome{output: out, err: err})
 	if e.retired {
 		return nil, errRetired
 	}

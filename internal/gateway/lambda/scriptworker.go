@@ -108,6 +108,7 @@ func serveJsonnet(f *jsonnetFunction, frames *frameReader, w *frameWriter) int {
 		code = w.send(callReply(f.result(out, logs)))
 	}
 	e := &jsonnetEvaluator{f: f}
+	var dec jsonDecoder
 	e.take = func() (*jsonnetJob, error) {
 		for code == 0 {
 			request, c, ok := frames.next(w)
@@ -115,8 +116,8 @@ func serveJsonnet(f *jsonnetFunction, frames *frameReader, w *frameWriter) int {
 				code = c
 				break
 			}
-			var decoded any
-			if err := json.Unmarshal(request, &decoded); err != nil {
+			decoded, err := dec.decode(request)
+			if err != nil {
 				code = w.send(callReply(Result{}, fmt.Errorf("function %s: %w: %v", f.fn.Name, ErrInvalidRequest, err)))
 				continue
 			}
