@@ -172,6 +172,3 @@ func scriptWorkerMemory(addressSpace int64) int64 {
 func (s *scripts) poolSize() int {
 	return s.opts.PythonPoolSize
 }
-
-// maxDuration is as good as no timeout.
-const maxDuration = 1<<63 - 1
