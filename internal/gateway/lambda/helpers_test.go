@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -167,8 +169,18 @@ func hammer(t *testing.T, c Compiled, goroutines, calls int) {
 	}
 }
 
+// benchEcho calls c from parallel goroutines and reports, besides the time, the
+// processor time of a call: this process's and its workers' (what a call costs the
+// machine, which the time per call on a shared machine does not tell).
 func benchEcho(b *testing.B, c Compiled) {
 	b.ReportAllocs()
+	self, workers := processCPU()
+	defer func() {
+		self2, workers2 := processCPU()
+		perCall := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / float64(b.N) / 1e3 }
+		b.ReportMetric(perCall(self2-self+workers2-workers), "cpu-µs/op")
+		b.ReportMetric(perCall(workers2-workers), "worker-cpu-µs/op")
+	}()
 	b.RunParallel(func(pb *testing.PB) {
 		req := echoRequest("bench")
 		for pb.Next() {
@@ -178,4 +190,27 @@ func benchEcho(b *testing.B, c Compiled) {
 			}
 		}
 	})
+}
+
+// processCPU is the user and system time of this process and of its live
+// workers (in clock ticks of 10 ms for the workers: a benchmark runs long
+// enough).
+func processCPU() (self, workers time.Duration) {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	self = time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
+	for _, pid := range append(workerProcesses(""), ScriptWorkerPIDs(os.Getpid(), "")...) {
+		raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		if err != nil {
+			continue
+		}
+		// The fields after the command, which is in parentheses and may hold spaces.
+		f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+		if len(f) > 12 {
+			utime, _ := strconv.ParseInt(f[11], 10, 64)
+			stime, _ := strconv.ParseInt(f[12], 10, 64)
+			workers += time.Duration(utime+stime) * 10 * time.Millisecond
+		}
+	}
+	return self, workers
 }

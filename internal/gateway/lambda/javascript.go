@@ -1,15 +1,18 @@
 package lambda
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/dop251/goja"
 	"github.com/dop251/goja/parser"
+	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/metalambda/metalambda/internal/tracing"
 )
@@ -182,6 +185,9 @@ type jsVM struct {
 	entry        goja.Callable
 	contextStyle bool
 	stringify    goja.Callable
+	// dec and src read a call's request (fromJSON).
+	dec *jsontext.Decoder
+	src bytes.Reader
 }
 
 // interrupt stops the VM's current call, if any; it is the pool's destroy.
@@ -387,9 +393,17 @@ func (vm *jsVM) toJSON(name string, v goja.Value) (json.RawMessage, error) {
 	return compactObject(name, []byte(s.String()))
 }
 
+// promiseType is what a promise exports as.
+var promiseType = reflect.TypeFor[*goja.Promise]()
+
 // settle unwraps a settled promise; the job queue has run when the call returned.
+// Only a promise is exported: exporting an object converts all of it.
 func settle(name string, v goja.Value) (goja.Value, error) {
-	p, ok := v.Export().(*goja.Promise)
+	obj, ok := v.(*goja.Object)
+	if !ok || obj.ExportType() != promiseType {
+		return v, nil
+	}
+	p, ok := obj.Export().(*goja.Promise)
 	if !ok {
 		return v, nil
 	}

@@ -1,7 +1,6 @@
 package lambda
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -144,6 +143,9 @@ type jsonnetJob struct {
 	logs    *logBuffer
 	done    chan jsonnetOutcome // buffered: the answer never blocks the evaluator
 	state   atomic.Int32
+	// answer, when set, takes the outcome instead of done, on the evaluator's
+	// goroutine: its caller waits for it whatever the time (a script worker).
+	answer func(jsonnetOutcome)
 }
 
 type jsonnetOutcome struct {
@@ -154,8 +156,8 @@ type jsonnetOutcome struct {
 // Invoke hands the request to a resident evaluator and waits for its answer until
 // the timeout.
 func (f *jsonnetFunction) Invoke(ctx context.Context, request json.RawMessage) (Result, error) {
-	var decoded any
-	if err := json.Unmarshal(request, &decoded); err != nil {
+	decoded, err := decodeJSON(request)
+	if err != nil {
 		return Result{}, fmt.Errorf("function %s: %w: %v", f.fn.Name, ErrInvalidRequest, err)
 	}
 	if n := int(f.stuck.Load()); n >= f.evaluators {
@@ -218,9 +220,14 @@ var errRetired = errors.New("evaluator retired")
 // jsonnetEvaluator runs resident evaluations one after another. Its fields belong
 // to its goroutine: go-jsonnet calls next, reply and Write from the evaluation.
 type jsonnetEvaluator struct {
-	f       *jsonnetFunction
+	f *jsonnetFunction
+	// take, when set, waits for the next call instead of the function's jobs
+	// channel; an error retires the evaluator.
+	take    func() (*jsonnetJob, error)
 	current *jsonnetJob
 	retired bool
+	// replySize is the longest response so far, what the next one is given.
+	replySize int
 }
 
 func (e *jsonnetEvaluator) run() {
@@ -244,13 +251,26 @@ func (e *jsonnetEvaluator) run() {
 
 // next waits for a call and returns {n, request}.
 func (e *jsonnetEvaluator) next([]any) (any, error) {
+	take := e.take
+	if take == nil {
+		take = e.fromJobs
+	}
+	job, err := take()
+	if err != nil {
+		e.retired = true
+		return nil, errRetired
+	}
+	e.current = job
+	e.f.running.n.Add(1)
+	return map[string]any{"n": 0.0, "request": job.request}, nil
+}
+
+// fromJobs waits for a call on the function's jobs channel.
+func (e *jsonnetEvaluator) fromJobs() (*jsonnetJob, error) {
 	select {
 	case job := <-e.f.jobs:
-		e.current = job
-		e.f.running.n.Add(1)
-		return map[string]any{"n": 0.0, "request": job.request}, nil
+		return job, nil
 	case <-e.f.closed:
-		e.retired = true
 		return nil, errRetired
 	}
 }
@@ -261,11 +281,9 @@ func (e *jsonnetEvaluator) reply(args []any) (any, error) {
 	if job == nil {
 		return nil, errors.New("reply without a call")
 	}
-	var out bytes.Buffer
-	enc := json.NewEncoder(&out)
-	enc.SetEscapeHTML(false)
-	err := enc.Encode(args[1])
-	e.finish(job, jsonnetOutcome{output: bytes.TrimSuffix(out.Bytes(), []byte("\n")), err: err})
+	out, err := appendJSON(make([]byte, 0, e.replySize), args[1])
+	e.replySize = max(e.replySize, len(out))
+	e.finish(job, jsonnetOutcome{output: out, err: err})
 	if e.retired {
 		return nil, errRetired
 	}
@@ -277,6 +295,10 @@ func (e *jsonnetEvaluator) reply(args []any) (any, error) {
 func (e *jsonnetEvaluator) finish(job *jsonnetJob, out jsonnetOutcome) {
 	e.current = nil
 	e.f.running.n.Add(-1)
+	if job.answer != nil {
+		job.answer(out)
+		return
+	}
 	if job.state.CompareAndSwap(jobPending, jobAnswered) {
 		job.done <- out
 		return

@@ -1,7 +1,6 @@
 package lambda
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"strconv"
@@ -19,7 +18,13 @@ const maxJSONDepth = 1000
 // is several times faster than goja's JSON.parse (encoding/json's Decoder.Token);
 // the request is most of what a small hook costs.
 func (vm *jsVM) fromJSON(data []byte) (goja.Value, error) {
-	dec := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
+	// The VM's decoder serves its calls one after another.
+	vm.src.Reset(data)
+	if vm.dec == nil {
+		vm.dec = new(jsontext.Decoder)
+	}
+	dec := vm.dec
+	dec.Reset(&vm.src, jsontext.AllowDuplicateNames(true), jsontext.AllowInvalidUTF8(true))
 	v, err := vm.readJSON(dec, 0)
 	if err != nil {
 		return nil, err
@@ -62,12 +67,9 @@ func (vm *jsVM) readJSON(dec *jsontext.Decoder, depth int) (goja.Value, error) {
 			if err != nil {
 				return nil, err
 			}
-			if key == "__proto__" {
-				err = obj.DefineDataProperty(key, value, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
-			} else {
-				err = obj.Set(key, value)
-			}
-			if err != nil {
+			// Defined, as JSON.parse does: "__proto__" is an own property, and a
+			// setter on Object.prototype is not called.
+			if err := obj.DefineDataProperty(key, value, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE); err != nil {
 				return nil, err
 			}
 		}

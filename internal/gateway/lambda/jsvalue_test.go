@@ -88,3 +88,26 @@ func TestFromJSONRefusesWhatJSONParseRefuses(t *testing.T) {
 		t.Error("fromJSON of 2000 nested arrays succeeded, want an error")
 	}
 }
+
+// A request's properties are defined, as JSON.parse defines them: a setter that
+// top-level code put on Object.prototype is not called, and the request keeps
+// its own property.
+func TestFromJSONDefinesProperties(t *testing.T) {
+	vm := &jsVM{rt: goja.New()}
+	if _, err := vm.rt.RunString(`var called = false;
+		Object.defineProperty(Object.prototype, "parent", {set(v) { called = true; }, configurable: true});`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := vm.fromJSON([]byte(`{"parent": {"name": "p"}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check, err := vm.rt.RunString(`(function(v) { return !called && v.hasOwnProperty("parent") && v.parent.name === "p"; })`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fn, _ := goja.AssertFunction(check)
+	if ok, _ := fn(goja.Undefined(), got); !ok.ToBoolean() {
+		t.Error("the request's property went through Object.prototype's setter")
+	}
+}

@@ -73,6 +73,14 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// reset empties the buffer for another call.
+func (l *logBuffer) reset() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf.Reset()
+	l.truncated = false
+}
+
 func (l *logBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()

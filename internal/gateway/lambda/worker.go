@@ -1,15 +1,9 @@
 package lambda
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"os"
-	"runtime/debug"
-	"time"
 
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 )
@@ -177,113 +171,4 @@ func scriptWorkerMemory(addressSpace int64) int64 {
 // poolSize is the most workers of one function: as many as Python's.
 func (s *scripts) poolSize() int {
 	return s.opts.PythonPoolSize
-}
-
-// serveScriptWorker is a worker's main: it reads the init frame, compiles the
-// function in process and answers each request frame with a reply frame, in the
-// Python worker's protocol. It returns the exit code.
-func serveScriptWorker(in io.Reader, out io.Writer) int {
-	r := bufio.NewReaderSize(in, 64<<10)
-	w := bufio.NewWriterSize(out, 64<<10)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	send := func(reply scriptReply) int {
-		if err := enc.Encode(reply); err != nil {
-			fmt.Fprintln(os.Stderr, "script worker: writing a reply:", err)
-			return 1
-		}
-		if err := w.Flush(); err != nil {
-			return 1
-		}
-		return 0
-	}
-	line, err := r.ReadBytes('\n')
-	if err != nil {
-		return 0
-	}
-	var first scriptInit
-	if err := json.Unmarshal(line, &first); err != nil {
-		fmt.Fprintln(os.Stderr, "script worker: init frame:", err)
-		return 2
-	}
-	if heap := first.MemoryLimit - goReservedAddressSpace; first.MemoryLimit > 0 && heap > 0 {
-		// Collect harder before the address-space limit, which the runtime cannot
-		// survive.
-		debug.SetMemoryLimit(heap * 3 / 4)
-	}
-	opts := Options{JavaScriptPoolSize: 1, JsonnetEvaluators: 1, InsecureNoSandbox: true}
-	var rt Runtime
-	switch first.Runtime {
-	case JavaScript:
-		rt = NewJavaScript(opts)
-	case Jsonnet:
-		rt = NewJsonnet(opts)
-	default:
-		fmt.Fprintf(os.Stderr, "script worker: unknown runtime %q\n", first.Runtime)
-		return 2
-	}
-	fn := Function{Name: first.Name, Runtime: first.Runtime, Source: first.Source, Handler: first.Handler, Env: first.Env}
-	// The top-level code is bounded by the timeout in process; calls are bounded
-	// by the gateway, which kills the worker.
-	fn.Timeout = time.Duration(first.Timeout)
-	compiled, err := rt.Compile(fn)
-	if err != nil {
-		return send(compileReply(err))
-	}
-	if code := send(scriptReply{OK: true}); code != 0 {
-		return code
-	}
-	if f, ok := compiled.(*jsFunction); ok {
-		f.timeout = maxDuration // the gateway kills the worker at the timeout
-	}
-	if f, ok := compiled.(*jsonnetFunction); ok {
-		f.timeout = maxDuration
-	}
-	for {
-		line, err := r.ReadBytes('\n')
-		if err != nil {
-			return 0
-		}
-		var frame struct {
-			Request json.RawMessage `json:"request"`
-		}
-		if err := json.Unmarshal(line, &frame); err != nil {
-			fmt.Fprintln(os.Stderr, "script worker: request frame:", err)
-			return 2
-		}
-		res, err := compiled.Invoke(context.Background(), frame.Request)
-		if code := send(callReply(res, err)); code != 0 {
-			return code
-		}
-	}
-}
-
-// maxDuration is as good as no timeout.
-const maxDuration = 1<<63 - 1
-
-// scriptReply is pyReply as a script worker writes it.
-type scriptReply struct {
-	OK       bool            `json:"ok"`
-	Response json.RawMessage `json:"response,omitempty"`
-	Logs     string          `json:"logs,omitempty"`
-	Error    *pyError        `json:"error,omitempty"`
-}
-
-func compileReply(err error) scriptReply {
-	var ce *CompileError
-	if errors.As(err, &ce) {
-		return scriptReply{Error: &pyError{Message: ce.Message, Line: ce.Line, Column: ce.Column}}
-	}
-	return scriptReply{Error: &pyError{Message: err.Error()}}
-}
-
-func callReply(res Result, err error) scriptReply {
-	if err == nil {
-		return scriptReply{OK: true, Response: res.Response, Logs: res.Logs}
-	}
-	var ie *InvokeError
-	if errors.As(err, &ie) {
-		return scriptReply{Logs: res.Logs, Error: &pyError{Reason: ie.Reason, Message: ie.Message}}
-	}
-	return scriptReply{Logs: res.Logs, Error: &pyError{Reason: ReasonException, Message: err.Error()}}
 }

@@ -1,0 +1,264 @@
+package lambda
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// The worker's side of the script worker protocol: what a JavaScript or
+// Jsonnet worker process runs (ServeWorker), in the Python worker's protocol
+// (python_worker.py). Each call is one read of a request frame, the function,
+// and one write of the reply frame, on one goroutine: a call hands nothing to
+// another goroutine, which would cost the worker two thread wake-ups per call.
+
+// serveScriptWorker is a worker's main: it reads the init frame, compiles the
+// function in process and answers each request frame with a reply frame. It
+// returns the exit code.
+func serveScriptWorker(in io.Reader, out io.Writer) int {
+	r := bufio.NewReaderSize(in, 64<<10)
+	w := &frameWriter{w: out}
+	line, err := r.ReadBytes('\n')
+	if err != nil {
+		return 0
+	}
+	var first scriptInit
+	if err := json.Unmarshal(line, &first); err != nil {
+		fmt.Fprintln(os.Stderr, "script worker: init frame:", err)
+		return 2
+	}
+	if heap := first.MemoryLimit - goReservedAddressSpace; first.MemoryLimit > 0 && heap > 0 {
+		// Collect harder before the address-space limit, which the runtime cannot
+		// survive.
+		debug.SetMemoryLimit(heap * 3 / 4)
+	}
+	opts := Options{JavaScriptPoolSize: 1, JsonnetEvaluators: 1, InsecureNoSandbox: true}
+	var rt Runtime
+	switch first.Runtime {
+	case JavaScript:
+		rt = NewJavaScript(opts)
+	case Jsonnet:
+		rt = NewJsonnet(opts)
+	default:
+		fmt.Fprintf(os.Stderr, "script worker: unknown runtime %q\n", first.Runtime)
+		return 2
+	}
+	fn := Function{Name: first.Name, Runtime: first.Runtime, Source: first.Source, Handler: first.Handler, Env: first.Env}
+	// The top-level code is bounded by the timeout in process; calls are bounded
+	// by the gateway, which kills the worker.
+	fn.Timeout = time.Duration(first.Timeout)
+	compiled, err := rt.Compile(fn)
+	if err != nil {
+		return w.send(compileReply(err))
+	}
+	if code := w.send(scriptReply{OK: true}); code != 0 {
+		return code
+	}
+	frames := &frameReader{r: r}
+	switch f := compiled.(type) {
+	case *jsFunction:
+		return serveJavaScript(f, frames, w)
+	case *jsonnetFunction:
+		return serveJsonnet(f, frames, w)
+	}
+	fmt.Fprintf(os.Stderr, "script worker: cannot serve %T\n", compiled)
+	return 2
+}
+
+// serveJavaScript answers calls in the VM that compiling the function loaded,
+// until the gateway closes the worker's stdin. The gateway kills a worker whose
+// call runs past its timeout, so a call here has none.
+func serveJavaScript(f *jsFunction, frames *frameReader, w *frameWriter) int {
+	vm, err := f.pool.get(context.Background())
+	if err != nil {
+		return w.send(compileReply(err))
+	}
+	logs := &logBuffer{}
+	for {
+		request, code, ok := frames.next(w)
+		if !ok {
+			return code
+		}
+		logs.reset()
+		vm.logs = logs
+		response, err := vm.call(f.fn.Name, request)
+		vm.logs = nil
+		if code := w.send(callReply(Result{Response: response, Logs: logs.String()}, err)); code != 0 {
+			return code
+		}
+	}
+}
+
+// serveJsonnet runs one resident evaluator on this goroutine whose next call is
+// read straight from stdin and whose answer is written straight to stdout.
+func serveJsonnet(f *jsonnetFunction, frames *frameReader, w *frameWriter) int {
+	code := 0
+	logs := &logBuffer{}
+	job := &jsonnetJob{logs: logs}
+	job.answer = func(out jsonnetOutcome) {
+		code = w.send(callReply(f.result(out, logs)))
+	}
+	e := &jsonnetEvaluator{f: f}
+	var dec jsonDecoder
+	e.take = func() (*jsonnetJob, error) {
+		for code == 0 {
+			request, c, ok := frames.next(w)
+			if !ok {
+				code = c
+				break
+			}
+			decoded, err := dec.decode(request)
+			if err != nil {
+				code = w.send(callReply(Result{}, fmt.Errorf("function %s: %w: %v", f.fn.Name, ErrInvalidRequest, err)))
+				continue
+			}
+			logs.reset()
+			job.request = decoded
+			return job, nil
+		}
+		return nil, errRetired
+	}
+	e.run()
+	return code
+}
+
+// requestPrefix starts every request frame that the gateway writes
+// (requestFrame): the rest is the request, compact, and a closing brace.
+const requestPrefix = `{"request":`
+
+// frameReader reads request frames, reusing one buffer.
+type frameReader struct {
+	r   *bufio.Reader
+	buf []byte
+}
+
+// next returns the next call's request, valid until the next call of next; at
+// the end of stdin or on a frame that is not one, ok is false and code is the
+// worker's exit code. A request that is not JSON is the call's failure, not the
+// frame's.
+func (fr *frameReader) next(w *frameWriter) (request []byte, code int, ok bool) {
+	frame, err := fr.read()
+	if err != nil {
+		return nil, 0, false
+	}
+	frame = bytes.TrimSuffix(frame, []byte("\n"))
+	if rest, found := bytes.CutPrefix(frame, []byte(requestPrefix)); found && len(rest) > 0 && rest[len(rest)-1] == '}' {
+		return rest[:len(rest)-1], 0, true
+	}
+	var decoded struct {
+		Request json.RawMessage `json:"request"`
+	}
+	if err := json.Unmarshal(frame, &decoded); err != nil {
+		fmt.Fprintln(os.Stderr, "script worker: request frame:", err)
+		return nil, 2, false
+	}
+	return decoded.Request, 0, true
+}
+
+// read returns the next line: a slice of the reader's buffer when it holds the
+// whole line, else of fr.buf.
+func (fr *frameReader) read() ([]byte, error) {
+	line, err := fr.r.ReadSlice('\n')
+	if err != bufio.ErrBufferFull {
+		return line, err
+	}
+	fr.buf = append(fr.buf[:0], line...)
+	for {
+		line, err = fr.r.ReadSlice('\n')
+		fr.buf = append(fr.buf, line...)
+		if err != bufio.ErrBufferFull {
+			return fr.buf, err
+		}
+	}
+}
+
+// frameWriter writes each reply frame with one write, reusing one buffer.
+type frameWriter struct {
+	w   io.Writer
+	buf []byte
+}
+
+// send writes reply and returns the worker's exit code should that fail, else 0.
+func (fw *frameWriter) send(reply scriptReply) int {
+	fw.buf = appendReply(fw.buf[:0], reply)
+	if _, err := fw.w.Write(fw.buf); err != nil {
+		fmt.Fprintln(os.Stderr, "script worker: writing a reply:", err)
+		return 1
+	}
+	return 0
+}
+
+// appendReply appends reply as one line of JSON. A successful call's is written
+// by hand around the response: the runtimes write it compact (JSON.stringify,
+// encoding/json), so that it holds no newline; a response that does (a runtime's
+// bug) is compacted first.
+func appendReply(b []byte, reply scriptReply) []byte {
+	if !reply.OK || reply.Error != nil {
+		encoded, err := json.Marshal(reply)
+		if err != nil {
+			encoded, _ = json.Marshal(scriptReply{Error: &pyError{Reason: ReasonCrash, Message: "the reply cannot be encoded: " + err.Error()}})
+		}
+		return append(append(b, encoded...), '\n')
+	}
+	b = append(b, `{"ok":true`...)
+	if reply.Logs != "" {
+		b = append(b, `,"logs":`...)
+		b = appendString(b, reply.Logs)
+	}
+	if reply.Response != nil {
+		b = append(b, `,"response":`...)
+		if bytes.IndexByte(reply.Response, '\n') >= 0 {
+			var compact bytes.Buffer
+			_ = json.Compact(&compact, reply.Response)
+			reply.Response = compact.Bytes()
+		}
+		b = append(b, reply.Response...)
+	}
+	return append(b, "}\n"...)
+}
+
+// appendString appends s as a JSON string; invalid UTF-8 becomes U+FFFD, as
+// encoding/json writes it.
+func appendString(b []byte, s string) []byte {
+	if quoted, err := jsontext.AppendQuote(b, s); err == nil {
+		return quoted
+	}
+	encoded, _ := json.Marshal(s)
+	return append(b, encoded...)
+}
+
+// scriptReply is pyReply as a script worker writes it.
+type scriptReply struct {
+	OK       bool            `json:"ok"`
+	Response json.RawMessage `json:"response,omitempty"`
+	Logs     string          `json:"logs,omitempty"`
+	Error    *pyError        `json:"error,omitempty"`
+}
+
+func compileReply(err error) scriptReply {
+	var ce *CompileError
+	if errors.As(err, &ce) {
+		return scriptReply{Error: &pyError{Message: ce.Message, Line: ce.Line, Column: ce.Column}}
+	}
+	return scriptReply{Error: &pyError{Message: err.Error()}}
+}
+
+func callReply(res Result, err error) scriptReply {
+	if err == nil {
+		return scriptReply{OK: true, Response: res.Response, Logs: res.Logs}
+	}
+	var ie *InvokeError
+	if errors.As(err, &ie) {
+		return scriptReply{Logs: res.Logs, Error: &pyError{Reason: ie.Reason, Message: ie.Message}}
+	}
+	return scriptReply{Logs: res.Logs, Error: &pyError{Reason: ReasonException, Message: err.Error()}}
+}
