@@ -2,11 +2,13 @@ package hook
 
 import (
 	"cmp"
+	"errors"
 	"hash/fnv"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
+	"syscall"
 )
 
 // Sharded sends hook calls to a gateway's Service straight to one of its replicas,
@@ -14,7 +16,8 @@ import (
 // replica keeps warm only its share of the workers (as a sharded isolate service
 // routes each script to the machines that hold it). Rendezvous hashing ranks the
 // Service's ready endpoints for each Function: a call goes to the first, and to the
-// second when the first cannot be connected to; a replica that comes or goes moves
+// second when the first cannot be connected to or its connection ends before it
+// answers; a replica that comes or goes moves
 // only the Functions it ranks first. With no endpoint known, or when neither
 // could be connected to, the call goes to the Service's address as written, as it
 // would without Sharded.
@@ -53,7 +56,7 @@ func (s Sharded) Do(req *http.Request) (*http.Response, error) {
 			return nil, err
 		}
 		resp, err := next.Do(direct)
-		if err == nil || !notConnected(err) || req.Context().Err() != nil {
+		if err == nil || !(notConnected(err) || lostBeforeAnswer(err)) || req.Context().Err() != nil {
 			return resp, err
 		}
 	}
@@ -62,6 +65,16 @@ func (s Sharded) Do(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	return next.Do(again)
+}
+
+// lostBeforeAnswer reports whether err is a connection that ended before any answer
+// came: the replica went away mid-call (a crash, a node lost). The call goes to the
+// next replica at once, which is what the sync's retry would do after a back-off: a
+// Function's answer reaches only the engine, which acts on nothing but the answer,
+// and a sync hook is called again after a failure in any case.
+func lostBeforeAnswer(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // function is the "namespace/name" of the Function req calls, when req is a

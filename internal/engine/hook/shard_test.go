@@ -197,3 +197,40 @@ func TestRankIsStableAndMovesFewKeys(t *testing.T) {
 		t.Error("weight changes")
 	}
 }
+
+// A replica that goes away in the middle of a call (its connection closed before
+// any answer, as a crashed gateway's is) costs the call nothing: it goes to the
+// Function's second replica at once.
+func TestShardedCallsTheSecondReplicaWhenTheFirstDiesMidCall(t *testing.T) {
+	second := newReplica(t)
+	var crashed sync.Mutex
+	crashes := 0
+	first := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		_, _ = io.ReadAll(req.Body)
+		crashed.Lock()
+		crashes++
+		crashed.Unlock()
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		conn.Close() // the replica is gone before it answers
+	}))
+	t.Cleanup(first.Close)
+	fn := "ns/fn"
+	live := []string{first.Listener.Addr().String(), second.addr()}
+	// Order the two so that the crashing one ranks first for fn.
+	if Rank(fn, live, 1)[0] != live[0] {
+		fn = "ns/other"
+		for i := 0; Rank(fn, live, 1)[0] != live[0]; i++ {
+			fn = fmt.Sprintf("ns/fn%d", i)
+		}
+	}
+	c := &Client{HTTP: Sharded{Service: "gw.system", Endpoints: func() []string { return live }}}
+	_, port, _ := net.SplitHostPort(second.addr())
+	call(t, c, "http://gw.system.svc:"+port+"/hooks/"+fn)
+	if crashes != 1 || second.count(fn) != 1 {
+		t.Fatalf("the first replica was called %d times and the second %d, want once each", crashes, second.count(fn))
+	}
+}
