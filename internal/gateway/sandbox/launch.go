@@ -443,7 +443,11 @@ func limitValues(l Limits, others int) []resourceLimit {
 		{unix.RLIMIT_NPROC, nproc},
 		{unix.RLIMIT_NOFILE, l.OpenFiles},
 		{unix.RLIMIT_FSIZE, l.FileSize},
-		{unix.RLIMIT_CORE, 0},
+		// 1, not 0: a core_pattern that pipes to a helper (systemd-coredump,
+		// apport) ignores a limit of 0 and would store the worker's memory, its
+		// function's secrets with it, on the host; the kernel refuses any core
+		// dump of a process whose limit is 1 (below one page, no core file either).
+		{unix.RLIMIT_CORE, 1},
 		{unix.RLIMIT_AS, l.AddressSpace},
 	} {
 		v := uint64(unix.RLIM_INFINITY)

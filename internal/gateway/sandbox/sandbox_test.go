@@ -281,7 +281,7 @@ except ValueError as e:
 		lines[1] = "(7, 7)"
 		got = strings.Join(lines, "\n")
 	}
-	want := "(536870912, 536870912)\n(7, 7)\n(64, 64)\n(1048576, 1048576)\n(0, 0)\ncannot raise"
+	want := "(536870912, 536870912)\n(7, 7)\n(64, 64)\n(1048576, 1048576)\n(1, 1)\ncannot raise"
 	if got != want {
 		t.Errorf("limits:\n%s\nwant\n%s", got, want)
 	}
