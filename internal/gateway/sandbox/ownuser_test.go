@@ -193,6 +193,9 @@ func TestForkBombStopsNoOther(t *testing.T) {
 // of their own (own), both get them all; sharing the caller's user, the first
 // finds its limit used up by the bomb.
 func testForkBombStopsNoOther(t *testing.T, command func(Spec) *Command, own bool) {
+	if !own {
+		settleGatewayUser(t)
+	}
 	limits := Limits{Processes: 32}
 	first := start(t, command, Spec{Limits: limits}, victim)
 	first.line(t)

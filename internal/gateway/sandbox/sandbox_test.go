@@ -294,6 +294,7 @@ func TestForkBombEndsAtTheProcessLimit(t *testing.T) {
 }
 
 func testForkBombEndsAtTheProcessLimit(t *testing.T, command func(Spec) *Command) {
+	settleGatewayUser(t)
 	// Without a PID namespace, children outlive the command unless killed.
 	program := `import os, time
 children = []
@@ -625,4 +626,49 @@ func leftDirs(dir string) []string {
 	left, _ := filepath.Glob(filepath.Join(dir, workerDirPrefix+"*"))
 	own, _ := filepath.Glob(filepath.Join(dir, workersDirName, workerDirPrefix+"*"))
 	return append(left, own...)
+}
+
+// settleGatewayUser waits until no task of gatewayUser is left, zombies included:
+// a previous test's commands and the children they forked (killed, but reaped a
+// moment later) count against RLIMIT_NPROC as long as they exist, and a Landlock
+// command of a caller that is not root counts its room beyond the tasks its user
+// runs when it starts, so a fork bomb started while they go would find more room.
+func settleGatewayUser(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		n := tasksOf(gatewayUser)
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d tasks of user %d are still there after 10 s", n, gatewayUser)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// tasksOf counts the tasks (threads) on the host whose real user is uid.
+func tasksOf(uid int) int {
+	procs, _ := os.ReadDir("/proc")
+	n := 0
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		status, err := os.ReadFile("/proc/" + p.Name() + "/status")
+		if err != nil {
+			continue
+		}
+		for line := range strings.SplitSeq(string(status), "\n") {
+			if fields := strings.Fields(line); len(fields) > 1 && fields[0] == "Uid:" {
+				if fields[1] == strconv.Itoa(uid) {
+					tasks, _ := os.ReadDir("/proc/" + p.Name() + "/task")
+					n += max(len(tasks), 1)
+				}
+				break
+			}
+		}
+	}
+	return n
 }
