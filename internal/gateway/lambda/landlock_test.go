@@ -53,21 +53,8 @@ func TestLandlockSandbox(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			cmd.Env = []string{landlockChildEnv + "=" + tt.name, "PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + dir, "HOME=" + dir}
-			if cmd.Dir, err = os.Getwd(); err != nil {
-				t.Fatal(err)
-			}
-			var out strings.Builder
-			cmd.Stdout, cmd.Stderr = &out, &out
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			err = cmd.Wait()
-			t.Logf("the child's tests:\n%s", out.String())
-			if err != nil {
-				t.Fatalf("the child's tests failed: %v", err)
-			}
-			if !strings.Contains(out.String(), "--- PASS: TestLandlockChild") && tt.name == "landlock" || !strings.Contains(out.String(), "\nPASS\n") {
+			out := runChild(t, cmd, tt.name, dir)
+			if !strings.Contains(out, "--- PASS: TestLandlockChild") && tt.name == "landlock" || !strings.Contains(out, "\nPASS\n") {
 				t.Errorf("the child did not run its tests")
 			}
 			if left, _ := filepath.Glob(filepath.Join(dir, "metalambda-worker-*")); len(left) > 0 {
@@ -199,7 +186,22 @@ func TestLandlockSandboxAsCappedRoot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Env = []string{landlockChildEnv + "=landlock", "PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + dir, "HOME=" + dir}
+	out := runChild(t, cmd, "landlock", dir)
+	if !strings.Contains(out, "--- PASS: TestLandlockChild") || !strings.Contains(out, "\nPASS\n") {
+		t.Errorf("the child did not run its tests")
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "metalambda-workers", "metalambda-worker-*")); len(left) > 0 {
+		t.Errorf("worker directories left behind: %v", left)
+	}
+}
+
+// runChild runs cmd, a copy of this test binary started as the Landlock child
+// (landlockChildEnv=mode) with dir as its home and temporary directory, and
+// returns its output; it fails the test when the child's tests fail.
+func runChild(t *testing.T, cmd *sandbox.Command, mode, dir string) string {
+	t.Helper()
+	cmd.Env = []string{landlockChildEnv + "=" + mode, "PATH=/usr/local/bin:/usr/bin:/bin", "TMPDIR=" + dir, "HOME=" + dir}
+	var err error
 	if cmd.Dir, err = os.Getwd(); err != nil {
 		t.Fatal(err)
 	}
@@ -213,10 +215,5 @@ func TestLandlockSandboxAsCappedRoot(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the child's tests failed: %v", err)
 	}
-	if !strings.Contains(out.String(), "--- PASS: TestLandlockChild") || !strings.Contains(out.String(), "\nPASS\n") {
-		t.Errorf("the child did not run its tests")
-	}
-	if left, _ := filepath.Glob(filepath.Join(dir, "metalambda-workers", "metalambda-worker-*")); len(left) > 0 {
-		t.Errorf("worker directories left behind: %v", left)
-	}
+	return out.String()
 }

@@ -17,17 +17,7 @@ import (
 // own files. It prints one line per attempt.
 const reacher = `import ctypes, os, sys
 victim, gateway, victim_dir, workers, launcher, victim_uid = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5], int(sys.argv[6])
-libc = ctypes.CDLL(None, use_errno=True)
-def attempt(name, f):
-    try:
-        f()
-        print(name, "done")
-    except OSError as e:
-        print(name, "refused", e.errno)
-def call(f, *args):
-    if f(*args) != 0:
-        raise OSError(ctypes.get_errno(), "failed")
-for who, pid in (("victim", victim), ("gateway", gateway)):
+` + attempts + `for who, pid in (("victim", victim), ("gateway", gateway)):
     attempt(who + " cwd link", lambda: os.readlink("/proc/%d/cwd" % pid))
     attempt(who + " root link", lambda: os.readlink("/proc/%d/root" % pid))
     attempt(who + " fd link", lambda: os.readlink("/proc/%d/fd/0" % pid))

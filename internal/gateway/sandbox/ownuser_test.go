@@ -230,17 +230,7 @@ func testForkBombStopsNoOther(t *testing.T, command func(Spec) *Command, own boo
 // prints one line per attempt, and then its capability sets and no_new_privs.
 const attacker = `import ctypes, os, sys
 victim, gateway, victim_dir = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-libc = ctypes.CDLL(None, use_errno=True)
-def attempt(name, f):
-    try:
-        f()
-        print(name, "done")
-    except OSError as e:
-        print(name, "refused", e.errno)
-def call(f, *args):
-    if f(*args) != 0:
-        raise OSError(ctypes.get_errno(), "failed")
-for who, pid in (("victim", victim), ("gateway", gateway)):
+` + attempts + `for who, pid in (("victim", victim), ("gateway", gateway)):
     attempt(who + " signal", lambda: os.kill(pid, 0))
     attempt(who + " kill", lambda: os.kill(pid, 9))
     attempt(who + " ptrace", lambda: call(libc.ptrace, 16, pid, None, None))  # PTRACE_ATTACH
@@ -372,3 +362,18 @@ sys.stdin.readline()
 		t.Errorf("a live command's directory: %v", err)
 	}
 }
+
+// attempts are the Python helpers of the attack programs: attempt runs one
+// attempt and prints whether it was done or refused (with its errno); call makes
+// a libc call's failure an OSError.
+const attempts = `libc = ctypes.CDLL(None, use_errno=True)
+def attempt(name, f):
+    try:
+        f()
+        print(name, "done")
+    except OSError as e:
+        print(name, "refused", e.errno)
+def call(f, *args):
+    if f(*args) != 0:
+        raise OSError(ctypes.get_errno(), "failed")
+`
