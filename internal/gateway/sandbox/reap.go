@@ -50,8 +50,7 @@ var reaper sync.Once
 // reapAdopted reaps the exited processes that the caller adopted.
 func reapAdopted() {
 	self, group := os.Getpid(), unix.Getpgrp()
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, p := range stats {
+	for _, p := range childStats() {
 		raw, err := os.ReadFile(p)
 		if err != nil {
 			continue
@@ -74,6 +73,32 @@ func reapAdopted() {
 		var ws unix.WaitStatus
 		_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
 	}
+}
+
+// childStats names the stat files of the caller's children: those its threads
+// list in /proc/self/task/*/children, which is a few files however many
+// processes the host runs. A kernel without that list (CONFIG_PROC_CHILDREN)
+// gets every process's, and reapAdopted picks the children by their parent. The
+// kernel may leave out a child that comes or goes while a list is read; a
+// zombie left out is reaped at the next SIGCHLD or the next minute's pass.
+func childStats() []string {
+	lists, _ := filepath.Glob("/proc/self/task/[0-9]*/children")
+	var stats []string
+	read := false
+	for _, l := range lists {
+		raw, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		read = true
+		for _, pid := range strings.Fields(string(raw)) {
+			stats = append(stats, "/proc/"+pid+"/stat")
+		}
+	}
+	if !read {
+		stats, _ = filepath.Glob("/proc/[0-9]*/stat")
+	}
+	return stats
 }
 
 // nestedPID reports whether the process pid lives in a PID namespace below the
