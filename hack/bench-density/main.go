@@ -4,7 +4,9 @@
 // called (a cold call: its worker starts), called again (warm), left idle past the
 // worker idle timeout, and called again. It prints the proportional memory (PSS) of
 // the gateway and all its workers per Function in each state, cold and warm call
-// latency per runtime, the workers started and stopped, and the process's own RSS.
+// latency per runtime, the workers started and stopped, the process's own RSS,
+// and the memory of a warm worker's processes (the worker and bubblewrap's two)
+// by runtime: Private_Dirty, Pss_Anon, Pss_File and Pss.
 //
 //	go run ./hack/bench-density -n 1000
 package main
@@ -177,6 +179,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	}
 	cold := call("first call (cold)", 1, coldInterval)
 	warm := call("second call (warm)", clients, 0)
+	warmSplit := splitWorkers()
 	time.Sleep(idleTimeout + 3*time.Second) // past the idle timeout and a sweep
 	idlePSS := pss()
 	again := call("after idle (cold)", 1, coldInterval)
@@ -212,6 +215,8 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", r, s.Starts, s.SpareMisses, s.Evictions, s.Reaps)
 	}
 	tw.Flush()
+	fmt.Println()
+	warmSplit.print(os.Stdout, "after the second calls")
 	fmt.Printf("\nthis process's own RSS (the gateway and the benchmark): %.1f MiB; workers' memory at the budget's last look: %.1f MiB\n",
 		mib(rss(os.Getpid())), mib(opts.MemoryBudget.Used()))
 	return nil
@@ -256,17 +261,24 @@ func rss(pid int) int64 { return smapsField(pid, "Rss:") }
 
 // smapsField reads a field of /proc/PID/smaps_rollup, in bytes.
 func smapsField(pid int, field string) int64 {
+	return smapsFields(pid)[field]
+}
+
+// smapsFields reads the fields of /proc/PID/smaps_rollup that are sizes, in
+// bytes, by name with its colon.
+func smapsFields(pid int) map[string]int64 {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
 	if err != nil {
-		return 0
+		return nil
 	}
+	out := map[string]int64{}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
+		if f := strings.Fields(line); len(f) == 3 && f[2] == "kB" {
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
+			out[f[0]] = kb << 10
 		}
 	}
-	return 0
+	return out
 }
 
 func children(pid int) []int {

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 )
@@ -42,6 +44,24 @@ func ServeWorker() {
 // function), as PythonWorkerPIDs does for Python.
 func ScriptWorkerPIDs(gateway int, function string) []int {
 	return workerPIDs(ScriptWorkerMarker, gateway, function)
+}
+
+// WorkerFunction returns the function ("namespace/name") that the worker with
+// pid, a worker of this process, was given; false when pid is not one of its
+// workers or has not been given one yet (a spare).
+func WorkerFunction(pid int) (string, bool) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return "", false
+	}
+	for _, a := range strings.Split(string(raw), "\x00") {
+		if id, ok := strings.CutPrefix(a, "worker="); ok {
+			fn, ok := workerFunctions.Load(id)
+			name, _ := fn.(string)
+			return name, ok
+		}
+	}
+	return "", false
 }
 
 // scripts runs the functions of an in-process runtime (JavaScript or Jsonnet) in
