@@ -52,6 +52,7 @@ func main() {
 	worker := flag.String("worker", "bin/"+sandbox.WorkerExecutable, "the worker executable (make build puts it in bin/); the benchmark's own when missing")
 	clients := flag.Int("clients", 16, "concurrent callers of the warm calls (cold calls are made one at a time, so that each measures a start alone)")
 	flag.IntVar(&spares, "spares", lambda.DefaultWorkerSpares, "the gateway's --worker-spares (negative: none)")
+	flag.IntVar(&warmCalls, "warm-calls", 1, "calls of each Function in the warm pass: a worker's memory after many calls (a Go worker's heap grows between collections) rather than after one")
 	flag.DurationVar(&coldInterval, "cold-interval", 0, "pause between two cold calls: 0 calls back to back, which drains the spares faster than they refill; a pause longer than a worker's start shows cold starts as they come when they are sporadic")
 	flag.Parse()
 	q, err := resource.ParseQuantity(*budget)
@@ -68,7 +69,13 @@ func main() {
 var (
 	spares       int
 	coldInterval time.Duration
+	warmCalls    int
 )
+
+// restAfterWarm is how long the workers rest after the warm pass before their
+// memory is read again: longer than a Go worker's wait before it gives back its
+// free memory (one second), far shorter than the idle timeout.
+const restAfterWarm = 3 * time.Second
 
 // phase is one pass over every Function.
 type phase struct {
@@ -145,7 +152,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	time.Sleep(2 * time.Second) // the check workers' exits
 	registeredPSS := pss()
 
-	call := func(name string, clients int, pause time.Duration) *phase {
+	call := func(name string, clients, repeat int, pause time.Duration) *phase {
 		p := &phase{name: name, latencies: map[string][]time.Duration{}}
 		var mu sync.Mutex
 		work := make(chan int)
@@ -168,25 +175,29 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 				}
 			}()
 		}
-		for i := range n {
-			work <- i
-			time.Sleep(pause)
+		for range repeat {
+			for i := range n {
+				work <- i
+				time.Sleep(pause)
+			}
 		}
 		close(work)
 		wg.Wait()
 		p.pss = pss()
 		return p
 	}
-	cold := call("first call (cold)", 1, coldInterval)
-	warm := call("second call (warm)", clients, 0)
+	cold := call("first call (cold)", 1, 1, coldInterval)
+	warm := call("second call (warm)", clients, warmCalls, 0)
 	warmSplit := splitWorkers()
+	time.Sleep(restAfterWarm) // workers idle for a moment, still warm
+	restedPSS, restedSplit := pss(), splitWorkers()
 	time.Sleep(idleTimeout + 3*time.Second) // past the idle timeout and a sweep
 	idlePSS := pss()
-	again := call("after idle (cold)", 1, coldInterval)
+	again := call("after idle (cold)", 1, 1, coldInterval)
 	after := stats()
 
-	fmt.Printf("\n%d Functions (%s), %d callers, worker idle timeout %s, memory budget %s, %d spares, %s between cold calls, workers from %s; registering took %s\n",
-		n, strings.Join(benchkit.Runtimes, ", "), clients, idleTimeout, resource.NewQuantity(budget, resource.BinarySI), spares, coldInterval, launcher, registered.Round(time.Millisecond))
+	fmt.Printf("\n%d Functions (%s), %d callers, %d warm calls each, worker idle timeout %s, memory budget %s, %d spares, %s between cold calls, workers from %s; registering took %s\n",
+		n, strings.Join(benchkit.Runtimes, ", "), clients, warmCalls, idleTimeout, resource.NewQuantity(budget, resource.BinarySI), spares, coldInterval, launcher, registered.Round(time.Millisecond))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "state\tPSS of the gateway and its workers (MiB)\tper Function (MiB)\t")
 	row := func(state string, v int64) {
@@ -196,6 +207,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	row("registered", registeredPSS)
 	row("after the first calls", cold.pss)
 	row("after the second calls", warm.pss)
+	row(fmt.Sprintf("%s after them", restAfterWarm), restedPSS)
 	row("idle past the timeout", idlePSS)
 	row("after calls again", again.pss)
 	tw.Flush()
@@ -217,6 +229,8 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	tw.Flush()
 	fmt.Println()
 	warmSplit.print(os.Stdout, "after the second calls")
+	fmt.Println()
+	restedSplit.print(os.Stdout, fmt.Sprintf("%s after the second calls", restAfterWarm))
 	fmt.Printf("\nthis process's own RSS (the gateway and the benchmark): %.1f MiB; workers' memory at the budget's last look: %.1f MiB\n",
 		mib(rss(os.Getpid())), mib(opts.MemoryBudget.Used()))
 	return nil

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
@@ -63,7 +64,7 @@ func serveScriptWorker(in io.Reader, out io.Writer) int {
 	if code := w.send(scriptReply{OK: true}); code != 0 {
 		return code
 	}
-	frames := &frameReader{r: r}
+	frames := &frameReader{r: r, release: startMemoryRelease(releaseIdle)}
 	switch f := compiled.(type) {
 	case *jsFunction:
 		return serveJavaScript(f, frames, w)
@@ -137,8 +138,9 @@ const requestPrefix = `{"request":`
 
 // frameReader reads request frames, reusing one buffer.
 type frameReader struct {
-	r   *bufio.Reader
-	buf []byte
+	r       *bufio.Reader
+	buf     []byte
+	release *memoryRelease // told of each call's end and start; nil: none
 }
 
 // next returns the next call's request, valid until the next call of next; at
@@ -146,7 +148,9 @@ type frameReader struct {
 // worker's exit code. A request that is not JSON is the call's failure, not the
 // frame's.
 func (fr *frameReader) next(w *frameWriter) (request []byte, code int, ok bool) {
+	fr.release.touch() // the previous call has ended
 	frame, err := fr.read()
+	fr.release.touch()
 	if err != nil {
 		return nil, 0, false
 	}
@@ -178,6 +182,61 @@ func (fr *frameReader) read() ([]byte, error) {
 		if err != bufio.ErrBufferFull {
 			return fr.buf, err
 		}
+	}
+}
+
+// releaseIdle is how long a script worker answers no call before it gives its
+// free memory back to the system.
+const releaseIdle = time.Second
+
+// memoryRelease gives a worker's free memory back to the system once it has
+// been idle for a while (a collection, then the free pages returned). GOGC=400
+// lets a worker's heap grow to 16 MiB or more of garbage between collections,
+// which a busy worker keeps for its speed; most warm workers are idle most of
+// the time, and then hold only what their function keeps (about 1 MiB). Its
+// goroutine waits on a channel while the worker is idle, so that an idle
+// worker is not woken.
+type memoryRelease struct {
+	activity atomic.Uint64
+	wake     chan struct{}
+	idle     time.Duration
+}
+
+// startMemoryRelease starts the release of a worker that has just started: its
+// start's garbage is released once it has been idle for idle.
+func startMemoryRelease(idle time.Duration) *memoryRelease {
+	r := &memoryRelease{wake: make(chan struct{}, 1), idle: idle}
+	r.touch()
+	go r.run()
+	return r
+}
+
+// touch records a call's start or end; it never blocks.
+func (r *memoryRelease) touch() {
+	if r == nil {
+		return
+	}
+	r.activity.Add(1)
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *memoryRelease) run() {
+	for range r.wake {
+		for {
+			seen := r.activity.Load()
+			time.Sleep(r.idle)
+			select { // a touch after this is seen by the check or wakes the next round
+			case <-r.wake:
+			default:
+			}
+			if r.activity.Load() == seen {
+				break
+			}
+		}
+		debug.FreeOSMemory()
 	}
 }
 

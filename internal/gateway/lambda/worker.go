@@ -159,7 +159,8 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 		// 20 µs of the wait, which cost 12-18% more CPU per call (perf stat over
 		// BenchmarkScriptWorkerEcho; waiting in the network poller instead cost
 		// 40% more). GOGC=400 collects as rarely as the gateway does
-		// (the heap is small; the memory limit still bounds it). One malloc arena
+		// (the heap is small; the memory limit still bounds it), and a worker
+		// idle for releaseIdle gives its garbage back (memoryRelease). One malloc arena
 		// keeps the address space of threads that cgo starts small.
 		env: []string{"GOMAXPROCS=2", "GOGC=400", "MALLOC_ARENA_MAX=1"},
 		// The Go runtime starts and parks threads of its own, so only the
