@@ -187,33 +187,33 @@ func (fr *frameReader) read() ([]byte, error) {
 }
 
 // releaseIdle is how long a script worker answers no call before it gives its
-// free memory back to the system, and releaseMinimum the memory its heap must
-// hold for that: a collection costs a worker about 0.35 MiB of its own (mark
-// bits, work buffers, a thread), more than a heap that a few calls left holds
-// beyond its live objects (a JavaScript worker's 1.1 MiB, a Jsonnet worker's
-// 1.9 MiB after a call).
+// free memory back to the system, and releaseMinimum how much of it there must
+// be: a collection costs a worker about 0.35 MiB of its own (mark bits, work
+// buffers, a thread), more than a call or two leave.
 const (
 	releaseIdle    = time.Second
-	releaseMinimum = 4 << 20
+	releaseMinimum = 1 << 20
 )
 
 // memoryRelease gives a worker's free memory back to the system once it has
 // been idle for a while (a collection, then the free pages returned). GOGC=400
 // lets a worker's heap grow to 16 MiB or more of garbage between collections,
 // which a busy worker keeps for its speed; most warm workers are idle most of
-// the time, and then hold only what their function keeps (about 1 MiB). Its
-// goroutine waits on a channel while the worker is idle, so that an idle
-// worker is not woken.
+// the time, and then hold only what their function keeps (about 1 MiB for
+// JavaScript, 2 MiB for Jsonnet). Its goroutine waits on a channel while the
+// worker is idle, so that an idle worker is not woken.
 type memoryRelease struct {
 	activity atomic.Uint64
 	wake     chan struct{}
 	idle     time.Duration
+	loaded   uint64 // the heap's objects when the function was loaded, nearly all live
 }
 
-// startMemoryRelease starts the release of a worker that has just started: its
-// start's garbage is released once it has been idle for idle.
+// startMemoryRelease starts the release of a worker that has just loaded its
+// function.
 func startMemoryRelease(idle time.Duration) *memoryRelease {
 	r := &memoryRelease{wake: make(chan struct{}, 1), idle: idle}
+	r.loaded, _, _, _ = readHeap()
 	r.touch()
 	go r.run()
 	return r
@@ -244,30 +244,44 @@ func (r *memoryRelease) run() {
 				break
 			}
 		}
-		if heapHeld() >= releaseMinimum {
+		if r.reclaimable() >= releaseMinimum {
 			debug.FreeOSMemory()
 		}
 	}
 }
 
-// heapSamples are the heap's memory that the system has not taken back: its
-// objects (live or not yet swept), and its free and unused spans.
-var heapSamples = []metrics.Sample{
-	{Name: "/memory/classes/heap/objects:bytes"},
-	{Name: "/memory/classes/heap/unused:bytes"},
-	{Name: "/memory/classes/heap/free:bytes"},
+// reclaimable is what a collection and returning the free pages would give
+// back: the garbage (the heap's objects beyond the live ones of the last
+// collection, or beyond those when the function was loaded if none has run
+// yet) and the free pages.
+func (r *memoryRelease) reclaimable() uint64 {
+	objects, free, live, cycles := readHeap()
+	if cycles == 0 {
+		live = r.loaded
+	}
+	return free + objects - min(live, objects)
 }
 
-// heapHeld is the memory the heap holds; only the release's goroutine reads it.
-func heapHeld() uint64 {
+// heapSamples are what readHeap reads; only the release's goroutine reads them.
+var heapSamples = []metrics.Sample{
+	{Name: "/memory/classes/heap/objects:bytes"},
+	{Name: "/memory/classes/heap/free:bytes"},
+	{Name: "/gc/heap/live:bytes"},
+	{Name: "/gc/cycles/total:gc-cycles"},
+}
+
+// readHeap reads the heap's objects (live or garbage not yet swept), its free
+// pages that the system has not taken back, the objects the last collection
+// marked live, and the number of collections.
+func readHeap() (objects, free, live, cycles uint64) {
 	metrics.Read(heapSamples)
-	var held uint64
-	for _, s := range heapSamples {
+	v := [4]uint64{}
+	for i, s := range heapSamples {
 		if s.Value.Kind() == metrics.KindUint64 {
-			held += s.Value.Uint64()
+			v[i] = s.Value.Uint64()
 		}
 	}
-	return held
+	return v[0], v[1], v[2], v[3]
 }
 
 // frameWriter writes each reply frame with one write, reusing one buffer.
