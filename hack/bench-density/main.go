@@ -6,7 +6,9 @@
 // the gateway and all its workers per Function in each state, cold and warm call
 // latency per runtime, the workers started and stopped, the process's own RSS,
 // and the memory of a warm worker's processes (the worker and bubblewrap's two)
-// by runtime: Private_Dirty, Pss_Anon, Pss_File and Pss.
+// by runtime: Private_Dirty, Pss_Anon, Pss_File and Pss, right after the warm
+// pass and again a few seconds later (-warm-calls calls each Function more than
+// once in that pass, as a busy worker's heap grows).
 //
 //	go run ./hack/bench-density -n 1000
 package main
