@@ -35,7 +35,7 @@ import (
 	"github.com/metalambda/metalambda/internal/gcpercent"
 	"github.com/metalambda/metalambda/internal/kubeclient"
 	"github.com/metalambda/metalambda/internal/logging"
-	"github.com/metalambda/metalambda/internal/tracing"
+	"github.com/metalambda/metalambda/internal/tracing/export"
 	"github.com/metalambda/metalambda/internal/version"
 )
 
@@ -332,7 +332,7 @@ func main() {
 }
 
 // shutdownTracing exports the spans still buffered, for a few seconds at most.
-func shutdownTracing(traces *tracing.Setup) {
+func shutdownTracing(traces *export.Setup) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := traces.Shutdown(ctx); err != nil {
@@ -367,7 +367,7 @@ func run(ctx context.Context, o *options) error {
 		}
 		o.engine.Standby = elect.Standby // the API of a standby names the leader
 	}
-	traces, err := tracing.FromEnv(ctx, "metalambda-engine")
+	traces, err := export.FromEnv(ctx, "metalambda-engine")
 	if err != nil {
 		return err
 	}

@@ -34,7 +34,7 @@ import (
 	"github.com/metalambda/metalambda/internal/gcpercent"
 	"github.com/metalambda/metalambda/internal/kubeclient"
 	"github.com/metalambda/metalambda/internal/logging"
-	"github.com/metalambda/metalambda/internal/tracing"
+	"github.com/metalambda/metalambda/internal/tracing/export"
 	"github.com/metalambda/metalambda/internal/version"
 )
 
@@ -217,8 +217,8 @@ func main() {
 
 // startTracing sets up tracing from the OTEL_* environment variables and logs what
 // it exports to.
-func startTracing(ctx context.Context) (*tracing.Setup, error) {
-	traces, err := tracing.FromEnv(ctx, "metalambda-gateway")
+func startTracing(ctx context.Context) (*export.Setup, error) {
+	traces, err := export.FromEnv(ctx, "metalambda-gateway")
 	if err != nil {
 		return nil, err
 	}
@@ -229,7 +229,7 @@ func startTracing(ctx context.Context) (*tracing.Setup, error) {
 }
 
 // shutdownTracing exports the spans still buffered, for a few seconds at most.
-func shutdownTracing(traces *tracing.Setup) {
+func shutdownTracing(traces *export.Setup) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := traces.Shutdown(ctx); err != nil {

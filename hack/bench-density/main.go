@@ -4,7 +4,11 @@
 // called (a cold call: its worker starts), called again (warm), left idle past the
 // worker idle timeout, and called again. It prints the proportional memory (PSS) of
 // the gateway and all its workers per Function in each state, cold and warm call
-// latency per runtime, the workers started and stopped, and the process's own RSS.
+// latency per runtime, the workers started and stopped, the process's own RSS,
+// and the memory of a warm worker's processes (the worker and bubblewrap's two)
+// by runtime: Private_Dirty, Pss_Anon, Pss_File and Pss, right after the warm
+// pass and again a few seconds later (-warm-calls calls each Function more than
+// once in that pass, as a busy worker's heap grows).
 //
 //	go run ./hack/bench-density -n 1000
 package main
@@ -50,6 +54,7 @@ func main() {
 	worker := flag.String("worker", "bin/"+sandbox.WorkerExecutable, "the worker executable (make build puts it in bin/); the benchmark's own when missing")
 	clients := flag.Int("clients", 16, "concurrent callers of the warm calls (cold calls are made one at a time, so that each measures a start alone)")
 	flag.IntVar(&spares, "spares", lambda.DefaultWorkerSpares, "the gateway's --worker-spares (negative: none)")
+	flag.IntVar(&warmCalls, "warm-calls", 1, "calls of each Function in the warm pass: a worker's memory after many calls (a Go worker's heap grows between collections) rather than after one")
 	flag.DurationVar(&coldInterval, "cold-interval", 0, "pause between two cold calls: 0 calls back to back, which drains the spares faster than they refill; a pause longer than a worker's start shows cold starts as they come when they are sporadic")
 	flag.Parse()
 	q, err := resource.ParseQuantity(*budget)
@@ -66,7 +71,13 @@ func main() {
 var (
 	spares       int
 	coldInterval time.Duration
+	warmCalls    int
 )
+
+// restAfterWarm is how long the workers rest after the warm pass before their
+// memory is read again: longer than a Go worker's wait before it gives back its
+// free memory (one second), far shorter than the idle timeout.
+const restAfterWarm = 3 * time.Second
 
 // phase is one pass over every Function.
 type phase struct {
@@ -143,7 +154,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	time.Sleep(2 * time.Second) // the check workers' exits
 	registeredPSS := pss()
 
-	call := func(name string, clients int, pause time.Duration) *phase {
+	call := func(name string, clients, repeat int, pause time.Duration) *phase {
 		p := &phase{name: name, latencies: map[string][]time.Duration{}}
 		var mu sync.Mutex
 		work := make(chan int)
@@ -166,24 +177,29 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 				}
 			}()
 		}
-		for i := range n {
-			work <- i
-			time.Sleep(pause)
+		for range repeat {
+			for i := range n {
+				work <- i
+				time.Sleep(pause)
+			}
 		}
 		close(work)
 		wg.Wait()
 		p.pss = pss()
 		return p
 	}
-	cold := call("first call (cold)", 1, coldInterval)
-	warm := call("second call (warm)", clients, 0)
+	cold := call("first call (cold)", 1, 1, coldInterval)
+	warm := call("second call (warm)", clients, warmCalls, 0)
+	warmSplit := splitWorkers()
+	time.Sleep(restAfterWarm) // workers idle for a moment, still warm
+	restedPSS, restedSplit := pss(), splitWorkers()
 	time.Sleep(idleTimeout + 3*time.Second) // past the idle timeout and a sweep
 	idlePSS := pss()
-	again := call("after idle (cold)", 1, coldInterval)
+	again := call("after idle (cold)", 1, 1, coldInterval)
 	after := stats()
 
-	fmt.Printf("\n%d Functions (%s), %d callers, worker idle timeout %s, memory budget %s, %d spares, %s between cold calls, workers from %s; registering took %s\n",
-		n, strings.Join(benchkit.Runtimes, ", "), clients, idleTimeout, resource.NewQuantity(budget, resource.BinarySI), spares, coldInterval, launcher, registered.Round(time.Millisecond))
+	fmt.Printf("\n%d Functions (%s), %d callers, %d warm calls each, worker idle timeout %s, memory budget %s, %d spares, %s between cold calls, workers from %s; registering took %s\n",
+		n, strings.Join(benchkit.Runtimes, ", "), clients, warmCalls, idleTimeout, resource.NewQuantity(budget, resource.BinarySI), spares, coldInterval, launcher, registered.Round(time.Millisecond))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "state\tPSS of the gateway and its workers (MiB)\tper Function (MiB)\t")
 	row := func(state string, v int64) {
@@ -193,6 +209,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	row("registered", registeredPSS)
 	row("after the first calls", cold.pss)
 	row("after the second calls", warm.pss)
+	row(fmt.Sprintf("%s after them", restAfterWarm), restedPSS)
 	row("idle past the timeout", idlePSS)
 	row("after calls again", again.pss)
 	tw.Flush()
@@ -212,6 +229,10 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", r, s.Starts, s.SpareMisses, s.Evictions, s.Reaps)
 	}
 	tw.Flush()
+	fmt.Println()
+	warmSplit.print(os.Stdout, "after the second calls")
+	fmt.Println()
+	restedSplit.print(os.Stdout, fmt.Sprintf("%s after the second calls", restAfterWarm))
 	fmt.Printf("\nthis process's own RSS (the gateway and the benchmark): %.1f MiB; workers' memory at the budget's last look: %.1f MiB\n",
 		mib(rss(os.Getpid())), mib(opts.MemoryBudget.Used()))
 	return nil
@@ -256,17 +277,24 @@ func rss(pid int) int64 { return smapsField(pid, "Rss:") }
 
 // smapsField reads a field of /proc/PID/smaps_rollup, in bytes.
 func smapsField(pid int, field string) int64 {
+	return smapsFields(pid)[field]
+}
+
+// smapsFields reads the fields of /proc/PID/smaps_rollup that are sizes, in
+// bytes, by name with its colon.
+func smapsFields(pid int) map[string]int64 {
 	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
 	if err != nil {
-		return 0
+		return nil
 	}
+	out := map[string]int64{}
 	for _, line := range strings.Split(string(raw), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
+		if f := strings.Fields(line); len(f) == 3 && f[2] == "kB" {
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
+			out[f[0]] = kb << 10
 		}
 	}
-	return 0
+	return out
 }
 
 func children(pid int) []int {

@@ -10,13 +10,130 @@
 # argv[1:] is a marker the gateway uses to recognise its workers. A worker may be
 # started before it is known which function it will serve (a spare): everything of
 # the function, its environment included, comes in the first frame.
+#
+# The worker imports only what every call needs, since each module stays in every
+# warm worker's memory: traceback (about 1.4 MiB with what it imports) when an
+# error is formatted, and not the json package, whose decoder imports re and its
+# compiler (about 1.1 MiB); see loads and dumps below. A function that imports
+# them itself has them as usual.
 import io
-import json
 import os
 import sys
-import traceback
 
 MAX_LOGS = 64 * 1024
+
+
+# JSON, with the C scanner and encoder (_json) that json.loads and json.dumps
+# use, set up as json sets them up: the same bytes out, the same objects in.
+# Input that the fast path refuses (invalid JSON, another encoding, a BOM) goes
+# to json.loads, which raises its own error for it. Where _json is missing or
+# does not answer a probe as json does (another interpreter), the json package
+# does all of it.
+try:
+    import _json
+except ImportError:
+    _json = None
+
+
+class _DecoderContext:
+    # The attributes c_make_scanner reads from a json.JSONDecoder().
+    def __init__(self):
+        self.strict = True
+        self.object_hook = None
+        self.object_pairs_hook = None
+        self.parse_float = float
+        self.parse_int = int
+        self.parse_constant = {"-Infinity": float("-inf"), "Infinity": float("inf"), "NaN": float("nan")}.__getitem__
+        self.memo = {}
+
+
+def _not_serializable(o):
+    # json.JSONEncoder.default
+    raise TypeError(f"Object of type {o.__class__.__name__} is not JSON serializable")
+
+
+def _json_package():
+    import json
+
+    return json
+
+
+def _fast_loads(s, scan):
+    # json.loads: bytes are UTF-8 unless a BOM or a zero byte in the first two
+    # says otherwise (json.detect_encoding); a str starting with a BOM is refused.
+    if isinstance(s, (bytes, bytearray)):
+        if not s or s[0] in (0, 0xEF, 0xFE, 0xFF) or (len(s) > 1 and s[1] == 0):
+            return None, False
+        try:
+            s = s.decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            return None, False
+    elif not isinstance(s, str) or s.startswith("\ufeff"):
+        return None, False
+    # json.decoder.JSONDecoder.decode, its whitespace without re.
+    n, idx = len(s), 0
+    while idx < n and s[idx] in " \t\n\r":
+        idx += 1
+    try:
+        obj, end = scan(s, idx)
+    except Exception:
+        return None, False
+    while end < n and s[end] in " \t\n\r":
+        end += 1
+    if end != n:
+        return None, False
+    return obj, True
+
+
+def loads(s):
+    """json.loads(s)"""
+    if _scan is not None:
+        obj, ok = _fast_loads(s, _scan)
+        if ok:
+            return obj
+    return _json_package().loads(s)
+
+
+def dumps(o, compact=False, allow_nan=True):
+    """json.dumps(o, allow_nan=allow_nan), with separators=(",", ":") if compact"""
+    if _json is None:
+        separators = (",", ":") if compact else None
+        return _json_package().dumps(o, allow_nan=allow_nan, separators=separators)
+    # json.JSONEncoder.encode and iterencode: a new encoder, so new markers, per
+    # call (an encoding that failed leaves its markers behind).
+    if isinstance(o, str):
+        return _json.encode_basestring_ascii(o)
+    item, key = (",", ":") if compact else (", ", ": ")
+    encode = _json.make_encoder({}, _not_serializable, _json.encode_basestring_ascii, None, key, item, False, False, allow_nan)
+    chunks = encode(o, 0)
+    if not isinstance(chunks, (list, tuple)):
+        chunks = list(chunks)
+    return "".join(chunks)
+
+
+def _probe():
+    # What json answers for these on the interpreters the worker was written
+    # against; any other answer leaves JSON to the json package.
+    text = '{"a": [1, -2.5, 1e+100, null, true, false, "\\u00e9\\n\\ud83d\\ude00"], "b": {}}'
+    value = {"a": [1, -2.5, 1e100, None, True, False, "\u00e9\n\U0001f600"], "b": {}}
+    obj, ok = _fast_loads(text.encode(), _scan)
+    if not ok or obj != value or dumps(value) != text:
+        return False
+    if dumps({"x": [1, {}]}, compact=True) != '{"x":[1,{}]}' or dumps("\u00e9") != '"\\u00e9"':
+        return False
+    try:
+        dumps([float("nan")], allow_nan=False)
+    except ValueError:
+        return dumps([float("nan")]) == "[NaN]"
+    return False
+
+
+try:
+    _scan = _json.make_scanner(_DecoderContext()) if _json is not None else None
+    if _json is not None and not _probe():
+        _json = _scan = None
+except Exception:
+    _json = _scan = None
 
 
 def add_site_packages():
@@ -35,7 +152,7 @@ def add_site_packages():
     sitedirs = []
     for arg in sys.argv[1:]:
         if arg.startswith("site-packages="):
-            sitedirs = json.loads(arg[len("site-packages="):])
+            sitedirs = loads(arg[len("site-packages="):])
     for sitedir in sitedirs:
         if not os.path.isdir(sitedir):
             continue
@@ -81,7 +198,7 @@ def open_protocol():
 
 
 def send(out, msg):
-    out.write(json.dumps(msg).encode() + b"\n")
+    out.write(dumps(msg).encode() + b"\n")
     out.flush()
 
 
@@ -104,6 +221,8 @@ def set_environment(env):
 
 def error_of(exc):
     # The first frame is the worker's own (call or load): leave it out.
+    import traceback
+
     frames = exc.__traceback__.tb_next if exc.__traceback__ else None
     tb = traceback.format_exception(type(exc), exc, frames)
     return {
@@ -141,6 +260,8 @@ def load(init):
 
 
 def top_level_line(exc, filename):
+    import traceback
+
     line = 0
     for frame in traceback.extract_tb(exc.__traceback__):
         if frame.filename == filename:
@@ -164,10 +285,10 @@ def call(handler, request):
         if not isinstance(response, dict):
             return fail("BadReturn", "returned %s, want a dict" % type(response).__name__, logs)
         try:
-            encoded = json.dumps(response, allow_nan=False, separators=(",", ":"))
+            encoded = dumps(response, compact=True, allow_nan=False)
         except (TypeError, ValueError, RecursionError) as exc:
             return fail("BadReturn", "the response cannot be serialized: %s" % exc, logs)
-        return '{"ok": true, "logs": %s, "response": %s}' % (json.dumps(logs.getvalue()), encoded)
+        return '{"ok": true, "logs": %s, "response": %s}' % (dumps(logs.getvalue()), encoded)
     except MemoryError as exc:
         return failure(exc, logs, fatal=True)
     except Exception as exc:
@@ -178,13 +299,13 @@ def call(handler, request):
 
 def fail(kind, message, logs):
     msg = {"ok": False, "error": {"type": kind, "message": message}, "logs": logs.getvalue()}
-    return json.dumps(msg)
+    return dumps(msg)
 
 
 def failure(exc, logs, fatal):
     err = error_of(exc)
     msg = {"ok": False, "error": err, "logs": logs.getvalue(), "fatal": fatal}
-    return json.dumps(msg)
+    return dumps(msg)
 
 
 def serve(proto_in, proto_out, handler):
@@ -192,7 +313,7 @@ def serve(proto_in, proto_out, handler):
         line = proto_in.readline()
         if not line:
             return
-        request = json.loads(line)["request"]
+        request = loads(line)["request"]
         reply = call(handler, request)
         proto_out.write(reply.encode() + b"\n")
         proto_out.flush()
@@ -204,7 +325,7 @@ def main():
     line = proto_in.readline()
     if not line:
         return
-    init = json.loads(line)
+    init = loads(line)
     limit_memory(init.get("memory_limit"))
     set_environment(init.get("env"))
     handler, err = load(init)

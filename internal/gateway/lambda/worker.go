@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 )
@@ -42,6 +44,24 @@ func ServeWorker() {
 // function), as PythonWorkerPIDs does for Python.
 func ScriptWorkerPIDs(gateway int, function string) []int {
 	return workerPIDs(ScriptWorkerMarker, gateway, function)
+}
+
+// WorkerFunction returns the function ("namespace/name") that the worker with
+// pid, a worker of this process, was given; false when pid is not one of its
+// workers or has not been given one yet (a spare).
+func WorkerFunction(pid int) (string, bool) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return "", false
+	}
+	for _, a := range strings.Split(string(raw), "\x00") {
+		if id, ok := strings.CutPrefix(a, "worker="); ok {
+			fn, ok := workerFunctions.Load(id)
+			name, _ := fn.(string)
+			return name, ok
+		}
+	}
+	return "", false
 }
 
 // scripts runs the functions of an in-process runtime (JavaScript or Jsonnet) in
@@ -139,7 +159,8 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 		// 20 µs of the wait, which cost 12-18% more CPU per call (perf stat over
 		// BenchmarkScriptWorkerEcho; waiting in the network poller instead cost
 		// 40% more). GOGC=400 collects as rarely as the gateway does
-		// (the heap is small; the memory limit still bounds it). One malloc arena
+		// (the heap is small; the memory limit still bounds it), and a worker
+		// idle for releaseIdle gives its garbage back (memoryRelease). One malloc arena
 		// keeps the address space of threads that cgo starts small.
 		env: []string{"GOMAXPROCS=2", "GOGC=400", "MALLOC_ARENA_MAX=1"},
 		// The Go runtime starts and parks threads of its own, so only the

@@ -1,4 +1,14 @@
-package tracing
+// Package export sets up the OpenTelemetry tracing of a binary (cmd/engine,
+// cmd/gateway) from the standard OTEL_* environment variables: its provider and
+// its exporters. It is apart from package tracing, whose span helpers the
+// gateway's worker executable links too, so that the worker links no exporter
+// (gRPC, protobuf, the SDK): their initialization would cost every worker's
+// start and memory.
+//
+// Tracing is off unless OTEL_TRACES_EXPORTER names an exporter (otlp, console) or
+// an OTLP endpoint is set (OTEL_EXPORTER_OTLP_ENDPOINT,
+// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT).
+package export
 
 import (
 	"context"

@@ -1,0 +1,69 @@
+package lambda
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// The worker's loads and dumps answer as json.loads and json.dumps do: the same
+// text, objects and errors, on a table and on random trees (their seed is
+// PYTHON_JSON_SEED, 1 by default, printed on failure).
+func TestPythonWorkerJSONMatchesTheJSONPackage(t *testing.T) {
+	seed := "1"
+	if s := os.Getenv("PYTHON_JSON_SEED"); s != "" {
+		seed = s
+	}
+	cmd := exec.Command(DefaultPythonBinary, "-I", "-S", "testdata/python_worker_json.py", seed)
+	cmd.Stdin = strings.NewReader(pythonWorkerScript)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("seed %s: %v\n%s", seed, err, out.String())
+	}
+	t.Log(strings.TrimSpace(out.String()))
+}
+
+// A worker imports neither the json package (nor re, which it imports) nor
+// traceback to serve calls, so that they are not in every warm worker's memory;
+// a function that imports them has them, and an error's traceback is formatted.
+func TestPythonWorkerImportsOnlyWhatACallNeeds(t *testing.T) {
+	rt := NewPython(sandboxed(t, Options{}))
+	heavy := `import sys
+HEAVY = ("json", "re", "traceback")
+def sync(request):
+    if request["parent"]["metadata"]["name"] == "fail":
+        raise ValueError("asked to")
+    return {"loaded": [m for m in HEAVY if m in sys.modules]}
+`
+	lean := mustCompile(t, rt, pyFn("lean", heavy))
+	res, err := invoke(t, lean, echoRequest("ünïcode"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]any{"loaded": []any{}}, decode(t, res.Response)); diff != "" {
+		t.Errorf("modules the worker imported (-want +got):\n%s", diff)
+	}
+	_, err = invoke(t, lean, echoRequest("fail"))
+	assertInvokeError(t, err, ReasonException, "ValueError: asked to")
+	assertInvokeError(t, err, ReasonException, "line 5, in sync")
+
+	withJSON := mustCompile(t, rt, pyFn("with-json", "import json\n"+heavy+`
+_sync = sync
+def sync(request):
+    out = _sync(request)
+    out["name"] = json.loads(json.dumps(request))["parent"]["metadata"]["name"]
+    return out
+`))
+	res, err = invoke(t, withJSON, echoRequest("ünïcode"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]any{"loaded": []any{"json", "re"}, "name": "ünïcode"}, decode(t, res.Response)); diff != "" {
+		t.Errorf("a function that imports json (-want +got):\n%s", diff)
+	}
+}
