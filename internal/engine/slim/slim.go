@@ -6,7 +6,8 @@
 // NegotiatedSerializer from [WithoutManagedFields] cuts them out of the JSON before it
 // is decoded: of an object, or of each item of a list. Input it does not understand
 // is decoded as it came. An object decoded with no target (a watch event's) is decoded
-// in one pass rather than the serializer's two.
+// in one pass rather than the serializer's two. [ReadIdentity] reads what the engine
+// needs of a write's answer without decoding the rest of it.
 package slim
 
 import (
