@@ -63,6 +63,7 @@ type config struct {
 	resync        int
 	clientWorkers int
 	profileDir    string // heap profiles and RSS of each row's engine go here ("": none)
+	profileSecs   int    // length of the CPU profile (0: one second per 150 parents)
 }
 
 func main() {
@@ -76,6 +77,7 @@ func main() {
 	flag.IntVar(&cfg.resync, "resync-seconds", 60, "resyncPeriodSeconds of the benchmark controller: longer than convergence, so that resyncs neither add hook calls to it nor wait behind it")
 	flag.IntVar(&cfg.clientWorkers, "client-workers", 16, "goroutines of the plain client that measures the limit")
 	flag.StringVar(&cfg.profileDir, "profile-dir", "", "serve the engine's pprof and save, per row, its heap profile and RSS when idle (controller ready, no parents), converged, and after the resync, and its CPU profile while it converges")
+	flag.IntVar(&cfg.profileSecs, "profile-seconds", 0, "length of the CPU profile of -profile-dir, from the start of convergence (0: one second per 150 parents, at least 2)")
 	flag.Parse()
 	cfg.engineArgs = strings.Fields(*engineArgs)
 	for _, s := range strings.Split(*sizes, ",") {
@@ -286,7 +288,7 @@ func (b *bench) engine(ctx context.Context, cluster *cluster.Cluster, sc scenari
 		return r, err
 	}
 	args := append([]string{"--kubeconfig", cluster.KubeconfigPath, "--metrics-address", metricsAddr, "--health-probe-bind-address", "0"}, sc.args...)
-	prof := profiler{dir: b.cfg.profileDir, row: fmt.Sprintf("n%d-unrelated%d-%s", sc.n, sc.unrelated, rowFlags(sc.args))}
+	prof := profiler{dir: b.cfg.profileDir, seconds: b.cfg.profileSecs, row: fmt.Sprintf("n%d-unrelated%d-%s", sc.n, sc.unrelated, rowFlags(sc.args))}
 	if prof.dir != "" {
 		if prof.addr, err = freeAddr(); err != nil {
 			return r, err
@@ -385,6 +387,7 @@ func (b *bench) engine(ctx context.Context, cluster *cluster.Cluster, sc scenari
 // profiler saves the engine's heap profile and RSS at named moments of a row.
 type profiler struct {
 	dir, row, addr string
+	seconds        int // length of the CPU profile (0: from the parent count)
 }
 
 func (p profiler) save(moment string, pid int) {
@@ -406,9 +409,9 @@ func (p profiler) save(moment string, pid int) {
 	}
 }
 
-// cpu records the engine's CPU profile from the start of convergence, for about as
-// long as n parents take to converge here (one second per 150); the returned
-// function waits for it to be saved.
+// cpu records the engine's CPU profile from the start of convergence, for p.seconds or
+// else about as long as n parents take to converge here (one second per 150); the
+// returned function waits for it to be saved.
 func (p profiler) cpu(n int) (wait func()) {
 	if p.dir == "" {
 		return func() {}
@@ -416,7 +419,11 @@ func (p profiler) cpu(n int) (wait func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.addr, max(n/150, 2))
+		seconds := p.seconds
+		if seconds <= 0 {
+			seconds = max(n/150, 2)
+		}
+		url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.addr, seconds)
 		if err := fetch(url, filepath.Join(p.dir, p.row+"-converging.cpu")); err != nil {
 			fmt.Fprintln(os.Stderr, "bench-engine: profile:", err)
 		}

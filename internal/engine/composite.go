@@ -209,13 +209,27 @@ func (f *composite) prepareChild(parent, child *unstructured.Unstructured) {
 
 // setControllerRef makes parent the child's controller, keeping other owners.
 func setControllerRef(child, parent *unstructured.Unstructured) {
-	refs := []metav1.OwnerReference{controllerRef(parent)}
+	refs := []any{ownerRefObject(controllerRef(parent))}
 	for _, r := range child.GetOwnerReferences() {
 		if r.UID != parent.GetUID() && (r.Controller == nil || !*r.Controller) {
-			refs = append(refs, r)
+			refs = append(refs, ownerRefObject(r))
 		}
 	}
-	child.SetOwnerReferences(refs)
+	// As SetOwnerReferences would, which converts each reference by reflection.
+	_ = unstructured.SetNestedField(child.Object, refs, "metadata", "ownerReferences")
+}
+
+// ownerRefObject is r as an unstructured value, as runtime.DefaultUnstructuredConverter
+// makes it (the pointers are omitted when nil).
+func ownerRefObject(r metav1.OwnerReference) map[string]any {
+	m := map[string]any{"apiVersion": r.APIVersion, "kind": r.Kind, "name": r.Name, "uid": string(r.UID)}
+	if r.Controller != nil {
+		m["controller"] = *r.Controller
+	}
+	if r.BlockOwnerDeletion != nil {
+		m["blockOwnerDeletion"] = *r.BlockOwnerDeletion
+	}
+	return m
 }
 
 // writeParent replaces the parent's status with the hook's, plus observedGeneration,

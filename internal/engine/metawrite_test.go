@@ -87,3 +87,31 @@ func TestMetaWriter(t *testing.T) {
 		t.Errorf("bodies sent: %q, %q", got[0].body, got[1].body)
 	}
 }
+
+// TestReadMetadata reads answers in one pass where it can, by decoding where that
+// pass declines (an escaped string), and refuses what is not JSON, as decoding did.
+func TestReadMetadata(t *testing.T) {
+	for _, tc := range []struct {
+		answer                          string
+		name, uid, resourceVersion, err string
+		generation                      int64
+	}{
+		{answer: `{"kind":"PartialObjectMetadata","metadata":{"name":"a","namespace":"ns","uid":"u1","resourceVersion":"11","generation":2,"managedFields":[{"manager":"m"}]}}`, name: "a", uid: "u1", resourceVersion: "11", generation: 2},
+		{answer: `{"kind":"Thing","metadata":{"name":"\u0074","uid":"u2","resourceVersion":"12"},"spec":{}}`, name: "t", uid: "u2", resourceVersion: "12"},
+		{answer: `{"kind":"Thing","metadata":{"name":"t"`, err: "unexpected end of JSON input"},
+	} {
+		got, err := readMetadata([]byte(tc.answer))
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("readMetadata(%s): %v, want an error saying %q", tc.answer, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("readMetadata(%s): %v", tc.answer, err)
+		}
+		if got.GetName() != tc.name || string(got.GetUID()) != tc.uid || got.GetResourceVersion() != tc.resourceVersion || got.GetGeneration() != tc.generation {
+			t.Errorf("readMetadata(%s) = %v", tc.answer, got.Object)
+		}
+	}
+}

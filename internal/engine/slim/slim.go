@@ -6,7 +6,8 @@
 // NegotiatedSerializer from [WithoutManagedFields] cuts them out of the JSON before it
 // is decoded: of an object, or of each item of a list. Input it does not understand
 // is decoded as it came. An object decoded with no target (a watch event's) is decoded
-// in one pass rather than the serializer's two.
+// in one pass rather than the serializer's two. [ReadIdentity] reads what the engine
+// needs of a write's answer without decoding the rest of it.
 package slim
 
 import (
@@ -45,8 +46,9 @@ func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo {
 
 // watchEvents decodes the frames of a watch, {"type":...,"object":...}, by finding
 // the two members, instead of the serializer's two passes over the whole frame (one
-// for an apiVersion and kind it does not have, one to copy the object out); the
-// object itself is decoded by serializer. A frame is one JSON value already (the
+// for an apiVersion and kind it does not have, one to copy the object out), and
+// copies the object out without its managedFields; the object itself is decoded by
+// serializer. A frame is one JSON value already (the
 // framer's JSON decoder checked it); one with other members, or a type with escapes,
 // goes to the serializer.
 type watchEvents struct{ runtime.Serializer }
@@ -84,9 +86,20 @@ func decodeWatchEvent(data []byte, ev *metav1.WatchEvent) bool {
 	ev.Type = string(typ[1 : len(typ)-1])
 	ev.Object = runtime.RawExtension{}
 	if !bytes.Equal(object, []byte("null")) { // as RawExtension decodes null
-		ev.Object.Raw = bytes.Clone(object)
+		ev.Object.Raw = stripped(object)
 	}
 	return true
+}
+
+// stripped is data without managedFields, in a slice of its own (the frame's buffer is
+// reused for the next frame): the copy that cutting them makes, or else a copy. The
+// object's decoding, which strips them too, then finds none to cut, and each event's
+// object is copied once rather than twice.
+func stripped(data []byte) []byte {
+	if out := Strip(data); len(out) != len(data) {
+		return out
+	}
+	return bytes.Clone(data)
 }
 
 type serializer struct{ runtime.Serializer }
