@@ -95,16 +95,26 @@ func load(name, url string, d time.Duration, clients int) (result, error) {
 // cpuMeter reads the CPU time a server's processes have used so far.
 type cpuMeter func() cpuReading
 
-// cpuReading is a cpuMeter's reading: the total, and the time of each process
-// that it read from /proc, so that a process that started between two readings
-// counts whole and one that was read before counts from then on.
+// cpuReading is a cpuMeter's reading: the CPU time of the server's own
+// process, and that of its workers (the gateway's) or other processes (the
+// seed's) read as a total or each from /proc, so that a process that started
+// between two readings counts whole and one that was read before counts from
+// then on.
 type cpuReading struct {
-	total time.Duration
-	procs map[int]time.Duration
+	own     time.Duration
+	total   time.Duration
+	procs   map[int]time.Duration
+	hasWork bool // total and procs are the gateway's workers
 }
 
 // since is the CPU time used between before and r.
 func (r cpuReading) since(before cpuReading) time.Duration {
+	return r.own - before.own + r.others(before)
+}
+
+// others is the CPU time of the processes beside the server's own between
+// before and r.
+func (r cpuReading) others(before cpuReading) time.Duration {
 	used := r.total - before.total
 	for pid, t := range r.procs {
 		used += t - before.procs[pid]
@@ -126,10 +136,9 @@ func processesMeter(pids func() []int) cpuMeter {
 }
 
 // gatewayMeter counts this process (the gateway, and the constant server of the
-// last row) and the gateway's workers: their cgroups' total where the sandbox gives
-// each worker one (which keeps the time of workers that have exited, and counts
-// every process of each, bubblewrap's and the launcher's excluded), else each
-// worker process's by /proc.
+// last row) and the gateway's workers: their cgroups' total where the sandbox
+// gives each worker one (every process in the worker's sandbox, and the time of
+// workers that have exited), else each worker process's by /proc.
 func gatewayMeter() cpuMeter {
 	self := os.Getpid()
 	workers := processesMeter(func() []int {
@@ -142,8 +151,8 @@ func gatewayMeter() cpuMeter {
 		} else {
 			r = workers()
 		}
-		own, _ := processCPU(self)
-		r.total += own
+		r.own, _ = processCPU(self)
+		r.hasWork = true
 		return r
 	}
 }

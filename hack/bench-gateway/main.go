@@ -172,6 +172,9 @@ type result struct {
 	// serverCPU and loaderCPU are CPU time per request of the server's processes
 	// and of the load generator.
 	serverCPU, loaderCPU time.Duration
+	// workersCPU is the part of serverCPU that the gateway's workers used; -1
+	// for a server without workers.
+	workersCPU time.Duration
 }
 
 func run(duration time.Duration, clients int, loader string) error {
@@ -243,7 +246,12 @@ func run(duration time.Duration, clients int, loader string) error {
 			r, err = load(t.name, t.url, duration, clients)
 		}
 		if err == nil && r.requests > 0 {
-			r.serverCPU = t.server().since(before) / time.Duration(r.requests)
+			after := t.server()
+			r.serverCPU = after.since(before) / time.Duration(r.requests)
+			r.workersCPU = -1
+			if after.hasWork {
+				r.workersCPU = after.others(before) / time.Duration(r.requests)
+			}
 			r.loaderCPU /= time.Duration(r.requests)
 		}
 		return r, err
@@ -270,7 +278,7 @@ func run(duration time.Duration, clients int, loader string) error {
 	}
 	fmt.Printf("trivial sync hook (echo one ConfigMap), %d concurrent clients, %s per target and round, median of %d rounds, load from %s\n", clients, duration, rounds, loader)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "target\treq/s\tp50 (ms)\tp99 (ms)\tmax (ms)\terrors\tvs seed\tserver CPU/req (µs)\tload CPU/req (µs)\t")
+	fmt.Fprintln(w, "target\treq/s\tp50 (ms)\tp99 (ms)\tmax (ms)\terrors\tvs seed\tserver CPU/req (µs)\tof which workers (µs)\tload CPU/req (µs)\t")
 	for _, t := range targets {
 		rs := byTarget[t.key]
 		if len(rs) == 0 {
@@ -281,7 +289,11 @@ func run(duration time.Duration, clients int, loader string) error {
 		if seedRPS > 0 {
 			vs = fmt.Sprintf("%.1fx", r.rps/seedRPS)
 		}
-		fmt.Fprintf(w, "%s\t%.0f\t%.2f\t%.2f\t%.1f\t%d\t%s\t%.0f\t%.0f\t\n", r.name, r.rps, ms(r.p50), ms(r.p99), ms(r.max), r.errors, vs, us(r.serverCPU), us(r.loaderCPU))
+		workers := "-"
+		if r.workersCPU >= 0 && strings.HasPrefix(t.name, "gateway ") {
+			workers = fmt.Sprintf("%.0f", us(r.workersCPU))
+		}
+		fmt.Fprintf(w, "%s\t%.0f\t%.2f\t%.2f\t%.1f\t%d\t%s\t%.0f\t%s\t%.0f\t\n", r.name, r.rps, ms(r.p50), ms(r.p99), ms(r.max), r.errors, vs, us(r.serverCPU), workers, us(r.loaderCPU))
 	}
 	return w.Flush()
 }

@@ -455,6 +455,30 @@ func (cg *cgroup) usage() (Usage, bool) {
 	return Usage{Tasks: int(tasks), CPU: time.Duration(us) * time.Microsecond}, true
 }
 
+// tasks reads the cgroup's task count alone.
+func (cg *cgroup) tasks() (int, bool) {
+	if cg == nil {
+		return 0, false
+	}
+	cg.mu.Lock()
+	defer cg.mu.Unlock()
+	if cg.removed {
+		return 0, false
+	}
+	if cg.counters[0] == nil {
+		if err := cg.openCounters(); err != nil {
+			return 0, false
+		}
+	}
+	var buf [32]byte
+	n, err := cg.counters[0].ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
+		return 0, false
+	}
+	tasks, ok := leadingInt(buf[:n])
+	return int(tasks), ok
+}
+
 // memory reads the memory charged to the cgroup from a descriptor it keeps
 // open; the memory budget reads it, not every call.
 func (cg *cgroup) memory() (int64, bool) {
@@ -558,39 +582,4 @@ func readLimit(path string) (int64, bool) {
 		return 0, false
 	}
 	return v, true
-}
-
-// WorkersCPU is the processor time used so far by every command that the
-// sandboxes of this process started in cgroups of their own, running or
-// exited: the count of the metalambda-<pid> cgroup above theirs, which keeps
-// what its removed children used. False where commands get no cgroups, or
-// before the first sandbox made that cgroup.
-func WorkersCPU() (time.Duration, bool) {
-	own, err := ownCgroups()
-	if err != nil {
-		return 0, false
-	}
-	name := "metalambda-" + strconv.Itoa(os.Getpid())
-	if path, ok := own["cpuacct"]; ok {
-		mount, err := filepath.EvalSymlinks(filepath.Join(cgroupRoot, "cpuacct"))
-		if raw, readErr := os.ReadFile(filepath.Join(mount, path, name, "cpuacct.usage")); err == nil && readErr == nil {
-			ns, ok := leadingInt(raw)
-			return time.Duration(ns), ok
-		}
-	}
-	path, ok := own[""]
-	if !ok {
-		return 0, false
-	}
-	for _, mount := range []string{cgroupRoot, filepath.Join(cgroupRoot, "unified")} {
-		raw, err := os.ReadFile(filepath.Join(mount, path, name, "cpu.stat"))
-		if err != nil {
-			continue
-		}
-		if rest, found := strings.CutPrefix(string(raw), "usage_usec "); found {
-			us, ok := leadingInt([]byte(rest))
-			return time.Duration(us) * time.Microsecond, ok
-		}
-	}
-	return 0, false
 }
