@@ -19,6 +19,10 @@ import traceback
 
 MAX_LOGS = 64 * 1024
 
+# json.dumps with arguments builds an encoder on every call: the responses'
+# one is built once.
+RESPONSE_ENCODER = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
+
 
 def add_site_packages():
     # The interpreter runs with -S, so the installation's start-up hooks (the
@@ -165,7 +169,7 @@ def call(handler, request):
         if not isinstance(response, dict):
             return fail("BadReturn", "returned %s, want a dict" % type(response).__name__, logs)
         try:
-            encoded = json.dumps(response, allow_nan=False, separators=(",", ":"))
+            encoded = RESPONSE_ENCODER.encode(response)
         except (TypeError, ValueError, RecursionError) as exc:
             return fail("BadReturn", "the response cannot be serialized: %s" % exc, logs)
         printed = logs.getvalue()
