@@ -603,12 +603,6 @@ func (w *pyWorker) exchange(ctx context.Context, name string, frame []byte, limi
 	// call past its end: the context's end kills it, which ends the write and
 	// the read.
 	stop := context.AfterFunc(ctx, func() { go w.kill() })
-	if w.replies.Buffered() > 0 {
-		// Bytes that no request asked for: the worker wrote them while idle.
-		stop()
-		w.kill()
-		return pyReply{}, crash(name, "worker protocol error: the worker wrote while it had no call")
-	}
 	_, err := w.stdin.Write(frame)
 	var line []byte
 	if err == nil {
@@ -702,8 +696,12 @@ func exitState(ps *os.ProcessState, sandboxed bool) string {
 	return ps.String()
 }
 
-// dead reports whether the worker has exited.
+// dead reports whether the worker has exited, or is out of step with its calls:
+// it wrote more than its last reply, which was read with it.
 func (w *pyWorker) dead() bool {
+	if w.replies.Buffered() > 0 {
+		return true
+	}
 	select {
 	case <-w.exited:
 		return true
