@@ -4,14 +4,15 @@
 // standalone Python http.server hook, the way Metacontroller hooks are usually written.
 // Two reference rows bound what a runtime can reach: the same hook as a Go builtin
 // (the gateway's own cost) and net/http answering a constant (the machine's limit
-// with this load generator). CPU per request is counted for the server's processes
-// and for wrk, so that the table shows where the time goes.
+// with this load generator). The load generator (wrk, or this executable started
+// again with -load) runs in a process of its own; CPU per request is counted for
+// the server's processes (this process, which hosts the gateway, and the gateway's
+// workers; or the seed's process) and for the load generator, apart.
 //
 //	go run ./hack/bench-gateway -duration 5s -clients 16 -rounds 3
 package main
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -28,7 +29,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -108,13 +108,21 @@ func main() {
 	lambda.ServeWorker()
 	duration := flag.Duration("duration", 5*time.Second, "load per target")
 	clients := flag.Int("clients", 16, "concurrent clients")
-	loader := flag.String("loader", "auto", "load generator: go (in process), wrk, or auto (wrk when installed)")
+	loader := flag.String("loader", "auto", "load generator: go (this executable in a process of its own), wrk, or auto (wrk when installed)")
+	loadURL := flag.String(loadFlag, "", "be the Go load generator: post to this URL for -duration with -clients, print the summary as JSON (the benchmark starts itself so)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	gcPercent := flag.Int("gc-percent", gateway.DefaultGCPercent, "garbage-collection target of the in-process gateway, as cmd/gateway sets it (GOGC wins)")
 	flag.IntVar(&rounds, "rounds", 3, "rounds over all targets; the table shows each target's median")
 	flag.IntVar(&pythonWorkers, "python-workers", 0, "warm Python workers per function (0: the gateway's default)")
 	only := flag.String("targets", "", "comma-separated targets to measure (javascript,python,jsonnet,builtin,seed,ceiling); default all")
 	flag.Parse()
+	if *loadURL != "" {
+		if err := serveLoad(*loadURL, *duration, *clients); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-gateway load:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -162,8 +170,11 @@ type result struct {
 	rps           float64
 	p50, p99, max time.Duration
 	// serverCPU and loaderCPU are CPU time per request of the server's processes
-	// and of the load generator (wrk only).
+	// and of the load generator.
 	serverCPU, loaderCPU time.Duration
+	// workersCPU is the part of serverCPU that the gateway's workers used; -1
+	// for a server without workers.
+	workersCPU time.Duration
 }
 
 func run(duration time.Duration, clients int, loader string) error {
@@ -207,37 +218,40 @@ func run(duration time.Duration, clients int, loader string) error {
 	}
 	defer stopCeiling()
 
-	// Targets, in the order of the table. server lists the processes whose CPU time
-	// a request costs besides the load generator: this process (which hosts the
-	// gateway) and its workers, or the seed server.
-	self := os.Getpid()
-	gatewayProcs := func() []int {
-		return append(append([]int{self}, lambda.PythonWorkerPIDs(self, "")...), lambda.ScriptWorkerPIDs(self, "")...)
-	}
+	// Targets, in the order of the table. server reads the CPU time of the
+	// processes that a request costs besides the load generator, which runs in a
+	// process of its own: this process (which hosts the gateway) and its workers,
+	// or the seed server.
+	gateway := gatewayMeter()
 	type target struct {
 		key, name, url string
-		server         func() []int
+		server         cpuMeter
 	}
 	var targets []target
 	for _, f := range functions {
-		targets = append(targets, target{f.name, "gateway " + f.name, base + "/hooks/default/" + f.name, gatewayProcs})
+		targets = append(targets, target{f.name, "gateway " + f.name, base + "/hooks/default/" + f.name, gateway})
 	}
+	seed := processesMeter(func() []int { return []int{seedPID} })
 	targets = append(targets,
-		target{"seed", seedName, seedURL, func() []int { return []int{seedPID} }},
-		target{"ceiling", "net/http, constant answer", ceilingURL, func() []int { return []int{self} }})
+		target{"seed", seedName, seedURL, seed},
+		target{"ceiling", "net/http, constant answer", ceilingURL, gateway})
 
 	measure := func(t target) (result, error) {
-		procs := t.server()
-		before := cpuTicks(procs)
+		before := t.server()
 		var r result
 		var err error
 		if loader == "wrk" {
 			r, err = loadWrk(t.name, t.url, duration, clients, cluster.DataDir)
 		} else {
-			r = load(t.name, t.url, duration, clients)
+			r, err = load(t.name, t.url, duration, clients)
 		}
 		if err == nil && r.requests > 0 {
-			r.serverCPU = ticksToDuration(cpuTicks(procs)-before) / time.Duration(r.requests)
+			after := t.server()
+			r.serverCPU = after.since(before) / time.Duration(r.requests)
+			r.workersCPU = -1
+			if after.hasWork {
+				r.workersCPU = after.others(before) / time.Duration(r.requests)
+			}
 			r.loaderCPU /= time.Duration(r.requests)
 		}
 		return r, err
@@ -258,13 +272,13 @@ func run(duration time.Duration, clients int, loader string) error {
 			byTarget[t.key] = append(byTarget[t.key], r)
 		}
 	}
-	seed := 0.0
+	seedRPS := 0.0
 	if rs := byTarget["seed"]; len(rs) > 0 {
-		seed = median(rs).rps
+		seedRPS = median(rs).rps
 	}
 	fmt.Printf("trivial sync hook (echo one ConfigMap), %d concurrent clients, %s per target and round, median of %d rounds, load from %s\n", clients, duration, rounds, loader)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "target\treq/s\tp50 (ms)\tp99 (ms)\tmax (ms)\terrors\tvs seed\tserver CPU/req (µs)\tload CPU/req (µs)\t")
+	fmt.Fprintln(w, "target\treq/s\tp50 (ms)\tp99 (ms)\tmax (ms)\terrors\tvs seed\tserver CPU/req (µs)\tof which workers (µs)\tload CPU/req (µs)\t")
 	for _, t := range targets {
 		rs := byTarget[t.key]
 		if len(rs) == 0 {
@@ -272,10 +286,14 @@ func run(duration time.Duration, clients int, loader string) error {
 		}
 		r := median(rs)
 		vs := "-"
-		if seed > 0 {
-			vs = fmt.Sprintf("%.1fx", r.rps/seed)
+		if seedRPS > 0 {
+			vs = fmt.Sprintf("%.1fx", r.rps/seedRPS)
 		}
-		fmt.Fprintf(w, "%s\t%.0f\t%.2f\t%.2f\t%.1f\t%d\t%s\t%.0f\t%s\t\n", r.name, r.rps, ms(r.p50), ms(r.p99), ms(r.max), r.errors, vs, us(r.serverCPU), loaderCPU(r, loader))
+		workers := "-"
+		if r.workersCPU >= 0 && strings.HasPrefix(t.name, "gateway ") {
+			workers = fmt.Sprintf("%.0f", us(r.workersCPU))
+		}
+		fmt.Fprintf(w, "%s\t%.0f\t%.2f\t%.2f\t%.1f\t%d\t%s\t%.0f\t%s\t%.0f\t\n", r.name, r.rps, ms(r.p50), ms(r.p99), ms(r.max), r.errors, vs, us(r.serverCPU), workers, us(r.loaderCPU))
 	}
 	return w.Flush()
 }
@@ -291,13 +309,6 @@ func median(rs []result) result {
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1000 }
 
-func loaderCPU(r result, loader string) string {
-	if loader != "wrk" {
-		return "in server" // the Go loader shares this process with the gateway
-	}
-	return fmt.Sprintf("%.0f", us(r.loaderCPU))
-}
-
 // startCeiling serves a constant hook response with nothing but net/http: the most
 // any hook server can do on this machine with this load generator.
 func startCeiling() (string, func(), error) {
@@ -309,28 +320,6 @@ func startCeiling() (string, func(), error) {
 	}))
 	return srv.URL, srv.Close, nil
 }
-
-// cpuTicks is the user and system CPU time of pids, in clock ticks (/proc/PID/stat).
-func cpuTicks(pids []int) int64 {
-	var total int64
-	for _, pid := range pids {
-		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			continue
-		}
-		// Fields after the command name, which is in parentheses and may hold spaces.
-		f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
-		if len(f) > 12 {
-			utime, _ := strconv.ParseInt(f[11], 10, 64)
-			stime, _ := strconv.ParseInt(f[12], 10, 64)
-			total += utime + stime
-		}
-	}
-	return total
-}
-
-// ticksToDuration converts clock ticks; Linux reports them at USER_HZ, 100 per second.
-func ticksToDuration(ticks int64) time.Duration { return time.Duration(ticks) * 10 * time.Millisecond }
 
 func startSeed(dir string) (string, func(), error) {
 	script := filepath.Join(dir, "seed_hook.py")
@@ -359,42 +348,6 @@ func startSeed(dir string) (string, func(), error) {
 }
 
 func post(url string) error { return benchkit.Post(url, request) }
-
-// load runs clients goroutines posting to url for d and summarises their latencies.
-func load(name, url string, d time.Duration, clients int) result {
-	var mu sync.Mutex
-	var latencies []time.Duration
-	errors := 0
-	deadline := time.Now().Add(d)
-	var wg sync.WaitGroup
-	for range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine []time.Duration
-			bad := 0
-			for time.Now().Before(deadline) {
-				start := time.Now()
-				if err := post(url); err != nil {
-					bad++
-					continue
-				}
-				mine = append(mine, time.Since(start))
-			}
-			mu.Lock()
-			latencies = append(latencies, mine...)
-			errors += bad
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	slices.Sort(latencies)
-	r := result{name: name, requests: len(latencies), errors: errors, rps: float64(len(latencies)) / d.Seconds()}
-	if n := len(latencies); n > 0 {
-		r.p50, r.p99, r.max = latencies[n/2], latencies[n*99/100], latencies[n-1]
-	}
-	return r
-}
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 

@@ -328,11 +328,11 @@ const idleCPUAllowance = 100 * time.Millisecond
 // while idle tells (keepIdle). Where the sandbox gives no cgroup, nothing is
 // known and the worker is kept.
 func (f *pyFunction) settled(w *pyWorker) bool {
-	if !f.checkTasks {
+	if !f.checkTasks || w.sb == nil {
 		return true
 	}
-	now, ok := w.usage()
-	return !ok || now.Tasks <= w.loaded.Tasks
+	tasks, ok := w.sb.Tasks()
+	return !ok || tasks <= w.loaded.Tasks
 }
 
 // keepIdle reports whether a worker idle since since may stay: not past the idle
@@ -391,8 +391,8 @@ type pyWorker struct {
 	spareMemory atomic.Int64
 	cmd         *exec.Cmd
 	stdin       io.WriteCloser
-	frames      chan []byte   // replies; closed when the worker's stdout ends
-	killed      chan struct{} // closed by kill
+	stdout      *os.File      // the read end of the worker's stdout, closed by kill
+	replies     *bufio.Reader // over stdout, read by the caller of exchange
 	exited      chan struct{} // closed once the process is reaped and its directory removed
 	stderr      *tailBuffer
 	dir         string           // the unsandboxed worker's temporary directory
@@ -493,43 +493,45 @@ func (w *pyWorker) start(s *workerSpec, args []string) error {
 	if err != nil {
 		return err
 	}
-	stdout, err := w.cmd.StdoutPipe()
+	// The worker's stdout is a pipe of our own, not StdoutPipe's, which Wait
+	// closes: a reply the worker wrote just before it exited stays readable.
+	stdout, child, err := os.Pipe()
 	if err != nil {
+		_ = stdin.Close()
 		return err
 	}
-	if err := w.startCmd(); err != nil {
+	w.cmd.Stdout = child
+	err = w.startCmd()
+	child.Close()
+	if err != nil {
+		stdout.Close()
 		return fmt.Errorf("starting %s: %w", args[0], err)
 	}
-	w.stdin = stdin
-	go w.readFrames(stdout)
+	w.stdin, w.stdout = stdin, stdout
+	w.replies = bufio.NewReaderSize(stdout, 64<<10)
+	go w.reap()
 	return nil
 }
 
-// readFrames forwards the worker's replies until its stdout ends, then reaps it. A
-// reply longer than maxReply kills the worker.
-func (w *pyWorker) readFrames(stdout io.Reader) {
+// reap waits for the worker's process to exit, then reaps it. Its replies are
+// read by the caller of exchange, on the caller's goroutine: handing each over
+// from a reader goroutine cost a thread wake-up per call.
+func (w *pyWorker) reap() {
 	defer close(w.exited)
 	defer workerFunctions.Delete(w.id)
 	defer w.removeDir()
-	defer func() { _ = w.cmd.Wait() }()
-	defer close(w.frames)
-	r := bufio.NewReaderSize(stdout, 64<<10)
-	for {
-		line, err := readLine(r, w.maxReply)
-		if errors.Is(err, errReplyTooLarge) {
-			w.tooLarge.Store(true)
-			_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
-			return
-		}
-		if err != nil {
-			return
-		}
-		select {
-		case w.frames <- line:
-		case <-w.killed:
-			return
-		}
+	_ = w.cmd.Wait()
+}
+
+// readReply reads the worker's next reply. A reply longer than maxReply kills
+// the worker.
+func (w *pyWorker) readReply() ([]byte, error) {
+	line, err := readLine(w.replies, w.maxReply)
+	if errors.Is(err, errReplyTooLarge) {
+		w.tooLarge.Store(true)
+		w.kill()
 	}
+	return line, err
 }
 
 var errReplyTooLarge = errors.New("reply too large")
@@ -597,31 +599,46 @@ func requestFrame(name string, request json.RawMessage) ([]byte, error) {
 // exchange writes a frame and reads the reply; at the context's end it kills the
 // worker.
 func (w *pyWorker) exchange(ctx context.Context, name string, frame []byte, limit time.Duration) (pyReply, error) {
-	// A worker that stops reading its stdin would hold the write, and the call,
-	// past its end: the context's end kills it, which ends the write.
+	// A worker that stops reading its stdin, or never answers, would hold the
+	// call past its end: the context's end kills it, which ends the write and
+	// the read.
 	stop := context.AfterFunc(ctx, func() { go w.kill() })
 	_, err := w.stdin.Write(frame)
+	var line []byte
+	if err == nil {
+		line, err = w.readReply()
+	}
 	if !stop() {
 		return pyReply{}, doneError(ctx, name, limit)
 	}
 	if err != nil {
 		return pyReply{}, w.crashError(name)
 	}
-	select {
-	case line, ok := <-w.frames:
-		if !ok {
-			return pyReply{}, w.crashError(name)
-		}
-		var reply pyReply
-		if err := json.Unmarshal(line, &reply); err != nil {
-			w.kill()
-			return pyReply{}, crash(name, fmt.Sprintf("worker protocol error: %v", err))
-		}
-		return reply, nil
-	case <-ctx.Done():
+	reply, err := decodeReply(line)
+	if err != nil {
 		w.kill()
-		return pyReply{}, doneError(ctx, name, limit)
+		return pyReply{}, crash(name, fmt.Sprintf("worker protocol error: %v", err))
 	}
+	return reply, nil
+}
+
+// okPrefix starts the reply of a call that returned a response and logged
+// nothing, as both workers write it: the response follows, then the closing
+// brace.
+const okPrefix = `{"ok":true,"response":`
+
+// decodeReply decodes a reply frame. The common one, a response and no logs,
+// is checked in one pass and sliced out of the frame instead of decoded.
+func decodeReply(line []byte) (pyReply, error) {
+	frame := bytes.TrimSuffix(line, []byte("\n"))
+	if rest, ok := bytes.CutPrefix(frame, []byte(okPrefix)); ok && len(rest) > 2 && rest[len(rest)-1] == '}' {
+		if response := rest[:len(rest)-1]; response[0] == '{' && response[len(response)-1] == '}' && json.Valid(response) {
+			return pyReply{OK: true, Response: response}, nil
+		}
+	}
+	var reply pyReply
+	err := json.Unmarshal(line, &reply)
+	return reply, err
 }
 
 // crashError describes a worker that exited: its status and last stderr output.
@@ -679,11 +696,13 @@ func exitState(ps *os.ProcessState, sandboxed bool) string {
 	return ps.String()
 }
 
-// dead reports whether the worker has exited.
+// dead reports whether the worker has exited, or is out of step with its calls:
+// it wrote more than its last reply, which was read with it.
 func (w *pyWorker) dead() bool {
-	select {
-	case <-w.frames:
+	if w.replies.Buffered() > 0 {
 		return true
+	}
+	select {
 	case <-w.exited:
 		return true
 	default:
@@ -695,7 +714,6 @@ func (w *pyWorker) dead() bool {
 // idempotent.
 func (w *pyWorker) kill() {
 	w.once.Do(func() {
-		close(w.killed)
 		// A sandboxed worker's Kill signals its process group only while the
 		// worker's process has not exited: the group's number may be another's
 		// once it has been reaped (a dead worker is replaced, and killed, only
@@ -706,6 +724,7 @@ func (w *pyWorker) kill() {
 			_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
 		}
 		_ = w.stdin.Close()
+		_ = w.stdout.Close()
 	})
 	select {
 	case <-w.exited:

@@ -5,7 +5,8 @@
 #   <- {"source": ..., "handler": ..., "filename": ..., "memory_limit": bytes, "env": {...}}
 #   -> {"ok": true} or {"ok": false, "error": {...}}
 #   <- {"request": {...}}
-#   -> {"ok": true, "logs": "...", "response": {...}}  (response compact, as JSON.stringify writes it)
+#   -> {"ok":true,"logs":"...","response":{...}}  (response compact, as JSON.stringify writes it;
+#      no "logs" when the call printed nothing: the gateway reads that reply without decoding it)
 #   -> {"ok": false, "error": {"type", "message", "traceback"}, "logs": "...", "fatal": bool}
 # argv[1:] is a marker the gateway uses to recognise its workers. A worker may be
 # started before it is known which function it will serve (a spare): everything of
@@ -288,7 +289,10 @@ def call(handler, request):
             encoded = dumps(response, compact=True, allow_nan=False)
         except (TypeError, ValueError, RecursionError) as exc:
             return fail("BadReturn", "the response cannot be serialized: %s" % exc, logs)
-        return '{"ok": true, "logs": %s, "response": %s}' % (dumps(logs.getvalue()), encoded)
+        printed = logs.getvalue()
+        if printed:
+            return '{"ok":true,"logs":%s,"response":%s}' % (dumps(printed), encoded)
+        return '{"ok":true,"response":' + encoded + "}"
     except MemoryError as exc:
         return failure(exc, logs, fatal=True)
     except Exception as exc:
@@ -314,8 +318,7 @@ def serve(proto_in, proto_out, handler):
         if not line:
             return
         request = loads(line)["request"]
-        reply = call(handler, request)
-        proto_out.write(reply.encode() + b"\n")
+        proto_out.write((call(handler, request) + "\n").encode())
         proto_out.flush()
 
 

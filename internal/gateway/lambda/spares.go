@@ -43,8 +43,6 @@ var (
 func (s *workerSpec) start() (*pyWorker, error) {
 	w := &pyWorker{
 		id:        strconv.FormatUint(workerIDs.Add(1), 10),
-		frames:    make(chan []byte, 1),
-		killed:    make(chan struct{}),
 		exited:    make(chan struct{}),
 		stderr:    &tailBuffer{},
 		maxReply:  s.maxReply,

@@ -455,6 +455,30 @@ func (cg *cgroup) usage() (Usage, bool) {
 	return Usage{Tasks: int(tasks), CPU: time.Duration(us) * time.Microsecond}, true
 }
 
+// tasks reads the cgroup's task count alone.
+func (cg *cgroup) tasks() (int, bool) {
+	if cg == nil {
+		return 0, false
+	}
+	cg.mu.Lock()
+	defer cg.mu.Unlock()
+	if cg.removed {
+		return 0, false
+	}
+	if cg.counters[0] == nil {
+		if err := cg.openCounters(); err != nil {
+			return 0, false
+		}
+	}
+	var buf [32]byte
+	n, err := cg.counters[0].ReadAt(buf[:], 0)
+	if n == 0 && err != nil {
+		return 0, false
+	}
+	tasks, ok := leadingInt(buf[:n])
+	return int(tasks), ok
+}
+
 // memory reads the memory charged to the cgroup from a descriptor it keeps
 // open; the memory budget reads it, not every call.
 func (cg *cgroup) memory() (int64, bool) {

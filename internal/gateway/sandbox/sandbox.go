@@ -652,6 +652,13 @@ func (c *Command) Usage() (Usage, bool) {
 	return c.cgroup.usage()
 }
 
+// Tasks counts the command's threads, in all its processes, from its cgroup;
+// false when it has none. It reads one counter where Usage reads two: the
+// gateway reads it after every call.
+func (c *Command) Tasks() (int, bool) {
+	return c.cgroup.tasks()
+}
+
 // Memory is the memory charged to the command's processes (v1
 // memory.usage_in_bytes, v2 memory.current): their pages, page cache, tmpfs and
 // shared memory; false when it has no cgroup.
