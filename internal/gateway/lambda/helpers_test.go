@@ -44,6 +44,11 @@ func sandboxed(tb testing.TB, opts Options) Options {
 	}
 	tb.Cleanup(sb.Close)
 	opts.Sandbox = sb
+	if opts.PythonZygote == "" {
+		// METALAMBDA_TEST_PYTHON_ZYGOTE=auto runs the package's tests with
+		// Python workers forked by a zygote where the sandbox starts one.
+		opts.PythonZygote = os.Getenv("METALAMBDA_TEST_PYTHON_ZYGOTE")
+	}
 	return opts
 }
 

@@ -30,6 +30,7 @@ type workerSpec struct {
 	sandbox  *sandbox.Sandbox // nil: plain processes (Options.InsecureNoSandbox)
 	maxReply int64
 	goWorker bool
+	zygote   *zygotes // Python's fork server of this network view; nil: none
 }
 
 // workerIDs numbers the workers of this process; workerFunctions maps the id
@@ -182,11 +183,15 @@ func (s *spares) release() {
 	}
 	s.mu.Lock()
 	var ready []*pyWorker
-	if s.users == 0 {
+	last := s.users == 0
+	if last {
 		ready, s.ready = s.ready, nil
 	}
 	s.mu.Unlock()
 	destroyAll(ready, (*pyWorker).kill)
+	if last && s.spec.zygote != nil {
+		s.spec.zygote.close()
+	}
 }
 
 // memory is what the spares hold. Unless fresh, a spare read before counts
