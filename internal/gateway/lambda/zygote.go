@@ -3,6 +3,7 @@ package lambda
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -36,7 +37,7 @@ const PythonZygoteMarker = "metalambda-python-zygote"
 // share one zygote's image: its memory layout, stack canary and string hash
 // secret. A replacement is started in the background past either, and the
 // retired zygote ends once its last child has.
-const (
+var (
 	zygoteMaxForks = 64
 	zygoteMaxAge   = 10 * time.Minute
 )
@@ -82,7 +83,7 @@ type zygotes struct {
 	failed   time.Time // when the last start failed
 }
 
-var errNoZygote = fmt.Errorf("no zygote running")
+var errNoZygote = errors.New("no zygote running")
 
 // fork forks a worker bounded by l from the current zygote. wait starts a
 // zygote when none runs and waits for it (a function's first worker);
@@ -103,7 +104,12 @@ func (zs *zygotes) fork(l sandbox.Limits, wait bool) (*sandbox.Forked, error) {
 	if z == nil {
 		return nil, errNoZygote
 	}
-	return z.Fork(zs.sb, l)
+	f, err := z.Fork(zs.sb, l)
+	if errors.Is(err, sandbox.ErrZygoteExited) {
+		// Killed meanwhile: the next fork starts another.
+		return nil, errNoZygote
+	}
+	return f, err
 }
 
 // startLocked starts a replacement of the current zygote in the background,

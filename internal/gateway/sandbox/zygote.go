@@ -342,7 +342,7 @@ func (z *Zygote) readControl() {
 	z.mu.Lock()
 	z.exited = true
 	for id, ch := range z.pending {
-		ch <- forkReply{ID: id, Error: "the zygote exited"}
+		ch <- forkReply{ID: id, Error: ErrZygoteExited.Error()}
 	}
 	z.pending = map[int]chan forkReply{}
 	children := z.children
@@ -351,6 +351,18 @@ func (z *Zygote) readControl() {
 	for _, f := range children {
 		f.Kill()
 		f.exit(0, false)
+	}
+}
+
+// ErrZygoteExited is Fork's error when the zygote has exited.
+var ErrZygoteExited = errors.New("sandbox: the zygote exited")
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -461,7 +473,7 @@ func (z *Zygote) Fork(s *Sandbox, l Limits) (f *Forked, err error) {
 	z.mu.Lock()
 	if z.exited {
 		z.mu.Unlock()
-		return nil, errors.New("sandbox: the zygote exited")
+		return nil, ErrZygoteExited
 	}
 	z.nextID++
 	id := z.nextID
@@ -472,7 +484,11 @@ func (z *Zygote) Fork(s *Sandbox, l Limits) (f *Forked, err error) {
 	if _, _, err := z.ctl.WriteMsgUnix(req, unix.UnixRights(fds...), nil); err != nil {
 		z.mu.Lock()
 		delete(z.pending, id)
+		exited := z.exited
 		z.mu.Unlock()
+		if exited || isClosed(z.done) {
+			return nil, ErrZygoteExited
+		}
 		return nil, fmt.Errorf("sandbox: asking the zygote to fork: %w", err)
 	}
 	var r forkReply
@@ -481,6 +497,9 @@ func (z *Zygote) Fork(s *Sandbox, l Limits) (f *Forked, err error) {
 	case <-time.After(zygoteStartAllowance):
 		z.Close()
 		return nil, errors.New("sandbox: the zygote did not answer a fork request in time; it was killed")
+	}
+	if r.Error == ErrZygoteExited.Error() {
+		return nil, ErrZygoteExited
 	}
 	if r.Error != "" {
 		return nil, fmt.Errorf("sandbox: the zygote could not fork: %s", r.Error)
