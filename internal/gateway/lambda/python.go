@@ -403,7 +403,6 @@ type pyWorker struct {
 	dir         string           // the unsandboxed worker's temporary directory
 	sb          *sandbox.Command // the sandboxed worker's command; nil when unsandboxed or forked
 	fk          *sandbox.Forked  // the worker forked by a zygote; nil when started by a command
-	forkedPID   int              // its host pid, when known
 	once        sync.Once
 
 	loaded sandbox.Usage // what the worker held once it had loaded the source

@@ -42,8 +42,6 @@ SECCOMP_MODE_FILTER = 2
 # a change of user kept, and all three locked with SECBIT_KEEP_CAPS off.
 SECUREBITS = 1 | 2 | 8 | 32 | 64 | 128
 SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 1
-# /proc files a child must not write, read-only as bubblewrap leaves them.
-PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus")
 
 libc = ctypes.CDLL(None, use_errno=True)
 
@@ -81,53 +79,72 @@ def loopback_up():
         fcntl.ioctl(s, SIOCSIFFLAGS, struct.pack("16sh14x", b"lo", flags | IFF_UP))
 
 
-def specialize(cfg, req, fds):
+def isolate(cfg, fds):
     # Runs in the child, pid 1 of its own PID namespace, before anything of a
-    # function is read: its descriptors 0-2 become the gateway's pipes, then it
-    # joins its cgroup and takes its namespaces, mounts, user, limits and filter.
+    # function is read: its descriptors 0-2 become the gateway's pipes, it takes
+    # its own mount, IPC, UTS and (without network) network namespaces, a fresh
+    # /tmp and /proc and the hostname, then forks the worker (pid 2) and stays
+    # its init.
     for i in range(3):
         os.dup2(fds[i], i)
-    for fd in fds[3:]:
-        os.write(fd, b"0")
-    flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP
+    flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS
     if not cfg["network"]:
         flags |= CLONE_NEWNET
     check(libc.unshare(flags), "unshare")
     mount(None, "/", None, MS_REC | MS_PRIVATE)
-    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=%d,mode=1777" % req["tmpSize"])
+    mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "size=%d,mode=1777" % cfg["tmpSize"])
     mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-    for name in PROC_READ_ONLY:
-        path = "/proc/" + name
-        if os.path.exists(path):
-            mount(path, path, None, MS_BIND | MS_REC)
-            mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC)
     check(libc.sethostname(b"sandbox", 7), "sethostname")
     if not cfg["network"]:
         loopback_up()
     os.chdir("/tmp")
     os.setsid()
-    # Every descriptor but 0-2 closes: the control socket, the zygote's own, the
-    # cgroup files and the pipes' other copies.
+
+
+def close_all(keep):
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
-        if fd > 2:
+        if fd > keep:
             try:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def drop(cfg, uid):
+    # Every capability goes, for good (an empty bounding set, securebits
+    # locked); the worker also becomes a user of its own.
     cap = 0
     while libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) == 0:
         cap += 1
     check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clearing ambient capabilities")
     check(libc.prctl(PR_SET_SECUREBITS, SECUREBITS, 0, 0, 0), "locking securebits")
-    uid = req["uid"]
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
+    if uid is not None:
+        os.setgroups([])
+        os.setresgid(uid, uid, uid)
+        os.setresuid(uid, uid, uid)
     header, data = CapHeader(0x20080522, 0), (CapData * 2)()
     check(libc.capset(ctypes.byref(header), data), "clearing capabilities")
     check(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
     check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "parent-death signal")
+
+
+def install_filter(prog):
+    if prog:
+        buf = ctypes.create_string_buffer(prog, len(prog))
+        fprog = SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+        check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "installing the seccomp filter")
+
+
+def become_worker(cfg, req, fds):
+    # The worker joins its cgroup, whose namespace it then roots, closes every
+    # descriptor but 0-2 (the control socket, the cgroup files, the pipes'
+    # other copies), drops to its user and takes its limits and filter.
+    for fd in fds[3:]:
+        os.write(fd, b"0")
+    check(libc.unshare(CLONE_NEWCGROUP), "unshare")
+    close_all(2)
+    drop(cfg, req["uid"])
     import resource
 
     for limit in req["limits"]:
@@ -135,25 +152,49 @@ def specialize(cfg, req, fds):
         if v >= 1 << 63:
             v = resource.RLIM_INFINITY
         resource.setrlimit(limit["resource"], (v, v))
-    prog = cfg["filter"]
-    if prog:
-        buf = ctypes.create_string_buffer(prog, len(prog))
-        fprog = SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
-        check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "installing the seccomp filter")
+    install_filter(cfg["filter"])
     os.environ["PWD"] = "/tmp"
 
 
+def serve_init(worker_pid):
+    # pid 1 of the worker's PID namespace: it holds nothing (no descriptor, no
+    # capability; root of the zygote's user namespace, so that the worker, of
+    # another user, may not signal it), reaps orphans and ends with the worker,
+    # with its status (128+n for signal n, as bubblewrap's init).
+    while True:
+        try:
+            pid, status = os.waitpid(-1, 0)
+        except ChildProcessError:
+            os._exit(1)
+        except InterruptedError:
+            continue
+        if pid == worker_pid:
+            if os.WIFSIGNALED(status):
+                os._exit(128 + os.WTERMSIG(status))
+            os._exit(os.waitstatus_to_exitcode(status))
+
+
 def child(cfg, worker, req, fds):
-    code = 0
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        specialize(cfg, req, fds)
+        cfg["tmpSize"] = req["tmpSize"]
+        isolate(cfg, fds)
+        pid = os.fork()
+        if pid == 0:
+            become_worker(cfg, req, fds)
+        else:
+            close_all(-1)
+            drop(cfg, None)
+            install_filter(cfg["filter"])
     except BaseException as exc:
         try:
             os.write(2, ("metalambda zygote: specializing a worker: %s\n" % exc).encode())
         finally:
             os._exit(126)
+    if pid != 0:
+        serve_init(pid)
+    code = 0
     try:
         worker.main()
     except SystemExit as exc:

@@ -183,7 +183,7 @@ func isDone(ch <-chan struct{}) bool {
 	}
 }
 
-// forkedWorkers maps the host pid of each forked worker to its id, which
+// forkedWorkers maps each forked worker (its *sandbox.Forked) to its id, which
 // workerPIDs reads: a forked worker's command line is its zygote's.
 var forkedWorkers sync.Map
 
@@ -195,10 +195,7 @@ func (w *pyWorker) startForked(s *workerSpec) error {
 	}
 	w.fk = f
 	w.stdin = f.Stdin
-	if pid := f.PID(); pid != 0 {
-		forkedWorkers.Store(pid, w.id)
-		w.forkedPID = pid
-	}
+	forkedWorkers.Store(f, w.id)
 	stderr := f.Stderr
 	go func() {
 		_, _ = io.Copy(w.stderr, stderr)
@@ -211,9 +208,7 @@ func (w *pyWorker) startForked(s *workerSpec) error {
 // waitForked waits for a forked worker's end.
 func (w *pyWorker) waitForked() {
 	w.fk.Wait(context.Background())
-	if w.forkedPID != 0 {
-		forkedWorkers.Delete(w.forkedPID)
-	}
+	forkedWorkers.Delete(w.fk)
 }
 
 // forkedState describes how a forked worker ended.
@@ -229,16 +224,21 @@ func (w *pyWorker) forkedState() string {
 		return "signal: killed (its zygote ended)"
 	case ws.Signaled():
 		return "signal: " + ws.Signal().String()
+	case ws.ExitStatus() > 128 && ws.ExitStatus() < 128+65: // the worker's, from its init
+		return "signal: " + syscall.Signal(ws.ExitStatus()-128).String()
 	default:
 		return "exit status " + strconv.Itoa(ws.ExitStatus())
 	}
 }
 
-// forkedPIDs are the host pids of this process's forked workers.
+// forkedPIDs are the host pids of this process's forked workers (the
+// worker's own process, not its init's).
 func forkedPIDs(function string) []int {
 	var pids []int
 	forkedWorkers.Range(func(k, v any) bool {
-		if syscall.Kill(k.(int), 0) != nil {
+		f := k.(*sandbox.Forked)
+		pid := f.Worker()
+		if pid == 0 || isDone(f.Exited()) {
 			return true
 		}
 		if function != "" {
@@ -247,7 +247,7 @@ func forkedPIDs(function string) []int {
 				return true
 			}
 		}
-		pids = append(pids, k.(int))
+		pids = append(pids, pid)
 		return true
 	})
 	return pids

@@ -48,8 +48,9 @@ func forkedWorker(t *testing.T, function string, zygote int) int {
 	if len(pids) != 1 {
 		t.Fatalf("workers of %s: %v, want one", function, pids)
 	}
-	if parent := statusField(t, pids[0], "PPid"); parent != strconv.Itoa(zygote) {
-		t.Fatalf("the worker's parent is %s, want the zygote %d", parent, zygote)
+	init, _ := strconv.Atoi(statusField(t, pids[0], "PPid"))
+	if parent := statusField(t, init, "PPid"); parent != strconv.Itoa(zygote) {
+		t.Fatalf("the worker's init's parent is %s, want the zygote %d", parent, zygote)
 	}
 	return pids[0]
 }
@@ -156,12 +157,16 @@ func TestTemplateHoldsNoFunctionData(t *testing.T) {
 		spares := append([]*pyWorker(nil), rt.spares.sets[false].ready...)
 		rt.spares.sets[false].mu.Unlock()
 		for _, w := range spares {
-			if w.forkedPID == 0 {
+			if w.fk == nil || w.fk.Worker() == 0 {
 				t.Fatalf("spare %s was not forked", w.id)
 			}
-			if memoryHolds(t, w.forkedPID, tok) {
-				t.Errorf("spare %d holds the function's token", w.forkedPID)
+			if memoryHolds(t, w.fk.Worker(), tok) || memoryHolds(t, w.fk.PID(), tok) {
+				t.Errorf("spare %d (or its init) holds the function's token", w.fk.Worker())
 			}
+		}
+		init, _ := strconv.Atoi(statusField(t, worker, "PPid"))
+		if memoryHolds(t, init, tok) {
+			t.Errorf("the worker's init %d holds the function's token", init)
 		}
 	}
 }
@@ -253,8 +258,8 @@ func TestZygoteChildBounds(t *testing.T) {
 		if r["hostname"] != "sandbox" || r["cgroup"] == "" || !strings.Contains(r["cgroup"].(string), ":/\n") || r["rootWritable"] != false {
 			t.Errorf("hostname %v, cgroup %q, / writable %v: want sandbox, the cgroup namespace's root, false", r["hostname"], r["cgroup"], r["rootWritable"])
 		}
-		if fmt.Sprint(r["procs"]) != "[1]" || r["pid"] != 1.0 {
-			t.Errorf("processes seen %v, own pid %v: want only itself, pid 1", r["procs"], r["pid"])
+		if fmt.Sprint(r["procs"]) != "[1 2]" || r["pid"] != 2.0 {
+			t.Errorf("processes seen %v, own pid %v: want its init and itself, pid 2", r["procs"], r["pid"])
 		}
 		if tmp := r["tmp"].(float64); tmp <= 0 || tmp > sandbox.DefaultTmpSize {
 			t.Errorf("/tmp holds %v bytes, want at most %d", tmp, sandbox.DefaultTmpSize)
@@ -379,7 +384,7 @@ func TestZygoteDeath(t *testing.T) {
 		select {
 		case <-w.exited:
 		case <-time.After(10 * time.Second):
-			t.Fatalf("spare %d outlived its zygote", w.forkedPID)
+			t.Fatalf("spare %d outlived its zygote", w.fk.PID())
 		}
 	}
 	other := mustCompile(t, rt, pyFn("after", pyEcho))

@@ -514,8 +514,19 @@ func (z *Zygote) Fork(s *Sandbox, l Limits) (f *Forked, err error) {
 	}
 	z.children[r.PID] = f
 	z.forks++
+	// The host pid is the zygote's child's whose NSpid names r.PID; the pidfd
+	// is kept only if that still holds once it is open (a reaped child's pid
+	// may be another process's).
+	if pid := z.hostPID(r.PID); pid != 0 {
+		if fd, err := unix.PidfdOpen(pid, 0); err == nil {
+			if z.hostPID(r.PID) == pid {
+				f.pid, f.pidfd = pid, fd
+			} else {
+				_ = unix.Close(fd)
+			}
+		}
+	}
 	z.mu.Unlock()
-	f.pid = z.hostPID(r.PID)
 	return f, nil
 }
 
@@ -548,9 +559,11 @@ type Forked struct {
 	Stdout *os.File
 	Stderr *os.File
 
-	pid    int
+	pid    int // the host pid of the child, its worker's init
+	pidfd  int // a pidfd of pid, which Kill signals through (0: none)
 	cgroup *cgroup
 	uid    int
+	mu     sync.Mutex // guards pidfd
 
 	once    sync.Once
 	exited  chan struct{}
@@ -559,14 +572,36 @@ type Forked struct {
 	cleaned bool
 }
 
-// PID is the child's host pid, 0 when not known.
+// PID is the child's host pid, 0 when not known: the init of the child's PID
+// namespace, whose child (Worker) is the worker.
 func (f *Forked) PID() int { return f.pid }
+
+// Worker is the host pid of the child's worker (its init's child), 0 when
+// not known (or not yet forked).
+func (f *Forked) Worker() int {
+	if f.pid == 0 {
+		return 0
+	}
+	raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", f.pid, f.pid))
+	fields := strings.Fields(string(raw))
+	if len(fields) == 0 {
+		return 0
+	}
+	pid, _ := strconv.Atoi(fields[0])
+	return pid
+}
 
 // exit records the child's end and cleans what it held.
 func (f *Forked) exit(status syscall.WaitStatus, known bool) {
 	f.once.Do(func() {
 		f.status, f.known = status, known
 		close(f.exited)
+		f.mu.Lock()
+		if f.pidfd != 0 {
+			_ = unix.Close(f.pidfd)
+			f.pidfd = 0
+		}
+		f.mu.Unlock()
 		go func() {
 			f.cgroup.kill()
 			f.cgroup.remove()
@@ -590,13 +625,13 @@ func (f *Forked) Exited() <-chan struct{} { return f.exited }
 
 // Kill kills every process of the child.
 func (f *Forked) Kill() {
-	select {
-	case <-f.exited:
-	default:
-		if f.pid != 0 {
-			_ = syscall.Kill(f.pid, syscall.SIGKILL)
-		}
+	// Through the pidfd: the pid may be another process's once the zygote
+	// has reaped the child. Its init's end ends its PID namespace.
+	f.mu.Lock()
+	if f.pidfd != 0 {
+		_ = unix.PidfdSendSignal(f.pidfd, unix.SIGKILL, nil, 0)
 	}
+	f.mu.Unlock()
 	f.cgroup.kill()
 }
 
