@@ -94,6 +94,7 @@ func Defaults() Options {
 		WorkerCPU:         DefaultWorkerCPU,
 		WorkerIdleTimeout: DefaultWorkerIdleTimeout,
 		WorkerSpares:      DefaultWorkerSpares,
+		PythonZygote:      DefaultPythonZygote,
 		MaxReplyBytes:     DefaultMaxReplyBytes,
 	}
 }

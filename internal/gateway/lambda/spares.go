@@ -165,6 +165,9 @@ func (s *spares) use() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.users++
+	if s.spec.zygote != nil {
+		s.spec.zygote.use()
+	}
 }
 
 // release removes a user; the last one kills the spares, once the refill
@@ -172,6 +175,9 @@ func (s *spares) use() {
 func (s *spares) release() {
 	s.mu.Lock()
 	s.users--
+	if s.spec.zygote != nil {
+		s.spec.zygote.release()
+	}
 	if s.users > 0 {
 		s.mu.Unlock()
 		return
@@ -183,15 +189,11 @@ func (s *spares) release() {
 	}
 	s.mu.Lock()
 	var ready []*pyWorker
-	last := s.users == 0
-	if last {
+	if s.users == 0 {
 		ready, s.ready = s.ready, nil
 	}
 	s.mu.Unlock()
 	destroyAll(ready, (*pyWorker).kill)
-	if last && s.spec.zygote != nil {
-		s.spec.zygote.close()
-	}
 }
 
 // memory is what the spares hold. Unless fresh, a spare read before counts

@@ -81,6 +81,42 @@ type zygotes struct {
 	current  *sandbox.Zygote
 	starting bool
 	failed   time.Time // when the last start failed
+	users    int       // the open functions of the view (spares.use)
+	idle     *time.Timer
+}
+
+// zygoteIdle is how long a zygote outlives the last function of its network
+// view, so that a function registered again soon after finds it.
+const zygoteIdle = time.Minute
+
+// use adds a user.
+func (zs *zygotes) use() {
+	zs.mu.Lock()
+	defer zs.mu.Unlock()
+	zs.users++
+	if zs.idle != nil {
+		zs.idle.Stop()
+		zs.idle = nil
+	}
+}
+
+// release removes a user; zygoteIdle after the last, with no new one, the
+// zygote is retired.
+func (zs *zygotes) release() {
+	zs.mu.Lock()
+	defer zs.mu.Unlock()
+	zs.users--
+	if zs.users > 0 {
+		return
+	}
+	zs.idle = time.AfterFunc(zygoteIdle, func() {
+		zs.mu.Lock()
+		idle := zs.users == 0
+		zs.mu.Unlock()
+		if idle {
+			zs.close()
+		}
+	})
 }
 
 var errNoZygote = errors.New("no zygote running")

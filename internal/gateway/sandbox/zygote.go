@@ -666,6 +666,8 @@ func (t *lockedTail) String() string {
 // makeStage makes the empty directory a zygote's launcher shows its read-only
 // paths on: in the first of /run and the temporary directory whose parents
 // anyone may traverse, as the zygote's user namespace's root must.
+// A stage left by a process that ended before its zygote (it is empty: its
+// tmpfs was its launcher's mount namespace's) is removed by the next.
 func makeStage() (string, error) {
 	var errs []error
 	for _, parent := range []string{"/run", os.TempDir()} {
@@ -673,7 +675,8 @@ func makeStage() (string, error) {
 			errs = append(errs, fmt.Errorf("%s: not traversable by every user", parent))
 			continue
 		}
-		dir, err := os.MkdirTemp(parent, "metalambda-zygote-")
+		removeStaleStages(parent)
+		dir, err := os.MkdirTemp(parent, stagePrefix+strconv.Itoa(os.Getpid())+"-")
 		if err == nil {
 			err = os.Chmod(dir, 0o755)
 		}
@@ -694,6 +697,20 @@ func traversable(dir string) bool {
 		}
 		if dir == "/" {
 			return true
+		}
+	}
+}
+
+const stagePrefix = "metalambda-zygote-"
+
+// removeStaleStages removes the empty stages in parent of processes that no
+// longer run.
+func removeStaleStages(parent string) {
+	dirs, _ := filepath.Glob(filepath.Join(parent, stagePrefix+"*"))
+	for _, dir := range dirs {
+		pid, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(dir), stagePrefix), "-")
+		if n, err := strconv.Atoi(pid); err == nil && syscall.Kill(n, 0) == syscall.ESRCH {
+			_ = syscall.Rmdir(dir)
 		}
 	}
 }
