@@ -81,12 +81,15 @@ def loopback_up():
 
 def isolate(cfg, fds):
     # Runs in the child, pid 1 of its own PID namespace, before anything of a
-    # function is read: its descriptors 0-2 become the gateway's pipes, it takes
-    # its own mount, IPC, UTS and (without network) network namespaces, a fresh
-    # /tmp and /proc and the hostname, then forks the worker (pid 2) and stays
-    # its init.
+    # function is read: its descriptors 0-2 become the gateway's pipes, it joins
+    # the worker's cgroup, takes its own mount, IPC, UTS and (without network)
+    # network namespaces, a fresh /tmp and /proc and the hostname, then forks
+    # the worker (pid 2) and stays its init.
     for i in range(3):
         os.dup2(fds[i], i)
+    # Everything of the worker, its init included, is counted in its cgroup.
+    for fd in fds[3:]:
+        os.write(fd, b"0")
     flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS
     if not cfg["network"]:
         flags |= CLONE_NEWNET
@@ -137,11 +140,9 @@ def install_filter(prog):
 
 
 def become_worker(cfg, req, fds):
-    # The worker joins its cgroup, whose namespace it then roots, closes every
+    # The worker roots a cgroup namespace at its cgroup, closes every
     # descriptor but 0-2 (the control socket, the cgroup files, the pipes'
     # other copies), drops to its user and takes its limits and filter.
-    for fd in fds[3:]:
-        os.write(fd, b"0")
     check(libc.unshare(CLONE_NEWCGROUP), "unshare")
     close_all(2)
     drop(cfg, req["uid"])

@@ -402,3 +402,47 @@ func syscallKill(pid int) error {
 }
 
 var _ = context.Background
+
+// TestZygoteSurvivesItsChildren: a worker that exhausts its memory or its
+// tasks is stopped in its own cgroup; the zygote lives on and forks the next.
+func TestZygoteSurvivesItsChildren(t *testing.T) {
+	rt := zygoteRuntime(t, Options{PythonMemoryLimit: 64 << 20})
+	bomb := mustCompile(t, rt, pyFn("zbomb", `def sync(request):
+    hog = []
+    while True:
+        hog.append(bytearray(1 << 20))
+`))
+	zs := zygoteOf(t, rt, false)
+	zygote, _ := zs.stats()
+	if _, err := invoke(t, bomb, echoRequest("x")); err == nil {
+		t.Fatal("the memory bomb answered")
+	}
+	forks := mustCompile(t, rt, pyFn("zforks", `import os, time
+def sync(request):
+    n = 0
+    try:
+        while n < 1000:
+            if os.fork() == 0:
+                time.sleep(30)
+                os._exit(0)
+            n += 1
+    except OSError as e:
+        return {"forked": n, "error": e.strerror}
+    return {"forked": n}
+`))
+	res, err := invoke(t, forks, echoRequest("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(res.Response, &out); err != nil {
+		t.Fatal(err)
+	}
+	if n := out["forked"].(float64); n >= sandbox.DefaultProcesses {
+		t.Errorf("the worker forked %v processes, want fewer than its limit of %d", n, sandbox.DefaultProcesses)
+	}
+	if pid, _ := zs.stats(); pid != zygote {
+		t.Fatalf("the zygote changed from %d to %d", zygote, pid)
+	}
+	assertEcho(t, mustCompile(t, rt, pyFn("zafter", pyEcho)), "after")
+}

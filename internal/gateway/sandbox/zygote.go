@@ -424,7 +424,13 @@ func (z *Zygote) Fork(s *Sandbox, l Limits) (f *Forked, err error) {
 			releaseUID(uid)
 		}
 	}()
-	cg, err := s.cgroups.create(l)
+	// The cgroup holds the child's init too (beside its worker, which alone
+	// counts against RLIMIT_NPROC): one task more.
+	cl := l
+	if cl.Processes >= 0 {
+		cl.Processes++
+	}
+	cg, err := s.cgroups.create(cl)
 	if err != nil {
 		return nil, err
 	}
