@@ -15,6 +15,7 @@
 # specialize) before it runs the worker, which then reads its function on stdin.
 import base64
 import ctypes
+import gc
 import json
 import os
 import select
@@ -80,17 +81,16 @@ def loopback_up():
 
 
 def isolate(cfg, fds):
-    # Runs in the child, pid 1 of its own PID namespace, before anything of a
+    # Runs in the worker, pid 2 of its own PID namespace, before anything of a
     # function is read: its descriptors 0-2 become the gateway's pipes, it joins
-    # the worker's cgroup, takes its own mount, IPC, UTS and (without network)
-    # network namespaces, a fresh /tmp and /proc and the hostname, then forks
-    # the worker (pid 2) and stays its init.
+    # its cgroup and takes its own mount, IPC, UTS, cgroup and (without network)
+    # network namespaces, a fresh /tmp and /proc of its PID namespace and the
+    # hostname.
     for i in range(3):
         os.dup2(fds[i], i)
-    # Everything of the worker, its init included, is counted in its cgroup.
     for fd in fds[3:]:
         os.write(fd, b"0")
-    flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS
+    flags = CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS | CLONE_NEWCGROUP
     if not cfg["network"]:
         flags |= CLONE_NEWNET
     check(libc.unshare(flags), "unshare")
@@ -140,10 +140,11 @@ def install_filter(prog):
 
 
 def become_worker(cfg, req, fds):
-    # The worker roots a cgroup namespace at its cgroup, closes every
-    # descriptor but 0-2 (the control socket, the cgroup files, the pipes'
-    # other copies), drops to its user and takes its limits and filter.
-    check(libc.unshare(CLONE_NEWCGROUP), "unshare")
+    # The worker isolates itself, closes every descriptor but 0-2 (the control
+    # socket, the cgroup files, the pipes' other copies), drops to its user and
+    # takes its limits and filter.
+    gc.enable()
+    isolate(cfg, fds)
     close_all(2)
     drop(cfg, req["uid"])
     import resource
@@ -180,12 +181,18 @@ def child(cfg, worker, req, fds):
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         cfg["tmpSize"] = req["tmpSize"]
-        isolate(cfg, fds)
+        # The init forks the worker at once and does as little as it can:
+        # every page it shares with the worker and writes, or that the worker
+        # writes, becomes a copy of its own.
+        gc.disable()  # no collection walks the young objects' pages
         pid = os.fork()
         if pid == 0:
             become_worker(cfg, req, fds)
         else:
-            close_all(-1)
+            # The init is counted in the worker's cgroup too.
+            for fd in fds[3:]:
+                os.write(fd, b"0")
+            os.closerange(0, 1 << 16)
             drop(cfg, None)
             install_filter(cfg["filter"])
     except BaseException as exc:
@@ -219,8 +226,6 @@ def preload(cfg):
             __import__(name)
         except ImportError:
             pass
-    import gc
-
     gc.collect()
     gc.freeze()  # the image's objects keep their headers unwritten in children
     return worker

@@ -51,7 +51,7 @@ var pythonZygoteScript string
 
 // zygotePreload are the modules a zygote loads beside the worker's, common in
 // functions: their pages are then shared by every worker.
-var zygotePreload = []string{"re", "datetime", "base64", "hashlib", "collections", "random", "resource", "time", "struct", "copy"}
+var zygotePreload = []string{"re", "datetime", "base64", "hashlib", "collections", "random", "resource", "time", "struct", "copy", "fcntl"}
 
 // zygoteConfig is what a Python zygote is given: the worker's code and the
 // modules to preload, nothing of any function.
