@@ -82,6 +82,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.gateway.Runtime.WorkerSpares, "worker-spares", o.gateway.Runtime.WorkerSpares, "Workers each runtime keeps started ahead, sandboxed and waiting for a function, so that a cold call only loads its function (0: none).")
 	fs.StringVar(&o.memoryBudget, "worker-memory-budget", o.memoryBudget, "Memory of all worker processes together, as a quantity (1536Mi, 2Gi); past it the least recently used idle workers are stopped. auto: three quarters of the gateway's cgroup memory limit (its container's), none without one; 0: no budget.")
 	fs.Int64Var(&o.gateway.Runtime.WorkerCPU, "worker-cpu", o.gateway.Runtime.WorkerCPU, "Processor time of each worker process and everything it starts, in thousandths of a core, where the gateway can give workers cgroups (as root on a host, or in a delegated cgroup).")
+	fs.StringVar(&o.gateway.Runtime.PythonZygote, "python-zygote", o.gateway.Runtime.PythonZygote, "auto: fork Python workers from a zygote, a pre-started interpreter in a sandbox of its own that never holds a function, where the sandbox can start one (namespaces, the gateway root); elsewhere, and with off, each worker starts its own interpreter.")
 	fs.StringVar(&o.sandboxMode, "sandbox", o.sandboxMode, "How worker processes are sandboxed: namespaces (bubblewrap), landlock (Landlock, seccomp and rlimits, for containers that refuse user namespaces), or auto (namespaces where bubblewrap can build them, landlock otherwise).")
 	fs.BoolVar(&o.gateway.Runtime.InsecureNoSandbox, "insecure-no-sandbox", o.gateway.Runtime.InsecureNoSandbox, "Run Python workers as plain processes of the gateway's user and JavaScript and Jsonnet functions in the gateway's process, without a sandbox (development only).")
 	fs.BoolVar(&o.gateway.AllowFunctionNetwork, "allow-function-network", o.gateway.AllowFunctionNetwork, "Let a Function ask for the host's network (spec.network: true); without it such a Function is refused.")
@@ -123,6 +124,9 @@ func (o *options) validate() error {
 		return fmt.Errorf("--sandbox: %w", err)
 	}
 	o.gateway.SandboxMode = mode
+	if _, err := lambda.ParsePythonZygote(o.gateway.Runtime.PythonZygote); err != nil {
+		return fmt.Errorf("--python-zygote: %w", err)
+	}
 	if err := dashboard.ValidateTraceURLTemplate(o.gateway.Dashboard.TraceURLTemplate); err != nil {
 		return fmt.Errorf("--trace-url-template: %w", err)
 	}

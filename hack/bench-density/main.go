@@ -53,6 +53,7 @@ func main() {
 	budget := flag.String("budget", "2Gi", "the gateway's --worker-memory-budget (0: none)")
 	worker := flag.String("worker", "bin/"+sandbox.WorkerExecutable, "the worker executable (make build puts it in bin/); the benchmark's own when missing")
 	clients := flag.Int("clients", 16, "concurrent callers of the warm calls (cold calls are made one at a time, so that each measures a start alone)")
+	flag.StringVar(&pythonZygote, "python-zygote", lambda.DefaultPythonZygote, "the gateway's --python-zygote (auto or off)")
 	flag.IntVar(&spares, "spares", lambda.DefaultWorkerSpares, "the gateway's --worker-spares (negative: none)")
 	flag.IntVar(&warmCalls, "warm-calls", 1, "calls of each Function in the warm pass: a worker's memory after many calls (a Go worker's heap grows between collections) rather than after one")
 	flag.DurationVar(&coldInterval, "cold-interval", 0, "pause between two cold calls: 0 calls back to back, which drains the spares faster than they refill; a pause longer than a worker's start shows cold starts as they come when they are sporadic")
@@ -70,6 +71,7 @@ func main() {
 // The gateway's spares, and the pause between cold calls.
 var (
 	spares       int
+	pythonZygote string
 	coldInterval time.Duration
 	warmCalls    int
 )
@@ -99,6 +101,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	gwOpts.MaxFunctionsPerNamespace = n
 	opts := &gwOpts.Runtime
 	opts.WorkerIdleTimeout, opts.MemoryBudget, opts.WorkerSpares = idleTimeout, lambda.NewMemoryBudget(budget), spares
+	opts.PythonZygote = pythonZygote
 	launcher := "the benchmark's own executable"
 	if _, err := os.Stat(worker); err == nil {
 		sb, err := sandbox.New(sandbox.Options{Launcher: worker})
@@ -198,8 +201,8 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	again := call("after idle (cold)", 1, 1, coldInterval)
 	after := stats()
 
-	fmt.Printf("\n%d Functions (%s), %d callers, %d warm calls each, worker idle timeout %s, memory budget %s, %d spares, %s between cold calls, workers from %s; registering took %s\n",
-		n, strings.Join(benchkit.Runtimes, ", "), clients, warmCalls, idleTimeout, resource.NewQuantity(budget, resource.BinarySI), spares, coldInterval, launcher, registered.Round(time.Millisecond))
+	fmt.Printf("\n%d Functions (%s), %d callers, %d warm calls each, worker idle timeout %s, memory budget %s, %d spares, %s between cold calls, Python zygote %s, workers from %s; registering took %s\n",
+		n, strings.Join(benchkit.Runtimes, ", "), clients, warmCalls, idleTimeout, resource.NewQuantity(budget, resource.BinarySI), spares, coldInterval, pythonZygote, launcher, registered.Round(time.Millisecond))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "state\tPSS of the gateway and its workers (MiB)\tper Function (MiB)\t")
 	row := func(state string, v int64) {

@@ -23,6 +23,7 @@ import (
 func TestMain(m *testing.M) {
 	ServeWorker() // the tests' sandboxes start this binary as their launcher and workers
 	code := m.Run()
+	closeZygotesNow()
 	if left := workerProcesses(""); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "python workers left behind: %v\n", left)
 		code = 1
@@ -44,6 +45,11 @@ func sandboxed(tb testing.TB, opts Options) Options {
 	}
 	tb.Cleanup(sb.Close)
 	opts.Sandbox = sb
+	if opts.PythonZygote == "" {
+		// METALAMBDA_TEST_PYTHON_ZYGOTE=auto runs the package's tests with
+		// Python workers forked by a zygote where the sandbox starts one.
+		opts.PythonZygote = os.Getenv("METALAMBDA_TEST_PYTHON_ZYGOTE")
+	}
 	return opts
 }
 

@@ -70,6 +70,10 @@ type Options struct {
 	// (0 or negative: none, each new worker is started on the call; Defaults
 	// has DefaultWorkerSpares).
 	WorkerSpares int
+	// PythonZygote is ZygoteAuto to fork Python workers from a zygote where
+	// the sandbox can start one, ZygoteOff (or empty) to start each with its own
+	// interpreter.
+	PythonZygote string
 	// MaxReplyBytes bounds one reply of a worker process (default 16 MiB); a
 	// larger reply kills the worker and fails the call.
 	MaxReplyBytes int64
@@ -90,6 +94,7 @@ func Defaults() Options {
 		WorkerCPU:         DefaultWorkerCPU,
 		WorkerIdleTimeout: DefaultWorkerIdleTimeout,
 		WorkerSpares:      DefaultWorkerSpares,
+		PythonZygote:      DefaultPythonZygote,
 		MaxReplyBytes:     DefaultMaxReplyBytes,
 	}
 }

@@ -64,6 +64,9 @@ func workerPIDs(marker string, gateway int, function string) []int {
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
 		pids = append(pids, pid)
 	}
+	if marker == PythonWorkerMarker && gateway == os.Getpid() {
+		pids = append(pids, forkedPIDs(function)...)
+	}
 	return pids
 }
 
@@ -111,9 +114,10 @@ type python struct {
 	spares *spareSets
 
 	mu           sync.Mutex
-	interpreter  string   // resolved Options.PythonBinary, once known
-	binds        []string // the interpreter's installation, outside /usr
-	sitePackages string   // its site-packages directories, a JSON list
+	zygotes      map[bool]*zygotes // by network view, with Options.PythonZygote
+	interpreter  string            // resolved Options.PythonBinary, once known
+	binds        []string          // the interpreter's installation, outside /usr
+	sitePackages string            // its site-packages directories, a JSON list
 }
 
 // NewPython returns the Python runtime. A source defines
@@ -153,6 +157,7 @@ func (p *python) Compile(fn Function) (Compiled, error) {
 		env: environ(pythonBaseEnv), binds: binds, network: fn.Network, sandbox: sb, maxReply: p.opts.MaxReplyBytes,
 		limits: p.opts.workerLimits(p.opts.PythonMemoryLimit, p.opts.PythonMemoryLimit),
 	}
+	spec.zygote = p.zygoteFor(sb, interpreter, binds, fn.Network)
 	f := &pyFunction{
 		fn: fn, timeout: p.opts.timeout(fn), checkTasks: true, idleTimeout: p.opts.WorkerIdleTimeout,
 		spares: p.spares.get(spec, sb),
@@ -328,10 +333,16 @@ const idleCPUAllowance = 100 * time.Millisecond
 // while idle tells (keepIdle). Where the sandbox gives no cgroup, nothing is
 // known and the worker is kept.
 func (f *pyFunction) settled(w *pyWorker) bool {
-	if !f.checkTasks || w.sb == nil {
+	if !f.checkTasks {
 		return true
 	}
-	tasks, ok := w.sb.Tasks()
+	tasks, ok := 0, false
+	switch {
+	case w.fk != nil:
+		tasks, ok = w.fk.Tasks()
+	case w.sb != nil:
+		tasks, ok = w.sb.Tasks()
+	}
 	return !ok || tasks <= w.loaded.Tasks
 }
 
@@ -396,7 +407,8 @@ type pyWorker struct {
 	exited      chan struct{} // closed once the process is reaped and its directory removed
 	stderr      *tailBuffer
 	dir         string           // the unsandboxed worker's temporary directory
-	sb          *sandbox.Command // the sandboxed worker's command; nil when unsandboxed
+	sb          *sandbox.Command // the sandboxed worker's command; nil when unsandboxed or forked
+	fk          *sandbox.Forked  // the worker forked by a zygote; nil when started by a command
 	once        sync.Once
 
 	loaded sandbox.Usage // what the worker held once it had loaded the source
@@ -429,6 +441,9 @@ func (f *pyFunction) startWorker() (*pyWorker, error) {
 // usage is what the sandboxed worker's processes hold; false without a sandbox
 // or a cgroup.
 func (w *pyWorker) usage() (sandbox.Usage, bool) {
+	if w.fk != nil {
+		return w.fk.Usage()
+	}
 	if w.sb == nil {
 		return sandbox.Usage{}, false
 	}
@@ -438,6 +453,10 @@ func (w *pyWorker) usage() (sandbox.Usage, bool) {
 // memory is what the worker holds: its cgroup's count, or the resident memory
 // of its processes where it has no cgroup.
 func (w *pyWorker) memory() int64 {
+	if w.fk != nil {
+		m, _ := w.fk.Memory()
+		return m
+	}
 	if w.sb != nil {
 		if m, ok := w.sb.Memory(); ok {
 			return m
@@ -482,6 +501,11 @@ func (w *pyWorker) startCmd() error {
 }
 
 func (w *pyWorker) start(s *workerSpec, args []string) error {
+	if s.zygote != nil {
+		if err := w.startForked(s); err != errNoZygote {
+			return err
+		}
+	}
 	cmd, err := w.command(s, args)
 	if err != nil {
 		return err
@@ -520,6 +544,10 @@ func (w *pyWorker) reap() {
 	defer close(w.exited)
 	defer workerFunctions.Delete(w.id)
 	defer w.removeDir()
+	if w.fk != nil {
+		w.waitForked()
+		return
+	}
 	_ = w.cmd.Wait()
 }
 
@@ -652,7 +680,9 @@ func (w *pyWorker) crashError(name string) error {
 		return &InvokeError{Function: name, Reason: ReasonBadReturn, Message: fmt.Sprintf("the reply is larger than the limit of %d bytes; the worker was killed", w.maxReply)}
 	}
 	state := "still running"
-	if w.cmd.ProcessState != nil {
+	if w.fk != nil {
+		state = w.forkedState()
+	} else if w.cmd.ProcessState != nil {
 		state = exitState(w.cmd.ProcessState, w.sandboxed)
 	}
 	msg := "worker exited (" + state + ")"
@@ -718,9 +748,12 @@ func (w *pyWorker) kill() {
 		// worker's process has not exited: the group's number may be another's
 		// once it has been reaped (a dead worker is replaced, and killed, only
 		// when its function is next called, or when it has idled its time).
-		if w.sb != nil {
+		switch {
+		case w.fk != nil:
+			w.fk.Kill()
+		case w.sb != nil:
 			w.sb.Kill()
-		} else {
+		default:
 			_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
 		}
 		_ = w.stdin.Close()

@@ -278,6 +278,12 @@ func BenchmarkPythonColdStart(b *testing.B) {
 			name string
 			opts Options
 		}{"sandbox/" + l.name, Options{Sandbox: l.sandbox}})
+		if l.sandbox.ZygoteSupported() == nil {
+			modes = append(modes, struct {
+				name string
+				opts Options
+			}{"zygote/" + l.name, Options{Sandbox: l.sandbox, PythonZygote: ZygoteAuto}})
+		}
 	}
 	for _, mode := range modes {
 		b.Run(mode.name, func(b *testing.B) {

@@ -30,6 +30,7 @@ type workerSpec struct {
 	sandbox  *sandbox.Sandbox // nil: plain processes (Options.InsecureNoSandbox)
 	maxReply int64
 	goWorker bool
+	zygote   *zygotes // Python's fork server of this network view; nil: none
 }
 
 // workerIDs numbers the workers of this process; workerFunctions maps the id
@@ -162,6 +163,9 @@ func (s *spares) use() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.users++
+	if s.spec.zygote != nil {
+		s.spec.zygote.use()
+	}
 }
 
 // release removes a user; the last one kills the spares, once the refill
@@ -169,6 +173,9 @@ func (s *spares) use() {
 func (s *spares) release() {
 	s.mu.Lock()
 	s.users--
+	if s.spec.zygote != nil {
+		s.spec.zygote.release()
+	}
 	if s.users > 0 {
 		s.mu.Unlock()
 		return

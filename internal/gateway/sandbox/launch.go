@@ -93,6 +93,9 @@ type launch struct {
 	// Remove, instead of a command, removes the directory of an ended command
 	// as its user (see removeWorkerDir).
 	Remove string `json:"remove,omitempty"`
+	// Zygote, instead of a command, starts a zygote's bubblewrap (see
+	// runZygoteHelper).
+	Zygote *zygoteHelper `json:"zygote,omitempty"`
 	// Landlock restricts the file system to ReadOnly, Dir and a few devices,
 	// and, without Network, TCP; it scopes signals and abstract UNIX sockets.
 	Landlock bool     `json:"landlock"`
@@ -127,6 +130,9 @@ func runLauncher(f *os.File) error {
 	}
 	if l.Remove != "" {
 		return removeAsOwner(l.Remove)
+	}
+	if l.Zygote != nil {
+		return runZygoteHelper(l.Zygote)
 	}
 	if err := joinCgroups(l.Cgroups); err != nil {
 		return err

@@ -1,0 +1,328 @@
+package lambda
+
+import (
+	"bufio"
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
+)
+
+// Values of Options.PythonZygote.
+const (
+	// ZygoteAuto forks Python workers from a zygote where the sandbox can
+	// start one (a namespace sandbox of a root gateway), and starts each
+	// with its own interpreter elsewhere.
+	ZygoteAuto = "auto"
+	// ZygoteOff starts each Python worker with its own interpreter.
+	ZygoteOff = "off"
+)
+
+// DefaultPythonZygote is the default of Options.PythonZygote.
+const DefaultPythonZygote = ZygoteOff
+
+// PythonZygoteMarker is an argument of a Python zygote's command line, which
+// its children share until they load a function.
+const PythonZygoteMarker = "metalambda-python-zygote"
+
+// zygoteMaxForks and zygoteMaxAge bound how many workers, and for how long,
+// share one zygote's image: its memory layout, stack canary and string hash
+// secret. A replacement is started in the background past either, and the
+// retired zygote ends once its last child has.
+var (
+	zygoteMaxForks = 64
+	zygoteMaxAge   = 10 * time.Minute
+)
+
+// zygoteRetryAfter is how long a zygote that failed to start is not tried
+// again: meanwhile workers are started with their own interpreter.
+const zygoteRetryAfter = 30 * time.Second
+
+//go:embed python_zygote.py
+var pythonZygoteScript string
+
+// zygotePreload are the modules a zygote loads beside the worker's, common in
+// functions: their pages are then shared by every worker.
+var zygotePreload = []string{"re", "datetime", "base64", "hashlib", "collections", "random", "resource", "time", "struct", "copy", "fcntl"}
+
+// zygoteConfig is what a Python zygote is given: the worker's code and the
+// modules to preload, nothing of any function.
+type zygoteConfig struct {
+	Worker  string   `json:"worker"`
+	Preload []string `json:"preload"`
+}
+
+// ParsePythonZygote checks a value of Options.PythonZygote.
+func ParsePythonZygote(v string) (string, error) {
+	switch v {
+	case ZygoteAuto, ZygoteOff:
+		return v, nil
+	}
+	return "", fmt.Errorf("python zygote %q: want auto or off", v)
+}
+
+// zygotes is the zygote of one network view of the Python runtime, started at
+// the first fork, replaced past zygoteMaxForks or zygoteMaxAge, and started
+// again when it dies. A fork that finds none running gets errNoZygote: its
+// worker is started with its own interpreter instead.
+type zygotes struct {
+	sb   *sandbox.Sandbox
+	spec sandbox.ZygoteSpec
+
+	mu       sync.Mutex
+	current  *sandbox.Zygote
+	starting bool
+	failed   time.Time // when the last start failed
+	users    int       // the open functions of the view (spares.use)
+	idle     *time.Timer
+}
+
+// zygoteIdle is how long a zygote outlives the last function of its network
+// view, so that a function registered again soon after finds it.
+const zygoteIdle = time.Minute
+
+// use adds a user.
+func (zs *zygotes) use() {
+	zs.mu.Lock()
+	defer zs.mu.Unlock()
+	zs.users++
+	if zs.idle != nil {
+		zs.idle.Stop()
+		zs.idle = nil
+	}
+}
+
+// release removes a user; zygoteIdle after the last, with no new one, the
+// zygote is retired.
+func (zs *zygotes) release() {
+	zs.mu.Lock()
+	defer zs.mu.Unlock()
+	zs.users--
+	if zs.users > 0 {
+		return
+	}
+	zs.idle = time.AfterFunc(zygoteIdle, func() {
+		zs.mu.Lock()
+		idle := zs.users == 0
+		zs.mu.Unlock()
+		if idle {
+			zs.close()
+		}
+	})
+}
+
+var errNoZygote = errors.New("no zygote running")
+
+// fork forks a worker bounded by l from the current zygote. wait starts a
+// zygote when none runs and waits for it (a function's first worker);
+// otherwise the start is left in the background.
+func (zs *zygotes) fork(l sandbox.Limits, wait bool) (*sandbox.Forked, error) {
+	zs.mu.Lock()
+	z := zs.current
+	if z != nil && isDone(z.Done()) {
+		z, zs.current = nil, nil
+	}
+	if z == nil || z.Forks() >= zygoteMaxForks || time.Since(z.Started()) > zygoteMaxAge {
+		zs.startLocked(z == nil && wait)
+		if z == nil {
+			z = zs.current
+		}
+	}
+	zs.mu.Unlock()
+	if z == nil {
+		return nil, errNoZygote
+	}
+	f, err := z.Fork(zs.sb, l)
+	if errors.Is(err, sandbox.ErrZygoteExited) {
+		// Killed meanwhile: the next fork starts another.
+		return nil, errNoZygote
+	}
+	return f, err
+}
+
+// startLocked starts a replacement of the current zygote in the background,
+// or, with wait, in the caller (zs.mu held, released meanwhile).
+func (zs *zygotes) startLocked(wait bool) {
+	if zs.starting || time.Since(zs.failed) < zygoteRetryAfter {
+		return
+	}
+	zs.starting = true
+	if wait {
+		zs.mu.Unlock()
+		zs.start()
+		zs.mu.Lock()
+		return
+	}
+	go zs.start()
+}
+
+func (zs *zygotes) start() {
+	z, err := zs.sb.StartZygote(zs.spec)
+	zs.mu.Lock()
+	defer zs.mu.Unlock()
+	zs.starting = false
+	if err != nil {
+		zs.failed = time.Now()
+		slog.Warn("python zygote: not started; workers start with their own interpreter meanwhile", "error", err)
+		return
+	}
+	if old := zs.current; old != nil {
+		go retire(old)
+	}
+	zs.current = z
+}
+
+// retiring are the zygotes that end once their last child has (retire).
+var retiring sync.Map
+
+// retire ends z once its last child has ended.
+func retire(z *sandbox.Zygote) {
+	retiring.Store(z, true)
+	defer retiring.Delete(z)
+	for z.Children() > 0 && !isDone(z.Done()) {
+		time.Sleep(time.Second)
+	}
+	z.Close()
+}
+
+// close retires the current zygote.
+func (zs *zygotes) close() {
+	zs.mu.Lock()
+	z := zs.current
+	zs.current = nil
+	zs.mu.Unlock()
+	if z != nil {
+		go retire(z)
+	}
+}
+
+// stats are the current zygote's host pid and forks, for tests; 0, 0 when none
+// runs.
+func (zs *zygotes) stats() (pid, forks int) {
+	zs.mu.Lock()
+	defer zs.mu.Unlock()
+	if zs.current == nil {
+		return 0, 0
+	}
+	return zs.current.PID(), zs.current.Forks()
+}
+
+func isDone(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// forkedWorkers maps each forked worker (its *sandbox.Forked) to its id, which
+// workerPIDs reads: a forked worker's command line is its zygote's.
+var forkedWorkers sync.Map
+
+// startForked makes w a child of the zygote of s; errNoZygote when none runs.
+func (w *pyWorker) startForked(s *workerSpec) error {
+	f, err := s.zygote.fork(s.limits, true)
+	if err != nil {
+		return err
+	}
+	w.fk = f
+	w.stdin = f.Stdin
+	forkedWorkers.Store(f, w.id)
+	stderr := f.Stderr
+	go func() {
+		_, _ = io.Copy(w.stderr, stderr)
+		stderr.Close()
+	}()
+	w.stdout = f.Stdout
+	w.replies = bufio.NewReaderSize(f.Stdout, 64<<10)
+	go w.reap()
+	return nil
+}
+
+// waitForked waits for a forked worker's end.
+func (w *pyWorker) waitForked() {
+	w.fk.Wait(context.Background())
+	forkedWorkers.Delete(w.fk)
+}
+
+// forkedState describes how a forked worker ended.
+func (w *pyWorker) forkedState() string {
+	select {
+	case <-w.fk.Exited():
+	default:
+		return "still running"
+	}
+	ws, known := w.fk.Wait(context.Background())
+	switch {
+	case !known:
+		return "signal: killed (its zygote ended)"
+	case ws.Signaled():
+		return "signal: " + ws.Signal().String()
+	case ws.ExitStatus() > 128 && ws.ExitStatus() < 128+65: // the worker's, from its init
+		return "signal: " + syscall.Signal(ws.ExitStatus()-128).String()
+	default:
+		return "exit status " + strconv.Itoa(ws.ExitStatus())
+	}
+}
+
+// forkedPIDs are the host pids of this process's forked workers (the
+// worker's own process, not its init's).
+func forkedPIDs(function string) []int {
+	var pids []int
+	forkedWorkers.Range(func(k, v any) bool {
+		f := k.(*sandbox.Forked)
+		pid := f.Worker()
+		if pid == 0 || isDone(f.Exited()) {
+			return true
+		}
+		if function != "" {
+			fn, ok := workerFunctions.Load(v)
+			if !ok || fn != function {
+				return true
+			}
+		}
+		pids = append(pids, pid)
+		return true
+	})
+	return pids
+}
+
+// zygoteFor is the zygote of a network view, nil when Options.PythonZygote
+// is off or the sandbox cannot start one.
+func (p *python) zygoteFor(sb *sandbox.Sandbox, interpreter string, binds []string, network bool) *zygotes {
+	if p.opts.PythonZygote != ZygoteAuto || sb == nil || sb.ZygoteSupported() != nil {
+		return nil
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if zs := p.zygotes[network]; zs != nil {
+		return zs
+	}
+	if p.zygotes == nil {
+		p.zygotes = map[bool]*zygotes{}
+	}
+	zs := &zygotes{sb: sb, spec: sandbox.ZygoteSpec{
+		Args:     []string{interpreter, "-I", "-S", "-c", pythonZygoteScript, PythonZygoteMarker, "gateway=" + strconv.Itoa(os.Getpid()), "site-packages=" + p.sitePackages},
+		Env:      environ(pythonBaseEnv),
+		ReadOnly: binds,
+		Network:  network,
+		Config:   zygoteConfig{Worker: pythonWorkerScript, Preload: zygotePreload},
+	}}
+	p.zygotes[network] = zs
+	allZygotes.Store(zs, true)
+	return zs
+}
+
+// allZygotes are the zygotes of every Python runtime of the process (the
+// tests end them all).
+var allZygotes sync.Map

@@ -1,0 +1,480 @@
+package lambda
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
+)
+
+// zygoteRuntime is a Python runtime whose workers a zygote forks; the test is
+// skipped where the sandbox cannot start one.
+func zygoteRuntime(t *testing.T, opts Options) *python {
+	t.Helper()
+	opts.PythonZygote = ZygoteAuto
+	opts = sandboxed(t, opts)
+	if err := opts.Sandbox.ZygoteSupported(); err != nil {
+		t.Skip(err)
+	}
+	return NewPython(opts).(*python)
+}
+
+// zygoteOf is the zygotes of rt's network view.
+func zygoteOf(t *testing.T, rt *python, network bool) *zygotes {
+	t.Helper()
+	rt.mu.Lock()
+	zs := rt.zygotes[network]
+	rt.mu.Unlock()
+	if zs == nil {
+		t.Fatal("no zygote for the network view")
+	}
+	return zs
+}
+
+// forkedWorker is the only worker of function, which its zygote forked.
+func forkedWorker(t *testing.T, function string, zygote int) int {
+	t.Helper()
+	pids := workerProcesses(function)
+	if len(pids) != 1 {
+		t.Fatalf("workers of %s: %v, want one", function, pids)
+	}
+	init, _ := strconv.Atoi(statusField(t, pids[0], "PPid"))
+	if parent := statusField(t, init, "PPid"); parent != strconv.Itoa(zygote) {
+		t.Fatalf("the worker's init's parent is %s, want the zygote %d", parent, zygote)
+	}
+	return pids[0]
+}
+
+func TestZygoteForksWorkers(t *testing.T) {
+	rt := zygoteRuntime(t, Options{})
+	c := mustCompile(t, rt, pyFn("zecho", pyEcho))
+	assertEcho(t, c, "a")
+	pid, forks := zygoteOf(t, rt, false).stats()
+	if pid == 0 || forks == 0 {
+		t.Fatalf("zygote pid %d, forks %d: the worker was not forked", pid, forks)
+	}
+	forkedWorker(t, "test/zecho", pid)
+}
+
+// statusField is a field of /proc/pid/status.
+func statusField(t *testing.T, pid int, name string) string {
+	t.Helper()
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", name, pid)
+	return ""
+}
+
+func token() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return "tok" + hex.EncodeToString(b)
+}
+
+// memoryHolds reports whether the readable memory, environment or command
+// line of process pid holds s.
+func memoryHolds(t *testing.T, pid int, s string) bool {
+	t.Helper()
+	dir := "/proc/" + strconv.Itoa(pid) + "/"
+	for _, f := range []string{"environ", "cmdline"} {
+		raw, err := os.ReadFile(dir + f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(raw, []byte(s)) {
+			return true
+		}
+	}
+	maps, err := os.Open(dir + "maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer maps.Close()
+	mem, err := os.Open(dir + "mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	sc := bufio.NewScanner(maps)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 || f[1][0] != 'r' || strings.HasSuffix(sc.Text(), "[vvar]") {
+			continue
+		}
+		var start, end uint64
+		if _, err := fmt.Sscanf(f[0], "%x-%x", &start, &end); err != nil {
+			continue
+		}
+		buf := make([]byte, end-start)
+		n, _ := mem.ReadAt(buf, int64(start))
+		if bytes.Contains(buf[:n], []byte(s)) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestTemplateHoldsNoFunctionData registers a function whose source and
+// environment hold a token: neither the zygote nor a spare ever holds it; the
+// worker that serves the function does.
+func TestTemplateHoldsNoFunctionData(t *testing.T) {
+	rt := zygoteRuntime(t, Options{WorkerSpares: DefaultWorkerSpares})
+	src, env := token(), token()
+	fn := pyFn("secret", "SECRET = '"+src+"'\n"+pyEcho)
+	fn.Env = map[string]string{"FUNCTION_TOKEN": env}
+	c := mustCompile(t, rt, fn)
+	assertEcho(t, c, "x")
+	zs := zygoteOf(t, rt, false)
+	zygote, _ := zs.stats()
+	worker := forkedWorker(t, fn.Name, zygote)
+	// The spares refill in the background.
+	waitUntil(t, func() bool { return rt.spares.sets[false].count() == DefaultWorkerSpares }, "the spares to refill")
+	if !memoryHolds(t, worker, src) || !memoryHolds(t, worker, env) {
+		t.Fatal("the worker's memory holds neither token: the scan cannot find them")
+	}
+	for _, tok := range []string{src, env} {
+		if memoryHolds(t, zygote, tok) {
+			t.Errorf("the zygote %d holds the function's token", zygote)
+		}
+		rt.spares.sets[false].mu.Lock()
+		spares := append([]*pyWorker(nil), rt.spares.sets[false].ready...)
+		rt.spares.sets[false].mu.Unlock()
+		for _, w := range spares {
+			if w.fk == nil || w.fk.Worker() == 0 {
+				t.Fatalf("spare %s was not forked", w.id)
+			}
+			if memoryHolds(t, w.fk.Worker(), tok) || memoryHolds(t, w.fk.PID(), tok) {
+				t.Errorf("spare %d (or its init) holds the function's token", w.fk.Worker())
+			}
+		}
+		init, _ := strconv.Atoi(statusField(t, worker, "PPid"))
+		if memoryHolds(t, init, tok) {
+			t.Errorf("the worker's init %d holds the function's token", init)
+		}
+	}
+}
+
+// childReport is what a function reports of its own process.
+const childReport = `import os, ctypes, socket, random
+def sync(request):
+    status = dict(l.split(":", 1) for l in open("/proc/self/status").read().splitlines() if ":" in l)
+    fds = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            fds[fd] = os.readlink("/proc/self/fd/" + fd)
+        except OSError as e:
+            fds[fd] = type(e).__name__
+    libc = ctypes.CDLL(None, use_errno=True)
+    def attempt(ret):
+        return "ok" if ret == 0 else os.strerror(ctypes.get_errno())
+    def tmp_size():
+        st = os.statvfs("/tmp")
+        return st.f_blocks * st.f_frsize
+    try:
+        os.setuid(0)
+        setuid = "ok"
+    except OSError as e:
+        setuid = e.strerror
+    return {"status": {k: v.strip() for k, v in status.items()}, "fds": fds,
+            "unshare": attempt(libc.unshare(0x00020000)), "mount": attempt(libc.mount(b"none", b"/tmp", b"tmpfs", 0, None)),
+            "setuid": setuid, "hostname": socket.gethostname(), "cgroup": open("/proc/self/cgroup").read(),
+            "procs": sorted(p for p in os.listdir("/proc") if p.isdigit()), "tmp": tmp_size(),
+            "rootWritable": os.access("/", os.W_OK), "random": random.random(), "pid": os.getpid()}
+`
+
+func report(t *testing.T, c Compiled) map[string]any {
+	t.Helper()
+	res, err := invoke(t, c, echoRequest("r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(res.Response, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestZygoteChildBounds checks what each forked worker holds: no capability,
+// no_new_privs, two seccomp filters (the zygote's and its own), its own PID
+// namespace, /tmp, hostname and cgroup namespace, only its pipes (fds 0-2 and
+// the worker's private copies: no socket, no other worker's pipe), a user of
+// its own distinct from its siblings', and a different random seed.
+func TestZygoteChildBounds(t *testing.T) {
+	rt := zygoteRuntime(t, Options{})
+	zygote := 0
+	uids := map[string]bool{}
+	randoms := map[float64]bool{}
+	const n = 6
+	for i := range n {
+		fn := pyFn("bounds-"+strconv.Itoa(i), childReport)
+		c := mustCompile(t, rt, fn)
+		r := report(t, c)
+		if zygote == 0 {
+			zygote, _ = zygoteOf(t, rt, false).stats()
+		}
+		host := forkedWorker(t, fn.Name, zygote)
+		status := r["status"].(map[string]any)
+		for _, k := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
+			if status[k] != "0000000000000000" {
+				t.Errorf("%s = %v, want none", k, status[k])
+			}
+		}
+		if status["NoNewPrivs"] != "1" || status["Seccomp"] != "2" || status["Seccomp_filters"] != "2" {
+			t.Errorf("NoNewPrivs %v, Seccomp %v, Seccomp_filters %v: want 1, 2 (filter) and 2 (the zygote's and the worker's)", status["NoNewPrivs"], status["Seccomp"], status["Seccomp_filters"])
+		}
+		for fd, target := range r["fds"].(map[string]any) {
+			s := target.(string)
+			// FileNotFoundError: the listing's own descriptor, closed since.
+			if !strings.HasPrefix(s, "pipe:") && s != "/dev/null" && s != "FileNotFoundError" {
+				t.Errorf("fd %s is %s: want only the worker's pipes", fd, s)
+			}
+		}
+		if len(r["fds"].(map[string]any)) > 6 {
+			t.Errorf("fds %v: want 0-2, the protocol's copies and the listing's", r["fds"])
+		}
+		for _, k := range []string{"unshare", "mount", "setuid"} {
+			if r[k] != "Operation not permitted" {
+				t.Errorf("%s: %v, want Operation not permitted", k, r[k])
+			}
+		}
+		if r["hostname"] != "sandbox" || r["cgroup"] == "" || !strings.Contains(r["cgroup"].(string), ":/\n") || r["rootWritable"] != false {
+			t.Errorf("hostname %v, cgroup %q, / writable %v: want sandbox, the cgroup namespace's root, false", r["hostname"], r["cgroup"], r["rootWritable"])
+		}
+		if fmt.Sprint(r["procs"]) != "[1 2]" || r["pid"] != 2.0 {
+			t.Errorf("processes seen %v, own pid %v: want its init and itself, pid 2", r["procs"], r["pid"])
+		}
+		if tmp := r["tmp"].(float64); tmp <= 0 || tmp > sandbox.DefaultTmpSize {
+			t.Errorf("/tmp holds %v bytes, want at most %d", tmp, sandbox.DefaultTmpSize)
+		}
+		hostUID := strings.Fields(statusField(t, host, "Uid"))[0]
+		if id, _ := strconv.Atoi(hostUID); id < sandbox.DefaultUIDBase+1 || id >= sandbox.DefaultUIDBase+1<<20 {
+			t.Errorf("host user %s: want one of the range, not its first (the zygote's)", hostUID)
+		}
+		uids[hostUID] = true
+		randoms[r["random"].(float64)] = true
+	}
+	if len(uids) != n {
+		t.Errorf("host users %v: want %d distinct", uids, n)
+	}
+	if len(randoms) != n {
+		t.Errorf("random.random() gave %v: want %d distinct values", randoms, n)
+	}
+	if got := statusField(t, zygote, "Uid"); strings.Fields(got)[0] != strconv.Itoa(sandbox.DefaultUIDBase) {
+		t.Errorf("the zygote runs as host user %s, want %d (root of its user namespace only)", got, sandbox.DefaultUIDBase)
+	}
+	// CAP_SETGID, CAP_SETUID, CAP_SETPCAP, CAP_NET_ADMIN and CAP_SYS_ADMIN, in
+	// its user namespace.
+	if got := statusField(t, zygote, "CapEff"); got != "00000000002011c0" {
+		t.Errorf("the zygote's capabilities: %s, want 00000000002011c0", got)
+	}
+	if got := statusField(t, zygote, "CapBnd"); got != "00000000002011c0" {
+		t.Errorf("the zygote's bounding set: %s, want 00000000002011c0", got)
+	}
+}
+
+// TestNoFdLeakAcrossChildren closes the stdin of the first of several
+// children: it sees the end at once, which it would not if a later sibling
+// held a copy of the pipe's write end.
+func TestNoFdLeakAcrossChildren(t *testing.T) {
+	rt := zygoteRuntime(t, Options{})
+	mustCompile(t, rt, pyFn("fds", pyEcho)) // starts the zygote
+	zs := zygoteOf(t, rt, false)
+	limits := rt.opts.workerLimits(rt.opts.PythonMemoryLimit, rt.opts.PythonMemoryLimit)
+	var children []*sandbox.Forked
+	for range 11 {
+		f, err := zs.fork(limits, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		children = append(children, f)
+	}
+	defer func() {
+		for _, f := range children {
+			f.Kill()
+			f.Stdin.Close()
+			<-f.Exited()
+		}
+	}()
+	children[0].Stdin.Close()
+	select {
+	case <-children[0].Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first child did not end when its stdin closed: a sibling holds its pipe")
+	}
+	for i, f := range children[1:] {
+		select {
+		case <-f.Exited():
+			t.Errorf("child %d ended with the first", i+1)
+		default:
+		}
+	}
+}
+
+// TestZygoteRotates: past zygoteMaxForks a new zygote (a new layout and hash
+// secret) takes over, and the old one ends with its last child.
+func TestZygoteRotates(t *testing.T) {
+	saved := zygoteMaxForks
+	zygoteMaxForks = 3
+	defer func() { zygoteMaxForks = saved }()
+	rt := zygoteRuntime(t, Options{WorkerSpares: -1})
+	c := mustCompile(t, rt, pyFn("rot-0", childReport))
+	zs := zygoteOf(t, rt, false)
+	first, _ := zs.stats()
+	report(t, c)
+	firstMaps := mapsStart(t, forkedWorker(t, "test/rot-0", first))
+	for i := 1; i < 6; i++ {
+		mustCompile(t, rt, pyFn("rot-"+strconv.Itoa(i), pyEcho))
+	}
+	waitUntil(t, func() bool { pid, _ := zs.stats(); return pid != 0 && pid != first }, "a new zygote")
+	second, _ := zs.stats()
+	c2 := mustCompile(t, rt, pyFn("rot-new", childReport))
+	report(t, c2)
+	if mapsStart(t, forkedWorker(t, "test/rot-new", second)) == firstMaps {
+		t.Errorf("the new zygote's child maps the interpreter at %s, as the old one's: want a new layout", firstMaps)
+	}
+}
+
+// mapsStart is the first mapping of process pid.
+func mapsStart(t *testing.T, pid int) string {
+	t.Helper()
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _, _ := strings.Cut(string(raw), " ")
+	return first
+}
+
+// TestZygoteDeath kills the zygote: its spares die with it, calls go on
+// (workers started with their own interpreter meanwhile), and a new zygote
+// is started.
+func TestZygoteDeath(t *testing.T) {
+	rt := zygoteRuntime(t, Options{WorkerSpares: DefaultWorkerSpares})
+	c := mustCompile(t, rt, pyFn("death", pyEcho))
+	assertEcho(t, c, "before")
+	zs := zygoteOf(t, rt, false)
+	set := rt.spares.sets[false]
+	waitUntil(t, func() bool { return set.count() == DefaultWorkerSpares }, "the spares to refill")
+	zygote, _ := zs.stats()
+	set.mu.Lock()
+	spares := append([]*pyWorker(nil), set.ready...)
+	set.mu.Unlock()
+	if err := syscallKill(zygote); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range spares {
+		select {
+		case <-w.exited:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("spare %d outlived its zygote", w.fk.PID())
+		}
+	}
+	other := mustCompile(t, rt, pyFn("after", pyEcho))
+	assertEcho(t, other, "after")
+	assertEcho(t, c, "again")
+	waitUntil(t, func() bool { pid, _ := zs.stats(); return pid != 0 && pid != zygote }, "a new zygote")
+}
+
+func syscallKill(pid int) error {
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return err
+	}
+	return p.Kill()
+}
+
+var _ = context.Background
+
+// TestZygoteSurvivesItsChildren: a worker that exhausts its memory or its
+// tasks is stopped in its own cgroup; the zygote lives on and forks the next.
+func TestZygoteSurvivesItsChildren(t *testing.T) {
+	rt := zygoteRuntime(t, Options{PythonMemoryLimit: 64 << 20})
+	bomb := mustCompile(t, rt, pyFn("zbomb", `def sync(request):
+    hog = []
+    while True:
+        hog.append(bytearray(1 << 20))
+`))
+	zs := zygoteOf(t, rt, false)
+	zygote, _ := zs.stats()
+	if _, err := invoke(t, bomb, echoRequest("x")); err == nil {
+		t.Fatal("the memory bomb answered")
+	}
+	forks := mustCompile(t, rt, pyFn("zforks", `import os, time
+def sync(request):
+    n = 0
+    try:
+        while n < 1000:
+            if os.fork() == 0:
+                time.sleep(30)
+                os._exit(0)
+            n += 1
+    except OSError as e:
+        return {"forked": n, "error": e.strerror}
+    return {"forked": n}
+`))
+	res, err := invoke(t, forks, echoRequest("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]any
+	if err := json.Unmarshal(res.Response, &out); err != nil {
+		t.Fatal(err)
+	}
+	if n := out["forked"].(float64); n >= sandbox.DefaultProcesses {
+		t.Errorf("the worker forked %v processes, want fewer than its limit of %d", n, sandbox.DefaultProcesses)
+	}
+	if pid, _ := zs.stats(); pid != zygote {
+		t.Fatalf("the zygote changed from %d to %d", zygote, pid)
+	}
+	assertEcho(t, mustCompile(t, rt, pyFn("zafter", pyEcho)), "after")
+}
+
+// closeZygotesNow kills every zygote of the process at once, and with it
+// its children, so that none outlives a test binary's run (its stage
+// directory with it).
+func closeZygotesNow() {
+	allZygotes.Range(func(k, _ any) bool {
+		zs := k.(*zygotes)
+		zs.mu.Lock()
+		z := zs.current
+		zs.current = nil
+		zs.mu.Unlock()
+		if z != nil {
+			z.Close()
+		}
+		return true
+	})
+	retiring.Range(func(k, _ any) bool {
+		k.(*sandbox.Zygote).Close()
+		return true
+	})
+	// A zygote started in the background as the tests ended may have left its
+	// (empty) stage directory.
+	time.Sleep(100 * time.Millisecond)
+	for _, parent := range []string{"/run", os.TempDir()} {
+		dirs, _ := filepath.Glob(filepath.Join(parent, "metalambda-zygote-"+strconv.Itoa(os.Getpid())+"-*"))
+		for _, dir := range dirs {
+			_ = syscall.Rmdir(dir)
+		}
+	}
+}
