@@ -32,7 +32,8 @@ func TestPythonWorkerJSONMatchesTheJSONPackage(t *testing.T) {
 // traceback to serve calls, so that they are not in every warm worker's memory;
 // a function that imports them has them, and an error's traceback is formatted.
 func TestPythonWorkerImportsOnlyWhatACallNeeds(t *testing.T) {
-	rt := NewPython(sandboxed(t, Options{}))
+	opts := sandboxed(t, Options{})
+	rt := NewPython(opts)
 	heavy := `import sys
 HEAVY = ("json", "re", "traceback")
 def sync(request):
@@ -45,7 +46,13 @@ def sync(request):
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := cmp.Diff(map[string]any{"loaded": []any{}}, decode(t, res.Response)); diff != "" {
+	// A worker forked by a zygote has the zygote's image, which holds json and
+	// the common modules of zygotePreload on purpose: their pages are shared.
+	want := []any{}
+	if opts.PythonZygote == "auto" {
+		want = []any{"json", "re"}
+	}
+	if diff := cmp.Diff(map[string]any{"loaded": want}, decode(t, res.Response)); diff != "" {
 		t.Errorf("modules the worker imported (-want +got):\n%s", diff)
 	}
 	_, err = invoke(t, lean, echoRequest("fail"))
