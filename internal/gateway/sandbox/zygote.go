@@ -54,7 +54,9 @@ type ZygoteSpec struct {
 	// under "config", beside what the zygote needs of the sandbox (see
 	// zygoteConfig). It must hold nothing of any function.
 	Config any
-	// Memory bounds what the zygote itself holds (default 256 MiB).
+	// Memory bounds what the zygote's cgroup holds (DefaultZygoteMemory when
+	// 0): the zygote's own pages and the copies its children keep of the pages
+	// it wrote after forking them (see Zygote.Memory).
 	Memory int64
 }
 
@@ -138,6 +140,9 @@ type forkReply struct {
 	Status int `json:"status"`
 }
 
+// DefaultZygoteMemory is the default of ZygoteSpec.Memory.
+const DefaultZygoteMemory = 256 << 20
+
 // zygoteStartAllowance bounds a zygote's start, up to its "ready" line.
 const zygoteStartAllowance = 20 * time.Second
 
@@ -148,7 +153,7 @@ func (s *Sandbox) StartZygote(spec ZygoteSpec) (z *Zygote, err error) {
 		return nil, err
 	}
 	if spec.Memory == 0 {
-		spec.Memory = 256 << 20
+		spec.Memory = DefaultZygoteMemory
 	}
 	var closers []io.Closer
 	defer func() {
@@ -379,6 +384,13 @@ func (z *Zygote) Children() int {
 	defer z.mu.Unlock()
 	return len(z.children)
 }
+
+// Memory is what z's cgroup holds. It grows with every child that lives: a
+// page the zygote writes after a fork is copied, and the copy left to the
+// child stays charged to the zygote's cgroup, as do the pages a child writes
+// before it joins its own cgroup. A zygote whose cgroup fills is killed, and
+// every child with it.
+func (z *Zygote) Memory() (int64, bool) { return z.cgroup.memory() }
 
 // Started is when z was started.
 func (z *Zygote) Started() time.Time { return z.started }
