@@ -420,13 +420,7 @@ func (z *Zygote) Close() {
 // and stderr are the Forked's.
 func (z *Zygote) Fork(s *Sandbox, l Limits) (f *Forked, err error) {
 	l = l.withDefaults()
-	uid, err := s.takeUID()
-	for err == nil && uid == s.uidBase { // the zygote's own user (root in its user namespace)
-		var again int
-		again, err = s.takeUID()
-		releaseUID(uid)
-		uid = again
-	}
+	uid, err := s.takeUID() // never the zygote's own (takeUID)
 	if err != nil {
 		return nil, err
 	}
