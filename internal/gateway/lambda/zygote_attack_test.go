@@ -227,3 +227,27 @@ func TestZygoteBurstStaysBounded(t *testing.T) {
 	}
 	assertEcho(t, c, "after")
 }
+
+// TestForkedChildThatDiesAtOnceIsSeenToExit: a child that fails while it
+// specializes (here a file limit above the zygote's own) ends before its fork
+// request has returned; its end must still be seen (its cgroup removed, its
+// user given back), or whoever waits for it waits for ever.
+func TestForkedChildThatDiesAtOnceIsSeenToExit(t *testing.T) {
+	rt := zygoteRuntime(t, Options{})
+	mustCompile(t, rt, pyFn("early", pyEcho))
+	zs := zygoteOf(t, rt, false)
+	limits := rt.opts.workerLimits(rt.opts.PythonMemoryLimit, rt.opts.PythonMemoryLimit)
+	limits.OpenFiles = 1 << 30
+	for i := range 20 {
+		f, err := zs.fork(limits, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Stdin.Close()
+		select {
+		case <-f.Exited():
+		case <-time.After(10 * time.Second):
+			t.Fatalf("child %d that failed to specialize was never seen to exit", i)
+		}
+	}
+}

@@ -125,8 +125,11 @@ type Zygote struct {
 	nextID   int
 	pending  map[int]chan forkReply
 	children map[int]*Forked // by their pid in the zygote's PID namespace
-	forks    int
-	exited   bool
+	// early are the wait statuses of children that exited before Fork had
+	// registered them (between the zygote's answer and Fork's taking mu).
+	early  map[int]syscall.WaitStatus
+	forks  int
+	exited bool
 }
 
 // forkReply is the zygote's answer to a fork request.
@@ -278,7 +281,7 @@ func (s *Sandbox) StartZygote(spec ZygoteSpec) (z *Zygote, err error) {
 	if err != nil {
 		return nil, err
 	}
-	z = &Zygote{cmd: cmd, ctl: ctl, cgroup: cg, stderr: &lockedTail{}, done: make(chan struct{}), pending: map[int]chan forkReply{}, children: map[int]*Forked{}}
+	z = &Zygote{cmd: cmd, ctl: ctl, cgroup: cg, stderr: &lockedTail{}, done: make(chan struct{}), pending: map[int]chan forkReply{}, children: map[int]*Forked{}, early: map[int]syscall.WaitStatus{}}
 	cmd.Stderr = z.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("sandbox: starting the zygote (%s): %w", s.launcher, err)
@@ -335,6 +338,8 @@ func (z *Zygote) readControl() {
 			if f := z.children[r.Exit]; f != nil {
 				delete(z.children, r.Exit)
 				f.exit(syscall.WaitStatus(r.Status), true)
+			} else {
+				z.early[r.Exit] = syscall.WaitStatus(r.Status)
 			}
 		} else if ch := z.pending[r.ID]; ch != nil {
 			delete(z.pending, r.ID)
@@ -523,8 +528,15 @@ func (z *Zygote) Fork(s *Sandbox, l Limits) (f *Forked, err error) {
 		f.exit(0, false)
 		return f, nil
 	}
-	z.children[r.PID] = f
 	z.forks++
+	if status, ok := z.early[r.PID]; ok {
+		// It ended before it was registered (it failed to specialize).
+		delete(z.early, r.PID)
+		z.mu.Unlock()
+		f.exit(status, true)
+		return f, nil
+	}
+	z.children[r.PID] = f
 	// The host pid is the zygote's child's whose NSpid names r.PID; the pidfd
 	// is kept only if that still holds once it is open (a reaped child's pid
 	// may be another process's).
