@@ -408,7 +408,8 @@ func (z *Zygote) PID() int {
 	if z.cgroup == nil {
 		return 0
 	}
-	pids := z.cgroup.pids()
+	// Its children pass through its cgroup before they join their own.
+	pids := z.cgroup.roots()
 	if len(pids) == 0 {
 		return 0
 	}
