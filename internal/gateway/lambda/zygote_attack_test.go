@@ -108,29 +108,6 @@ func TestZygoteChildReachesNothing(t *testing.T) {
 	}
 }
 
-// cgroupMemory is memory.current of process pid's cgroup.
-func cgroupMemory(t *testing.T, pid int) int64 {
-	t.Helper()
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
-	if err != nil {
-		t.Fatal(err)
-	}
-	file := ""
-	for _, line := range strings.Split(string(raw), "\n") {
-		if _, path, ok := strings.Cut(line, ":memory:"); ok {
-			file = "/sys/fs/cgroup/memory" + path + "/memory.usage_in_bytes"
-		} else if path, ok := strings.CutPrefix(line, "0::"); ok && file == "" {
-			file = "/sys/fs/cgroup" + path + "/memory.current"
-		}
-	}
-	cur, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, _ := strconv.ParseInt(strings.TrimSpace(string(cur)), 10, 64)
-	return n
-}
-
 // TestZygoteNotKilledByItsChildrenPages: each live child keeps pages charged
 // to its zygote's cgroup (the zygote's writes after a fork copy the pages it
 // shared with the child; the copies left to the child stay charged to the
