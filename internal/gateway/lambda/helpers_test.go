@@ -23,6 +23,7 @@ import (
 func TestMain(m *testing.M) {
 	ServeWorker() // the tests' sandboxes start this binary as their launcher and workers
 	code := m.Run()
+	closeZygotesNow()
 	if left := workerProcesses(""); len(left) > 0 {
 		fmt.Fprintf(os.Stderr, "python workers left behind: %v\n", left)
 		code = 1

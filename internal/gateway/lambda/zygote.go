@@ -200,8 +200,13 @@ func (zs *zygotes) start() {
 	zs.current, zs.granted = z, 0
 }
 
+// retiring are the zygotes that end once their last child has (retire).
+var retiring sync.Map
+
 // retire ends z once its last child has ended.
 func retire(z *sandbox.Zygote) {
+	retiring.Store(z, true)
+	defer retiring.Delete(z)
 	for z.Children() > 0 && !isDone(z.Done()) {
 		time.Sleep(time.Second)
 	}
@@ -331,5 +336,10 @@ func (p *python) zygoteFor(sb *sandbox.Sandbox, interpreter string, binds []stri
 		Config:   zygoteConfig{Worker: pythonWorkerScript, Preload: zygotePreload},
 	}}
 	p.zygotes[network] = zs
+	allZygotes.Store(zs, true)
 	return zs
 }
+
+// allZygotes are the zygotes of every Python runtime of the process (the
+// tests end them all).
+var allZygotes sync.Map

@@ -9,8 +9,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -455,4 +457,34 @@ def sync(request):
 		t.Fatalf("the zygote changed from %d to %d", zygote, pid)
 	}
 	assertEcho(t, mustCompile(t, rt, pyFn("zafter", pyEcho)), "after")
+}
+
+// closeZygotesNow kills every zygote of the process at once, and with it
+// its children, so that none outlives a test binary's run (its stage
+// directory with it).
+func closeZygotesNow() {
+	allZygotes.Range(func(k, _ any) bool {
+		zs := k.(*zygotes)
+		zs.mu.Lock()
+		z := zs.current
+		zs.current = nil
+		zs.mu.Unlock()
+		if z != nil {
+			z.Close()
+		}
+		return true
+	})
+	retiring.Range(func(k, _ any) bool {
+		k.(*sandbox.Zygote).Close()
+		return true
+	})
+	// A zygote started in the background as the tests ended may have left its
+	// (empty) stage directory.
+	time.Sleep(100 * time.Millisecond)
+	for _, parent := range []string{"/run", os.TempDir()} {
+		dirs, _ := filepath.Glob(filepath.Join(parent, "metalambda-zygote-"+strconv.Itoa(os.Getpid())+"-*"))
+		for _, dir := range dirs {
+			_ = syscall.Rmdir(dir)
+		}
+	}
 }

@@ -292,11 +292,11 @@ func (s *Sandbox) StartZygote(spec ZygoteSpec) (z *Zygote, err error) {
 		z.mu.Lock()
 		z.exited = true
 		z.mu.Unlock()
-		close(z.done)
 		ctl.Close()
 		cg.kill()
 		cg.remove()
 		_ = os.Remove(stage)
+		close(z.done)
 	}()
 	ready := make(chan error, 1)
 	go func() {
