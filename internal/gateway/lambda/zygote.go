@@ -2,6 +2,7 @@ package lambda
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -80,6 +81,7 @@ type zygotes struct {
 
 	mu       sync.Mutex
 	current  *sandbox.Zygote
+	granted  int // forks granted from current, which zygoteMaxForks bounds
 	starting bool
 	failed   time.Time // when the last start failed
 	users    int       // the open functions of the view (spares.use)
@@ -124,18 +126,24 @@ var errNoZygote = errors.New("no zygote running")
 
 // fork forks a worker bounded by l from the current zygote. wait starts a
 // zygote when none runs and waits for it (a function's first worker);
-// otherwise the start is left in the background.
+// otherwise the start is left in the background. A zygote past its bounds
+// (zygoteMaxForks, zygoteMaxAge, half its memory) forks no more, even while
+// its replacement starts: the fork gets errNoZygote meanwhile.
 func (zs *zygotes) fork(l sandbox.Limits, wait bool) (*sandbox.Forked, error) {
 	zs.mu.Lock()
 	z := zs.current
 	if z != nil && isDone(z.Done()) {
-		z, zs.current = nil, nil
+		z, zs.current, zs.granted = nil, nil, 0
 	}
-	if z == nil || z.Forks() >= zygoteMaxForks || time.Since(z.Started()) > zygoteMaxAge {
+	if z == nil || zs.spent(z) {
 		zs.startLocked(z == nil && wait)
-		if z == nil {
-			z = zs.current
+		z = zs.current
+		if z != nil && zs.spent(z) {
+			z = nil
 		}
+	}
+	if z != nil {
+		zs.granted++
 	}
 	zs.mu.Unlock()
 	if z == nil {
@@ -147,6 +155,18 @@ func (zs *zygotes) fork(l sandbox.Limits, wait bool) (*sandbox.Forked, error) {
 		return nil, errNoZygote
 	}
 	return f, err
+}
+
+// spent reports whether z, the current zygote (zs.mu held), is past its
+// bounds: zygoteMaxForks forks granted, zygoteMaxAge, or half its cgroup's
+// memory, which the pages its live children keep fill (Zygote.Memory).
+func (zs *zygotes) spent(z *sandbox.Zygote) bool {
+	if zs.granted >= zygoteMaxForks || time.Since(z.Started()) > zygoteMaxAge {
+		return true
+	}
+	limit := cmp.Or(zs.spec.Memory, sandbox.DefaultZygoteMemory)
+	m, ok := z.Memory()
+	return ok && m > limit/2
 }
 
 // startLocked starts a replacement of the current zygote in the background,
@@ -178,7 +198,7 @@ func (zs *zygotes) start() {
 	if old := zs.current; old != nil {
 		go retire(old)
 	}
-	zs.current = z
+	zs.current, zs.granted = z, 0
 }
 
 // retiring are the zygotes that end once their last child has (retire).
@@ -198,7 +218,7 @@ func retire(z *sandbox.Zygote) {
 func (zs *zygotes) close() {
 	zs.mu.Lock()
 	z := zs.current
-	zs.current = nil
+	zs.current, zs.granted = nil, 0
 	zs.mu.Unlock()
 	if z != nil {
 		go retire(z)

@@ -345,7 +345,17 @@ func TestZygoteRotates(t *testing.T) {
 	for i := 1; i < 6; i++ {
 		mustCompile(t, rt, pyFn("rot-"+strconv.Itoa(i), pyEcho))
 	}
-	waitUntil(t, func() bool { pid, _ := zs.stats(); return pid != 0 && pid != first }, "a new zygote")
+	// A zygote past its bounds forks no more (its workers start their own
+	// interpreter until the replacement is ready): the new one may fork the
+	// next worker whatever the earlier calls took of it.
+	zs.mu.Lock()
+	zygoteMaxForks = 100
+	zs.mu.Unlock()
+	waitUntil(t, func() bool {
+		zs.mu.Lock()
+		defer zs.mu.Unlock()
+		return zs.current != nil && zs.current.PID() != first && !zs.starting
+	}, "a new zygote")
 	second, _ := zs.stats()
 	c2 := mustCompile(t, rt, pyFn("rot-new", childReport))
 	report(t, c2)

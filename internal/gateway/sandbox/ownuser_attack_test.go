@@ -175,3 +175,28 @@ func TestUIDRangeHoldsNoCallerNorRoot(t *testing.T) {
 		t.Errorf("the default range: %v", err)
 	}
 }
+
+// No command runs as the range's first user, a zygote's and its children's
+// inits' (root of the zygote's user namespace): a command of that user would
+// share them its user's rights over their processes.
+func TestNoCommandRunsAsTheZygotesUser(t *testing.T) {
+	old := uidOffset
+	t.Cleanup(func() { uidOffset = old })
+	offsets := []int{0, 0, 5}
+	uidOffset = func() int {
+		o := offsets[0]
+		if len(offsets) > 1 {
+			offsets = offsets[1:]
+		}
+		return o
+	}
+	s := &Sandbox{uidBase: DefaultUIDBase}
+	uid, err := s.takeUID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer releaseUID(uid)
+	if uid != DefaultUIDBase+5 {
+		t.Fatalf("took user %d, want %d (offset 0 skipped)", uid, DefaultUIDBase+5)
+	}
+}

@@ -318,7 +318,9 @@ func (s *Sandbox) takeUID() (int, error) {
 	users.Lock()
 	defer users.Unlock()
 	for range 1024 {
-		if uid := s.uidBase + uidOffset(); !users.held[uid] {
+		// The range's first user is a zygote's (root of its user namespace,
+		// and of each child's init): no command runs as it.
+		if uid := s.uidBase + uidOffset(); uid != s.uidBase && !users.held[uid] {
 			users.held[uid] = true
 			return uid, nil
 		}

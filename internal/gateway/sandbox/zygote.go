@@ -53,7 +53,9 @@ type ZygoteSpec struct {
 	// under "config", beside what the zygote needs of the sandbox (see
 	// zygoteConfig). It must hold nothing of any function.
 	Config any
-	// Memory bounds what the zygote itself holds (default 256 MiB).
+	// Memory bounds what the zygote's cgroup holds (DefaultZygoteMemory when
+	// 0): the zygote's own pages and the copies its children keep of the pages
+	// it wrote after forking them (see Zygote.Memory).
 	Memory int64
 }
 
@@ -123,8 +125,11 @@ type Zygote struct {
 	nextID   int
 	pending  map[int]chan forkReply
 	children map[int]*Forked // by their pid in the zygote's PID namespace
-	forks    int
-	exited   bool
+	// early are the wait statuses of children that exited before Fork had
+	// registered them (between the zygote's answer and Fork's taking mu).
+	early  map[int]syscall.WaitStatus
+	forks  int
+	exited bool
 }
 
 // forkReply is the zygote's answer to a fork request.
@@ -137,6 +142,9 @@ type forkReply struct {
 	Status int `json:"status"`
 }
 
+// DefaultZygoteMemory is the default of ZygoteSpec.Memory.
+const DefaultZygoteMemory = 256 << 20
+
 // zygoteStartAllowance bounds a zygote's start, up to its "ready" line.
 const zygoteStartAllowance = 20 * time.Second
 
@@ -147,7 +155,7 @@ func (s *Sandbox) StartZygote(spec ZygoteSpec) (z *Zygote, err error) {
 		return nil, err
 	}
 	if spec.Memory == 0 {
-		spec.Memory = 256 << 20
+		spec.Memory = DefaultZygoteMemory
 	}
 	var closers []io.Closer
 	defer func() {
@@ -273,7 +281,7 @@ func (s *Sandbox) StartZygote(spec ZygoteSpec) (z *Zygote, err error) {
 	if err != nil {
 		return nil, err
 	}
-	z = &Zygote{cmd: cmd, ctl: ctl, cgroup: cg, stderr: &lockedTail{}, done: make(chan struct{}), pending: map[int]chan forkReply{}, children: map[int]*Forked{}}
+	z = &Zygote{cmd: cmd, ctl: ctl, cgroup: cg, stderr: &lockedTail{}, done: make(chan struct{}), pending: map[int]chan forkReply{}, children: map[int]*Forked{}, early: map[int]syscall.WaitStatus{}}
 	cmd.Stderr = z.stderr
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("sandbox: starting the zygote (%s): %w", s.launcher, err)
@@ -330,6 +338,8 @@ func (z *Zygote) readControl() {
 			if f := z.children[r.Exit]; f != nil {
 				delete(z.children, r.Exit)
 				f.exit(syscall.WaitStatus(r.Status), true)
+			} else {
+				z.early[r.Exit] = syscall.WaitStatus(r.Status)
 			}
 		} else if ch := z.pending[r.ID]; ch != nil {
 			delete(z.pending, r.ID)
@@ -379,6 +389,13 @@ func (z *Zygote) Children() int {
 	return len(z.children)
 }
 
+// Memory is what z's cgroup holds. It grows with every child that lives: a
+// page the zygote writes after a fork is copied, and the copy left to the
+// child stays charged to the zygote's cgroup, as do the pages a child writes
+// before it joins its own cgroup. A zygote whose cgroup fills is killed, and
+// every child with it.
+func (z *Zygote) Memory() (int64, bool) { return z.cgroup.memory() }
+
 // Started is when z was started.
 func (z *Zygote) Started() time.Time { return z.started }
 
@@ -409,13 +426,7 @@ func (z *Zygote) Close() {
 // and stderr are the Forked's.
 func (z *Zygote) Fork(s *Sandbox, l Limits) (f *Forked, err error) {
 	l = l.withDefaults()
-	uid, err := s.takeUID()
-	for err == nil && uid == s.uidBase { // the zygote's own user (root in its user namespace)
-		var again int
-		again, err = s.takeUID()
-		releaseUID(uid)
-		uid = again
-	}
+	uid, err := s.takeUID() // never the zygote's own (takeUID)
 	if err != nil {
 		return nil, err
 	}
@@ -518,8 +529,15 @@ func (z *Zygote) Fork(s *Sandbox, l Limits) (f *Forked, err error) {
 		f.exit(0, false)
 		return f, nil
 	}
-	z.children[r.PID] = f
 	z.forks++
+	if status, ok := z.early[r.PID]; ok {
+		// It ended before it was registered (it failed to specialize).
+		delete(z.early, r.PID)
+		z.mu.Unlock()
+		f.exit(status, true)
+		return f, nil
+	}
+	z.children[r.PID] = f
 	// The host pid is the zygote's child's whose NSpid names r.PID; the pidfd
 	// is kept only if that still holds once it is open (a reaped child's pid
 	// may be another process's).
