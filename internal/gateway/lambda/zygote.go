@@ -150,11 +150,26 @@ func (zs *zygotes) fork(l sandbox.Limits, wait bool) (*sandbox.Forked, error) {
 		return nil, errNoZygote
 	}
 	f, err := z.Fork(zs.sb, l)
-	if errors.Is(err, sandbox.ErrZygoteExited) {
+	switch {
+	case err == nil:
+		return f, nil
+	case errors.Is(err, sandbox.ErrZygoteExited):
 		// Killed meanwhile: the next fork starts another.
-		return nil, errNoZygote
+	case errors.Is(err, sandbox.ErrZygoteStalled):
+		// Replaced; it ends once its last child has, so that the workers it
+		// forked, of every function, keep serving.
+		zs.mu.Lock()
+		if zs.current == z {
+			zs.current, zs.granted = nil, 0
+			go retire(z)
+		}
+		zs.mu.Unlock()
+		slog.Warn("python zygote: a fork request went unanswered; the zygote is replaced", "pid", z.PID())
+	default:
+		// The worker starts with its own interpreter rather than fail its call.
+		slog.Warn("python zygote: fork failed; the worker starts with its own interpreter", "error", err)
 	}
-	return f, err
+	return nil, errNoZygote
 }
 
 // spent reports whether z, the current zygote (zs.mu held), is past its

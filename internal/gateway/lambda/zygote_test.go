@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -486,5 +487,41 @@ func closeZygotesNow() {
 		for _, dir := range dirs {
 			_ = syscall.Rmdir(dir)
 		}
+	}
+}
+
+// TestStalledZygoteIsReplacedNotKilled: a zygote that stops answering fork
+// requests is replaced, and the call that asked starts its worker with its own
+// interpreter; the workers it forked before, of other functions, keep serving
+// (killing it would kill them all).
+func TestStalledZygoteIsReplacedNotKilled(t *testing.T) {
+	rt := zygoteRuntime(t, Options{})
+	a := mustCompile(t, rt, pyFn("stall-a", pyEcho))
+	assertEcho(t, a, "before")
+	before := workerProcesses("test/stall-a")
+	if len(before) != 1 {
+		t.Fatalf("workers of test/stall-a: %v, want one", before)
+	}
+	zs := zygoteOf(t, rt, false)
+	zygote, _ := zs.stats()
+	p, err := os.FindProcess(zygote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Signal(syscall.SIGCONT) })
+	b := mustCompile(t, rt, pyFn("stall-b", pyEcho))
+	assertEcho(t, b, "while stalled") // after the fork request's allowance
+	if got := workerProcesses("test/stall-a"); !slices.Equal(got, before) {
+		t.Errorf("workers of test/stall-a after the stall: %v, want %v (the stalled zygote's children were killed)", got, before)
+	}
+	assertEcho(t, a, "after")
+	zs.mu.Lock()
+	current := zs.current
+	zs.mu.Unlock()
+	if current != nil && current.PID() == zygote {
+		t.Errorf("the stalled zygote %d is still the one forking", zygote)
 	}
 }

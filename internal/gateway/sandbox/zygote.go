@@ -130,6 +130,8 @@ type Zygote struct {
 	early  map[int]syscall.WaitStatus
 	forks  int
 	exited bool
+	// stalled is set once a fork request went unanswered: z forks no more.
+	stalled bool
 }
 
 // forkReply is the zygote's answer to a fork request.
@@ -363,8 +365,13 @@ func (z *Zygote) readControl() {
 	}
 }
 
-// ErrZygoteExited is Fork's error when the zygote has exited.
+// ErrZygoteExited is Fork's error when the zygote has exited, or stalled
+// before.
 var ErrZygoteExited = errors.New("sandbox: the zygote exited")
+
+// ErrZygoteStalled is Fork's error when the zygote did not answer in time: it
+// forks no more, and should be replaced and closed once its children are gone.
+var ErrZygoteStalled = errors.New("sandbox: the zygote did not answer a fork request in time")
 
 func isClosed(ch chan struct{}) bool {
 	select {
@@ -430,8 +437,9 @@ func (z *Zygote) Fork(s *Sandbox, l Limits) (f *Forked, err error) {
 	if err != nil {
 		return nil, err
 	}
+	keepUID := false // a child may still come to run as it
 	defer func() {
-		if err != nil {
+		if err != nil && !keepUID {
 			releaseUID(uid)
 		}
 	}()
@@ -488,7 +496,7 @@ func (z *Zygote) Fork(s *Sandbox, l Limits) (f *Forked, err error) {
 		limits = append(limits, rlimit{r.resource, r.value.Cur})
 	}
 	z.mu.Lock()
-	if z.exited {
+	if z.exited || z.stalled {
 		z.mu.Unlock()
 		return nil, ErrZygoteExited
 	}
@@ -512,8 +520,17 @@ func (z *Zygote) Fork(s *Sandbox, l Limits) (f *Forked, err error) {
 	select {
 	case r = <-ch:
 	case <-time.After(zygoteStartAllowance):
-		z.Close()
-		return nil, errors.New("sandbox: the zygote did not answer a fork request in time; it was killed")
+		// Killing the zygote would kill every worker it forked, of every
+		// function: it is only marked, forks no more, and ends with its last
+		// child. A child it forks late finds its cgroup killed, and its user
+		// is never given to another.
+		z.mu.Lock()
+		delete(z.pending, id)
+		z.stalled = true
+		z.mu.Unlock()
+		cg.kill()
+		keepUID = true
+		return nil, ErrZygoteStalled
 	}
 	if r.Error == ErrZygoteExited.Error() {
 		return nil, ErrZygoteExited
