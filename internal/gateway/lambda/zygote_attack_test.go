@@ -1,7 +1,6 @@
 package lambda
 
 import (
-	"encoding/json"
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 	"os"
 	"strconv"
@@ -70,14 +69,7 @@ def sync(request):
 func TestZygoteChildReachesNothing(t *testing.T) {
 	rt := zygoteRuntime(t, Options{})
 	c := mustCompile(t, rt, pyFn("probe", zygoteProbe))
-	res, err := invoke(t, c, echoRequest("r"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out map[string]any
-	if err := json.Unmarshal(res.Response, &out); err != nil {
-		t.Fatal(err)
-	}
+	out := report(t, c)
 	for k, v := range out {
 		switch {
 		case strings.HasPrefix(k, "kill 1 "), k == "write /proc/1/oom_score_adj":

@@ -457,31 +457,18 @@ func (cg *cgroup) usage() (Usage, bool) {
 
 // tasks reads the cgroup's task count alone.
 func (cg *cgroup) tasks() (int, bool) {
-	if cg == nil {
-		return 0, false
-	}
-	cg.mu.Lock()
-	defer cg.mu.Unlock()
-	if cg.removed {
-		return 0, false
-	}
-	if cg.counters[0] == nil {
-		if err := cg.openCounters(); err != nil {
-			return 0, false
-		}
-	}
-	var buf [32]byte
-	n, err := cg.counters[0].ReadAt(buf[:], 0)
-	if n == 0 && err != nil {
-		return 0, false
-	}
-	tasks, ok := leadingInt(buf[:n])
-	return int(tasks), ok
+	n, ok := cg.readCounter(0)
+	return int(n), ok
 }
 
 // memory reads the memory charged to the cgroup from a descriptor it keeps
 // open; the memory budget reads it, not every call.
 func (cg *cgroup) memory() (int64, bool) {
+	return cg.readCounter(2)
+}
+
+// readCounter reads the number that counter i (openCounters) starts with.
+func (cg *cgroup) readCounter(i int) (int64, bool) {
 	if cg == nil {
 		return 0, false
 	}
@@ -496,12 +483,11 @@ func (cg *cgroup) memory() (int64, bool) {
 		}
 	}
 	var buf [64]byte
-	n, err := cg.counters[2].ReadAt(buf[:], 0)
+	n, err := cg.counters[i].ReadAt(buf[:], 0)
 	if n == 0 && err != nil {
 		return 0, false
 	}
-	v, _ := leadingInt(buf[:n])
-	return v, true
+	return leadingInt(buf[:n])
 }
 
 // openCounters opens the files usage reads.
