@@ -163,6 +163,13 @@ type clients struct {
 }
 
 func newClients(cfg *rest.Config, opts Options) (*clients, error) {
+	if cfg.UserAgent == "" {
+		// The shared HTTP client sets the User-Agent of every request, as each
+		// client-go client would with its own ("engine/v0.0.0 (linux/amd64)
+		// kubernetes/$Format"); built without one, all went out as Go's.
+		cfg = rest.CopyConfig(cfg)
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
 	httpClient, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
@@ -112,6 +113,38 @@ func TestReadMetadata(t *testing.T) {
 		}
 		if got.GetName() != tc.name || string(got.GetUID()) != tc.uid || got.GetResourceVersion() != tc.resourceVersion || got.GetGeneration() != tc.generation {
 			t.Errorf("readMetadata(%s) = %v", tc.answer, got.Object)
+		}
+	}
+}
+
+// TestClientsSendAUserAgent: every client of an identity shares one HTTP client,
+// which must carry client-go's User-Agent (audit logs and API server dashboards
+// name clients by it); built from a config without one, the requests went out
+// as Go's "Go-http-client/1.1".
+func TestClientsSendAUserAgent(t *testing.T) {
+	var agents []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		agents = append(agents, r.UserAgent())
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","namespace":"ns","uid":"u1","resourceVersion":"1"}}`)
+	}))
+	defer srv.Close()
+	c, err := newClients(&rest.Config{Host: srv.URL}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "a", "namespace": "ns"}}}
+	if _, err := c.meta.create(context.Background(), schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, cm, ""); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = c.dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").Get(context.Background(), "a", metav1.GetOptions{})
+	want := rest.DefaultKubernetesUserAgent()
+	if len(agents) != 2 {
+		t.Fatalf("requests seen: %d, want 2", len(agents))
+	}
+	for i, a := range agents {
+		if a != want {
+			t.Errorf("request %d's User-Agent is %q, want %q", i, a, want)
 		}
 	}
 }
