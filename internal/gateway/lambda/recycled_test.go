@@ -25,10 +25,12 @@ func TestDeadWorkersGroupIsNotKilledOnceRecycled(t *testing.T) {
 	if os.Geteuid() != 0 || inLandlockChild() {
 		t.Skip("choosing the next pid (ns_last_pid) needs root")
 	}
-	// SIGALRM ends the worker once it is idle, leaving no thread behind.
+	// SIGALRM ends the worker once it is idle, leaving no thread behind; a
+	// second gives it time to answer on a loaded machine (at 0.3 s it once died
+	// before its answer was written).
 	source := `import signal
 def sync(request):
-    signal.setitimer(signal.ITIMER_REAL, 0.3)
+    signal.setitimer(signal.ITIMER_REAL, 1)
     return {"ok": True}
 `
 	opts := sandboxed(t, Options{PythonPoolSize: 1})
