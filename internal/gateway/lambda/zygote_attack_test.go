@@ -121,13 +121,7 @@ func TestZygoteNotKilledByItsChildrenPages(t *testing.T) {
 	victim := forkedWorker(t, "test/victim", zygote)
 	limits := rt.opts.workerLimits(rt.opts.PythonMemoryLimit, rt.opts.PythonMemoryLimit)
 	var children []*sandbox.Forked
-	defer func() {
-		for _, f := range children {
-			f.Kill()
-			f.Stdin.Close()
-			<-f.Exited()
-		}
-	}()
+	defer func() { endForked(children) }()
 	for i := range 60 {
 		f, err := zs.fork(limits, true)
 		if err == errNoZygote {
@@ -158,13 +152,7 @@ func TestZygoteBurstStaysBounded(t *testing.T) {
 	limits := rt.opts.workerLimits(rt.opts.PythonMemoryLimit, rt.opts.PythonMemoryLimit)
 	var mu sync.Mutex
 	var children []*sandbox.Forked
-	defer func() {
-		for _, f := range children {
-			f.Kill()
-			f.Stdin.Close()
-			<-f.Exited()
-		}
-	}()
+	defer func() { endForked(children) }()
 	maxForks := 0
 	var wg sync.WaitGroup
 	for range 8 {
@@ -218,5 +206,14 @@ func TestForkedChildThatDiesAtOnceIsSeenToExit(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("child %d that failed to specialize was never seen to exit", i)
 		}
+	}
+}
+
+// endForked kills the forked children and waits for their ends.
+func endForked(children []*sandbox.Forked) {
+	for _, f := range children {
+		f.Kill()
+		f.Stdin.Close()
+		<-f.Exited()
 	}
 }
