@@ -25,8 +25,13 @@ type pool[T comparable] struct {
 	keep func(T, time.Time) bool
 	// memory, when set, is an item's memory, which the pool set's budget counts.
 	memory func(T) int64
-	slots  chan struct{}
-	stats  *poolSet
+	// recycle, when set, tells whether a healthy item given back is to be
+	// destroyed all the same (in the background: its caller is answered);
+	// the next get creates a fresh one.
+	recycle func(T) bool
+	slots   chan struct{}
+	stats   *poolSet
+	ending  sync.WaitGroup // the recycled items being destroyed
 
 	mu        sync.Mutex
 	idle      []T
@@ -122,19 +127,29 @@ func (p *pool[T]) markBusy(item T) error {
 	return nil
 }
 
-// put returns a lent item; an unhealthy one is destroyed and its slot freed for a
-// fresh item.
+// put returns a lent item; an unhealthy one, or one to recycle, is destroyed
+// and its slot freed for a fresh item.
 func (p *pool[T]) put(item T, healthy bool) {
 	defer func() { <-p.slots }()
+	recycle := healthy && p.recycle != nil && p.recycle(item)
 	p.mu.Lock()
 	delete(p.busy, item)
-	if healthy && !p.closed {
+	if healthy && !recycle && !p.closed {
 		p.idle = append(p.idle, item)
 		p.idleSince[item] = time.Now()
 		p.mu.Unlock()
 		return
 	}
 	delete(p.read, item)
+	if recycle && !p.closed {
+		p.ending.Add(1)
+		p.mu.Unlock()
+		go func() {
+			defer p.ending.Done()
+			p.destroy(item)
+		}()
+		return
+	}
 	p.mu.Unlock()
 	p.destroy(item)
 }
@@ -157,6 +172,7 @@ func (p *pool[T]) close() {
 	p.mu.Unlock()
 	p.stats.remove(p)
 	destroyAll(items, p.destroy)
+	p.ending.Wait()
 }
 
 func destroyAll[T any](items []T, destroy func(T)) {
@@ -265,7 +281,8 @@ type counter interface {
 var sweepInterval = time.Second
 
 // poolSet is the live pools of one runtime, for Stats; while it has pools, it
-// sweeps their idle items every sweepInterval, then keeps its budget.
+// sweeps their idle items and its spares every sweepInterval, then keeps its
+// budget.
 type poolSet struct {
 	budget *MemoryBudget // nil: none
 
@@ -347,6 +364,12 @@ func (s *poolSet) sweepEvery(interval time.Duration, stop <-chan struct{}) {
 		}
 		for _, c := range s.live() {
 			c.sweep()
+		}
+		s.mu.Lock()
+		spares := slices.Clone(s.spares)
+		s.mu.Unlock()
+		for _, sp := range spares {
+			sp.sweep()
 		}
 		s.budget.enforce(true)
 	}

@@ -181,6 +181,7 @@ func (p *python) Compile(fn Function) (Compiled, error) {
 func (f *pyFunction) warm(size int, pools *poolSet) error {
 	f.pool = newPool(size, pools, f.startWorker, (*pyWorker).kill, f.keepIdle)
 	f.pool.memory = (*pyWorker).memory
+	f.pool.recycle = (*pyWorker).recycleDue
 	w, err := f.pool.get(context.Background())
 	if err != nil {
 		f.Close()
@@ -347,11 +348,11 @@ func (f *pyFunction) settled(w *pyWorker) bool {
 }
 
 // keepIdle reports whether a worker idle since since may stay: not past the idle
-// timeout, and not running: a Python worker with more threads or processes than
+// timeout, not forked by a retired zygote (recycleDue), and not running: a Python worker with more threads or processes than
 // once it had loaded, or any worker that has used more than idleCPUAllowance of
 // processor time since the first sweep of this idle period.
 func (f *pyFunction) keepIdle(w *pyWorker, since time.Time) bool {
-	if f.idleTimeout > 0 && time.Since(since) > f.idleTimeout {
+	if f.idleTimeout > 0 && time.Since(since) > f.idleTimeout || w.recycleDue() {
 		return false
 	}
 	now, ok := w.usage()
@@ -409,6 +410,7 @@ type pyWorker struct {
 	dir         string           // the unsandboxed worker's temporary directory
 	sb          *sandbox.Command // the sandboxed worker's command; nil when unsandboxed or forked
 	fk          *sandbox.Forked  // the worker forked by a zygote; nil when started by a command
+	zygotes     *zygotes         // the zygotes of fk's network view
 	once        sync.Once
 
 	loaded sandbox.Usage // what the worker held once it had loaded the source

@@ -98,7 +98,7 @@ func (s *spares) take(refill bool) (*pyWorker, error) {
 	var w *pyWorker
 	for w == nil && len(s.ready) > 0 {
 		w, s.ready = s.ready[0], s.ready[1:]
-		if w.dead() {
+		if w.dead() || w.retiredSpare() {
 			go w.kill() // reaps it
 			w = nil
 		}
@@ -156,6 +156,29 @@ func (s *spares) fill(done chan struct{}) {
 		s.ready = append(s.ready, w)
 		s.mu.Unlock()
 	}
+}
+
+// sweep drops the spares forked by a retired zygote, which would keep it
+// alive, and refills the set from the current one.
+func (s *spares) sweep() {
+	if s.spec.zygote == nil {
+		return
+	}
+	s.mu.Lock()
+	var keep, gone []*pyWorker
+	for _, w := range s.ready {
+		if w.retiredSpare() {
+			gone = append(gone, w)
+		} else {
+			keep = append(keep, w)
+		}
+	}
+	s.ready = keep
+	if len(gone) > 0 {
+		s.refillLocked()
+	}
+	s.mu.Unlock()
+	destroyAll(gone, (*pyWorker).kill)
 }
 
 // use adds a user: a function of the set's network view.

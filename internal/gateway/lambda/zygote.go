@@ -82,6 +82,7 @@ type zygotes struct {
 	mu       sync.Mutex
 	current  *sandbox.Zygote
 	granted  int // forks granted from current, which zygoteMaxForks bounds
+	recycles int // workers of retired zygotes let go while current forks (recycle)
 	starting bool
 	failed   time.Time // when the last start failed
 	users    int       // the open functions of the view (spares.use)
@@ -133,7 +134,8 @@ func (zs *zygotes) fork(l sandbox.Limits, wait bool) (*sandbox.Forked, error) {
 	zs.mu.Lock()
 	z := zs.current
 	if z != nil && isDone(z.Done()) {
-		z, zs.current, zs.granted = nil, nil, 0
+		z = nil
+		zs.setCurrentLocked(nil)
 	}
 	if z == nil || zs.spent(z) {
 		zs.startLocked(z == nil && wait)
@@ -160,7 +162,7 @@ func (zs *zygotes) fork(l sandbox.Limits, wait bool) (*sandbox.Forked, error) {
 		// forked, of every function, keep serving.
 		zs.mu.Lock()
 		if zs.current == z {
-			zs.current, zs.granted = nil, 0
+			zs.setCurrentLocked(nil)
 			go retire(z)
 		}
 		zs.mu.Unlock()
@@ -205,15 +207,69 @@ func (zs *zygotes) start() {
 	zs.mu.Lock()
 	defer zs.mu.Unlock()
 	zs.starting = false
+	old := zs.current
 	if err != nil {
 		zs.failed = time.Now()
 		slog.Warn("python zygote: not started; workers start with their own interpreter meanwhile", "error", err)
-		return
+		if old == nil || !zs.spent(old) {
+			return
+		}
+		z = nil // a zygote past its bounds is retired all the same
 	}
-	if old := zs.current; old != nil {
+	if old != nil {
 		go retire(old)
 	}
-	zs.current, zs.granted = z, 0
+	zs.setCurrentLocked(z)
+}
+
+// setCurrentLocked makes z the current zygote (zs.mu held).
+func (zs *zygotes) setCurrentLocked(z *sandbox.Zygote) {
+	zs.current, zs.granted, zs.recycles = z, 0, 0
+}
+
+// retired reports whether z no longer forks for zs: replaced, stalled, dead or
+// closed. A current zygote past zygoteMaxAge gets its replacement started
+// here, so that it is retired even when no worker is forked.
+func (zs *zygotes) retired(z *sandbox.Zygote) bool {
+	zs.mu.Lock()
+	defer zs.mu.Unlock()
+	return zs.retiredLocked(z)
+}
+
+func (zs *zygotes) retiredLocked(z *sandbox.Zygote) bool {
+	if z != zs.current {
+		return true
+	}
+	if time.Since(z.Started()) > zygoteMaxAge {
+		zs.startLocked(false)
+	}
+	return false
+}
+
+// recycle reports whether a worker forked by z, idle now, is to end, so that
+// the next call starts one from the current zygote and z ends with its last
+// child (retire), however often its workers are called. A worker of a retired
+// zygote is, once that zygote is past zygoteMaxAge (so no zygote lives much
+// longer than that, whatever its workers do); before, only while the current
+// zygote has room: at most half its forks go to workers of retired zygotes
+// (each decision counts, whether or not it comes to a fork), so that more
+// workers than one zygote forks do not pass on to the next at every
+// rotation, which their own forks would trigger.
+func (zs *zygotes) recycle(z *sandbox.Zygote) bool {
+	zs.mu.Lock()
+	defer zs.mu.Unlock()
+	if !zs.retiredLocked(z) {
+		return false
+	}
+	if time.Since(z.Started()) > zygoteMaxAge {
+		return true
+	}
+	c := zs.current
+	if c == nil || zs.recycles >= zygoteMaxForks/2 || zs.granted >= zygoteMaxForks/2 || zs.spent(c) {
+		return false
+	}
+	zs.recycles++
+	return true
 }
 
 // retiring are the zygotes that end once their last child has (retire).
@@ -233,7 +289,7 @@ func retire(z *sandbox.Zygote) {
 func (zs *zygotes) close() {
 	zs.mu.Lock()
 	z := zs.current
-	zs.current, zs.granted = nil, 0
+	zs.setCurrentLocked(nil)
 	zs.mu.Unlock()
 	if z != nil {
 		go retire(z)
@@ -270,7 +326,7 @@ func (w *pyWorker) startForked(s *workerSpec) error {
 	if err != nil {
 		return err
 	}
-	w.fk = f
+	w.fk, w.zygotes = f, s.zygote
 	w.stdin = f.Stdin
 	forkedWorkers.Store(f, w.id)
 	stderr := f.Stderr
@@ -282,6 +338,18 @@ func (w *pyWorker) startForked(s *workerSpec) error {
 	w.replies = bufio.NewReaderSize(f.Stdout, 64<<10)
 	go w.reap()
 	return nil
+}
+
+// recycleDue reports whether the worker, idle now, is to end because its
+// zygote is retired (zygotes.recycle).
+func (w *pyWorker) recycleDue() bool {
+	return w.fk != nil && w.zygotes != nil && w.zygotes.recycle(w.fk.Zygote())
+}
+
+// retiredSpare reports whether the worker, a spare, was forked by a retired
+// zygote: it is dropped, as a fresh one costs only a fork.
+func (w *pyWorker) retiredSpare() bool {
+	return w.fk != nil && w.zygotes != nil && w.zygotes.retired(w.fk.Zygote())
 }
 
 // waitForked waits for a forked worker's end.

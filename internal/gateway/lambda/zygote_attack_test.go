@@ -1,13 +1,15 @@
 package lambda
 
 import (
-	"github.com/metalambda/metalambda/internal/gateway/sandbox"
+	"context"
 	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 )
 
 // zygoteProbe is a function that attacks, from inside its worker, what a
@@ -107,7 +109,7 @@ func TestZygoteChildReachesNothing(t *testing.T) {
 // cgroup: the zygote would be killed, and every child with it.
 func TestZygoteNotKilledByItsChildrenPages(t *testing.T) {
 	rt := zygoteRuntime(t, Options{WorkerSpares: -1})
-	c := mustCompile(t, rt, pyFn("victim", pyEcho))
+	c := mustCompile(t, rt, victimFn())
 	zs := zygoteOf(t, rt, false)
 	zs.mu.Lock()
 	zs.spec.Memory = 40 << 20
@@ -119,6 +121,7 @@ func TestZygoteNotKilledByItsChildrenPages(t *testing.T) {
 	assertEcho(t, c, "before")
 	zygote, _ := zs.stats()
 	victim := forkedWorker(t, "test/victim", zygote)
+	defer holdCall(t, c)()
 	limits := rt.opts.workerLimits(rt.opts.PythonMemoryLimit, rt.opts.PythonMemoryLimit)
 	var children []*sandbox.Forked
 	defer func() { endForked(children) }()
@@ -144,11 +147,12 @@ func TestZygoteNotKilledByItsChildrenPages(t *testing.T) {
 // from the old one, nor fill its cgroup with the pages its children pin.
 func TestZygoteBurstStaysBounded(t *testing.T) {
 	rt := zygoteRuntime(t, Options{WorkerSpares: -1})
-	c := mustCompile(t, rt, pyFn("victim", pyEcho))
+	c := mustCompile(t, rt, victimFn())
 	assertEcho(t, c, "before")
 	zs := zygoteOf(t, rt, false)
 	zygote, _ := zs.stats()
 	victim := forkedWorker(t, "test/victim", zygote)
+	defer holdCall(t, c)()
 	limits := rt.opts.workerLimits(rt.opts.PythonMemoryLimit, rt.opts.PythonMemoryLimit)
 	var mu sync.Mutex
 	var children []*sandbox.Forked
@@ -206,6 +210,42 @@ func TestForkedChildThatDiesAtOnceIsSeenToExit(t *testing.T) {
 		case <-time.After(10 * time.Second):
 			t.Fatalf("child %d that failed to specialize was never seen to exit", i)
 		}
+	}
+}
+
+// victimFn answers as pyEcho; a parent named "hold" holds its call until the
+// call's end.
+func victimFn() Function {
+	fn := pyFn("victim", `import time
+def sync(request):
+    name = request["parent"]["metadata"]["name"]
+    if name == "hold":
+        time.sleep(600)
+    return {"children": [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name + "-echo"}, "data": {"parent": name}}], "status": {"echoed": name}}
+`)
+	fn.Timeout = time.Minute
+	return fn
+}
+
+// holdCall holds c's only worker in a call (victimFn), so that nothing but its
+// death ends it (a retired zygote's idle workers are ended and replaced), and
+// returns what ends the call.
+func holdCall(t *testing.T, c Compiled) (end func()) {
+	t.Helper()
+	victim := workerProcesses("test/victim")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = c.Invoke(ctx, echoRequest("hold"))
+	}()
+	waitUntil(t, func() bool {
+		raw, _ := os.ReadFile("/proc/" + strconv.Itoa(victim[0]) + "/wchan")
+		return string(raw) == "hrtimer_nanosleep" || string(raw) == "do_nanosleep"
+	}, "the victim to hold its call")
+	return func() {
+		cancel()
+		<-done
 	}
 }
 

@@ -512,16 +512,136 @@ func TestStalledZygoteIsReplacedNotKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Signal(syscall.SIGCONT) })
-	b := mustCompile(t, rt, pyFn("stall-b", pyEcho))
-	assertEcho(t, b, "while stalled") // after the fork request's allowance
+	b := mustCompile(t, rt, pyFn("stall-b", pyEcho)) // after the fork request's allowance
+	// No zygote forks yet (the next fork starts one): a's worker is left be.
 	if got := workerProcesses("test/stall-a"); !slices.Equal(got, before) {
 		t.Errorf("workers of test/stall-a after the stall: %v, want %v (the stalled zygote's children were killed)", got, before)
 	}
+	assertEcho(t, b, "while stalled")
 	assertEcho(t, a, "after")
 	zs.mu.Lock()
 	current := zs.current
 	zs.mu.Unlock()
 	if current != nil && current.PID() == zygote {
 		t.Errorf("the stalled zygote %d is still the one forking", zygote)
+	}
+	// Once a's worker is idle it is replaced by one of the new zygote, and the
+	// stalled zygote, which reports no child's end, ends all the same.
+	deadline := time.Now().Add(30 * time.Second)
+	for _, err := os.Stat("/proc/" + strconv.Itoa(zygote)); err == nil; _, err = os.Stat("/proc/" + strconv.Itoa(zygote)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the stalled zygote %d lives on; workers of test/stall-a: %v", zygote, workerProcesses("test/stall-a"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	assertEcho(t, a, "at last")
+}
+
+// forkedBy is the host pid of the zygote that forked function's only worker;
+// 0 when it has not one worker, or that one was not forked.
+func forkedBy(function string) int {
+	pids := workerProcesses(function)
+	if len(pids) != 1 {
+		return 0
+	}
+	parent := func(pid int) int {
+		raw, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		for _, line := range strings.Split(string(raw), "\n") {
+			if v, ok := strings.CutPrefix(line, "PPid:"); ok {
+				n, _ := strconv.Atoi(strings.TrimSpace(v))
+				return n
+			}
+		}
+		return 0
+	}
+	return parent(parent(pids[0]))
+}
+
+// TestRetiredZygoteEndsUnderLoad: a function called without a pause across a
+// rotation (past zygoteMaxForks, or past zygoteMaxAge) comes to be served by a
+// worker of a newer zygote: its worker, once idle between two calls, is ended
+// and replaced, the retired zygote's spares are dropped, and the retired
+// zygote ends. No call fails.
+func TestRetiredZygoteEndsUnderLoad(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		forks int
+		age   time.Duration
+	}{
+		{"forks", 8, zygoteMaxAge},
+		{"age", 100, 4 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			savedForks, savedAge := zygoteMaxForks, zygoteMaxAge
+			zygoteMaxForks, zygoteMaxAge = tc.forks, tc.age
+			rt := zygoteRuntime(t, Options{WorkerSpares: DefaultWorkerSpares})
+			fn := pyFn("busy-"+tc.name, pyEcho)
+			c := mustCompile(t, rt, fn)
+			zs := zygoteOf(t, rt, false)
+			t.Cleanup(func() {
+				zs.mu.Lock()
+				zygoteMaxForks, zygoteMaxAge = savedForks, savedAge
+				zs.mu.Unlock()
+			})
+			assertEcho(t, c, "first")
+			zs.mu.Lock()
+			old := zs.current
+			zs.mu.Unlock()
+			if old == nil || forkedBy(fn.Name) != old.PID() {
+				t.Fatalf("the worker of %s was not forked by the zygote", fn.Name)
+			}
+			oldPID := old.PID()
+			stop := make(chan struct{})
+			done := make(chan struct{})
+			var calls int
+			var failed []error
+			go func() {
+				defer close(done)
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					_, err := c.Invoke(ctx, echoRequest("busy"))
+					cancel()
+					if err != nil {
+						failed = append(failed, err)
+					}
+					calls++
+				}
+			}()
+			defer func() {
+				close(stop)
+				<-done
+				t.Logf("%d calls", calls)
+				if len(failed) > 0 {
+					t.Errorf("%d of %d calls failed, the first: %v", len(failed), calls, failed[0])
+				}
+			}()
+			// Functions registered meanwhile take the spares, whose refills
+			// fork the zygote past its bound.
+			for i := 0; tc.forks < 100 && i < 2*tc.forks; i++ {
+				zs.mu.Lock()
+				rotated := zs.current != old
+				zs.mu.Unlock()
+				if rotated {
+					break
+				}
+				mustCompile(t, rt, pyFn("other-"+strconv.Itoa(i), pyEcho)).Close()
+				time.Sleep(200 * time.Millisecond)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for !isDone(old.Done()) || forkedBy(fn.Name) == oldPID || forkedBy(fn.Name) == 0 {
+				if time.Now().After(deadline) {
+					t.Fatalf("after 30 s the old zygote %d has ended: %v; %s's worker is forked by %d", oldPID, isDone(old.Done()), fn.Name, forkedBy(fn.Name))
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if _, err := os.Stat("/proc/" + strconv.Itoa(oldPID)); err == nil {
+				t.Errorf("the old zygote's process %d lives on", oldPID)
+			}
+		})
 	}
 }

@@ -22,6 +22,7 @@ type Forked struct {
 	pid    int // the host pid of the child, its worker's init
 	pidfd  int // a pidfd of pid, which Kill signals through (0: none)
 	cgroup *cgroup
+	zygote *Zygote
 	uid    int
 	mu     sync.Mutex // guards pidfd
 
@@ -81,6 +82,27 @@ func (f *Forked) Wait(ctx context.Context) (syscall.WaitStatus, bool) {
 
 // Exited is closed once the child has exited.
 func (f *Forked) Exited() <-chan struct{} { return f.exited }
+
+// Zygote is the zygote that forked the child.
+func (f *Forked) Zygote() *Zygote { return f.zygote }
+
+// ended reports whether the child has exited, or its init has: its zygote
+// may not have reported it yet (a stopped zygote reports nothing).
+func (f *Forked) ended() bool {
+	select {
+	case <-f.exited:
+		return true
+	default:
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.pidfd == 0 {
+		return false
+	}
+	fds := []unix.PollFd{{Fd: int32(f.pidfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
+}
 
 // Kill kills every process of the child.
 func (f *Forked) Kill() {

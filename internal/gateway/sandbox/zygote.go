@@ -389,11 +389,19 @@ func (z *Zygote) Forks() int {
 	return z.forks
 }
 
-// Children is how many of z's children live.
+// Children is how many of z's children live: those whose end z has not
+// reported, less those whose init is seen to have ended (a stopped zygote
+// reports no end).
 func (z *Zygote) Children() int {
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	return len(z.children)
+	n := 0
+	for _, f := range z.children {
+		if !f.ended() {
+			n++
+		}
+	}
+	return n
 }
 
 // Memory is what z's cgroup holds. It grows with every child that lives: a
@@ -538,7 +546,7 @@ func (z *Zygote) Fork(s *Sandbox, l Limits) (f *Forked, err error) {
 	if r.Error != "" {
 		return nil, fmt.Errorf("sandbox: the zygote could not fork: %s", r.Error)
 	}
-	f = &Forked{Stdin: mine[0], Stdout: mine[1], Stderr: mine[2], cgroup: cg, uid: uid, exited: make(chan struct{})}
+	f = &Forked{Stdin: mine[0], Stdout: mine[1], Stderr: mine[2], cgroup: cg, uid: uid, zygote: z, exited: make(chan struct{})}
 	z.mu.Lock()
 	if z.exited {
 		z.mu.Unlock()
