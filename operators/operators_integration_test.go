@@ -5,6 +5,7 @@ package operators_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -44,6 +45,11 @@ func startPlatform(t *testing.T) {
 		// Both run for the whole package, not stopped with the first test.
 		gwOpts := gateway.Defaults()
 		gwOpts.Runtime.Builtins = functions.Builtins()
+		// METALAMBDA_TEST_PYTHON_ZYGOTE=auto|off: Python workers forked by a
+		// zygote where the sandbox starts one, or not.
+		if z := os.Getenv("METALAMBDA_TEST_PYTHON_ZYGOTE"); z != "" {
+			gwOpts.Runtime.PythonZygote = z
+		}
 		gw, err := start.ServeGateway(env.Config, gwOpts)
 		if err != nil {
 			t.Fatal(err)

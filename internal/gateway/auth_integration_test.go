@@ -204,6 +204,11 @@ func startGatewayWith(t *testing.T, cfg *rest.Config, tweak ...func(*Options)) *
 	reg := prometheus.NewRegistry()
 	opts := Defaults()
 	opts.PublicURL, opts.MaxBodyBytes = url, 1<<20
+	// METALAMBDA_TEST_PYTHON_ZYGOTE=auto|off runs the package's gateways with
+	// Python workers forked by a zygote where the sandbox starts one, or not.
+	if z := os.Getenv("METALAMBDA_TEST_PYTHON_ZYGOTE"); z != "" {
+		opts.Runtime.PythonZygote = z
+	}
 	for _, f := range tweak {
 		f(&opts)
 	}
