@@ -98,8 +98,9 @@ func zygoteFilter(network bool) ([]byte, error) {
 }
 
 // ZygoteSupported reports why s cannot start zygotes: only a namespace
-// sandbox of a root caller, which can map a user namespace onto its range of
-// users, on an architecture whose seccomp filters it knows, does.
+// sandbox of a root caller with CAP_SYS_ADMIN, which can map a user namespace
+// onto its range of users, on an architecture whose seccomp filters it knows,
+// does.
 func (s *Sandbox) ZygoteSupported() error {
 	switch {
 	case s.mode != ModeNamespaces:
@@ -108,6 +109,11 @@ func (s *Sandbox) ZygoteSupported() error {
 		return errors.New("sandbox: a zygote needs a namespace sandbox whose caller is root, which maps the zygote's user namespace onto its range of users")
 	case s.filters[0] == nil:
 		return errors.New("sandbox: a zygote needs seccomp filters, unknown for this architecture")
+	}
+	// The launcher takes a mount namespace of its own to show the
+	// interpreter on the zygote's stage (a container's root seldom may).
+	if caps, err := effectiveCapabilities(); err != nil || caps&(1<<unix.CAP_SYS_ADMIN) == 0 {
+		return errors.New("sandbox: a zygote needs a caller with CAP_SYS_ADMIN, which its launcher's mount namespace takes")
 	}
 	return nil
 }
