@@ -46,9 +46,13 @@ func sandboxed(tb testing.TB, opts Options) Options {
 	tb.Cleanup(sb.Close)
 	opts.Sandbox = sb
 	if opts.PythonZygote == "" {
-		// METALAMBDA_TEST_PYTHON_ZYGOTE=auto runs the package's tests with
-		// Python workers forked by a zygote where the sandbox starts one.
+		// METALAMBDA_TEST_PYTHON_ZYGOTE=off runs the package's tests with every
+		// Python worker starting its own interpreter; auto (the default) forks
+		// them from a zygote where the sandbox starts one.
 		opts.PythonZygote = os.Getenv("METALAMBDA_TEST_PYTHON_ZYGOTE")
+		if opts.PythonZygote == "" {
+			opts.PythonZygote = DefaultPythonZygote
+		}
 	}
 	return opts
 }

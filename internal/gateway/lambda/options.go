@@ -70,9 +70,9 @@ type Options struct {
 	// (0 or negative: none, each new worker is started on the call; Defaults
 	// has DefaultWorkerSpares).
 	WorkerSpares int
-	// PythonZygote is ZygoteAuto to fork Python workers from a zygote where
-	// the sandbox can start one, ZygoteOff (or empty) to start each with its own
-	// interpreter.
+	// PythonZygote is ZygoteAuto (the default) to fork Python workers from a
+	// zygote where the sandbox can start one, ZygoteOff to start each with its
+	// own interpreter.
 	PythonZygote string
 	// MaxReplyBytes bounds one reply of a worker process (default 16 MiB); a
 	// larger reply kills the worker and fails the call.
@@ -145,6 +145,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.WorkerIdleTimeout <= 0 {
 		o.WorkerIdleTimeout = DefaultWorkerIdleTimeout
+	}
+	if o.PythonZygote == "" {
+		o.PythonZygote = DefaultPythonZygote
 	}
 	return o
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -128,6 +129,11 @@ type python struct {
 // dicts. What it prints, on stdout or stderr, is the call's logs.
 func NewPython(opts Options) Runtime {
 	opts = opts.withDefaults()
+	if opts.PythonZygote == ZygoteAuto && opts.Sandbox != nil && !opts.InsecureNoSandbox {
+		if err := opts.Sandbox.ZygoteSupported(); err != nil {
+			slog.Info("python zygote: none here; each Python worker starts its own interpreter", "reason", err)
+		}
+	}
 	pools := newPoolSet(opts.MemoryBudget)
 	return &python{opts: opts, pools: pools, spares: &spareSets{want: opts.WorkerSpares, pools: pools}}
 }

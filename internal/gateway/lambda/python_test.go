@@ -277,7 +277,7 @@ func BenchmarkPythonColdStart(b *testing.B) {
 		modes = append(modes, struct {
 			name string
 			opts Options
-		}{"sandbox/" + l.name, Options{Sandbox: l.sandbox}})
+		}{"sandbox/" + l.name, Options{Sandbox: l.sandbox, PythonZygote: ZygoteOff}})
 		if l.sandbox.ZygoteSupported() == nil {
 			modes = append(modes, struct {
 				name string

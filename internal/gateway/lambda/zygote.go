@@ -28,8 +28,10 @@ const (
 	ZygoteOff = "off"
 )
 
-// DefaultPythonZygote is the default of Options.PythonZygote.
-const DefaultPythonZygote = ZygoteOff
+// DefaultPythonZygote is the default of Options.PythonZygote: where the
+// sandbox cannot start a zygote, NewPython logs why, and each worker starts
+// its own interpreter.
+const DefaultPythonZygote = ZygoteAuto
 
 // PythonZygoteMarker is an argument of a Python zygote's command line, which
 // its children share until they load a function.
