@@ -29,6 +29,9 @@ type engineScraper struct {
 	pods   []corev1.Pod // the last list that succeeded
 	last   map[types.UID]engineSample
 	errors []syncErrors
+	// signs are the increments of what makes a sync fail (signCounters), each with
+	// the time it was seen.
+	signs  []sign
 	leader types.UID
 }
 
@@ -39,11 +42,34 @@ type engineSample struct {
 	writes     float64
 	hookCalls  float64
 	leading    bool
+	// signs counts what can fail a sync, by signCounter's name.
+	signs map[string]float64
 }
 
 type syncErrors struct {
 	at    time.Time
 	count float64
+}
+
+// sign is an increment of a counter that says what the syncs that did not succeed
+// met: hook calls that got no 200 (or 304), by code, and syncs that ended in
+// no failure but no success either (a write conflict, a hook's Retry-After, a
+// parent gone), by result.
+type sign struct {
+	at    time.Time
+	what  string
+	count float64
+}
+
+// signCounter names the sample as a sign, or "".
+func signCounter(name string, labels map[string]string) string {
+	switch {
+	case name == "metalambda_hook_requests_total" && labels["code"] != "200" && labels["code"] != "304":
+		return "hook " + labels["code"]
+	case name == "metalambda_engine_syncs_total" && labels["result"] != "success" && labels["result"] != "error":
+		return "sync " + labels["result"]
+	}
+	return ""
 }
 
 // writeResources are the resources the soak's and the PythonLambda controllers
@@ -103,6 +129,11 @@ func (e *engineScraper) record(uid types.UID, s engineSample) {
 	if d := s.syncErrors - prev.syncErrors; seen && d > 0 {
 		e.errors = append(e.errors, syncErrors{at: s.at, count: d})
 	}
+	for what, v := range s.signs {
+		if d := v - prev.signs[what]; seen && d > 0 {
+			e.signs = append(e.signs, sign{at: s.at, what: what, count: d})
+		}
+	}
 	if s.leading {
 		e.leader = uid
 	} else if e.leader == uid {
@@ -113,7 +144,7 @@ func (e *engineScraper) record(uid types.UID, s engineSample) {
 
 // scrape reads one engine's metrics.
 func (e *engineScraper) scrape(ctx context.Context, ip string) (engineSample, bool) {
-	s := engineSample{at: time.Now()}
+	s := engineSample{at: time.Now(), signs: map[string]float64{}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+ip+":9999/metrics", nil)
 	if err != nil {
 		return s, false
@@ -132,6 +163,9 @@ func (e *engineScraper) scrape(ctx context.Context, ip string) (engineSample, bo
 		name, labels, value, ok := parseSample(sc.Text())
 		if !ok {
 			continue
+		}
+		if what := signCounter(name, labels); what != "" {
+			s.signs[what] += value
 		}
 		switch {
 		case name == "metalambda_engine_syncs_total" && labels["result"] == "error":
@@ -210,6 +244,14 @@ func (e *engineScraper) syncErrorsSeen() []syncErrors {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return append([]syncErrors(nil), e.errors...)
+}
+
+// signsSeen are the increments of the signs of failed syncs, each with the time
+// it was seen.
+func (e *engineScraper) signsSeen() []sign {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]sign(nil), e.signs...)
 }
 
 // totals sums the write and hook call counters of the engine pods scraped now, and

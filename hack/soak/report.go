@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -28,6 +29,11 @@ type Report struct {
 	FailureSamples               []string
 	// SyncErrors by fault kind, from the engines' metrics.
 	SyncErrors map[string]float64
+	// SyncErrorSigns are, by fault kind, the engines' hook calls that got no 200, by
+	// code ("hook 503"), and their syncs that neither failed nor succeeded, by result
+	// ("sync conflict": a write conflicted with the soak's writer's, and the parent
+	// was synced again at once).
+	SyncErrorSigns map[string]map[string]float64
 
 	Writes, FailedWrites int
 	// ChangeLatencies: every change reflected before the next one of its parent.
@@ -153,6 +159,15 @@ func (s *soak) attributeSyncErrors(rep *Report) {
 	for _, e := range s.engines.syncErrorsSeen() {
 		for _, k := range kindsAt(rep.Faults, e.at) {
 			rep.SyncErrors[k] += e.count
+		}
+	}
+	rep.SyncErrorSigns = map[string]map[string]float64{}
+	for _, sg := range s.engines.signsSeen() {
+		for _, k := range kindsAt(rep.Faults, sg.at) {
+			if rep.SyncErrorSigns[k] == nil {
+				rep.SyncErrorSigns[k] = map[string]float64{}
+			}
+			rep.SyncErrorSigns[k][sg.what] += sg.count
 		}
 	}
 }
@@ -294,6 +309,22 @@ func (r *Report) Missed() []string {
 	return out
 }
 
+// printSigns lists, by fault kind, the hook calls without a 200 and the syncs that
+// neither failed nor succeeded.
+func (r *Report) printSigns(out io.Writer) {
+	for _, kind := range append(slices.Clone(allFaults), "none") {
+		signs := r.SyncErrorSigns[kind]
+		if len(signs) == 0 {
+			continue
+		}
+		var parts []string
+		for _, what := range slices.Sorted(maps.Keys(signs)) {
+			parts = append(parts, fmt.Sprintf("%s ×%.0f", what, signs[what]))
+		}
+		fmt.Fprintf(out, "  %s: %s\n", kind, strings.Join(parts, ", "))
+	}
+}
+
 func (r *Report) lambdaSuccess() float64 {
 	if r.LambdaRequests == 0 {
 		return 0
@@ -321,6 +352,10 @@ func (r *Report) Print(out io.Writer) {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%.0f\t\n", kind, injected, recovery, r.Requests[kind], r.Failed[kind], r.SyncErrors[kind])
 	}
 	w.Flush()
+	if len(r.SyncErrorSigns) > 0 {
+		fmt.Fprintln(out, "\nhook calls without a 200, and syncs neither failed nor done (a write conflict, a hook's Retry-After, a parent gone):")
+		r.printSigns(out)
+	}
 	fmt.Fprintf(out, "\nparents: %d, changes written %d (%d writes failed)\n", r.Config.Parents, r.Writes, r.FailedWrites)
 	fmt.Fprintf(out, "change -> children: p50 %s, p99 %s, max %s\n", r.ChangeP50.Round(10*time.Millisecond), r.ChangeP99.Round(10*time.Millisecond), r.ChangeMax.Round(10*time.Millisecond))
 	fmt.Fprintf(out, "last change -> children: p99 %s, max %s; the slowest from the later of its change and the last fault's end: %s; unreflected %d\n",

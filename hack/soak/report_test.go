@@ -31,6 +31,29 @@ func TestParseSample(t *testing.T) {
 	}
 }
 
+// The signs are hook calls without a 200 and syncs neither failed nor done; a
+// failed or done sync, a 200 and a 304 are none.
+func TestSignCounter(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		labels map[string]string
+		want   string
+	}{
+		{"metalambda_hook_requests_total", map[string]string{"code": "503"}, "hook 503"},
+		{"metalambda_hook_requests_total", map[string]string{"code": "error"}, "hook error"},
+		{"metalambda_hook_requests_total", map[string]string{"code": "200"}, ""},
+		{"metalambda_hook_requests_total", map[string]string{"code": "304"}, ""},
+		{"metalambda_engine_syncs_total", map[string]string{"result": "conflict"}, "sync conflict"},
+		{"metalambda_engine_syncs_total", map[string]string{"result": "error"}, ""},
+		{"metalambda_engine_syncs_total", map[string]string{"result": "success"}, ""},
+		{"metalambda_engine_api_requests_total", map[string]string{"code": "409"}, ""},
+	} {
+		if got := signCounter(tt.name, tt.labels); got != tt.want {
+			t.Errorf("signCounter(%s %v) = %q, want %q", tt.name, tt.labels, got, tt.want)
+		}
+	}
+}
+
 func TestAttribution(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	ws := []window{

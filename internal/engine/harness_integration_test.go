@@ -108,6 +108,28 @@ func (e *engineUnderTest) gets(t *testing.T) float64 {
 	return e.requests(t, func(verb string) bool { return verb == "get" })
 }
 
+// syncs is the engine's count of the parent syncs of controller with result
+// (metalambda_engine_syncs_total).
+func (e *engineUnderTest) syncs(t *testing.T, controller, result string) float64 {
+	t.Helper()
+	families, err := e.registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != "metalambda_engine_syncs_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			if labelValue(m, "controller") == controller && labelValue(m, "result") == result {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}
+
 func (e *engineUnderTest) requests(t *testing.T, count func(verb string) bool) float64 {
 	t.Helper()
 	families, err := e.registry.Gather()

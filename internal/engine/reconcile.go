@@ -53,7 +53,7 @@ func (c *controller) reconcile(ctx context.Context, key parentKey) (after time.D
 	after, err = c.sync(ctx, key, p, parent)
 	endSync(span, err)
 	c.env.rollouts.observe(ctx, parent.GetUID(), began, err)
-	if err != nil && !workloop.IsDelay(err) && !errors.Is(err, errParentGone) && !apierrors.IsConflict(err) {
+	if failed(err) {
 		c.env.warn(parent, "SyncError", err)
 	}
 	if c.onForbidden != nil && apierrors.IsForbidden(err) {
@@ -187,7 +187,7 @@ func (c *controller) noteSync(key parentKey, err error) {
 	if c.states == nil {
 		return
 	}
-	if workloop.IsDelay(err) || errors.Is(err, errParentGone) || apierrors.IsConflict(err) {
+	if !failed(err) {
 		err = nil
 	}
 	c.states.synced(key, time.Now(), err)

@@ -196,7 +196,7 @@ func (c *controller) run(ctx context.Context) {
 func (c *controller) newLoop() *workloop.Loop[parentKey] {
 	return &workloop.Loop[parentKey]{
 		Queue: c.queue, Workers: c.workers(), Process: c.reconcile, Processed: c.processed,
-		Metrics: c.env.metrics.loops(), Name: c.name,
+		Metrics: c.env.metrics.loops(), Name: c.name, Result: syncResult,
 		Failed: func(ctx context.Context, key parentKey, err error, _ bool) {
 			klog.FromContext(ctx).V(1).Info("Sync failed; retrying with backoff", "parent", key.String(), "err", err.Error())
 		},

@@ -118,7 +118,7 @@ func (r *rollouts) observe(ctx context.Context, uid types.UID, began time.Time, 
 	if r == nil || r.active.Load() == 0 {
 		return
 	}
-	if workloop.IsDelay(err) || errors.Is(err, errParentGone) || apierrors.IsConflict(err) {
+	if err != nil && !failed(err) {
 		return // no outcome yet: the parent is synced again
 	}
 	r.mu.Lock()

@@ -14,7 +14,8 @@ import (
 	"github.com/metalambda/metalambda/internal/workloop"
 )
 
-// Results of a sync, the "metalambda.result" attribute of its span.
+// Results of a sync: the "metalambda.result" attribute of its span and, but for
+// syncOK, the result label of metalambda_engine_syncs_total.
 const (
 	syncOK       = "ok"
 	syncError    = "error"
@@ -43,21 +44,34 @@ func endSync(span trace.Span, err error) {
 	if !span.IsRecording() {
 		return
 	}
-	result := syncOK
-	switch {
-	case err == nil:
-	case workloop.IsDelay(err):
-		result, err = syncHeld, nil
-	case apierrors.IsConflict(err):
-		result = syncConflict
-	case errors.Is(err, errParentGone):
-		result, err = syncGone, nil
-	default:
-		result = syncError
+	result := syncResult(err)
+	if result == syncHeld || result == syncGone {
+		err = nil
 	}
 	span.SetAttributes(attribute.String("metalambda.result", result))
 	tracing.End(span, err)
 }
+
+// syncResult classifies what a sync returned. Only syncError is a failed sync (a
+// SyncError event, a failure in the API, a failed step of a rollout): a delay the
+// hook asked for, a write that conflicted with another writer's and a parent gone
+// meanwhile are not, as the parent is synced again at once (or when the hook asked).
+func syncResult(err error) string {
+	switch {
+	case err == nil:
+		return syncOK
+	case workloop.IsDelay(err):
+		return syncHeld
+	case apierrors.IsConflict(err):
+		return syncConflict
+	case errors.Is(err, errParentGone):
+		return syncGone
+	}
+	return syncError
+}
+
+// failed reports whether a sync that returned err failed (see syncResult).
+func failed(err error) bool { return syncResult(err) == syncError }
 
 // phase starts the span of a phase of a sync (observe children, load related, apply
 // children, write parent) under the sync's span; nothing when tracing is off.

@@ -234,6 +234,49 @@ func TestStatusWriteFromAStaleParentIsRetried(t *testing.T) {
 	})
 }
 
+// A write of the parent's spec while its sync runs (a user's; the soak's writer
+// changes a parent every 100 ms) makes the sync's status write conflict, and the
+// parent is synced again at once from the newer spec. That is no failed sync, as
+// upstream's status write retries its conflicts: no SyncError event, and
+// metalambda_engine_syncs_total counts it as result "conflict", not "error", which
+// alerts and the soak's "failed syncs in gateway windows" read.
+func TestSpecWrittenDuringASyncIsNoFailedSync(t *testing.T) {
+	setup(t)
+	ns := env.Namespace(t)
+	engine := startEngine(t, ns)
+	parents := env.Dynamic.Resource(parentsGVR).Namespace(ns)
+	hook := newHookServer(t, nil)
+	hook.set(func(req map[string]any) (int, any) {
+		parent := req["parent"].(map[string]any)
+		if hook.calls.Load() == 1 {
+			patch := []byte(`{"spec":{"size":2}}`)
+			if _, err := parents.Patch(context.Background(), "p", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+				t.Error(err)
+			}
+		}
+		return 200, map[string]any{"status": map[string]any{"size": field(parent, "spec", "size")}, "children": []any{}}
+	})
+	create(t, ccGVR, "", plainCompositeManifest, ns, hook.URL)
+	create(t, parentsGVR, ns, parentManifest, "p", 1)
+	env.WaitFor(t, "the status answers the newer spec", parentsGVR, ns, "p", func(o *unstructured.Unstructured) error {
+		if got := fmt.Sprint(field(o.Object, "status", "size")); got != "2" {
+			return fmt.Errorf("status.size = %s", got)
+		}
+		return nil
+	})
+	if n := engine.syncs(t, ns, "conflict"); n < 1 {
+		t.Errorf("%v syncs counted as conflicts; want the first", n)
+	}
+	if n := engine.syncs(t, ns, "error"); n != 0 {
+		t.Errorf("%v syncs counted as errors; want none", n)
+	}
+	for _, e := range env.Events(t, ns, "", "p") {
+		if e.Reason == "SyncError" {
+			t.Errorf("SyncError event: %s", e.Message)
+		}
+	}
+}
+
 // The hook is shown the children it asked for once the caches show all of them: the
 // engine waits for its own writes, where upstream's work queue may or may not have
 // gathered their events into one sync.

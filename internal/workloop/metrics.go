@@ -7,9 +7,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
+// Result labels of every loop; a Loop's Result may name others.
+const (
+	ResultSuccess = "success"
+	ResultError   = "error"
+)
+
 // Metrics are the series of one or more loops, told apart by a label:
 //
-//	<prefix>_syncs_total{<label>,result}     processings, result success or error
+//	<prefix>_syncs_total{<label>,result}     processings, result success, error or a Loop.Result
 //	<prefix>_sync_duration_seconds{<label>}  time to process one key
 //	<prefix>_sync_panics_total{<label>}      processings that panicked
 //	<prefix>_active_workers{<label>}         workers processing a key right now
@@ -36,7 +42,7 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) *Metrics {
 	m := &Metrics{
 		label: o.Label,
 		syncs: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: o.Prefix + "_syncs_total", Help: item + " syncs by " + o.Label + " and result (success or error).",
+			Name: o.Prefix + "_syncs_total", Help: item + " syncs by " + o.Label + " and result (success, error, or what else the loop names).",
 		}, []string{o.Label, "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: o.Prefix + "_sync_duration_seconds", Help: "Time to sync one " + o.Item + ", everything it waits for included.",
@@ -56,20 +62,16 @@ func NewMetrics(reg prometheus.Registerer, o MetricsOptions) *Metrics {
 }
 
 // start counts an active worker of loop name; the function it returns ends the
-// processing with its result.
-func (m *Metrics) start(name string) func(err error) {
+// processing with its result label and error.
+func (m *Metrics) start(name string) func(result string, err error) {
 	if m == nil {
-		return func(error) {}
+		return func(string, error) {}
 	}
 	begin := time.Now()
 	active := m.active.WithLabelValues(name)
 	active.Inc()
-	return func(err error) {
+	return func(result string, err error) {
 		active.Dec()
-		result := "success"
-		if err != nil {
-			result = "error"
-		}
 		if _, ok := err.(*Panic); ok {
 			m.panics.WithLabelValues(name).Inc()
 		}

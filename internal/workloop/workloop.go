@@ -48,6 +48,10 @@ type Loop[K comparable] struct {
 	// Metrics, if set, count and time every processing under Name.
 	Metrics *Metrics
 	Name    string
+	// Result, if set, names the result label of a processing that returned an error
+	// (a panic included) for Metrics, so that an error the caller does not take for
+	// a failure is not counted as one; "" or a nil Result count it as ResultError.
+	Result func(err error) string
 
 	// holds keeps, per key, the time before which a [Hold] forbids processing it.
 	holds sync.Map // K -> time.Time
@@ -141,6 +145,19 @@ func (l *Loop[K]) requeue(key K, after time.Duration, err error) {
 	}
 }
 
+// result is the result label of a processing that returned err.
+func (l *Loop[K]) result(err error) string {
+	if err == nil {
+		return ResultSuccess
+	}
+	if l.Result != nil {
+		if r := l.Result(err); r != "" {
+			return r
+		}
+	}
+	return ResultError
+}
+
 // process runs Process with a reconcile ID in the log context, measured, and
 // recovers a panic into a [Panic] error.
 func (l *Loop[K]) process(ctx context.Context, key K) (after time.Duration, err error) {
@@ -151,7 +168,7 @@ func (l *Loop[K]) process(ctx context.Context, key K) (after time.Duration, err 
 			klog.FromContext(ctx).Error(nil, "Recovered from a panic; retrying with backoff", "key", key, "panic", r, "stack", string(debug.Stack()))
 			after, err = 0, &Panic{Value: r}
 		}
-		done(err)
+		done(l.result(err), err)
 	}()
 	return l.Process(ctx, key)
 }

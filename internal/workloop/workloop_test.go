@@ -192,7 +192,7 @@ func TestMetricsAndReconcileID(t *testing.T) {
 		# HELP test_sync_panics_total Thing syncs that panicked, by loop (each also counts as an error).
 		# TYPE test_sync_panics_total counter
 		test_sync_panics_total{loop="things"} 1
-		# HELP test_syncs_total Thing syncs by loop and result (success or error).
+		# HELP test_syncs_total Thing syncs by loop and result (success, error, or what else the loop names).
 		# TYPE test_syncs_total counter
 		test_syncs_total{loop="things",result="error"} 1
 		test_syncs_total{loop="things",result="success"} 1
@@ -206,5 +206,45 @@ func TestMetricsAndReconcileID(t *testing.T) {
 	m.Forget("things")
 	if n, _ := testutil.GatherAndCount(reg); n != 0 {
 		t.Errorf("%d series left after Forget", n)
+	}
+}
+
+// A loop's Result labels the errors its caller takes for no failure; the others,
+// panics included, stay errors.
+func TestResultLabelsErrors(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m := NewMetrics(reg, MetricsOptions{Prefix: "test", Label: "loop", Item: "thing"})
+	errConflict := errors.New("conflict")
+	l := &Loop[string]{Queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]()), Metrics: m, Name: "things",
+		Process: func(_ context.Context, key string) (time.Duration, error) {
+			switch key {
+			case "conflicts":
+				return 0, fmt.Errorf("write: %w", errConflict)
+			case "fails":
+				return 0, errors.New("failed")
+			case "panics":
+				panic("boom")
+			}
+			return 0, nil
+		},
+		Result: func(err error) string {
+			if errors.Is(err, errConflict) {
+				return "conflict"
+			}
+			return ""
+		}}
+	defer l.Queue.ShutDown()
+	for _, key := range []string{"ok", "conflicts", "conflicts", "fails", "panics"} {
+		_, _ = l.Handle(context.Background(), key)
+	}
+	want := `
+		# HELP test_syncs_total Thing syncs by loop and result (success, error, or what else the loop names).
+		# TYPE test_syncs_total counter
+		test_syncs_total{loop="things",result="conflict"} 2
+		test_syncs_total{loop="things",result="error"} 2
+		test_syncs_total{loop="things",result="success"} 1
+	`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "test_syncs_total"); err != nil {
+		t.Error(err)
 	}
 }
