@@ -3,6 +3,7 @@ package lambda
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	_ "embed"
 	"encoding/hex"
@@ -220,20 +221,17 @@ func (p *python) resolveInterpreter() (string, []string, error) {
 		return "", nil, fmt.Errorf("running %s: %w", p.opts.PythonBinary, err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	p.interpreter = lines[0]
-	if p.interpreter == "" {
-		p.interpreter = p.opts.PythonBinary
-	}
 	if len(lines) != 6 {
 		return "", nil, fmt.Errorf("running %s: it printed %d lines where its executable, prefixes and site-packages were expected", p.opts.PythonBinary, len(lines))
 	}
-	worker, err := compileWorker(ctx, p.interpreter)
+	interpreter := cmp.Or(lines[0], p.opts.PythonBinary)
+	worker, err := compileWorker(ctx, interpreter)
 	if err != nil {
-		return "", nil, fmt.Errorf("running %s: %w", p.interpreter, err)
+		return "", nil, fmt.Errorf("running %s: %w", interpreter, err)
 	}
+	p.interpreter, p.worker = interpreter, worker
 	p.binds = installationBinds(filepath.Dir(p.interpreter), lines[1:5])
 	p.sitePackages = lines[5]
-	p.worker = worker
 	return p.interpreter, p.binds, nil
 }
 
