@@ -132,3 +132,17 @@ def sync(request):
 	_, err = invoke(t, c, echoRequest("fail"))
 	assertInvokeError(t, err, ReasonException, `File "test/compiled", line 4, in sync`)
 }
+
+// A worker whose interpreter is not the one that compiled its code (replaced in
+// place since the gateway started) exits before it runs any of it, saying so.
+func TestPythonWorkerOfAnotherInterpreterSaysSo(t *testing.T) {
+	p := NewPython(Options{InsecureNoSandbox: true}).(*python)
+	if _, _, err := p.resolveInterpreter(); err != nil {
+		t.Fatal(err)
+	}
+	p.worker.boot = strings.Replace(p.worker.boot, `bytes.fromhex("`, `bytes.fromhex("00`, 1)
+	_, err := p.Compile(pyFn("other-interpreter", pyEcho))
+	if err == nil || !strings.Contains(err.Error(), "not the one the gateway compiled the worker with") {
+		t.Fatalf("error = %v, want one saying the interpreter changed", err)
+	}
+}
