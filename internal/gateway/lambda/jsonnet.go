@@ -94,14 +94,25 @@ const residentFile = "<metalambda-resident>"
 const residentCalls = 1000
 
 // residentSource serves residentCalls calls of the function f, given as a top-level
-// argument. next blocks until a call arrives; reply takes the call's number first
-// (native arguments are evaluated in order), so next has run, and the trace output
-// goes to the right call, even when f never reads its request.
+// argument. next blocks until a call arrives and returns its request; reply takes
+// first whether the request is null, which forces the request (native arguments
+// are evaluated in order), so that next has run, and the trace output goes to the
+// right call, even when f never reads its request. What does not change from call
+// to call (the native functions, whether f is a function) is looked up once per
+// evaluation. The frames under f's call are as many as they have always been: a
+// function's deepest recursion must not depend on this loop.
 var residentSource = fmt.Sprintf(`function(f)
-  std.foldl(function(served, i)
-    local call = std.native("metalambda.next")(i);
-    served + std.native("metalambda.reply")(call.n, if std.isFunction(f) then f(request=call.request) else f),
-    std.range(1, %d), 0)`, residentCalls)
+  local next = std.native("metalambda.next"), reply = std.native("metalambda.reply");
+  if std.isFunction(f) then
+    std.foldl(function(served, i)
+      local request = next();
+      reply(request == null, f(request=request)),
+      std.range(1, %[1]d), 0)
+  else
+    std.foldl(function(served, i)
+      local request = next();
+      reply(request == null, f),
+      std.range(1, %[1]d), 0)`, residentCalls)
 
 // residentProgram is residentSource parsed at its first use: every process that
 // links this package (the gateway, each worker) would parse it at start, and most
@@ -238,8 +249,8 @@ func (e *jsonnetEvaluator) run() {
 		for k, v := range e.f.fn.Env {
 			vm.ExtVar(k, v)
 		}
-		vm.NativeFunction(&jsonnet.NativeFunction{Name: "metalambda.next", Params: ast.Identifiers{"i"}, Func: e.next})
-		vm.NativeFunction(&jsonnet.NativeFunction{Name: "metalambda.reply", Params: ast.Identifiers{"n", "response"}, Func: e.reply})
+		vm.NativeFunction(&jsonnet.NativeFunction{Name: "metalambda.next", Func: e.next})
+		vm.NativeFunction(&jsonnet.NativeFunction{Name: "metalambda.reply", Params: ast.Identifiers{"ready", "response"}, Func: e.reply})
 		vm.TLANode("f", e.f.node)
 		_, err := vm.Evaluate(residentProgram())
 		if job := e.current; job != nil {
@@ -249,7 +260,7 @@ func (e *jsonnetEvaluator) run() {
 	}
 }
 
-// next waits for a call and returns {n, request}.
+// next waits for a call and returns its request.
 func (e *jsonnetEvaluator) next([]any) (any, error) {
 	take := e.take
 	if take == nil {
@@ -262,7 +273,7 @@ func (e *jsonnetEvaluator) next([]any) (any, error) {
 	}
 	e.current = job
 	e.f.running.n.Add(1)
-	return map[string]any{"n": 0.0, "request": job.request}, nil
+	return job.request, nil
 }
 
 // fromJobs waits for a call on the function's jobs channel.
