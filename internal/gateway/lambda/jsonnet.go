@@ -37,8 +37,8 @@ type jsonnetRuntime struct {
 //
 // go-jsonnet builds its standard library for every evaluation, which costs more than
 // a small hook itself. So a function is served by resident evaluators: long-running
-// evaluations (see residentSource) that take requests from a channel through a
-// native function and hand each response back through another, so that std and the
+// evaluations (see residentSource) whose native function hands each response back
+// and returns the next request, taken from a channel, so that std and the
 // function's top-level locals are built once per evaluator rather than once per
 // call. Jsonnet has no side effects, so a call cannot see what an earlier one did;
 // only a std.trace in a top-level local shows once per evaluator instead of once
