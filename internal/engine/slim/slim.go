@@ -39,6 +39,7 @@ func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo {
 			if info.StreamSerializer != nil {
 				stream := *info.StreamSerializer
 				stream.Serializer = watchEvents{stream.Serializer}
+				stream.Framer = objectFramer{stream.Framer}
 				info.StreamSerializer = &stream
 			}
 		}
