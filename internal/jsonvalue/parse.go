@@ -34,6 +34,47 @@ func ParseObject(data []byte) (obj map[string]any, ok bool) {
 	return obj, p.i == len(data)
 }
 
+// ParseMembers reads data, a JSON object, as ParseObject does, calling f with each of
+// its members in order (a duplicate key once for each), until f returns false. It
+// reports whether it read the whole object and f took every member; when not, it may
+// have called f with some of them.
+func ParseMembers(data []byte, f func(key string, value any) bool) bool {
+	p := parser{data: data}
+	if p.next() != '{' {
+		return false
+	}
+	p.i++
+	if p.next() == '}' {
+		p.i++
+		p.space()
+		return p.i == len(data)
+	}
+	for {
+		if p.next() != '"' {
+			return false
+		}
+		key, ok := p.string()
+		if !ok || p.next() != ':' {
+			return false
+		}
+		p.i++
+		v, ok := p.value(0)
+		if !ok || !f(key, v) {
+			return false
+		}
+		switch p.next() {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			p.space()
+			return p.i == len(data)
+		default:
+			return false
+		}
+	}
+}
+
 // maxParseDepth is how deeply ParseObject follows nested objects and arrays before
 // declining (encoding/json refuses beyond 10000).
 const maxParseDepth = 1000
