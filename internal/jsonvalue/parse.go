@@ -2,6 +2,7 @@ package jsonvalue
 
 import (
 	"bytes"
+	"encoding/json"
 	"strconv"
 	"unicode/utf8"
 
@@ -292,4 +293,138 @@ func (p *parser) digits() int {
 		p.i++
 	}
 	return p.i - start
+}
+
+// Valid reports whether data is valid JSON, as encoding/json's Valid does, in a pass
+// that is not its scanner's byte-by-byte state machine; nesting deeper than
+// maxParseDepth is left to json.Valid.
+func Valid(data []byte) bool {
+	v := validator{parser: parser{data: data}}
+	ok := v.value(0)
+	if v.deep {
+		return json.Valid(data)
+	}
+	v.space()
+	return ok && v.i == len(data)
+}
+
+type validator struct {
+	parser
+	deep bool // nesting went deeper than maxParseDepth
+}
+
+func (v *validator) value(depth int) bool {
+	switch c := v.next(); {
+	case c == '{', c == '[':
+		if depth >= maxParseDepth {
+			v.deep = true
+			return false
+		}
+		return v.container(c, depth+1)
+	case c == '"':
+		return v.string()
+	case c == '-' || '0' <= c && c <= '9':
+		return v.number()
+	case c == 't':
+		return v.literal("true")
+	case c == 'f':
+		return v.literal("false")
+	case c == 'n':
+		return v.literal("null")
+	}
+	return false
+}
+
+// container checks the object or array at v.data[v.i] (open).
+func (v *validator) container(open byte, depth int) bool {
+	closing := byte('}')
+	if open == '[' {
+		closing = ']'
+	}
+	v.i++
+	if v.next() == closing {
+		v.i++
+		return true
+	}
+	for {
+		if open == '{' {
+			if v.next() != '"' || !v.string() || v.next() != ':' {
+				return false
+			}
+			v.i++
+		}
+		if !v.value(depth) {
+			return false
+		}
+		switch v.next() {
+		case ',':
+			v.i++
+		case closing:
+			v.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// string checks the string at v.data[v.i] ('"'): no control characters, and escapes
+// that JSON has; other bytes, UTF-8 or not, are valid there.
+func (v *validator) string() bool {
+	for i := v.i + 1; i < len(v.data); i++ {
+		switch c := v.data[i]; {
+		case c == '"':
+			v.i = i + 1
+			return true
+		case c < 0x20:
+			return false
+		case c == '\\':
+			i++
+			if i >= len(v.data) {
+				return false
+			}
+			switch v.data[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if i+4 >= len(v.data) || !isHex(v.data[i+1]) || !isHex(v.data[i+2]) || !isHex(v.data[i+3]) || !isHex(v.data[i+4]) {
+					return false
+				}
+				i += 4
+			default:
+				return false
+			}
+		}
+	}
+	return false
+}
+
+func isHex(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+
+// number checks the number at v.data[v.i].
+func (v *validator) number() bool {
+	if v.data[v.i] == '-' {
+		v.i++
+	}
+	switch {
+	case v.i < len(v.data) && v.data[v.i] == '0':
+		v.i++
+	case v.digits() == 0:
+		return false
+	}
+	if v.i < len(v.data) && v.data[v.i] == '.' {
+		v.i++
+		if v.digits() == 0 {
+			return false
+		}
+	}
+	if v.i < len(v.data) && (v.data[v.i] == 'e' || v.data[v.i] == 'E') {
+		v.i++
+		if v.i < len(v.data) && (v.data[v.i] == '+' || v.data[v.i] == '-') {
+			v.i++
+		}
+		if v.digits() == 0 {
+			return false
+		}
+	}
+	return true
 }

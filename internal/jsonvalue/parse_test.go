@@ -104,3 +104,41 @@ func BenchmarkParseObject(b *testing.B) {
 		}
 	})
 }
+
+func TestValid(t *testing.T) {
+	for _, data := range []string{
+		benchConfigMap, `{}`, `[]`, `""`, `0`, `-0.5e+7`, `true`, ` null `, `"\u00e9\n\"\\\/\b\f\r\t"`, "\"bad \xff utf8 \x7f\"",
+		`{"a":[1,{"b":null}],"c":"d"}`, strings.Repeat(`[`, 999) + strings.Repeat(`]`, 999), strings.Repeat(`[`, 5000) + strings.Repeat(`]`, 5000),
+		strings.Repeat(`[`, 10001) + strings.Repeat(`]`, 10001),
+		``, ` `, `{`, `{"a"}`, `{"a":1,}`, `[1,]`, `01`, `1.`, `.5`, `-`, `1e`, `+1`, `tru`, `nul`, `"\x"`, `"\u12"`, `"\u12G4"`, "\"ctl\x01\"", `"`, `{} {}`, `{}x`, `{1:2}`,
+	} {
+		if got, want := Valid([]byte(data)), json.Valid([]byte(data)); got != want {
+			t.Errorf("Valid(%.60q) = %v, json.Valid says %v", data, got, want)
+		}
+	}
+}
+
+func FuzzValid(f *testing.F) {
+	for _, s := range []string{benchConfigMap, `[1,2.5,"x",null,true,{}]`, `"\u00e9\n"`, `-0.0e-0`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		if got, want := Valid([]byte(data)), json.Valid([]byte(data)); got != want {
+			t.Errorf("Valid(%q) = %v, json.Valid says %v", data, got, want)
+		}
+	})
+}
+
+func BenchmarkValid(b *testing.B) {
+	data := []byte(benchConfigMap)
+	b.Run("Valid", func(b *testing.B) {
+		for b.Loop() {
+			Valid(data)
+		}
+	})
+	b.Run("json.Valid", func(b *testing.B) {
+		for b.Loop() {
+			json.Valid(data)
+		}
+	})
+}
