@@ -141,7 +141,7 @@ func run(cfg config) error {
 		if flags == "" {
 			flags = "(none)"
 		}
-		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%.1f\t%.1f\t%.2f\t%.2f\t%.1f\t%.0f\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
+		fmt.Fprintf(w, "%d\t%d\t%d\t%s\t%.1f\t%.1f\t%.2f\t%.2f\t%.2f\t%.0f\t%d\t%.0f\t%.0f\t%.0f\t%.0f\t\n",
 			r.n, 3*r.n, r.unrelated, flags, r.converge.Seconds(), r.limit.Seconds(), r.converge.Seconds()/r.limit.Seconds(),
 			r.callsPerParent, r.cpu.Seconds(), r.rssMiB, r.resyncCalls, r.writes, r.gets, r.lists, r.syncErrors)
 	}

@@ -174,6 +174,11 @@ func (f *composite) answer() answer { return &compositeAnswer{} }
 // compositeAnswer is a CompositeController hook's response.
 type compositeAnswer hookapi.CompositeResponse
 
+// ParseJSON is hookapi.CompositeResponse's: the hook client decodes the answer with it.
+func (a *compositeAnswer) ParseJSON(data []byte) bool {
+	return (*hookapi.CompositeResponse)(a).ParseJSON(data)
+}
+
 func (a *compositeAnswer) outcome() (*outcome, []hookapi.Object) {
 	return &outcome{status: a.Status, finalized: a.Finalized, resyncAfter: seconds(a.ResyncAfterSeconds), events: a.Events}, a.Children
 }

@@ -33,6 +33,10 @@ type metaWrites interface {
 // about a third of the memory the engine allocated while converging.
 type metaWriter struct {
 	rest rest.Interface
+	// userAgent is the User-Agent the HTTP client's round tripper would set: a request
+	// that carries it already goes through as it is, where the round tripper copied
+	// every request to set it.
+	userAgent string
 }
 
 // newMetaWriter builds a metaWriter that sends requests as the dynamic client built
@@ -42,7 +46,7 @@ func newMetaWriter(cfg *rest.Config, client *http.Client) (*metaWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &metaWriter{rest: rc}, nil
+	return &metaWriter{rest: rc, userAgent: cfg.UserAgent}, nil
 }
 
 // create creates obj and returns its metadata as an object.
@@ -63,6 +67,9 @@ func (w *metaWriter) do(ctx context.Context, req *rest.Request, obj *unstructure
 	}
 	if fieldManager != "" {
 		req = req.Param("fieldManager", fieldManager)
+	}
+	if w.userAgent != "" {
+		req = req.SetHeader("User-Agent", w.userAgent)
 	}
 	result := req.SetHeader("Content-Type", "application/json").Body(body).Do(ctx)
 	if err := result.Error(); err != nil {

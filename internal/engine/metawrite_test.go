@@ -122,29 +122,37 @@ func TestReadMetadata(t *testing.T) {
 // name clients by it); built from a config without one, the requests went out
 // as Go's "Go-http-client/1.1".
 func TestClientsSendAUserAgent(t *testing.T) {
-	var agents []string
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		agents = append(agents, r.UserAgent())
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","namespace":"ns","uid":"u1","resourceVersion":"1"}}`)
-	}))
-	defer srv.Close()
-	c, err := newClients(&rest.Config{Host: srv.URL}, Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "a", "namespace": "ns"}}}
-	if _, err := c.meta.create(context.Background(), schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, cm, ""); err != nil {
-		t.Fatal(err)
-	}
-	_, _ = c.dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace("ns").Get(context.Background(), "a", metav1.GetOptions{})
-	want := rest.DefaultKubernetesUserAgent()
-	if len(agents) != 2 {
-		t.Fatalf("requests seen: %d, want 2", len(agents))
-	}
-	for i, a := range agents {
-		if a != want {
-			t.Errorf("request %d's User-Agent is %q, want %q", i, a, want)
+	for _, want := range []string{"", "custom-agent/1.0"} {
+		var agents []string
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			agents = append(agents, r.UserAgent())
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"a","namespace":"ns","uid":"u1","resourceVersion":"1"}}`)
+		}))
+		c, err := newClients(&rest.Config{Host: srv.URL, UserAgent: want}, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "a", "namespace": "ns"}}}
+		gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+		if _, err := c.meta.create(context.Background(), gvr, cm, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.meta.updateStatus(context.Background(), gvr, cm, ""); err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.dynamic.Resource(gvr).Namespace("ns").Get(context.Background(), "a", metav1.GetOptions{})
+		srv.Close()
+		if want == "" {
+			want = rest.DefaultKubernetesUserAgent()
+		}
+		if len(agents) != 3 {
+			t.Fatalf("requests seen: %d, want 3", len(agents))
+		}
+		for i, a := range agents {
+			if a != want {
+				t.Errorf("request %d's User-Agent is %q, want %q", i, a, want)
+			}
 		}
 	}
 }

@@ -50,6 +50,18 @@ func TestForApply(t *testing.T) {
 		name: "no metadata",
 		in:   `{"kind": "X", "status": {}}`,
 		want: `{"kind": "X"}`,
+	}, {
+		name: "nothing to strip",
+		in:   `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": {"a": "b"}, "annotations": {"keep": "1"}}, "data": {"k": "v"}}`,
+		want: `{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "labels": {"a": "b"}, "annotations": {"keep": "1"}}, "data": {"k": "v"}}`,
+	}, {
+		name: "only a generation to strip",
+		in:   `{"metadata": {"name": "c", "generation": 2}}`,
+		want: `{"metadata": {"name": "c"}}`,
+	}, {
+		name: "metadata of another type, and no status",
+		in:   `{"kind": "X", "metadata": "m"}`,
+		want: `{"kind": "X", "metadata": "m"}`,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -460,8 +460,18 @@ func describeBody(body []byte) string {
 	return strconv.Quote(string(trimmed))
 }
 
+// Parser is a response that can fill itself from an answer without reflection, as
+// the decoder of hooks that are not strict would (hookapi.CompositeResponse.ParseJSON),
+// or declines, left as it was, and is decoded by it.
+type Parser interface {
+	ParseJSON(data []byte) bool
+}
+
 func unmarshal(data []byte, v any, strict bool) error {
 	if !strict {
+		if p, ok := v.(Parser); ok && p.ParseJSON(data) {
+			return nil
+		}
 		return kjson.UnmarshalCaseSensitivePreserveInts(data, v)
 	}
 	strictErrs, err := kjson.UnmarshalStrict(data, v)

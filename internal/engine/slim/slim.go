@@ -6,7 +6,8 @@
 // NegotiatedSerializer from [WithoutManagedFields] cuts them out of the JSON before it
 // is decoded: of an object, or of each item of a list. Input it does not understand
 // is decoded as it came. An object decoded with no target (a watch event's) is decoded
-// in one pass rather than the serializer's two. [ReadIdentity] reads what the engine
+// in one pass rather than the serializer's two (three: encoding/json checks the JSON
+// before it decodes it), by [jsonvalue.ParseObject]. [ReadIdentity] reads what the engine
 // needs of a write's answer without decoding the rest of it.
 package slim
 
@@ -17,6 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/metalambda/metalambda/internal/jsonvalue"
 )
 
 // WithoutManagedFields wraps ns so that every object it decodes from JSON lacks
@@ -36,6 +39,7 @@ func (n negotiated) SupportedMediaTypes() []runtime.SerializerInfo {
 			if info.StreamSerializer != nil {
 				stream := *info.StreamSerializer
 				stream.Serializer = watchEvents{stream.Serializer}
+				stream.Framer = objectFramer{stream.Framer}
 				info.StreamSerializer = &stream
 			}
 		}
@@ -130,7 +134,9 @@ var metav1Kinds = func() *runtime.Scheme {
 // or is of a kind the serializer decodes into a type.
 func decodeObject(data []byte) (obj runtime.Object, gvk *schema.GroupVersionKind, ok bool) {
 	u := &unstructured.Unstructured{}
-	if err := u.UnmarshalJSON(data); err != nil {
+	if m, parsed := jsonvalue.ParseObject(data); parsed {
+		u.Object = m
+	} else if err := u.UnmarshalJSON(data); err != nil {
 		return nil, nil, false
 	}
 	kind := u.GroupVersionKind()
