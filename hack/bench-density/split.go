@@ -18,15 +18,19 @@ import (
 // monitor (the gateway's child) and bubblewrap's first process of the PID
 // namespace, then the worker itself (the launcher executed it); anything the
 // worker started is "other". In a Landlock sandbox the worker is the gateway's
-// child.
+// child. A Python worker forked by a zygote (--python-zygote) is the child of
+// its init (pid 1 of its PID namespace), a child of the zygote: the worker and
+// its init count for the function they serve, the zygote's own processes for
+// "python zygote".
 const (
-	roleWorker  = "worker"
-	roleMonitor = "bwrap (monitor)"
-	roleInit    = "bwrap (pid 1)"
-	roleOther   = "other"
+	roleWorker   = "worker"
+	roleMonitor  = "bwrap (monitor)"
+	roleInit     = "bwrap (pid 1)"
+	roleForkInit = "init (forked)"
+	roleOther    = "other"
 )
 
-var roles = []string{roleWorker, roleMonitor, roleInit, roleOther}
+var roles = []string{roleWorker, roleMonitor, roleInit, roleForkInit, roleOther}
 
 // procMem is a process's memory, from /proc/PID/smaps_rollup, in bytes.
 type procMem struct {
@@ -61,11 +65,38 @@ func splitWorkers() memSplit {
 	self := os.Getpid()
 	mark := "gateway=" + strconv.Itoa(self)
 	out := memSplit{}
+	add := func(kind, role string, pid int) {
+		if out[kind] == nil {
+			out[kind] = map[string]*roleMem{}
+		}
+		if out[kind][role] == nil {
+			out[kind][role] = &roleMem{}
+		}
+		out[kind][role].processes++
+		out[kind][role].mem.add(readProcMem(pid))
+	}
+	forked := map[int]string{} // a forked worker's or its init's pid: the worker's kind
+	forkedRole := map[int]string{}
+	for _, f := range lambda.ForkedProcesses() {
+		kind := "spare (python)"
+		if f.Function != "" {
+			kind = functionKind(f.Function)
+		}
+		forked[f.Worker], forkedRole[f.Worker] = kind, roleWorker
+		forked[f.Init], forkedRole[f.Init] = kind, roleForkInit
+	}
 	for _, child := range children(self) {
 		tree := append([]int{child}, lambda.Descendants(child)...)
 		kind, worker := "", 0
 		for _, pid := range tree {
+			if _, ok := forked[pid]; ok {
+				continue // a forked worker shares its zygote's command line
+			}
 			args := cmdline(pid)
+			if slices.Contains(args, lambda.PythonZygoteMarker) && filepath.Base(args[0]) != "bwrap" {
+				kind, worker = "python zygote", pid
+				break
+			}
 			if slices.Contains(args, mark) && filepath.Base(args[0]) != "bwrap" {
 				kind, worker = workerKind(pid, args), pid
 				break
@@ -78,12 +109,11 @@ func splitWorkers() memSplit {
 			out[kind] = map[string]*roleMem{}
 		}
 		for _, pid := range tree {
-			role := roleOf(pid, child, worker)
-			if out[kind][role] == nil {
-				out[kind][role] = &roleMem{}
+			if k, ok := forked[pid]; ok {
+				add(k, forkedRole[pid], pid)
+				continue
 			}
-			out[kind][role].processes++
-			out[kind][role].mem.add(readProcMem(pid))
+			add(kind, roleOf(pid, child, worker), pid)
 		}
 	}
 	return out
@@ -105,18 +135,23 @@ func roleOf(pid, top, worker int) string {
 // Functions after their runtime), or which spare it is.
 func workerKind(pid int, args []string) string {
 	if fn, ok := lambda.WorkerFunction(pid); ok {
-		name := strings.TrimPrefix(fn, namespace+"/")
-		for _, r := range benchkit.Runtimes {
-			if strings.HasPrefix(name, r+"-") {
-				return r
-			}
-		}
-		return "other function"
+		return functionKind(fn)
 	}
 	if slices.Contains(args, lambda.PythonWorkerMarker) {
 		return "spare (python)"
 	}
 	return "spare (javascript or jsonnet)"
+}
+
+// functionKind is the runtime of a benchmark's Function (named after it).
+func functionKind(fn string) string {
+	name := strings.TrimPrefix(fn, namespace+"/")
+	for _, r := range benchkit.Runtimes {
+		if strings.HasPrefix(name, r+"-") {
+			return r
+		}
+	}
+	return "other function"
 }
 
 func cmdline(pid int) []string {

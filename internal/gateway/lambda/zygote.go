@@ -431,3 +431,26 @@ func (p *python) zygoteFor(sb *sandbox.Sandbox, interpreter string, binds []stri
 // allZygotes are the zygotes of every Python runtime of the process (the
 // tests end them all).
 var allZygotes sync.Map
+
+// ForkedProcess is a live forked Python worker of this process: the worker's
+// host pid, its init's, and the function it serves ("" for a spare).
+type ForkedProcess struct {
+	Worker, Init int
+	Function     string
+}
+
+// ForkedProcesses lists this process's live forked Python workers, for the
+// benchmarks that split a gateway's memory by process.
+func ForkedProcesses() []ForkedProcess {
+	var out []ForkedProcess
+	forkedWorkers.Range(func(k, v any) bool {
+		f := k.(*sandbox.Forked)
+		if pid := f.Worker(); pid != 0 && !isDone(f.Exited()) {
+			fn, _ := workerFunctions.Load(v)
+			name, _ := fn.(string)
+			out = append(out, ForkedProcess{Worker: pid, Init: f.PID(), Function: name})
+		}
+		return true
+	})
+	return out
+}
