@@ -2,6 +2,8 @@ package lambda
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,8 +37,8 @@ type jsonnetRuntime struct {
 //
 // go-jsonnet builds its standard library for every evaluation, which costs more than
 // a small hook itself. So a function is served by resident evaluators: long-running
-// evaluations (see residentSource) that take requests from a channel through a
-// native function and hand each response back through another, so that std and the
+// evaluations (see residentSource) whose native function hands each response back
+// and returns the next request, taken from a channel, so that std and the
 // function's top-level locals are built once per evaluator rather than once per
 // call. Jsonnet has no side effects, so a call cannot see what an earlier one did;
 // only a std.trace in a top-level local shows once per evaluator instead of once
@@ -93,21 +95,38 @@ const residentFile = "<metalambda-resident>"
 // a new one starts (its std.range is that long).
 const residentCalls = 1000
 
-// residentSource serves residentCalls calls of the function f, given as a top-level
-// argument. next blocks until a call arrives; reply takes the call's number first
-// (native arguments are evaluated in order), so next has run, and the trace output
-// goes to the right call, even when f never reads its request.
-var residentSource = fmt.Sprintf(`function(f)
-  std.foldl(function(served, i)
-    local call = std.native("metalambda.next")(i);
-    served + std.native("metalambda.reply")(call.n, if std.isFunction(f) then f(request=call.request) else f),
-    std.range(1, %d), 0)`, residentCalls)
+// residentSource serves residentCalls calls of the function f, given as a
+// top-level argument, with the native functions named by its two other arguments
+// (residentNatives). next blocks until the first call arrives and returns its
+// request; reply answers a call with f's response, then blocks until the next
+// call arrives and returns its request, the accumulator of the fold, ready before
+// f is called: so the trace output goes to the right call even when f never
+// reads its request. What does not change from call to call (the native
+// functions, whether f is a function) is looked up once per evaluation. The
+// frames under f's call are as many as they have always been: a function's
+// deepest recursion must not depend on this loop.
+const residentSource = `function(f, nextName, replyName)
+  local next = std.native(nextName), reply = std.native(replyName);
+  if std.isFunction(f) then
+    std.foldl(function(request, i) reply(f(request=request)), std.range(1, %[1]d), next())
+  else
+    std.foldl(function(request, i) reply(f), std.range(1, %[1]d), next())`
+
+// residentNatives names the native functions of the resident loop in this
+// process: names a function cannot guess, so that it cannot call them itself to
+// take, or answer, another call.
+var residentNatives = sync.OnceValue(func() [2]string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	suffix := hex.EncodeToString(b[:])
+	return [2]string{"metalambda.next." + suffix, "metalambda.reply." + suffix}
+})
 
 // residentProgram is residentSource parsed at its first use: every process that
 // links this package (the gateway, each worker) would parse it at start, and most
 // never evaluate Jsonnet.
 var residentProgram = sync.OnceValue(func() ast.Node {
-	node, err := jsonnet.SnippetToAST(residentFile, residentSource)
+	node, err := jsonnet.SnippetToAST(residentFile, fmt.Sprintf(residentSource, residentCalls))
 	if err != nil {
 		panic(err)
 	}
@@ -226,11 +245,14 @@ type jsonnetEvaluator struct {
 	take    func() (*jsonnetJob, error)
 	current *jsonnetJob
 	retired bool
+	// served counts the calls the current evaluation answered.
+	served int
 	// replySize is the longest response so far, what the next one is given.
 	replySize int
 }
 
 func (e *jsonnetEvaluator) run() {
+	natives := residentNatives()
 	for !e.retired {
 		vm := jsonnet.MakeVM()
 		vm.Importer(noImporter{})
@@ -238,9 +260,12 @@ func (e *jsonnetEvaluator) run() {
 		for k, v := range e.f.fn.Env {
 			vm.ExtVar(k, v)
 		}
-		vm.NativeFunction(&jsonnet.NativeFunction{Name: "metalambda.next", Params: ast.Identifiers{"i"}, Func: e.next})
-		vm.NativeFunction(&jsonnet.NativeFunction{Name: "metalambda.reply", Params: ast.Identifiers{"n", "response"}, Func: e.reply})
+		vm.NativeFunction(&jsonnet.NativeFunction{Name: natives[0], Func: e.next})
+		vm.NativeFunction(&jsonnet.NativeFunction{Name: natives[1], Params: ast.Identifiers{"response"}, Func: e.reply})
 		vm.TLANode("f", e.f.node)
+		vm.TLAVar("nextName", natives[0])
+		vm.TLAVar("replyName", natives[1])
+		e.served = 0
 		_, err := vm.Evaluate(residentProgram())
 		if job := e.current; job != nil {
 			// The function failed: the evaluation ends with the call's error.
@@ -249,8 +274,16 @@ func (e *jsonnetEvaluator) run() {
 	}
 }
 
-// next waits for a call and returns {n, request}.
+// next waits for the first call of an evaluation and returns its request.
 func (e *jsonnetEvaluator) next([]any) (any, error) {
+	if e.current != nil || e.served > 0 {
+		return nil, errors.New("next during a call")
+	}
+	return e.takeNext()
+}
+
+// takeNext waits for a call, makes it the current one and returns its request.
+func (e *jsonnetEvaluator) takeNext() (any, error) {
 	take := e.take
 	if take == nil {
 		take = e.fromJobs
@@ -262,7 +295,7 @@ func (e *jsonnetEvaluator) next([]any) (any, error) {
 	}
 	e.current = job
 	e.f.running.n.Add(1)
-	return map[string]any{"n": 0.0, "request": job.request}, nil
+	return job.request, nil
 }
 
 // fromJobs waits for a call on the function's jobs channel.
@@ -275,19 +308,24 @@ func (e *jsonnetEvaluator) fromJobs() (*jsonnetJob, error) {
 	}
 }
 
-// reply answers the current call with the function's response.
+// reply answers the current call with the function's response, then waits for
+// the next call and returns its request; after the evaluation's last call, it
+// returns null.
 func (e *jsonnetEvaluator) reply(args []any) (any, error) {
 	job := e.current
 	if job == nil {
 		return nil, errors.New("reply without a call")
 	}
-	out, err := appendJSON(make([]byte, 0, e.replySize), args[1])
+	out, err := appendJSON(make([]byte, 0, e.replySize), args[0])
 	e.replySize = max(e.replySize, len(out))
 	e.finish(job, jsonnetOutcome{output: out, err: err})
 	if e.retired {
 		return nil, errRetired
 	}
-	return 1.0, nil
+	if e.served++; e.served == residentCalls {
+		return nil, nil
+	}
+	return e.takeNext()
 }
 
 // finish answers job unless its caller gave up, in which case a replacement

@@ -218,3 +218,27 @@ func BenchmarkJsonnetEcho(b *testing.B) {
 	c := mustCompile(b, NewJsonnet(Options{}), jsonnetFn("bench", jsonnetEcho))
 	benchEcho(b, c)
 }
+
+// A worker's resident evaluation serves residentCalls calls, then a fresh one
+// starts: a top-level std.trace shows in the first call of each, and every call
+// gets its own answer and logs.
+func TestJsonnetWorkerResidentEvaluations(t *testing.T) {
+	source := `local t = std.trace("loaded", 1);
+function(request) {t: t, name: std.trace("call " + request.parent.metadata.name, request.parent.metadata.name)}`
+	n := 2*residentCalls + 1
+	requests := make([]string, n)
+	for i := range requests {
+		requests[i] = fmt.Sprintf(`{"parent":{"metadata":{"name":"p%d"}}}`, i)
+	}
+	replies := goldenWorkerReplies(t, source, nil, requests)
+	for i, reply := range replies {
+		logs := fmt.Sprintf(`TRACE: test/golden:2 call p%d\n`, i)
+		if i%residentCalls == 0 {
+			logs += `TRACE: test/golden:1 loaded\n`
+		}
+		want := fmt.Sprintf(`{"ok":true,"logs":"%s","response":{"name":"p%d","t":1}}`+"\n", logs, i)
+		if reply != want {
+			t.Fatalf("reply %d = %s, want %s", i, reply, want)
+		}
+	}
+}

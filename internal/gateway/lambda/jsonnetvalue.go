@@ -33,7 +33,13 @@ func decodeJSON(data []byte) (any, error) {
 // one document at a time.
 type jsonDecoder struct {
 	dec jsontext.Decoder
+	// names are the object member names read so far, up to maxNames of them,
+	// whose strings are reused: a function's requests repeat the same names.
+	names map[string]string
 }
+
+// maxNames bounds the member names a jsonDecoder keeps.
+const maxNames = 256
 
 // decode reads data as encoding/json.Unmarshal into an any does: the last of
 // duplicate names wins, invalid UTF-8 becomes U+FFFD, a number is a float64 and
@@ -78,7 +84,7 @@ func (d *jsonDecoder) read(depth int) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			key := name.String() // before the next read voids the token
+			key := d.name(name) // before the next read voids the token
 			if obj[key], err = d.read(depth + 1); err != nil {
 				return nil, err
 			}
@@ -98,6 +104,23 @@ func (d *jsonDecoder) read(depth int) (any, error) {
 		return items, err
 	}
 	return nil, fmt.Errorf("unexpected token %s", tok)
+}
+
+// name is the member name tok, the string kept from an earlier document when
+// there is one: looking it up allocates nothing (the conversion does not
+// escape), where a new string is one allocation per name per request.
+func (d *jsonDecoder) name(tok jsontext.Token) string {
+	if s, ok := d.names[tok.String()]; ok {
+		return s
+	}
+	s := tok.String()
+	if len(d.names) < maxNames {
+		if d.names == nil {
+			d.names = make(map[string]string, 32)
+		}
+		d.names[s] = s
+	}
+	return s
 }
 
 // appendJSON appends v, a value go-jsonnet manifested, as compact JSON with the

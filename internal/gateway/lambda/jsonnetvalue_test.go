@@ -3,6 +3,7 @@ package lambda
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"testing"
 
@@ -21,8 +22,13 @@ func TestDecodeJSONMatchesEncodingJSON(t *testing.T) {
 		`[1, "two", null, [3, [4]], {"five": 5}]`,
 		` { "spaced" : [ 1 , 2 ] } `,
 		`{"controller":{},"parent":{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"bench","namespace":"default"},"spec":{}},"children":{"ConfigMap.v1":{}}}`,
+		`{"a\u0062": 1, "ab": 2, "\u00e9": 3, "é": 4, "\"": 5, "": 6}`, "{\"a\xffb\": 1, \"a\ufffdb\": 2}",
+		`{"a-name-longer-than-thirty-two-bytes.example.com/x": {"a-name-longer-than-thirty-two-bytes.example.com/x": 1}}`,
 	}
-	for _, doc := range docs {
+	// One decoder reads every document twice: the second time, the member
+	// names it keeps are reused.
+	var reused jsonDecoder
+	for _, doc := range append(docs, docs...) {
 		var want any
 		if err := json.Unmarshal([]byte(doc), &want); err != nil {
 			t.Fatalf("encoding/json refuses %s: %v", doc, err)
@@ -35,6 +41,9 @@ func TestDecodeJSONMatchesEncodingJSON(t *testing.T) {
 		if !cmp.Equal(got, want) {
 			t.Errorf("decodeJSON(%s) = %#v, want %#v", doc, got, want)
 		}
+		if got, err := reused.decode([]byte(doc)); err != nil || !cmp.Equal(got, want) {
+			t.Errorf("decode(%s) by a decoder in use = %#v, %v; want %#v", doc, got, err, want)
+		}
 	}
 	for _, doc := range []string{``, `{`, `{"a":}`, `[1,]`, `{} {}`, `1e400`, `nul`, `{"a" 1}`, `'a'`} {
 		var v any
@@ -44,6 +53,29 @@ func TestDecodeJSONMatchesEncodingJSON(t *testing.T) {
 		if _, err := decodeJSON([]byte(doc)); err == nil {
 			t.Errorf("decodeJSON(%q) succeeded, want an error", doc)
 		}
+	}
+}
+
+// A decoder keeps at most maxNames member names, whatever it reads.
+func TestJSONDecoderKeepsFewNames(t *testing.T) {
+	var d jsonDecoder
+	for round := range 3 {
+		var doc bytes.Buffer
+		doc.WriteString("{")
+		for i := range maxNames {
+			fmt.Fprintf(&doc, "%q: %d,", fmt.Sprintf("r%d-%d", round, i), i)
+		}
+		doc.WriteString(`"last": 0}`)
+		got, err := d.decode(doc.Bytes())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(got.(map[string]any)); n != maxNames+1 {
+			t.Fatalf("%d members, want %d", n, maxNames+1)
+		}
+	}
+	if len(d.names) != maxNames {
+		t.Errorf("the decoder keeps %d names, want %d", len(d.names), maxNames)
 	}
 }
 

@@ -3,8 +3,10 @@ package lambda
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -119,6 +121,7 @@ type python struct {
 	interpreter  string            // resolved Options.PythonBinary, once known
 	binds        []string          // the interpreter's installation, outside /usr
 	sitePackages string            // its site-packages directories, a JSON list
+	worker       compiledWorker    // the worker's code, compiled by the interpreter
 }
 
 // NewPython returns the Python runtime. A source defines
@@ -159,8 +162,8 @@ func (p *python) Compile(fn Function) (Compiled, error) {
 	}
 	memoryLimit := max(p.opts.PythonMemoryLimit, 0)
 	spec := workerSpec{
-		command: []string{interpreter, "-I", "-S", "-c", pythonWorkerScript, "site-packages=" + p.sitePackages}, marker: PythonWorkerMarker,
-		env: environ(pythonBaseEnv), binds: binds, network: fn.Network, sandbox: sb, maxReply: p.opts.MaxReplyBytes,
+		command: []string{interpreter, "-I", "-S", "-c", p.worker.boot, "site-packages=" + p.sitePackages}, marker: PythonWorkerMarker,
+		preamble: p.worker.code, env: environ(pythonBaseEnv), binds: binds, network: fn.Network, sandbox: sb, maxReply: p.opts.MaxReplyBytes,
 		limits: p.opts.workerLimits(p.opts.PythonMemoryLimit, p.opts.PythonMemoryLimit),
 	}
 	spec.zygote = p.zygoteFor(sb, interpreter, binds, fn.Network)
@@ -225,16 +228,78 @@ func (p *python) resolveInterpreter() (string, []string, error) {
 		return "", nil, fmt.Errorf("running %s: %w", p.opts.PythonBinary, err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	p.interpreter = lines[0]
-	if p.interpreter == "" {
-		p.interpreter = p.opts.PythonBinary
-	}
 	if len(lines) != 6 {
 		return "", nil, fmt.Errorf("running %s: it printed %d lines where its executable, prefixes and site-packages were expected", p.opts.PythonBinary, len(lines))
 	}
+	interpreter := cmp.Or(lines[0], p.opts.PythonBinary)
+	worker, err := compileWorker(ctx, interpreter)
+	if err != nil {
+		return "", nil, fmt.Errorf("running %s: %w", interpreter, err)
+	}
+	p.interpreter, p.worker = interpreter, worker
 	p.binds = installationBinds(filepath.Dir(p.interpreter), lines[1:5])
 	p.sitePackages = lines[5]
 	return p.interpreter, p.binds, nil
+}
+
+// compiledWorker is python_worker.py compiled by one interpreter: a worker
+// started with the command line "-c boot" reads code, marshalled, on its stdin
+// before its first frame, and runs it in __main__.
+//
+// The source is not given to each worker to compile: the interpreter keeps
+// about 0.9 MiB of what compiling it took (the parser's and the compiler's
+// memory, freed but not given back to the system, and the source's copies that
+// a -c command line leaves), in every warm worker.
+type compiledWorker struct {
+	boot string
+	code []byte
+}
+
+// pythonCompileWorker writes the interpreter's bytecode magic number, then the
+// worker's source (on stdin) compiled as -c compiles it: as "<string>", with
+// the interpreter's own flags (-I -S, as the workers').
+const pythonCompileWorker = `import marshal, sys
+from _frozen_importlib_external import MAGIC_NUMBER
+sys.stdout.buffer.write(MAGIC_NUMBER + marshal.dumps(compile(sys.stdin.buffer.read(), "<string>", "exec")))`
+
+// pythonWorkerBoot is a worker's -c command, given the magic number its code
+// was compiled for (hex) and the code's length: it reads the code on stdin, and
+// runs it in __main__, where -c would have run the source. It leaves nothing
+// behind but the worker's own names. A worker started by another interpreter
+// (one replaced in place since the gateway compiled the code) exits with a
+// message.
+const pythonWorkerBoot = `def _boot():
+    import marshal, os
+    from _frozen_importlib_external import MAGIC_NUMBER
+    del globals()["_boot"]
+    if MAGIC_NUMBER != bytes.fromhex("%s"):
+        raise SystemExit("metalambda: this interpreter is not the one the gateway compiled the worker with: restart the gateway")
+    code = bytearray()
+    while len(code) < %d:
+        chunk = os.read(0, %d - len(code))
+        if not chunk:
+            raise SystemExit("metalambda: the worker's code ended early")
+        code += chunk
+    return marshal.loads(code)
+exec(_boot())
+`
+
+// compileWorker compiles pythonWorkerScript with interpreter.
+func compileWorker(ctx context.Context, interpreter string) (compiledWorker, error) {
+	cmd := exec.CommandContext(ctx, interpreter, "-I", "-S", "-c", pythonCompileWorker)
+	cmd.Stdin = strings.NewReader(pythonWorkerScript)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return compiledWorker{}, fmt.Errorf("compiling the worker: %w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	const magicLen = 4 // importlib.util.MAGIC_NUMBER: a 16-bit number and "\r\n"
+	if len(out) <= magicLen {
+		return compiledWorker{}, fmt.Errorf("compiling the worker: %d bytes of output", len(out))
+	}
+	magic, code := out[:magicLen], out[magicLen:]
+	return compiledWorker{boot: fmt.Sprintf(pythonWorkerBoot, hex.EncodeToString(magic), len(code), len(code)), code: code}, nil
 }
 
 // installationBinds are the directories among dirs outside /usr, without
@@ -542,7 +607,24 @@ func (w *pyWorker) start(s *workerSpec, args []string) error {
 	w.stdin, w.stdout = stdin, stdout
 	w.replies = bufio.NewReaderSize(stdout, 64<<10)
 	go w.reap()
+	if len(s.preamble) > 0 {
+		if err := w.writePreamble(s.preamble); err != nil {
+			w.kill()
+			return fmt.Errorf("starting %s: writing the worker's code: %w", args[0], err)
+		}
+	}
 	return nil
+}
+
+// writePreamble writes what a worker reads first, before its first frame: a
+// worker that has not read it within pythonStartAllowance (a pipe holds 64 KiB,
+// and as little as 4 KiB past the user's pipe-user-pages-soft) is killed, which
+// ends the write.
+func (w *pyWorker) writePreamble(p []byte) error {
+	t := time.AfterFunc(pythonStartAllowance, func() { go w.kill() })
+	defer t.Stop()
+	_, err := w.stdin.Write(p)
+	return err
 }
 
 // reap waits for the worker's process to exit, then reaps it. Its replies are

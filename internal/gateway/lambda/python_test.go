@@ -260,6 +260,29 @@ func TestPythonMissingBinary(t *testing.T) {
 	}
 }
 
+// An interpreter that answers for its paths but cannot compile the worker fails
+// every Compile, each trying again: no half-resolved interpreter is kept.
+func TestPythonInterpreterThatCannotCompileTheWorker(t *testing.T) {
+	python, err := exec.LookPath(DefaultPythonBinary)
+	if err != nil {
+		t.Skip(err)
+	}
+	// It answers -I -c (the paths) as python3 does, itself as the executable,
+	// and fails -I -S -c.
+	fake := filepath.Join(t.TempDir(), "python3")
+	script := "#!/bin/sh\nif [ \"$2\" = -S ]; then echo 'no compiler here' >&2; exit 1; fi\n" + python + " \"$@\" | sed \"1s|.*|$0|\"\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rt := NewPython(Options{PythonBinary: fake, InsecureNoSandbox: true})
+	for i := range 2 {
+		_, err := rt.Compile(pyFn("uncompiled", pyEcho))
+		if err == nil || !strings.Contains(err.Error(), "compiling the worker") || !strings.Contains(err.Error(), "no compiler here") {
+			t.Fatalf("Compile %d: error = %v, want one about compiling the worker, with the interpreter's message", i+1, err)
+		}
+	}
+}
+
 func BenchmarkPythonEcho(b *testing.B) {
 	c := mustCompile(b, NewPython(sandboxed(b, Options{})), pyFn("bench", strings.ReplaceAll(pyEcho, `print("sync", name)`, "")))
 	benchEcho(b, c)

@@ -12,6 +12,14 @@
 # started before it is known which function it will serve (a spare): everything of
 # the function, its environment included, comes in the first frame.
 #
+# The gateway does not pass this source to the interpreter: compiling it kept
+# about 0.9 MiB in every worker (the parser's and compiler's memory, freed but
+# not given back, and the source's copies on the command line). It compiles it
+# once with the same interpreter, as "<string>" as -c would, and starts each
+# worker with a few lines that read the marshalled code on stdin, before the
+# first frame, and run it in __main__ (pythonWorkerBoot in python.go). A zygote
+# (python_zygote.py) compiles it itself, once, for all its children.
+#
 # The worker imports only what every call needs, since each module stays in every
 # warm worker's memory: traceback (about 1.4 MiB with what it imports) when an
 # error is formatted, and not the json package, whose decoder imports re and its
@@ -236,7 +244,7 @@ def error_of(exc):
 def load(init):
     filename = init.get("filename") or "<function>"
     try:
-        code = compile(init["source"], filename, "exec")
+        code = compile_source(init["source"], filename)
     except SyntaxError as exc:
         return None, {
             "type": type(exc).__name__,
@@ -258,6 +266,59 @@ def load(init):
             "message": "no handler: define def %s(request)" % init["handler"],
         }
     return handler, None
+
+
+class _Compiled(Exception):
+    pass
+
+
+def compile_source(source, filename):
+    """compile(source, filename, "exec"), without making the ast module's classes
+
+    compile() makes them at its first call, to check whether source is an AST:
+    about 120 classes, 0.2 MiB kept for the worker's life. exec of a string
+    compiles it as "<string>" without them: its module's code is taken as it
+    starts (a profile function sees the call before the first instruction runs)
+    and given filename, as the warnings the compiler writes are and a
+    SyntaxError's filename."""
+    captured, here = [], sys._getframe()
+
+    def catch(frame, event, arg):
+        # Not the calls of the warnings module, which may write a warning.
+        if event == "call" and frame.f_back is here and frame.f_code.co_name == "<module>":
+            captured.append(frame.f_code)
+            raise _Compiled
+
+    stderr, sys.stderr = sys.stderr, io.StringIO()
+    sys.setprofile(catch)
+    try:
+        exec(source, {})
+    except _Compiled:
+        pass
+    except SyntaxError as exc:
+        if exc.filename == "<string>":
+            exc.filename = filename
+        raise
+    finally:
+        sys.setprofile(None)
+        warnings, sys.stderr = sys.stderr.getvalue(), stderr
+        if warnings:
+            stderr.write(_renamed_lines(warnings, filename))
+    return _renamed(captured[0], filename)
+
+
+def _renamed(code, filename):
+    consts = tuple(_renamed(c, filename) if isinstance(c, type(code)) else c for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
+def _renamed_lines(text, filename):
+    # A warning's line starts with its file's name: "<string>:3: SyntaxWarning: ...".
+    lines = text.splitlines(True)
+    for i, line in enumerate(lines):
+        if line.startswith("<string>:"):
+            lines[i] = filename + line[len("<string>"):]
+    return "".join(lines)
 
 
 def top_level_line(exc, filename):

@@ -74,3 +74,75 @@ def sync(request):
 		t.Errorf("a function that imports json (-want +got):\n%s", diff)
 	}
 }
+
+// The worker compiles a function's source as compile() does, without making the
+// ast module's classes (compile() makes them at its first call, and every warm
+// worker kept them): the same code objects, errors and warnings, checked on a
+// table against compile().
+func TestPythonWorkerCompilesAsCompileDoes(t *testing.T) {
+	cmd := exec.Command(DefaultPythonBinary, "-I", "-S", "testdata/python_worker_compile.py")
+	cmd.Stdin = strings.NewReader(pythonWorkerScript)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Log(strings.TrimSpace(string(out)))
+}
+
+// A worker started with its own interpreter runs the worker's code as the
+// gateway compiled it, once: its command line does not carry the source, and
+// it holds no ast classes (a worker forked by a zygote has the zygote's, which
+// compiled the worker). A function's code keeps its file name, in its frames and
+// tracebacks, and __main__ is the worker's, as it was.
+func TestPythonWorkerRunsCompiledCode(t *testing.T) {
+	opts := sandboxed(t, Options{})
+	rt := NewPython(opts)
+	source := `import gc, sys
+def sync(request):
+    if request["parent"]["metadata"]["name"] == "fail":
+        raise ValueError("asked to")
+    with open("/proc/self/cmdline", "rb") as f:
+        cmdline = f.read()
+    main = vars(sys.modules["__main__"])
+    return {
+        "source on the command line": b"def serve(proto_in" in cmdline,
+        "ast classes": sum(1 for o in gc.get_objects() if isinstance(o, type) and o.__module__ == "ast"),
+        "file": sys._getframe().f_code.co_filename,
+        "__main__": [n for n in ("_boot", "main", "serve", "__file__") if n in main],
+        "argv[0]": sys.argv[0],
+    }
+`
+	c := mustCompile(t, rt, pyFn("compiled", source))
+	res, err := invoke(t, c, echoRequest("x"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := decode(t, res.Response).(map[string]any)
+	if opts.PythonZygote == ZygoteAuto {
+		delete(got, "ast classes")
+		delete(got, "source on the command line")
+	}
+	want := map[string]any{"file": "test/compiled", "__main__": []any{"main", "serve"}, "argv[0]": "-c"}
+	if opts.PythonZygote != ZygoteAuto {
+		want["ast classes"], want["source on the command line"] = 0.0, false
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the worker (-want +got):\n%s", diff)
+	}
+	_, err = invoke(t, c, echoRequest("fail"))
+	assertInvokeError(t, err, ReasonException, `File "test/compiled", line 4, in sync`)
+}
+
+// A worker whose interpreter is not the one that compiled its code (replaced in
+// place since the gateway started) exits before it runs any of it, saying so.
+func TestPythonWorkerOfAnotherInterpreterSaysSo(t *testing.T) {
+	p := NewPython(Options{InsecureNoSandbox: true}).(*python)
+	if _, _, err := p.resolveInterpreter(); err != nil {
+		t.Fatal(err)
+	}
+	p.worker.boot = strings.Replace(p.worker.boot, `bytes.fromhex("`, `bytes.fromhex("00`, 1)
+	_, err := p.Compile(pyFn("other-interpreter", pyEcho))
+	if err == nil || !strings.Contains(err.Error(), "not the one the gateway compiled the worker with") {
+		t.Fatalf("error = %v, want one saying the interpreter changed", err)
+	}
+}

@@ -4,8 +4,11 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"runtime/debug"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -113,4 +116,65 @@ func TestAppendReply(t *testing.T) {
 			}
 		})
 	}
+}
+
+// benchHooks are the hook of hack/bench-gateway in each script runtime, and its
+// request.
+var benchHooks = []struct{ runtime, source string }{
+	{JavaScript, `function sync(request) {
+  return {children: [{apiVersion: "v1", kind: "ConfigMap", metadata: {name: request.parent.metadata.name}, data: {hello: "world"}}]};
+}`},
+	{Jsonnet, `function(request) {
+  children: [{apiVersion: "v1", kind: "ConfigMap", metadata: {name: request.parent.metadata.name}, data: {hello: "world"}}],
+}`},
+}
+
+const benchHookRequest = `{"controller":{},"parent":{"apiVersion":"example.com/v1","kind":"Thing","metadata":{"name":"bench","namespace":"default"},"spec":{}},"children":{"ConfigMap.v1":{}},"related":{},"finalizing":false}`
+
+// BenchmarkServeScriptWorker measures a script worker's own work per call, in
+// process and without pipes or wake-ups: serveScriptWorker reading b.N request
+// frames of hack/bench-gateway's hook from memory, at the workers' GOGC of 400.
+func BenchmarkServeScriptWorker(b *testing.B) {
+	for _, hook := range benchHooks {
+		b.Run(hook.runtime, func(b *testing.B) {
+			defer debug.SetGCPercent(debug.SetGCPercent(400))
+			init, _ := json.Marshal(scriptInit{Runtime: hook.runtime, Name: "bench/hook", Source: hook.source, Timeout: 5e9})
+			frame, err := requestFrame("bench", json.RawMessage(benchHookRequest))
+			if err != nil {
+				b.Fatal(err)
+			}
+			input := append(append(init, '\n'), bytes.Repeat(frame, b.N)...)
+			var out countingWriter
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu := selfCPU()
+			if code := serveScriptWorker(bytes.NewReader(input), &out); code != 0 {
+				b.Fatalf("exit code %d", code)
+			}
+			cpu2 := selfCPU()
+			b.ReportMetric(float64((cpu2-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			if out.lines != b.N+1 || out.failed {
+				b.Fatalf("%d replies (failures: %v), want %d", out.lines, out.failed, b.N+1)
+			}
+		})
+	}
+}
+
+// selfCPU is the user and system time of this process.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(syscall.TimevalToNsec(ru.Utime) + syscall.TimevalToNsec(ru.Stime))
+}
+
+// countingWriter counts the reply frames written to it, and whether one failed.
+type countingWriter struct {
+	lines  int
+	failed bool
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.lines += bytes.Count(p, []byte("\n"))
+	w.failed = w.failed || !bytes.HasPrefix(p, []byte(`{"ok":true`))
+	return len(p), nil
 }

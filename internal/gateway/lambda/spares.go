@@ -23,6 +23,7 @@ const DefaultWorkerSpares = 2
 type workerSpec struct {
 	command  []string // the executable and its arguments, before the marker's
 	marker   string   // PythonWorkerMarker or ScriptWorkerMarker
+	preamble []byte   // written on the stdin of a worker started by command, before anything else
 	env      []string
 	binds    []string
 	limits   sandbox.Limits
