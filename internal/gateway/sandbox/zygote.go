@@ -395,6 +395,14 @@ func (z *Zygote) Forks() int {
 	return z.forks
 }
 
+// Stalled reports whether a fork request of z went unanswered: z forks no
+// more, and ends once its children have.
+func (z *Zygote) Stalled() bool {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.stalled
+}
+
 // Children is how many of z's children live: those whose end z has not
 // reported, less those whose init is seen to have ended (a stopped zygote
 // reports no end).
