@@ -159,3 +159,31 @@ func TestJsonnetMemberNamesDoNotCarryOver(t *testing.T) {
 		t.Errorf("the second call's request carries the first's names: %s", replies[1])
 	}
 }
+
+// TestJsonnetMemberNameCacheIsBoundedInBytes: a worker's request decoder
+// lives as long as the worker and keeps the first maxNames member names it
+// reads. Whoever may call a function sends it requests whose member names are
+// long (a request may be MaxBodyBytes): the worker would keep them all, for
+// good, up to its memory limit, counted in the gateway's worker memory budget
+// (which stops other tenants' idle workers). What the cache keeps stays
+// small, whatever the requests' names.
+func TestJsonnetMemberNameCacheIsBoundedInBytes(t *testing.T) {
+	var d jsonDecoder
+	long := strings.Repeat("n", 64<<10)
+	for i := range maxNames + 10 {
+		doc := fmt.Sprintf(`{"%s%d":1,"short":2}`, long, i)
+		if _, err := d.decode([]byte(doc)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kept := 0
+	for name := range d.names {
+		kept += len(name)
+	}
+	if kept > 64<<10 {
+		t.Errorf("the decoder keeps %d bytes of member names from earlier requests", kept)
+	}
+	if _, ok := d.names["short"]; !ok {
+		t.Errorf("a short name repeated in every request is not kept")
+	}
+}
