@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -185,5 +189,70 @@ func TestJsonnetMemberNameCacheIsBoundedInBytes(t *testing.T) {
 	}
 	if _, ok := d.names["short"]; !ok {
 		t.Errorf("a short name repeated in every request is not kept")
+	}
+}
+
+// TestClosedZygoteSignalsNoReusedProcessGroup: a zygote that died (killed, or
+// out of memory) is still Closed by retire, up to a second later. Its
+// launcher's process group number is free by then, and a process the gateway
+// starts meanwhile in a group of its own (any sandboxed worker) may have it:
+// Close must not kill that group. The pid is taken for the stand-in with
+// ns_last_pid, as a pid wrap would give it.
+func TestClosedZygoteSignalsNoReusedProcessGroup(t *testing.T) {
+	rt := zygoteRuntime(t, Options{WorkerSpares: -1})
+	mustCompile(t, rt, pyFn("group", pyEcho))
+	zs := zygoteOf(t, rt, false)
+	zs.mu.Lock()
+	z := zs.current
+	zs.setCurrentLocked(nil)
+	zs.mu.Unlock()
+	if z == nil {
+		t.Fatal("no zygote")
+	}
+	launcher := z.PID()
+	for launcher != 0 && parentOf(launcher) != os.Getpid() {
+		launcher = parentOf(launcher)
+	}
+	if launcher == 0 {
+		t.Fatal("the zygote's launcher is not found")
+	}
+	if err := syscall.Kill(-launcher, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-z.Done()
+	var standIn *exec.Cmd
+	for range 200 {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(launcher-1)), 0); err != nil {
+			t.Skip(err)
+		}
+		cmd := exec.Command("sleep", "60")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if cmd.Process.Pid == launcher {
+			standIn = cmd
+			break
+		}
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}
+	if standIn == nil {
+		t.Skip("the launcher's pid was not taken again (other processes fork meanwhile)")
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = standIn.Wait()
+		close(exited)
+	}()
+	defer func() {
+		_ = standIn.Process.Kill()
+		<-exited
+	}()
+	z.Close()
+	select {
+	case <-exited:
+		t.Errorf("closing the dead zygote killed process group %d, now another process's", launcher)
+	case <-time.After(time.Second):
 	}
 }
