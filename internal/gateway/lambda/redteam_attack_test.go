@@ -238,7 +238,8 @@ func TestClosedZygoteSignalsNoReusedProcessGroup(t *testing.T) {
 		_ = cmd.Wait()
 	}
 	if standIn == nil {
-		t.Skip("the launcher's pid was not taken again (other processes fork meanwhile)")
+		_, err := os.Stat("/proc/" + strconv.Itoa(launcher))
+		t.Skipf("the launcher's pid %d was not taken again (other processes fork meanwhile; its /proc: %v)", launcher, err)
 	}
 	exited := make(chan struct{})
 	go func() {

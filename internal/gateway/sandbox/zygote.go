@@ -138,6 +138,9 @@ type Zygote struct {
 	exited bool
 	// stalled is set once a fork request went unanswered: z forks no more.
 	stalled bool
+	// reaped is set once the launcher has been waited for: its process
+	// group number may be another's.
+	reaped bool
 }
 
 // forkReply is the zygote's answer to a fork request.
@@ -298,7 +301,7 @@ func (s *Sandbox) StartZygote(spec ZygoteSpec) (z *Zygote, err error) {
 	go func() {
 		_ = cmd.Wait()
 		z.mu.Lock()
-		z.exited = true
+		z.exited, z.reaped = true, true
 		z.mu.Unlock()
 		ctl.Close()
 		cg.kill()
@@ -445,9 +448,16 @@ func (z *Zygote) PID() int {
 	return pids[0]
 }
 
-// Close kills z, and with it every child it forked.
+// Close kills z, and with it every child it forked. A zygote whose launcher
+// has been reaped is not signalled: its process group number is free, and may
+// be another process's by now (retire closes a dead zygote up to a second
+// after its end).
 func (z *Zygote) Close() {
-	_ = syscall.Kill(-z.cmd.Process.Pid, syscall.SIGKILL)
+	z.mu.Lock()
+	if !z.reaped {
+		_ = syscall.Kill(-z.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	z.mu.Unlock()
 	<-z.done
 }
 
