@@ -148,6 +148,22 @@ function(request)
 	if !strings.Contains(replies[0], `"metalambda.next":"null"`) {
 		t.Errorf("reply 0 = %s, want the old names to be null", replies[0])
 	}
+	// Errors raised under the loop's frames: a response that cannot be
+	// manifested (the reply native's argument), a function of other
+	// parameters, the deepest recursion; their traces name no native.
+	for _, source := range []string{
+		`function(request) {f: function(x) x}`,
+		`function(request, extra) 1`,
+		`function(request) std.foldl(function(a, b) a.nope, [1, 2], {})`,
+		`local f(n) = if n == 0 then error "bottom" else f(n - 1); function(request) f(600)`,
+	} {
+		replies := append(goldenWorkerReplies(t, source, nil, requests[:1]), goldenInProcessReplies(t, source, nil, requests[:1])...)
+		for _, reply := range replies {
+			if strings.Contains(reply, suffix) || strings.Contains(reply, "metalambda.") || strings.Contains(reply, residentFile) {
+				t.Errorf("%s: reply %s names the loop or its natives", source, reply)
+			}
+		}
+	}
 }
 
 // TestJsonnetMemberNamesDoNotCarryOver: the request decoder's member-name
