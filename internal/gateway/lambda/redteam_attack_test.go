@@ -239,7 +239,7 @@ func TestClosedZygoteSignalsNoReusedProcessGroup(t *testing.T) {
 	// ns_last_pid is the host's: a few tries only, each moving the host's
 	// next pid back to the launcher's.
 	var standIn *exec.Cmd
-	for range 20 {
+	for range 50 {
 		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(launcher-1)), 0); err != nil {
 			t.Skip(err)
 		}
