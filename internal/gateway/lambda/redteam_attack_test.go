@@ -236,11 +236,17 @@ func TestClosedZygoteSignalsNoReusedProcessGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-z.Done()
+	// The group's number is free once its last zombie is reaped.
+	for end := time.Now().Add(10 * time.Second); syscall.Kill(-launcher, 0) == nil && time.Now().Before(end); {
+		time.Sleep(50 * time.Millisecond)
+	}
 	// ns_last_pid is the host's: a few tries only, each moving the host's
-	// next pid back to the launcher's.
+	// next pid back to the launcher's (starting a command may take a pid or
+	// two before the command's own).
 	var standIn *exec.Cmd
-	for range 50 {
-		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(launcher-1)), 0); err != nil {
+	var got []int
+	for i := range 50 {
+		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(launcher-1-i%3)), 0); err != nil {
 			t.Skip(err)
 		}
 		cmd := exec.Command("sleep", "60")
@@ -252,12 +258,13 @@ func TestClosedZygoteSignalsNoReusedProcessGroup(t *testing.T) {
 			standIn = cmd
 			break
 		}
+		got = append(got, cmd.Process.Pid)
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	}
 	if standIn == nil {
 		_, err := os.Stat("/proc/" + strconv.Itoa(launcher))
-		t.Skipf("the launcher's pid %d was not taken again (other processes fork meanwhile; its /proc: %v)", launcher, err)
+		t.Skipf("the launcher's pid %d was not taken again (a zombie of its group not yet reaped holds it, or other processes fork meanwhile; its /proc: %v; the tries got %v)", launcher, err, got[:min(len(got), 6)])
 	}
 	exited := make(chan struct{})
 	go func() {
