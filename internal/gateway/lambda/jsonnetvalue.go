@@ -38,8 +38,13 @@ type jsonDecoder struct {
 	names map[string]string
 }
 
-// maxNames bounds the member names a jsonDecoder keeps.
-const maxNames = 256
+// maxNames bounds the member names a jsonDecoder keeps, and maxNameLen the
+// length of one: a worker's decoder lives as long as the worker, and its
+// callers choose the names (a request of 4 MiB may have one name of 4 MiB).
+const (
+	maxNames   = 256
+	maxNameLen = 128
+)
 
 // decode reads data as encoding/json.Unmarshal into an any does: the last of
 // duplicate names wins, invalid UTF-8 becomes U+FFFD, a number is a float64 and
@@ -114,7 +119,7 @@ func (d *jsonDecoder) name(tok jsontext.Token) string {
 		return s
 	}
 	s := tok.String()
-	if len(d.names) < maxNames {
+	if len(d.names) < maxNames && len(s) <= maxNameLen {
 		if d.names == nil {
 			d.names = make(map[string]string, 32)
 		}

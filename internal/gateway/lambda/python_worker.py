@@ -308,8 +308,19 @@ def compile_source(source, filename):
 
 
 def _renamed(code, filename):
-    consts = tuple(_renamed(c, filename) if isinstance(c, type(code)) else c for c in code.co_consts)
-    return code.replace(co_filename=filename, co_consts=consts)
+    # Without recursion: code objects may nest deeper than the recursion limit
+    # (compile() accepts 900 nested lambdas). A code object comes after its
+    # parent in order, so in reverse each is renamed before its parent.
+    code_type, order, stack = type(code), [], [code]
+    while stack:
+        c = stack.pop()
+        order.append(c)
+        stack.extend(k for k in c.co_consts if isinstance(k, code_type))
+    renamed = {}
+    for c in reversed(order):
+        consts = tuple(renamed[id(k)] if isinstance(k, code_type) else k for k in c.co_consts)
+        renamed[id(c)] = c.replace(co_filename=filename, co_consts=consts)
+    return renamed[id(code)]
 
 
 def _renamed_lines(text, filename):

@@ -84,7 +84,6 @@ type zygotes struct {
 	mu       sync.Mutex
 	current  *sandbox.Zygote
 	granted  int // forks granted from current, which zygoteMaxForks bounds
-	recycles int // workers of retired zygotes let go while current forks (recycle)
 	starting bool
 	failed   time.Time // when the last start failed
 	users    int       // the open functions of the view (spares.use)
@@ -226,7 +225,7 @@ func (zs *zygotes) start() {
 
 // setCurrentLocked makes z the current zygote (zs.mu held).
 func (zs *zygotes) setCurrentLocked(z *sandbox.Zygote) {
-	zs.current, zs.granted, zs.recycles = z, 0, 0
+	zs.current, zs.granted = z, 0
 }
 
 // retired reports whether z no longer forks for zs: replaced, stalled, dead or
@@ -250,28 +249,20 @@ func (zs *zygotes) retiredLocked(z *sandbox.Zygote) bool {
 
 // recycle reports whether a worker forked by z, idle now, is to end, so that
 // the next call starts one from the current zygote and z ends with its last
-// child (retire), however often its workers are called. A worker of a retired
-// zygote is, once that zygote is past zygoteMaxAge (so no zygote lives much
-// longer than that, whatever its workers do); before, only while the current
-// zygote has room: at most half its forks go to workers of retired zygotes
-// (each decision counts, whether or not it comes to a fork), so that more
-// workers than one zygote forks do not pass on to the next at every
-// rotation, which their own forks would trigger.
+// child (retire), however often its workers are called: a worker of a retired
+// zygote past zygoteMaxAge (so no zygote lives much longer than that, whatever
+// its workers do), or of one that stalled (which reports no child's end).
+//
+// Not a worker of a zygote retired for its forks or its memory before its
+// age: any tenant can fork a zygote past zygoteMaxForks in seconds (a
+// function whose worker exits in every call), and ending the warm workers of
+// every other tenant at each such rotation would throw their state away at
+// the pace that tenant sets. Those workers keep the image they were forked
+// with, which rotating bounds, and move at the zygote's age.
 func (zs *zygotes) recycle(z *sandbox.Zygote) bool {
 	zs.mu.Lock()
 	defer zs.mu.Unlock()
-	if !zs.retiredLocked(z) {
-		return false
-	}
-	if time.Since(z.Started()) > zygoteMaxAge {
-		return true
-	}
-	c := zs.current
-	if c == nil || zs.recycles >= zygoteMaxForks/2 || zs.granted >= zygoteMaxForks/2 || zs.spent(c) {
-		return false
-	}
-	zs.recycles++
-	return true
+	return zs.retiredLocked(z) && (time.Since(z.Started()) > zygoteMaxAge || z.Stalled())
 }
 
 // retiring are the zygotes that end once their last child has (retire).

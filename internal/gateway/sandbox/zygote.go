@@ -138,6 +138,9 @@ type Zygote struct {
 	exited bool
 	// stalled is set once a fork request went unanswered: z forks no more.
 	stalled bool
+	// reaped is set once the launcher has been waited for: its process
+	// group number may be another's.
+	reaped bool
 }
 
 // forkReply is the zygote's answer to a fork request.
@@ -298,7 +301,7 @@ func (s *Sandbox) StartZygote(spec ZygoteSpec) (z *Zygote, err error) {
 	go func() {
 		_ = cmd.Wait()
 		z.mu.Lock()
-		z.exited = true
+		z.exited, z.reaped = true, true
 		z.mu.Unlock()
 		ctl.Close()
 		cg.kill()
@@ -395,6 +398,14 @@ func (z *Zygote) Forks() int {
 	return z.forks
 }
 
+// Stalled reports whether a fork request of z went unanswered: z forks no
+// more, and ends once its children have.
+func (z *Zygote) Stalled() bool {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	return z.stalled
+}
+
 // Children is how many of z's children live: those whose end z has not
 // reported, less those whose init is seen to have ended (a stopped zygote
 // reports no end).
@@ -437,9 +448,16 @@ func (z *Zygote) PID() int {
 	return pids[0]
 }
 
-// Close kills z, and with it every child it forked.
+// Close kills z, and with it every child it forked. A zygote whose launcher
+// has been reaped is not signalled: its process group number is free, and may
+// be another process's by now (retire closes a dead zygote up to a second
+// after its end).
 func (z *Zygote) Close() {
-	_ = syscall.Kill(-z.cmd.Process.Pid, syscall.SIGKILL)
+	z.mu.Lock()
+	if !z.reaped {
+		_ = syscall.Kill(-z.cmd.Process.Pid, syscall.SIGKILL)
+	}
+	z.mu.Unlock()
 	<-z.done
 }
 
