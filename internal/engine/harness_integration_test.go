@@ -112,25 +112,20 @@ func (e *engineUnderTest) gets(t *testing.T) float64 {
 // (metalambda_engine_syncs_total).
 func (e *engineUnderTest) syncs(t *testing.T, controller, result string) float64 {
 	t.Helper()
-	families, err := e.registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != "metalambda_engine_syncs_total" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			if labelValue(m, "controller") == controller && labelValue(m, "result") == result {
-				sum += m.GetCounter().GetValue()
-			}
-		}
-	}
-	return sum
+	return e.counterSum(t, "metalambda_engine_syncs_total", func(m *dto.Metric) bool {
+		return labelValue(m, "controller") == controller && labelValue(m, "result") == result
+	})
 }
 
 func (e *engineUnderTest) requests(t *testing.T, count func(verb string) bool) float64 {
+	t.Helper()
+	return e.counterSum(t, "metalambda_engine_api_requests_total", func(m *dto.Metric) bool {
+		return count(labelValue(m, "verb")) && !notStored[labelValue(m, "resource")]
+	})
+}
+
+// counterSum sums the series of the counter name that match.
+func (e *engineUnderTest) counterSum(t *testing.T, name string, match func(*dto.Metric) bool) float64 {
 	t.Helper()
 	families, err := e.registry.Gather()
 	if err != nil {
@@ -138,12 +133,11 @@ func (e *engineUnderTest) requests(t *testing.T, count func(verb string) bool) f
 	}
 	var sum float64
 	for _, f := range families {
-		if f.GetName() != "metalambda_engine_api_requests_total" {
+		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
-			resource := labelValue(m, "resource")
-			if count(labelValue(m, "verb")) && !notStored[resource] {
+			if match(m) {
 				sum += m.GetCounter().GetValue()
 			}
 		}
