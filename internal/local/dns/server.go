@@ -2,9 +2,11 @@ package dns
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -79,16 +81,11 @@ func (s *Server) Domain() string { return s.opts.Domain }
 // both listeners are bound, with the address bound (addr's port may be 0), or the
 // error that kept one from binding.
 func (s *Server) ListenAndServe(ctx context.Context, addr string) (string, error) {
-	pc, err := net.ListenPacket("udp", addr)
+	pc, l, err := listenBoth(addr)
 	if err != nil {
 		return "", fmt.Errorf("cluster DNS: %w", err)
 	}
 	bound := pc.LocalAddr().String()
-	l, err := net.Listen("tcp", bound)
-	if err != nil {
-		pc.Close()
-		return "", fmt.Errorf("cluster DNS: %w", err)
-	}
 	started := make(chan struct{}, 2)
 	notify := func() { started <- struct{}{} }
 	servers := []*dns.Server{
@@ -111,6 +108,30 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) (string, error
 		}
 	}()
 	return bound, nil
+}
+
+// listenBoth binds addr over UDP and then the same port over TCP. When addr's port
+// is 0, the port the kernel picked for UDP may be taken over TCP by another process;
+// then it tries a new one, a few times.
+func listenBoth(addr string) (net.PacketConn, net.Listener, error) {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	for attempt := 0; ; attempt++ {
+		pc, err := net.ListenPacket("udp", addr)
+		if err != nil {
+			return nil, nil, err
+		}
+		l, err := net.Listen("tcp", pc.LocalAddr().String())
+		if err == nil {
+			return pc, l, nil
+		}
+		pc.Close()
+		if port != "0" || !errors.Is(err, syscall.EADDRINUSE) || attempt == 9 {
+			return nil, nil, err
+		}
+	}
 }
 
 // ServeDNS answers one query: from the listers inside the cluster domain, from the
