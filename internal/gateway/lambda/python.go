@@ -10,7 +10,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -27,6 +26,7 @@ import (
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 	"github.com/metalambda/metalambda/internal/reservedenv"
 	"github.com/metalambda/metalambda/internal/tracing"
+	"golang.org/x/sys/unix"
 )
 
 // DefaultPythonHandler is the function a Python source defines when
@@ -374,23 +374,37 @@ func (f *pyFunction) Invoke(ctx context.Context, request json.RawMessage) (Resul
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.timeout)
 	defer cancel()
-	w, err := f.acquire(ctx)
-	if err != nil {
-		return Result{}, err
+	for attempt := 1; ; attempt++ {
+		w, err := f.acquire(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		if ctx.Err() != nil {
+			f.pool.put(w, true)
+			return Result{}, doneError(ctx, f.fn.Name, f.timeout)
+		}
+		_, span := workerSpan(ctx, f.fn.Runtime)
+		reply, err := w.exchange(ctx, f.fn.Name, frame, f.timeout)
+		tracing.End(span, err)
+		f.pool.put(w, err == nil && !reply.Fatal && f.settled(w))
+		if err != nil && attempt < maxDeliveries && w.undelivered.Load() {
+			continue // the worker died idle, before it read any of the request
+		}
+		if err != nil {
+			return Result{}, err
+		}
+		return reply.result(f.fn.Name)
 	}
-	if ctx.Err() != nil {
-		f.pool.put(w, true)
-		return Result{}, doneError(ctx, f.fn.Name, f.timeout)
-	}
-	_, span := workerSpan(ctx, f.fn.Runtime)
-	reply, err := w.exchange(ctx, f.fn.Name, frame, f.timeout)
-	tracing.End(span, err)
-	f.pool.put(w, err == nil && !reply.Fatal && f.settled(w))
-	if err != nil {
-		return Result{}, err
-	}
-	return reply.result(f.fn.Name)
 }
+
+// maxDeliveries bounds the workers a call is tried on. A call goes to another
+// worker only when the one it went to had died before it read any of the
+// request (pyWorker.undelivered): an idle worker killed (its idle time, a
+// recycle, an eviction, or by itself) just before the pool saw its end. The
+// function's code never ran with the request, so trying again changes nothing
+// a hook could tell, but a worker that always dies idle is tried no more than
+// this.
+const maxDeliveries = 3
 
 // idleCPUAllowance is the processor time an idle worker may use before it is
 // taken for still running (threads or children left behind by a call) and
@@ -473,7 +487,7 @@ type pyWorker struct {
 	// spareMemory is the memory read while the worker waited as a spare.
 	spareMemory atomic.Int64
 	cmd         *exec.Cmd
-	stdin       io.WriteCloser
+	stdin       *os.File      // the write end of the worker's stdin
 	stdout      *os.File      // the read end of the worker's stdout, closed by kill
 	replies     *bufio.Reader // over stdout, read by the caller of exchange
 	exited      chan struct{} // closed once the process is reaped and its directory removed
@@ -496,6 +510,23 @@ type pyWorker struct {
 	goWorker   bool
 	maxReply   int64
 	tooLarge   atomic.Bool // a reply passed maxReply
+	// undelivered is set when the worker ended before it read any of the
+	// request exchange last wrote: the call may go to another worker.
+	undelivered atomic.Bool
+}
+
+// pipeUnread is how many bytes written to the pipe p have not been read
+// (FIONREAD, which Linux names TIOCINQ, counts them on either end).
+func pipeUnread(p *os.File) (int, bool) {
+	rc, err := p.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	n, ierr := 0, error(nil)
+	if err := rc.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }); err != nil || ierr != nil {
+		return 0, false
+	}
+	return n, true
 }
 
 func (f *pyFunction) startWorker() (*pyWorker, error) {
@@ -586,21 +617,26 @@ func (w *pyWorker) start(s *workerSpec, args []string) error {
 	w.cmd = cmd
 	w.cmd.Stderr = w.stderr
 	w.cmd.WaitDelay = time.Second
-	stdin, err := w.cmd.StdinPipe()
+	// The worker's stdin and stdout are pipes of our own, not StdinPipe's and
+	// StdoutPipe's: Wait closes those, and a reply the worker wrote just before
+	// it exited stays readable; and what the worker left unread on its stdin
+	// tells whether it read a request (undelivered).
+	childIn, stdin, err := os.Pipe()
 	if err != nil {
 		return err
 	}
-	// The worker's stdout is a pipe of our own, not StdoutPipe's, which Wait
-	// closes: a reply the worker wrote just before it exited stays readable.
 	stdout, child, err := os.Pipe()
 	if err != nil {
-		_ = stdin.Close()
+		childIn.Close()
+		stdin.Close()
 		return err
 	}
-	w.cmd.Stdout = child
+	w.cmd.Stdin, w.cmd.Stdout = childIn, child
 	err = w.startCmd()
+	childIn.Close()
 	child.Close()
 	if err != nil {
+		stdin.Close()
 		stdout.Close()
 		return fmt.Errorf("starting %s: %w", args[0], err)
 	}
@@ -721,7 +757,7 @@ func (w *pyWorker) exchange(ctx context.Context, name string, frame []byte, limi
 	// call past its end: the context's end kills it, which ends the write and
 	// the read.
 	stop := context.AfterFunc(ctx, func() { go w.kill() })
-	_, err := w.stdin.Write(frame)
+	n, err := w.stdin.Write(frame)
 	var line []byte
 	if err == nil {
 		line, err = w.readReply()
@@ -730,6 +766,11 @@ func (w *pyWorker) exchange(ctx context.Context, name string, frame []byte, limi
 		return pyReply{}, doneError(ctx, name, limit)
 	}
 	if err != nil {
+		// The worker's stdout has ended, so it has exited (or closed its
+		// ends): what it left on its stdin is final.
+		if unread, ok := pipeUnread(w.stdin); ok && unread == n {
+			w.undelivered.Store(true)
+		}
 		return pyReply{}, w.crashError(name)
 	}
 	reply, err := decodeReply(line)

@@ -25,10 +25,10 @@ func TestDeadWorkersGroupIsNotKilledOnceRecycled(t *testing.T) {
 	if os.Geteuid() != 0 || inLandlockChild() {
 		t.Skip("choosing the next pid (ns_last_pid) needs root")
 	}
-	opts := sandboxed(t, Options{PythonPoolSize: 1})
-	if opts.PythonZygote == ZygoteAuto && opts.Sandbox.ZygoteSupported() == nil {
-		t.Skip("a forked worker leads no process group of the gateway's: it is killed through a pidfd and its cgroup")
-	}
+	// A worker with its own interpreter (the Landlock sandbox's, and any where a
+	// fork fails): a forked one leads no process group of the gateway's, and is
+	// killed through a pidfd and its cgroup.
+	opts := sandboxed(t, Options{PythonPoolSize: 1, PythonZygote: ZygoteOff})
 	rt := NewPython(opts)
 	c := mustCompile(t, rt, pyFn("quitter", pyEcho))
 	if _, err := invoke(t, c, echoRequest("x")); err != nil {

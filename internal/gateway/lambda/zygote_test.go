@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -660,5 +661,53 @@ func TestRetiredZygoteEndsUnderLoad(t *testing.T) {
 				t.Errorf("the old zygote's process %d lives on", oldPID)
 			}
 		})
+	}
+}
+
+// TestClosingTheSandboxEndsItsZygotes checks that a gateway that stops (its
+// functions closed, then its sandbox) leaves no zygote, forked worker, stage
+// directory or cgroup behind, though a zygote outlives its last function by
+// zygoteIdle.
+func TestClosingTheSandboxEndsItsZygotes(t *testing.T) {
+	opts := Options{PythonZygote: ZygoteAuto, WorkerSpares: DefaultWorkerSpares}
+	sb, err := sandbox.New(sandbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close()
+	if err := sb.ZygoteSupported(); err != nil {
+		t.Skip(err)
+	}
+	opts.Sandbox = sb
+	rt := NewPython(opts).(*python)
+	c := mustCompile(t, rt, pyFn("zclose", pyEcho))
+	assertEcho(t, c, "a")
+	zs := zygoteOf(t, rt, false)
+	zygote, _ := zs.stats()
+	worker := forkedWorker(t, "test/zclose", zygote)
+	stages, _ := filepath.Glob(fmt.Sprintf("/run/metalambda-zygote-%d-*", os.Getpid()))
+	if len(stages) == 0 {
+		t.Fatal("no stage directory of this process under /run")
+	}
+	c.Close()
+	if pid, _ := zs.stats(); pid != zygote {
+		t.Fatalf("the zygote %d did not outlive its last function (now %d)", zygote, pid)
+	}
+	sb.Close()
+	for _, pid := range []int{zygote, worker} {
+		if parentOf(pid) != 0 {
+			t.Errorf("process %d outlived the closed sandbox", pid)
+		}
+	}
+	for _, dir := range stages {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("stage directory %s outlived the closed sandbox: %v", dir, err)
+		}
+	}
+	// The zygote's lambda side starts no new one on a closed sandbox: a
+	// function compiled after falls back to its own interpreter or fails,
+	// and either way no zygote runs.
+	if _, err := sb.StartZygote(zs.spec); !errors.Is(err, sandbox.ErrSandboxClosed) {
+		t.Errorf("StartZygote on a closed sandbox: %v, want ErrSandboxClosed", err)
 	}
 }

@@ -54,7 +54,7 @@ func newLandlock(opts Options) (*Sandbox, error) {
 	if abi < MinLandlockABI {
 		return nil, fmt.Errorf("sandbox: the kernel's Landlock ABI is version %d; version %d (Linux 6.12) is needed to scope signals and abstract UNIX sockets", abi, MinLandlockABI)
 	}
-	s := &Sandbox{mode: ModeLandlock, uidBase: opts.UIDBase, privileged: os.Geteuid() == 0, landlockABI: abi}
+	s := &Sandbox{mode: ModeLandlock, uidBase: opts.UIDBase, privileged: os.Geteuid() == 0, landlockABI: abi, zygotes: &zygoteSet{}}
 	if s.privileged {
 		if err := checkRootCapabilities(); err != nil {
 			return nil, err

@@ -247,6 +247,8 @@ type Sandbox struct {
 	landlockABI     int       // ModeLandlock: the kernel's Landlock ABI version
 	landlockFilters [2][]byte // ModeLandlock: seccomp programs without and with network
 	fallback        error     // ModeAuto chose Landlock: why namespaces did not work
+
+	zygotes *zygoteSet // the zygotes s started, which Close ends
 }
 
 // Mode is the mechanism of s: ModeNamespaces or ModeLandlock.
@@ -407,7 +409,7 @@ func newNamespaces(opts Options) (*Sandbox, error) {
 		}
 	}
 	closeOnExecInherited()
-	s := &Sandbox{mode: ModeNamespaces, bwrap: bwrap, launcher: launcher, uid: opts.UID, gid: opts.GID, uidBase: opts.UIDBase, privileged: privileged, filters: filters, cgroups: newCgroups()}
+	s := &Sandbox{mode: ModeNamespaces, bwrap: bwrap, launcher: launcher, uid: opts.UID, gid: opts.GID, uidBase: opts.UIDBase, privileged: privileged, filters: filters, cgroups: newCgroups(), zygotes: &zygoteSet{}}
 	s.nsenter, _ = exec.LookPath("nsenter")
 	if err := s.probe(); err != nil {
 		s.Close()
@@ -462,10 +464,15 @@ func (s *Sandbox) probe() error {
 	return nil
 }
 
-// Close releases what s holds in the process: the directory its commands'
-// cgroups are made in, once no other sandbox of the process uses it. Call it
-// once its commands have ended; s makes no command after it.
+// Close releases what s holds in the process: it ends the zygotes s started,
+// with their children, and waits for them, then removes the directory its
+// commands' cgroups are made in, once no other sandbox of the process uses it.
+// Call it once its commands have ended; s makes no command after it, and starts
+// no zygote.
 func (s *Sandbox) Close() {
+	for _, z := range s.zygotes.close() {
+		z.Close()
+	}
 	s.cgroups.close()
 }
 

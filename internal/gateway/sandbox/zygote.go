@@ -168,6 +168,9 @@ func (s *Sandbox) StartZygote(spec ZygoteSpec) (z *Zygote, err error) {
 	if spec.Memory == 0 {
 		spec.Memory = DefaultZygoteMemory
 	}
+	if s.zygotes.isClosed() {
+		return nil, ErrSandboxClosed
+	}
 	var closers []io.Closer
 	defer func() {
 		for _, c := range closers {
@@ -329,7 +332,69 @@ func (s *Sandbox) StartZygote(spec ZygoteSpec) (z *Zygote, err error) {
 		return nil, fmt.Errorf("sandbox: starting the zygote: %v: %s", err, strings.TrimSpace(z.stderr.String()))
 	}
 	go z.readControl()
+	if !s.zygotes.add(z) {
+		z.Close()
+		return nil, ErrSandboxClosed
+	}
 	return z, nil
+}
+
+// ErrSandboxClosed is StartZygote's error once the sandbox is closed.
+var ErrSandboxClosed = errors.New("sandbox: closed")
+
+// zygoteSet are the live zygotes of a sandbox. A nil set (a Sandbox made by
+// hand, in tests) tracks none.
+type zygoteSet struct {
+	mu     sync.Mutex
+	live   map[*Zygote]struct{}
+	closed bool
+}
+
+// add tracks z until it exits; false when the set is closed.
+func (zs *zygoteSet) add(z *Zygote) bool {
+	if zs == nil {
+		return true
+	}
+	zs.mu.Lock()
+	defer zs.mu.Unlock()
+	if zs.closed {
+		return false
+	}
+	if zs.live == nil {
+		zs.live = map[*Zygote]struct{}{}
+	}
+	zs.live[z] = struct{}{}
+	go func() {
+		<-z.done
+		zs.mu.Lock()
+		delete(zs.live, z)
+		zs.mu.Unlock()
+	}()
+	return true
+}
+
+func (zs *zygoteSet) isClosed() bool {
+	if zs == nil {
+		return false
+	}
+	zs.mu.Lock()
+	defer zs.mu.Unlock()
+	return zs.closed
+}
+
+// close closes the set and returns the zygotes that live.
+func (zs *zygoteSet) close() []*Zygote {
+	if zs == nil {
+		return nil
+	}
+	zs.mu.Lock()
+	defer zs.mu.Unlock()
+	zs.closed = true
+	live := make([]*Zygote, 0, len(zs.live))
+	for z := range zs.live {
+		live = append(live, z)
+	}
+	return live
 }
 
 // readControl dispatches the zygote's replies and its children's exits.

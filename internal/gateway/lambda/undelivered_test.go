@@ -1,0 +1,80 @@
+package lambda
+
+import (
+	"syscall"
+	"testing"
+	"time"
+)
+
+// idleWorker is f's only idle worker.
+func idleWorker(t *testing.T, c Compiled) *pyWorker {
+	t.Helper()
+	f := c.(*pyFunction)
+	f.pool.mu.Lock()
+	defer f.pool.mu.Unlock()
+	if len(f.pool.idle) != 1 {
+		t.Fatalf("idle workers: %d, want one", len(f.pool.idle))
+	}
+	return f.pool.idle[0]
+}
+
+// TestCallToAWorkerThatDiedIdleGoesToAnother: an idle worker killed (its idle
+// time, a recycle, an eviction, the OOM killer) can be lent to a call before
+// the pool has seen its end. It read none of the request, so the call goes to
+// a fresh worker and succeeds, where it failed with "worker exited".
+func TestCallToAWorkerThatDiedIdleGoesToAnother(t *testing.T) {
+	for _, tt := range []struct {
+		rt      Runtime
+		fn      Function
+		workers func(string) []int
+	}{
+		{NewPython(sandboxed(t, Options{PythonPoolSize: 1})), pyFn("diesidle", pyEcho), workerProcesses},
+		{NewSandboxedJavaScript(sandboxed(t, Options{PythonPoolSize: 1})), jsFn("diesidle", jsEcho), scriptWorkers},
+	} {
+		t.Run(tt.fn.Runtime, func(t *testing.T) {
+			c := mustCompile(t, tt.rt, tt.fn)
+			defer c.Close()
+			assertEcho(t, c, "a")
+			w := idleWorker(t, c)
+			pids := tt.workers(tt.fn.Name)
+			if len(pids) != 1 {
+				t.Fatalf("workers: %v, want one", pids)
+			}
+			if err := syscall.Kill(pids[0], syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			<-w.exited
+			// The pool sees the end a second late, as a loaded gateway may:
+			// the call is lent the dead worker.
+			late := make(chan struct{})
+			w.exited = late
+			timer := time.AfterFunc(time.Second, func() { close(late) })
+			defer timer.Stop()
+			assertEcho(t, c, "b")
+			if !w.undelivered.Load() {
+				t.Fatal("the call was not lent the dead worker (the machine was too slow for the test's second?)")
+			}
+			if got := tt.workers(tt.fn.Name); len(got) != 1 || got[0] == pids[0] {
+				t.Fatalf("workers after the call: %v, want one new", got)
+			}
+		})
+	}
+}
+
+// TestCallThatKillsItsWorkerIsNotRetried: a worker that read the request and
+// died on it is a crash of the call, which is not tried again: the function's
+// code ran, and may have acted, once.
+func TestCallThatKillsItsWorkerIsNotRetried(t *testing.T) {
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 1}))
+	c := mustCompile(t, rt, pyFn("suicide", `
+import os, signal
+def sync(request):
+    os.kill(os.getpid(), signal.SIGKILL)
+`))
+	before := rt.(*python).Stats().Starts
+	_, err := invoke(t, c, echoRequest("x"))
+	assertInvokeError(t, err, ReasonCrash, "worker exited")
+	if starts := rt.(*python).Stats().Starts - before; starts != 1 {
+		t.Fatalf("the call started %d workers, want 1: it was tried again", starts)
+	}
+}
