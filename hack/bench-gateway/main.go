@@ -2,9 +2,10 @@
 // hook (echo a ConfigMap per request) in each runtime, requests per second and p50/p99
 // latency through /hooks/... with concurrent clients, side by side with a seed-style
 // standalone Python http.server hook, the way Metacontroller hooks are usually written.
-// Two reference rows bound what a runtime can reach: the same hook as a Go builtin
-// (the gateway's own cost) and net/http answering a constant (the machine's limit
-// with this load generator). The load generator (wrk, or this executable started
+// Three reference rows bound what a runtime can reach: the same hook as a Go builtin
+// (the gateway's own cost), net/http answering a constant (the machine's limit
+// with this load generator), and that answer after a pipe round trip through a cat
+// process (the least a worker in a process of its own costs). The load generator (wrk, or this executable started
 // again with -load) runs in a process of its own; CPU per request is counted for
 // the server's processes (this process, which hosts the gateway, and the gateway's
 // workers; or the seed's process) and for the load generator, apart.
@@ -25,6 +26,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"slices"
 	"strconv"
@@ -114,7 +116,7 @@ func main() {
 	gcPercent := flag.Int("gc-percent", gateway.DefaultGCPercent, "garbage-collection target of the in-process gateway, as cmd/gateway sets it (GOGC wins)")
 	flag.IntVar(&rounds, "rounds", 3, "rounds over all targets; the table shows each target's median")
 	flag.IntVar(&pythonWorkers, "python-workers", 0, "warm Python workers per function (0: the gateway's default)")
-	only := flag.String("targets", "", "comma-separated targets to measure (javascript,python,jsonnet,builtin,seed,ceiling); default all")
+	only := flag.String("targets", "", "comma-separated targets to measure (javascript,python,jsonnet,builtin,seed,ceiling,pipe); default all")
 	flag.Parse()
 	if *loadURL != "" {
 		if err := serveLoad(*loadURL, *duration, *clients); err != nil {
@@ -218,6 +220,12 @@ func run(duration time.Duration, clients int, loader string) error {
 	}
 	defer stopCeiling()
 
+	pipeURL, pipePIDs, stopPipe, err := startPipeFloor()
+	if err != nil {
+		return err
+	}
+	defer stopPipe()
+
 	// Targets, in the order of the table. server reads the CPU time of the
 	// processes that a request costs besides the load generator, which runs in a
 	// process of its own: this process (which hosts the gateway) and its workers,
@@ -234,7 +242,8 @@ func run(duration time.Duration, clients int, loader string) error {
 	seed := processesMeter(func() []int { return []int{seedPID} })
 	targets = append(targets,
 		target{"seed", seedName, seedURL, seed},
-		target{"ceiling", "net/http, constant answer", ceilingURL, gateway})
+		target{"ceiling", "net/http, constant answer", ceilingURL, gateway},
+		target{"pipe", "net/http + a pipe round trip (floor)", pipeURL, pipeMeter(pipePIDs)})
 
 	measure := func(t target) (result, error) {
 		before := t.server()
@@ -290,7 +299,7 @@ func run(duration time.Duration, clients int, loader string) error {
 			vs = fmt.Sprintf("%.1fx", r.rps/seedRPS)
 		}
 		workers := "-"
-		if r.workersCPU >= 0 && strings.HasPrefix(t.name, "gateway ") {
+		if r.workersCPU >= 0 && (strings.HasPrefix(t.name, "gateway ") || t.key == "pipe") {
 			workers = fmt.Sprintf("%.0f", us(r.workersCPU))
 		}
 		fmt.Fprintf(w, "%s\t%.0f\t%.2f\t%.2f\t%.1f\t%d\t%s\t%.0f\t%s\t%.0f\t\n", r.name, r.rps, ms(r.p50), ms(r.p99), ms(r.max), r.errors, vs, us(r.serverCPU), workers, us(r.loaderCPU))
@@ -319,6 +328,94 @@ func startCeiling() (string, func(), error) {
 		_, _ = w.Write(answer)
 	}))
 	return srv.URL, srv.Close, nil
+}
+
+// startPipeFloor serves the constant answer of startCeiling, but only once the
+// request has been through a pipe round trip to one of a pool of cat processes
+// (as many as the gateway's Python workers per function): the least any worker in a
+// process of its own costs, a write that wakes the worker, its read and write,
+// and the read that wakes the handler, with no interpreter, encoding or
+// sandbox. The sandboxed runtimes' rows are measured against it.
+func startPipeFloor() (string, []int, func(), error) {
+	type cat struct {
+		cmd     *exec.Cmd
+		in, out *os.File
+	}
+	n := cmp.Or(pythonWorkers, min(max(2*runtime.GOMAXPROCS(0), 2), 8)) // as the gateway's Python pool
+	idle := make(chan *cat, n)
+	var cats []*cat
+	var pids []int
+	stop := func() {
+		for _, c := range cats {
+			c.in.Close()
+			c.out.Close()
+			_ = c.cmd.Process.Kill()
+			_ = c.cmd.Wait()
+		}
+	}
+	for range n {
+		inR, inW, err := os.Pipe()
+		if err != nil {
+			stop()
+			return "", nil, nil, err
+		}
+		outR, outW, err := os.Pipe()
+		if err != nil {
+			inR.Close()
+			inW.Close()
+			stop()
+			return "", nil, nil, err
+		}
+		cmd := exec.Command("cat")
+		cmd.Stdin, cmd.Stdout = inR, outW
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		err = cmd.Start()
+		inR.Close()
+		outW.Close()
+		if err != nil {
+			inW.Close()
+			outR.Close()
+			stop()
+			return "", nil, nil, err
+		}
+		c := &cat{cmd: cmd, in: inW, out: outR}
+		cats = append(cats, c)
+		pids = append(pids, cmd.Process.Pid)
+		idle <- c
+	}
+	answer := []byte(`{"children":[{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"bench"},"data":{"hello":"world"}}]}`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		c := <-idle
+		defer func() { idle <- c }()
+		if _, err := c.in.Write(body); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if _, err := io.ReadFull(c.out, body); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(answer)
+	}))
+	return srv.URL, pids, func() { srv.Close(); stop() }, nil
+}
+
+// pipeMeter counts this process and the pipe floor's cat processes, which are
+// its "workers".
+func pipeMeter(pids []int) cpuMeter {
+	cats := processesMeter(func() []int { return pids })
+	return func() cpuReading {
+		r := cats()
+		r.own, _ = processCPU(os.Getpid())
+		r.hasWork = true
+		return r
+	}
 }
 
 func startSeed(dir string) (string, func(), error) {
