@@ -290,6 +290,9 @@ type poolSet struct {
 	pools    map[counter]struct{}
 	sweeping chan struct{} // closed to stop the sweep; nil when none runs
 	spares   []*spares
+	// others are memory that counts with the set's items and that no budget
+	// stops (the Python runtime's zygotes), each read as spares are.
+	others []func(fresh bool) int64
 
 	// Items started, stopped for the budget and stopped by the sweep, since the
 	// set was made.
@@ -313,9 +316,13 @@ func (s *poolSet) memory(fresh bool) (int64, []idleItem) {
 	}
 	s.mu.Lock()
 	spares := slices.Clone(s.spares)
+	others := slices.Clone(s.others)
 	s.mu.Unlock()
 	for _, sp := range spares {
 		total += sp.memory(fresh)
+	}
+	for _, m := range others {
+		total += m(fresh)
 	}
 	return total, idle
 }
@@ -344,6 +351,14 @@ func (s *poolSet) remove(c counter) {
 		close(s.sweeping)
 		s.sweeping = nil
 	}
+}
+
+// addMemory adds memory that counts with the pools' and that the budget does
+// not stop: it makes room by stopping idle workers instead.
+func (s *poolSet) addMemory(m func(fresh bool) int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.others = append(s.others, m)
 }
 
 // addSpares adds a runtime's spares, whose memory counts with the pools'.

@@ -88,6 +88,8 @@ type zygotes struct {
 	failed   time.Time // when the last start failed
 	users    int       // the open functions of the view (spares.use)
 	idle     *time.Timer
+	retiring map[*sandbox.Zygote]struct{} // retired, ending with their last child
+	read     map[*sandbox.Zygote]int64    // memory, when last read (memory)
 }
 
 // zygoteIdle is how long a zygote outlives the last function of its network
@@ -164,7 +166,7 @@ func (zs *zygotes) fork(l sandbox.Limits, wait bool) (*sandbox.Forked, error) {
 		zs.mu.Lock()
 		if zs.current == z {
 			zs.setCurrentLocked(nil)
-			go retire(z)
+			go zs.retire(z)
 		}
 		zs.mu.Unlock()
 		slog.Warn("python zygote: a fork request went unanswered; the zygote is replaced", "pid", z.PID())
@@ -218,7 +220,7 @@ func (zs *zygotes) start() {
 		z = nil // a zygote past its bounds is retired all the same
 	}
 	if old != nil {
-		go retire(old)
+		go zs.retire(old)
 	}
 	zs.setCurrentLocked(z)
 }
@@ -285,8 +287,66 @@ func (zs *zygotes) close() {
 	zs.setCurrentLocked(nil)
 	zs.mu.Unlock()
 	if z != nil {
-		go retire(z)
+		go zs.retire(z)
 	}
+}
+
+// retire ends z, retired from zs, once its last child has ended; until then
+// its memory counts in zs's.
+func (zs *zygotes) retire(z *sandbox.Zygote) {
+	zs.mu.Lock()
+	if zs.retiring == nil {
+		zs.retiring = map[*sandbox.Zygote]struct{}{}
+	}
+	zs.retiring[z] = struct{}{}
+	zs.mu.Unlock()
+	retire(z)
+	zs.mu.Lock()
+	delete(zs.retiring, z)
+	delete(zs.read, z)
+	zs.mu.Unlock()
+}
+
+// memory is what the view's zygotes hold, the current one and those retired
+// that still live: their cgroups' memory, which the gateway's memory budget
+// counts with the workers'. Unless fresh, a zygote read before counts with its
+// last reading, as a worker does, so that a cold start reads no cgroup file of
+// a zygote already known.
+func (zs *zygotes) memory(fresh bool) int64 {
+	zs.mu.Lock()
+	live := make([]*sandbox.Zygote, 0, 1+len(zs.retiring))
+	if zs.current != nil {
+		live = append(live, zs.current)
+	}
+	for z := range zs.retiring {
+		live = append(live, z)
+	}
+	known := make([]int64, len(live))
+	for i, z := range live {
+		m, ok := zs.read[z]
+		if !ok {
+			m = -1
+		}
+		known[i] = m
+	}
+	zs.mu.Unlock()
+	var total int64
+	for i, z := range live {
+		m := known[i]
+		if fresh || m < 0 {
+			m, _ = z.Memory()
+			zs.mu.Lock()
+			if zs.read == nil {
+				zs.read = map[*sandbox.Zygote]int64{}
+			}
+			if _, retiring := zs.retiring[z]; retiring || z == zs.current {
+				zs.read[z] = m
+			}
+			zs.mu.Unlock()
+		}
+		total += m
+	}
+	return total
 }
 
 // stats are the current zygote's host pid and forks, for tests; 0, 0 when none
@@ -415,6 +475,7 @@ func (p *python) zygoteFor(sb *sandbox.Sandbox, interpreter string, binds []stri
 		Config:   zygoteConfig{Worker: pythonWorkerScript, Preload: zygotePreload},
 	}}
 	p.zygotes[network] = zs
+	p.pools.addMemory(zs.memory)
 	allZygotes.Store(zs, true)
 	return zs
 }

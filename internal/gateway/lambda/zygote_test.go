@@ -711,3 +711,66 @@ func TestClosingTheSandboxEndsItsZygotes(t *testing.T) {
 		t.Errorf("StartZygote on a closed sandbox: %v, want ErrSandboxClosed", err)
 	}
 }
+
+// TestZygotesCountInTheMemoryBudget: the Python zygotes' memory, the current
+// one's and a retired one's that still has a child, counts with the workers'
+// in the gateway's memory budget, so that a budget derived from the gateway's
+// limit also bounds them: idle workers are stopped to make room for them.
+func TestZygotesCountInTheMemoryBudget(t *testing.T) {
+	budget := NewMemoryBudget(1 << 40)
+	rt := zygoteRuntime(t, Options{MemoryBudget: budget, PythonPoolSize: 1})
+	c := mustCompile(t, rt, pyFn("zbudget", pyEcho))
+	defer c.Close()
+	assertEcho(t, c, "a")
+	zs := zygoteOf(t, rt, false)
+	workers := func() int64 {
+		var total int64
+		for _, p := range rt.pools.live() {
+			m, _ := p.memoryUse(true)
+			total += m
+		}
+		rt.pools.mu.Lock()
+		defer rt.pools.mu.Unlock()
+		for _, sp := range rt.pools.spares {
+			total += sp.memory(true)
+		}
+		return total
+	}
+	zygoteMemory := func(z *sandbox.Zygote) int64 {
+		m, ok := z.Memory()
+		if !ok {
+			t.Skip("the zygote has no cgroup to read its memory from")
+		}
+		return m
+	}
+	zs.mu.Lock()
+	first := zs.current
+	zs.mu.Unlock()
+	budget.enforce(true)
+	w, z := workers(), zygoteMemory(first)
+	if z < 1<<20 {
+		t.Fatalf("the zygote holds %d bytes, want at least 1 MiB", z)
+	}
+	// Readings a moment apart: within a quarter of the zygote's memory.
+	if used := budget.Used(); used < w+z*3/4 {
+		t.Fatalf("the budget counts %d bytes; the workers hold %d and the zygote %d", used, w, z)
+	}
+	// A replacement: the first zygote is retired, and lives on with its
+	// worker; both zygotes count.
+	zs.mu.Lock()
+	zs.granted = zygoteMaxForks
+	zs.mu.Unlock()
+	other := mustCompile(t, rt, pyFn("zbudget2", pyEcho))
+	defer other.Close()
+	assertEcho(t, other, "b")
+	waitUntil(t, func() bool { pid, _ := zs.stats(); return pid != 0 && pid != first.PID() }, "a new zygote")
+	waitUntil(t, func() bool { zs.mu.Lock(); defer zs.mu.Unlock(); _, ok := zs.retiring[first]; return ok }, "the first zygote to be retiring")
+	zs.mu.Lock()
+	second := zs.current
+	zs.mu.Unlock()
+	budget.enforce(true)
+	w, z = workers(), zygoteMemory(first)+zygoteMemory(second)
+	if used := budget.Used(); used < w+z*3/4 {
+		t.Fatalf("the budget counts %d bytes; the workers hold %d and the two zygotes %d", used, w, z)
+	}
+}
