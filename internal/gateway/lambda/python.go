@@ -530,16 +530,21 @@ func pipeUnread(p *os.File) (int, bool) {
 }
 
 func (f *pyFunction) startWorker() (*pyWorker, error) {
-	w, err := f.spares.take(f.compiled.Load())
-	if err != nil {
-		return nil, fmt.Errorf("function %s: %w", f.fn.Name, err)
+	for attempt := 1; ; attempt++ {
+		w, err := f.spares.take(f.compiled.Load())
+		if err != nil {
+			return nil, fmt.Errorf("function %s: %w", f.fn.Name, err)
+		}
+		if err := w.load(f); err != nil {
+			w.kill()
+			if attempt < maxDeliveries && w.undelivered.Load() {
+				continue // a spare that died waiting, before it read the source
+			}
+			return nil, err
+		}
+		w.loaded, _ = w.usage()
+		return w, nil
 	}
-	if err := w.load(f); err != nil {
-		w.kill()
-		return nil, err
-	}
-	w.loaded, _ = w.usage()
-	return w, nil
 }
 
 // usage is what the sandboxed worker's processes hold; false without a sandbox

@@ -1,6 +1,7 @@
 package lambda
 
 import (
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -76,5 +77,46 @@ def sync(request):
 	assertInvokeError(t, err, ReasonCrash, "worker exited")
 	if starts := rt.(*python).Stats().Starts - before; starts != 1 {
 		t.Fatalf("the call started %d workers, want 1: it was tried again", starts)
+	}
+}
+
+// TestSpareThatDiedWaitingIsReplaced: a spare killed while it waits, and taken
+// before the gateway has seen its end, has read none of the function's
+// source: the function loads in a fresh worker and answers.
+func TestSpareThatDiedWaitingIsReplaced(t *testing.T) {
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 1, WorkerSpares: 1})).(*python)
+	warm := mustCompile(t, rt, pyFn("warm", pyEcho)) // makes the spare set, and keeps it
+	defer warm.Close()
+	set := rt.spares.sets[false]
+	waitUntil(t, func() bool { return set.count() == 1 }, "a spare")
+	set.mu.Lock()
+	spare := set.ready[0]
+	set.mu.Unlock()
+	pids := workerProcesses("")
+	var pid int
+	for _, p := range pids {
+		if !slices.Contains(workerProcesses("test/warm"), p) {
+			pid = p
+		}
+	}
+	if pid == 0 {
+		t.Fatalf("no spare among the workers %v", pids)
+	}
+	if spare.fk != nil && spare.fk.Worker() != pid {
+		t.Fatalf("the spare is %d, not %d", spare.fk.Worker(), pid)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-spare.exited
+	late := make(chan struct{})
+	spare.exited = late
+	timer := time.AfterFunc(time.Second, func() { close(late) })
+	defer timer.Stop()
+	c := mustCompile(t, rt, pyFn("afterspare", pyEcho))
+	defer c.Close()
+	assertEcho(t, c, "a")
+	if !spare.undelivered.Load() {
+		t.Fatal("the dead spare was not taken (the machine was too slow for the test's second?)")
 	}
 }
