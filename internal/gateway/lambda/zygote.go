@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -39,8 +40,11 @@ const PythonZygoteMarker = "metalambda-python-zygote"
 
 // zygoteMaxForks and zygoteMaxAge bound how many workers, and for how long,
 // share one zygote's image: its memory layout, stack canary and string hash
-// secret. A replacement is started in the background past either, and the
-// retired zygote ends once its last child has.
+// secret. A replacement is started in the background a quarter before either
+// (prestart), so that it is usually ready before the current one is spent: a
+// fork that finds no zygote starts its worker with its own interpreter, seven
+// times slower. It takes over once ready, and the retired zygote ends once its
+// last child has.
 var (
 	zygoteMaxForks = 64
 	zygoteMaxAge   = 10 * time.Minute
@@ -88,6 +92,7 @@ type zygotes struct {
 	failed   time.Time // when the last start failed
 	users    int       // the open functions of the view (spares.use)
 	idle     *time.Timer
+	misses   atomic.Uint64                // forks that found no zygote to fork from
 	retiring map[*sandbox.Zygote]struct{} // retired, ending with their last child
 	read     map[*sandbox.Zygote]int64    // memory, when last read (memory)
 }
@@ -132,7 +137,8 @@ var errNoZygote = errors.New("no zygote running")
 // zygote when none runs and waits for it (a function's first worker);
 // otherwise the start is left in the background. A zygote past its bounds
 // (zygoteMaxForks, zygoteMaxAge, half its memory) forks no more, even while
-// its replacement starts: the fork gets errNoZygote meanwhile.
+// its replacement starts: the fork gets errNoZygote meanwhile (counted in
+// misses).
 func (zs *zygotes) fork(l sandbox.Limits, wait bool) (*sandbox.Forked, error) {
 	zs.mu.Lock()
 	z := zs.current
@@ -149,9 +155,13 @@ func (zs *zygotes) fork(l sandbox.Limits, wait bool) (*sandbox.Forked, error) {
 	}
 	if z != nil {
 		zs.granted++
+		if zs.prestart(z) {
+			zs.startLocked(false)
+		}
 	}
 	zs.mu.Unlock()
 	if z == nil {
+		zs.misses.Add(1)
 		return nil, errNoZygote
 	}
 	f, err := z.Fork(zs.sb, l)
@@ -174,6 +184,7 @@ func (zs *zygotes) fork(l sandbox.Limits, wait bool) (*sandbox.Forked, error) {
 		// The worker starts with its own interpreter rather than fail its call.
 		slog.Warn("python zygote: fork failed; the worker starts with its own interpreter", "error", err)
 	}
+	zs.misses.Add(1)
 	return nil, errNoZygote
 }
 
@@ -187,6 +198,12 @@ func (zs *zygotes) spent(z *sandbox.Zygote) bool {
 	limit := cmp.Or(zs.spec.Memory, sandbox.DefaultZygoteMemory)
 	m, ok := z.Memory()
 	return ok && m > limit/2
+}
+
+// prestart reports whether the current zygote z (zs.mu held) is within a
+// quarter of its bounds of forks or age, when its replacement is started.
+func (zs *zygotes) prestart(z *sandbox.Zygote) bool {
+	return zs.granted >= zygoteMaxForks-zygoteMaxForks/4 || time.Since(z.Started()) > zygoteMaxAge-zygoteMaxAge/4
 }
 
 // startLocked starts a replacement of the current zygote in the background,

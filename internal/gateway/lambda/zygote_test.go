@@ -774,3 +774,30 @@ func TestZygotesCountInTheMemoryBudget(t *testing.T) {
 		t.Fatalf("the budget counts %d bytes; the workers hold %d and the two zygotes %d", used, w, z)
 	}
 }
+
+// TestZygoteReplacementIsReadyBeforeItIsNeeded: the replacement of a zygote
+// starts a quarter before its bound of forks and takes over once ready, so
+// that forks at a steady pace never find none (each such worker would start
+// its own interpreter, seven times slower).
+func TestZygoteReplacementIsReadyBeforeItIsNeeded(t *testing.T) {
+	saved := zygoteMaxForks
+	zygoteMaxForks = 8
+	defer func() { zygoteMaxForks = saved }()
+	rt := zygoteRuntime(t, Options{WorkerSpares: -1})
+	c := mustCompile(t, rt, pyFn("pre-0", pyEcho)) // fork 1
+	defer c.Close()
+	zs := zygoteOf(t, rt, false)
+	first, _ := zs.stats()
+	for i := 1; i < 6; i++ { // forks 2-6: the sixth starts the replacement
+		defer mustCompile(t, rt, pyFn("pre-"+strconv.Itoa(i), pyEcho)).Close()
+	}
+	// Two forks are left to the first zygote: the replacement takes over
+	// before they are used.
+	waitUntil(t, func() bool { pid, _ := zs.stats(); return pid != 0 && pid != first }, "the replacement to take over")
+	for i := 6; i < 12; i++ {
+		defer mustCompile(t, rt, pyFn("pre-"+strconv.Itoa(i), pyEcho)).Close()
+	}
+	if misses := zs.misses.Load(); misses != 0 {
+		t.Fatalf("%d forks found no zygote and started their own interpreter", misses)
+	}
+}
