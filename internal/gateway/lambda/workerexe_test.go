@@ -26,6 +26,9 @@ func buildCommand(t testing.TB, name string) string {
 	exe := filepath.Join(t.TempDir(), name)
 	cmd := exec.Command("go", "build", "-o", exe, "./cmd/"+name)
 	cmd.Dir = "../../.."
+	if name == sandbox.WorkerExecutable {
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as make build and the image build it
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
 	}
