@@ -792,8 +792,19 @@ func TestZygoteReplacementIsReadyBeforeItIsNeeded(t *testing.T) {
 		defer mustCompile(t, rt, pyFn("pre-"+strconv.Itoa(i), pyEcho)).Close()
 	}
 	// Two forks are left to the first zygote: the replacement takes over
-	// before they are used.
-	waitUntil(t, func() bool { pid, _ := zs.stats(); return pid != 0 && pid != first }, "the replacement to take over")
+	// before they are used. A start may take up to zygoteStartAllowance (20 s)
+	// on a loaded machine.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if pid, _ := zs.stats(); pid != 0 && pid != first {
+			break
+		}
+		if time.Now().After(deadline) {
+			zs.mu.Lock()
+			starting, failed := zs.starting, zs.failed
+			zs.mu.Unlock()
+			t.Fatalf("the replacement did not take over (starting %v, last failed start %v)", starting, failed)
+		}
+	}
 	for i := 6; i < 12; i++ {
 		defer mustCompile(t, rt, pyFn("pre-"+strconv.Itoa(i), pyEcho)).Close()
 	}
