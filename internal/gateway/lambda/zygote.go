@@ -230,7 +230,9 @@ func (zs *zygotes) start() {
 	old := zs.current
 	if err != nil {
 		zs.failed = time.Now()
-		slog.Warn("python zygote: not started; workers start with their own interpreter meanwhile", "error", err)
+		if !errors.Is(err, sandbox.ErrSandboxClosed) { // the gateway is stopping
+			slog.Warn("python zygote: not started; workers start with their own interpreter meanwhile", "error", err)
+		}
 		if old == nil || !zs.spent(old) {
 			return
 		}
