@@ -2,7 +2,9 @@ package lambda
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
+	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -173,4 +175,50 @@ func TestReaperReapsOrphans(t *testing.T) {
 		t.Errorf("the orphan's parent was %s and it ended %q: want 1 (the init) and reaped", out.Status.Parent, out.Status.End)
 	}
 	assertReaperInit(t, initOf(t, rt, "test/orphans"))
+}
+
+// initFallbackDriver runs the zygote's exec_reaper and serve_init (the script
+// comes on stdin) as a forked worker's init would, with a "reaper" that cannot
+// be executed (a pipe): the init must close it and serve as serve_init,
+// ending with its worker's status. Exit 99: it still held the descriptor.
+const initFallbackDriver = `import os, signal, sys
+ns = {"__name__": "metalambda_zygote"}
+exec(compile(sys.stdin.read(), "<zygote>", "exec"), ns)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    if sys.argv[1] == "signal":
+        os.kill(os.getpid(), signal.SIGTERM)
+    os._exit(5)
+ns["exec_reaper"]({"reaper": r}, pid)
+try:
+    os.fstat(r)
+    os._exit(99)
+except OSError:
+    pass
+ns["serve_init"](pid)
+`
+
+// TestInitFallsBackWhenTheReaperFails: an init that cannot execute the reaper
+// stays the zygote's code and reports its worker's end all the same.
+func TestInitFallsBackWhenTheReaperFails(t *testing.T) {
+	python, err := exec.LookPath(DefaultPythonBinary)
+	if err != nil {
+		t.Skip("no python3")
+	}
+	for _, tt := range []struct {
+		end  string
+		want int
+	}{{"exit", 5}, {"signal", 128 + 15}} {
+		cmd := exec.Command(python, "-I", "-S", "-c", initFallbackDriver, tt.end)
+		cmd.Stdin = strings.NewReader(pythonZygoteScript)
+		out, err := cmd.CombinedOutput()
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			t.Fatalf("%s: %v, want an exit status (output %q)", tt.end, err, out)
+		}
+		if exit.ExitCode() != tt.want {
+			t.Errorf("%s: exit status %d, want %d (output %q)", tt.end, exit.ExitCode(), tt.want, out)
+		}
+	}
 }

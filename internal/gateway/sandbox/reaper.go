@@ -37,10 +37,11 @@ import (
 //     trace its init (nor read its /proc files); a function could at best
 //     read the program, which is public and holds nothing.
 //
-// Where the descriptor cannot be made (no committed reaper for the
-// architecture, a kernel that refuses executable memfds), the zygote gets none
-// and each init keeps serving as the zygote's own code; an init whose
-// execution fails does the same.
+// Neither the zygote's seccomp filter nor the one the init installs refuses
+// execve or execveat. Where the descriptor cannot be made (no committed reaper
+// for the architecture, a kernel that refuses executable memfds), the zygote
+// gets none and each init keeps serving as the zygote's own code; an init
+// whose execution fails does the same.
 
 // reaperSeals are the seals of a reaper's memfd: its content final, and its
 // seals too.
