@@ -72,7 +72,8 @@ type zygoteConfig struct {
 	// Reaper is the descriptor of a sealed memfd holding the reaper
 	// (reaper.go), which each child's init executes once it has dropped its
 	// capabilities and installed its filter; 0 when there is none (no reaper
-	// for the architecture): the init then stays the zygote's own code.
+	// for the architecture, or no executable memfd on the host): the init
+	// then stays the zygote's own code.
 	Reaper int `json:"reaper,omitempty"`
 	// Filter is the seccomp program each child installs (a namespace
 	// sandbox's commands').
