@@ -205,13 +205,17 @@ def child(cfg, worker, req, fds):
         # every page it shares with the worker and writes, or that the worker
         # writes, becomes a copy of its own.
         gc.disable()  # no collection walks the young objects' pages
+        # The init is counted in the worker's cgroup too, and joins it before
+        # it forks the worker: joined after, it could be counted only once the
+        # worker had loaded its function, and the gateway, which takes the
+        # count then as the worker's own, would take the init for a process
+        # the first call left behind and stop the worker after it.
+        for fd in fds[3:]:
+            os.write(fd, b"0")
         pid = os.fork()
         if pid == 0:
             become_worker(cfg, req, fds)
         else:
-            # The init is counted in the worker's cgroup too.
-            for fd in fds[3:]:
-                os.write(fd, b"0")
             reaper = cfg.get("reaper")
             if reaper:
                 os.closerange(0, reaper)

@@ -68,6 +68,18 @@ func TestZygoteForksWorkers(t *testing.T) {
 		t.Fatalf("zygote pid %d, forks %d: the worker was not forked", pid, forks)
 	}
 	forkedWorker(t, "test/zecho", pid)
+	// The worker's count of tasks when it loaded holds its init: otherwise the
+	// init, counted later, would look like a process its call left behind.
+	f := c.(*pyFunction)
+	f.pool.mu.Lock()
+	idle := slices.Clone(f.pool.idle)
+	f.pool.mu.Unlock()
+	if len(idle) != 1 {
+		t.Fatalf("idle workers after the call: %d, want 1 (the worker was stopped)", len(idle))
+	}
+	if tasks := idle[0].loaded.Tasks; tasks != 2 {
+		t.Fatalf("the worker counted %d tasks when it loaded, want 2: itself and its init", tasks)
+	}
 }
 
 // parentOf is the parent of process pid, 0 when it is gone.
