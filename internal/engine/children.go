@@ -136,12 +136,7 @@ func (c *controller) stamp(desired *unstructured.Unstructured) error {
 	if err := jsonvalue.Encoded(apply.ForApply(desired.Object), func(body []byte) { sum = sha256.Sum256(body) }); err != nil {
 		return err
 	}
-	annotations := desired.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[DesiredHashAnnotation] = hex.EncodeToString(sum[:12])
-	desired.SetAnnotations(annotations)
+	setMetadataString(desired, "annotations", DesiredHashAnnotation, hex.EncodeToString(sum[:12]))
 	return nil
 }
 
