@@ -40,14 +40,20 @@ var errParentGone = errors.New("parent no longer exists")
 
 // setMetadataString sets metadata.<field>[key] (field is "labels" or "annotations")
 // to value, leaving obj as GetLabels, an assignment and SetLabels leave it. When the
-// map holds strings only, as it does unless a hook answered otherwise, the value goes
-// into it in place: the round trip copied the map twice, once into a map[string]string
-// and once back.
+// map is absent, or holds strings only as it does unless a hook answered otherwise,
+// the value goes into a new map of its own or into it in place: the round trip copied
+// the map twice, once into a map[string]string and once back.
 func setMetadataString(obj *unstructured.Unstructured, field, key, value string) {
 	if meta, ok := obj.Object["metadata"].(map[string]any); ok {
-		if m, ok := meta[field].(map[string]any); ok && stringsOnly(m) {
-			m[key] = value
+		switch m := meta[field].(type) {
+		case nil: // absent or null: Set makes a map of the one key
+			meta[field] = map[string]any{key: value}
 			return
+		case map[string]any:
+			if stringsOnly(m) {
+				m[key] = value
+				return
+			}
 		}
 	}
 	get, set := obj.GetLabels, obj.SetLabels

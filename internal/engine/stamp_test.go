@@ -37,19 +37,28 @@ func TestDesiredHashIsOfMarshal(t *testing.T) {
 
 // BenchmarkStampChild: completing one desired ConfigMap of a hook's answer as the
 // engine writes it (controller-uid label, owner reference, desired hash), which each
-// sync does for each child.
+// sync does for each child; bare, as the benchmark's hook answers, and with labels
+// and annotations of its own.
 func BenchmarkStampChild(b *testing.B) {
 	c := &controller{env: &environment{opts: Options{ApplyStrategy: ServerSideApply}}, flavor: &composite{generateSelector: true}}
 	parent := testParent(nil)
-	b.ReportAllocs()
-	for b.Loop() {
-		desired := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "v1", "kind": "ConfigMap",
-			"metadata": map[string]any{"name": "p-0", "namespace": "ns", "labels": map[string]any{"app": "bench"}, "annotations": map[string]any{"note": "x"}},
-			"data":     map[string]any{"index": "0", "parent": "p"},
-		}}
-		if err := c.stampChild(parent, desired); err != nil {
-			b.Fatal(err)
-		}
+	for name, metadata := range map[string]func() map[string]any{
+		"bare": func() map[string]any { return map[string]any{"name": "p-0", "namespace": "ns"} },
+		"labelled": func() map[string]any {
+			return map[string]any{"name": "p-0", "namespace": "ns", "labels": map[string]any{"app": "bench"}, "annotations": map[string]any{"note": "x"}}
+		},
+	} {
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				desired := &unstructured.Unstructured{Object: map[string]any{
+					"apiVersion": "v1", "kind": "ConfigMap", "metadata": metadata(),
+					"data": map[string]any{"index": "0", "parent": "p"},
+				}}
+				if err := c.stampChild(parent, desired); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
