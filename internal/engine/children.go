@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -48,20 +47,21 @@ func (c *controller) applyChildren(ctx context.Context, parent *unstructured.Uns
 			have[o.GetNamespace()+"/"+o.GetName()] = o
 		}
 		// The children of one type are written side by side (in no particular order,
-		// as before); types one after the other, in the order declared.
-		var mu sync.Mutex
-		var g errgroup.Group
-		g.SetLimit(childWritesInFlight)
+		// as before); types one after the other, in the order declared. Stamping and
+		// comparing take no API call, so they run here, and only the children that
+		// need a write are handed to writeChildren: a converged parent, the common
+		// case, starts no goroutine.
+		var writes []childWrite
 		for id, d := range want {
-			g.Go(func() error {
-				err := c.applyChild(ctx, ct, parent, have[id], d)
-				mu.Lock()
-				defer mu.Unlock()
+			if err := c.stampChild(parent, d); err != nil {
 				errs = append(errs, err)
-				return nil
-			})
+				continue
+			}
+			if !c.settled(ct, have[id], d) {
+				writes = append(writes, childWrite{observed: have[id], desired: d})
+			}
 		}
-		_ = g.Wait()
+		errs = append(errs, c.writeChildren(ctx, ct, parent, writes)...)
 		for id, o := range have {
 			if _, keep := want[id]; !keep && o.GetDeletionTimestamp() == nil {
 				errs = append(errs, c.deleteChild(ctx, ct, o))
@@ -71,12 +71,51 @@ func (c *controller) applyChildren(ctx context.Context, parent *unstructured.Uns
 	return errors.Join(errs...)
 }
 
-// applyChild stamps one desired child and converges it, noting the write.
-func (c *controller) applyChild(ctx context.Context, ct *childType, parent, observed, desired *unstructured.Unstructured) error {
-	c.flavor.prepareChild(parent, desired)
-	if err := c.stamp(desired); err != nil {
-		return err
+// childWrite is a stamped desired child that needs a write, and the child observed
+// under its name (nil if none).
+type childWrite struct{ observed, desired *unstructured.Unstructured }
+
+// writeChildren converges the children of writes side by side, at most
+// childWritesInFlight at once, and returns their errors. When they all fit, the
+// last runs in the sync's own goroutine, whose stack has grown already, next to the
+// goroutines of the others: a goroutine starts with a small stack, which encoding
+// the child and sending it over HTTP/2 grew again each time.
+func (c *controller) writeChildren(ctx context.Context, ct *childType, parent *unstructured.Unstructured, writes []childWrite) []error {
+	errs := make([]error, len(writes))
+	write := func(i int) { errs[i] = c.applyChild(ctx, ct, parent, writes[i].observed, writes[i].desired) }
+	var g errgroup.Group
+	g.SetLimit(childWritesInFlight)
+	inline := len(writes) > 0 && len(writes) <= childWritesInFlight
+	for i := range writes {
+		if inline && i == len(writes)-1 {
+			write(i)
+			break
+		}
+		g.Go(func() error { write(i); return nil })
 	}
+	_ = g.Wait()
+	return errs
+}
+
+// stampChild completes one desired child as the engine writes it: its owner (and
+// label) from the parent, then what the hook asked for (stamp).
+func (c *controller) stampChild(parent, desired *unstructured.Unstructured) error {
+	c.flavor.prepareChild(parent, desired)
+	return c.stamp(desired)
+}
+
+// settled reports whether converge would leave the observed child as it is without an
+// API call: it is being deleted (and recreated once gone), or it holds desired
+// already. Such a child needs no write, so applyChild has nothing to do or note.
+func (c *controller) settled(ct *childType, observed, desired *unstructured.Unstructured) bool {
+	if observed == nil {
+		return false
+	}
+	return observed.GetDeletionTimestamp() != nil || c.inSync(desired, observed)
+}
+
+// applyChild converges one stamped desired child (stampChild), noting the write.
+func (c *controller) applyChild(ctx context.Context, ct *childType, parent, observed, desired *unstructured.Unstructured) error {
 	written, err := c.converge(ctx, ct, parent, observed, desired)
 	kind := childUpdated
 	if observed == nil {
@@ -136,12 +175,7 @@ func (c *controller) stamp(desired *unstructured.Unstructured) error {
 	if err := jsonvalue.Encoded(apply.ForApply(desired.Object), func(body []byte) { sum = sha256.Sum256(body) }); err != nil {
 		return err
 	}
-	annotations := desired.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
-	}
-	annotations[DesiredHashAnnotation] = hex.EncodeToString(sum[:12])
-	desired.SetAnnotations(annotations)
+	setMetadataString(desired, "annotations", DesiredHashAnnotation, hex.EncodeToString(sum[:12]))
 	return nil
 }
 

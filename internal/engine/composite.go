@@ -202,12 +202,7 @@ func (f *composite) check(parent *unstructured.Unstructured, desired []*unstruct
 
 func (f *composite) prepareChild(parent, child *unstructured.Unstructured) {
 	if f.generateSelector {
-		l := child.GetLabels()
-		if l == nil {
-			l = map[string]string{}
-		}
-		l[ControllerUIDLabel] = string(parent.GetUID())
-		child.SetLabels(l)
+		setMetadataString(child, "labels", ControllerUIDLabel, string(parent.GetUID()))
 	}
 	setControllerRef(child, parent)
 }
@@ -221,7 +216,7 @@ func setControllerRef(child, parent *unstructured.Unstructured) {
 		}
 	}
 	// As SetOwnerReferences would, which converts each reference by reflection.
-	_ = unstructured.SetNestedField(child.Object, refs, "metadata", "ownerReferences")
+	setMetadataField(child, "ownerReferences", refs)
 }
 
 // ownerRefObject is r as an unstructured value, as runtime.DefaultUnstructuredConverter
