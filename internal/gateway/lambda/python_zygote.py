@@ -11,8 +11,10 @@
 #      + stdin, stdout, stderr and n cgroup files
 #   -> {"id", "pid"} or {"id", "error"}
 #   -> {"exit": pid, "status": wait status} when a child exits
-# Nothing of any function ever reaches it. Each child specializes itself (see
-# specialize) before it runs the worker, which then reads its function on stdin.
+# Nothing of any function ever reaches it. Each child forks the worker, which
+# specializes itself (become_worker) before it reads its function on stdin,
+# and stays its init: on amd64 it executes the gateway's reaper (exec_reaper),
+# elsewhere it serves as serve_init.
 import base64
 import ctypes
 import gc
@@ -176,6 +178,24 @@ def serve_init(worker_pid):
             os._exit(os.waitstatus_to_exitcode(status))
 
 
+def exec_reaper(cfg, worker_pid):
+    # The init runs the gateway's reaper (metalambda-init, a static program of
+    # a few hundred bytes that does what serve_init does) from the sealed memfd
+    # the zygote was given, rather than stay a forked interpreter whose pages
+    # cost about 1 MiB per worker. It has dropped every capability (SECBIT_NOROOT
+    # locked, an empty bounding set: executing as root of the user namespace
+    # gains none), set no_new_privs and installed its filter already; the
+    # memfd's descriptor is close-on-exec, so the reaper holds none. Where
+    # there is no reaper, or it cannot be executed, serve_init serves instead.
+    fd = cfg.get("reaper")
+    if not fd:
+        return
+    try:
+        os.execve(fd, ["metalambda-init", str(worker_pid)], {})
+    except OSError:
+        os.close(fd)
+
+
 def child(cfg, worker, req, fds):
     try:
         signal.set_wakeup_fd(-1)
@@ -192,7 +212,12 @@ def child(cfg, worker, req, fds):
             # The init is counted in the worker's cgroup too.
             for fd in fds[3:]:
                 os.write(fd, b"0")
-            os.closerange(0, 1 << 16)
+            reaper = cfg.get("reaper")
+            if reaper:
+                os.closerange(0, reaper)
+                os.closerange(reaper + 1, 1 << 16)
+            else:
+                os.closerange(0, 1 << 16)
             drop(cfg, None)
             install_filter(cfg["filter"])
     except BaseException as exc:
@@ -201,6 +226,7 @@ def child(cfg, worker, req, fds):
         finally:
             os._exit(126)
     if pid != 0:
+        exec_reaper(cfg, pid)
         serve_init(pid)
     code = 0
     try:
@@ -304,9 +330,14 @@ def main():
     for fd in cfg["cgroups"]:
         os.write(fd, b"0")
     ctl = socket.socket(fileno=cfg["control"])
+    keep = {cfg["control"]}
+    if cfg.get("reaper"):
+        # Kept for the inits (exec_reaper), but never past an execution.
+        os.set_inheritable(cfg["reaper"], False)
+        keep.add(cfg["reaper"])
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
-        if fd > 2 and fd != cfg["control"]:
+        if fd > 2 and fd not in keep:
             try:
                 os.close(fd)
             except OSError:

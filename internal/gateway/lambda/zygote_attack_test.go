@@ -27,6 +27,9 @@ def sync(request):
     for sig in ("SIGKILL", "SIGTERM", "SIGINT", "SIGCONT", "SIGSTOP"):
         out["kill 1 " + sig] = attempt(lambda: os.kill(1, getattr(signal, sig)))
     out["kill -1"] = attempt(lambda: os.kill(-1, signal.SIGKILL))
+    # PTRACE_ATTACH: the seccomp filter refuses it first; the reads of
+    # /proc/1/mem below make the kernel's own check (as a tracer would).
+    out["ptrace 1"] = "ok" if libc.ptrace(16, 1, None, None) == 0 else os.strerror(ctypes.get_errno())
     for f in ("mem", "environ", "maps", "fd", "root", "cwd", "oom_score_adj", "ns/mnt", "ns/pid", "ns/user"):
         p = "/proc/1/" + f
         def rd(p=p):
@@ -64,8 +67,9 @@ def sync(request):
     return out
 `
 
-// TestZygoteChildReachesNothing: a forked worker may neither signal its init
-// (root of the zygote's user namespace, pid 1 of the worker's), nor read its
+// TestZygoteChildReachesNothing: a forked worker may neither signal nor trace
+// its init (root of the zygote's user namespace, pid 1 of the worker's, the
+// reaper where there is one), nor read its
 // memory, environment, descriptors, root or namespaces, nor write anywhere but
 // its own /tmp (no path shared with a sibling, the zygote or its init).
 func TestZygoteChildReachesNothing(t *testing.T) {
@@ -74,7 +78,7 @@ func TestZygoteChildReachesNothing(t *testing.T) {
 	out := report(t, c)
 	for k, v := range out {
 		switch {
-		case strings.HasPrefix(k, "kill 1 "), k == "write /proc/1/oom_score_adj":
+		case strings.HasPrefix(k, "kill 1 "), k == "ptrace 1", k == "write /proc/1/oom_score_adj":
 			if v != "Operation not permitted" && v != "Permission denied" {
 				t.Errorf("%s: %v, want refused", k, v)
 			}
@@ -100,6 +104,11 @@ func TestZygoteChildReachesNothing(t *testing.T) {
 	if status := out["init status"].(map[string]any); status["CapEff"] != "0000000000000000" || status["CapBnd"] != "0000000000000000" || status["Seccomp_filters"] != "2" {
 		t.Errorf("the init holds %v: want no capability and both filters", status)
 	}
+	if _, ok := out["ptrace 1"]; !ok {
+		t.Error("the probe did not try to trace its init")
+	}
+	// What was attacked is the reaper (on amd64), the init that executed it.
+	assertReaperInit(t, initOf(t, rt, "test/probe"))
 }
 
 // TestZygoteNotKilledByItsChildrenPages: each live child keeps pages charged

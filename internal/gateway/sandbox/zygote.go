@@ -33,8 +33,11 @@ import (
 // own in the range, an empty capability bounding set with locked securebits,
 // no_new_privs, the rlimits of its Limits and the seccomp filter of a namespace
 // sandbox's commands, stacked on the zygote's; then it closes every descriptor
-// but its stdin, stdout and stderr. The zygote reads only fixed fork requests
-// from a socket pair whose other end is the caller's.
+// but its stdin, stdout and stderr. Its init, pid 1 of that PID namespace,
+// drops every capability as well, installs the same filter, closes every
+// descriptor and executes the reaper (reaper.go) where there is one. The
+// zygote reads only fixed fork requests from a socket pair whose other end is
+// the caller's.
 
 // ZygoteSpec is a zygote to start.
 type ZygoteSpec struct {
@@ -66,6 +69,12 @@ type zygoteConfig struct {
 	// Cgroups are the descriptors of its own cgroup's files, which it joins
 	// first.
 	Cgroups []int `json:"cgroups"`
+	// Reaper is the descriptor of a sealed memfd holding the reaper
+	// (reaper.go), which each child's init executes once it has dropped its
+	// capabilities and installed its filter; 0 when there is none (no reaper
+	// for the architecture, or no executable memfd on the host): the init
+	// then stays the zygote's own code.
+	Reaper int `json:"reaper,omitempty"`
 	// Filter is the seccomp program each child installs (a namespace
 	// sandbox's commands').
 	Filter []byte `json:"filter"`
@@ -204,7 +213,8 @@ func (s *Sandbox) StartZygote(spec ZygoteSpec) (z *Zygote, err error) {
 		}
 	}()
 	// Descriptors: 3 the configuration, 4 the control socket, then the
-	// cgroup's files, then bwrap's seccomp filter and the read-only paths.
+	// cgroup's files, the reaper, then bwrap's seccomp filter and the
+	// read-only paths.
 	cfg := zygoteConfig{Control: 4, Filter: s.filters[boolIndex(spec.Network)], Network: spec.Network, Config: spec.Config}
 	files := []*os.File{nil, theirs}
 	for _, p := range cg.procs() {
@@ -215,6 +225,14 @@ func (s *Sandbox) StartZygote(spec ZygoteSpec) (z *Zygote, err error) {
 		closers = append(closers, f)
 		cfg.Cgroups = append(cfg.Cgroups, launchFD+len(files))
 		files = append(files, f)
+	}
+	// A host that refuses executable memfds (vm.memfd_noexec = 2) starts
+	// zygotes all the same: their children's inits stay the zygote's own
+	// code, which costs memory, not bounds.
+	if reaper, err := reaperFile(); err == nil && reaper != nil {
+		closers = append(closers, reaper)
+		cfg.Reaper = launchFD + len(files)
+		files = append(files, reaper)
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {

@@ -1,0 +1,11 @@
+package sandbox
+
+import _ "embed"
+
+//go:generate sh reaper/build.sh
+
+// reaperProgram is metalambda-init for amd64 (reaper/reaper.c, built by
+// reaper/build.sh).
+//
+//go:embed reaper/reaper-linux-amd64
+var reaperProgram []byte
