@@ -535,8 +535,14 @@ func (f *pyFunction) startWorker() (*pyWorker, error) {
 		if err != nil {
 			return nil, fmt.Errorf("function %s: %w", f.fn.Name, err)
 		}
+		// The function's top-level code runs while it loads, for up to its
+		// timeout and pythonStartAllowance, and may fill the worker's memory
+		// meanwhile: the budget counts it from now (a spare no longer counts
+		// with the spares).
+		f.pool.start(w)
 		if err := w.load(f); err != nil {
 			w.kill()
+			f.pool.started(w)
 			if attempt < maxDeliveries && w.undelivered.Load() {
 				continue // a spare that died waiting, before it read the source
 			}
