@@ -165,3 +165,42 @@ func TestRequestLeftUnreadWasNotSeen(t *testing.T) {
 		t.Fatalf("the peeker did not report tee refused: %v", err)
 	}
 }
+
+// writeBack reads each request from its stdin, as the worker would, then
+// opens its stdin again for writing and puts the request back, and dies: the
+// request would look unread, and the call go to another worker.
+const writeBack = `import os, select, sys, threading
+real = os.dup(3)  # the worker's copy of its stdin
+r, w = os.pipe()
+os.dup2(r, 3)
+def back():
+    select.select([real], [], [])
+    frame = os.read(real, 65536)
+    try:
+        fd = os.open("/proc/self/fd/%d" % real, os.O_WRONLY)
+        os.write(fd, frame)
+        sys.__stderr__.write("wrote back %d bytes\n" % len(frame))
+    except OSError as e:
+        sys.__stderr__.write("reopen: %s\n" % e.strerror)
+    sys.__stderr__.flush()
+    os._exit(7)
+threading.Thread(target=back, daemon=True).start()
+def sync(request):
+    return {}
+`
+
+// TestRequestWrittenBackIsNotDeliveredAgain: a worker may not write into its
+// own stdin (the gateway's pipe, reopened through /proc/self/fd), which would
+// make a request it read look unread, and the call run again on another
+// worker. A namespace sandbox's worker is another user than the pipe's owner;
+// a Landlock worker is the gateway's own user (run by TestLandlockSandbox).
+func TestRequestWrittenBackIsNotDeliveredAgain(t *testing.T) {
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 1, WorkerSpares: -1}))
+	c := mustCompile(t, rt, pyFn("writeback", writeBack))
+	before := rt.(*python).Stats().Starts
+	_, err := invoke(t, c, echoRequest("x"))
+	assertInvokeError(t, err, ReasonCrash, "exit status 7")
+	if starts := rt.(*python).Stats().Starts - before; starts != 1 || strings.Contains(err.Error(), "wrote back") {
+		t.Fatalf("a worker put the request it read back on its stdin (%d workers started): %v", starts, err)
+	}
+}
