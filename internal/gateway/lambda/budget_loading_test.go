@@ -65,7 +65,9 @@ func TestMemoryBudgetCountsLoadingWorkers(t *testing.T) {
 	if rss < 96<<20 {
 		t.Fatalf("the worker ended before the budget's look (%d bytes left)", rss)
 	}
-	if used < 96<<20 {
+	// The worker's cgroup counts a little less than its resident memory (its
+	// shared libraries' pages are charged to whoever read them first).
+	if used < 80<<20 {
 		t.Errorf("the budget counts %d bytes while a loading worker holds %d", used, rss)
 	}
 	select {
