@@ -37,7 +37,11 @@ type pool[T comparable] struct {
 	idle      []T
 	idleSince map[T]time.Time
 	busy      map[T]struct{}
-	closed    bool
+	// starting are the items being created that create has handed over
+	// (starting): a worker loading its function runs the function's code and
+	// holds memory before it is lent, which the budget counts.
+	starting map[T]struct{}
+	closed   bool
 	// read is each item's memory when last read: a start adds up these readings
 	// instead of reading every worker of the gateway; the sweep reads afresh.
 	read map[T]int64
@@ -45,13 +49,14 @@ type pool[T comparable] struct {
 
 func newPool[T comparable](size int, stats *poolSet, create func() (T, error), destroy func(T), keep func(T, time.Time) bool) *pool[T] {
 	p := &pool[T]{
-		create:  create,
-		destroy: destroy,
-		keep:    keep,
-		slots:   make(chan struct{}, size),
-		stats:   stats,
-		busy:    map[T]struct{}{},
-		read:    map[T]int64{},
+		create:   create,
+		destroy:  destroy,
+		keep:     keep,
+		slots:    make(chan struct{}, size),
+		stats:    stats,
+		busy:     map[T]struct{}{},
+		starting: map[T]struct{}{},
+		read:     map[T]int64{},
 
 		idleSince: map[T]time.Time{},
 	}
@@ -115,10 +120,27 @@ func (p *pool[T]) takeIdleOrCreate(ctx context.Context) (T, error) {
 	return item, p.markBusy(item)
 }
 
+// start records item, not yet made, as starting, so that its memory counts
+// until it is lent (markBusy) or given up (started).
+func (p *pool[T]) start(item T) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.starting[item] = struct{}{}
+}
+
+// started forgets item as starting: it failed to start, and is destroyed.
+func (p *pool[T]) started(item T) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.starting, item)
+	delete(p.read, item)
+}
+
 // markBusy records a new item, destroying it if the pool closed meanwhile.
 func (p *pool[T]) markBusy(item T) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	delete(p.starting, item)
 	if p.closed {
 		p.destroy(item)
 		return ErrClosed
@@ -220,7 +242,8 @@ func (p *pool[T]) takeIdle(item T, since time.Time) bool {
 	return true
 }
 
-// memoryUse is the memory of every item, and the idle ones a budget may stop.
+// memoryUse is the memory of every item (busy, idle or starting), and the idle
+// ones a budget may stop.
 // Unless fresh, an item read before counts with its last reading.
 func (p *pool[T]) memoryUse(fresh bool) (int64, []idleItem) {
 	if p.memory == nil {
@@ -229,6 +252,7 @@ func (p *pool[T]) memoryUse(fresh bool) (int64, []idleItem) {
 	p.mu.Lock()
 	idle := maps.Clone(p.idleSince)
 	busy := slices.Collect(maps.Keys(p.busy))
+	busy = slices.AppendSeq(busy, maps.Keys(p.starting))
 	read := maps.Clone(p.read)
 	p.mu.Unlock()
 	measure := func(item T) int64 {
@@ -239,7 +263,8 @@ func (p *pool[T]) memoryUse(fresh bool) (int64, []idleItem) {
 		p.mu.Lock()
 		_, idle := p.idleSince[item]
 		_, busy := p.busy[item]
-		if idle || busy { // not if the item went meanwhile
+		_, starting := p.starting[item]
+		if idle || busy || starting { // not if the item went meanwhile
 			p.read[item] = m
 		}
 		p.mu.Unlock()

@@ -401,9 +401,11 @@ func (f *pyFunction) Invoke(ctx context.Context, request json.RawMessage) (Resul
 // worker only when the one it went to had died before it read any of the
 // request (pyWorker.undelivered): an idle worker killed (its idle time, a
 // recycle, an eviction, or by itself) just before the pool saw its end. The
-// function's code never ran with the request, so trying again changes nothing
-// a hook could tell, but a worker that always dies idle is tried no more than
-// this.
+// function's code never ran with the request (it cannot read its stdin
+// without taking what it read: the sandbox refuses tee, and no worker may
+// open the pipe again to put back what it read), so trying again changes
+// nothing a hook could tell, but a worker that always dies idle is tried no
+// more than this.
 const maxDeliveries = 3
 
 // idleCPUAllowance is the processor time an idle worker may use before it is
@@ -535,8 +537,14 @@ func (f *pyFunction) startWorker() (*pyWorker, error) {
 		if err != nil {
 			return nil, fmt.Errorf("function %s: %w", f.fn.Name, err)
 		}
+		// The function's top-level code runs while it loads, for up to its
+		// timeout and pythonStartAllowance, and may fill the worker's memory
+		// meanwhile: the budget counts it from now (a spare no longer counts
+		// with the spares).
+		f.pool.start(w)
 		if err := w.load(f); err != nil {
 			w.kill()
+			f.pool.started(w)
 			if attempt < maxDeliveries && w.undelivered.Load() {
 				continue // a spare that died waiting, before it read the source
 			}
@@ -629,6 +637,15 @@ func (w *pyWorker) start(s *workerSpec, args []string) error {
 	childIn, stdin, err := os.Pipe()
 	if err != nil {
 		return err
+	}
+	// Nobody may open the stdin pipe again (through /proc/self/fd): a worker
+	// of the gateway's own user (the Landlock sandbox) could otherwise write
+	// into it, put back a request it read, and die: the request would look
+	// unread, and the call go to another worker.
+	if err := childIn.Chmod(0); err != nil {
+		childIn.Close()
+		stdin.Close()
+		return fmt.Errorf("starting %s: its stdin: %w", args[0], err)
 	}
 	stdout, child, err := os.Pipe()
 	if err != nil {

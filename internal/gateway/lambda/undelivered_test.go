@@ -2,6 +2,7 @@ package lambda
 
 import (
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -118,5 +119,88 @@ func TestSpareThatDiedWaitingIsReplaced(t *testing.T) {
 	assertEcho(t, c, "a")
 	if !spare.undelivered.Load() {
 		t.Fatal("the dead spare was not taken (the machine was too slow for the test's second?)")
+	}
+}
+
+// teePeeker reads each request without taking it from its stdin (tee(2) into
+// a pipe of its own: the worker's loop is pointed at a pipe that never
+// speaks), says on stderr whether it saw it, and dies: the gateway finds the
+// request unread and gives the call to another worker.
+const teePeeker = `import ctypes, os, select, sys, threading
+libc = ctypes.CDLL(None, use_errno=True)
+real = os.dup(3)  # the worker's copy of its stdin
+r, w = os.pipe()
+os.dup2(r, 3)
+def peek():
+    select.select([real], [], [])
+    pr, pw = os.pipe()
+    n = libc.tee(real, pw, 65536, 0)
+    if n > 0:
+        sys.__stderr__.write("saw %r\n" % os.read(pr, 65536)[:40])
+    else:
+        sys.__stderr__.write("tee: %s\n" % os.strerror(ctypes.get_errno()))
+    sys.__stderr__.flush()
+    os._exit(7)
+threading.Thread(target=peek, daemon=True).start()
+def sync(request):
+    return {}
+`
+
+// TestRequestLeftUnreadWasNotSeen: a call goes to another worker only when
+// the first left all of its request on its stdin, which must mean that the
+// function never saw it. A worker that could read the pipe without taking
+// what it read (tee) would act on the request and die, and the call would run
+// again on up to maxDeliveries workers.
+func TestRequestLeftUnreadWasNotSeen(t *testing.T) {
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 1, WorkerSpares: -1}))
+	c := mustCompile(t, rt, pyFn("teepeek", teePeeker))
+	before := rt.(*python).Stats().Starts
+	_, err := invoke(t, c, echoRequest("x"))
+	assertInvokeError(t, err, ReasonCrash, "exit status 7")
+	starts := rt.(*python).Stats().Starts - before
+	if strings.Contains(err.Error(), "saw ") {
+		t.Fatalf("a worker read the request and left it for the next (%d workers started): %v", starts, err)
+	}
+	if !strings.Contains(err.Error(), "tee: Operation not permitted") {
+		t.Fatalf("the peeker did not report tee refused: %v", err)
+	}
+}
+
+// writeBack reads each request from its stdin, as the worker would, then
+// opens its stdin again for writing and puts the request back, and dies: the
+// request would look unread, and the call go to another worker.
+const writeBack = `import os, select, sys, threading
+real = os.dup(3)  # the worker's copy of its stdin
+r, w = os.pipe()
+os.dup2(r, 3)
+def back():
+    select.select([real], [], [])
+    frame = os.read(real, 65536)
+    try:
+        fd = os.open("/proc/self/fd/%d" % real, os.O_WRONLY)
+        os.write(fd, frame)
+        sys.__stderr__.write("wrote back %d bytes\n" % len(frame))
+    except OSError as e:
+        sys.__stderr__.write("reopen: %s\n" % e.strerror)
+    sys.__stderr__.flush()
+    os._exit(7)
+threading.Thread(target=back, daemon=True).start()
+def sync(request):
+    return {}
+`
+
+// TestRequestWrittenBackIsNotDeliveredAgain: a worker may not write into its
+// own stdin (the gateway's pipe, reopened through /proc/self/fd), which would
+// make a request it read look unread, and the call run again on another
+// worker. A namespace sandbox's worker is another user than the pipe's owner;
+// a Landlock worker is the gateway's own user (run by TestLandlockSandbox).
+func TestRequestWrittenBackIsNotDeliveredAgain(t *testing.T) {
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 1, WorkerSpares: -1}))
+	c := mustCompile(t, rt, pyFn("writeback", writeBack))
+	before := rt.(*python).Stats().Starts
+	_, err := invoke(t, c, echoRequest("x"))
+	assertInvokeError(t, err, ReasonCrash, "exit status 7")
+	if starts := rt.(*python).Stats().Starts - before; starts != 1 || strings.Contains(err.Error(), "wrote back") {
+		t.Fatalf("a worker put the request it read back on its stdin (%d workers started): %v", starts, err)
 	}
 }

@@ -43,6 +43,7 @@ const (
 	whyMemfd   = "memory files are held by descriptors, counted by no address-space limit"
 	whyHandle  = "file handles open files by inode, past the sandbox's view of paths"
 	whyNUMA    = "moves other processes' pages and sets memory policy"
+	whyTee     = "reads a pipe without taking what it read: a worker could read a call's request, leave it in its stdin and die, and the gateway would give the call to another worker as one never read"
 )
 
 // refusedCalls are refused in every sandbox, whatever the mode: the one list of
@@ -94,6 +95,7 @@ var refusedCalls = append([]refusal{
 	{"migrate_pages", unix.SYS_MIGRATE_PAGES, syscall.EPERM, whyNUMA},
 	{"mbind", unix.SYS_MBIND, syscall.EPERM, whyNUMA},
 	{"set_mempolicy", unix.SYS_SET_MEMPOLICY, syscall.EPERM, whyNUMA},
+	{"tee", unix.SYS_TEE, syscall.EPERM, whyTee},
 	{"kexec_load", unix.SYS_KEXEC_LOAD, syscall.EPERM, whyHost},
 	{"kexec_file_load", unix.SYS_KEXEC_FILE_LOAD, syscall.EPERM, whyHost},
 	{"init_module", unix.SYS_INIT_MODULE, syscall.EPERM, whyHost},
