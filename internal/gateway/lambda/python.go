@@ -402,10 +402,10 @@ func (f *pyFunction) Invoke(ctx context.Context, request json.RawMessage) (Resul
 // request (pyWorker.undelivered): an idle worker killed (its idle time, a
 // recycle, an eviction, or by itself) just before the pool saw its end. The
 // function's code never ran with the request (it cannot read its stdin
-// without taking what it read: the sandbox refuses tee, and no worker may
-// open the pipe again to put back what it read), so trying again changes
-// nothing a hook could tell, but a worker that always dies idle is tried no
-// more than this.
+// without taking what it read: the sandbox refuses tee; and only a worker of
+// another user than the gateway's, which may not open the pipe again to put
+// back what it read, is tried again), so trying again changes nothing a hook
+// could tell, but a worker that always dies idle is tried no more than this.
 const maxDeliveries = 3
 
 // idleCPUAllowance is the processor time an idle worker may use before it is
@@ -638,15 +638,6 @@ func (w *pyWorker) start(s *workerSpec, args []string) error {
 	if err != nil {
 		return err
 	}
-	// Nobody may open the stdin pipe again (through /proc/self/fd): a worker
-	// of the gateway's own user (the Landlock sandbox) could otherwise write
-	// into it, put back a request it read, and die: the request would look
-	// unread, and the call go to another worker.
-	if err := childIn.Chmod(0); err != nil {
-		childIn.Close()
-		stdin.Close()
-		return fmt.Errorf("starting %s: its stdin: %w", args[0], err)
-	}
 	stdout, child, err := os.Pipe()
 	if err != nil {
 		childIn.Close()
@@ -789,7 +780,14 @@ func (w *pyWorker) exchange(ctx context.Context, name string, frame []byte, limi
 	}
 	if err != nil {
 		// The worker's stdout has ended, so it has exited (or closed its
-		// ends): what it left on its stdin is final.
+		// ends): what it left on its stdin is final. It tells only of a
+		// worker that could not write into that pipe itself: one of the
+		// gateway's own user (the Landlock sandbox of a gateway that is not
+		// root, or no sandbox) can give the pipe's mode back and reopen it
+		// through /proc/self/fd, and put back a request it read.
+		if !w.sandboxed || w.sharedUser {
+			return pyReply{}, w.crashError(name)
+		}
 		if unread, ok := pipeUnread(w.stdin); ok && unread == n {
 			w.undelivered.Store(true)
 		}

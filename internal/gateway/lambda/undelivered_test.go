@@ -177,6 +177,10 @@ def back():
     select.select([real], [], [])
     frame = os.read(real, 65536)
     try:
+        try:
+            os.fchmod(real, 0o600)  # its owner may give its mode back
+        except OSError:
+            pass
         fd = os.open("/proc/self/fd/%d" % real, os.O_WRONLY)
         os.write(fd, frame)
         sys.__stderr__.write("wrote back %d bytes\n" % len(frame))
@@ -189,18 +193,20 @@ def sync(request):
     return {}
 `
 
-// TestRequestWrittenBackIsNotDeliveredAgain: a worker may not write into its
-// own stdin (the gateway's pipe, reopened through /proc/self/fd), which would
-// make a request it read look unread, and the call run again on another
-// worker. A namespace sandbox's worker is another user than the pipe's owner;
-// a Landlock worker is the gateway's own user (run by TestLandlockSandbox).
+// TestRequestWrittenBackIsNotDeliveredAgain: a worker that writes a request it
+// read back into its stdin (the gateway's pipe, its mode given back and
+// reopened through /proc/self/fd) makes it look unread: the call must not run
+// again on another worker. A namespace sandbox's worker is another user than
+// the pipe's owner and can do neither; a Landlock worker of a gateway that is
+// not root is the gateway's own user and can, so its calls are never tried
+// again (run by TestLandlockSandbox).
 func TestRequestWrittenBackIsNotDeliveredAgain(t *testing.T) {
 	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 1, WorkerSpares: -1}))
 	c := mustCompile(t, rt, pyFn("writeback", writeBack))
 	before := rt.(*python).Stats().Starts
 	_, err := invoke(t, c, echoRequest("x"))
 	assertInvokeError(t, err, ReasonCrash, "exit status 7")
-	if starts := rt.(*python).Stats().Starts - before; starts != 1 || strings.Contains(err.Error(), "wrote back") {
-		t.Fatalf("a worker put the request it read back on its stdin (%d workers started): %v", starts, err)
+	if starts := rt.(*python).Stats().Starts - before; starts != 1 {
+		t.Fatalf("a worker put the request it read back on its stdin, and the call ran again (%d workers started): %v", starts, err)
 	}
 }
