@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -347,6 +348,13 @@ func (zs *zygotes) memory(fresh bool) int64 {
 			m = -1
 		}
 		known[i] = m
+	}
+	if len(zs.read) > len(live) { // a zygote that died as current was never retired
+		for z := range zs.read {
+			if !slices.Contains(live, z) {
+				delete(zs.read, z)
+			}
+		}
 	}
 	zs.mu.Unlock()
 	var total int64
