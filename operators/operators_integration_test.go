@@ -54,13 +54,16 @@ func startPlatform(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		env.AtExit(gw.Stop) // its sandbox closed, with its zygotes and cgroups
 		opts := engine.Defaults()
 		opts.ResolveService = func(ref v1alpha1.ServiceReference) (string, bool) {
 			return gw.URL, ref.Name == "metalambda-gateway" && ref.Namespace == "metalambda-system"
 		}
-		if _, err := start.RunEngine(env.Config, opts); err != nil {
+		eng, err := start.RunEngine(env.Config, opts)
+		if err != nil {
 			t.Fatal(err)
 		}
+		env.AtExit(func() { _ = eng.Stop() }) // first: it calls the gateway
 	})
 }
 

@@ -35,6 +35,28 @@ type Env struct {
 
 	crdMu     sync.Mutex
 	installed map[string]*apiextensionsv1.CustomResourceDefinitionSpec // by name: what InstallCRDs installed
+
+	stopMu sync.Mutex
+	stops  []func() // AtExit's, run last first
+}
+
+// AtExit runs stop once the package's tests have run, before the control plane
+// stops: for what runs for the whole package (a shared gateway, whose sandbox
+// must be closed to leave no cgroup or zygote behind).
+func (e *Env) AtExit(stop func()) {
+	e.stopMu.Lock()
+	defer e.stopMu.Unlock()
+	e.stops = append(e.stops, stop)
+}
+
+func (e *Env) runStops() {
+	e.stopMu.Lock()
+	stops := e.stops
+	e.stops = nil
+	e.stopMu.Unlock()
+	for i := len(stops) - 1; i >= 0; i-- {
+		stops[i]()
+	}
 }
 
 // Main starts a control plane, stores it in *env, runs the package's tests, prints the
@@ -66,6 +88,7 @@ func run(m *testing.M, env **Env, opts cluster.Options) int {
 	}
 	*env = e
 	code := m.Run()
+	e.runStops()
 	if code != 0 {
 		fmt.Fprintf(os.Stderr, "kubetest: tests failed; control-plane logs:\n%s", cluster.LogTails(60))
 	}
