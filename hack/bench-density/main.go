@@ -56,6 +56,7 @@ func main() {
 	flag.StringVar(&pythonZygote, "python-zygote", lambda.DefaultPythonZygote, "the gateway's --python-zygote (auto or off)")
 	flag.IntVar(&spares, "spares", lambda.DefaultWorkerSpares, "the gateway's --worker-spares (negative: none)")
 	flag.IntVar(&warmCalls, "warm-calls", 1, "calls of each Function in the warm pass: a worker's memory after many calls (a Go worker's heap grows between collections) rather than after one")
+	flag.StringVar(&memProfile, "memprofile", "", "a directory to write this process's heap profile into at each state (STATE.pprof), for go tool pprof")
 	flag.DurationVar(&coldInterval, "cold-interval", 0, "pause between two cold calls: 0 calls back to back, which drains the spares faster than they refill; a pause longer than a worker's start shows cold starts as they come when they are sporadic")
 	flag.Parse()
 	q, err := resource.ParseQuantity(*budget)
@@ -74,6 +75,7 @@ var (
 	pythonZygote string
 	coldInterval time.Duration
 	warmCalls    int
+	memProfile   string
 )
 
 // restAfterWarm is how long the workers rest after the warm pass before their
@@ -118,6 +120,8 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	defer stop()
 	stats := gw.RuntimeStats
 	baseline := pss()
+	var gm goMem
+	gm.record("no Function")
 
 	dyn := dynamic.NewForConfigOrDie(cluster.Config)
 	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": namespace}}}
@@ -156,6 +160,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	registered := time.Since(start)
 	time.Sleep(2 * time.Second) // the check workers' exits
 	registeredPSS := pss()
+	gm.record("registered")
 
 	call := func(name string, clients, repeat int, pause time.Duration) *phase {
 		p := &phase{name: name, latencies: map[string][]time.Duration{}}
@@ -189,6 +194,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 		close(work)
 		wg.Wait()
 		p.pss = pss()
+		gm.record("after the " + name)
 		return p
 	}
 	cold := call("first call (cold)", 1, 1, coldInterval)
@@ -196,8 +202,10 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	warmSplit := splitWorkers()
 	time.Sleep(restAfterWarm) // workers idle for a moment, still warm
 	restedPSS, restedSplit := pss(), splitWorkers()
+	gm.record("rested")
 	time.Sleep(idleTimeout + 3*time.Second) // past the idle timeout and a sweep
 	idlePSS := pss()
+	gm.record("idle")
 	again := call("after idle (cold)", 1, 1, coldInterval)
 	after := stats()
 
@@ -236,6 +244,8 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	warmSplit.print(os.Stdout, "after the second calls")
 	fmt.Println()
 	restedSplit.print(os.Stdout, fmt.Sprintf("%s after the second calls", restAfterWarm))
+	fmt.Println()
+	gm.print(os.Stdout)
 	fmt.Printf("\nthis process's own RSS (the gateway and the benchmark): %.1f MiB; workers' memory at the budget's last look: %.1f MiB\n",
 		mib(rss(os.Getpid())), mib(opts.MemoryBudget.Used()))
 	return nil
