@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"golang.org/x/sys/unix"
 
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
@@ -252,6 +253,51 @@ def sync(request):
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the call outlived its 2 s timeout by 28 s: the gateway is stuck writing to a worker that does not read")
+	}
+}
+
+// TestWorkerThatWritesAheadServesNoOtherCall: a function that writes a reply
+// frame of its own puts its worker ahead of its calls: its real reply would
+// answer the next call. The gateway reads one reply per call, so that worker
+// must serve no other call, whether the frame it wrote ahead was read with the
+// forged one or is still in its pipe when the next call comes.
+func TestWorkerThatWritesAheadServesNoOtherCall(t *testing.T) {
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 1}))
+	for _, tt := range []struct {
+		name  string
+		write string  // what the function writes before it sleeps and answers
+		sleep float64 // how long it sleeps, in seconds
+		pause time.Duration
+	}{
+		// Two frames in one write: both in the gateway's buffer at once, and
+		// the real reply comes after the next call has been sent.
+		{name: "read with the forged frame", write: "forged + stale", sleep: 0.3},
+		// The real reply in the pipe before the next call comes.
+		{name: "in the pipe", write: "forged", sleep: 0.05, pause: 300 * time.Millisecond},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			source := fmt.Sprintf(`import os, json, time
+def sync(request):
+    name = request["parent"]["metadata"]["name"]
+    forged = json.dumps({"ok": True, "logs": "", "response": {"forged": name}}).encode() + b"\n"
+    stale = json.dumps({"ok": True, "logs": "", "response": {"stale": name}}).encode() + b"\n"
+    os.write(4, %s)
+    time.sleep(%g)
+    return {"real": name}
+`, tt.write, tt.sleep)
+			c := mustCompile(t, rt, pyFn("ahead", source))
+			defer c.Close()
+			for _, name := range []string{"one", "two", "three"} {
+				res, err := invoke(t, c, echoRequest(name))
+				if err != nil {
+					t.Fatalf("call %s: %v", name, err)
+				}
+				if diff := cmp.Diff(map[string]any{"forged": name}, decode(t, res.Response)); diff != "" {
+					t.Errorf("call %s was answered with another's reply (-want +got):\n%s", name, diff)
+				}
+				time.Sleep(tt.pause)
+			}
+		})
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -489,16 +490,20 @@ type pyWorker struct {
 	// spareMemory is the memory read while the worker waited as a spare.
 	spareMemory atomic.Int64
 	cmd         *exec.Cmd
-	stdin       *os.File      // the write end of the worker's stdin
-	stdout      *os.File      // the read end of the worker's stdout, closed by kill
-	replies     *bufio.Reader // over stdout, read by the caller of exchange
-	exited      chan struct{} // closed once the process is reaped and its directory removed
-	stderr      *tailBuffer
-	dir         string           // the unsandboxed worker's temporary directory
-	sb          *sandbox.Command // the sandboxed worker's command; nil when unsandboxed or forked
-	fk          *sandbox.Forked  // the worker forked by a zygote; nil when started by a command
-	zygotes     *zygotes         // the zygotes of fk's network view
-	once        sync.Once
+	stdin       *os.File // the write end of the worker's stdin
+	stdout      *os.File // the read end of the worker's stdout, closed by kill
+	// overran is set when the worker wrote more than a reply (readReply).
+	overran    atomic.Bool
+	exited     chan struct{} // closed once the process is reaped and its directory removed
+	stderr     *tailBuffer
+	stderrRead *os.File         // the read end of the worker's stderr, drained into stderr
+	stderrDone chan struct{}    // closed once stderrRead is drained and closed
+	stderrStop atomic.Bool      // ends the drain of stderrRead
+	dir        string           // the unsandboxed worker's temporary directory
+	sb         *sandbox.Command // the sandboxed worker's command; nil when unsandboxed or forked
+	fk         *sandbox.Forked  // the worker forked by a zygote; nil when started by a command
+	zygotes    *zygotes         // the zygotes of fk's network view
+	once       sync.Once
 
 	loaded sandbox.Usage // what the worker held once it had loaded the source
 
@@ -628,33 +633,35 @@ func (w *pyWorker) start(s *workerSpec, args []string) error {
 		return err
 	}
 	w.cmd = cmd
-	w.cmd.Stderr = w.stderr
 	w.cmd.WaitDelay = time.Second
-	// The worker's stdin and stdout are pipes of our own, not StdinPipe's and
-	// StdoutPipe's: Wait closes those, and a reply the worker wrote just before
-	// it exited stays readable; and what the worker left unread on its stdin
-	// tells whether it read a request (undelivered).
-	childIn, stdin, err := os.Pipe()
-	if err != nil {
-		return err
+	// The worker's pipes are our own, not StdinPipe's and the like: Wait
+	// closes those, and a reply the worker wrote just before it exited stays
+	// readable; what the worker left unread on its stdin tells whether it read
+	// a request (undelivered); and its stderr is drained without a buffer of
+	// its own (drain).
+	var mine, theirs [3]*os.File
+	for i := range 3 {
+		r, wr, err := os.Pipe()
+		if err != nil {
+			closeFiles(mine[:i])
+			closeFiles(theirs[:i])
+			return err
+		}
+		if i == 0 {
+			mine[i], theirs[i] = wr, r
+		} else {
+			mine[i], theirs[i] = r, wr
+		}
 	}
-	stdout, child, err := os.Pipe()
-	if err != nil {
-		childIn.Close()
-		stdin.Close()
-		return err
-	}
-	w.cmd.Stdin, w.cmd.Stdout = childIn, child
+	w.cmd.Stdin, w.cmd.Stdout, w.cmd.Stderr = theirs[0], theirs[1], theirs[2]
 	err = w.startCmd()
-	childIn.Close()
-	child.Close()
+	closeFiles(theirs[:])
 	if err != nil {
-		stdin.Close()
-		stdout.Close()
+		closeFiles(mine[:])
 		return fmt.Errorf("starting %s: %w", args[0], err)
 	}
-	w.stdin, w.stdout = stdin, stdout
-	w.replies = bufio.NewReaderSize(stdout, 64<<10)
+	w.stdin, w.stdout = mine[0], mine[1]
+	w.drainStderr(mine[2])
 	go w.reap()
 	if len(s.preamble) > 0 {
 		if err := w.writePreamble(s.preamble); err != nil {
@@ -683,17 +690,63 @@ func (w *pyWorker) reap() {
 	defer close(w.exited)
 	defer workerFunctions.Delete(w.id)
 	defer w.removeDir()
-	if w.fk != nil {
+	switch {
+	case w.fk != nil:
 		w.waitForked()
-		return
+	case w.sb != nil:
+		<-w.sb.Exited() // waiting in Wait would hold an OS thread per worker
+		_ = w.cmd.Wait()
+	default:
+		sandbox.WaitExit(w.cmd.Process.Pid)
+		_ = w.cmd.Wait()
 	}
-	_ = w.cmd.Wait()
+	// What the worker wrote last on its stderr, a traceback or a runtime's
+	// crash, is what tells why it ended: it is read to its end before the
+	// worker counts as exited, unless something the worker left behind holds
+	// it open (as exec.Cmd's WaitDelay bounds it).
+	select {
+	case <-w.stderrDone:
+	case <-time.After(time.Second):
+		w.stderrStop.Store(true)
+		w.stderrRead.Close()
+		<-w.stderrDone
+	}
 }
 
-// readReply reads the worker's next reply. A reply longer than maxReply kills
-// the worker.
+// drainStderr reads f, the worker's stderr, into w.stderr in a goroutine of
+// its own until its end.
+func (w *pyWorker) drainStderr(f *os.File) {
+	w.stderrRead, w.stderrDone = f, make(chan struct{})
+	go func() {
+		defer close(w.stderrDone)
+		defer f.Close()
+		w.stderr.drain(f, &w.stderrStop)
+	}()
+}
+
+func closeFiles(files []*os.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// replyReaders are the readers of replies, lent to one read at a time: a
+// reader per worker would hold its 64 KiB while the worker is idle, the most
+// an idle worker cost the gateway.
+var replyReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
+
+// readReply reads the worker's next reply. Bytes read past it mean the worker
+// wrote ahead of its calls, and it is dead to them. A reply longer than
+// maxReply kills the worker.
 func (w *pyWorker) readReply() ([]byte, error) {
-	line, err := readLine(w.replies, w.maxReply)
+	r := replyReaders.Get().(*bufio.Reader)
+	r.Reset(w.stdout)
+	line, err := readLine(r, w.maxReply)
+	if r.Buffered() > 0 {
+		w.overran.Store(true)
+	}
+	r.Reset(nil)
+	replyReaders.Put(r)
 	if errors.Is(err, errReplyTooLarge) {
 		w.tooLarge.Store(true)
 		w.kill()
@@ -878,9 +931,12 @@ func exitState(ps *os.ProcessState, sandboxed bool) string {
 }
 
 // dead reports whether the worker has exited, or is out of step with its calls:
-// it wrote more than its last reply, which was read with it.
+// it wrote more than its last reply, read with it or still in its pipe.
 func (w *pyWorker) dead() bool {
-	if w.replies.Buffered() > 0 {
+	if w.overran.Load() {
+		return true
+	}
+	if unread, ok := pipeUnread(w.stdout); ok && unread > 0 {
 		return true
 	}
 	select {
@@ -1024,6 +1080,39 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 	}
 	t.buf = append(t.buf, p...)
 	return n, nil
+}
+
+// stderrChunks are what a worker's stderr is read into, lent to one read at a
+// time: a worker's stderr is read for as long as it lives, and most of that
+// time it writes nothing, so a buffer of each worker's own (io.Copy's 32 KiB)
+// would be held for nothing.
+var stderrChunks = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
+
+// drain writes what f, a pipe's read end, gives into t until its end, an error
+// or stop. It waits for f to be readable without holding a buffer.
+func (t *tailBuffer) drain(f *os.File, stop *atomic.Bool) {
+	rc, err := f.SyscallConn()
+	if err != nil {
+		_, _ = io.Copy(t, f)
+		return
+	}
+	_ = rc.Read(func(fd uintptr) bool {
+		b := stderrChunks.Get().(*[]byte)
+		defer stderrChunks.Put(b)
+		for !stop.Load() {
+			n, err := unix.Read(int(fd), *b)
+			switch {
+			case n > 0:
+				_, _ = t.Write((*b)[:n])
+			case err == unix.EINTR:
+			case err == unix.EAGAIN:
+				return false // nothing more for now: wait, holding no buffer
+			default:
+				return true // the end, or an error
+			}
+		}
+		return true
+	})
 }
 
 func (t *tailBuffer) String() string {

@@ -107,6 +107,8 @@ func TestPythonFailures(t *testing.T) {
 		{name: "nan", source: "def sync(r):\n    return {'a': float('nan')}\n", reason: ReasonBadReturn, contains: "cannot be serialized"},
 		{name: "exit", source: "import sys\ndef sync(r):\n    sys.stderr.write('bye')\n    sys.exit(3)\n", reason: ReasonCrash, contains: "exit status 3"},
 		{name: "abort", source: "import os\ndef sync(r):\n    os.abort()\n", reason: ReasonCrash, contains: "signal: aborted"},
+		// What the worker wrote last on its stderr is read before its end is.
+		{name: "last words", source: "import os\ndef sync(r):\n    os.write(2, b'x' * 100000 + b'last words')\n    os._exit(3)\n", reason: ReasonCrash, contains: "last words"},
 	}
 	rt := NewPython(sandboxed(t, Options{}))
 	for _, tt := range tests {

@@ -1,13 +1,12 @@
 package lambda
 
 import (
-	"bufio"
 	"cmp"
 	"context"
 	_ "embed"
 	"errors"
 	"fmt"
-	"io"
+
 	"log/slog"
 	"os"
 	"slices"
@@ -409,13 +408,8 @@ func (w *pyWorker) startForked(s *workerSpec) error {
 	w.fk, w.zygotes = f, s.zygote
 	w.stdin = f.Stdin
 	forkedWorkers.Store(f, w.id)
-	stderr := f.Stderr
-	go func() {
-		_, _ = io.Copy(w.stderr, stderr)
-		stderr.Close()
-	}()
+	w.drainStderr(f.Stderr)
 	w.stdout = f.Stdout
-	w.replies = bufio.NewReaderSize(f.Stdout, 64<<10)
 	go w.reap()
 	return nil
 }

@@ -387,16 +387,15 @@ func ownDirs(dir string) {
 	}
 }
 
-// waitExit returns once the process pid has exited, without reaping it.
-func waitExit(pid int) {
+// WaitExit returns once the process pid, a child of this process, has exited,
+// without reaping it. It waits in the runtime's poller, holding no OS thread.
+func WaitExit(pid int) {
 	fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK)
 	if errors.Is(err, unix.ESRCH) {
 		return // already gone
 	}
-	if err != nil { // no descriptor to spare: wait until it is reaped
-		for unix.Kill(pid, 0) == nil {
-			time.Sleep(time.Second)
-		}
+	if err != nil { // no descriptor to spare
+		pollExit(pid, time.Second)
 		return
 	}
 	f := os.NewFile(uintptr(fd), "pidfd")
@@ -410,6 +409,22 @@ func waitExit(pid int) {
 		n, err := unix.Poll([]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}, 0)
 		return n > 0 || (err != nil && !errors.Is(err, unix.EINTR))
 	})
+}
+
+// pollExit returns once the process pid, a child of this process, has exited
+// (or was reaped), looking every interval without reaping it.
+func pollExit(pid int, interval time.Duration) {
+	for {
+		var info unix.Siginfo
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil || info.Signo != 0 { // reaped already, or exited
+			return
+		}
+		time.Sleep(interval)
+	}
 }
 
 // RestrictedCommand returns a command that runs args the way a container under

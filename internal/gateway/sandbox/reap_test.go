@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -59,4 +60,45 @@ func zombieChildren() []string {
 		}
 	}
 	return out
+}
+
+// TestWaitExitLeavesTheProcessToBeReaped: WaitExit, through a pidfd or by
+// looking now and then when no descriptor is to be had, returns once its child
+// has exited and not before, and leaves its status to the child's Wait.
+func TestWaitExitLeavesTheProcessToBeReaped(t *testing.T) {
+	for name, wait := range map[string]func(int){
+		"pidfd":   WaitExit,
+		"polling": func(pid int) { pollExit(pid, 10*time.Millisecond) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cmd := exec.Command("sh", "-c", "read line; exit 7")
+			stdin, err := cmd.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan struct{})
+			go func() {
+				wait(cmd.Process.Pid)
+				close(done)
+			}()
+			select {
+			case <-done:
+				t.Fatal("WaitExit returned while its process ran")
+			case <-time.After(200 * time.Millisecond):
+			}
+			stdin.Close()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+				t.Fatal("WaitExit did not return 10 s after its process exited")
+			}
+			err = cmd.Wait()
+			if code := cmd.ProcessState.ExitCode(); code != 7 {
+				t.Errorf("Wait after WaitExit: exit code %d (%v), want 7", code, err)
+			}
+		})
+	}
 }

@@ -582,7 +582,13 @@ type Command struct {
 	cgroup   *cgroup     // nil: the command has no cgroup of its own
 	uid      int         // the user of its own (takeUID) it runs as; 0: none
 	ended    atomic.Bool // its process has exited and its process group was killed
+	exited   chan struct{}
 }
+
+// Exited is closed once the command's process has exited and its process group
+// was killed; it is not reaped yet. Wait returns at once then, where waiting in
+// Wait holds an OS thread for as long as the process runs.
+func (c *Command) Exited() <-chan struct{} { return c.exited }
 
 // Start starts the command and closes the descriptors it handed over. The
 // directory of a Landlock command (made by its launcher) and the command's
@@ -598,6 +604,7 @@ func (c *Command) Start() error {
 		releaseUID(c.uid)
 		return err
 	}
+	c.exited = make(chan struct{})
 	go c.cleanAtExit()
 	return nil
 }
@@ -607,9 +614,10 @@ func (c *Command) Start() error {
 // removes its cgroup and directory, and gives its user back. Without a cgroup,
 // a process the command left behind would otherwise run on, as its user.
 func (c *Command) cleanAtExit() {
-	waitExit(c.Process.Pid)
+	WaitExit(c.Process.Pid)
 	_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
 	c.ended.Store(true)
+	close(c.exited) // only now may it be reaped, which frees its group's number
 	c.cgroup.kill()
 	c.cgroup.remove()
 	if c.dir != "" {
