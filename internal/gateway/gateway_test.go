@@ -43,17 +43,28 @@ func TestOpenAPIDescribesEveryRoute(t *testing.T) {
 	}
 }
 
+// TestHistoryKeepsTheNewestFirst: a history holds nothing until a call, grows
+// to its size and then keeps the newest, newest first.
 func TestHistoryKeepsTheNewestFirst(t *testing.T) {
-	h := newHistory(3)
-	for i := range 5 {
-		h.add(Invocation{Status: 200 + i})
+	h := newHistory(6)
+	if cap(h.items) != 0 {
+		t.Errorf("a history never written holds room for %d invocations", cap(h.items))
 	}
-	var got []int
-	for _, inv := range h.list() {
-		got = append(got, inv.Status)
-	}
-	if diff := cmp.Diff([]int{204, 203, 202}, got); diff != "" {
-		t.Errorf("history (-want +got):\n%s", diff)
+	for n := 1; n <= 15; n++ {
+		h.add(Invocation{Status: 200 + n})
+		var got, want []int
+		for _, inv := range h.list() {
+			got = append(got, inv.Status)
+		}
+		for i := n; i > max(n-6, 0); i-- {
+			want = append(want, 200+i)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Fatalf("history after %d calls (-want +got):\n%s", n, diff)
+		}
+		if cap(h.items) > 6 {
+			t.Fatalf("a history of 6 holds room for %d", cap(h.items))
+		}
 	}
 	big := make([]byte, maxRecordedBody+1)
 	for i := range big {

@@ -20,21 +20,19 @@ const maxRecordedBody = 16 << 10
 // redacted replaces a secret value in the history.
 const redacted = redact.Placeholder
 
-// history is a bounded ring of recent invocations, newest last. A disabled history
-// records nothing and holds nothing.
+// history is a bounded ring of recent invocations, newest last. It grows as
+// invocations come, so that a function never called holds none of its room. A
+// disabled history records nothing and holds nothing.
 type history struct {
 	mu       sync.Mutex
-	items    []Invocation
+	items    []Invocation // at most size; once full, a ring whose oldest is items[next]
+	size     int
 	next     int
-	full     bool
 	disabled bool
 }
 
 func newHistory(size int) *history {
-	if size < 1 {
-		size = 1
-	}
-	return &history{items: make([]Invocation, size)}
+	return &history{size: max(size, 1)}
 }
 
 // setEnabled turns recording on or off; turning it off forgets what was recorded.
@@ -43,8 +41,7 @@ func (h *history) setEnabled(on bool) {
 	defer h.mu.Unlock()
 	h.disabled = !on
 	if !on {
-		clear(h.items)
-		h.next, h.full = 0, false
+		h.items, h.next = nil, 0
 	}
 }
 
@@ -68,21 +65,22 @@ func (h *history) add(inv Invocation) {
 	if h.disabled {
 		return
 	}
+	if len(h.items) < h.size {
+		if len(h.items) == cap(h.items) { // grow, but never past size
+			h.items = append(make([]Invocation, 0, min(max(2*len(h.items), 4), h.size)), h.items...)
+		}
+		h.items = append(h.items, inv)
+		return
+	}
 	h.items[h.next] = inv
 	h.next = (h.next + 1) % len(h.items)
-	if h.next == 0 {
-		h.full = true
-	}
 }
 
 // list returns the recorded invocations, newest first.
 func (h *history) list() []Invocation {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := h.next
-	if h.full {
-		n = len(h.items)
-	}
+	n := len(h.items)
 	out := make([]Invocation, 0, n)
 	for i := 1; i <= n; i++ {
 		out = append(out, h.items[(h.next-i+len(h.items))%len(h.items)])

@@ -12,14 +12,17 @@ import (
 const rateWindow = 5 * time.Minute
 
 // callRates counts one function's calls and failed calls per second of the last
-// rateWindow, in a ring of one-second buckets.
+// rateWindow, in a ring of one-second buckets made at its first call: a
+// function never called holds none.
 type callRates struct {
 	mu      sync.Mutex
 	now     func() time.Time
-	buckets [int(rateWindow / time.Second)]struct {
-		second        int64
-		calls, errors int
-	}
+	buckets *[int(rateWindow / time.Second)]rateBucket
+}
+
+type rateBucket struct {
+	second        int64
+	calls, errors int32
 }
 
 func newCallRates(now func() time.Time) *callRates { return &callRates{now: now} }
@@ -27,6 +30,9 @@ func newCallRates(now func() time.Time) *callRates { return &callRates{now: now}
 func (c *callRates) observe(failed bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.buckets == nil {
+		c.buckets = new([int(rateWindow / time.Second)]rateBucket)
+	}
 	sec := c.now().Unix()
 	b := &c.buckets[sec%int64(len(c.buckets))]
 	if b.second != sec {
@@ -44,9 +50,11 @@ func (c *callRates) perMinute() dashboard.Rates {
 	defer c.mu.Unlock()
 	now := c.now().Unix()
 	var calls, errs int
-	for _, b := range c.buckets {
-		if b.second > now-int64(len(c.buckets)) && b.second <= now {
-			calls, errs = calls+b.calls, errs+b.errors
+	if c.buckets != nil {
+		for _, b := range c.buckets {
+			if b.second > now-int64(len(c.buckets)) && b.second <= now {
+				calls, errs = calls+int(b.calls), errs+int(b.errors)
+			}
 		}
 	}
 	minutes := rateWindow.Minutes()
