@@ -2,6 +2,7 @@ package lambda
 
 import (
 	"context"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"testing"
@@ -177,4 +178,56 @@ func TestMemoryBudgetStopsIdleWorkers(t *testing.T) {
 	if s := rt.(StatsReporter).Stats(); s.Evictions < 1 {
 		t.Errorf("stats: %+v, want an eviction", s)
 	}
+}
+
+// TestSampledEviction: of as many idle items as the sample or fewer, an
+// eviction takes the least recently used; of more, the least recently used of
+// the sample. Called in turn, 1000 functions under a budget for 900 workers
+// find most of their workers warm from the second round on, where exact LRU
+// would have stopped every one just before its call.
+func TestSampledEviction(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	base := time.Now()
+	items := func(ages ...int) []idleItem {
+		var out []idleItem
+		for _, a := range ages {
+			out = append(out, idleItem{since: base.Add(time.Duration(a) * time.Second), bytes: int64(a)})
+		}
+		return out
+	}
+	idle := items(4, 2, 5, 1, 3)
+	for want := 1; want <= 5; want++ {
+		var it idleItem
+		it, idle = takeEvictee(idle, rng.IntN)
+		if it.bytes != int64(want) {
+			t.Fatalf("took the item idle since %d, want the least recently used, %d", it.bytes, want)
+		}
+	}
+
+	const functions, room = 1000, 900
+	lastCall := map[int]int{} // warm workers by function: the round-robin step of their last call
+	hits, calls := 0, 0
+	for step := range 5 * functions {
+		fn := step % functions
+		if _, warm := lastCall[fn]; warm {
+			if step >= functions {
+				hits++
+			}
+		} else if len(lastCall) == room {
+			idle := make([]idleItem, 0, room)
+			for f, at := range lastCall {
+				idle = append(idle, idleItem{since: base.Add(time.Duration(at)), bytes: int64(f)})
+			}
+			it, _ := takeEvictee(idle, rng.IntN)
+			delete(lastCall, int(it.bytes))
+		}
+		if step >= functions {
+			calls++
+		}
+		lastCall[fn] = step
+	}
+	if rate := float64(hits) / float64(calls); rate < 0.5 {
+		t.Errorf("%.0f%% of calls after the first round found their worker warm, want at least half", 100*rate)
+	}
+	t.Logf("%d of %d calls after the first round found their worker warm", hits, calls)
 }
