@@ -6,7 +6,8 @@
 // each) from a plain parallel client: that is the limit the engine is compared with.
 // It prints one table: convergence, limit and their ratio, hook calls per parent, the
 // engine's CPU time and peak RSS, and the API requests of one full resync of the
-// converged state.
+// converged state. -timeline adds, per row, where the wall time and the machine's
+// CPU went, and the limit of the engine's own requests.
 //
 //	go run ./hack/bench-engine -engine bin/engine -n 1000,5000
 //	go run ./hack/bench-engine -engine bin/engine -n 10000 -unrelated 0 -defaults-n 0 -resync-seconds 120
@@ -18,12 +19,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,6 +67,7 @@ type config struct {
 	clientWorkers int
 	profileDir    string // heap profiles and RSS of each row's engine go here ("": none)
 	profileSecs   int    // length of the CPU profile (0: one second per 150 parents)
+	timeline      bool   // print where each row's wall time and CPU went
 }
 
 func main() {
@@ -78,6 +82,7 @@ func main() {
 	flag.IntVar(&cfg.clientWorkers, "client-workers", 16, "goroutines of the plain client that measures the limit")
 	flag.StringVar(&cfg.profileDir, "profile-dir", "", "serve the engine's pprof and save, per row, its heap profile and RSS when idle (controller ready, no parents), converged, and after the resync, and its CPU profile while it converges")
 	flag.IntVar(&cfg.profileSecs, "profile-seconds", 0, "length of the CPU profile of -profile-dir, from the start of convergence (0: one second per 150 parents, at least 2)")
+	flag.BoolVar(&cfg.timeline, "timeline", false, "print, per row, when the benchmark's last parent create was answered, when shares of the parents converged, the engine's API requests while converging, and the CPU seconds of the engine, the API server, etcd, the controller manager and the benchmark itself (its parent creates, watch and hook) while converging and while the limit ran; then time two more limits after the first: the engine's own requests (JSON ConfigMaps, two status writes per parent), and the first limit again")
 	flag.Parse()
 	cfg.engineArgs = strings.Fields(*engineArgs)
 	for _, s := range strings.Split(*sizes, ",") {
@@ -111,7 +116,24 @@ type result struct {
 	resyncCalls         int64
 	writes, gets, lists float64
 	syncErrors          float64
+	// Where the wall time and the machine's CPU went, for the -timeline lines.
+	created       time.Duration      // the benchmark's last parent create answered
+	quantiles     []time.Duration    // parents converged at timelineQuantiles
+	convergeCPU   map[string]float64 // CPU seconds per process while converging
+	limitCPU      map[string]float64 // CPU seconds per process while the limit ran
+	convergeCalls map[string]float64 // the engine's API requests while converging, by verb and resource
+	// engineLimit is the limit of the engine's own requests (-timeline): its
+	// ConfigMaps as JSON with its labels, owner reference and annotation, and its two
+	// status writes per parent; engineLimitCPU is the CPU while it ran.
+	engineLimit    time.Duration
+	engineLimitCPU map[string]float64
+	// limitAgain is the limit measured once more after engineLimit (-timeline).
+	limitAgain    time.Duration
+	limitAgainCPU map[string]float64
 }
+
+// timelineQuantiles are the shares of parents converged that -timeline reports.
+var timelineQuantiles = []float64{0.25, 0.5, 0.75, 0.9, 0.99, 1}
 
 func run(cfg config) error {
 	var scenarios []scenario
@@ -131,6 +153,9 @@ func run(cfg config) error {
 			return fmt.Errorf("with %d parents: %w", sc.n, err)
 		}
 		fmt.Fprintf(os.Stderr, "bench-engine: %d parents, %d unrelated, flags %q: converged in %.1fs, limit %.1fs\n", sc.n, sc.unrelated, strings.Join(sc.args, " "), r.converge.Seconds(), r.limit.Seconds())
+		if cfg.timeline {
+			printTimeline(r)
+		}
 		results = append(results, r)
 	}
 	fmt.Printf("engine %s; limit: a plain client with %d goroutines and no client-side rate limit\n", cfg.engineBin, cfg.clientWorkers)
@@ -196,7 +221,22 @@ func measure(cfg config, sc scenario) (result, error) {
 		return result{}, err
 	}
 	// The engine is stopped: the plain client has the API server to itself.
-	r.limit, err = b.limit(ctx, sc.n)
+	cpu := processCPU()
+	r.limit, err = b.limit(ctx, sc.n, "limit")
+	r.limitCPU = cpuSince(cpu)
+	if err != nil || !cfg.timeline {
+		return r, err
+	}
+	cpu = processCPU()
+	if r.engineLimit, err = b.engineLimit(ctx, sc.n); err != nil {
+		return r, err
+	}
+	r.engineLimitCPU = cpuSince(cpu)
+	// The limit once more, on an API server that holds the objects of every phase
+	// before it: how much a phase slows down by coming later.
+	cpu = processCPU()
+	r.limitAgain, err = b.limit(ctx, sc.n, "limit-again")
+	r.limitAgainCPU = cpuSince(cpu)
 	return r, err
 }
 
@@ -250,8 +290,7 @@ func parentObject(i int) *unstructured.Unstructured {
 
 // limit times the engine's writes issued by a plain parallel client: per parent, the
 // parent, its three ConfigMaps and one status write.
-func (b *bench) limit(ctx context.Context, n int) (time.Duration, error) {
-	ns := "limit"
+func (b *bench) limit(ctx context.Context, n int, ns string) (time.Duration, error) {
 	if err := b.namespace(ctx, ns); err != nil {
 		return 0, err
 	}
@@ -273,6 +312,57 @@ func (b *bench) limit(ctx context.Context, n int) (time.Duration, error) {
 		p.Object["status"] = map[string]any{"children": int64(3), "observedGeneration": p.GetGeneration()}
 		_, err = b.dyn.Resource(gvr).Namespace(ns).UpdateStatus(ctx, p, metav1.UpdateOptions{})
 		return err
+	})
+	return time.Since(start), err
+}
+
+// engineLimit times, from the same plain client, the writes the engine sends: per
+// parent, the parent (the benchmark's), three ConfigMaps as the engine creates them
+// (JSON, not the typed client's protobuf; its controller-uid label, controller
+// reference, desired-hash annotation and field manager) and two status writes: the
+// one from the hook's answer that did not see the children yet (upstream writes it
+// too), then the one from the answer that counts them.
+func (b *bench) engineLimit(ctx context.Context, n int) (time.Duration, error) {
+	ns := "limit-engine"
+	if err := b.namespace(ctx, ns); err != nil {
+		return 0, err
+	}
+	cms := b.dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(ns)
+	parents := b.dyn.Resource(gvr).Namespace(ns)
+	opts := metav1.CreateOptions{FieldManager: "metalambda"}
+	start := time.Now()
+	err := b.parallel(ctx, n, func(ctx context.Context, i int) error {
+		p, err := parents.Create(ctx, parentObject(i), metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		status := func(children int64) error {
+			p.Object["status"] = map[string]any{"children": children, "observedGeneration": p.GetGeneration()}
+			p, err = parents.UpdateStatus(ctx, p, metav1.UpdateOptions{FieldManager: "metalambda"})
+			return err
+		}
+		for c := range 3 {
+			cm := &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "v1", "kind": "ConfigMap",
+				"metadata": map[string]any{
+					"name": fmt.Sprintf("%s-%d", p.GetName(), c), "namespace": ns,
+					"labels":      map[string]any{"controller-uid": string(p.GetUID())},
+					"annotations": map[string]any{"metalambda.dev/desired-hash": fmt.Sprintf("%024x", i*3+c)},
+					"ownerReferences": []any{map[string]any{
+						"apiVersion": p.GetAPIVersion(), "kind": p.GetKind(), "name": p.GetName(), "uid": string(p.GetUID()),
+						"controller": true, "blockOwnerDeletion": true,
+					}},
+				},
+				"data": map[string]any{"index": strconv.Itoa(c)},
+			}}
+			if _, err := cms.Create(ctx, cm, opts); err != nil {
+				return err
+			}
+		}
+		if err := status(0); err != nil {
+			return err
+		}
+		return status(3)
 	})
 	return time.Since(start), err
 }
@@ -315,7 +405,8 @@ func (b *bench) engine(ctx context.Context, cluster *cluster.Cluster, sc scenari
 	if err := b.controller(ctx, hook.URL, b.cfg.resync); err != nil {
 		return r, err
 	}
-	done, stop, err := b.watchConverged(ctx, ns, sc.n)
+	converged := &convergence{}
+	done, stop, err := b.watchConverged(ctx, ns, sc.n, converged)
 	if err != nil {
 		return r, err
 	}
@@ -325,6 +416,12 @@ func (b *bench) engine(ctx context.Context, cluster *cluster.Cluster, sc scenari
 	cpuProfile := prof.cpu(sc.n)
 	defer cpuProfile()
 	start := time.Now()
+	converged.start(start)
+	machineCPU := processCPU()
+	callsStart, err := scrape(metricsAddr)
+	if err != nil {
+		return r, err
+	}
 	cpuStart := cpuTime(engine.Process.Pid)
 	if err := b.parallel(ctx, sc.n, func(ctx context.Context, i int) error {
 		_, err := b.dyn.Resource(gvr).Namespace(ns).Create(ctx, parentObject(i), metav1.CreateOptions{})
@@ -332,6 +429,7 @@ func (b *bench) engine(ctx context.Context, cluster *cluster.Cluster, sc scenari
 	}); err != nil {
 		return r, err
 	}
+	r.created = time.Since(start)
 	select {
 	case <-done:
 	case <-ctx.Done():
@@ -339,6 +437,16 @@ func (b *bench) engine(ctx context.Context, cluster *cluster.Cluster, sc scenari
 	}
 	r.converge = time.Since(start)
 	r.cpu = cpuTime(engine.Process.Pid) - cpuStart
+	r.convergeCPU = cpuSince(machineCPU)
+	r.quantiles = converged.quantiles(timelineQuantiles)
+	if calls, err := scrape(metricsAddr); err == nil {
+		r.convergeCalls = map[string]float64{}
+		for key, v := range calls {
+			if d := v - callsStart[key]; key.name == "metalambda_engine_api_requests_total" && d != 0 {
+				r.convergeCalls[key.verb+" "+key.resource] += d
+			}
+		}
+	}
 	prof.save("converged", engine.Process.Pid)
 	// Syncs that follow convergence (the engine observing its own last writes) count too.
 	time.Sleep(2 * time.Second)
@@ -514,7 +622,7 @@ func (b *bench) started(ctx context.Context, name string) error {
 
 // watchConverged closes done once n parents report status.children == 3 (the hook
 // counts the children it was shown, so every child exists too).
-func (b *bench) watchConverged(ctx context.Context, ns string, n int) (done <-chan struct{}, stop func(), err error) {
+func (b *bench) watchConverged(ctx context.Context, ns string, n int, times *convergence) (done <-chan struct{}, stop func(), err error) {
 	ch := make(chan struct{})
 	var mu sync.Mutex
 	ready := map[string]bool{}
@@ -529,6 +637,7 @@ func (b *bench) watchConverged(ctx context.Context, ns string, n int) (done <-ch
 		defer mu.Unlock()
 		if c == 3 && !ready[u.GetName()] {
 			ready[u.GetName()] = true
+			times.add()
 			if len(ready) == n {
 				close(ch)
 			}
@@ -654,4 +763,114 @@ func installCRDs(ctx context.Context, cluster *cluster.Cluster) error {
 		return err
 	}
 	return crds.Install(ctx, client, all...)
+}
+
+// convergence records when each parent was seen converged, from the start of a row.
+type convergence struct {
+	mu    sync.Mutex
+	began time.Time
+	at    []time.Duration
+}
+
+func (c *convergence) start(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.began = t
+}
+
+func (c *convergence) add() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = append(c.at, time.Since(c.began))
+}
+
+// quantiles returns when each share q of the parents had converged (events arrive in
+// order, so at is sorted).
+func (c *convergence) quantiles(qs []float64) []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]time.Duration, len(qs))
+	for i, q := range qs {
+		if k := int(q*float64(len(c.at))+0.5) - 1; k >= 0 && k < len(c.at) {
+			out[i] = c.at[k]
+		}
+	}
+	return out
+}
+
+func printTimeline(r result) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "bench-engine: timeline: parents created by %.2fs; converged", r.created.Seconds())
+	for i, q := range timelineQuantiles {
+		fmt.Fprintf(&b, " %g%% %.2fs", q*100, r.quantiles[i].Seconds())
+	}
+	fmt.Fprintf(os.Stderr, "%s\n", b.String())
+	calls := slices.Sorted(maps.Keys(r.convergeCalls))
+	b.Reset()
+	for _, c := range calls {
+		fmt.Fprintf(&b, "; %s %.0f", c, r.convergeCalls[c])
+	}
+	fmt.Fprintf(os.Stderr, "bench-engine: timeline: the engine's API requests while converging%s\n", b.String())
+	for _, phase := range []struct {
+		name string
+		cpu  map[string]float64
+		wall time.Duration
+	}{{"converging", r.convergeCPU, r.converge}, {"limit", r.limitCPU, r.limit}, {"limit of the engine's requests", r.engineLimitCPU, r.engineLimit}, {"limit again", r.limitAgainCPU, r.limitAgain}} {
+		b.Reset()
+		var total float64
+		for _, name := range cpuProcesses {
+			total += phase.cpu[name]
+			fmt.Fprintf(&b, " %s %.2f", name, phase.cpu[name])
+		}
+		if phase.wall != r.converge {
+			fmt.Fprintf(&b, "; convergence over it %.2f", r.converge.Seconds()/phase.wall.Seconds())
+		}
+		fmt.Fprintf(os.Stderr, "bench-engine: timeline: %s: %.2fs wall; CPU seconds:%s; total %.2f (%.2f cores)\n", phase.name, phase.wall.Seconds(), b.String(), total, total/phase.wall.Seconds())
+	}
+}
+
+// cpuProcesses are the processes whose CPU -timeline reports: the benchmark's
+// children by command name, and the benchmark itself.
+var cpuProcesses = []string{"engine", "kube-apiserver", "etcd", "kube-controller-manager", "bench"}
+
+// processCPU reads the CPU time of the benchmark and of each of its child processes,
+// keyed by cpuProcesses' names (an engine binary of another name counts as
+// "engine").
+func processCPU() map[string]time.Duration {
+	out := map[string]time.Duration{"bench": cpuTime(os.Getpid())}
+	entries, _ := os.ReadDir("/proc")
+	self := strconv.Itoa(os.Getpid())
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// "pid (comm) state ppid ...".
+		comm, rest, _ := strings.Cut(string(data), ") ")
+		_, comm, _ = strings.Cut(comm, "(")
+		if f := strings.Fields(rest); len(f) < 2 || f[1] != self {
+			continue
+		}
+		name := "engine"
+		for _, known := range cpuProcesses {
+			if strings.HasPrefix(known, comm) { // comm is cut to 15 bytes
+				name = known
+			}
+		}
+		out[name] += cpuTime(pid)
+	}
+	return out
+}
+
+// cpuSince is the CPU seconds per process spent since before.
+func cpuSince(before map[string]time.Duration) map[string]float64 {
+	out := map[string]float64{}
+	for name, t := range processCPU() {
+		out[name] = (t - before[name]).Seconds()
+	}
+	return out
 }

@@ -69,8 +69,9 @@ func (c *controller) reconcile(ctx context.Context, key parentKey) (after time.D
 // Like upstream, a parent being deleted without a finalize hook is still synced: the
 // sync hook is called and the status written, but its children are left to the
 // garbage collector. When writing children fails, the parent's status is still
-// written from the hook's answer, and the sync fails. When children were created, the
-// parent is written by the next sync, which sees them.
+// written from the hook's answer, and the sync fails. A sync that created children
+// writes the status of the same answer, as upstream's does; the next sync, which the
+// new children cause, shows them to the hook.
 //
 // The events the answer carries are recorded on the parent when the sync ends,
 // after its writes, whether they succeeded or not, and also when the answer was
