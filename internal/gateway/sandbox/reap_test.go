@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,5 +176,20 @@ func TestWaitReapsAfterTheGroupIsKilled(t *testing.T) {
 	}
 	if !killed.Load() {
 		t.Error("Wait reaped the process before its process group was killed")
+	}
+}
+
+// TestSignalAfterExitSignalsNoPid: a command whose process has exited, and may
+// have been reaped (its pid another process's), is signalled no more.
+func TestSignalAfterExitSignalsNoPid(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "exit 0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c := &Command{Cmd: cmd}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Wait()
+	if err := c.Signal(syscall.SIGTERM); !errors.Is(err, os.ErrProcessDone) {
+		t.Errorf("Signal after the command exited and was reaped: %v, want %v", err, os.ErrProcessDone)
 	}
 }

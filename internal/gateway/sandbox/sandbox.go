@@ -665,11 +665,18 @@ func (c *Command) Kill() {
 // namespace sandbox each process of the command's cgroup whose parent is
 // outside it (the command, and any orphan bubblewrap's init adopted). A command
 // without a cgroup gets sig at bubblewrap, which then ends the sandbox whole.
+// Once the command's process has exited, its pid may be another process's
+// (it was reaped): Signal returns os.ErrProcessDone then.
 func (c *Command) Signal(sig syscall.Signal) error {
 	if c.Process == nil {
 		return errors.New("sandbox: the command has not started")
 	}
 	if c.dir != "" || c.cgroup == nil {
+		c.groupMu.Lock()
+		defer c.groupMu.Unlock()
+		if c.ended {
+			return os.ErrProcessDone
+		}
 		return syscall.Kill(c.Process.Pid, sig)
 	}
 	for _, pid := range c.cgroup.roots() {
