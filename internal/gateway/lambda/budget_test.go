@@ -231,3 +231,35 @@ func TestSampledEviction(t *testing.T) {
 	}
 	t.Logf("%d of %d calls after the first round found their worker warm", hits, calls)
 }
+
+// TestEvictionSparesTheMostRecentlyUsed: whatever the sample, an eviction
+// takes an item older than the evictionSample-1 most recently used while more
+// items are idle, and the least recently used of all has a chance of about
+// evictionSample/n at each: no tenant, by the order of its calls, gets
+// another's worker that was just used stopped before its own older ones.
+func TestEvictionSparesTheMostRecentlyUsed(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	base := time.Now()
+	const n, trials = 50, 20000
+	oldestTaken := 0
+	for range trials {
+		idle := make([]idleItem, n)
+		for i := range idle { // bytes: how recently used, 0 the least
+			idle[i] = idleItem{since: base.Add(time.Duration(i) * time.Second), bytes: int64(i)}
+		}
+		rng.Shuffle(n, func(i, j int) { idle[i], idle[j] = idle[j], idle[i] })
+		it, rest := takeEvictee(idle, rng.IntN)
+		if it.bytes > n-evictionSample {
+			t.Fatalf("took the item %d of %d by recency, one of the %d most recently used", it.bytes, n, evictionSample-1)
+		}
+		if len(rest) != n-1 {
+			t.Fatalf("%d items left of %d", len(rest), n)
+		}
+		if it.bytes == 0 {
+			oldestTaken++
+		}
+	}
+	if share, want := float64(oldestTaken)/trials, float64(evictionSample)/n; share < want*0.8 || share > want*1.2 {
+		t.Errorf("took the least recently used in %.3f of evictions, want about %.3f", share, want)
+	}
+}

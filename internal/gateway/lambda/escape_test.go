@@ -324,3 +324,31 @@ func TestForgedReplyIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestCrashAfterAStderrFloodKeepsItsLastWords: a worker that fills its stderr
+// pipe, made as large as it may, and then writes why it ends and exits, gets
+// those last words in its crash error: the paced drain reads what is left in
+// the pipe within reap's second.
+func TestCrashAfterAStderrFloodKeepsItsLastWords(t *testing.T) {
+	rt := NewPython(sandboxed(t, Options{PythonPoolSize: 1}))
+	c := mustCompile(t, rt, pyFn("flood-crash", `import os, fcntl
+def sync(request):
+    try:
+        fcntl.fcntl(2, 1031, 1 << 20)  # F_SETPIPE_SZ
+    except Exception:
+        pass
+    os.set_blocking(2, False)
+    try:
+        while True:
+            os.write(2, b"x" * 65536)
+    except BlockingIOError:
+        pass
+    os.set_blocking(2, True)
+    os.write(2, b"\nthe last words\n")
+    os._exit(3)
+`))
+	_, err := invoke(t, c, echoRequest("crash"))
+	if err == nil || !strings.Contains(err.Error(), "the last words") {
+		t.Errorf("the crash: %v, want the last words written on stderr", err)
+	}
+}

@@ -1088,31 +1088,57 @@ func (t *tailBuffer) Write(p []byte) (int, error) {
 // would be held for nothing.
 var stderrChunks = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
 
+// stderrBurst and stderrPause pace the drain of a worker's stderr: after
+// stderrBurst bytes it reads nothing for stderrPause. Unpaced, a worker that
+// writes to its stderr without end (into a pipe it may make 1 MiB) kept a
+// core of the gateway's copying it; paced, it costs the gateway 5 MiB/s of
+// copying at most (TestStderrFloodIsPaced), and the worker's writes wait,
+// which slows only the worker. What is left when the worker exits, a pipe's
+// worth at most (what it left behind is killed), is read well within reap's
+// second.
+const (
+	stderrBurst = 256 << 10
+	stderrPause = 50 * time.Millisecond
+)
+
 // drain writes what f, a pipe's read end, gives into t until its end, an error
-// or stop. It waits for f to be readable without holding a buffer.
+// or stop, at the pace of stderrBurst and stderrPause. It waits for f to be
+// readable without holding a buffer.
 func (t *tailBuffer) drain(f *os.File, stop *atomic.Bool) {
 	rc, err := f.SyscallConn()
 	if err != nil {
 		_, _ = io.Copy(t, f)
 		return
 	}
-	_ = rc.Read(func(fd uintptr) bool {
-		b := stderrChunks.Get().(*[]byte)
-		defer stderrChunks.Put(b)
-		for !stop.Load() {
-			n, err := unix.Read(int(fd), *b)
-			switch {
-			case n > 0:
-				_, _ = t.Write((*b)[:n])
-			case err == unix.EINTR:
-			case err == unix.EAGAIN:
-				return false // nothing more for now: wait, holding no buffer
-			default:
-				return true // the end, or an error
+	for !stop.Load() {
+		read, paused := 0, false
+		err := rc.Read(func(fd uintptr) bool {
+			b := stderrChunks.Get().(*[]byte)
+			defer stderrChunks.Put(b)
+			for !stop.Load() {
+				if read >= stderrBurst {
+					paused = true
+					return true
+				}
+				n, err := unix.Read(int(fd), *b)
+				switch {
+				case n > 0:
+					_, _ = t.Write((*b)[:n])
+					read += n
+				case err == unix.EINTR:
+				case err == unix.EAGAIN:
+					return false // nothing more for now: wait, holding no buffer
+				default:
+					return true // the end, or an error
+				}
 			}
+			return true
+		})
+		if !paused || err != nil {
+			return
 		}
-		return true
-	})
+		time.Sleep(stderrPause)
+	}
 }
 
 func (t *tailBuffer) String() string {

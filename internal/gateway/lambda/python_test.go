@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -337,6 +338,54 @@ func TestTailBufferKeepsTheEndWithoutAllocating(t *testing.T) {
 	got := tb.String()
 	if !strings.HasPrefix(got, "abcdefgh") || !strings.HasSuffix(got, "abcdefghtail") || len(got) != headBytes+len("\n[...]\n")+tailBytes {
 		t.Errorf("kept %d bytes: %.12q ... %q", len(got), got, got[len(got)-12:])
+	}
+}
+
+// TestStderrFloodIsPaced: a worker that writes to its stderr without end gets
+// it read a few MiB a second, not as fast as the gateway can copy (a core of
+// it), and what it writes last before its stderr ends is still kept.
+func TestStderrFloodIsPaced(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tb tailBuffer
+	var stop atomic.Bool
+	drained := make(chan struct{})
+	go func() {
+		tb.drain(r, &stop)
+		close(drained)
+	}()
+	var written atomic.Int64
+	flooded := make(chan struct{})
+	go func() {
+		defer close(flooded)
+		chunk := bytes.Repeat([]byte("x"), 64<<10)
+		deadline := time.Now().Add(time.Second)
+		for time.Now().Before(deadline) {
+			n, err := w.Write(chunk)
+			written.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+		_, _ = w.Write([]byte("the last words"))
+		w.Close()
+	}()
+	<-flooded
+	select {
+	case <-drained:
+	case <-time.After(5 * time.Second):
+		stop.Store(true)
+		r.Close()
+		<-drained
+		t.Fatal("the drain did not end 5s after its pipe was closed")
+	}
+	if limit := int64(16 << 20); written.Load() > limit {
+		t.Errorf("%d MiB of stderr drained in a second, want at most %d", written.Load()>>20, limit>>20)
+	}
+	if got := tb.String(); !strings.HasSuffix(got, "the last words") {
+		t.Errorf("the end of stderr was not kept: %q", got[max(0, len(got)-20):])
 	}
 }
 

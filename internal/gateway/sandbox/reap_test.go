@@ -1,11 +1,14 @@
 package sandbox
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -100,5 +103,93 @@ func TestWaitExitLeavesTheProcessToBeReaped(t *testing.T) {
 				t.Errorf("Wait after WaitExit: exit code %d (%v), want 7", code, err)
 			}
 		})
+	}
+}
+
+// TestKillSignalsNoReapedGroup: a Kill that races with its command's exit
+// signals the command's process group before the process can be reaped, never
+// after: once reaped, the group's number may be another worker's (pid_max is
+// often 32768, and a worker can fork through that many in a few seconds).
+func TestKillSignalsNoReapedGroup(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "read line")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Command{Cmd: cmd}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	orig := killGroup
+	t.Cleanup(func() { killGroup = orig })
+	inKill := make(chan struct{})
+	var late atomic.Bool
+	var calls atomic.Int32
+	killGroup = func(pgid int) {
+		if calls.Add(1) == 1 { // Kill's: the process exits meanwhile
+			close(inKill)
+			time.Sleep(300 * time.Millisecond)
+			select {
+			case <-c.Exited():
+				late.Store(true) // it may have been reaped already
+			default:
+			}
+		}
+		orig(pgid)
+	}
+	killed := make(chan struct{})
+	go func() {
+		c.Kill()
+		close(killed)
+	}()
+	<-inKill
+	stdin.Close()
+	<-killed
+	<-c.Exited()
+	_ = cmd.Wait()
+	if late.Load() {
+		t.Error("Kill signalled the process group after its process could be reaped")
+	}
+}
+
+// TestWaitReapsAfterTheGroupIsKilled: a command's Wait reaps its process only
+// once its process group was killed, so that the kill cannot reach a process
+// group that took the freed number.
+func TestWaitReapsAfterTheGroupIsKilled(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "exit 0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	orig := killGroup
+	t.Cleanup(func() { killGroup = orig })
+	var killed atomic.Bool
+	killGroup = func(pgid int) {
+		time.Sleep(300 * time.Millisecond) // the process has exited: Wait could reap it now
+		orig(pgid)
+		killed.Store(true)
+	}
+	c := &Command{Cmd: cmd}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !killed.Load() {
+		t.Error("Wait reaped the process before its process group was killed")
+	}
+}
+
+// TestSignalAfterExitSignalsNoPid: a command whose process has exited, and may
+// have been reaped (its pid another process's), is signalled no more.
+func TestSignalAfterExitSignalsNoPid(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "exit 0")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	c := &Command{Cmd: cmd}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.Wait()
+	if err := c.Signal(syscall.SIGTERM); !errors.Is(err, os.ErrProcessDone) {
+		t.Errorf("Signal after the command exited and was reaped: %v, want %v", err, os.ErrProcessDone)
 	}
 }

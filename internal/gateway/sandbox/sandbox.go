@@ -62,7 +62,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -577,13 +576,21 @@ func boolIndex(b bool) int {
 // its sandbox's directory and cgroup.
 type Command struct {
 	*exec.Cmd
-	dir      string      // a Landlock command's directory, made by its launcher and removed at exit
-	launcher string      // a root caller's Landlock command: its launcher, which removes dir as the command's user
-	cgroup   *cgroup     // nil: the command has no cgroup of its own
-	uid      int         // the user of its own (takeUID) it runs as; 0: none
-	ended    atomic.Bool // its process has exited and its process group was killed
-	exited   chan struct{}
+	dir      string  // a Landlock command's directory, made by its launcher and removed at exit
+	launcher string  // a root caller's Landlock command: its launcher, which removes dir as the command's user
+	cgroup   *cgroup // nil: the command has no cgroup of its own
+	uid      int     // the user of its own (takeUID) it runs as; 0: none
+	// groupMu is held while the command's process group is signalled and
+	// while ended is set: ended is set, and the process may be reaped (which
+	// frees the group's number for another process group), only after a Kill
+	// that found it unset has signalled the group.
+	groupMu sync.Mutex
+	ended   bool // its process has exited and its process group was killed
+	exited  chan struct{}
 }
+
+// killGroup kills the process group pgid.
+var killGroup = func(pgid int) { _ = syscall.Kill(-pgid, syscall.SIGKILL) }
 
 // Exited is closed once the command's process has exited and its process group
 // was killed; it is not reaped yet. Wait returns at once then, where waiting in
@@ -609,14 +616,26 @@ func (c *Command) Start() error {
 	return nil
 }
 
+// Wait waits for the command's process to exit and for cleanAtExit to have
+// killed its process group, then reaps it: reaped before, the process would
+// free its group's number, and the kill could reach another process group.
+func (c *Command) Wait() error {
+	if c.exited != nil {
+		<-c.exited
+	}
+	return c.Cmd.Wait()
+}
+
 // cleanAtExit kills what is left of the command once its process has exited
 // (its process group, which the command cannot leave, and its cgroup), then
 // removes its cgroup and directory, and gives its user back. Without a cgroup,
 // a process the command left behind would otherwise run on, as its user.
 func (c *Command) cleanAtExit() {
 	WaitExit(c.Process.Pid)
-	_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
-	c.ended.Store(true)
+	c.groupMu.Lock()
+	killGroup(c.Process.Pid)
+	c.ended = true
+	c.groupMu.Unlock()
 	close(c.exited) // only now may it be reaped, which frees its group's number
 	c.cgroup.kill()
 	c.cgroup.remove()
@@ -631,8 +650,12 @@ func (c *Command) cleanAtExit() {
 // then, and the group's number, freed when the process was reaped, may be
 // another process group's: Kill signals no group then.
 func (c *Command) Kill() {
-	if c.Process != nil && !c.ended.Load() {
-		_ = syscall.Kill(-c.Process.Pid, syscall.SIGKILL)
+	if c.Process != nil {
+		c.groupMu.Lock()
+		if !c.ended {
+			killGroup(c.Process.Pid)
+		}
+		c.groupMu.Unlock()
 	}
 	c.cgroup.kill()
 }
@@ -642,11 +665,18 @@ func (c *Command) Kill() {
 // namespace sandbox each process of the command's cgroup whose parent is
 // outside it (the command, and any orphan bubblewrap's init adopted). A command
 // without a cgroup gets sig at bubblewrap, which then ends the sandbox whole.
+// Once the command's process has exited, its pid may be another process's
+// (it was reaped): Signal returns os.ErrProcessDone then.
 func (c *Command) Signal(sig syscall.Signal) error {
 	if c.Process == nil {
 		return errors.New("sandbox: the command has not started")
 	}
 	if c.dir != "" || c.cgroup == nil {
+		c.groupMu.Lock()
+		defer c.groupMu.Unlock()
+		if c.ended {
+			return os.ErrProcessDone
+		}
 		return syscall.Kill(c.Process.Pid, sig)
 	}
 	for _, pid := range c.cgroup.roots() {
