@@ -504,6 +504,8 @@ type pyWorker struct {
 	fk         *sandbox.Forked  // the worker forked by a zygote; nil when started by a command
 	zygotes    *zygotes         // the zygotes of fk's network view
 	once       sync.Once
+	groupMu    sync.Mutex // an unsandboxed worker's: held while its group is signalled, and while groupEnded is set
+	groupEnded bool       // the unsandboxed worker has exited, and may be reaped
 
 	loaded sandbox.Usage // what the worker held once it had loaded the source
 
@@ -697,7 +699,14 @@ func (w *pyWorker) reap() {
 		<-w.sb.Exited() // waiting in Wait would hold an OS thread per worker
 		_ = w.cmd.Wait()
 	default:
+		// An unsandboxed worker's group is killed here, as a sandboxed one's
+		// is by its command, and under groupMu: once the worker is reaped its
+		// group's number may be another group's, which kill must not signal.
 		sandbox.WaitExit(w.cmd.Process.Pid)
+		w.groupMu.Lock()
+		killProcessGroup(w.cmd.Process.Pid)
+		w.groupEnded = true
+		w.groupMu.Unlock()
 		_ = w.cmd.Wait()
 	}
 	// What the worker wrote last on its stderr, a traceback or a runtime's
@@ -961,7 +970,11 @@ func (w *pyWorker) kill() {
 		case w.sb != nil:
 			w.sb.Kill()
 		default:
-			_ = syscall.Kill(-w.cmd.Process.Pid, syscall.SIGKILL)
+			w.groupMu.Lock()
+			if !w.groupEnded {
+				killProcessGroup(w.cmd.Process.Pid)
+			}
+			w.groupMu.Unlock()
 		}
 		_ = w.stdin.Close()
 		_ = w.stdout.Close()
@@ -972,6 +985,9 @@ func (w *pyWorker) kill() {
 	}
 	workerFunctions.Delete(w.id) // a load that raced with the worker's exit stored it again
 }
+
+// killProcessGroup kills the process group pgid (a variable for tests).
+var killProcessGroup = func(pgid int) { _ = syscall.Kill(-pgid, syscall.SIGKILL) }
 
 // pyReply is a worker's answer to the source or to a request.
 type pyReply struct {
