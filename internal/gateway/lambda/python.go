@@ -500,12 +500,10 @@ type pyWorker struct {
 	stderrDone chan struct{}    // closed once stderrRead is drained and closed
 	stderrStop atomic.Bool      // ends the drain of stderrRead
 	dir        string           // the unsandboxed worker's temporary directory
-	sb         *sandbox.Command // the sandboxed worker's command; nil when unsandboxed or forked
+	sb         *sandbox.Command // the worker's command (sandbox.Plain when unsandboxed); nil when forked
 	fk         *sandbox.Forked  // the worker forked by a zygote; nil when started by a command
 	zygotes    *zygotes         // the zygotes of fk's network view
 	once       sync.Once
-	groupMu    sync.Mutex // an unsandboxed worker's: held while its group is signalled, and while groupEnded is set
-	groupEnded bool       // the unsandboxed worker has exited, and may be reaped
 
 	loaded sandbox.Usage // what the worker held once it had loaded the source
 
@@ -613,16 +611,12 @@ func (w *pyWorker) command(s *workerSpec, args []string) (*exec.Cmd, error) {
 	cmd.Dir = w.dir
 	cmd.Env = s.env
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	w.sb = sandbox.Plain(cmd)
 	return cmd, nil
 }
 
 // startCmd starts the worker's command.
-func (w *pyWorker) startCmd() error {
-	if w.sb != nil {
-		return w.sb.Start()
-	}
-	return w.cmd.Start()
-}
+func (w *pyWorker) startCmd() error { return w.sb.Start() }
 
 func (w *pyWorker) start(s *workerSpec, args []string) error {
 	if s.zygote != nil {
@@ -692,22 +686,13 @@ func (w *pyWorker) reap() {
 	defer close(w.exited)
 	defer workerFunctions.Delete(w.id)
 	defer w.removeDir()
-	switch {
-	case w.fk != nil:
+	if w.fk != nil {
 		w.waitForked()
-	case w.sb != nil:
-		<-w.sb.Exited() // waiting in Wait would hold an OS thread per worker
-		_ = w.cmd.Wait()
-	default:
-		// An unsandboxed worker's group is killed here, as a sandboxed one's
-		// is by its command, and under groupMu: once the worker is reaped its
-		// group's number may be another group's, which kill must not signal.
-		sandbox.WaitExit(w.cmd.Process.Pid)
-		w.groupMu.Lock()
-		killProcessGroup(w.cmd.Process.Pid)
-		w.groupEnded = true
-		w.groupMu.Unlock()
-		_ = w.cmd.Wait()
+	} else {
+		// Waiting in exec's Wait would hold an OS thread per worker: the
+		// command's Wait waits in the runtime's poller, then reaps once the
+		// worker's process group is killed.
+		_ = w.sb.Wait()
 	}
 	// What the worker wrote last on its stderr, a traceback or a runtime's
 	// crash, is what tells why it ended: it is read to its end before the
@@ -964,17 +949,10 @@ func (w *pyWorker) kill() {
 		// worker's process has not exited: the group's number may be another's
 		// once it has been reaped (a dead worker is replaced, and killed, only
 		// when its function is next called, or when it has idled its time).
-		switch {
-		case w.fk != nil:
+		if w.fk != nil {
 			w.fk.Kill()
-		case w.sb != nil:
+		} else {
 			w.sb.Kill()
-		default:
-			w.groupMu.Lock()
-			if !w.groupEnded {
-				killProcessGroup(w.cmd.Process.Pid)
-			}
-			w.groupMu.Unlock()
 		}
 		_ = w.stdin.Close()
 		_ = w.stdout.Close()
@@ -985,9 +963,6 @@ func (w *pyWorker) kill() {
 	}
 	workerFunctions.Delete(w.id) // a load that raced with the worker's exit stored it again
 }
-
-// killProcessGroup kills the process group pgid (a variable for tests).
-var killProcessGroup = func(pgid int) { _ = syscall.Kill(-pgid, syscall.SIGKILL) }
 
 // pyReply is a worker's answer to the source or to a request.
 type pyReply struct {

@@ -1,18 +1,15 @@
 package lambda
 
 import (
-	"errors"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // TestDeadWorkersGroupIsNotKilledOnceRecycled: a worker that exits by itself
@@ -125,19 +122,11 @@ func decoyWithPID(t *testing.T, pid int) *exec.Cmd {
 
 // TestUnsandboxedWorkerGroupIsNotSignalledOnceReaped: an unsandboxed worker
 // that exited is killed when the pool drops it, after it may have been reaped,
-// when its process group's number may be another group's. Its group is killed
-// when it exits, before it is reaped, and never after.
+// when its process group's number may be another group's. Its command is a
+// sandbox.Plain command, whose group is killed when it exits, before it is
+// reaped, and never signalled after (sandbox's TestKillSignalsNoReapedGroup,
+// on a Plain command).
 func TestUnsandboxedWorkerGroupIsNotSignalledOnceReaped(t *testing.T) {
-	orig := killProcessGroup
-	t.Cleanup(func() { killProcessGroup = orig })
-	var late atomic.Int32
-	killProcessGroup = func(pgid int) {
-		var info unix.Siginfo
-		if err := unix.Waitid(unix.P_PID, pgid, &info, unix.WEXITED|unix.WNOWAIT|unix.WNOHANG, nil); errors.Is(err, unix.ECHILD) {
-			late.Add(1) // reaped already
-		}
-		orig(pgid)
-	}
 	fn := pyFn("exits", pyEchoUnless("import os; os._exit(3)"))
 	c := mustCompile(t, NewPython(Options{PythonBinary: "/usr/bin/python3", InsecureNoSandbox: true, PythonPoolSize: 1}), fn)
 	defer c.Close()
@@ -146,7 +135,12 @@ func TestUnsandboxedWorkerGroupIsNotSignalledOnceReaped(t *testing.T) {
 		assertInvokeError(t, err, ReasonCrash, "exit status 3")
 		assertEcho(t, c, "after")
 	}
-	if n := late.Load(); n > 0 {
-		t.Errorf("%d kills signalled the process group of a worker already reaped", n)
+	w, err := c.(*pyFunction).acquire(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.(*pyFunction).pool.put(w, true)
+	if w.sb == nil || w.fk != nil {
+		t.Errorf("an unsandboxed worker's command is not a sandbox.Command, whose group kill waits for its exit and stops before its reaping")
 	}
 }

@@ -117,7 +117,7 @@ func TestKillSignalsNoReapedGroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &Command{Cmd: cmd}
+	c := Plain(cmd)
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -167,7 +167,7 @@ func TestWaitReapsAfterTheGroupIsKilled(t *testing.T) {
 		orig(pgid)
 		killed.Store(true)
 	}
-	c := &Command{Cmd: cmd}
+	c := Plain(cmd)
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestWaitReapsAfterTheGroupIsKilled(t *testing.T) {
 func TestSignalAfterExitSignalsNoPid(t *testing.T) {
 	cmd := exec.Command("sh", "-c", "exit 0")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	c := &Command{Cmd: cmd}
+	c := Plain(cmd)
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}

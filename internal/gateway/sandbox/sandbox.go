@@ -592,6 +592,13 @@ type Command struct {
 // killGroup kills the process group pgid.
 var killGroup = func(pgid int) { _ = syscall.Kill(-pgid, syscall.SIGKILL) }
 
+// Plain returns cmd, a process outside any sandbox (Options.InsecureNoSandbox's
+// workers), as a Command with no cgroup, directory or user of its own, so that
+// its process group is killed and signalled as a sandboxed command's is: only
+// before its process can be reaped. cmd must start in a process group of its
+// own (Setpgid).
+func Plain(cmd *exec.Cmd) *Command { return &Command{Cmd: cmd} }
+
 // Exited is closed once the command's process has exited and its process group
 // was killed; it is not reaped yet. Wait returns at once then, where waiting in
 // Wait holds an OS thread for as long as the process runs.
