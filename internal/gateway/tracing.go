@@ -9,7 +9,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/metalambda/metalambda/internal/tracing"
+	"github.com/metalambda/metalambda/internal/tracing/propagate"
 )
 
 // Sources of a call, as an Invocation records them.
@@ -29,7 +29,7 @@ func (g *Gateway) traced(source string, next http.HandlerFunc) http.HandlerFunc 
 	}
 	return func(w http.ResponseWriter, r *http.Request) {
 		fn := chi.URLParam(r, "namespace") + "/" + chi.URLParam(r, "name")
-		ctx := tracing.Extract(r.Context(), r.Header)
+		ctx := propagate.Extract(r.Context(), r.Header)
 		ctx, span := g.tracer.Start(ctx, source+" "+fn, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
 			attribute.String("metalambda.function", fn),
 			attribute.String("metalambda.source", source),

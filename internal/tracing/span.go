@@ -2,10 +2,8 @@ package tracing
 
 import (
 	"context"
-	"net/http"
 
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 )
@@ -62,19 +60,4 @@ func TraceID(span trace.Span) string {
 		return ""
 	}
 	return sc.TraceID().String()
-}
-
-// propagator carries W3C trace context (traceparent, tracestate).
-var propagator = propagation.TraceContext{}
-
-// Inject sets the traceparent (and tracestate) of ctx's span on h; it sets nothing
-// when ctx carries no span.
-func Inject(ctx context.Context, h http.Header) {
-	propagator.Inject(ctx, propagation.HeaderCarrier(h))
-}
-
-// Extract returns ctx with the remote span context that h's traceparent names, or
-// ctx itself when it names none.
-func Extract(ctx context.Context, h http.Header) context.Context {
-	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
 }

@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/metalambda/metalambda/internal/tracing/propagate"
 )
 
 // With tracing off, spans cost nothing: no allocation, nothing recorded, no header.
@@ -19,7 +21,7 @@ func TestTracingOffAllocatesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() {
 		c, span := Start(ctx, nil, "sync")
 		c, child := Child(c, "queue wait")
-		Inject(c, h)
+		propagate.Inject(c, h)
 		End(child, io.EOF)
 		_ = TraceID(span)
 		span.End()
@@ -32,18 +34,19 @@ func TestTracingOffAllocatesNothing(t *testing.T) {
 	}
 }
 
-// Child spans follow the provider of the span in the context; Inject and Extract
+// Child spans follow the provider of the span in the context; propagate.Inject
+// and propagate.Extract
 // carry it over HTTP headers.
 func TestChildAndPropagation(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	ctx, parent := Start(context.Background(), Tracer(tp), "hook sync")
 	h := http.Header{}
-	Inject(ctx, h)
+	propagate.Inject(ctx, h)
 	if !strings.Contains(h.Get("Traceparent"), parent.SpanContext().TraceID().String()) {
 		t.Fatalf("traceparent %q does not carry trace %s", h.Get("Traceparent"), parent.SpanContext().TraceID())
 	}
-	remote := Extract(context.Background(), h)
+	remote := propagate.Extract(context.Background(), h)
 	sctx, server := Start(remote, Tracer(tp), "hook ns/fn")
 	_, child := Child(sctx, "worker")
 	child.SetAttributes(attribute.String("k", "v"))

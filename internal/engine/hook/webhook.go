@@ -20,6 +20,7 @@ import (
 
 	"github.com/metalambda/metalambda/internal/jsonvalue"
 	"github.com/metalambda/metalambda/internal/tracing"
+	"github.com/metalambda/metalambda/internal/tracing/propagate"
 )
 
 // Hook names for CallInfo.Hook.
@@ -317,7 +318,7 @@ func newRequest(ctx context.Context, u string, payload []byte) (*http.Request, e
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "metalambda")
-	tracing.Inject(ctx, req.Header)
+	propagate.Inject(ctx, req.Header)
 	// Hooks are idempotent by contract: net/http may then resend the request
 	// when a kept-alive connection turns out closed before any answer. A nil
 	// value marks the request so without sending the header.
