@@ -91,10 +91,13 @@ func TestDockerfilesBuildTheCommands(t *testing.T) {
 			if !slices.Contains(d.copies, "/usr/bin/"+name) {
 				t.Errorf("the final stage installs %v, not /usr/bin/%s", d.copies, name)
 			}
-			// The gateway starts its sandboxed workers from metalambda-worker
-			// beside it, and from itself, much slower, when it is missing.
-			if name == "gateway" && (!slices.Contains(d.copies, "/usr/bin/metalambda-worker") || !strings.Contains(d.build, "./cmd/metalambda-worker")) {
-				t.Errorf("the gateway image does not build and install /usr/bin/metalambda-worker beside the gateway: %s; installs %v", d.build, d.copies)
+			// The gateway starts its sandboxed workers from metalambda-launcher
+			// and metalambda-worker beside it, and from itself, much slower,
+			// when they are missing.
+			for _, exe := range []string{"metalambda-launcher", "metalambda-worker"} {
+				if name == "gateway" && (!slices.Contains(d.copies, "/usr/bin/"+exe) || !strings.Contains(d.build, "./cmd/"+exe)) {
+					t.Errorf("the gateway image does not build and install /usr/bin/%s beside the gateway: %s; installs %v", exe, d.build, d.copies)
+				}
 			}
 
 			// go build -n checks the line's flags and package and prints the

@@ -52,6 +52,7 @@ func main() {
 	idleTimeout := flag.Duration("idle-timeout", 2*time.Minute, "the gateway's --worker-idle-timeout: longer than the cold pass takes, so that the warm pass finds the workers it started")
 	budget := flag.String("budget", "2Gi", "the gateway's --worker-memory-budget (0: none)")
 	worker := flag.String("worker", "bin/"+sandbox.WorkerExecutable, "the worker executable (make build puts it in bin/); the benchmark's own when missing")
+	flag.StringVar(&launcherExe, "launcher", "bin/"+sandbox.LauncherExecutable, "the sandbox's launcher (make build puts it in bin/); the worker executable when missing")
 	clients := flag.Int("clients", 16, "concurrent callers of the warm calls (cold calls are made one at a time, so that each measures a start alone)")
 	flag.StringVar(&pythonZygote, "python-zygote", lambda.DefaultPythonZygote, "the gateway's --python-zygote (auto or off)")
 	flag.IntVar(&spares, "spares", lambda.DefaultWorkerSpares, "the gateway's --worker-spares (negative: none)")
@@ -69,8 +70,9 @@ func main() {
 	}
 }
 
-// The gateway's spares, and the pause between cold calls.
+// The gateway's spares and launcher, and the pause between cold calls.
 var (
+	launcherExe  string
 	spares       int
 	pythonZygote string
 	coldInterval time.Duration
@@ -106,12 +108,15 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	opts.PythonZygote = pythonZygote
 	launcher := "the benchmark's own executable"
 	if _, err := os.Stat(worker); err == nil {
-		sb, err := sandbox.New(sandbox.Options{Launcher: worker})
+		if _, err := os.Stat(launcherExe); err != nil {
+			launcherExe = worker
+		}
+		sb, err := sandbox.New(sandbox.Options{Launcher: launcherExe, Worker: worker})
 		if err != nil {
 			return err
 		}
 		defer sb.Close()
-		opts.Sandbox, launcher = sb, worker
+		opts.Sandbox, launcher = sb, worker+" launched by "+launcherExe
 	}
 	base, gw, stop, err := benchkit.StartGateway(cluster, gwOpts)
 	if err != nil {

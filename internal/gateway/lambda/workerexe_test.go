@@ -26,7 +26,7 @@ func buildCommand(t testing.TB, name string) string {
 	exe := filepath.Join(t.TempDir(), name)
 	cmd := exec.Command("go", "build", "-o", exe, "./cmd/"+name)
 	cmd.Dir = "../../.."
-	if name == sandbox.WorkerExecutable {
+	if name == sandbox.WorkerExecutable || name == sandbox.LauncherExecutable {
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as make build and the image build it
 	}
 	if out, err := cmd.CombinedOutput(); err != nil {
@@ -42,22 +42,28 @@ type launcherSandbox struct {
 }
 
 // benchLaunchers are sandboxes that start workers from each executable a
-// gateway may use: cmd/metalambda-worker, as the gateway does when it is
-// installed beside it (make build, the image); the gateway's own, as it does
-// otherwise; and this test binary, which links less than the gateway.
+// gateway may use: cmd/metalambda-launcher launching workers of
+// cmd/metalambda-worker, as the gateway does when both are installed beside it
+// (make build, the image); cmd/metalambda-worker as both; the gateway's own, as
+// it does otherwise; and this test binary, which links less than the gateway.
 func benchLaunchers(b *testing.B) []launcherSandbox {
 	b.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		b.Fatal(err)
 	}
+	worker := buildCommand(b, sandbox.WorkerExecutable)
 	var out []launcherSandbox
-	for _, l := range []struct{ name, exe string }{
-		{"metalambda-worker", buildCommand(b, "metalambda-worker")},
-		{"gateway", buildCommand(b, "gateway")},
-		{"test-binary", self},
+	for _, l := range []struct{ name, launcher, worker string }{
+		{"metalambda-launcher", buildCommand(b, sandbox.LauncherExecutable), worker},
+		{"metalambda-worker", worker, worker},
+		{"gateway", buildCommand(b, "gateway"), ""},
+		{"test-binary", self, self},
 	} {
-		sb, err := sandbox.New(sandbox.Options{Launcher: l.exe})
+		if l.worker == "" {
+			l.worker = l.launcher
+		}
+		sb, err := sandbox.New(sandbox.Options{Launcher: l.launcher, Worker: l.worker})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -67,18 +73,19 @@ func benchLaunchers(b *testing.B) []launcherSandbox {
 	return out
 }
 
-// The gateway's functions run from cmd/metalambda-worker when it is its
-// sandbox's launcher: it launches each worker, and JavaScript and Jsonnet
-// workers are that executable.
+// The gateway's functions run from cmd/metalambda-launcher and
+// cmd/metalambda-worker when they are its sandbox's: the first launches each
+// worker, and JavaScript and Jsonnet workers are the second.
 func TestFunctionsRunFromTheWorkerExecutable(t *testing.T) {
+	launcher := buildCommand(t, sandbox.LauncherExecutable)
 	exe := buildWorkerExecutable(t)
-	sb, err := sandbox.New(sandbox.Options{Launcher: exe})
+	sb, err := sandbox.New(sandbox.Options{Launcher: launcher, Worker: exe})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(sb.Close)
-	if sb.Launcher() != exe {
-		t.Fatalf("the sandbox launches from %s, want %s", sb.Launcher(), exe)
+	if sb.Launcher() != launcher || sb.Worker() != exe {
+		t.Fatalf("the sandbox launches from %s and starts Go workers from %s, want %s and %s", sb.Launcher(), sb.Worker(), launcher, exe)
 	}
 	opts := Options{Sandbox: sb}
 	for _, tt := range []struct {

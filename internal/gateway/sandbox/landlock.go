@@ -74,6 +74,9 @@ func newLandlock(opts Options) (*Sandbox, error) {
 	if s.launcher, err = launcherPath(opts.Launcher); err != nil {
 		return nil, err
 	}
+	if s.worker, err = workerPath(opts.Worker); err != nil {
+		return nil, err
+	}
 	s.cgroups = newCgroups()
 	closeOnExecInherited()
 	s.removeLeftDirs()
@@ -151,42 +154,72 @@ func makeWorkersDir(tmp string) (string, error) {
 	return dir, nil
 }
 
+// LauncherExecutable is the name of the smallest executable
+// (cmd/metalambda-launcher) that launches sandboxed commands: installed beside
+// the caller's, it is the default launcher. It links this package alone, so it
+// starts in about a third of the processor time of WorkerExecutable (the Go
+// runtime initializes every package an executable links before the launcher's
+// turn comes), and a Python zygote's launcher, which stays its parent, holds
+// less memory.
+const LauncherExecutable = "metalambda-launcher"
+
 // WorkerExecutable is the name of the small executable (cmd/metalambda-worker)
-// that, installed beside the caller's, launches sandboxed commands in its place:
-// it links this package and the runtimes' workers but not the rest of the
-// gateway, so it starts in a fraction of the time (the Go runtime initializes
-// every package an executable links before the launcher's turn comes).
+// that the runtimes start their JavaScript and Jsonnet workers from, installed
+// beside the caller's: it links this package and the runtimes' workers but not
+// the rest of the gateway. It launches too, where LauncherExecutable is not
+// installed.
 const WorkerExecutable = "metalambda-worker"
 
-// launcherPath is the launcher's absolute path: WorkerExecutable beside the
-// running executable when there is one, else the running executable itself,
-// when launcher is empty.
+// launcherPath is the launcher's absolute path: when launcher is empty,
+// LauncherExecutable beside the running executable, else WorkerExecutable
+// there, else the running executable itself.
 func launcherPath(launcher string) (string, error) {
-	var err error
-	if launcher == "" {
-		launcher, err = os.Executable()
-		if err == nil {
-			launcher = besideOrSelf(launcher)
-		}
-	}
-	if err == nil {
-		launcher, err = filepath.Abs(launcher)
-	}
-	if err == nil {
-		launcher, err = filepath.EvalSymlinks(launcher)
-	}
+	path, err := executablePath(launcher, LauncherExecutable, WorkerExecutable)
 	if err != nil {
 		return "", fmt.Errorf("sandbox: finding the executable that launches sandboxed commands: %w", err)
 	}
-	return launcher, nil
+	return path, nil
 }
 
-// besideOrSelf is WorkerExecutable in self's directory if it is an executable
-// file there, else self.
-func besideOrSelf(self string) string {
-	worker := filepath.Join(filepath.Dir(self), WorkerExecutable)
-	if fi, err := os.Stat(worker); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
-		return worker
+// workerPath is the Go workers' executable's absolute path: when worker is
+// empty, WorkerExecutable beside the running executable, else the running
+// executable itself.
+func workerPath(worker string) (string, error) {
+	path, err := executablePath(worker, WorkerExecutable)
+	if err != nil {
+		return "", fmt.Errorf("sandbox: finding the executable of the JavaScript and Jsonnet workers: %w", err)
+	}
+	return path, nil
+}
+
+// executablePath is exe, or when it is empty the first of names beside the
+// running executable, else the running executable; absolute, its symbolic
+// links resolved.
+func executablePath(exe string, names ...string) (string, error) {
+	var err error
+	if exe == "" {
+		exe, err = os.Executable()
+		if err == nil {
+			exe = besideOrSelf(exe, names...)
+		}
+	}
+	if err == nil {
+		exe, err = filepath.Abs(exe)
+	}
+	if err == nil {
+		exe, err = filepath.EvalSymlinks(exe)
+	}
+	return exe, err
+}
+
+// besideOrSelf is the first of names in self's directory that is an
+// executable file there, else self.
+func besideOrSelf(self string, names ...string) string {
+	for _, name := range names {
+		path := filepath.Join(filepath.Dir(self), name)
+		if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return path
+		}
 	}
 	return self
 }

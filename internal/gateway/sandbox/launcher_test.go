@@ -9,34 +9,53 @@ import (
 	"testing"
 )
 
-// A WorkerExecutable beside the running executable is the default launcher;
-// anything else there (missing, not executable, a directory) leaves the running
-// executable its own launcher.
-func TestTheLauncherIsTheWorkerExecutableBesideTheCaller(t *testing.T) {
+// A LauncherExecutable beside the running executable is the default launcher,
+// else a WorkerExecutable there; anything else of those names (missing, not
+// executable, a directory) leaves the running executable its own launcher.
+// The Go workers' executable is a WorkerExecutable beside it, never the
+// launcher, which cannot serve them.
+func TestTheLauncherIsTheLauncherExecutableBesideTheCaller(t *testing.T) {
 	dir := t.TempDir()
 	self := filepath.Join(dir, "gateway")
+	launcher := filepath.Join(dir, LauncherExecutable)
 	worker := filepath.Join(dir, WorkerExecutable)
-	if got := besideOrSelf(self); got != self {
-		t.Errorf("with no worker executable: %s, want %s", got, self)
+	launchers := []string{LauncherExecutable, WorkerExecutable}
+	if got := besideOrSelf(self, launchers...); got != self {
+		t.Errorf("with neither executable: %s, want %s", got, self)
 	}
 	if err := os.Mkdir(worker, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if got := besideOrSelf(self); got != self {
-		t.Errorf("with a directory of that name: %s, want %s", got, self)
+	if got := besideOrSelf(self, launchers...); got != self {
+		t.Errorf("with a directory of the worker's name: %s, want %s", got, self)
 	}
 	os.Remove(worker)
 	if err := os.WriteFile(worker, []byte("#!/bin/true\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := besideOrSelf(self); got != self {
-		t.Errorf("with a file that is not executable: %s, want %s", got, self)
+	if got := besideOrSelf(self, launchers...); got != self {
+		t.Errorf("with a worker file that is not executable: %s, want %s", got, self)
 	}
 	if err := os.Chmod(worker, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if got := besideOrSelf(self); got != worker {
-		t.Errorf("with an executable: %s, want %s", got, worker)
+	if got := besideOrSelf(self, launchers...); got != worker {
+		t.Errorf("with a worker executable: %s, want %s", got, worker)
+	}
+	if err := os.WriteFile(launcher, []byte("#!/bin/true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := besideOrSelf(self, launchers...); got != worker {
+		t.Errorf("with a launcher file that is not executable: %s, want %s", got, worker)
+	}
+	if err := os.Chmod(launcher, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := besideOrSelf(self, launchers...); got != launcher {
+		t.Errorf("with both executables: %s, want the launcher %s", got, launcher)
+	}
+	if got := besideOrSelf(self, WorkerExecutable); got != worker {
+		t.Errorf("the Go workers' executable with both: %s, want %s", got, worker)
 	}
 }
 

@@ -111,9 +111,14 @@ type Options struct {
 	Mode Mode
 	// Launcher is the executable that bounds each command and executes it; its
 	// main must call ServeLauncher first (lambda.ServeWorker does) (default
-	// WorkerExecutable beside the running executable, else the running
-	// executable).
+	// LauncherExecutable beside the running executable, else WorkerExecutable
+	// there, else the running executable).
 	Launcher string
+	// Worker is the executable that the runtimes start their JavaScript and
+	// Jsonnet workers from; its main must call lambda.ServeWorker first
+	// (default WorkerExecutable beside the running executable, else the
+	// running executable).
+	Worker string
 	// Bwrap is the bubblewrap binary (default "bwrap", looked up in PATH).
 	Bwrap string
 	// UID and GID are the user that sandboxed commands run as inside their user
@@ -240,6 +245,7 @@ type Sandbox struct {
 	workersDir string    // ModeLandlock of a root caller: where its commands make their directories
 	filters    [2][]byte // seccomp programs without and with network, nil when unknown for the architecture
 	launcher   string    // the executable that bounds each command and executes it
+	worker     string    // the executable of the Go workers (Options.Worker)
 	cgroups    *cgroups  // where commands get a cgroup of their own; nil: nowhere
 
 	mode            Mode      // ModeNamespaces or ModeLandlock
@@ -265,7 +271,7 @@ func (s *Sandbox) SharesUser() bool {
 // Describe names s's mechanism as key/values for a log line, with why ModeAuto
 // did not choose namespaces.
 func (s *Sandbox) Describe() []any {
-	kv := []any{"sandbox", string(s.mode), "launcher", s.launcher}
+	kv := []any{"sandbox", string(s.mode), "launcher", s.launcher, "worker", s.worker}
 	if s.mode == ModeLandlock {
 		kv = append(kv, "landlockABI", s.landlockABI)
 	}
@@ -281,9 +287,15 @@ func (s *Sandbox) Describe() []any {
 }
 
 // Launcher is the executable that launches s's commands (Options.Launcher,
-// resolved). The runtimes start their Go workers from it too.
+// resolved).
 func (s *Sandbox) Launcher() string {
 	return s.launcher
+}
+
+// Worker is the executable that the runtimes start their JavaScript and Jsonnet
+// workers from (Options.Worker, resolved).
+func (s *Sandbox) Worker() string {
+	return s.worker
 }
 
 // users are the users of the range that the live commands of the process's
@@ -395,6 +407,10 @@ func newNamespaces(opts Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
+	worker, err := workerPath(opts.Worker)
+	if err != nil {
+		return nil, err
+	}
 	privileged := os.Geteuid() == 0
 	if !privileged {
 		if err := checkUserNamespaces(); err != nil {
@@ -408,7 +424,7 @@ func newNamespaces(opts Options) (*Sandbox, error) {
 		}
 	}
 	closeOnExecInherited()
-	s := &Sandbox{mode: ModeNamespaces, bwrap: bwrap, launcher: launcher, uid: opts.UID, gid: opts.GID, uidBase: opts.UIDBase, privileged: privileged, filters: filters, cgroups: newCgroups(), zygotes: &zygoteSet{}}
+	s := &Sandbox{mode: ModeNamespaces, bwrap: bwrap, launcher: launcher, worker: worker, uid: opts.UID, gid: opts.GID, uidBase: opts.UIDBase, privileged: privileged, filters: filters, cgroups: newCgroups(), zygotes: &zygoteSet{}}
 	s.nsenter, _ = exec.LookPath("nsenter")
 	if err := s.probe(); err != nil {
 		s.Close()

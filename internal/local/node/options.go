@@ -201,15 +201,18 @@ func (o *Options) findRuntimePaths() error {
 	return nil
 }
 
-// entrypointPaths are a host entrypoint and, when there is one beside it, the
-// sandbox's worker executable: the gateway's image holds it beside the gateway,
-// which starts its workers from it.
+// entrypointPaths are a host entrypoint and, when they are beside it, the
+// sandbox's launcher and worker executables: the gateway's image holds them
+// beside the gateway, which starts its workers from them.
 func entrypointPaths(entrypoint string) []string {
-	worker := filepath.Join(filepath.Dir(entrypoint), sandbox.WorkerExecutable)
-	if fi, err := os.Stat(worker); err == nil && fi.Mode().IsRegular() {
-		return []string{entrypoint, worker}
+	paths := []string{entrypoint}
+	for _, name := range []string{sandbox.LauncherExecutable, sandbox.WorkerExecutable} {
+		exe := filepath.Join(filepath.Dir(entrypoint), name)
+		if fi, err := os.Stat(exe); err == nil && fi.Mode().IsRegular() {
+			paths = append(paths, exe)
+		}
 	}
-	return []string{entrypoint}
+	return paths
 }
 
 // pythonPaths are the interpreter and its installation (sys.prefix and

@@ -46,7 +46,8 @@ type InCluster struct {
 
 // ComponentImages are the local node's image rules that run the chart's engine and
 // gateway images as the binaries in binDir (`make build` puts them in bin/); the
-// gateway's pod also sees the metalambda-worker beside it, as in its image.
+// gateway's pod also sees the metalambda-launcher and metalambda-worker beside it, as in
+// its image.
 func ComponentImages(binDir string) []node.ImageRule {
 	return []node.ImageRule{
 		{Image: EngineImage, Kind: "host", Entrypoint: []string{filepath.Join(binDir, "engine")}},
@@ -214,7 +215,8 @@ func podProblems(ctx context.Context, kube kubernetes.Interface, deployment stri
 	return "; " + strings.Join(out, "; ")
 }
 
-// BuildComponents builds this checkout's engine, gateway and metalambda-worker into a
+// BuildComponents builds this checkout's engine, gateway, metalambda-launcher and
+// metalambda-worker into a
 // new directory under the user's cache directory (not /tmp, which the chart's gateway
 // pod mounts an emptyDir over), for InCluster.BinDir and ComponentImages. The caller
 // removes the directory; prefix names it.
@@ -230,7 +232,7 @@ func BuildComponents(ctx context.Context, prefix string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, cmd := range []string{"engine", "gateway", "metalambda-worker"} {
+	for _, cmd := range []string{"engine", "gateway", "metalambda-launcher", "metalambda-worker"} {
 		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, cmd), "github.com/metalambda/metalambda/cmd/"+cmd)
 		if out, err := build.CombinedOutput(); err != nil {
 			os.RemoveAll(dir)
