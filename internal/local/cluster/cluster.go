@@ -45,25 +45,58 @@ type Cluster struct {
 
 // Start runs etcd, kube-apiserver and the optional components, and returns once every
 // one of them reports healthy. On error nothing is left running.
+//
+// A port Start picks (a zero port of opts) is free when picked, not always when
+// its component binds it, seconds later: an outgoing connection of another process
+// can take it as its local port in between. A start that fails so, a component
+// saying "address already in use", is tried again from the beginning on newly
+// picked ports, up to portAttempts starts in all.
 func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	if err := opts.pickPorts(); err != nil {
-		return nil, err
+	for attempt := 1; ; attempt++ {
+		o := opts
+		if err := o.pickPorts(); err != nil {
+			return nil, err
+		}
+		if afterPickPorts != nil {
+			afterPickPorts(&o)
+		}
+		c, logs, err := startOnce(ctx, o)
+		if err == nil {
+			return c, nil
+		}
+		if attempt < portAttempts && opts.picksPorts() && strings.Contains(logs, "address already in use") {
+			continue
+		}
+		return nil, fmt.Errorf("%w\n%s", err, logs)
 	}
+}
+
+// portAttempts is how many starts Start makes on ports it picked, when a
+// component finds one taken.
+const portAttempts = 3
+
+// afterPickPorts, when set (by a test), sees each start's ports before its
+// components start.
+var afterPickPorts func(*Options)
+
+// startOnce starts the components on opts' ports; on error it stops what it
+// started and returns the tails of their logs.
+func startOnce(ctx context.Context, opts Options) (*Cluster, string, error) {
 	c := &Cluster{opts: opts, DataDir: opts.DataDir}
 	if err := c.prepareDataDir(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	ctx, cancel := context.WithTimeout(ctx, opts.StartTimeout)
 	defer cancel()
 	if err := c.start(ctx); err != nil {
 		logs := c.LogTails(30)
 		_ = c.Stop()
-		return nil, fmt.Errorf("%w\n%s", err, logs)
+		return nil, logs, err
 	}
-	return c, nil
+	return c, "", nil
 }
 
 func (c *Cluster) prepareDataDir() error {

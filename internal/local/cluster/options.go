@@ -100,6 +100,21 @@ func Defaults() Options {
 	}
 }
 
+// picksPorts reports whether a port of o is zero, for pickPorts to pick.
+func (o *Options) picksPorts() bool {
+	for _, port := range o.ports() {
+		if *port == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// ports are o's ports, each a pointer into o.
+func (o *Options) ports() []*int {
+	return []*int{&o.EtcdClientPort, &o.EtcdPeerPort, &o.APIServerPort, &o.ControllerMgrPort, &o.SchedulerPort}
+}
+
 // pickPorts gives every zero port a free one on Host.
 func (o *Options) pickPorts() error {
 	// Every port is held until all are chosen: a port released at once can be handed
@@ -110,7 +125,7 @@ func (o *Options) pickPorts() error {
 			l.Close()
 		}
 	}()
-	for _, port := range []*int{&o.EtcdClientPort, &o.EtcdPeerPort, &o.APIServerPort, &o.ControllerMgrPort, &o.SchedulerPort} {
+	for _, port := range o.ports() {
 		if *port != 0 {
 			continue
 		}
