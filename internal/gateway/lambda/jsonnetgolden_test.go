@@ -156,7 +156,7 @@ func TestJsonnetGoldenReplies(t *testing.T) {
 // goldenWorkerReplies are the reply frames of a worker serving source.
 func goldenWorkerReplies(t *testing.T, source string, env map[string]string, requests []string) []string {
 	t.Helper()
-	init, _ := json.Marshal(scriptInit{Runtime: Jsonnet, Name: "test/golden", Source: source, Env: env, Timeout: 5e9})
+	init, _ := json.Marshal(scriptInit{Protocol: scriptProtocol, Runtime: Jsonnet, Name: "test/golden", Source: source, Env: env, Timeout: 5e9})
 	input := append(init, '\n')
 	for _, r := range requests {
 		frame, err := requestFrame("test/golden", json.RawMessage(r))

@@ -49,7 +49,7 @@ func TestScriptWorkerReleasesMemoryWhenIdle(t *testing.T) {
   for (let i = 0; i < 20000; i++) junk.push({i: i});
   return {status: {n: junk.length}};
 }`
-	init, _ := json.Marshal(scriptInit{Runtime: JavaScript, Name: "test/garbage", Source: source, Timeout: 5e9})
+	init, _ := json.Marshal(scriptInit{Protocol: scriptProtocol, Runtime: JavaScript, Name: "test/garbage", Source: source, Timeout: 5e9})
 	roundTrip(append(init, '\n'))
 	frame, _ := requestFrame("test", echoRequest("x"))
 	for range 20 {

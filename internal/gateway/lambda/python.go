@@ -794,7 +794,19 @@ func (w *pyWorker) load(f *pyFunction) error {
 	if !reply.OK {
 		return reply.compileError(f.fn.Name)
 	}
+	if w.goWorker && reply.Protocol != scriptProtocol {
+		w.kill()
+		return otherBuildError(f.fn.Name, reply.Protocol)
+	}
 	return nil
+}
+
+// otherBuildError is the failure of a Go worker whose executable speaks
+// another version of the script worker protocol (it ignored the gateway's).
+func otherBuildError(name string, protocol int) *CompileError {
+	return &CompileError{Function: name, Cause: ErrWorkerLost, Message: fmt.Sprintf(
+		"the JavaScript and Jsonnet worker executable is from another build of Metalambda than the gateway (worker protocol %d, the gateway's %d): install the %s built with the gateway beside it",
+		protocol, scriptProtocol, sandbox.WorkerExecutable)}
 }
 
 // requestFrame is {"request": request} on one line: the request compacted, which
@@ -967,6 +979,7 @@ func (w *pyWorker) kill() {
 // pyReply is a worker's answer to the source or to a request.
 type pyReply struct {
 	OK       bool            `json:"ok"`
+	Protocol int             `json:"protocol"` // a script worker's scriptProtocol, in its answer to the init frame
 	Response json.RawMessage `json:"response"`
 	Logs     string          `json:"logs"`
 	Fatal    bool            `json:"fatal"`

@@ -11,10 +11,13 @@ import (
 	"os"
 	"runtime/debug"
 	"runtime/metrics"
+	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 )
 
 // The worker's side of the script worker protocol: what a JavaScript or
@@ -36,6 +39,12 @@ func serveScriptWorker(in io.Reader, out io.Writer) int {
 	var first scriptInit
 	if err := json.Unmarshal(line, &first); err != nil {
 		fmt.Fprintln(os.Stderr, "script worker: init frame:", err)
+		return 2
+	}
+	if first.Protocol != scriptProtocol {
+		w.send(scriptReply{Error: &pyError{Message: fmt.Sprintf(
+			"this worker executable is from another build of Metalambda than the gateway (worker protocol %d, the gateway's %d): install the %s built with the gateway beside it",
+			scriptProtocol, first.Protocol, sandbox.WorkerExecutable)}})
 		return 2
 	}
 	if heap := first.MemoryLimit - goReservedAddressSpace; first.MemoryLimit > 0 && heap > 0 {
@@ -62,7 +71,7 @@ func serveScriptWorker(in io.Reader, out io.Writer) int {
 	if err != nil {
 		return w.send(compileReply(err))
 	}
-	if code := w.send(scriptReply{OK: true}); code != 0 {
+	if code := w.send(scriptReply{OK: true, Protocol: scriptProtocol}); code != 0 {
 		return code
 	}
 	frames := &frameReader{r: r, release: startMemoryRelease(releaseIdle)}
@@ -313,6 +322,10 @@ func appendReply(b []byte, reply scriptReply) []byte {
 		return append(append(b, encoded...), '\n')
 	}
 	b = append(b, `{"ok":true`...)
+	if reply.Protocol != 0 {
+		b = append(b, `,"protocol":`...)
+		b = strconv.AppendInt(b, int64(reply.Protocol), 10)
+	}
 	if reply.Logs != "" {
 		b = append(b, `,"logs":`...)
 		b = appendString(b, reply.Logs)
@@ -342,6 +355,7 @@ func appendString(b []byte, s string) []byte {
 // scriptReply is pyReply as a script worker writes it.
 type scriptReply struct {
 	OK       bool            `json:"ok"`
+	Protocol int             `json:"protocol,omitempty"` // in the answer to the init frame
 	Response json.RawMessage `json:"response,omitempty"`
 	Logs     string          `json:"logs,omitempty"`
 	Error    *pyError        `json:"error,omitempty"`

@@ -39,7 +39,7 @@ func TestServeScriptWorkerFrames(t *testing.T) {
 				t.Fatal(err)
 			}
 			bad, _ := requestFrame("test", echoRequest("bad"))
-			init, _ := json.Marshal(scriptInit{Runtime: tt.runtime, Name: "test/frames", Source: tt.source, Timeout: 5e9})
+			init, _ := json.Marshal(scriptInit{Protocol: scriptProtocol, Runtime: tt.runtime, Name: "test/frames", Source: tt.source, Timeout: 5e9})
 			spaced := strings.NewReplacer("\n", " ", "\t", " ").Replace(string(echoRequest("spaced")))
 			input := string(init) + "\n" + string(good) + string(bad) + string(good) +
 				`{"request":{"parent":}}` + "\n" + // not JSON
@@ -52,8 +52,8 @@ func TestServeScriptWorkerFrames(t *testing.T) {
 			if len(replies) != 6 {
 				t.Fatalf("%d replies, want 6:\n%s", len(replies), out.String())
 			}
-			if !replies[0].OK {
-				t.Fatalf("loading: %+v", replies[0].Error)
+			if !replies[0].OK || replies[0].Protocol != scriptProtocol {
+				t.Fatalf("loading: %+v, protocol %d; want ok, protocol %d", replies[0].Error, replies[0].Protocol, scriptProtocol)
 			}
 			wantStatus := func(name string) any {
 				return map[string]any{"children": []any{}, "status": map[string]any{"name": name}}
@@ -138,7 +138,7 @@ func BenchmarkServeScriptWorker(b *testing.B) {
 	for _, hook := range benchHooks {
 		b.Run(hook.runtime, func(b *testing.B) {
 			defer debug.SetGCPercent(debug.SetGCPercent(400))
-			init, _ := json.Marshal(scriptInit{Runtime: hook.runtime, Name: "bench/hook", Source: hook.source, Timeout: 5e9})
+			init, _ := json.Marshal(scriptInit{Protocol: scriptProtocol, Runtime: hook.runtime, Name: "bench/hook", Source: hook.source, Timeout: 5e9})
 			frame, err := requestFrame("bench", json.RawMessage(benchHookRequest))
 			if err != nil {
 				b.Fatal(err)

@@ -121,8 +121,16 @@ func (s *scripts) Stats() PoolStats {
 	return s.pools.Stats()
 }
 
+// scriptProtocol is the version of the script worker protocol (scriptInit and
+// the frames after it). The init frame carries the gateway's, and a worker
+// that loaded its function answers with its own: the Go workers' executable
+// is a file of its own (sandbox.WorkerExecutable), which an install may leave
+// from another build, and which neither side may then misread.
+const scriptProtocol = 1
+
 // scriptInit is the first frame a script worker reads.
 type scriptInit struct {
+	Protocol    int               `json:"protocol"` // scriptProtocol of the gateway
 	Runtime     string            `json:"runtime"`
 	Name        string            `json:"name"`
 	Source      string            `json:"source"`
@@ -147,7 +155,7 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 	exe := sb.Worker()
 	timeout := s.opts.timeout(fn)
 	memoryLimit := max(s.opts.ScriptMemoryLimit, 0)
-	first, err := json.Marshal(scriptInit{Runtime: s.name, Name: fn.Name, Source: fn.Source, Handler: fn.Handler, Env: fn.Env, Timeout: int64(timeout), MemoryLimit: memoryLimit})
+	first, err := json.Marshal(scriptInit{Protocol: scriptProtocol, Runtime: s.name, Name: fn.Name, Source: fn.Source, Handler: fn.Handler, Env: fn.Env, Timeout: int64(timeout), MemoryLimit: memoryLimit})
 	if err != nil {
 		return nil, fmt.Errorf("function %s: %w", fn.Name, err)
 	}

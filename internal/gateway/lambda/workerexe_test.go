@@ -1,10 +1,13 @@
 package lambda
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
@@ -112,5 +115,56 @@ func TestFunctionsRunFromTheWorkerExecutable(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A worker executable of another build (here one that ignores the protocol the
+// gateway sends, as those before the version did) fails the registration of a
+// JavaScript or Jsonnet function with a message that says so, instead of
+// serving a protocol it may misread; and a worker refuses an init frame of
+// another protocol, with its own.
+func TestAWorkerExecutableOfAnotherBuildIsRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds testdata/otherbuild")
+	}
+	exe := filepath.Join(t.TempDir(), "otherbuild")
+	build := exec.Command("go", "build", "-o", exe, "./testdata/otherbuild")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", build.Args, err, out)
+	}
+	if err := os.Chmod(filepath.Dir(exe), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := sandbox.New(sandbox.Options{Worker: exe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sb.Close)
+	opts := Options{Sandbox: sb}
+	for _, tt := range []struct {
+		rt Runtime
+		fn Function
+	}{
+		{NewSandboxedJavaScript(opts), jsFn("other-build", jsEcho)},
+		{NewSandboxedJsonnet(opts), jsonnetFn("other-build", jsonnetEcho)},
+	} {
+		c, err := tt.rt.Compile(tt.fn)
+		if err == nil {
+			c.Close()
+			t.Fatalf("%s: a worker of another build loaded the function", tt.fn.Runtime)
+		}
+		if !strings.Contains(err.Error(), "another build") || !strings.Contains(err.Error(), sandbox.WorkerExecutable) {
+			t.Errorf("%s: %v; want it to say the worker executable is of another build", tt.fn.Runtime, err)
+		}
+	}
+
+	init, _ := json.Marshal(scriptInit{Protocol: scriptProtocol + 1, Runtime: JavaScript, Name: "test/next", Source: jsEcho, Timeout: 5e9})
+	var out bytes.Buffer
+	if code := serveScriptWorker(bytes.NewReader(append(init, '\n')), &out); code != 2 {
+		t.Errorf("a worker given an init frame of protocol %d exited %d, want 2", scriptProtocol+1, code)
+	}
+	if !strings.Contains(out.String(), "another build") {
+		t.Errorf("a worker given an init frame of another protocol answered %s", out.String())
 	}
 }

@@ -43,7 +43,7 @@ func ServeLauncher() {
 }
 
 // launchProtocol is the version of launch. A launcher refuses a launch of
-// another version, so that a WorkerExecutable left from an older build fails
+// another version, so that a launcher left from an older build fails
 // the sandbox's probe at the caller's start, naming itself, instead of
 // misreading what it is given.
 const launchProtocol = 2
