@@ -213,11 +213,17 @@ func executablePath(exe string, names ...string) (string, error) {
 }
 
 // besideOrSelf is the first of names in self's directory that is an
-// executable file there, else self.
+// executable file there, owned by root or this process's user and writable by
+// no one else, else self: a file another user could have put there or changed
+// is not started for every worker.
 func besideOrSelf(self string, names ...string) string {
 	for _, name := range names {
 		path := filepath.Join(filepath.Dir(self), name)
-		if fi, err := os.Stat(path); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+		fi, err := os.Stat(path)
+		if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 || fi.Mode().Perm()&0o022 != 0 {
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && (st.Uid == 0 || int(st.Uid) == os.Geteuid()) {
 			return path
 		}
 	}

@@ -51,6 +51,26 @@ func TestTheLauncherIsTheLauncherExecutableBesideTheCaller(t *testing.T) {
 	if err := os.Chmod(launcher, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Chmod(launcher, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	if got := besideOrSelf(self, launchers...); got != worker {
+		t.Errorf("with a launcher its group may write: %s, want %s", got, worker)
+	}
+	if err := os.Chmod(launcher, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() == 0 {
+		if err := os.Chown(launcher, 12345, 12345); err != nil {
+			t.Fatal(err)
+		}
+		if got := besideOrSelf(self, launchers...); got != worker {
+			t.Errorf("with a launcher of another user: %s, want %s", got, worker)
+		}
+		if err := os.Chown(launcher, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if got := besideOrSelf(self, launchers...); got != launcher {
 		t.Errorf("with both executables: %s, want the launcher %s", got, launcher)
 	}
