@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -170,7 +171,7 @@ func goldenWorkerReplies(t *testing.T, source string, env map[string]string, req
 		t.Fatalf("exit code %d", code)
 	}
 	replies := strings.SplitAfter(out.String(), "\n")
-	if len(replies) != len(requests)+2 || replies[0] != "{\"ok\":true}\n" {
+	if len(replies) != len(requests)+2 || replies[0] != "{\"ok\":true,\"protocol\":"+strconv.Itoa(scriptProtocol)+"}\n" {
 		t.Fatalf("replies: %q", replies)
 	}
 	return replies[1 : len(replies)-1]

@@ -541,7 +541,9 @@ func closeZygotesNow() {
 // (killing it would kill them all).
 func TestStalledZygoteIsReplacedNotKilled(t *testing.T) {
 	rt := zygoteRuntime(t, Options{})
-	a := mustCompile(t, rt, pyFn("stall-a", pyEcho))
+	fn := pyFn("stall-a", pyEchoOrWait)
+	fn.Timeout = time.Minute
+	a := mustCompile(t, rt, fn)
 	assertEcho(t, a, "before")
 	before := workerProcesses("test/stall-a")
 	if len(before) != 1 {
@@ -557,12 +559,24 @@ func TestStalledZygoteIsReplacedNotKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Signal(syscall.SIGCONT) })
+	// a's worker stays busy through the stall and the replacement: an idle
+	// worker of a stalled zygote is recycled once another zygote is current
+	// (on a loaded machine, before the check below), a busy one never is, so
+	// only a kill at the replacement could end it.
+	busy := make(chan error, 1)
+	go func() {
+		_, err := a.Invoke(context.Background(), echoRequest("wait"))
+		busy <- err
+	}()
+	waitUntil(t, func() bool { return rt.Stats().Busy == 1 }, "a's call to start")
 	b := mustCompile(t, rt, pyFn("stall-b", pyEcho)) // after the fork request's allowance
-	// No zygote forks yet (the next fork starts one): a's worker is left be.
 	if got := workerProcesses("test/stall-a"); !slices.Equal(got, before) {
 		t.Errorf("workers of test/stall-a after the stall: %v, want %v (the stalled zygote's children were killed)", got, before)
 	}
 	assertEcho(t, b, "while stalled")
+	if err := <-busy; err != nil {
+		t.Errorf("a's call through the stall: %v", err)
+	}
 	assertEcho(t, a, "after")
 	zs.mu.Lock()
 	current := zs.current
@@ -581,6 +595,16 @@ func TestStalledZygoteIsReplacedNotKilled(t *testing.T) {
 	}
 	assertEcho(t, a, "at last")
 }
+
+// pyEchoOrWait is pyEcho, but a parent named "wait" is answered after 40 s.
+const pyEchoOrWait = `import time
+` + pyEcho + `
+_echo = sync
+def sync(request):
+    if request["parent"]["metadata"]["name"] == "wait":
+        time.sleep(40)
+    return _echo(request)
+`
 
 // forkedBy is the host pid of the zygote that forked function's only worker;
 // 0 when it has not one worker, or that one was not forked.
