@@ -35,7 +35,7 @@ const goReservedAddressSpace = 1408 << 20
 func ServeWorker() {
 	sandbox.ServeLauncher()
 	if len(os.Args) > 1 && os.Args[1] == ScriptWorkerMarker {
-		os.Exit(serveScriptWorker(os.Stdin, os.Stdout))
+		os.Exit(serveScriptWorker(&callReader{fd: 0, wait: busyWait}, os.Stdout))
 	}
 }
 
@@ -161,12 +161,11 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 	}
 	spec := workerSpec{
 		command: []string{exe}, marker: ScriptWorkerMarker,
-		// A worker serves one call at a time and waits for the next in a blocking
-		// read of its stdin. With two Ps the runtime leaves the reading thread its
-		// P while the other is idle; with one, its monitor takes the P back every
-		// 20 µs of the wait, which cost 12-18% more CPU per call (perf stat over
-		// BenchmarkScriptWorkerEcho; waiting in the network poller instead cost
-		// 40% more). GOGC=400 collects as rarely as the gateway does
+		// A worker serves one call at a time and waits for the next on its stdin
+		// (callReader). With two Ps the runtime leaves the waiting thread its P
+		// while the other is idle; with one, its monitor takes the P back every
+		// 20 µs of a blocking read, which cost 12-18% more CPU per call (perf stat
+		// over BenchmarkScriptWorkerEcho). GOGC=400 collects as rarely as the gateway does
 		// (the heap is small; the memory limit still bounds it), and a worker
 		// idle for releaseIdle gives its garbage back (memoryRelease). One malloc arena
 		// keeps the address space of threads that cgo starts small.
