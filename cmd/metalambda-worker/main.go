@@ -6,6 +6,12 @@
 // whose initialization the Go runtime runs before any of it: started from this
 // executable a worker answers its first call about 15 ms sooner.
 //
+// make build and the gateway's image build it twice more, once per runtime and
+// without the other (build tags nojsonnet and nojavascript), as
+// metalambda-worker-javascript and metalambda-worker-jsonnet, which the gateway
+// prefers: a Jsonnet worker that does not link goja starts in 4 ms less
+// processor time and holds 0.5 MiB less memory of its own.
+//
 // main hands the process to lambda.ServeWorker, which takes either role from the
 // first argument (sandbox.LauncherMarker, lambda.ScriptWorkerMarker); it returns
 // only when the program is started by hand.

@@ -30,8 +30,14 @@ func parse(t *testing.T, path string) dockerfile {
 	var d dockerfile
 	stage := 0
 	sc := bufio.NewScanner(f)
+	var continued string // the lines of an instruction before the last, joined
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
+		if more, ok := strings.CutSuffix(line, "\\"); ok {
+			continued += more
+			continue
+		}
+		line, continued = continued+line, ""
 		switch {
 		case strings.HasPrefix(line, "FROM "):
 			stage++
@@ -92,11 +98,15 @@ func TestDockerfilesBuildTheCommands(t *testing.T) {
 				t.Errorf("the final stage installs %v, not /usr/bin/%s", d.copies, name)
 			}
 			// The gateway starts its sandboxed workers from metalambda-launcher
-			// and metalambda-worker beside it, and from itself, much slower,
-			// when they are missing.
-			for _, exe := range []string{"metalambda-launcher", "metalambda-worker"} {
-				if name == "gateway" && (!slices.Contains(d.copies, "/usr/bin/"+exe) || !strings.Contains(d.build, "./cmd/"+exe)) {
-					t.Errorf("the gateway image does not build and install /usr/bin/%s beside the gateway: %s; installs %v", exe, d.build, d.copies)
+			// and each runtime's worker executable beside it, and from itself,
+			// much slower, when they are missing.
+			for exe, build := range map[string]string{
+				"metalambda-launcher":          "./cmd/metalambda-launcher",
+				"metalambda-worker-javascript": "-tags nojsonnet -ldflags \"-s -w -X github.com/metalambda/metalambda/internal/version.version=${VERSION}\" -o /out/metalambda-worker-javascript ./cmd/metalambda-worker",
+				"metalambda-worker-jsonnet":    "-tags nojavascript -ldflags \"-s -w -X github.com/metalambda/metalambda/internal/version.version=${VERSION}\" -o /out/metalambda-worker-jsonnet ./cmd/metalambda-worker",
+			} {
+				if name == "gateway" && (!slices.Contains(d.copies, "/usr/bin/"+exe) || !strings.Contains(d.build, build)) {
+					t.Errorf("the gateway image does not build (%s) and install /usr/bin/%s beside the gateway: %s; installs %v", build, exe, d.build, d.copies)
 				}
 			}
 
@@ -104,7 +114,7 @@ func TestDockerfilesBuildTheCommands(t *testing.T) {
 			// commands it would run, without compiling: building static binaries
 			// here would recompile every dependency (make images builds them).
 			out := t.TempDir()
-			script := strings.Replace(strings.ReplaceAll(d.build, "/out/", out+"/"), "go build ", "go build -n ", 1)
+			script := strings.ReplaceAll(strings.ReplaceAll(d.build, "/out/", out+"/"), "go build ", "go build -n ")
 			cmd := exec.Command("sh", "-c", script)
 			cmd.Dir = root
 			cmd.Env = append(os.Environ(), "VERSION=v9.8.7-test", "TARGETOS=linux", "TARGETARCH="+runtime.GOARCH)

@@ -51,7 +51,8 @@ func main() {
 	n := flag.Int("n", 1000, "Functions to register, a third of each runtime")
 	idleTimeout := flag.Duration("idle-timeout", 2*time.Minute, "the gateway's --worker-idle-timeout: longer than the cold pass takes, so that the warm pass finds the workers it started")
 	budget := flag.String("budget", "2Gi", "the gateway's --worker-memory-budget (0: none)")
-	worker := flag.String("worker", "bin/"+sandbox.WorkerExecutable, "the worker executable (make build puts it in bin/); the benchmark's own when missing")
+	worker := flag.String("worker", "bin/"+sandbox.WorkerExecutable, "the worker executable of both runtimes (make build puts it in bin/), for a runtime whose own is missing; the benchmark's own when missing")
+	flag.StringVar(&workersDir, "workers-dir", "bin", "where each runtime's worker executable is ("+sandbox.WorkerExecutableFor("<runtime>")+"; make build puts them in bin/); none: -worker for every runtime")
 	flag.StringVar(&launcherExe, "launcher", "bin/"+sandbox.LauncherExecutable, "the sandbox's launcher (make build puts it in bin/); the worker executable when missing")
 	clients := flag.Int("clients", 16, "concurrent callers of the warm calls (cold calls are made one at a time, so that each measures a start alone)")
 	flag.StringVar(&pythonZygote, "python-zygote", lambda.DefaultPythonZygote, "the gateway's --python-zygote (auto or off)")
@@ -73,6 +74,7 @@ func main() {
 // The gateway's spares and launcher, and the pause between cold calls.
 var (
 	launcherExe  string
+	workersDir   string
 	spares       int
 	pythonZygote string
 	coldInterval time.Duration
@@ -107,16 +109,29 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	opts.WorkerIdleTimeout, opts.MemoryBudget, opts.WorkerSpares = idleTimeout, lambda.NewMemoryBudget(budget), spares
 	opts.PythonZygote = pythonZygote
 	launcher := "the benchmark's own executable"
-	if _, err := os.Stat(worker); err == nil {
-		if _, err := os.Stat(launcherExe); err != nil {
+	workers := map[string]string{}
+	for _, rt := range sandbox.WorkerRuntimes {
+		if exe := filepath.Join(workersDir, sandbox.WorkerExecutableFor(rt)); workersDir != "" && fileExists(exe) {
+			workers[rt] = exe
+		}
+	}
+	if !fileExists(worker) {
+		worker = ""
+	}
+	if worker != "" || len(workers) > 0 {
+		if !fileExists(launcherExe) {
 			launcherExe = worker
 		}
-		sb, err := sandbox.New(sandbox.Options{Launcher: launcherExe, Worker: worker})
+		sb, err := sandbox.New(sandbox.Options{Launcher: launcherExe, Worker: worker, Workers: workers})
 		if err != nil {
 			return err
 		}
 		defer sb.Close()
-		opts.Sandbox, launcher = sb, worker+" launched by "+launcherExe
+		var exes []string
+		for _, rt := range sandbox.WorkerRuntimes {
+			exes = append(exes, sb.WorkerFor(rt))
+		}
+		opts.Sandbox, launcher = sb, strings.Join(exes, " and ")+" launched by "+sb.Launcher()
 	}
 	base, gw, stop, err := benchkit.StartGateway(cluster, gwOpts)
 	if err != nil {
@@ -341,3 +356,9 @@ func pct(l []time.Duration, p int) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func mib(b int64) float64        { return float64(b) / (1 << 20) }
+
+// fileExists reports whether path names a file.
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return path != "" && err == nil
+}

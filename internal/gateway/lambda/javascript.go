@@ -1,3 +1,5 @@
+//go:build !nojavascript
+
 package lambda
 
 import (
@@ -459,4 +461,28 @@ func nilSafe(v goja.Value) goja.Value {
 		return goja.Undefined()
 	}
 	return v
+}
+
+// serveWorker answers calls in the VM that compiling the function loaded,
+// until the gateway closes the worker's stdin. The gateway kills a worker whose
+// call runs past its timeout, so a call here has none.
+func (f *jsFunction) serveWorker(frames *frameReader, w *frameWriter) int {
+	vm, err := f.pool.get(context.Background())
+	if err != nil {
+		return w.send(compileReply(err))
+	}
+	logs := &logBuffer{}
+	for {
+		request, code, ok := frames.next(w)
+		if !ok {
+			return code
+		}
+		logs.reset()
+		vm.logs = logs
+		response, err := vm.call(f.fn.Name, request)
+		vm.logs = nil
+		if code := w.send(callReply(Result{Response: response, Logs: logs.String()}, err)); code != 0 {
+			return code
+		}
+	}
 }

@@ -1,3 +1,5 @@
+//go:build !nojsonnet
+
 package lambda
 
 import (
@@ -390,4 +392,37 @@ func (noImporter) Import(importedFrom, importedPath string) (jsonnet.Contents, s
 // runningCount counts evaluations in progress.
 type runningCount struct {
 	n atomic.Int64
+}
+
+// serveWorker runs one resident evaluator on this goroutine whose next call is
+// read straight from stdin and whose answer is written straight to stdout.
+func (f *jsonnetFunction) serveWorker(frames *frameReader, w *frameWriter) int {
+	code := 0
+	logs := &logBuffer{}
+	job := &jsonnetJob{logs: logs}
+	job.answer = func(out jsonnetOutcome) {
+		code = w.send(callReply(f.result(out, logs)))
+	}
+	e := &jsonnetEvaluator{f: f}
+	var dec jsonDecoder
+	e.take = func() (*jsonnetJob, error) {
+		for code == 0 {
+			request, c, ok := frames.next(w)
+			if !ok {
+				code = c
+				break
+			}
+			decoded, err := dec.decode(request)
+			if err != nil {
+				code = w.send(callReply(Result{}, fmt.Errorf("function %s: %w: %v", f.fn.Name, ErrInvalidRequest, err)))
+				continue
+			}
+			logs.reset()
+			job.request = decoded
+			return job, nil
+		}
+		return nil, errRetired
+	}
+	e.run()
+	return code
 }

@@ -1,3 +1,5 @@
+//go:build !nojsonnet
+
 package lambda
 
 import (

@@ -1,3 +1,5 @@
+//go:build !nojavascript
+
 package lambda
 
 import (
@@ -8,9 +10,6 @@ import (
 	"github.com/dop251/goja"
 	"github.com/go-json-experiment/json/jsontext"
 )
-
-// maxJSONDepth bounds the nesting of a request, as a guard for the recursion below.
-const maxJSONDepth = 1000
 
 // fromJSON builds the JavaScript value of a JSON document as JSON.parse does: keys
 // in document order, the last of duplicate keys wins, "__proto__" is an own

@@ -796,17 +796,17 @@ func (w *pyWorker) load(f *pyFunction) error {
 	}
 	if w.goWorker && reply.Protocol != scriptProtocol {
 		w.kill()
-		return otherBuildError(f.fn.Name, reply.Protocol)
+		return otherBuildError(f.fn.Name, f.spares.spec.command[0], reply.Protocol)
 	}
 	return nil
 }
 
 // otherBuildError is the failure of a Go worker whose executable speaks
 // another version of the script worker protocol (it ignored the gateway's).
-func otherBuildError(name string, protocol int) *CompileError {
+func otherBuildError(name, exe string, protocol int) *CompileError {
 	return &CompileError{Function: name, Cause: ErrWorkerLost, Message: fmt.Sprintf(
-		"the JavaScript and Jsonnet worker executable is from another build of Metalambda than the gateway (worker protocol %d, the gateway's %d): install the %s built with the gateway beside it",
-		protocol, scriptProtocol, sandbox.WorkerExecutable)}
+		"the worker executable %s is from another build of Metalambda than the gateway (worker protocol %d, the gateway's %d): install the worker executables built with the gateway beside it",
+		exe, protocol, scriptProtocol)}
 }
 
 // requestFrame is {"request": request} on one line: the request compacted, which

@@ -103,6 +103,10 @@ func objectResponse(name string, raw []byte) (json.RawMessage, error) {
 	return out.Bytes(), nil
 }
 
+// maxJSONDepth bounds the nesting of a request that a runtime decodes itself, as
+// a guard for the decoders' recursion.
+const maxJSONDepth = 1000
+
 // compactObject accepts raw, JSON a runtime wrote itself (valid and compact), when
 // it is an object: only its type is left to check.
 func compactObject(name string, raw []byte) (json.RawMessage, error) {

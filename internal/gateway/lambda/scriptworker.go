@@ -3,7 +3,6 @@ package lambda
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,8 +15,6 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
-
-	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 )
 
 // The worker's side of the script worker protocol: what a JavaScript or
@@ -43,8 +40,8 @@ func serveScriptWorker(in io.Reader, out io.Writer) int {
 	}
 	if first.Protocol != scriptProtocol {
 		w.send(scriptReply{Error: &pyError{Message: fmt.Sprintf(
-			"this worker executable is from another build of Metalambda than the gateway (worker protocol %d, the gateway's %d): install the %s built with the gateway beside it",
-			scriptProtocol, first.Protocol, sandbox.WorkerExecutable)}})
+			"this worker executable is from another build of Metalambda than the gateway (worker protocol %d, the gateway's %d): install the worker executables built with the gateway beside it",
+			scriptProtocol, first.Protocol)}})
 		return 2
 	}
 	if heap := first.MemoryLimit - goReservedAddressSpace; first.MemoryLimit > 0 && heap > 0 {
@@ -74,72 +71,19 @@ func serveScriptWorker(in io.Reader, out io.Writer) int {
 	if code := w.send(scriptReply{OK: true, Protocol: scriptProtocol}); code != 0 {
 		return code
 	}
-	frames := &frameReader{r: r, release: startMemoryRelease(releaseIdle)}
-	switch f := compiled.(type) {
-	case *jsFunction:
-		return serveJavaScript(f, frames, w)
-	case *jsonnetFunction:
-		return serveJsonnet(f, frames, w)
+	server, ok := compiled.(workerServer)
+	if !ok {
+		fmt.Fprintf(os.Stderr, "script worker: cannot serve %T\n", compiled)
+		return 2
 	}
-	fmt.Fprintf(os.Stderr, "script worker: cannot serve %T\n", compiled)
-	return 2
+	return server.serveWorker(&frameReader{r: r, release: startMemoryRelease(releaseIdle)}, w)
 }
 
-// serveJavaScript answers calls in the VM that compiling the function loaded,
-// until the gateway closes the worker's stdin. The gateway kills a worker whose
-// call runs past its timeout, so a call here has none.
-func serveJavaScript(f *jsFunction, frames *frameReader, w *frameWriter) int {
-	vm, err := f.pool.get(context.Background())
-	if err != nil {
-		return w.send(compileReply(err))
-	}
-	logs := &logBuffer{}
-	for {
-		request, code, ok := frames.next(w)
-		if !ok {
-			return code
-		}
-		logs.reset()
-		vm.logs = logs
-		response, err := vm.call(f.fn.Name, request)
-		vm.logs = nil
-		if code := w.send(callReply(Result{Response: response, Logs: logs.String()}, err)); code != 0 {
-			return code
-		}
-	}
-}
-
-// serveJsonnet runs one resident evaluator on this goroutine whose next call is
-// read straight from stdin and whose answer is written straight to stdout.
-func serveJsonnet(f *jsonnetFunction, frames *frameReader, w *frameWriter) int {
-	code := 0
-	logs := &logBuffer{}
-	job := &jsonnetJob{logs: logs}
-	job.answer = func(out jsonnetOutcome) {
-		code = w.send(callReply(f.result(out, logs)))
-	}
-	e := &jsonnetEvaluator{f: f}
-	var dec jsonDecoder
-	e.take = func() (*jsonnetJob, error) {
-		for code == 0 {
-			request, c, ok := frames.next(w)
-			if !ok {
-				code = c
-				break
-			}
-			decoded, err := dec.decode(request)
-			if err != nil {
-				code = w.send(callReply(Result{}, fmt.Errorf("function %s: %w: %v", f.fn.Name, ErrInvalidRequest, err)))
-				continue
-			}
-			logs.reset()
-			job.request = decoded
-			return job, nil
-		}
-		return nil, errRetired
-	}
-	e.run()
-	return code
+// workerServer is a compiled function that a script worker serves: it answers
+// each request frame with a reply frame until the end of input, and returns the
+// worker's exit code.
+type workerServer interface {
+	serveWorker(frames *frameReader, w *frameWriter) int
 }
 
 // requestPrefix starts every request frame that the gateway writes

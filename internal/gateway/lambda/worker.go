@@ -150,9 +150,10 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 	if err != nil {
 		return nil, fmt.Errorf("function %s: the %s runtime has no sandbox (the gateway's --insecure-no-sandbox runs functions in its own process): %w", fn.Name, s.name, err)
 	}
-	// Workers run the sandbox's worker executable, whose main calls ServeWorker
-	// (sandbox.WorkerExecutable beside the gateway's, or the gateway's own).
-	exe := sb.Worker()
+	// Workers run the sandbox's worker executable for the runtime, whose main
+	// calls ServeWorker (sandbox.WorkerExecutableFor(s.name) beside the
+	// gateway's, else sandbox.WorkerExecutable there, else the gateway's own).
+	exe := sb.WorkerFor(s.name)
 	timeout := s.opts.timeout(fn)
 	memoryLimit := max(s.opts.ScriptMemoryLimit, 0)
 	first, err := json.Marshal(scriptInit{Protocol: scriptProtocol, Runtime: s.name, Name: fn.Name, Source: fn.Source, Handler: fn.Handler, Env: fn.Env, Timeout: int64(timeout), MemoryLimit: memoryLimit})

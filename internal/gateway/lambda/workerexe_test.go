@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,15 +20,30 @@ func buildWorkerExecutable(t testing.TB) string {
 	return buildCommand(t, "metalambda-worker")
 }
 
+// buildRuntimeWorkers builds the executable of each Go worker runtime as make
+// build does (cmd/metalambda-worker without the other runtime), by runtime.
+func buildRuntimeWorkers(t testing.TB) map[string]string {
+	t.Helper()
+	return map[string]string{
+		JavaScript: buildCommand(t, "metalambda-worker", "-tags", "nojsonnet", "-o", sandbox.WorkerExecutableFor(JavaScript)),
+		Jsonnet:    buildCommand(t, "metalambda-worker", "-tags", "nojavascript", "-o", sandbox.WorkerExecutableFor(Jsonnet)),
+	}
+}
+
 // buildCommand builds cmd/name (the tests' build cache makes it mostly a link
-// step) into a directory of t's.
-func buildCommand(t testing.TB, name string) string {
+// step) into a directory of t's, with the flags given (-o names the file).
+func buildCommand(t testing.TB, name string, flags ...string) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds cmd/" + name)
 	}
-	exe := filepath.Join(t.TempDir(), name)
-	cmd := exec.Command("go", "build", "-o", exe, "./cmd/"+name)
+	out := name
+	if i := slices.Index(flags, "-o"); i >= 0 {
+		out = flags[i+1]
+		flags = slices.Delete(flags, i, i+2)
+	}
+	exe := filepath.Join(t.TempDir(), out)
+	cmd := exec.Command("go", append(append([]string{"build"}, flags...), "-o", exe, "./cmd/"+name)...)
 	cmd.Dir = "../../.."
 	if name == sandbox.WorkerExecutable || name == sandbox.LauncherExecutable {
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0") // static, as make build and the image build it
@@ -45,10 +61,11 @@ type launcherSandbox struct {
 }
 
 // benchLaunchers are sandboxes that start workers from each executable a
-// gateway may use: cmd/metalambda-launcher launching workers of
-// cmd/metalambda-worker, as the gateway does when both are installed beside it
-// (make build, the image); cmd/metalambda-worker as both; the gateway's own, as
-// it does otherwise; and this test binary, which links less than the gateway.
+// gateway may use: cmd/metalambda-launcher launching workers of each runtime's
+// executable, as the gateway does when they are installed beside it (make
+// build, the image); cmd/metalambda-worker as both launcher and worker; the
+// gateway's own, as it does otherwise; and this test binary, which links less
+// than the gateway.
 func benchLaunchers(b *testing.B) []launcherSandbox {
 	b.Helper()
 	self, err := os.Executable()
@@ -57,16 +74,19 @@ func benchLaunchers(b *testing.B) []launcherSandbox {
 	}
 	worker := buildCommand(b, sandbox.WorkerExecutable)
 	var out []launcherSandbox
-	for _, l := range []struct{ name, launcher, worker string }{
-		{"metalambda-launcher", buildCommand(b, sandbox.LauncherExecutable), worker},
-		{"metalambda-worker", worker, worker},
-		{"gateway", buildCommand(b, "gateway"), ""},
-		{"test-binary", self, self},
+	for _, l := range []struct {
+		name, launcher, worker string
+		workers                map[string]string
+	}{
+		{"metalambda-launcher", buildCommand(b, sandbox.LauncherExecutable), "", buildRuntimeWorkers(b)},
+		{"metalambda-worker", worker, worker, nil},
+		{"gateway", buildCommand(b, "gateway"), "", nil},
+		{"test-binary", self, self, nil},
 	} {
-		if l.worker == "" {
+		if l.worker == "" && l.workers == nil {
 			l.worker = l.launcher
 		}
-		sb, err := sandbox.New(sandbox.Options{Launcher: l.launcher, Worker: l.worker})
+		sb, err := sandbox.New(sandbox.Options{Launcher: l.launcher, Worker: l.worker, Workers: l.workers})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -76,19 +96,20 @@ func benchLaunchers(b *testing.B) []launcherSandbox {
 	return out
 }
 
-// The gateway's functions run from cmd/metalambda-launcher and
-// cmd/metalambda-worker when they are its sandbox's: the first launches each
-// worker, and JavaScript and Jsonnet workers are the second.
+// The gateway's functions run from cmd/metalambda-launcher and the worker
+// executables of their runtimes when they are its sandbox's: the first launches
+// each worker, and JavaScript and Jsonnet workers are each their runtime's
+// executable, which does not work for the other runtime.
 func TestFunctionsRunFromTheWorkerExecutable(t *testing.T) {
 	launcher := buildCommand(t, sandbox.LauncherExecutable)
-	exe := buildWorkerExecutable(t)
-	sb, err := sandbox.New(sandbox.Options{Launcher: launcher, Worker: exe})
+	workers := buildRuntimeWorkers(t)
+	sb, err := sandbox.New(sandbox.Options{Launcher: launcher, Workers: workers})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(sb.Close)
-	if sb.Launcher() != launcher || sb.Worker() != exe {
-		t.Fatalf("the sandbox launches from %s and starts Go workers from %s, want %s and %s", sb.Launcher(), sb.Worker(), launcher, exe)
+	if sb.Launcher() != launcher || sb.WorkerFor(JavaScript) != workers[JavaScript] || sb.WorkerFor(Jsonnet) != workers[Jsonnet] {
+		t.Fatalf("the sandbox launches from %s and starts Go workers from %s and %s, want %s and %v", sb.Launcher(), sb.WorkerFor(JavaScript), sb.WorkerFor(Jsonnet), launcher, workers)
 	}
 	opts := Options{Sandbox: sb}
 	for _, tt := range []struct {
@@ -110,11 +131,25 @@ func TestFunctionsRunFromTheWorkerExecutable(t *testing.T) {
 				t.Fatal("no worker found")
 			}
 			for _, pid := range pids {
-				if got, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); err != nil || got != exe {
-					t.Errorf("worker %d runs %q (%v), want %s", pid, got, err, exe)
+				if got, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/exe"); err != nil || got != workers[tt.fn.Runtime] {
+					t.Errorf("worker %d runs %q (%v), want %s", pid, got, err, workers[tt.fn.Runtime])
 				}
 			}
 		})
+	}
+	// Each runtime's executable refuses the other runtime's function.
+	for rt, exe := range workers {
+		other := JavaScript
+		if rt == JavaScript {
+			other = Jsonnet
+		}
+		init, _ := json.Marshal(scriptInit{Protocol: scriptProtocol, Runtime: other, Name: "test/other", Source: jsEcho, Timeout: 5e9})
+		cmd := exec.Command(exe, ScriptWorkerMarker)
+		cmd.Stdin = bytes.NewReader(append(init, '\n'))
+		out, _ := cmd.Output()
+		if want := "built without the " + other + " runtime"; !strings.Contains(string(out), want) {
+			t.Errorf("the %s worker executable given a %s function answered %q, want %q", rt, other, out, want)
+		}
 	}
 }
 
@@ -154,7 +189,7 @@ func TestAWorkerExecutableOfAnotherBuildIsRefused(t *testing.T) {
 			c.Close()
 			t.Fatalf("%s: a worker of another build loaded the function", tt.fn.Runtime)
 		}
-		if !strings.Contains(err.Error(), "another build") || !strings.Contains(err.Error(), sandbox.WorkerExecutable) {
+		if !strings.Contains(err.Error(), "another build") || !strings.Contains(err.Error(), exe) {
 			t.Errorf("%s: %v; want it to say the worker executable is of another build", tt.fn.Runtime, err)
 		}
 	}

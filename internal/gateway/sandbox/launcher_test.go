@@ -103,3 +103,46 @@ func TestTheLauncherRefusesAnotherProtocol(t *testing.T) {
 		}
 	}
 }
+
+// Each Go worker runtime starts from its own executable when one is given or
+// installed, else from the general worker executable.
+func TestEachRuntimeHasTheWorkerExecutableItIsGiven(t *testing.T) {
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if self, err = filepath.EvalSymlinks(self); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	general, jsonnet := filepath.Join(dir, WorkerExecutable), filepath.Join(dir, WorkerExecutableFor("jsonnet"))
+	for _, tt := range []struct {
+		name    string
+		worker  string
+		workers map[string]string
+		want    map[string]string // by runtime; the general one under ""
+	}{
+		{"none given, none beside the test binary", "", nil, map[string]string{"": self, "javascript": self, "jsonnet": self}},
+		{"a general one", general, nil, map[string]string{"": general, "javascript": general, "jsonnet": general}},
+		{"a general one and Jsonnet's", general, map[string]string{"jsonnet": jsonnet}, map[string]string{"": general, "javascript": general, "jsonnet": jsonnet}},
+		{"Jsonnet's alone", "", map[string]string{"jsonnet": jsonnet}, map[string]string{"": self, "javascript": self, "jsonnet": jsonnet}},
+	} {
+		for _, exe := range []string{general, jsonnet} {
+			if err := os.WriteFile(exe, []byte("#!/bin/true\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, byRuntime, err := workerPaths(tt.worker, tt.workers)
+		if err != nil {
+			t.Fatalf("%s: %v", tt.name, err)
+		}
+		if got != tt.want[""] {
+			t.Errorf("%s: the general worker executable is %s, want %s", tt.name, got, tt.want[""])
+		}
+		for _, rt := range WorkerRuntimes {
+			if byRuntime[rt] != tt.want[rt] {
+				t.Errorf("%s: %s workers start from %s, want %s", tt.name, rt, byRuntime[rt], tt.want[rt])
+			}
+		}
+	}
+}

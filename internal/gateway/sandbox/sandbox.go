@@ -119,6 +119,11 @@ type Options struct {
 	// (default WorkerExecutable beside the running executable, else the
 	// running executable).
 	Worker string
+	// Workers are the executables that the runtimes of WorkerRuntimes start
+	// their workers from, by runtime (default Worker when it is set, else
+	// WorkerExecutableFor(runtime) beside the running executable, else Worker's
+	// default).
+	Workers map[string]string
 	// Bwrap is the bubblewrap binary (default "bwrap", looked up in PATH).
 	Bwrap string
 	// UID and GID are the user that sandboxed commands run as inside their user
@@ -241,12 +246,13 @@ type Sandbox struct {
 	nsenter    string // where found: starts bwrap in a network namespace (Spec.NetNS)
 	uid, gid   int
 	uidBase    int
-	privileged bool      // the caller is root: see the package documentation
-	workersDir string    // ModeLandlock of a root caller: where its commands make their directories
-	filters    [2][]byte // seccomp programs without and with network, nil when unknown for the architecture
-	launcher   string    // the executable that bounds each command and executes it
-	worker     string    // the executable of the Go workers (Options.Worker)
-	cgroups    *cgroups  // where commands get a cgroup of their own; nil: nowhere
+	privileged bool              // the caller is root: see the package documentation
+	workersDir string            // ModeLandlock of a root caller: where its commands make their directories
+	filters    [2][]byte         // seccomp programs without and with network, nil when unknown for the architecture
+	launcher   string            // the executable that bounds each command and executes it
+	worker     string            // the executable of the Go workers (Options.Worker)
+	workers    map[string]string // the executable of each of WorkerRuntimes
+	cgroups    *cgroups          // where commands get a cgroup of their own; nil: nowhere
 
 	mode            Mode      // ModeNamespaces or ModeLandlock
 	landlockABI     int       // ModeLandlock: the kernel's Landlock ABI version
@@ -272,6 +278,11 @@ func (s *Sandbox) SharesUser() bool {
 // did not choose namespaces.
 func (s *Sandbox) Describe() []any {
 	kv := []any{"sandbox", string(s.mode), "launcher", s.launcher, "worker", s.worker}
+	for _, rt := range WorkerRuntimes {
+		if s.workers[rt] != s.worker {
+			kv = append(kv, rt+"Worker", s.workers[rt])
+		}
+	}
 	if s.mode == ModeLandlock {
 		kv = append(kv, "landlockABI", s.landlockABI)
 	}
@@ -293,8 +304,19 @@ func (s *Sandbox) Launcher() string {
 }
 
 // Worker is the executable that the runtimes start their JavaScript and Jsonnet
-// workers from (Options.Worker, resolved).
+// workers from (Options.Worker, resolved) where no executable of their own is
+// installed (WorkerFor).
 func (s *Sandbox) Worker() string {
+	return s.worker
+}
+
+// WorkerFor is the executable that runtime's workers start from: Options.Worker
+// when set, else WorkerExecutableFor(runtime) beside the running executable,
+// else Worker.
+func (s *Sandbox) WorkerFor(runtime string) string {
+	if exe, ok := s.workers[runtime]; ok {
+		return exe
+	}
 	return s.worker
 }
 
@@ -407,7 +429,7 @@ func newNamespaces(opts Options) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	worker, err := workerPath(opts.Worker)
+	worker, workers, err := workerPaths(opts.Worker, opts.Workers)
 	if err != nil {
 		return nil, err
 	}
@@ -424,7 +446,7 @@ func newNamespaces(opts Options) (*Sandbox, error) {
 		}
 	}
 	closeOnExecInherited()
-	s := &Sandbox{mode: ModeNamespaces, bwrap: bwrap, launcher: launcher, worker: worker, uid: opts.UID, gid: opts.GID, uidBase: opts.UIDBase, privileged: privileged, filters: filters, cgroups: newCgroups(), zygotes: &zygoteSet{}}
+	s := &Sandbox{mode: ModeNamespaces, bwrap: bwrap, launcher: launcher, worker: worker, workers: workers, uid: opts.UID, gid: opts.GID, uidBase: opts.UIDBase, privileged: privileged, filters: filters, cgroups: newCgroups(), zygotes: &zygoteSet{}}
 	s.nsenter, _ = exec.LookPath("nsenter")
 	if err := s.probe(); err != nil {
 		s.Close()

@@ -206,7 +206,11 @@ func (o *Options) findRuntimePaths() error {
 // beside the gateway, which starts its workers from them.
 func entrypointPaths(entrypoint string) []string {
 	paths := []string{entrypoint}
-	for _, name := range []string{sandbox.LauncherExecutable, sandbox.WorkerExecutable} {
+	names := []string{sandbox.LauncherExecutable, sandbox.WorkerExecutable}
+	for _, rt := range sandbox.WorkerRuntimes {
+		names = append(names, sandbox.WorkerExecutableFor(rt))
+	}
+	for _, name := range names {
 		exe := filepath.Join(filepath.Dir(entrypoint), name)
 		if fi, err := os.Stat(exe); err == nil && fi.Mode().IsRegular() {
 			paths = append(paths, exe)

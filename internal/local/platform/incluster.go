@@ -46,8 +46,8 @@ type InCluster struct {
 
 // ComponentImages are the local node's image rules that run the chart's engine and
 // gateway images as the binaries in binDir (`make build` puts them in bin/); the
-// gateway's pod also sees the metalambda-launcher and metalambda-worker beside it, as in
-// its image.
+// gateway's pod also sees the metalambda-launcher and the worker executables beside it,
+// as in its image.
 func ComponentImages(binDir string) []node.ImageRule {
 	return []node.ImageRule{
 		{Image: EngineImage, Kind: "host", Entrypoint: []string{filepath.Join(binDir, "engine")}},
@@ -216,7 +216,7 @@ func podProblems(ctx context.Context, kube kubernetes.Interface, deployment stri
 }
 
 // BuildComponents builds this checkout's engine, gateway, metalambda-launcher and
-// metalambda-worker into a
+// the worker executables of the JavaScript and Jsonnet runtimes into a
 // new directory under the user's cache directory (not /tmp, which the chart's gateway
 // pod mounts an emptyDir over), for InCluster.BinDir and ComponentImages. The caller
 // removes the directory; prefix names it.
@@ -232,11 +232,19 @@ func BuildComponents(ctx context.Context, prefix string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, cmd := range []string{"engine", "gateway", "metalambda-launcher", "metalambda-worker"} {
-		build := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, cmd), "github.com/metalambda/metalambda/cmd/"+cmd)
+	for _, b := range []struct{ out, cmd, tags string }{
+		{"engine", "engine", ""},
+		{"gateway", "gateway", ""},
+		{"metalambda-launcher", "metalambda-launcher", ""},
+		// Each runtime's worker without the other runtime, as make build and
+		// the image build them.
+		{"metalambda-worker-javascript", "metalambda-worker", "nojsonnet"},
+		{"metalambda-worker-jsonnet", "metalambda-worker", "nojavascript"},
+	} {
+		build := exec.CommandContext(ctx, "go", "build", "-tags", b.tags, "-o", filepath.Join(dir, b.out), "github.com/metalambda/metalambda/cmd/"+b.cmd)
 		if out, err := build.CombinedOutput(); err != nil {
 			os.RemoveAll(dir)
-			return "", fmt.Errorf("build %s: %v\n%s", cmd, err, out)
+			return "", fmt.Errorf("build %s: %v\n%s", b.out, err, out)
 		}
 	}
 	return dir, nil
