@@ -14,12 +14,6 @@ import (
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 )
 
-// buildWorkerExecutable builds cmd/metalambda-worker as make build does.
-func buildWorkerExecutable(t testing.TB) string {
-	t.Helper()
-	return buildCommand(t, "metalambda-worker")
-}
-
 // buildRuntimeWorkers builds the executable of each Go worker runtime as make
 // build does (cmd/metalambda-worker without the other runtime), by runtime.
 func buildRuntimeWorkers(t testing.TB) map[string]string {
