@@ -124,3 +124,6 @@ lint: ## gofmt, go vet and staticcheck (config: staticcheck.conf).
 	  if [[ -n $$unformatted ]]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet -tags integration ./...
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) -tags integration ./...
+# The worker executables of make build leave one runtime out; their tests need both.
+	$(GO) vet -tags nojsonnet ./cmd/metalambda-worker
+	$(GO) vet -tags nojavascript ./cmd/metalambda-worker

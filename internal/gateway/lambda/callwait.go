@@ -35,9 +35,9 @@ const busyWait = 5 * time.Millisecond
 // worker costs nothing, and a worker called every few seconds pays one more
 // wake-up per call.
 //
-// While the worker waits in ppoll, a stop of the world (a collection's end)
-// waits for it, at most busyWait; the monitor's preemption signal ends the ppoll
-// early (EINTR), and the loop's next function call yields.
+// A stop of the world (a collection's end) does not wait out the ppoll: the
+// runtime's preemption signal ends it (EINTR), and the loop's next function
+// call yields. callReader expects fd in blocking mode (ServeWorker sets it).
 type callReader struct {
 	fd   int
 	wait time.Duration // busyWait; tests shorten or lengthen it

@@ -791,22 +791,41 @@ func (w *pyWorker) load(f *pyFunction) error {
 	if err != nil {
 		return err
 	}
+	if w.goWorker && reply.NoRuntime {
+		w.kill()
+		return &CompileError{Function: f.fn.Name, Cause: ErrWorkerLost, Message: fmt.Sprintf(
+			"the worker executable %s was built without the %s runtime: install the worker executables that make build builds (%s) beside the gateway",
+			f.spares.spec.command[0], f.fn.Runtime, sandbox.WorkerExecutableFor(f.fn.Runtime))}
+	}
 	if !reply.OK {
 		return reply.compileError(f.fn.Name)
 	}
-	if w.goWorker && reply.Protocol != scriptProtocol {
+	if w.goWorker && (reply.Protocol != scriptProtocol || otherBuild(reply.Build)) {
 		w.kill()
-		return otherBuildError(f.fn.Name, f.spares.spec.command[0], reply.Protocol)
+		return otherBuildError(f.fn.Name, f.spares.spec.command[0], reply.Protocol, reply.Build)
 	}
 	return nil
 }
 
+// gatewayBuild is this executable's knownBuild; tests replace it.
+var gatewayBuild = knownBuild
+
+// otherBuild reports whether a Go worker that answered with build (its
+// knownBuild) is of another build than the gateway: when both builds are known,
+// a worker left beside the gateway by an earlier build, whose runtimes may
+// differ, is not served from even if its protocol is the same.
+func otherBuild(build string) bool {
+	own := gatewayBuild()
+	return own != "" && build != "" && build != own
+}
+
 // otherBuildError is the failure of a Go worker whose executable speaks
-// another version of the script worker protocol (it ignored the gateway's).
-func otherBuildError(name, exe string, protocol int) *CompileError {
+// another version of the script worker protocol (it ignored the gateway's), or
+// is of another known build.
+func otherBuildError(name, exe string, protocol int, build string) *CompileError {
 	return &CompileError{Function: name, Cause: ErrWorkerLost, Message: fmt.Sprintf(
-		"the worker executable %s is from another build of Metalambda than the gateway (worker protocol %d, the gateway's %d): install the worker executables built with the gateway beside it",
-		exe, protocol, scriptProtocol)}
+		"the worker executable %s is from another build of Metalambda than the gateway (worker protocol %d, build %q; the gateway's %d, %q): install the worker executables built with the gateway beside it",
+		exe, protocol, build, scriptProtocol, gatewayBuild())}
 }
 
 // requestFrame is {"request": request} on one line: the request compacted, which
@@ -978,12 +997,15 @@ func (w *pyWorker) kill() {
 
 // pyReply is a worker's answer to the source or to a request.
 type pyReply struct {
-	OK       bool            `json:"ok"`
-	Protocol int             `json:"protocol"` // a script worker's scriptProtocol, in its answer to the init frame
-	Response json.RawMessage `json:"response"`
-	Logs     string          `json:"logs"`
-	Fatal    bool            `json:"fatal"`
-	Error    *pyError        `json:"error"`
+	OK       bool   `json:"ok"`
+	Protocol int    `json:"protocol"` // a script worker's scriptProtocol, in its answer to the init frame
+	Build    string `json:"build"`    // a script worker's knownBuild, in its answer to the init frame
+	// NoRuntime: a script worker's executable was built without the function's runtime.
+	NoRuntime bool            `json:"no_runtime"`
+	Response  json.RawMessage `json:"response"`
+	Logs      string          `json:"logs"`
+	Fatal     bool            `json:"fatal"`
+	Error     *pyError        `json:"error"`
 }
 
 type pyError struct {

@@ -103,6 +103,10 @@ func objectResponse(name string, raw []byte) (json.RawMessage, error) {
 	return out.Bytes(), nil
 }
 
+// errNoRuntime is the cause of a script worker's refusal of a function whose
+// runtime its executable was built without (runtime_off.go).
+var errNoRuntime = errors.New("the executable was built without the runtime")
+
 // maxJSONDepth bounds the nesting of a request that a runtime decodes itself, as
 // a guard for the decoders' recursion.
 const maxJSONDepth = 1000

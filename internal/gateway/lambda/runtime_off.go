@@ -14,5 +14,5 @@ import "fmt"
 type missingRuntime struct{ name, tag string }
 
 func (m missingRuntime) Compile(fn Function) (Compiled, error) {
-	return nil, &CompileError{Function: fn.Name, Message: fmt.Sprintf("this executable was built without the %s runtime (build tag %s)", m.name, m.tag)}
+	return nil, &CompileError{Function: fn.Name, Cause: errNoRuntime, Message: fmt.Sprintf("this executable was built without the %s runtime (build tag %s)", m.name, m.tag)}
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/metalambda/metalambda/internal/version"
 )
 
 // The worker's side of the script worker protocol: what a JavaScript or
@@ -65,10 +67,16 @@ func serveScriptWorker(in io.Reader, out io.Writer) int {
 	// by the gateway, which kills the worker.
 	fn.Timeout = time.Duration(first.Timeout)
 	compiled, err := rt.Compile(fn)
+	if errors.Is(err, errNoRuntime) {
+		reply := compileReply(err)
+		reply.NoRuntime = true
+		w.send(reply)
+		return 2
+	}
 	if err != nil {
 		return w.send(compileReply(err))
 	}
-	if code := w.send(scriptReply{OK: true, Protocol: scriptProtocol}); code != 0 {
+	if code := w.send(scriptReply{OK: true, Protocol: scriptProtocol, Build: knownBuild()}); code != 0 {
 		return code
 	}
 	server, ok := compiled.(workerServer)
@@ -77,6 +85,17 @@ func serveScriptWorker(in io.Reader, out io.Writer) int {
 		return 2
 	}
 	return server.serveWorker(&frameReader{r: r, release: startMemoryRelease(releaseIdle)}, w)
+}
+
+// knownBuild is the build of this executable (version.Get) when it is known:
+// the version linked in by make build or the image's build, else the commit of
+// a go build in a checkout; empty for "devel", a build of no known source (go
+// run, go test).
+func knownBuild() string {
+	if v := version.Get(); v != "devel" {
+		return v
+	}
+	return ""
 }
 
 // workerServer is a compiled function that a script worker serves: it answers
@@ -270,6 +289,10 @@ func appendReply(b []byte, reply scriptReply) []byte {
 		b = append(b, `,"protocol":`...)
 		b = strconv.AppendInt(b, int64(reply.Protocol), 10)
 	}
+	if reply.Build != "" {
+		b = append(b, `,"build":`...)
+		b = appendString(b, reply.Build)
+	}
 	if reply.Logs != "" {
 		b = append(b, `,"logs":`...)
 		b = appendString(b, reply.Logs)
@@ -298,11 +321,15 @@ func appendString(b []byte, s string) []byte {
 
 // scriptReply is pyReply as a script worker writes it.
 type scriptReply struct {
-	OK       bool            `json:"ok"`
-	Protocol int             `json:"protocol,omitempty"` // in the answer to the init frame
-	Response json.RawMessage `json:"response,omitempty"`
-	Logs     string          `json:"logs,omitempty"`
-	Error    *pyError        `json:"error,omitempty"`
+	OK       bool   `json:"ok"`
+	Protocol int    `json:"protocol,omitempty"` // in the answer to the init frame
+	Build    string `json:"build,omitempty"`    // knownBuild, in the answer to the init frame
+	// NoRuntime tells that this executable was built without the function's
+	// runtime: the install's fault, not the function's.
+	NoRuntime bool            `json:"no_runtime,omitempty"`
+	Response  json.RawMessage `json:"response,omitempty"`
+	Logs      string          `json:"logs,omitempty"`
+	Error     *pyError        `json:"error,omitempty"`
 }
 
 func compileReply(err error) scriptReply {

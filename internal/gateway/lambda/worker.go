@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 )
 
@@ -35,6 +37,9 @@ const goReservedAddressSpace = 1408 << 20
 func ServeWorker() {
 	sandbox.ServeLauncher()
 	if len(os.Args) > 1 && os.Args[1] == ScriptWorkerMarker {
+		// The gateway gives a worker a blocking pipe; callReader's read after
+		// its wait relies on it.
+		_ = unix.SetNonblock(0, false)
 		os.Exit(serveScriptWorker(&callReader{fd: 0, wait: busyWait}, os.Stdout))
 	}
 }
@@ -163,10 +168,10 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 	spec := workerSpec{
 		command: []string{exe}, marker: ScriptWorkerMarker,
 		// A worker serves one call at a time and waits for the next on its stdin
-		// (callReader). With two Ps the runtime leaves the waiting thread its P
-		// while the other is idle; with one, its monitor takes the P back every
-		// 20 µs of a blocking read, which cost 12-18% more CPU per call (perf stat
-		// over BenchmarkScriptWorkerEcho). GOGC=400 collects as rarely as the gateway does
+		// (callReader), after 5 ms in a blocking read. With two Ps the runtime
+		// leaves that read its P while the other is idle; with one, its monitor
+		// took the P back every 20 µs of the read, which cost 12-18% more CPU
+		// per call (perf stat over BenchmarkScriptWorkerEcho). GOGC=400 collects as rarely as the gateway does
 		// (the heap is small; the memory limit still bounds it), and a worker
 		// idle for releaseIdle gives its garbage back (memoryRelease). One malloc arena
 		// keeps the address space of threads that cgo starts small.

@@ -3,6 +3,7 @@ package lambda
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,5 +196,54 @@ func TestAWorkerExecutableOfAnotherBuildIsRefused(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "another build") {
 		t.Errorf("a worker given an init frame of another protocol answered %s", out.String())
+	}
+}
+
+// A worker executable of another known build (one an earlier make build left
+// beside the gateway) is refused though it speaks the gateway's protocol, and
+// one built without the function's runtime fails the registration as the
+// install's fault (ErrWorkerLost, tried again later), not as the function's.
+func TestWorkerExecutablesOfAnotherBuildOrRuntimeAreRefused(t *testing.T) {
+	earlier := buildCommand(t, "metalambda-worker", "-ldflags", "-X github.com/metalambda/metalambda/internal/version.version=v0.0.1-earlier")
+	jsOnly := buildRuntimeWorkers(t)[JavaScript]
+	defer func(f func() string) { gatewayBuild = f }(gatewayBuild)
+	gatewayBuild = func() string { return "v0.0.2-this" }
+	sb, err := sandbox.New(sandbox.Options{Workers: map[string]string{JavaScript: earlier, Jsonnet: jsOnly}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sb.Close)
+	opts := Options{Sandbox: sb}
+
+	_, err = NewSandboxedJavaScript(opts).Compile(jsFn("earlier-build", jsEcho))
+	if err == nil || !strings.Contains(err.Error(), "another build") || !strings.Contains(err.Error(), `"v0.0.1-earlier"`) || !errors.Is(err, ErrWorkerLost) {
+		t.Errorf("a worker of an earlier build: %v; want a lost worker of another build, naming it", err)
+	}
+	_, err = NewSandboxedJsonnet(opts).Compile(jsonnetFn("no-runtime", jsonnetEcho))
+	if err == nil || !strings.Contains(err.Error(), "built without the jsonnet runtime") || !errors.Is(err, ErrWorkerLost) {
+		t.Errorf("a worker built without the function's runtime: %v; want a lost worker that says so", err)
+	}
+
+	gatewayBuild = func() string { return "v0.0.1-earlier" }
+	assertEcho(t, mustCompile(t, NewSandboxedJavaScript(opts), jsFn("same-build", jsEcho)), "p")
+}
+
+// Builds are compared only when both are known.
+func TestOtherBuild(t *testing.T) {
+	defer func(f func() string) { gatewayBuild = f }(gatewayBuild)
+	for _, tt := range []struct {
+		gateway, worker string
+		other           bool
+	}{
+		{"v1", "v1", false},
+		{"v1", "v2", true},
+		{"devel-abc", "v1", true},
+		{"", "v1", false},
+		{"v1", "", false},
+	} {
+		gatewayBuild = func() string { return tt.gateway }
+		if got := otherBuild(tt.worker); got != tt.other {
+			t.Errorf("gateway %q, worker %q: other build %v, want %v", tt.gateway, tt.worker, got, tt.other)
+		}
 	}
 }

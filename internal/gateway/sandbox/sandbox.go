@@ -310,9 +310,9 @@ func (s *Sandbox) Worker() string {
 	return s.worker
 }
 
-// WorkerFor is the executable that runtime's workers start from: Options.Worker
-// when set, else WorkerExecutableFor(runtime) beside the running executable,
-// else Worker.
+// WorkerFor is the executable that runtime's workers start from:
+// Options.Workers[runtime] when set, else Options.Worker when set, else
+// WorkerExecutableFor(runtime) beside the running executable, else Worker.
 func (s *Sandbox) WorkerFor(runtime string) string {
 	if exe, ok := s.workers[runtime]; ok {
 		return exe
