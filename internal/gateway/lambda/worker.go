@@ -171,10 +171,11 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 		// (callReader), after 5 ms in a blocking read. With two Ps the runtime
 		// leaves that read its P while the other is idle; with one, its monitor
 		// took the P back every 20 µs of the read, which cost 12-18% more CPU
-		// per call (perf stat over BenchmarkScriptWorkerEcho). GOGC=400 collects as rarely as the gateway does
-		// (the heap is small; the memory limit still bounds it), and a worker
-		// idle for releaseIdle gives its garbage back (memoryRelease). One malloc arena
-		// keeps the address space of threads that cgo starts small.
+		// per call (perf stat over BenchmarkScriptWorkerEcho). GOGC=400 collects
+		// as rarely as the gateway does (the heap is small; the memory limit
+		// still bounds it), and a worker idle for releaseIdle gives its garbage
+		// back (memoryRelease). One malloc arena keeps the address space of
+		// threads that cgo starts small.
 		env: []string{"GOMAXPROCS=2", "GOGC=400", "MALLOC_ARENA_MAX=1"},
 		// The Go runtime starts and parks threads of its own, so only the
 		// processor time of an idle worker tells that it is still running.

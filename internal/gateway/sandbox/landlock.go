@@ -196,28 +196,34 @@ func WorkerExecutableFor(runtime string) string {
 }
 
 // workerPaths are the Go workers' executables' absolute paths, the general one
-// and those of WorkerRuntimes. The general one is worker, else WorkerExecutable
-// beside the running executable, else the running executable; a runtime's is
-// workers[runtime], else the general one when worker is set, else
-// WorkerExecutableFor(runtime) beside the running executable, else the general
-// one.
+// and those of WorkerRuntimes (workerPathsBeside the running executable).
 func workerPaths(worker string, workers map[string]string) (general string, byRuntime map[string]string, err error) {
-	general, err = executablePath(worker, WorkerExecutable)
+	self, err := os.Executable()
 	if err != nil {
+		return "", nil, fmt.Errorf("sandbox: finding the executable of the JavaScript and Jsonnet workers: %w", err)
+	}
+	return workerPathsBeside(self, worker, workers)
+}
+
+// workerPathsBeside are workerPaths for the executable self. The general one is
+// worker, else WorkerExecutable beside self, else self; a runtime's is
+// workers[runtime], else the general one when worker is set, else
+// WorkerExecutableFor(runtime) beside self, else the general one.
+func workerPathsBeside(self, worker string, workers map[string]string) (general string, byRuntime map[string]string, err error) {
+	general = worker
+	if general == "" {
+		general = besideOrSelf(self, WorkerExecutable)
+	}
+	if general, err = executablePath(general); err != nil {
 		return "", nil, fmt.Errorf("sandbox: finding the executable of the JavaScript and Jsonnet workers: %w", err)
 	}
 	byRuntime = make(map[string]string, len(WorkerRuntimes))
 	for _, rt := range WorkerRuntimes {
 		exe := workers[rt]
-		if exe == "" && worker != "" {
-			exe = general
-		}
 		if exe == "" {
 			exe = general
-			if self, err := os.Executable(); err == nil {
-				if own := besideOrSelf(self, WorkerExecutableFor(rt)); own != self {
-					exe = own
-				}
+			if own := besideOrSelf(self, WorkerExecutableFor(rt)); worker == "" && own != self {
+				exe = own
 			}
 		}
 		if byRuntime[rt], err = executablePath(exe); err != nil {

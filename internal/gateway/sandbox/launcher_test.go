@@ -145,4 +145,22 @@ func TestEachRuntimeHasTheWorkerExecutableItIsGiven(t *testing.T) {
 			}
 		}
 	}
+
+	// Beside a gateway in dir: Jsonnet's own executable is taken, and a
+	// JavaScript one that its group may write is not (the general one is).
+	gateway := filepath.Join(dir, "gateway")
+	javascript := filepath.Join(dir, WorkerExecutableFor("javascript"))
+	if err := os.WriteFile(javascript, []byte("#!/bin/true\n"), 0o775); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(javascript, 0o775); err != nil { // past the umask
+		t.Fatal(err)
+	}
+	got, byRuntime, err := workerPathsBeside(gateway, "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != general || byRuntime["jsonnet"] != jsonnet || byRuntime["javascript"] != general {
+		t.Errorf("beside %s: general %s, by runtime %v; want %s, jsonnet %s, javascript %s", gateway, got, byRuntime, general, jsonnet, general)
+	}
 }
