@@ -30,7 +30,7 @@ const busyWait = 5 * time.Millisecond
 // So the worker first waits for input in ppoll made as a raw system call, which
 // the runtime does not see: the goroutine keeps its P, and the monitor neither
 // takes it nor sleeps and wakes. That cut the worker above to 2.2 context
-// switches and 68 µs per call. A call that comes later than busyWait is read
+// switches and 71 µs per call. A call that comes later than busyWait is read
 // by a blocking read as before, so that an idle worker's runtime sleeps: an idle
 // worker costs nothing, and a worker called every few seconds pays one more
 // wake-up per call.
