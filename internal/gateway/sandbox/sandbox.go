@@ -303,16 +303,10 @@ func (s *Sandbox) Launcher() string {
 	return s.launcher
 }
 
-// Worker is the executable that the runtimes start their JavaScript and Jsonnet
-// workers from (Options.Worker, resolved) where no executable of their own is
-// installed (WorkerFor).
-func (s *Sandbox) Worker() string {
-	return s.worker
-}
-
 // WorkerFor is the executable that runtime's workers start from:
 // Options.Workers[runtime] when set, else Options.Worker when set, else
-// WorkerExecutableFor(runtime) beside the running executable, else Worker.
+// WorkerExecutableFor(runtime) beside the running executable, else the general
+// worker executable (Options.Worker's default).
 func (s *Sandbox) WorkerFor(runtime string) string {
 	if exe, ok := s.workers[runtime]; ok {
 		return exe
