@@ -84,6 +84,10 @@ func serveScriptWorker(in io.Reader, out io.Writer) int {
 		fmt.Fprintf(os.Stderr, "script worker: cannot serve %T\n", compiled)
 		return 2
 	}
+	if err := pollCalls(in, out); err != nil {
+		fmt.Fprintln(os.Stderr, "script worker: waiting for calls:", err)
+		return 2
+	}
 	return server.serveWorker(&frameReader{r: r, release: startMemoryRelease(releaseIdle)}, w)
 }
 
