@@ -17,31 +17,32 @@ import (
 // The runtime's monitor thread (sysmon) sleeps while every P is idle, and a
 // goroutine's system call wakes it: entering one (entersyscall) or returning
 // from one whose P was taken away. Once woken, the monitor polls every 20 µs for
-// a millisecond before it backs off, and a blocking read that waits longer than
-// 10 ms has its P taken away, which also resets the monitor to 20 µs. A worker
-// that waited for its next call in a blocking read and wrote its reply with
-// write(2) so paid 40-60 wake-ups of the monitor for a call that came after a
-// pause: 2.0-2.2 ms of processor time and 67 context switches per call for a
-// JavaScript worker called every 200 ms, against 0.15 ms for one called every
-// 0.5 ms (BenchmarkScriptWorkerPaced). A busy wait of 5 ms in a raw ppoll
-// (invisible to the runtime) saved that only for calls that came within it.
+// a millisecond before it backs off; and a read that blocks has its P taken away
+// (with the worker's one P, at the monitor's next poll), which resets the
+// monitor to 20 µs. A worker that waited for its next call in a blocking read
+// and wrote its reply with write(2) so paid 40-60 wake-ups of the monitor for a
+// call that came after a pause: 2.0-2.2 ms of processor time and 67 context
+// switches per call for a JavaScript worker called every 200 ms, against 0.15 ms
+// for one called every 0.5 ms (BenchmarkScriptWorkerPaced). A busy wait of 5 ms
+// in a raw ppoll (invisible to the runtime) saved that only for calls that came
+// within it.
 //
 // Once the function is loaded, callPipe makes the descriptor non-blocking and
 // reads and writes it with raw system calls, which the runtime does not see;
 // when there is nothing to read (or no room to write), the goroutine parks in
-// the runtime's network poller. Between calls the worker is then one thread in
+// the runtime's network poller. Between calls the worker is one thread in
 // epoll_pwait with every P idle and the monitor asleep; a call wakes that
 // thread, which runs the call and parks again, and nothing wakes the monitor.
 // Measured on the worker above: 0.46-0.48 ms and 2.7 context switches per call.
 //
-// The function is loaded before the switch, with blocking reads the runtime
-// sees: their return wakes the monitor, which then preempts the goroutine every
-// 10 ms, so that the top-level code's timer (a single P runs it only when the
-// goroutine is preempted) interrupts a top-level loop on time. Calls need no
-// monitor: a call has no timer in the worker (the gateway kills a worker past
-// its call's timeout), a collection stops the world with signals of its own, and
-// the monitor still wakes by itself at the runtime's next timer or within a
-// minute.
+// So a call runs with the monitor asleep, and nothing preempts it: with one P,
+// a timer started during a call (a context's deadline) fires only once the call
+// ends. Nothing in a call needs one. A call has no timer in the worker: the
+// gateway kills a worker past its call's timeout. A collection's restart of the
+// world wakes the monitor. The monitor also wakes by itself at the first timer
+// that was pending when it went to sleep, or within a minute (forced
+// collections). The function's top-level code does need its timeout's timer: it
+// is loaded with blocking reads, and after wakeMonitor.
 type callPipe struct {
 	fd   int
 	file *os.File        // a duplicate of fd in the poller, once it is
@@ -51,7 +52,12 @@ type callPipe struct {
 // poll switches the pipe to raw system calls and the network poller. It polls a
 // duplicate of the descriptor, which the poller cannot already hold (os.Stdin
 // is in it when the descriptor was non-blocking at start).
+// On failure the pipe stays blocking, as it was. Polling a pipe that polls
+// already does nothing.
 func (p *callPipe) poll() error {
+	if p.rc != nil {
+		return nil
+	}
 	fd, err := unix.FcntlInt(uintptr(p.fd), unix.F_DUPFD_CLOEXEC, 3)
 	if err != nil {
 		return fmt.Errorf("descriptor %d: %w", p.fd, err)
@@ -61,16 +67,19 @@ func (p *callPipe) poll() error {
 		return fmt.Errorf("descriptor %d: %w", p.fd, err)
 	}
 	// os.NewFile adds a non-blocking descriptor to the poller; one it could not
-	// add has no deadlines.
+	// add (a regular file, /dev/null) has no deadlines.
 	file := os.NewFile(uintptr(fd), fmt.Sprintf("/dev/fd/%d", p.fd))
-	if err := file.SetDeadline(time.Time{}); err != nil {
+	fail := func(err error) error {
+		_ = unix.SetNonblock(fd, false) // the description fd shares with p.fd
 		file.Close()
-		return fmt.Errorf("descriptor %d is not one the runtime's poller takes: %w", p.fd, err)
+		return fmt.Errorf("descriptor %d: %w", p.fd, err)
+	}
+	if err := file.SetDeadline(time.Time{}); err != nil {
+		return fail(fmt.Errorf("not one the runtime's poller takes: %w", err))
 	}
 	rc, err := file.SyscallConn()
 	if err != nil {
-		file.Close()
-		return fmt.Errorf("descriptor %d: %w", p.fd, err)
+		return fail(err)
 	}
 	p.file, p.rc = file, rc
 	return nil
@@ -140,6 +149,15 @@ func rawIO(trap, fd uintptr, b []byte) (int, unix.Errno) {
 			return int(n), errno
 		}
 	}
+}
+
+// wakeMonitor makes a system call that the runtime sees, which wakes its
+// monitor if it sleeps: a spare that waited for its function may hold its one P
+// for another goroutine when the init frame's read returns, and then the read's
+// return wakes nothing. Once awake, the monitor preempts the goroutine that runs
+// the top-level code every 10 ms, so that the top-level timeout's timer runs.
+func wakeMonitor() {
+	_, _, _ = unix.Syscall(unix.SYS_GETPID, 0, 0, 0)
 }
 
 // pollCalls switches a worker's stdin and stdout to the poller once its

@@ -3,6 +3,7 @@ package lambda
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -109,8 +110,13 @@ func TestCallPipeWritesMoreThanThePipeHolds(t *testing.T) {
 	if err != nil || n != len(reply) {
 		t.Fatalf("wrote %d bytes of %d: %v", n, len(reply), err)
 	}
-	if all := <-got; !bytes.Equal(all, reply) {
-		t.Fatalf("the reader got %d bytes, not the %d written in order", len(all), len(reply))
+	select {
+	case all := <-got:
+		if !bytes.Equal(all, reply) {
+			t.Fatalf("the reader got %d bytes, not the %d written in order", len(all), len(reply))
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the reader got less than was written in a minute")
 	}
 }
 
@@ -118,6 +124,28 @@ func TestCallPipeWritesMoreThanThePipeHolds(t *testing.T) {
 // read and the switch to the poller report it, rather than hang or report the
 // end of input; and a write to a pipe whose reader is gone fails.
 func TestCallPipeReportsErrors(t *testing.T) {
+	// A regular file is not one the poller takes: the pipe stays blocking and
+	// still reads.
+	f, err := os.CreateTemp(t.TempDir(), "calls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString("call\n"); err != nil {
+		t.Fatal(err)
+	}
+	file := &callPipe{fd: int(f.Fd())}
+	if err := file.poll(); err == nil {
+		t.Fatal("polling a regular file succeeded")
+	}
+	if flags, err := unix.FcntlInt(uintptr(file.fd), unix.F_GETFL, 0); err != nil || flags&unix.O_NONBLOCK != 0 {
+		t.Fatalf("after the failed switch the file's flags are %#x (%v), want it blocking", flags, err)
+	}
+	buf := make([]byte, 16)
+	if n, err := unix.Pread(file.fd, buf, 0); err != nil || string(buf[:n]) != "call\n" {
+		t.Fatalf("reading the file after the failed switch: %q, %v", buf[:n], err)
+	}
+
 	closed := &callPipe{fd: -1}
 	if _, err := closed.Read(make([]byte, 8)); err == nil || errors.Is(err, io.EOF) {
 		t.Fatalf("reading a closed descriptor: %v, want its error", err)
@@ -130,6 +158,9 @@ func TestCallPipeReportsErrors(t *testing.T) {
 	if err := p.poll(); err != nil {
 		t.Fatal(err)
 	}
+	if err := p.poll(); err != nil {
+		t.Fatalf("polling again: %v", err)
+	}
 	unix.Close(r)
 	if _, err := p.Write([]byte("reply\n")); !errors.Is(err, unix.EPIPE) {
 		t.Fatalf("writing to a pipe with no reader: %v, want EPIPE", err)
@@ -137,8 +168,8 @@ func TestCallPipeReportsErrors(t *testing.T) {
 }
 
 // BenchmarkScriptWorkerPaced calls a warm sandboxed worker one call at a time
-// with a pause after each: 0.5 ms, as a worker among many of a busy gateway is
-// called, 20 ms or 200 ms, as a hook is called now and then. It reports the
+// with a pause after each: none (back to back), 0.5 ms, as a worker among many
+// of a busy gateway is called, 20 ms or 200 ms, as a hook is called now and then. It reports the
 // worker's processor time and context switches per call: what waiting for the
 // next call costs its Go runtime (callPipe).
 func BenchmarkScriptWorkerPaced(b *testing.B) {
@@ -146,8 +177,8 @@ func BenchmarkScriptWorkerPaced(b *testing.B) {
 		rt Runtime
 		fn Function
 	}{{NewSandboxedJavaScript(sandboxed(b, Options{})), jsFn("paced", jsEcho)}, {NewSandboxedJsonnet(sandboxed(b, Options{})), jsonnetFn("paced", jsonnetEcho)}} {
-		for _, pace := range []time.Duration{500 * time.Microsecond, 20 * time.Millisecond, 200 * time.Millisecond} {
-			b.Run(tt.fn.Runtime+"/every-"+pace.String(), func(b *testing.B) {
+		for _, pace := range []time.Duration{0, 500 * time.Microsecond, 20 * time.Millisecond, 200 * time.Millisecond} {
+			b.Run(tt.fn.Runtime+"/pause-"+pace.String(), func(b *testing.B) {
 				benchmarkPaced(b, tt.rt, tt.fn, pace)
 			})
 		}
@@ -223,4 +254,38 @@ func TestTopLevelLoopOfASpareTimesOutInTheWorker(t *testing.T) {
 	fn.Timeout = 300 * time.Millisecond
 	_, err := rt.Compile(fn)
 	assertCompileError(t, err, 0, 0, "top-level code did not finish within 300ms")
+}
+
+// TestSandboxedWorkersPassCallsLargerThanAPipe calls sandboxed JavaScript and
+// Jsonnet workers, after their switch to the poller, with requests and replies
+// of several times a pipe's buffer, and small calls between them: the worker
+// reads a request in pieces and writes its reply as room comes.
+func TestSandboxedWorkersPassCallsLargerThanAPipe(t *testing.T) {
+	for _, tt := range []struct {
+		rt Runtime
+		fn Function
+	}{
+		{NewSandboxedJavaScript(sandboxed(t, Options{})), jsFn("large", "function sync(request) { return {blob: request.parent.spec.blob, n: request.parent.spec.blob.length}; }")},
+		{NewSandboxedJsonnet(sandboxed(t, Options{})), jsonnetFn("large", "function(request) { blob: request.parent.spec.blob, n: std.length(request.parent.spec.blob) }")},
+	} {
+		t.Run(tt.fn.Runtime, func(t *testing.T) {
+			c := mustCompile(t, tt.rt, tt.fn)
+			defer c.Close()
+			for _, size := range []int{10, 300 << 10, 10, 3 << 20, 10} {
+				blob := strings.Repeat("0123456789abcdef", size/16+1)[:size]
+				request := json.RawMessage(`{"parent": {"metadata": {"name": "x"}, "spec": {"blob": "` + blob + `"}}, "children": {}}`)
+				res, err := invoke(t, c, request)
+				if err != nil {
+					t.Fatalf("a request of %d bytes: %v", size, err)
+				}
+				var got struct {
+					Blob string `json:"blob"`
+					N    int    `json:"n"`
+				}
+				if err := json.Unmarshal(res.Response, &got); err != nil || got.Blob != blob || got.N != size {
+					t.Fatalf("a request of %d bytes: a reply of %d bytes, n %d (%v)", size, len(got.Blob), got.N, err)
+				}
+			}
+		})
+	}
 }

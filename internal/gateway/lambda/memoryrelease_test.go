@@ -22,7 +22,7 @@ func TestScriptWorkerReleasesMemoryWhenIdle(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(self, ScriptWorkerMarker)
-	cmd.Env = []string{"GOMAXPROCS=2", "GOGC=400"} // as the gateway starts them
+	cmd.Env = []string{"GOMAXPROCS=1", "GOGC=400"} // as the gateway starts them
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {

@@ -66,6 +66,7 @@ func serveScriptWorker(in io.Reader, out io.Writer) int {
 	// The top-level code is bounded by the timeout in process; calls are bounded
 	// by the gateway, which kills the worker.
 	fn.Timeout = time.Duration(first.Timeout)
+	wakeMonitor()
 	compiled, err := rt.Compile(fn)
 	if errors.Is(err, errNoRuntime) {
 		reply := compileReply(err)
@@ -76,16 +77,17 @@ func serveScriptWorker(in io.Reader, out io.Writer) int {
 	if err != nil {
 		return w.send(compileReply(err))
 	}
+	if err := pollCalls(in, out); err != nil {
+		// The calls are read and written as the function was: they work, and
+		// each wakes the runtime's monitor.
+		fmt.Fprintln(os.Stderr, "script worker: waiting for calls with blocking reads:", err)
+	}
 	if code := w.send(scriptReply{OK: true, Protocol: scriptProtocol, Build: knownBuild()}); code != 0 {
 		return code
 	}
 	server, ok := compiled.(workerServer)
 	if !ok {
 		fmt.Fprintf(os.Stderr, "script worker: cannot serve %T\n", compiled)
-		return 2
-	}
-	if err := pollCalls(in, out); err != nil {
-		fmt.Fprintln(os.Stderr, "script worker: waiting for calls:", err)
 		return 2
 	}
 	return server.serveWorker(&frameReader{r: r, release: startMemoryRelease(releaseIdle)}, w)
