@@ -51,9 +51,8 @@ type callPipe struct {
 
 // poll switches the pipe to raw system calls and the network poller. It polls a
 // duplicate of the descriptor, which the poller cannot already hold (os.Stdin
-// is in it when the descriptor was non-blocking at start).
-// On failure the pipe stays blocking, as it was. Polling a pipe that polls
-// already does nothing.
+// is in it when the descriptor was non-blocking at start). On failure the pipe
+// stays blocking, as it was. Polling a pipe that polls already does nothing.
 func (p *callPipe) poll() error {
 	if p.rc != nil {
 		return nil

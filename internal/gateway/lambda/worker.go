@@ -170,11 +170,10 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 		// A worker serves one call at a time, and waits for the next in the
 		// runtime's poller with every P idle (callPipe). One P, not two, leaves
 		// it one set of per-P caches: 0.1-0.17 MiB less memory per worker.
-		// GOGC=400 collects
-		// as rarely as the gateway does (the heap is small; the memory limit
-		// still bounds it), and a worker idle for releaseIdle gives its garbage
-		// back (memoryRelease). One malloc arena keeps the address space of
-		// threads that cgo starts small.
+		// GOGC=400 collects as rarely as the gateway does (the heap is small;
+		// the memory limit still bounds it), and a worker idle for releaseIdle
+		// gives its garbage back (memoryRelease). One malloc arena keeps the
+		// address space of threads that cgo starts small.
 		env: []string{"GOMAXPROCS=1", "GOGC=400", "MALLOC_ARENA_MAX=1"},
 		// The Go runtime starts and parks threads of its own, so only the
 		// processor time of an idle worker tells that it is still running.
