@@ -243,8 +243,9 @@ func threadsUsage(tb testing.TB, pid int) (cpu time.Duration, switches int64) {
 // asleep. The worker's own timer ends the loop on time: the compile error is
 // the worker's, not the gateway's kill of a worker past its load allowance.
 // The timer needs the monitor awake (callPipe): had the worker waited for its
-// function in the poller, the loop would run until the monitor's own wake-up a
-// minute later.
+// function in the poller, and made no system call the runtime sees before the
+// top-level code (wakeMonitor), the loop would run until the monitor's own
+// wake-up a minute later.
 func TestTopLevelLoopOfASpareTimesOutInTheWorker(t *testing.T) {
 	rt := NewSandboxedJavaScript(sandboxed(t, Options{WorkerSpares: 1}))
 	mustCompile(t, rt, jsFn("first", jsEcho))
