@@ -305,17 +305,25 @@ func nodeOptions(bridge, podCIDR string) node.Options {
 
 func startWithNode(t *testing.T, nodeOpts node.Options) (*Platform, context.Context) {
 	t.Helper()
-	dataDir := filepath.Join(t.TempDir(), "data")
-	opts := testOptions(t, dataDir)
-	opts.Node = LocalNode(nodeOpts)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	var out strings.Builder
-	p, err := Start(ctx, opts, &out)
-	if err != nil {
-		t.Fatalf("up: %v\n%s", err, out.String())
+	for attempt := 1; ; attempt++ {
+		dataDir := filepath.Join(t.TempDir(), "data")
+		opts := testOptions(t, dataDir)
+		opts.Node = LocalNode(nodeOpts)
+		var out strings.Builder
+		p, err := Start(ctx, opts, &out)
+		if err != nil && attempt < 3 && strings.Contains(err.Error(), "address already in use") {
+			// A free port the options picked was taken by another process
+			// before the platform listened on it (seen once in CI).
+			t.Logf("up, attempt %d: %v; again with other ports", attempt, err)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("up: %v\n%s", err, out.String())
+		}
+		return p, ctx
 	}
-	return p, ctx
 }
 
 // checkServing asks every pod's web server directly at its pod address.
