@@ -28,7 +28,7 @@ func (g *goMem) record(state string) {
 	if memProfile == "" {
 		return
 	}
-	name := strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(state) + ".pprof"
+	name := slug(state) + ".pprof"
 	f, err := os.Create(filepath.Join(memProfile, name))
 	if err == nil {
 		err = pprof.Lookup("heap").WriteTo(f, 0)

@@ -59,6 +59,7 @@ func main() {
 	flag.IntVar(&spares, "spares", lambda.DefaultWorkerSpares, "the gateway's --worker-spares (negative: none)")
 	flag.IntVar(&warmCalls, "warm-calls", 1, "calls of each Function in the warm pass: a worker's memory after many calls (a Go worker's heap grows between collections) rather than after one")
 	flag.StringVar(&memProfile, "memprofile", "", "a directory to write this process's heap profile into at each state (STATE.pprof), for go tool pprof")
+	flag.StringVar(&cpuProfile, "cpuprofile", "", "a directory to write a CPU profile of this process (the gateway and the callers) into for each pass (PASS.cpu.pprof), for go tool pprof")
 	flag.DurationVar(&coldInterval, "cold-interval", 0, "pause between two cold calls: 0 calls back to back, which drains the spares faster than they refill; a pause longer than a worker's start shows cold starts as they come when they are sporadic")
 	flag.Parse()
 	q, err := resource.ParseQuantity(*budget)
@@ -93,6 +94,7 @@ type phase struct {
 	latencies map[string][]time.Duration // by runtime
 	errors    int
 	pss       int64 // after the pass
+	cpu       cpuUse
 }
 
 func run(n int, idleTimeout time.Duration, budget int64, worker string, clients int) error {
@@ -184,6 +186,8 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 
 	call := func(name string, clients, repeat int, pause time.Duration) *phase {
 		p := &phase{name: name, latencies: map[string][]time.Duration{}}
+		stopProfile := startCPUProfile(name)
+		mark := markCPU()
 		var mu sync.Mutex
 		work := make(chan int)
 		var wg sync.WaitGroup
@@ -213,6 +217,8 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 		}
 		close(work)
 		wg.Wait()
+		p.cpu = mark.since()
+		stopProfile()
 		p.pss = pss()
 		gm.record("after the " + name)
 		return p
@@ -254,6 +260,8 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	}
 	tw.Flush()
 	fmt.Println()
+	printCPU(os.Stdout, []*phase{cold, warm, again})
+	fmt.Println()
 	fmt.Fprintln(tw, "runtime\tworkers started\tof which found no spare\tstopped for the budget\tstopped idle\t")
 	for _, r := range benchkit.Runtimes {
 		s := after[r]
@@ -288,22 +296,31 @@ func post(url string) error { return benchkit.Post(url, request) }
 // sandboxes' processes (the trees below it that hold a worker of this gateway),
 // not of the control plane it also started.
 func pss() int64 {
-	self := os.Getpid()
-	total := smapsField(self, "Pss:")
-	mark := "gateway=" + strconv.Itoa(self)
-	for _, child := range children(self) {
-		tree := append([]int{child}, lambda.Descendants(child)...)
-		if !slices.ContainsFunc(tree, func(pid int) bool {
-			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
-			return strings.Contains(string(cmdline), mark)
-		}) {
-			continue // the control plane
-		}
+	total := smapsField(os.Getpid(), "Pss:")
+	for _, tree := range workerTrees() {
 		for _, pid := range tree {
 			total += smapsField(pid, "Pss:")
 		}
 	}
 	return total
+}
+
+// workerTrees are the trees of processes below this one that hold a worker of
+// its gateway: not the control plane's.
+func workerTrees() [][]int {
+	self := os.Getpid()
+	mark := "gateway=" + strconv.Itoa(self)
+	var out [][]int
+	for _, child := range children(self) {
+		tree := append([]int{child}, lambda.Descendants(child)...)
+		if slices.ContainsFunc(tree, func(pid int) bool {
+			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+			return strings.Contains(string(cmdline), mark)
+		}) {
+			out = append(out, tree)
+		}
+	}
+	return out
 }
 
 func rss(pid int) int64 { return smapsField(pid, "Rss:") }

@@ -20,6 +20,11 @@ import (
 type MemoryBudget struct {
 	limit int64
 	used  atomic.Int64 // at the last look
+	// largest is the memory of the largest worker at the last look (0: none
+	// seen yet), and startsSince the starts since then: a start looks again
+	// only when used plus that many workers of the largest size would pass
+	// the limit (beforeStart).
+	largest, startsSince atomic.Int64
 
 	mu   sync.Mutex
 	sets map[*poolSet]struct{}
@@ -69,6 +74,26 @@ type idleItem struct {
 	set   *poolSet
 }
 
+// beforeStart makes room for a worker about to start. While the last look's
+// total, with every start since counted at the size of the largest worker it
+// saw, leaves room for this one, it looks at nothing: with a thousand
+// workers, adding up their last readings cost a start milliseconds of
+// processor time, and a start waited for the sweep's look to finish. Past
+// that, or before any look has seen a worker, it looks as enforce does. The
+// sweep's look, every second, counts what the starts since then hold.
+func (b *MemoryBudget) beforeStart() {
+	if b == nil {
+		return
+	}
+	if largest := b.largest.Load(); largest > 0 {
+		n := b.startsSince.Add(1)
+		if b.used.Load()+n*largest <= b.limit {
+			return
+		}
+	}
+	b.enforce(false)
+}
+
 // enforce stops idle items, least recently used first (of a sample, takeEvictee),
 // until the items' memory is within the budget. Unless fresh, it adds up the items' last readings (the
 // sweep's, every second; an item never read is read now) and chooses by them,
@@ -87,7 +112,7 @@ func (b *MemoryBudget) enforce(fresh bool) {
 		sets = append(sets, s)
 	}
 	b.mu.Unlock()
-	total, idle := b.measure(sets, fresh)
+	total, largest, idle := b.measure(sets, fresh)
 	for total > b.limit && len(idle) > 0 {
 		var it idleItem
 		it, idle = takeEvictee(idle, rand.IntN)
@@ -97,6 +122,8 @@ func (b *MemoryBudget) enforce(fresh bool) {
 		}
 	}
 	b.used.Store(total)
+	b.largest.Store(largest)
+	b.startsSince.Store(0)
 }
 
 // evictionSample is how many idle items an eviction looks at, chosen at
@@ -132,15 +159,16 @@ func takeEvictee(idle []idleItem, intn func(int) int) (idleItem, []idleItem) {
 	return it, idle[:last]
 }
 
-func (b *MemoryBudget) measure(sets []*poolSet, fresh bool) (int64, []idleItem) {
-	var total int64
-	var idle []idleItem
+// measure is the memory of every item of sets (and what else counts with them),
+// the largest item's, and the idle items.
+func (b *MemoryBudget) measure(sets []*poolSet, fresh bool) (total, largest int64, idle []idleItem) {
 	for _, s := range sets {
-		t, items := s.memory(fresh)
+		t, l, items := s.memory(fresh)
 		total += t
+		largest = max(largest, l)
 		idle = append(idle, items...)
 	}
-	return total, idle
+	return total, largest, idle
 }
 
 // processTreeMemory is the resident memory of pid and its descendants, for a

@@ -1,7 +1,9 @@
 package lambda
 
 import (
+	"cmp"
 	"context"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -79,8 +81,9 @@ func TestMemoryBudgetStopsTheLeastRecentlyUsedIdleItems(t *testing.T) {
 	}
 }
 
-// A start reads only the memory of items never read before, and chooses what to
-// stop by the last readings; the sweep reads every item again.
+// A start that must look reads only the memory of items never read before,
+// and chooses what to stop by the last readings; the sweep reads every item
+// again.
 func TestMemoryBudgetStartReadsNoKnownItem(t *testing.T) {
 	budget := NewMemoryBudget(1000)
 	var mu sync.Mutex
@@ -97,7 +100,8 @@ func TestMemoryBudgetStartReadsNoKnownItem(t *testing.T) {
 	defer p.close()
 	ctx := context.Background()
 	var items []int
-	for range 4 { // each start sums the items before it
+	for range 4 {
+		budget.largest.Store(0) // no look has seen a worker: each start looks
 		item, err := p.get(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -128,6 +132,92 @@ func TestMemoryBudgetStartReadsNoKnownItem(t *testing.T) {
 	budget.enforce(true)
 	if budget.Used() != 300 {
 		t.Errorf("after the sweep: used %d, want 300 (one item of 300 left)", budget.Used())
+	}
+}
+
+// While the last look leaves room for every start since, each counted at the
+// size of the largest worker that look saw, a start looks at nothing; the
+// start that would pass the limit so counted looks, and stops what it must.
+func TestMemoryBudgetStartWithinTheLastLookLooksAtNothing(t *testing.T) {
+	budget := NewMemoryBudget(1000)
+	var mu sync.Mutex
+	reads := map[int]int{}
+	var destroyed []int
+	sizes := map[int]int64{}
+	next := 0
+	p := newPool(16, newPoolSet(budget), func() (int, error) { next++; return next, nil }, func(i int) {
+		mu.Lock()
+		defer mu.Unlock()
+		destroyed = append(destroyed, i)
+	}, nil)
+	p.memory = func(i int) int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		reads[i]++
+		return cmp.Or(sizes[i], 100)
+	}
+	defer p.close()
+	ctx := context.Background()
+	var held []int
+	start := func() int { // a new item: every other one is lent
+		t.Helper()
+		item, err := p.get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, item)
+		return item
+	}
+	giveBack := func() {
+		for _, i := range held {
+			p.put(i, true)
+			time.Sleep(time.Millisecond) // distinct idle times
+		}
+		held = nil
+	}
+	first, second := start(), start()
+	sizes[second] = 200 // the largest
+	giveBack()
+	budget.enforce(true)
+	if budget.Used() != 300 {
+		t.Fatalf("used %d after the look, want 300", budget.Used())
+	}
+	readsAfterLook := maps.Clone(reads)
+	held = []int{first, second} // lent again, so that the starts below make new items
+	for range held {
+		if got, err := p.get(ctx); err != nil || (got != first && got != second) {
+			t.Fatalf("get = %d, %v; want an idle item", got, err)
+		}
+	}
+	// 300 + 3 starts of up to 200 each = 900: within 1000, no look.
+	started := []int{start(), start(), start()}
+	if !maps.Equal(reads, readsAfterLook) || len(destroyed) != 0 {
+		t.Fatalf("starts within the room the last look left read %v (before them %v) and stopped %v; want nothing read or stopped", reads, readsAfterLook, destroyed)
+	}
+	// The fourth would make 1100 so counted: it looks. Its look reads the
+	// three items never read (100 each: 600 in all) and stops nothing.
+	start()
+	for _, i := range started {
+		if reads[i] != 1 {
+			t.Errorf("item %d read %d times by the start that looked, want once", i, reads[i])
+		}
+	}
+	if reads[first] != readsAfterLook[first] || len(destroyed) != 0 || budget.Used() != 600 {
+		t.Errorf("the start that looked: read the first item %d times (before %d), stopped %v, used %d; want it not read again, nothing stopped, 600", reads[first], readsAfterLook[first], destroyed, budget.Used())
+	}
+	giveBack()
+	// Under a smaller limit, a start (of another function: this one has idle
+	// items to lend) that looks stops the least recently used idle item.
+	budget.limit = 650
+	budget.largest.Store(100)
+	budget.startsSince.Store(0)
+	other := newPool(1, p.stats, func() (int, error) { return 1000, nil }, func(int) {}, nil)
+	defer other.close()
+	if _, err := other.get(ctx); err != nil { // 700 (the last readings, and the one never read) + 100 > 650
+		t.Fatal(err)
+	}
+	if len(destroyed) != 1 || budget.Used() > 650 {
+		t.Errorf("a start past the limit stopped %v, leaving %d; want one idle item stopped, 650 at most", destroyed, budget.Used())
 	}
 }
 

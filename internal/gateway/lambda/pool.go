@@ -110,7 +110,7 @@ func (p *pool[T]) takeIdleOrCreate(ctx context.Context) (T, error) {
 	}
 	p.mu.Unlock()
 	_, span := tracing.Child(ctx, "worker start")
-	p.stats.budget.enforce(false) // make room first
+	p.stats.budget.beforeStart() // make room first
 	item, err := p.create()
 	tracing.End(span, err)
 	if err != nil {
@@ -242,15 +242,15 @@ func (p *pool[T]) takeIdle(item T, since time.Time) bool {
 	return true
 }
 
-// memoryUse is the memory of every item (busy, idle or starting), and the idle
-// ones a budget may stop.
+// memoryUse is the memory of every item (busy, idle or starting), the largest
+// item's, and the idle ones a budget may stop.
 // Unless fresh, an item read before counts with its last reading.
-func (p *pool[T]) memoryUse(fresh bool) (int64, []idleItem) {
+func (p *pool[T]) memoryUse(fresh bool) (total, largest int64, idle []idleItem) {
 	if p.memory == nil {
-		return 0, nil
+		return 0, 0, nil
 	}
 	p.mu.Lock()
-	idle := maps.Clone(p.idleSince)
+	idleSince := maps.Clone(p.idleSince)
 	busy := slices.Collect(maps.Keys(p.busy))
 	busy = slices.AppendSeq(busy, maps.Keys(p.starting))
 	read := maps.Clone(p.read)
@@ -268,17 +268,17 @@ func (p *pool[T]) memoryUse(fresh bool) (int64, []idleItem) {
 			p.read[item] = m
 		}
 		p.mu.Unlock()
+		largest = max(largest, m)
 		return m
 	}
-	var total int64
 	for _, item := range busy {
 		total += measure(item)
 	}
-	items := make([]idleItem, 0, len(idle))
-	for item, since := range idle {
+	idle = make([]idleItem, 0, len(idleSince))
+	for item, since := range idleSince {
 		m := measure(item)
 		total += m
-		items = append(items, idleItem{since: since, bytes: m, set: p.stats, evict: func() bool {
+		idle = append(idle, idleItem{since: since, bytes: m, set: p.stats, evict: func() bool {
 			if !p.takeIdle(item, since) {
 				return false
 			}
@@ -286,7 +286,7 @@ func (p *pool[T]) memoryUse(fresh bool) (int64, []idleItem) {
 			return true
 		}})
 	}
-	return total, items
+	return total, largest, idle
 }
 
 func (p *pool[T]) counts() PoolStats {
@@ -299,7 +299,7 @@ func (p *pool[T]) counts() PoolStats {
 type counter interface {
 	counts() PoolStats
 	sweep()
-	memoryUse(fresh bool) (int64, []idleItem)
+	memoryUse(fresh bool) (total, largest int64, idle []idleItem)
 }
 
 // sweepInterval is how often a pool set sweeps its pools' idle items.
@@ -330,13 +330,13 @@ func newPoolSet(budget *MemoryBudget) *poolSet {
 	return s
 }
 
-// memory is the memory of the items of every pool, and their idle ones.
-func (s *poolSet) memory(fresh bool) (int64, []idleItem) {
-	var total int64
-	var idle []idleItem
+// memory is the memory of the items of every pool with the set's spares and
+// others, the largest item's, and the idle items.
+func (s *poolSet) memory(fresh bool) (total, largest int64, idle []idleItem) {
 	for _, c := range s.live() {
-		t, items := c.memoryUse(fresh)
+		t, l, items := c.memoryUse(fresh)
 		total += t
+		largest = max(largest, l)
 		idle = append(idle, items...)
 	}
 	s.mu.Lock()
@@ -349,7 +349,7 @@ func (s *poolSet) memory(fresh bool) (int64, []idleItem) {
 	for _, m := range others {
 		total += m(fresh)
 	}
-	return total, idle
+	return total, largest, idle
 }
 
 func (s *poolSet) live() []counter {

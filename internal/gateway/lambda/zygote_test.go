@@ -765,7 +765,7 @@ func TestZygotesCountInTheMemoryBudget(t *testing.T) {
 	workers := func() int64 {
 		var total int64
 		for _, p := range rt.pools.live() {
-			m, _ := p.memoryUse(true)
+			m, _, _ := p.memoryUse(true)
 			total += m
 		}
 		rt.pools.mu.Lock()

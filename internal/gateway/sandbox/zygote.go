@@ -688,13 +688,18 @@ func (z *Zygote) Fork(s *Sandbox, l Limits) (f *Forked, err error) {
 
 // hostPID is the host pid of the zygote's child whose pid in the zygote's PID
 // namespace is nsPID: the child of the zygote's process whose NSpid names it.
+// The kernel lists a process's children oldest first, and the one sought has
+// just been forked: the newest are read first, so that a fork reads one
+// child's status, not every one of a zygote's hundreds of workers'.
 func (z *Zygote) hostPID(nsPID int) int {
 	zp := z.PID()
 	if zp == 0 {
 		return 0
 	}
 	raw, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", zp, zp))
-	for _, field := range strings.Fields(string(raw)) {
+	children := strings.Fields(string(raw))
+	slices.Reverse(children)
+	for _, field := range children {
 		pid, _ := strconv.Atoi(field)
 		status, _ := os.ReadFile("/proc/" + field + "/status")
 		for _, line := range strings.Split(string(status), "\n") {
