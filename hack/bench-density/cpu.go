@@ -31,13 +31,18 @@ type cpuMark struct {
 	workers       time.Duration
 }
 
+// markCPU marks the start of a pass. Reading the workers' times takes this
+// process a while (every process's /proc files): it reads them before its own
+// time at the start and after it at the end (since), so that the pass counts
+// none of it.
 func markCPU() cpuMark {
-	return cpuMark{at: time.Now(), self: procCPU(os.Getpid()), machine: machineBusy(), workers: workersCPU()}
+	workers := workersCPU()
+	return cpuMark{at: time.Now(), self: procCPU(os.Getpid()), machine: machineBusy(), workers: workers}
 }
 
 func (m cpuMark) since() cpuUse {
-	now := markCPU()
-	return cpuUse{wall: now.at.Sub(m.at), self: now.self - m.self, machine: now.machine - m.machine, workers: now.workers - m.workers}
+	at, self, machine := time.Now(), procCPU(os.Getpid()), machineBusy()
+	return cpuUse{wall: at.Sub(m.at), self: self - m.self, machine: machine - m.machine, workers: workersCPU() - m.workers}
 }
 
 // startCPUProfile starts a profile of the pass named name; the function it
