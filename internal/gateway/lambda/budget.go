@@ -90,8 +90,11 @@ func (b *MemoryBudget) beforeStart() {
 		if b.used.Load()+n*largest <= b.limit {
 			return
 		}
+		b.startsSince.Add(-1) // the look below counts it
 	}
 	b.enforce(false)
+	// This start's worker is not yet among what the look read.
+	b.startsSince.Add(1)
 }
 
 // enforce stops idle items, least recently used first (of a sample, takeEvictee),
@@ -106,6 +109,12 @@ func (b *MemoryBudget) enforce(fresh bool) {
 	}
 	b.enforcing.Lock()
 	defer b.enforcing.Unlock()
+	// The starts counted so far are those whose workers this look may read:
+	// one counted during the look still counts after it. One counted before
+	// it whose worker the look missed (not yet recorded by its pool) counts
+	// from the next look, a second later at most, as any worker's growth
+	// between two looks does.
+	counted := b.startsSince.Load()
 	b.mu.Lock()
 	sets := make([]*poolSet, 0, len(b.sets))
 	for s := range b.sets {
@@ -123,7 +132,7 @@ func (b *MemoryBudget) enforce(fresh bool) {
 	}
 	b.used.Store(total)
 	b.largest.Store(largest)
-	b.startsSince.Store(0)
+	b.startsSince.Add(-counted)
 }
 
 // evictionSample is how many idle items an eviction looks at, chosen at

@@ -139,6 +139,8 @@ func TestMemoryBudgetStartReadsNoKnownItem(t *testing.T) {
 // size of the largest worker that look saw, a start looks at nothing; the
 // start that would pass the limit so counted looks, and stops what it must.
 func TestMemoryBudgetStartWithinTheLastLookLooksAtNothing(t *testing.T) {
+	defer func(d time.Duration) { sweepInterval = d }(sweepInterval)
+	sweepInterval = time.Hour // no sweep's look but the test's
 	budget := NewMemoryBudget(1000)
 	var mu sync.Mutex
 	reads := map[int]int{}
@@ -176,7 +178,9 @@ func TestMemoryBudgetStartWithinTheLastLookLooksAtNothing(t *testing.T) {
 		held = nil
 	}
 	first, second := start(), start()
+	mu.Lock()
 	sizes[second] = 200 // the largest
+	mu.Unlock()
 	giveBack()
 	budget.enforce(true)
 	if budget.Used() != 300 {
