@@ -12,11 +12,13 @@ import (
 )
 
 // MemoryBudget bounds the memory of every worker of the runtimes that share it
-// (a gateway's): before a worker starts, and at every sweep, idle workers are
-// stopped, the least recently used first (of a sample, takeEvictee), until the
-// workers' memory is back within the budget. Busy workers are never stopped for it; a call that needs a worker gets
-// one. A worker's memory is its cgroup's (pages, page cache, tmpfs, shared
-// memory), or the resident memory of its processes where it has no cgroup.
+// (a gateway's): before a worker starts (when the last look leaves no room for
+// it: beforeStart), and at every sweep, idle workers are stopped, the least
+// recently used first (of a sample, takeEvictee), until the workers' memory is
+// back within the budget. Busy workers are never stopped for it; a call that
+// needs a worker gets one. A worker's memory is its cgroup's (pages, page
+// cache, tmpfs, shared memory), or the resident memory of its processes where
+// it has no cgroup.
 type MemoryBudget struct {
 	limit int64
 	used  atomic.Int64 // at the last look
@@ -90,11 +92,11 @@ func (b *MemoryBudget) beforeStart() {
 		if b.used.Load()+n*largest <= b.limit {
 			return
 		}
-		b.startsSince.Add(-1) // the look below counts it
+		b.startsSince.Add(-1) // left out of the look's count, and counted after it
 	}
 	b.enforce(false)
-	// This start's worker is not yet among what the look read.
-	b.startsSince.Add(1)
+	b.startsSince.Add(1) // this start's worker, which the look did not see
+
 }
 
 // enforce stops idle items, least recently used first (of a sample, takeEvictee),
