@@ -6,10 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/metalambda/metalambda/hack/internal/procstat"
 )
 
 // cpuProfile, when set, is a directory to write a CPU profile of this process
@@ -37,11 +38,14 @@ type cpuMark struct {
 // none of it.
 func markCPU() cpuMark {
 	workers := workersCPU()
-	return cpuMark{at: time.Now(), self: procCPU(os.Getpid()), machine: machineBusy(), workers: workers}
+	self, _ := procstat.CPU(os.Getpid())
+	return cpuMark{at: time.Now(), self: self, machine: procstat.MachineBusy(), workers: workers}
 }
 
 func (m cpuMark) since() cpuUse {
-	at, self, machine := time.Now(), procCPU(os.Getpid()), machineBusy()
+	at := time.Now()
+	self, _ := procstat.CPU(os.Getpid())
+	machine := procstat.MachineBusy()
 	return cpuUse{wall: at.Sub(m.at), self: self - m.self, machine: machine - m.machine, workers: workersCPU() - m.workers}
 }
 
@@ -72,29 +76,6 @@ func slug(s string) string {
 	return strings.NewReplacer(" ", "-", "(", "", ")", "").Replace(s)
 }
 
-// clockTick is the unit of /proc's CPU times (USER_HZ, 100 on Linux).
-const clockTick = 10 * time.Millisecond
-
-// procCPU is the user and system time of a process and of its children it has
-// waited for.
-func procCPU(pid int) time.Duration {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(raw)
-	// Fields after the command, which is in parentheses and may hold spaces.
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	var ticks int64
-	for _, i := range []int{11, 12, 13, 14} { // utime, stime, cutime, cstime
-		if i < len(f) {
-			v, _ := strconv.ParseInt(f[i], 10, 64)
-			ticks += v
-		}
-	}
-	return time.Duration(ticks) * clockTick
-}
-
 // workersCPU is the CPU time of every process below this one that serves its
 // gateway (as pss counts them), live ones only: a worker that exited during a
 // pass takes its time with it, unless this process waited for it.
@@ -102,32 +83,11 @@ func workersCPU() time.Duration {
 	var total time.Duration
 	for _, tree := range workerTrees() {
 		for _, pid := range tree {
-			total += procCPU(pid)
+			t, _ := procstat.CPU(pid)
+			total += t
 		}
 	}
 	return total
-}
-
-// machineBusy is the time the machine's processors were not idle.
-func machineBusy() time.Duration {
-	raw, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return 0
-	}
-	line, _, _ := strings.Cut(string(raw), "\n")
-	f := strings.Fields(line) // cpu user nice system idle iowait irq softirq steal ...
-	var busy int64
-	for i, v := range f[1:] {
-		if i == 3 || i == 4 { // idle, iowait
-			continue
-		}
-		if i >= 8 { // guest times are within user
-			break
-		}
-		n, _ := strconv.ParseInt(v, 10, 64)
-		busy += n
-	}
-	return time.Duration(busy) * clockTick
 }
 
 func printCPU(w io.Writer, passes []*phase) {

@@ -51,6 +51,8 @@ import (
 	"github.com/metalambda/metalambda/crds"
 	"github.com/metalambda/metalambda/internal/kubetest"
 	"github.com/metalambda/metalambda/internal/local/cluster"
+
+	"github.com/metalambda/metalambda/hack/internal/procstat"
 )
 
 var gvr = schema.GroupVersionResource{Group: "bench.metalambda.dev", Version: "v1", Resource: "benchparents"}
@@ -422,7 +424,7 @@ func (b *bench) engine(ctx context.Context, cluster *cluster.Cluster, sc scenari
 	if err != nil {
 		return r, err
 	}
-	cpuStart := cpuTime(engine.Process.Pid)
+	cpuStart, _ := procstat.CPU(engine.Process.Pid)
 	if err := b.parallel(ctx, sc.n, func(ctx context.Context, i int) error {
 		_, err := b.dyn.Resource(gvr).Namespace(ns).Create(ctx, parentObject(i), metav1.CreateOptions{})
 		return err
@@ -436,7 +438,8 @@ func (b *bench) engine(ctx context.Context, cluster *cluster.Cluster, sc scenari
 		return r, fmt.Errorf("not converged: %w", ctx.Err())
 	}
 	r.converge = time.Since(start)
-	r.cpu = cpuTime(engine.Process.Pid) - cpuStart
+	cpuEnd, _ := procstat.CPU(engine.Process.Pid)
+	r.cpu = cpuEnd - cpuStart
 	r.convergeCPU = cpuSince(machineCPU)
 	r.quantiles = converged.quantiles(timelineQuantiles)
 	if calls, err := scrape(metricsAddr); err == nil {
@@ -655,24 +658,6 @@ func (b *bench) watchConverged(ctx context.Context, ns string, n int, times *con
 	return ch, cancel, nil
 }
 
-// cpuTime is the user plus system time of process pid.
-func cpuTime(pid int) time.Duration {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name, which is in parentheses: utime and stime are the
-	// 12th and 13th (clock ticks, 100 per second on Linux).
-	_, rest, _ := strings.Cut(string(data), ") ")
-	f := strings.Fields(rest)
-	if len(f) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
-}
-
 type series struct{ name, verb, resource, result string }
 
 // scrape sums metalambda_engine_api_requests_total by verb and resource, and
@@ -837,7 +822,8 @@ var cpuProcesses = []string{"engine", "kube-apiserver", "etcd", "kube-controller
 // keyed by cpuProcesses' names (an engine binary of another name counts as
 // "engine").
 func processCPU() map[string]time.Duration {
-	out := map[string]time.Duration{"bench": cpuTime(os.Getpid())}
+	own, _ := procstat.CPU(os.Getpid())
+	out := map[string]time.Duration{"bench": own}
 	entries, _ := os.ReadDir("/proc")
 	self := strconv.Itoa(os.Getpid())
 	for _, e := range entries {
@@ -861,7 +847,8 @@ func processCPU() map[string]time.Duration {
 				name = known
 			}
 		}
-		out[name] += cpuTime(pid)
+		t, _ := procstat.CPU(pid)
+		out[name] += t
 	}
 	return out
 }

@@ -8,13 +8,14 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/gateway/sandbox"
+
+	"github.com/metalambda/metalambda/hack/internal/procstat"
 )
 
 // loadFlag is the flag that makes this executable the Go load generator: started
@@ -127,7 +128,7 @@ func processesMeter(pids func() []int) cpuMeter {
 	return func() cpuReading {
 		r := cpuReading{procs: map[int]time.Duration{}}
 		for _, pid := range pids() {
-			if t, ok := processCPU(pid); ok {
+			if t, ok := procstat.CPU(pid); ok {
 				r.procs[pid] = t
 			}
 		}
@@ -151,26 +152,8 @@ func gatewayMeter() cpuMeter {
 		} else {
 			r = workers()
 		}
-		r.own, _ = processCPU(self)
+		r.own, _ = procstat.CPU(self)
 		r.hasWork = true
 		return r
 	}
-}
-
-// processCPU is the user and system CPU time of pid, all its threads', from
-// /proc/PID/stat (in clock ticks: Linux reports them at USER_HZ, 100 per
-// second).
-func processCPU(pid int) (time.Duration, bool) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, false
-	}
-	// Fields after the command name, which is in parentheses and may hold spaces.
-	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
-	if len(f) <= 12 {
-		return 0, false
-	}
-	utime, _ := strconv.ParseInt(f[11], 10, 64)
-	stime, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond, true
 }

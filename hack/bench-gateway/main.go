@@ -44,6 +44,8 @@ import (
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
 	"github.com/metalambda/metalambda/internal/gcpercent"
 	"github.com/metalambda/metalambda/internal/kubetest"
+
+	"github.com/metalambda/metalambda/hack/internal/procstat"
 )
 
 var functions = []struct{ name, runtime, source string }{
@@ -412,7 +414,7 @@ func pipeMeter(pids []int) cpuMeter {
 	cats := processesMeter(func() []int { return pids })
 	return func() cpuReading {
 		r := cats()
-		r.own, _ = processCPU(os.Getpid())
+		r.own, _ = procstat.CPU(os.Getpid())
 		r.hasWork = true
 		return r
 	}
