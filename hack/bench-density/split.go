@@ -12,12 +12,14 @@ import (
 
 	"github.com/metalambda/metalambda/hack/internal/benchkit"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 )
 
 // The roles of a worker's processes: in a namespace sandbox, bubblewrap's
-// monitor (the gateway's child) and bubblewrap's first process of the PID
-// namespace, then the worker itself (the launcher executed it); anything the
-// worker started is "other". In a Landlock sandbox the worker is the gateway's
+// monitor (the gateway's child) and the first process of the PID namespace
+// (the reaper, metalambda-init, or, where there is none for the architecture,
+// bubblewrap's own init), then the worker itself (the launcher executed it);
+// anything the worker started is "other". In a Landlock sandbox the worker is the gateway's
 // child. A Python worker forked by a zygote (--python-zygote) is the child of
 // its init (pid 1 of its PID namespace), a child of the zygote: the worker and
 // its init count for the function they serve, the zygote's own processes for
@@ -26,11 +28,12 @@ const (
 	roleWorker   = "worker"
 	roleMonitor  = "bwrap (monitor)"
 	roleInit     = "bwrap (pid 1)"
+	roleReaper   = "metalambda-init (pid 1)"
 	roleForkInit = "init (forked)"
 	roleOther    = "other"
 )
 
-var roles = []string{roleWorker, roleMonitor, roleInit, roleForkInit, roleOther}
+var roles = []string{roleWorker, roleMonitor, roleInit, roleReaper, roleForkInit, roleOther}
 
 // procMem is a process's memory, from /proc/PID/smaps_rollup, in bytes.
 type procMem struct {
@@ -123,6 +126,8 @@ func roleOf(pid, top, worker int) string {
 	switch {
 	case pid == worker:
 		return roleWorker
+	case cmdline(pid)[0] == sandbox.InitInSandbox:
+		return roleReaper
 	case filepath.Base(cmdline(pid)[0]) != "bwrap":
 		return roleOther
 	case pid == top:

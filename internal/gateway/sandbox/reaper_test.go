@@ -77,7 +77,8 @@ func TestReaperFileIsSealed(t *testing.T) {
 
 // TestReaperProgram runs the reaper as a shell's replacement, its descriptor
 // 3 the memfd: it exits with its worker's status as the Python init does
-// (128+n for signal n), and reaps the other children it has meanwhile.
+// (128+n for signal n), and reaps the other children it has meanwhile; given
+// a command after "--", it forks that command as its worker.
 func TestReaperProgram(t *testing.T) {
 	f := reaperOrSkip(t)
 	for _, tt := range []struct {
@@ -94,6 +95,13 @@ func TestReaperProgram(t *testing.T) {
 		{"no such child", `exec /proc/self/fd/3 99999`, 1},
 		{"no pid", `exec /proc/self/fd/3`, 126},
 		{"not a pid", `exec /proc/self/fd/3 2x`, 126},
+		// Started with a command (a sandbox's first process), it forks
+		// it and ends with it.
+		{"command exit", `exec /proc/self/fd/3 -- /bin/sh -c 'exit 7'`, 7},
+		{"command killed", `exec /proc/self/fd/3 -- /bin/sh -c 'kill -KILL $$'`, 128 + 9},
+		{"command orphans first", `exec /proc/self/fd/3 -- /bin/sh -c '(exit 5) & sleep 0.2; exit 3'`, 3},
+		{"command missing", `exec /proc/self/fd/3 -- /nonexistent`, 127},
+		{"no command", `exec /proc/self/fd/3 --`, 126},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			cmd := exec.Command("/bin/sh", "-c", tt.script)

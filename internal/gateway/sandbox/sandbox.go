@@ -562,7 +562,24 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*Command, erro
 		args = append(args, "--seccomp", strconv.Itoa(launchFD+len(cmd.ExtraFiles)))
 		cmd.ExtraFiles = append(cmd.ExtraFiles, r)
 	}
-	args = append(args, s.args(spec, l)...)
+	// The reaper, where there is one for the architecture, is the sandbox's
+	// first process instead of bubblewrap's init (see InitInSandbox).
+	initFD := 0
+	if len(reaperProgram) > 0 {
+		r, err := dataPipe(reaperProgram)
+		if err != nil {
+			closeExtraFiles(cmd)
+			releaseUID(uid)
+			cg.remove()
+			return nil, fmt.Errorf("sandbox: the reaper: %w", err)
+		}
+		initFD = launchFD + len(cmd.ExtraFiles)
+		cmd.ExtraFiles = append(cmd.ExtraFiles, r)
+	}
+	args = append(args, s.args(spec, l, initFD)...)
+	if initFD != 0 {
+		args = append(args, InitInSandbox, "--")
+	}
 	args = append(args, cmd.Args...)
 	cmd.Path, cmd.Args = s.bwrap, append([]string{s.bwrap}, args...)
 	if spec.NetNS != "" {
@@ -596,6 +613,23 @@ func (s *Sandbox) launch(spec Spec, l Limits, cg *cgroup, uid int) launch {
 
 // launcherInSandbox is where a namespace sandbox shows its launcher.
 const launcherInSandbox = "/run/metalambda/launcher"
+
+// InitInSandbox is where a namespace sandbox shows the reaper (metalambda-init,
+// see reaper.go), which bubblewrap runs as the first process of the sandbox's
+// PID namespace (--as-pid-1) in place of its own init, a forked bubblewrap of
+// about 0.13 MiB that lives as long as the command: the reaper costs a few
+// pages. It forks and executes the launcher, then holds nothing (no
+// descriptor, no capability, no_new_privs), reaps what is orphaned into the
+// namespace and exits with the command's status, as bubblewrap's init does.
+//
+// It does not change user, unlike the launcher after it: it stays the user of
+// bubblewrap's monitor, the gateway's child, so that when the monitor dies the
+// parent-death signal bubblewrap set on it may still be sent (the kernel sends
+// it as a kill from the dying monitor, which holds no capability), and its
+// death ends the namespace. The command, of another user, may neither signal
+// nor trace it. bubblewrap copies it from a pipe into the sandbox's own
+// read-only file, so nothing outside the gateway can change what runs there.
+const InitInSandbox = "/run/metalambda/init"
 
 func boolIndex(b bool) int {
 	if b {
@@ -758,9 +792,14 @@ func closeExtraFiles(cmd *exec.Cmd) {
 	}
 }
 
-// args are bubblewrap's options for spec, up to the launcher's command line.
-func (s *Sandbox) args(spec Spec, l Limits) []string {
+// args are bubblewrap's options for spec, up to the launcher's command line;
+// initFD, when not 0, is the descriptor bubblewrap reads the reaper from, to
+// run it as the first process (InitInSandbox) instead of an init of its own.
+func (s *Sandbox) args(spec Spec, l Limits, initFD int) []string {
 	a := []string{"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup", "--hostname", cmp.Or(spec.Hostname, "sandbox"), "--clearenv"}
+	if initFD != 0 {
+		a = append(a, "--as-pid-1")
+	}
 	network := spec.Network || spec.NetNS != ""
 	if !network {
 		a = append(a, "--unshare-net")
@@ -800,6 +839,9 @@ func (s *Sandbox) args(spec Spec, l Limits) []string {
 		a = append(a, map[bool]string{false: "--ro-bind", true: "--bind"}[b.Writable], b.Source, b.Target)
 	}
 	a = append(a, "--perms", "0755", "--dir", filepath.Dir(launcherInSandbox), "--ro-bind", s.launcher, launcherInSandbox)
+	if initFD != 0 {
+		a = append(a, "--perms", "0555", "--ro-bind-data", strconv.Itoa(initFD), InitInSandbox)
+	}
 	// bubblewrap enters the directory as root without capabilities, which a
 	// volume of the command's user may refuse: the launcher of a container enters
 	// it once it is that user.

@@ -330,6 +330,28 @@ func (f *filter) install() error {
 // (a launch carries a Function's environment) may be larger than a pipe's
 // buffer, so what the buffer does not take is written as the reader reads; the
 // write ends, with EPIPE, once no process holds the read end.
+// dataPipe is the read end of a pipe holding data, for bubblewrap to read
+// (data must fit in a pipe's smallest buffer, one page, so that writing it
+// never waits).
+func dataPipe(data []byte) (*os.File, error) {
+	if len(data) > os.Getpagesize() {
+		return nil, fmt.Errorf("%d bytes do not fit in a pipe's buffer", len(data))
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	_, err = w.Write(data)
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
 func filterPipe(prog []byte) (*os.File, error) {
 	r, w, err := os.Pipe()
 	if err != nil {

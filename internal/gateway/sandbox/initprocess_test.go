@@ -1,0 +1,206 @@
+package sandbox
+
+import (
+	"bufio"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// namespaceModes are the namespace sandboxes of modes: the ones whose first
+// process is the reaper where there is one for the architecture.
+func namespaceModes(t *testing.T) map[string]func(Spec) *Command {
+	m := modes(t)
+	for name := range m {
+		if isLandlock(name) {
+			delete(m, name)
+		}
+	}
+	return m
+}
+
+// startMarked starts program in a sandbox, whose first line of output it
+// waits for. alone starts bubblewrap without the Command's clean-up at its
+// exit (which kills the command's group and cgroup), as when the gateway that
+// started it is dead; the test's own clean-up does it at the end.
+func startMarked(t *testing.T, command func(Spec) *Command, program string, alone bool) *Command {
+	t.Helper()
+	cmd := command(Spec{Args: []string{python, "-I", "-c", program}})
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := cmd.Start
+	if alone {
+		start = func() error {
+			defer closeExtraFiles(cmd.Cmd)
+			return cmd.Cmd.Start()
+		}
+	}
+	if err := start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Kill()
+		_ = cmd.Wait()
+		if alone {
+			cmd.cgroup.remove()
+			releaseUID(cmd.uid)
+		}
+	})
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatalf("reading the first line: %v", err)
+	}
+	return cmd
+}
+
+// childrenOf are the pids of pid's children.
+func childrenOf(pid int) []int {
+	var out []int
+	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	for _, task := range tasks {
+		raw, _ := os.ReadFile(task)
+		for _, f := range strings.Fields(string(raw)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// statusField is a field of /proc/pid/status ("" when it cannot be read).
+func statusField(pid int, field string) string {
+	raw, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// TestCommandDiesWithBubblewrapsMonitor is the attack on the sandbox's first
+// process: bubblewrap's monitor, the gateway's child, is killed alone, as it
+// is when the gateway dies or the OOM killer picks it, with neither the
+// process group nor the cgroup killed after it. The command, and what it
+// started in a session of its own, must die with it: the monitor's
+// parent-death signal reaches the first process, whose death ends the PID
+// namespace. A first process that had changed to the command's user would
+// outlive the monitor (the kernel sends that signal as a kill from the
+// monitor, which may not signal another user), and the command with it.
+func TestCommandDiesWithBubblewrapsMonitor(t *testing.T) {
+	for name, command := range namespaceModes(t) {
+		t.Run(name, func(t *testing.T) {
+			marker := "sandbox-orphaned-" + name + strconv.Itoa(os.Getpid())
+			cmd := startMarked(t, command, `import os, time
+if os.fork() == 0:
+    os.setsid()
+    os.execv("/usr/bin/sleep", [`+strconv.Quote(marker)+`, "600"])
+print("started", flush=True)
+time.sleep(600)
+`, true)
+			waitFor(t, func() bool { return len(pidsWith(marker)) == 1 }, "the command's child to start")
+			if err := syscall.Kill(cmd.Process.Pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool { return len(pidsWith(marker)) == 0 }, "the command's child to die with bubblewrap's monitor")
+		})
+	}
+}
+
+// TestFirstProcessHoldsNothing: the first process of a namespace sandbox, the
+// reaper, holds no descriptor (not the command's pipes, launch or cgroups)
+// and no capability, with no_new_privs set, and runs the reaper's few pages,
+// not a copy of bubblewrap.
+func TestFirstProcessHoldsNothing(t *testing.T) {
+	if len(reaperProgram) == 0 {
+		t.Skip("no reaper for this architecture: bubblewrap's init is the first process")
+	}
+	for name, command := range namespaceModes(t) {
+		t.Run(name, func(t *testing.T) {
+			cmd := startMarked(t, command, `import time
+print("started", flush=True)
+time.sleep(600)
+`, false)
+			monitor := cmd.Process.Pid
+			kids := childrenOf(monitor)
+			if len(kids) != 1 {
+				t.Fatalf("bubblewrap's monitor has children %v, want its first process alone", kids)
+			}
+			first := kids[0]
+			if exe, _ := os.Readlink("/proc/" + strconv.Itoa(first) + "/exe"); filepath.Base(strings.TrimSuffix(exe, " (deleted)")) != filepath.Base(InitInSandbox) {
+				t.Errorf("the first process runs %q, want the reaper (%s)", exe, InitInSandbox)
+			}
+			for field, want := range map[string]string{
+				"CapEff": "0000000000000000", "CapPrm": "0000000000000000", "CapInh": "0000000000000000",
+				"CapAmb": "0000000000000000", "NoNewPrivs": "1", "NSpid": strconv.Itoa(first) + "\t1",
+			} {
+				if got := statusField(first, field); got != want {
+					t.Errorf("the first process's %s is %q, want %q", field, got, want)
+				}
+			}
+			// It closes its descriptors once it has forked the launcher.
+			var fds []os.DirEntry
+			for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				fds, _ = os.ReadDir("/proc/" + strconv.Itoa(first) + "/fd")
+				if len(fds) == 0 || time.Now().After(deadline) {
+					break
+				}
+			}
+			if len(fds) != 0 {
+				var names []string
+				for _, fd := range fds {
+					target, _ := os.Readlink("/proc/" + strconv.Itoa(first) + "/fd/" + fd.Name())
+					names = append(names, fd.Name()+" -> "+target)
+				}
+				t.Errorf("the first process holds descriptors %v", names)
+			}
+			// Its parent-death signal is bubblewrap's (SIGKILL): see
+			// TestCommandDiesWithBubblewrapsMonitor for what it does.
+		})
+	}
+}
+
+// TestOrphansInTheSandboxAreReaped: processes orphaned inside a namespace
+// sandbox are adopted by its first process, which reaps them, so that none
+// stays a zombie counted against the command's process limit until it ends.
+func TestOrphansInTheSandboxAreReaped(t *testing.T) {
+	for name, command := range namespaceModes(t) {
+		t.Run(name, func(t *testing.T) {
+			cmd := startMarked(t, command, `import os, time
+for _ in range(5):
+    if os.fork() == 0:
+        if os.fork() == 0:
+            os._exit(0)
+        os._exit(0)
+    os.wait()
+print("started", flush=True)
+time.sleep(600)
+`, false)
+			first := childrenOf(cmd.Process.Pid)
+			if len(first) != 1 {
+				t.Fatalf("bubblewrap's monitor has children %v, want its first process alone", first)
+			}
+			// Its children end as the command alone: every orphan exited and
+			// was reaped, none left a zombie.
+			var kids, zombies []int
+			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+				kids, zombies = childrenOf(first[0]), zombies[:0]
+				for _, c := range kids {
+					if statusField(c, "State") == "Z (zombie)" {
+						zombies = append(zombies, c)
+					}
+				}
+				if len(kids) == 1 && len(zombies) == 0 {
+					return
+				}
+			}
+			t.Errorf("the first process has children %v, of them zombies %v: want the command alone", kids, zombies)
+		})
+	}
+}
