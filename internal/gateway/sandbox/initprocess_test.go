@@ -204,3 +204,38 @@ time.sleep(600)
 		})
 	}
 }
+
+// TestFirstProcessIsOutOfReach is the attack on the sandbox's first process
+// from inside: a command that could write its memory (/proc/1/mem, which the
+// seccomp filter does not refuse as it refuses ptrace) would run code as the
+// first process, outside the command's cgroup and limits, and could clear the
+// parent-death signal that ends the sandbox with bubblewrap's monitor. Where
+// the command is the first process's user (a gateway that is not root: one
+// user inside its user namespace), only the first process being not dumpable
+// keeps it out.
+func TestFirstProcessIsOutOfReach(t *testing.T) {
+	for name, command := range namespaceModes(t) {
+		t.Run(name, func(t *testing.T) {
+			out := run(t, command, Spec{}, `import errno, os
+def err(f):
+    try:
+        f()
+        return "allowed"
+    except OSError as e:
+        return errno.errorcode[e.errno]
+print(err(lambda: os.close(os.open("/proc/1/mem", os.O_RDWR))),
+      err(lambda: os.close(os.open("/proc/1/mem", os.O_RDONLY))),
+      err(lambda: open("/proc/1/environ", "rb").read()),
+      err(lambda: os.listdir("/proc/1/fd")),
+      err(lambda: os.kill(1, 9)))
+`)
+			// A SIGKILL from inside the namespace to its first process,
+			// which has no handler, is refused (another user) or dropped
+			// (the kill succeeds and does nothing: the run ending normally
+			// shows that the sandbox lived on).
+			if out != "EACCES EACCES EACCES EACCES EPERM" && out != "EACCES EACCES EACCES EACCES allowed" {
+				t.Errorf("the command reaching its first process: %q, want EACCES for each of mem read-write, mem, environ and fd, and SIGKILL refused or dropped", out)
+			}
+		})
+	}
+}

@@ -32,10 +32,14 @@ import (
 //     set), set no_new_privs and installed the seccomp filter: executing as
 //     root of the zygote's user namespace then gains nothing, and the
 //     descriptor, close-on-exec, is gone once it runs. The program, once
-//     running, makes no call but wait4 and exit_group.
+//     running, makes itself not dumpable and then makes no call but wait4
+//     and exit_group.
 //   - The worker, another user of that namespace, may neither signal nor
 //     trace its init (nor read its /proc files); a function could at best
 //     read the program, which is public and holds nothing.
+//
+// bubblewrap also runs it, as "metalambda-init -- LAUNCHER ARG...", as the
+// first process of every namespace sandbox (see InitInSandbox).
 //
 // Neither the zygote's seccomp filter nor the one the init installs refuses
 // execve or execveat. Where the descriptor cannot be made (no committed reaper

@@ -325,11 +325,6 @@ func (f *filter) install() error {
 	return nil
 }
 
-// filterPipe returns the read end of a pipe that holds prog, for bubblewrap or
-// the launcher to read at start. Its reader starts after this returns, and prog
-// (a launch carries a Function's environment) may be larger than a pipe's
-// buffer, so what the buffer does not take is written as the reader reads; the
-// write ends, with EPIPE, once no process holds the read end.
 // dataPipe is the read end of a pipe holding data, for bubblewrap to read
 // (data must fit in a pipe's smallest buffer, one page, so that writing it
 // never waits).
@@ -352,6 +347,11 @@ func dataPipe(data []byte) (*os.File, error) {
 	return r, nil
 }
 
+// filterPipe returns the read end of a pipe that holds prog, for bubblewrap or
+// the launcher to read at start. Its reader starts after this returns, and prog
+// (a launch carries a Function's environment) may be larger than a pipe's
+// buffer, so what the buffer does not take is written as the reader reads; the
+// write ends, with EPIPE, once no process holds the read end.
 func filterPipe(prog []byte) (*os.File, error) {
 	r, w, err := os.Pipe()
 	if err != nil {

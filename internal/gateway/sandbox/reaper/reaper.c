@@ -4,9 +4,9 @@
  * It serves two kinds of sandbox, by its arguments:
  *
  *   metalambda-init PID
- *     A zygote's child forks the worker, drops every capability (an empty bounding
- * set, locked securebits with SECBIT_NOROOT, no_new_privs), installs the
- *     seccomp filter, closes every descriptor and then executes this program
+ *     A zygote's child forks the worker, drops every capability (an empty
+ *     bounding set, locked securebits with SECBIT_NOROOT, no_new_privs),
+ *     installs the seccomp filter, closes every descriptor and then executes this program
  *     from a sealed memfd (see ../reaper.go), so that the worker's init costs a
  *     few pages rather than a forked CPython.
  *
@@ -15,23 +15,26 @@
  *     sandbox, in place of its own init (a forked bubblewrap of about 0.13 MiB
  *     per sandbox): it forks, the child executes PATH (the launcher) with the
  *     environment it was given, and it then holds nothing: it closes every
- *     descriptor and clears its capabilities (a subset of the ones it had,
- *     so that the kernel keeps the parent-death signal bubblewrap set on it)
- *     and sets no_new_privs. It stays the user bubblewrap ran it as, the
- *     same as bubblewrap's monitor, which may therefore still kill it with
- *     that signal when it dies; the command, which the launcher makes
- *     another user, could not be. It never executes anything itself.
+ *     descriptor, clears its capabilities (a subset of the ones it had, so
+ *     that the kernel keeps the parent-death signal bubblewrap set on it) and
+ *     sets no_new_privs. It stays the user bubblewrap ran it as, the same as
+ *     bubblewrap's monitor, which may therefore still kill it with that
+ *     signal when it dies; a process of the command's user could not be. It
+ *     never executes anything itself.
  *
- * Then it does what the zygote's serve_init does: it reaps every process orphaned into the namespace and, once the
- * worker (argv[1], its pid in the namespace) has ended, exits with its status:
- * 128+n for signal n (as bubblewrap's init), its exit code otherwise; 1 when
- * no child is left before that. Its own death ends the namespace, and the
- * kernel kills everything left in it.
+ * In both, it first makes itself not dumpable, so that no process without
+ * CAP_SYS_PTRACE over it may read or write its memory or descriptors, not even
+ * one of its own user. Then it does what the zygote's serve_init does: it
+ * reaps every process orphaned into the namespace and, once the worker (the
+ * forked command, or argv[1], its pid in the namespace) has ended, exits with
+ * its status: 128+n for signal n (as bubblewrap's init), its exit code
+ * otherwise; 1 when no child is left before that. Its own death ends the
+ * namespace, and the kernel kills everything left in it.
  *
  * No libc, no allocation, no input but its arguments and the wait statuses:
- * once it serves, the only system calls it makes are wait4 and exit_group. Signals sent from inside
- * the namespace to its init without a handler are dropped by the kernel, and
- * the worker, of another user, may not send any.
+ * once it serves, the only system calls it makes are wait4 and exit_group.
+ * Signals sent from inside the namespace to its init without a handler are
+ * dropped by the kernel.
  *
  * Rebuild with build.sh (go generate ./internal/gateway/sandbox).
  */
@@ -45,6 +48,8 @@
 #define SYS_exit_group 231
 #define SYS_close_range 436
 #define EINTR 4
+#define SYS_write 1
+#define PR_SET_DUMPABLE 4
 #define PR_SET_NO_NEW_PRIVS 38
 #define CAPABILITY_VERSION_3 0x20080522
 
@@ -103,7 +108,10 @@ static int spawn(char **argv, char **envp)
 	long pid = syscall4(SYS_fork, 0, 0, 0, 0);
 
 	if (pid == 0) {
+		static const char failed[] = "metalambda-init: cannot execute the command\n";
+
 		syscall4(SYS_execve, (long)argv[0], (long)argv, (long)envp, 0);
+		syscall4(SYS_write, 2, (long)failed, sizeof failed - 1, 0);
 		quit(127);
 	}
 	if (pid < 0)
@@ -115,10 +123,11 @@ static int spawn(char **argv, char **envp)
 		for (long fd = 0; fd < 65536; fd++)
 			syscall4(SYS_close, fd, 0, 0, 0);
 	/* Dropping capabilities, unlike a change of user, keeps the
-	 * parent-death signal. A failure leaves it no worse than bubblewrap's
-	 * own init, which keeps them, so it goes on. */
-	syscall4(SYS_capset, (long)&header, (long)data, 0, 0);
-	syscall5(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	 * parent-death signal. An init that cannot drop them ends, and the
+	 * sandbox with it. */
+	if (syscall4(SYS_capset, (long)&header, (long)data, 0, 0) != 0 ||
+	    syscall5(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0)
+		quit(126);
 	return (int)pid;
 }
 
@@ -134,6 +143,14 @@ __attribute__((noreturn, used)) void reaper_main(long *sp)
 	char **envp = argv + argc + 1;
 	int worker;
 
+	/* Not dumpable: no process without CAP_SYS_PTRACE over it may read or
+	 * write its memory (/proc/1/mem, which no seccomp filter refuses),
+	 * open its descriptors or attach to it, not even one of its own user
+	 * (a sandbox of a gateway that is not root runs the command as the
+	 * same user). Its own children are made dumpable again by their
+	 * execution. */
+	if (syscall5(SYS_prctl, PR_SET_DUMPABLE, 0, 0, 0, 0) != 0)
+		quit(126);
 	if (argc >= 3 && is_dashdash(argv[1]))
 		worker = spawn(argv + 2, envp);
 	else
