@@ -437,3 +437,31 @@ func TestConcurrencyCapAnswers429(t *testing.T) {
 		t.Errorf("a call after the first ended = %d %s, want 200", r.status, r.raw)
 	}
 }
+
+// TestCacheKeepsNoManagedFields: the gateway's cache of Functions holds no
+// managedFields (a few KiB per Function, which nothing reads), and the status
+// it writes from a cached copy leaves the server's managedFields whole: the
+// creator's entry stays, and the gateway's own is added for the status.
+func TestCacheKeepsNoManagedFields(t *testing.T) {
+	g := startGateway(t)
+	ns := env.Namespace(t)
+	createFunction(t, ns, "fields", "jsonnet", "function(request) { children: [] }", 0)
+	fn := waitFunction(t, ns, "fields", func(o *unstructured.Unstructured) error { return readyIs(o, "True", "Compiled") })
+	managers := map[string]string{}
+	for _, f := range fn.GetManagedFields() {
+		managers[f.Manager] = f.Subresource
+	}
+	if len(fn.GetManagedFields()) < 2 || managers[fieldManager] != "status" {
+		t.Errorf("the server's managedFields after the gateway's status update: %v, want the creator's entry and the gateway's (%s) for the status", managers, fieldManager)
+	}
+	cached, exists, err := g.gw.store.informer.GetIndexer().GetByKey(ns + "/fields")
+	if err != nil || !exists {
+		t.Fatalf("the gateway's cache has no Function %s/fields: %v", ns, err)
+	}
+	if mf := cached.(*unstructured.Unstructured).GetManagedFields(); len(mf) != 0 {
+		t.Errorf("the gateway's cache keeps %d managedFields entries, want none", len(mf))
+	}
+	if _, found := cached.(*unstructured.Unstructured).Object["metadata"].(map[string]any)["managedFields"]; found {
+		t.Error("the gateway's cached Function still has a metadata.managedFields key")
+	}
+}
