@@ -239,3 +239,34 @@ print(err(lambda: os.close(os.open("/proc/1/mem", os.O_RDWR))),
 		})
 	}
 }
+
+// TestBindsKeepOutOfTheReservedDir: a bind at the sandbox's own directory,
+// inside it or above it is refused, so that no host directory another process
+// can write in holds the launcher or the reaper when they are executed.
+func TestBindsKeepOutOfTheReservedDir(t *testing.T) {
+	s := newSandbox(t)
+	if !s.privileged {
+		t.Skip("binds need a namespace sandbox of a root caller")
+	}
+	dir := t.TempDir()
+	for _, target := range []string{"/run", "/run/", ReservedDir, ReservedDir + "/launcher", "/", "/run/../run/metalambda"} {
+		if cmd, err := s.Command(Spec{Args: []string{"/bin/true"}, Binds: []Bind{{Source: dir, Target: target}}}); err == nil || !strings.Contains(err.Error(), ReservedDir) {
+			if cmd != nil {
+				closeExtraFiles(cmd.Cmd)
+				cmd.cgroup.remove()
+				releaseUID(cmd.uid)
+			}
+			t.Errorf("a bind at %s: %v, want a refusal naming %s", target, err, ReservedDir)
+		}
+	}
+	cmd, err := s.Command(Spec{Args: []string{"/bin/true"}, Binds: []Bind{{Source: dir, Target: "/run/other"}}})
+	if err != nil {
+		t.Fatalf("a bind beside the reserved directory: %v", err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("a command with a bind at /run/other: %v", err)
+	}
+}

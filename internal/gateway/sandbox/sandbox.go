@@ -221,7 +221,9 @@ type Spec struct {
 	Hostname string
 }
 
-// Bind shows the host path Source at Target in a namespace sandbox.
+// Bind shows the host path Source at Target in a namespace sandbox. Target may
+// be neither ReservedDir, nor inside it, nor one of its parents (see
+// ReservedTarget).
 type Bind struct {
 	Source, Target string
 	Writable       bool
@@ -521,6 +523,11 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*Command, erro
 	if s.mode == ModeLandlock {
 		return s.landlockCommand(ctx, spec)
 	}
+	for _, b := range spec.Binds {
+		if ReservedTarget(b.Target) {
+			return nil, fmt.Errorf("sandbox: a bind at %s would reach %s, where the sandbox shows its own executables", b.Target, ReservedDir)
+		}
+	}
 	caps, err := capabilityNumbers(spec.Capabilities)
 	if err != nil {
 		return nil, err
@@ -611,8 +618,24 @@ func (s *Sandbox) launch(spec Spec, l Limits, cg *cgroup, uid int) launch {
 	return lc
 }
 
+// ReservedDir is where a namespace sandbox shows its own executables, the
+// launcher and the reaper, which run before the command's bounds exist (the
+// launcher as root with the capabilities to change user, in a sandbox of a
+// root caller). No Bind may reach it: a host directory bound at it or above
+// it, shared with another process (a pod's volume shared by its containers),
+// would let that process rename files over those executables between
+// bubblewrap's mounts and their execution.
+const ReservedDir = "/run/metalambda"
+
+// ReservedTarget reports whether a bind at target would reach ReservedDir: the
+// directory itself, a path inside it, or one of its parents (/run, /).
+func ReservedTarget(target string) bool {
+	t := filepath.Clean(target)
+	return t == ReservedDir || strings.HasPrefix(t, ReservedDir+"/") || t == "/" || strings.HasPrefix(ReservedDir, t+"/")
+}
+
 // launcherInSandbox is where a namespace sandbox shows its launcher.
-const launcherInSandbox = "/run/metalambda/launcher"
+const launcherInSandbox = ReservedDir + "/launcher"
 
 // InitInSandbox is where a namespace sandbox shows the reaper (metalambda-init,
 // see reaper.go), which bubblewrap runs as the first process of the sandbox's
@@ -629,7 +652,7 @@ const launcherInSandbox = "/run/metalambda/launcher"
 // death ends the namespace. The command, of another user, may neither signal
 // nor trace it. bubblewrap copies it from a pipe into the sandbox's own
 // read-only file, so nothing outside the gateway can change what runs there.
-const InitInSandbox = "/run/metalambda/init"
+const InitInSandbox = ReservedDir + "/init"
 
 func boolIndex(b bool) int {
 	if b {

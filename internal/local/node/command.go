@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 )
 
 // bindMount makes a host directory visible at a path inside a container's private
@@ -30,10 +32,15 @@ func invalidSpec(format string, args ...any) error {
 }
 
 // checkMount refuses a mountPath that is not absolute and a subPath that leaves its
-// volume, as a kubelet does.
+// volume, as a kubelet does, and a mountPath that would reach the sandbox's own
+// directory (sandbox.ReservedTarget: /, /run, /run/metalambda and below), which a
+// kubelet allows.
 func checkMount(c *corev1.Container, m corev1.VolumeMount) error {
 	if !path.IsAbs(m.MountPath) {
 		return invalidSpec("container %s: volumeMount %s: mountPath %q is not an absolute path", c.Name, m.Name, m.MountPath)
+	}
+	if sandbox.ReservedTarget(m.MountPath) {
+		return invalidSpec("container %s: volumeMount %s: mountPath %q would cover %s, where the local node's sandbox keeps its own executables; mount the volume at another path", c.Name, m.Name, m.MountPath, sandbox.ReservedDir)
 	}
 	if path.IsAbs(m.SubPath) || slices.Contains(strings.Split(m.SubPath, "/"), "..") {
 		return invalidSpec("container %s: volumeMount %s: subPath %q must be a relative path without '..'", c.Name, m.Name, m.SubPath)

@@ -212,6 +212,8 @@ func TestImageMapFile(t *testing.T) {
 	}
 }
 
+// TestContainerMountsRefuseRelativePaths, and paths that reach the sandbox's
+// own directory; paths beside it are taken.
 func TestContainerMountsRefuseRelativePaths(t *testing.T) {
 	dirs := map[string]string{"v": "/state/v"}
 	for _, m := range []corev1.VolumeMount{
@@ -219,12 +221,25 @@ func TestContainerMountsRefuseRelativePaths(t *testing.T) {
 		{Name: "v", MountPath: "."},
 		{Name: "v", MountPath: "/data", SubPath: "../../etc"},
 		{Name: "v", MountPath: "/data", SubPath: "/etc"},
+		// The sandbox's own directory, inside it, and its parents.
+		{Name: "v", MountPath: "/run"},
+		{Name: "v", MountPath: "/run/"},
+		{Name: "v", MountPath: "/run/metalambda"},
+		{Name: "v", MountPath: "/run/metalambda/x"},
+		{Name: "v", MountPath: "/"},
+		{Name: "v", MountPath: "/run/../run"},
 	} {
 		c := &corev1.Container{Name: "c", VolumeMounts: []corev1.VolumeMount{m}}
 		_, err := containerMounts(c, dirs)
 		var invalid *invalidSpecError
 		if !errors.As(err, &invalid) {
 			t.Errorf("mount %+v: err = %v, want an invalid spec", m, err)
+		}
+	}
+	for _, p := range []string{"/run/other", "/run/metalambdax", "/var/run", "/data"} {
+		c := &corev1.Container{Name: "c", VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: p}}}
+		if _, err := containerMounts(c, dirs); err != nil {
+			t.Errorf("mountPath %s: %v", p, err)
 		}
 	}
 }
