@@ -640,8 +640,8 @@ const launcherInSandbox = ReservedDir + "/launcher"
 // InitInSandbox is where a namespace sandbox shows the reaper (metalambda-init,
 // see reaper.go), which bubblewrap runs as the first process of the sandbox's
 // PID namespace (--as-pid-1) in place of its own init, a forked bubblewrap of
-// about 0.13 MiB that lives as long as the command: the reaper costs a few
-// pages. It forks and executes the launcher, then holds nothing (no
+// 0.13 to 0.22 MiB of PSS that lives as long as the command: the reaper costs
+// a few pages. It forks and executes the launcher, then holds nothing (no
 // descriptor, no capability, no_new_privs), reaps what is orphaned into the
 // namespace and exits with the command's status, as bubblewrap's init does.
 //
@@ -649,8 +649,10 @@ const launcherInSandbox = ReservedDir + "/launcher"
 // bubblewrap's monitor, the gateway's child, so that when the monitor dies the
 // parent-death signal bubblewrap set on it may still be sent (the kernel sends
 // it as a kill from the dying monitor, which holds no capability), and its
-// death ends the namespace. The command, of another user, may neither signal
-// nor trace it. bubblewrap copies it from a pipe into the sandbox's own
+// death ends the namespace. It is not dumpable, so the command may neither
+// trace it nor reach its memory or descriptors, even as its user (a gateway
+// that is not root), and a signal the command sends it is refused or, from
+// inside the namespace to an init without handlers, dropped. bubblewrap copies it from a pipe into the sandbox's own
 // read-only file, so nothing outside the gateway can change what runs there.
 const InitInSandbox = ReservedDir + "/init"
 
