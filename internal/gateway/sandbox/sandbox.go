@@ -221,9 +221,11 @@ type Spec struct {
 	Hostname string
 }
 
-// Bind shows the host path Source at Target in a namespace sandbox. Target may
-// be neither ReservedDir, nor inside it, nor one of its parents (see
-// ReservedTarget).
+// Bind shows the host path Source at Target in a namespace sandbox. Target must
+// be absolute, and may be neither ReservedDir, nor inside it, nor one of its
+// parents (see ReservedTarget). bubblewrap follows symbolic links in Target
+// (and in Source): a caller that binds directories others can write in
+// refuses links there first (the local node's checkNoSymlinks).
 type Bind struct {
 	Source, Target string
 	Writable       bool
@@ -524,6 +526,9 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*Command, erro
 		return s.landlockCommand(ctx, spec)
 	}
 	for _, b := range spec.Binds {
+		if !filepath.IsAbs(b.Target) {
+			return nil, fmt.Errorf("sandbox: a bind's target must be an absolute path, got %q", b.Target)
+		}
 		if ReservedTarget(b.Target) {
 			return nil, fmt.Errorf("sandbox: a bind at %s would reach %s, where the sandbox shows its own executables", b.Target, ReservedDir)
 		}

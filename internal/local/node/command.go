@@ -3,6 +3,7 @@ package node
 import (
 	"cmp"
 	"fmt"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -69,6 +70,57 @@ func containerMounts(c *corev1.Container, volumeDirs map[string]string) ([]bindM
 		return cmp.Compare(strings.Count(a.target, "/"), strings.Count(b.target, "/"))
 	})
 	return out, nil
+}
+
+// checkNoSymlinks refuses the mounts of a container whose source or target would
+// pass through a symbolic link inside a volume: a subPath's components below
+// its volume's directory, and the part of a target that lies inside another
+// mount's target, below that mount's source. Containers of the pod can write
+// links into their volumes, and bubblewrap's mounts follow them: a link as a
+// subPath would bind a host directory into the container, and a link that a
+// nested mount's target passes through would place that mount, and the
+// directories bubblewrap makes after it (the sandbox's own, /run/metalambda),
+// wherever the link points, such as inside a volume another container writes.
+// What does not exist yet is made later by ensureSubPath or bubblewrap, as
+// directories.
+func checkNoSymlinks(containerName string, mounts []bindMount, volumeDirs map[string]string) error {
+	for _, m := range mounts {
+		if dir := volumeDirs[m.volume]; m.volume != "" && m.source != dir {
+			if link := firstSymlink(dir, strings.TrimPrefix(m.source, dir+"/")); link != "" {
+				return invalidSpec("container %s: volumeMount %s: its subPath passes through the symbolic link %s in the volume; a subPath must name directories", containerName, m.volume, strings.TrimPrefix(link, dir+"/"))
+			}
+		}
+		for _, o := range mounts {
+			if o.target == m.target || !within(m.target, o.target) {
+				continue
+			}
+			rel := strings.TrimPrefix(path.Clean(m.target), strings.TrimSuffix(path.Clean(o.target), "/")+"/")
+			if link := firstSymlink(o.source, rel); link != "" {
+				return invalidSpec("container %s: volumeMount %s at %s passes through the symbolic link %s of the volume %s mounted at %s; mount it where no link leads", containerName, cmp.Or(m.volume, "a file"), m.target, strings.TrimPrefix(link, o.source+"/"), cmp.Or(o.volume, "a file"), o.target)
+			}
+		}
+	}
+	return nil
+}
+
+// firstSymlink is the first of base/rel's components below base that is a
+// symbolic link, "" when none is (components that do not exist end the walk).
+func firstSymlink(base, rel string) string {
+	p := base
+	for _, part := range strings.Split(rel, "/") {
+		if part == "" || part == "." {
+			continue
+		}
+		p += "/" + part
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return ""
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return p
+		}
+	}
+	return ""
 }
 
 // orderMounts orders mounts so that each is made while its source is still visible

@@ -617,3 +617,52 @@ func TestValidateRefusesOptionsNotFromDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestMountsRefuseSymlinksInVolumes: a container writes links into a volume
+// it shares; a subPath through one would bind the host directory it points
+// at, and a nested mount whose target passes through one would land where it
+// points (another volume, or /run where the sandbox keeps its executables).
+// Both are refused, naming the link; plain directories and nested mounts are
+// taken.
+func TestMountsRefuseSymlinksInVolumes(t *testing.T) {
+	shared, other := t.TempDir(), t.TempDir()
+	for _, d := range []string{"dir/sub", "plain"} {
+		if err := os.MkdirAll(filepath.Join(shared, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, to := range map[string]string{"esc": "../../..", "dir/up": "/", "run": "../run"} {
+		if err := os.Symlink(to, filepath.Join(shared, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dirs := map[string]string{"shared": shared, "other": other}
+	for _, tt := range []struct {
+		name   string
+		mounts []corev1.VolumeMount
+		link   string // the link the error names; "" when taken
+	}{
+		{"subPath through a link", []corev1.VolumeMount{{Name: "shared", MountPath: "/data", SubPath: "esc"}}, "esc"},
+		{"subPath below a link", []corev1.VolumeMount{{Name: "shared", MountPath: "/data", SubPath: "dir/up/etc"}}, "dir/up"},
+		{"nested target through a link", []corev1.VolumeMount{{Name: "shared", MountPath: "/data"}, {Name: "other", MountPath: "/data/run/x"}}, "run"},
+		{"subPath of directories", []corev1.VolumeMount{{Name: "shared", MountPath: "/data", SubPath: "dir/sub"}}, ""},
+		{"subPath not made yet", []corev1.VolumeMount{{Name: "shared", MountPath: "/data", SubPath: "plain/new"}}, ""},
+		{"nested target in a directory", []corev1.VolumeMount{{Name: "shared", MountPath: "/data"}, {Name: "other", MountPath: "/data/plain/x"}}, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &corev1.Container{Name: "c", VolumeMounts: tt.mounts}
+			mounts, err := containerMounts(c, dirs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = checkNoSymlinks(c.Name, mounts, dirs)
+			var invalid *invalidSpecError
+			switch {
+			case tt.link == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tt.link != "" && (!errors.As(err, &invalid) || !strings.Contains(err.Error(), "symbolic link "+tt.link+" ")):
+				t.Errorf("err = %v, want an invalid spec naming the link %s", err, tt.link)
+			}
+		})
+	}
+}

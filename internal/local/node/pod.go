@@ -293,6 +293,9 @@ func (w *podWorker) prepare(specs []corev1.Container, dirs map[string]string, re
 		if err != nil {
 			return nil, err
 		}
+		if err := checkNoSymlinks(c.spec.Name, mounts, dirs); err != nil {
+			return nil, err
+		}
 		for j, m := range mounts {
 			mounts[j].readOnly = m.readOnly || readOnly[m.volume]
 			if err := ensureSubPath(m, dirs, owner); err != nil {
