@@ -318,7 +318,7 @@ func workerTrees() [][]int {
 	self := os.Getpid()
 	mark := "gateway=" + strconv.Itoa(self)
 	var out [][]int
-	for _, child := range children(self) {
+	for _, child := range sandbox.Children(self) {
 		tree := append([]int{child}, lambda.Descendants(child)...)
 		if slices.ContainsFunc(tree, func(pid int) bool {
 			cmdline, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
@@ -349,20 +349,6 @@ func smapsFields(pid int) map[string]int64 {
 		if f := strings.Fields(line); len(f) == 3 && f[2] == "kB" {
 			kb, _ := strconv.ParseInt(f[1], 10, 64)
 			out[f[0]] = kb << 10
-		}
-	}
-	return out
-}
-
-func children(pid int) []int {
-	var out []int
-	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
-	for _, t := range tasks {
-		raw, _ := os.ReadFile(t)
-		for _, f := range strings.Fields(string(raw)) {
-			if c, err := strconv.Atoi(f); err == nil {
-				out = append(out, c)
-			}
 		}
 	}
 	return out

@@ -19,8 +19,8 @@ import (
 // monitor (the gateway's child) and the first process of the PID namespace
 // (the reaper, metalambda-init, or, where there is none for the architecture,
 // bubblewrap's own init), then the worker itself (the launcher executed it);
-// anything the worker started is "other". In a Landlock sandbox the worker is the gateway's
-// child. A Python worker forked by a zygote (--python-zygote) is the child of
+// anything the worker started is "other". In a Landlock sandbox the worker is
+// the gateway's child. A Python worker forked by a zygote (--python-zygote) is the child of
 // its init (pid 1 of its PID namespace), a child of the zygote: the worker and
 // its init count for the function they serve, the zygote's own processes for
 // "python zygote".
@@ -88,7 +88,7 @@ func splitWorkers() memSplit {
 		forked[f.Worker], forkedRole[f.Worker] = kind, roleWorker
 		forked[f.Init], forkedRole[f.Init] = kind, roleForkInit
 	}
-	for _, child := range children(self) {
+	for _, child := range sandbox.Children(self) {
 		tree := append([]int{child}, lambda.Descendants(child)...)
 		kind, worker := "", 0
 		for _, pid := range tree {

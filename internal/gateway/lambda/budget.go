@@ -3,12 +3,13 @@ package lambda
 import (
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 )
 
 // MemoryBudget bounds the memory of every worker of the runtimes that share it
@@ -202,18 +203,9 @@ func processTreeMemory(pid int) int64 {
 // Descendants lists the processes below pid, through each thread's children.
 func Descendants(pid int) []int {
 	var out []int
-	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
-	for _, t := range tasks {
-		raw, err := os.ReadFile(t)
-		if err != nil {
-			continue
-		}
-		for _, f := range strings.Fields(string(raw)) {
-			if c, err := strconv.Atoi(f); err == nil {
-				out = append(out, c)
-				out = append(out, Descendants(c)...)
-			}
-		}
+	for _, c := range sandbox.Children(pid) {
+		out = append(out, c)
+		out = append(out, Descendants(c)...)
 	}
 	return out
 }

@@ -58,21 +58,6 @@ func startMarked(t *testing.T, command func(Spec) *Command, program string, alon
 	return cmd
 }
 
-// childrenOf are the pids of pid's children.
-func childrenOf(pid int) []int {
-	var out []int
-	tasks, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
-	for _, task := range tasks {
-		raw, _ := os.ReadFile(task)
-		for _, f := range strings.Fields(string(raw)) {
-			if c, err := strconv.Atoi(f); err == nil {
-				out = append(out, c)
-			}
-		}
-	}
-	return out
-}
-
 // statusField is a field of /proc/pid/status ("" when it cannot be read).
 func statusField(pid int, field string) string {
 	raw, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
@@ -128,7 +113,7 @@ print("started", flush=True)
 time.sleep(600)
 `, false)
 			monitor := cmd.Process.Pid
-			kids := childrenOf(monitor)
+			kids := Children(monitor)
 			if len(kids) != 1 {
 				t.Fatalf("bubblewrap's monitor has children %v, want its first process alone", kids)
 			}
@@ -182,7 +167,7 @@ for _ in range(5):
 print("started", flush=True)
 time.sleep(600)
 `, false)
-			first := childrenOf(cmd.Process.Pid)
+			first := Children(cmd.Process.Pid)
 			if len(first) != 1 {
 				t.Fatalf("bubblewrap's monitor has children %v, want its first process alone", first)
 			}
@@ -190,7 +175,7 @@ time.sleep(600)
 			// was reaped, none left a zombie.
 			var kids, zombies []int
 			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-				kids, zombies = childrenOf(first[0]), zombies[:0]
+				kids, zombies = Children(first[0]), zombies[:0]
 				for _, c := range kids {
 					if statusField(c, "State") == "Z (zombie)" {
 						zombies = append(zombies, c)

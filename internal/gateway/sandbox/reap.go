@@ -101,6 +101,26 @@ func childStats() []string {
 	return stats
 }
 
+// Children lists the child processes of pid, from each of its threads' list
+// (/proc/PID/task/*/children; none where the kernel keeps no such list). The
+// kernel may leave out a child that comes or goes while a list is read.
+func Children(pid int) []int {
+	var out []int
+	lists, _ := filepath.Glob("/proc/" + strconv.Itoa(pid) + "/task/*/children")
+	for _, l := range lists {
+		raw, err := os.ReadFile(l)
+		if err != nil {
+			continue
+		}
+		for _, f := range strings.Fields(string(raw)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
 // nestedPID reports whether the process pid lives in a PID namespace below the
 // caller's: its status names more than one pid.
 func nestedPID(pid int) bool {
