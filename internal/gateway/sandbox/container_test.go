@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // containerSandbox is a namespace sandbox of a root caller, which alone runs
@@ -151,5 +153,61 @@ time.sleep(60)
 	}
 	if code := cmd.ProcessState.ExitCode(); code != 7 {
 		t.Errorf("exit code %d, want the command's 7", code)
+	}
+}
+
+// TestBindFromAnOpenDirectory: a bind given as an open directory (Bind.From)
+// shows that directory even when a link has taken its path's place since it
+// was opened (the path bubblewrap would follow leads elsewhere), read-only
+// unless writable, and the command holds no descriptor of it.
+func TestBindFromAnOpenDirectory(t *testing.T) {
+	s := containerSandbox(t)
+	base, elsewhere := t.TempDir(), t.TempDir()
+	dir := filepath.Join(base, "sub")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in"), []byte("opened"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(elsewhere, "in"), []byte("elsewhere"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	from, err := os.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer from.Close()
+	// What a container that writes base could do between the node's open and
+	// bubblewrap's mount.
+	if err := os.Rename(dir, filepath.Join(base, "moved")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(elsewhere, dir); err != nil {
+		t.Fatal(err)
+	}
+	program := `import os
+def attempt(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return type(e).__name__
+print(open("/srv/a/in").read(), attempt(lambda: open("/srv/a/x", "w")), open("/srv/b/in").read())
+print(sorted(int(fd) for fd in os.listdir("/proc/self/fd")))
+`
+	spec := Spec{
+		Args:  []string{python, "-I", "-c", program},
+		Binds: []Bind{{Source: dir, Target: "/srv/a", From: from}, {Source: dir, Target: "/srv/b", Writable: true, From: from}},
+		User:  &User{UID: 4242, GID: 4242},
+	}
+	got := run(t, mustCommand(t, s), spec, "")
+	// 0, 1, 2 and 3, the descriptor listdir reads /proc/self/fd with.
+	if want := "opened OSError opened\n[0, 1, 2, 3]"; got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	// The caller keeps its descriptor.
+	if _, err := from.Stat(); err != nil {
+		t.Errorf("the caller's descriptor: %v", err)
 	}
 }

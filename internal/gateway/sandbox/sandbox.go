@@ -64,6 +64,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Defaults of Options and Limits.
@@ -224,11 +226,18 @@ type Spec struct {
 // Bind shows the host path Source at Target in a namespace sandbox. Target must
 // be absolute, and may be neither ReservedDir, nor inside it, nor one of its
 // parents (see ReservedTarget). bubblewrap follows symbolic links in Target
-// (and in Source): a caller that binds directories others can write in
-// refuses links there first (the local node's checkNoSymlinks).
+// and in Source: a caller that binds directories others can write in opens
+// the source itself without following links and gives it as From, and
+// refuses links on the way to Target (the local node's checkNoSymlinks).
 type Bind struct {
 	Source, Target string
 	Writable       bool
+	// From, when set, is Source already opened (O_PATH is enough): bubblewrap
+	// binds what it refers to (--bind-fd), so that a link put in Source's
+	// place after the caller opened it changes nothing. Command takes a
+	// duplicate; the caller keeps From and closes it. bubblewrap closes its
+	// copy before the command runs.
+	From *os.File
 }
 
 // User is a user and its groups.
@@ -588,7 +597,24 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*Command, erro
 		initFD = launchFD + len(cmd.ExtraFiles)
 		cmd.ExtraFiles = append(cmd.ExtraFiles, r)
 	}
-	args = append(args, s.args(spec, l, initFD)...)
+	// Sources given open follow, in the order of spec.Binds.
+	var fromFDs []int
+	for _, b := range spec.Binds {
+		if b.From == nil {
+			fromFDs = append(fromFDs, -1)
+			continue
+		}
+		fd, err := unix.FcntlInt(b.From.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+		if err != nil {
+			closeExtraFiles(cmd)
+			releaseUID(uid)
+			cg.remove()
+			return nil, fmt.Errorf("sandbox: bind %s: %w", b.Target, err)
+		}
+		fromFDs = append(fromFDs, launchFD+len(cmd.ExtraFiles))
+		cmd.ExtraFiles = append(cmd.ExtraFiles, os.NewFile(uintptr(fd), b.Source))
+	}
+	args = append(args, s.args(spec, l, initFD, fromFDs)...)
 	if initFD != 0 {
 		args = append(args, InitInSandbox, "--")
 	}
@@ -824,8 +850,10 @@ func closeExtraFiles(cmd *exec.Cmd) {
 
 // args are bubblewrap's options for spec, up to the launcher's command line;
 // initFD, when not 0, is the descriptor bubblewrap reads the reaper from, to
-// run it as the first process (InitInSandbox) instead of an init of its own.
-func (s *Sandbox) args(spec Spec, l Limits, initFD int) []string {
+// run it as the first process (InitInSandbox) instead of an init of its own;
+// fromFDs[i], when spec.Binds[i].From is set, is the descriptor bubblewrap
+// binds it from.
+func (s *Sandbox) args(spec Spec, l Limits, initFD int, fromFDs []int) []string {
 	a := []string{"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup", "--hostname", cmp.Or(spec.Hostname, "sandbox"), "--clearenv"}
 	if initFD != 0 {
 		a = append(a, "--as-pid-1")
@@ -864,8 +892,12 @@ func (s *Sandbox) args(spec Spec, l Limits, initFD int) []string {
 		binds = append(networkFiles(), binds...)
 	}
 	a = append(a, bindArgs(binds)...)
-	for _, b := range spec.Binds {
+	for i, b := range spec.Binds {
 		a = append(a, parentDirs(b.Target, nil)...)
+		if i < len(fromFDs) && fromFDs[i] >= 0 {
+			a = append(a, map[bool]string{false: "--ro-bind-fd", true: "--bind-fd"}[b.Writable], strconv.Itoa(fromFDs[i]), b.Target)
+			continue
+		}
 		a = append(a, map[bool]string{false: "--ro-bind", true: "--bind"}[b.Writable], b.Source, b.Target)
 	}
 	a = append(a, "--perms", "0755", "--dir", filepath.Dir(launcherInSandbox), "--ro-bind", s.launcher, launcherInSandbox)

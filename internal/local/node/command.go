@@ -20,6 +20,11 @@ type bindMount struct {
 	readOnly       bool
 	// volume names the pod volume the source belongs to.
 	volume string
+	// subPath is the part of source below the volume's directory ("" for the
+	// whole volume); the container opens it at every start (openSubPath).
+	subPath string
+	// from is the subPath opened for one start, bound instead of source.
+	from *os.File
 }
 
 // invalidSpecError is a pod spec the node can never run: retrying cannot help, as a
@@ -61,10 +66,11 @@ func containerMounts(c *corev1.Container, volumeDirs map[string]string) ([]bindM
 		if !ok {
 			return nil, fmt.Errorf("volumeMount %s: no such volume", m.Name)
 		}
+		source := dir
 		if m.SubPath != "" {
-			dir = dir + "/" + m.SubPath
+			source = dir + "/" + m.SubPath
 		}
-		out = append(out, bindMount{source: dir, target: m.MountPath, readOnly: m.ReadOnly, volume: m.Name})
+		out = append(out, bindMount{source: source, target: m.MountPath, readOnly: m.ReadOnly, volume: m.Name, subPath: m.SubPath})
 	}
 	slices.SortStableFunc(out, func(a, b bindMount) int {
 		return cmp.Compare(strings.Count(a.target, "/"), strings.Count(b.target, "/"))
@@ -81,8 +87,12 @@ func containerMounts(c *corev1.Container, volumeDirs map[string]string) ([]bindM
 // nested mount's target passes through would place that mount, and the
 // directories bubblewrap makes after it (the sandbox's own, /run/metalambda),
 // wherever the link points, such as inside a volume another container writes.
-// What does not exist yet is made later by ensureSubPath or bubblewrap, as
-// directories.
+// What does not exist yet is made later by openSubPath or bubblewrap, as
+// directories. It runs when the pod is set up, for an early error, and again
+// before every start of the container, whose own earlier run may have left
+// links; the subPaths are then bound from what openSubPath opened, and
+// checkSharedNesting keeps other containers from changing the targets' way
+// meanwhile.
 func checkNoSymlinks(containerName string, mounts []bindMount, volumeDirs map[string]string) error {
 	for _, m := range mounts {
 		if dir := volumeDirs[m.volume]; m.volume != "" && m.source != dir {
@@ -101,6 +111,49 @@ func checkNoSymlinks(containerName string, mounts []bindMount, volumeDirs map[st
 		}
 	}
 	return nil
+}
+
+// checkSharedNesting refuses a container's mount whose target lies inside
+// another of its mounts when something may write that outer volume while a
+// sandbox of the container is being set up: another of the pod's containers
+// that mounts it writable (the pod's containers run together), or the
+// container itself when it has an exec probe (each probe's sandbox is set up
+// while the container runs). bubblewrap follows links on the way to a target,
+// and checkNoSymlinks can only look before bubblewrap does: a writer could
+// swap a directory on that way for a link in between. Init containers run
+// alone, before the others, so only the pod's containers are passed here.
+func checkSharedNesting(containers []corev1.Container, readOnly map[string]bool) error {
+	writes := func(c *corev1.Container, volume string) bool {
+		return !readOnly[volume] && slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == volume && !m.ReadOnly })
+	}
+	for i := range containers {
+		c := &containers[i]
+		for _, m := range c.VolumeMounts {
+			for _, o := range c.VolumeMounts {
+				if path.Clean(m.MountPath) == path.Clean(o.MountPath) || !within(path.Clean(m.MountPath), path.Clean(o.MountPath)) {
+					continue
+				}
+				if hasExecProbe(c) && !o.ReadOnly && !readOnly[o.Name] {
+					return invalidSpec("container %s: volumeMount %s at %s lies inside the volume %s at %s, which the container can write while its exec probe's sandbox is set up; the node cannot make a mount inside a directory that may change meanwhile: mount %s elsewhere, mount %s read-only, or use an httpGet or tcpSocket probe", c.Name, m.Name, m.MountPath, o.Name, o.MountPath, m.Name, o.Name)
+				}
+				for j := range containers {
+					if j != i && writes(&containers[j], o.Name) {
+						return invalidSpec("container %s: volumeMount %s at %s lies inside the volume %s at %s, which container %s can write while this one starts; the node cannot make a mount inside a directory another container may change meanwhile: mount %s elsewhere, or %s read-only in %s", c.Name, m.Name, m.MountPath, o.Name, o.MountPath, containers[j].Name, m.Name, o.Name, containers[j].Name)
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func hasExecProbe(c *corev1.Container) bool {
+	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+		if p != nil && p.Exec != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // firstSymlink is the first of base/rel's components below base that is a

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -114,8 +115,12 @@ func (c *container) runOnce(ctx context.Context) int {
 		logFile.Close()
 	}
 	if err != nil {
+		reason := "RunContainerError"
+		if invalid := (*invalidSpecError)(nil); errors.As(err, &invalid) {
+			reason = "CreateContainerConfigError" // as a kubelet's for a subPath it cannot prepare
+		}
 		c.mu.Lock()
-		c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "RunContainerError", Message: err.Error()}}
+		c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: err.Error()}}
 		c.mu.Unlock()
 		return -1
 	}
@@ -141,11 +146,16 @@ func (c *container) command(ctx context.Context) (*sandbox.Command, *os.File, er
 	if err != nil {
 		return nil, nil, err
 	}
+	mounts, err := c.openMounts()
+	if err != nil {
+		return nil, nil, err
+	}
+	defer closeMounts(mounts)
 	logFile, err := os.OpenFile(c.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, nil, err
 	}
-	cmd, err := c.w.n.sandbox.Command(c.sandboxSpec(pod, env, argv(c.spec, c.image)))
+	cmd, err := c.w.n.sandbox.Command(c.sandboxSpec(pod, mounts, env, argv(c.spec, c.image)))
 	if err != nil {
 		logFile.Close()
 		return nil, nil, err
@@ -154,10 +164,44 @@ func (c *container) command(ctx context.Context) (*sandbox.Command, *os.File, er
 	return cmd, logFile, nil
 }
 
-// sandboxSpec is how the container's command args runs: see containerSpec.
-func (c *container) sandboxSpec(pod *corev1.Pod, env, args []string) sandbox.Spec {
+// openMounts checks the container's mounts for links again (its own earlier
+// run may have left some) and opens their subPaths, for one start; the caller
+// closes them (closeMounts) once the sandbox command is made.
+func (c *container) openMounts() ([]bindMount, error) {
+	c.w.mu.Lock()
+	dirs, owner := c.w.volumeDirs, c.w.owner
+	c.w.mu.Unlock()
+	if err := checkNoSymlinks(c.spec.Name, c.mounts, dirs); err != nil {
+		return nil, err
+	}
+	mounts := slices.Clone(c.mounts)
+	for i, m := range mounts {
+		if m.subPath == "" {
+			continue
+		}
+		f, err := openSubPath(dirs[m.volume], m.subPath, owner)
+		if err != nil {
+			closeMounts(mounts)
+			return nil, fmt.Errorf("container %s: volumeMount %s: %w", c.spec.Name, m.volume, err)
+		}
+		mounts[i].from = f
+	}
+	return mounts, nil
+}
+
+func closeMounts(mounts []bindMount) {
+	for _, m := range mounts {
+		if m.from != nil {
+			m.from.Close()
+		}
+	}
+}
+
+// sandboxSpec is how the container's command args runs with mounts: see
+// containerSpec.
+func (c *container) sandboxSpec(pod *corev1.Pod, mounts []bindMount, env, args []string) sandbox.Spec {
 	return containerSpec(c.spec, containerRun{
-		id: c.id, hostPaths: c.image.hostPaths, mounts: c.mounts,
+		id: c.id, hostPaths: c.image.hostPaths, mounts: mounts,
 		netns: netnsPath(c.w.netns), hostname: pod.Name, openFiles: c.w.n.openFiles,
 	}, env, args)
 }
@@ -186,7 +230,7 @@ func containerSpec(c *corev1.Container, run containerRun, env, args []string) sa
 		Hostname: hostnameOf(run.hostname), Limits: containerLimits(c.Resources, run.openFiles),
 	}
 	for _, m := range run.mounts {
-		spec.Binds = append(spec.Binds, sandbox.Bind{Source: m.source, Target: m.target, Writable: !m.readOnly})
+		spec.Binds = append(spec.Binds, sandbox.Bind{Source: m.source, Target: m.target, Writable: !m.readOnly, From: m.from})
 	}
 	return spec
 }
@@ -246,6 +290,11 @@ func (c *container) exitedWith(code int) {
 
 func (c *container) setBackOff(d time.Duration) {
 	c.mu.Lock()
+	if w := c.state.Waiting; w != nil && w.Reason == "CreateContainerConfigError" {
+		// A start refused for its spec keeps saying why, as a kubelet's does.
+		c.mu.Unlock()
+		return
+	}
 	c.last = c.state
 	c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{
 		Reason:  "CrashLoopBackOff",

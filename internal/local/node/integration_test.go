@@ -108,6 +108,7 @@ func TestLocalNode(t *testing.T) {
 		t.Run("ServiceClusterIP", func(t *testing.T) { t.Parallel(); testServiceClusterIP(t, n) })
 		t.Run("ServiceDNS", func(t *testing.T) { t.Parallel(); testServiceDNS(t, n) })
 		t.Run("Claims", func(t *testing.T) { t.Parallel(); testClaims(t, n) })
+		t.Run("SubPathLinkedAfterStart", func(t *testing.T) { t.Parallel(); testSubPathLinkedAfterStart(t, n) })
 	})
 }
 
@@ -878,6 +879,72 @@ func testRelativeMountPath(t *testing.T, n *Node) {
 		_, err := env.Kube.CoreV1().Pods(ns).Get(ctx, "relative", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), err
 	})
+}
+
+// testSubPathLinkedAfterStart is the attack of a container on its own subPath:
+// it replaces the subPath's directory in its volume with a link to a host
+// directory and exits, so that the node's next start of it would bind what
+// the link points to. The node opens a subPath at every start without
+// following links: the restart is refused, naming the link, and the host
+// directory never shows.
+func testSubPathLinkedAfterStart(t *testing.T, n *Node) {
+	ns := env.Namespace(t)
+	host := t.TempDir()
+	if err := os.WriteFile(filepath.Join(host, "escaped"), []byte("host"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := `if [ -e /s/escaped ]; then echo ESCAPED; fi
+if [ -L /v/sub ]; then echo "run again"; sleep 3600; fi
+while [ ! -e /v/target ]; do sleep 0.1; done
+rm -rf /v/sub && ln -s "$(cat /v/target)" /v/sub && echo "link made" && exit 1`
+	createPod(t, ns, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "subpath-link"},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name: "c", Image: "busybox", Command: []string{"sh", "-c", script},
+				VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/v"}, {Name: "data", MountPath: "/s", SubPath: "sub"}},
+			}},
+			Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+		},
+	})
+	pod := waitPod(t, ns, "subpath-link", "the pod runs", func(p *corev1.Pod) error {
+		if p.Status.Phase != corev1.PodRunning {
+			return fmt.Errorf("phase %s", p.Status.Phase)
+		}
+		return nil
+	})
+	// The link is relative: bubblewrap resolves a bind's source below its old
+	// root, where an absolute link would lead nowhere.
+	w := workerOf(n, pod)
+	w.mu.Lock()
+	volume := w.volumeDirs["data"]
+	w.mu.Unlock()
+	rel, err := filepath.Rel(volume, host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(volume, "target"), []byte(rel), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := waitPod(t, ns, "subpath-link", "the container exits and its restart is decided", func(p *corev1.Pod) error {
+		if strings.Contains(podLogs(t, ns, "subpath-link", "c"), "run again") {
+			return nil // it started again: the checks below say how
+		}
+		if len(p.Status.ContainerStatuses) != 1 {
+			return errors.New("no container status")
+		}
+		if wt := p.Status.ContainerStatuses[0].State.Waiting; wt == nil || wt.Reason != "CreateContainerConfigError" {
+			return fmt.Errorf("status %+v", p.Status.ContainerStatuses[0])
+		}
+		return nil
+	})
+	logs := podLogs(t, ns, "subpath-link", "c")
+	if !strings.Contains(logs, "link made") || strings.Contains(logs, "ESCAPED") || strings.Contains(logs, "run again") {
+		t.Errorf("logs %q: want the link made, and no start after it", logs)
+	}
+	if wt := p.Status.ContainerStatuses[0].State.Waiting; wt == nil || !strings.Contains(wt.Message, "symbolic link sub ") {
+		t.Errorf("state %+v, want a refusal naming the link sub", p.Status.ContainerStatuses[0].State)
+	}
 }
 
 // testLogEndpointAuth: the node's log endpoint refuses clients without the API

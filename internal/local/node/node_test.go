@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -553,9 +554,11 @@ func TestClaimMountsReadOnlyAndSubPath(t *testing.T) {
 	if !readOnlyVolumes(pod)[mounts[0].volume] {
 		t.Errorf("the readOnly claim %s is not listed read-only", mounts[0].volume)
 	}
-	if err := ensureSubPath(mounts[0], dirs, volumeOwner{uid: os.Getuid(), gid: os.Getgid()}); err != nil {
+	f, err := openSubPath(dirs["data"], mounts[0].subPath, volumeOwner{uid: os.Getuid(), gid: os.Getgid()})
+	if err != nil {
 		t.Fatal(err)
 	}
+	f.Close()
 	if info, err := os.Stat(filepath.Join(dataDir, "pgdata")); err != nil || !info.IsDir() {
 		t.Errorf("the subPath directory was not made: %v", err)
 	}
@@ -664,5 +667,106 @@ func TestMountsRefuseSymlinksInVolumes(t *testing.T) {
 				t.Errorf("err = %v, want an invalid spec naming the link %s", err, tt.link)
 			}
 		})
+	}
+}
+
+// TestOpenSubPath: a subPath is opened below its volume without following a
+// link at any depth (a container may have put one there since the pod was
+// set up), missing directories are made for the volume's owner, and a file
+// is a subPath too.
+func TestOpenSubPath(t *testing.T) {
+	vol, outside := t.TempDir(), t.TempDir()
+	for _, d := range []string{"a/b", "dir"} {
+		if err := os.MkdirAll(filepath.Join(vol, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(vol, "dir/file"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, to := range map[string]string{"esc": outside, "a/up": "../..", "a/b/in": "../b"} {
+		if err := os.Symlink(to, filepath.Join(vol, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owner := volumeOwner{uid: 4242, gid: 4343}
+	if os.Geteuid() != 0 {
+		owner = volumeOwner{uid: os.Getuid(), gid: os.Getgid()}
+	}
+	for _, tt := range []struct{ subPath, link string }{
+		{"esc", "esc"}, {"esc/new", "esc"}, {"a/up/etc", "a/up"}, {"a/b/in", "a/b/in"}, {"a/b/in/new", "a/b/in"},
+	} {
+		f, err := openSubPath(vol, tt.subPath, owner)
+		var invalid *invalidSpecError
+		if !errors.As(err, &invalid) || !strings.Contains(err.Error(), "symbolic link "+tt.link+" ") {
+			t.Errorf("subPath %s: %v, want an invalid spec naming the link %s", tt.subPath, err, tt.link)
+		}
+		if f != nil {
+			f.Close()
+		}
+	}
+	if entries, _ := os.ReadDir(outside); len(entries) != 0 {
+		t.Errorf("something was made through the link: %v", entries)
+	}
+	for subPath, isDir := range map[string]bool{"a/b": true, "dir/file": false, "new/deeper": true, "./dir": true} {
+		f, err := openSubPath(vol, subPath, owner)
+		if err != nil {
+			t.Errorf("subPath %s: %v", subPath, err)
+			continue
+		}
+		var opened, want unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &opened); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		if err := unix.Lstat(filepath.Join(vol, subPath), &want); err != nil {
+			t.Fatal(err)
+		}
+		if opened.Ino != want.Ino || (opened.Mode&unix.S_IFMT == unix.S_IFDIR) != isDir {
+			t.Errorf("subPath %s: opened inode %d mode %o, want %d", subPath, opened.Ino, opened.Mode, want.Ino)
+		}
+	}
+	for _, made := range []string{"new", "new/deeper"} {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(vol, made), &st); err != nil || int(st.Uid) != owner.uid || int(st.Gid) != owner.gid {
+			t.Errorf("%s: owner %d:%d, %v; want %d:%d", made, st.Uid, st.Gid, err, owner.uid, owner.gid)
+		}
+	}
+}
+
+// TestCheckSharedNesting: a mount inside another container's writable
+// volume, or inside the container's own writable volume when an exec probe's
+// sandbox is set up while it runs, is refused naming both; read-only volumes,
+// mounts beside each other and a container alone are taken.
+func TestCheckSharedNesting(t *testing.T) {
+	nested := []corev1.VolumeMount{{Name: "work", MountPath: "/work"}, {Name: "cfg", MountPath: "/work/cfg"}}
+	sidecar := func(readOnly bool) corev1.Container {
+		return corev1.Container{Name: "side", VolumeMounts: []corev1.VolumeMount{{Name: "work", MountPath: "/w", ReadOnly: readOnly}}}
+	}
+	execProbe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
+	for _, tt := range []struct {
+		name       string
+		containers []corev1.Container
+		readOnly   map[string]bool
+		want       string // in the error; "" when taken
+	}{
+		{"alone", []corev1.Container{{Name: "app", VolumeMounts: nested}}, nil, ""},
+		{"sibling writes the outer volume", []corev1.Container{{Name: "app", VolumeMounts: nested}, sidecar(false)}, nil, "which container side can write"},
+		{"sibling reads it", []corev1.Container{{Name: "app", VolumeMounts: nested}, sidecar(true)}, nil, ""},
+		{"the volume is read-only", []corev1.Container{{Name: "app", VolumeMounts: nested}, sidecar(false)}, map[string]bool{"work": true}, ""},
+		{"exec probe", []corev1.Container{{Name: "app", VolumeMounts: nested, LivenessProbe: execProbe}}, nil, "exec probe"},
+		{"exec probe, outer mount read-only", []corev1.Container{{Name: "app", LivenessProbe: execProbe, VolumeMounts: []corev1.VolumeMount{
+			{Name: "work", MountPath: "/work", ReadOnly: true}, {Name: "cfg", MountPath: "/work/cfg"}}}}, nil, ""},
+		{"beside, not inside", []corev1.Container{{Name: "app", VolumeMounts: []corev1.VolumeMount{
+			{Name: "work", MountPath: "/work"}, {Name: "cfg", MountPath: "/workcfg"}}}, sidecar(false)}, nil, ""},
+	} {
+		err := checkSharedNesting(tt.containers, tt.readOnly)
+		var invalid *invalidSpecError
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", tt.name, err)
+		case tt.want != "" && (!errors.As(err, &invalid) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "volumeMount cfg at /work/cfg")):
+			t.Errorf("%s: %v, want an invalid spec naming the mount and %q", tt.name, err, tt.want)
+		}
 	}
 }

@@ -239,11 +239,14 @@ func (w *podWorker) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	inits, err := w.prepare(pod.Spec.InitContainers, dirs, resolv, owner)
+	inits, err := w.prepare(pod.Spec.InitContainers, dirs, resolv)
 	if err != nil {
 		return err
 	}
-	containers, err := w.prepare(pod.Spec.Containers, dirs, resolv, owner)
+	if err := checkSharedNesting(pod.Spec.Containers, readOnlyVolumes(pod)); err != nil {
+		return err
+	}
+	containers, err := w.prepare(pod.Spec.Containers, dirs, resolv)
 	if err != nil {
 		return err
 	}
@@ -284,7 +287,7 @@ func (w *podWorker) identities(pod *corev1.Pod) (map[string]identity, error) {
 
 // prepare builds the containers of specs with their mounts. Mount points are
 // made inside each container's sandbox, never on the host.
-func (w *podWorker) prepare(specs []corev1.Container, dirs map[string]string, resolv bindMount, owner volumeOwner) ([]*container, error) {
+func (w *podWorker) prepare(specs []corev1.Container, dirs map[string]string, resolv bindMount) ([]*container, error) {
 	readOnly := readOnlyVolumes(w.current())
 	var out []*container
 	for i := range specs {
@@ -298,9 +301,6 @@ func (w *podWorker) prepare(specs []corev1.Container, dirs map[string]string, re
 		}
 		for j, m := range mounts {
 			mounts[j].readOnly = m.readOnly || readOnly[m.volume]
-			if err := ensureSubPath(m, dirs, owner); err != nil {
-				return nil, fmt.Errorf("volumeMount %s subPath: %w", m.volume, err)
-			}
 		}
 		if c.mounts, err = orderMounts(c.spec.Name, append(mounts, resolv)); err != nil {
 			return nil, err

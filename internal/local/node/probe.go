@@ -206,7 +206,12 @@ func (c *container) probeExec(ctx context.Context, pod *corev1.Pod, command []st
 	if err != nil {
 		return err
 	}
-	cmd, err := c.w.n.sandbox.CommandContext(ctx, c.sandboxSpec(pod, env, c.image.hostArgv(command)))
+	mounts, err := c.openMounts()
+	if err != nil {
+		return err
+	}
+	cmd, err := c.w.n.sandbox.CommandContext(ctx, c.sandboxSpec(pod, mounts, env, c.image.hostArgv(command)))
+	closeMounts(mounts)
 	if err != nil {
 		return err
 	}

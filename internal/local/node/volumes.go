@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -204,31 +206,47 @@ func readOnlyVolumes(pod *corev1.Pod) map[string]bool {
 	return out
 }
 
-// ensureSubPath creates the directory a subPath mount binds when it is missing, as a
-// kubelet does, owned by the pod's volume owner.
-func ensureSubPath(m bindMount, volumeDirs map[string]string, owner volumeOwner) error {
-	if m.source == volumeDirs[m.volume] {
-		return nil
+// openSubPath opens the subPath of a mount below its volume's directory dir
+// (O_PATH, for sandbox.Bind.From), component by component, without following
+// a symbolic link or leaving dir, and makes the directories that are missing,
+// owned by the pod's volume owner, as a kubelet does. It runs at every start
+// of the container: the pod's containers write links into their volumes, and
+// what is bound is what was opened here, not what a path leads to later. A
+// link on the way is an *invalidSpecError naming it.
+func openSubPath(dir, subPath string, owner volumeOwner) (*os.File, error) {
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: dir, Err: err}
 	}
-	if _, err := os.Lstat(m.source); !errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	var made []string
-	for p := m.source; p != volumeDirs[m.volume] && p != "/"; p = filepath.Dir(p) {
-		if _, err := os.Lstat(p); err == nil {
-			break
+	walked := ""
+	for part := range strings.SplitSeq(subPath, "/") {
+		if part == "" || part == "." {
+			continue
 		}
-		made = append(made, p)
-	}
-	if err := os.MkdirAll(m.source, 0o755); err != nil {
-		return err
-	}
-	for _, p := range made {
-		if err := os.Chown(p, owner.uid, owner.gid); err != nil {
-			return err
+		walked = path.Join(walked, part)
+		how := &unix.OpenHow{
+			Flags:   unix.O_PATH | unix.O_CLOEXEC, // not O_NOFOLLOW, which would open a link itself
+			Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 		}
+		next, err := unix.Openat2(fd, part, how)
+		if errors.Is(err, unix.ENOENT) {
+			if err = unix.Mkdirat(fd, part, 0o755); err == nil || errors.Is(err, unix.EEXIST) {
+				// Without following a link that took its place meanwhile.
+				if err = unix.Fchownat(fd, part, owner.uid, owner.gid, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+					next, err = unix.Openat2(fd, part, how)
+				}
+			}
+		}
+		unix.Close(fd)
+		if errors.Is(err, unix.ELOOP) {
+			return nil, invalidSpec("subPath %q passes through the symbolic link %s in its volume; a subPath must name directories or a file", subPath, walked)
+		}
+		if err != nil {
+			return nil, &os.PathError{Op: "open", Path: filepath.Join(dir, walked), Err: err}
+		}
+		fd = next
 	}
-	return nil
+	return os.NewFile(uintptr(fd), filepath.Join(dir, subPath)), nil
 }
 
 // keyFiles turns ConfigMap or Secret data into files: every key, or only the listed
