@@ -273,6 +273,23 @@ type Sandbox struct {
 	fallback        error     // ModeAuto chose Landlock: why namespaces did not work
 
 	zygotes *zygoteSet // the zygotes s started, which Close ends
+
+	// bindFD is why bubblewrap cannot bind an open directory (Bind.From), nil
+	// when it can; found at the first such bind.
+	bindFD     error
+	bindFDOnce sync.Once
+}
+
+// checkBindFD reports whether s's bubblewrap has --bind-fd (0.10 and later;
+// some distributions backport it to older versions).
+func (s *Sandbox) checkBindFD() error {
+	s.bindFDOnce.Do(func() {
+		out, _ := exec.Command(s.bwrap, "--help").CombinedOutput()
+		if !bytes.Contains(out, []byte("--bind-fd")) {
+			s.bindFD = fmt.Errorf("sandbox: bubblewrap (%s) has no --bind-fd, which binds an open directory without following links; install bubblewrap 0.10 or later", s.bwrap)
+		}
+	})
+	return s.bindFD
 }
 
 // Mode is the mechanism of s: ModeNamespaces or ModeLandlock.
@@ -535,8 +552,8 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*Command, erro
 		return s.landlockCommand(ctx, spec)
 	}
 	for _, b := range spec.Binds {
-		if !filepath.IsAbs(b.Target) {
-			return nil, fmt.Errorf("sandbox: a bind's target must be an absolute path, got %q", b.Target)
+		if !filepath.IsAbs(b.Target) || b.Target != filepath.Clean(b.Target) {
+			return nil, fmt.Errorf("sandbox: a bind's target must be a clean absolute path (no ., .. or doubled /), got %q", b.Target)
 		}
 		if ReservedTarget(b.Target) {
 			return nil, fmt.Errorf("sandbox: a bind at %s would reach %s, where the sandbox shows its own executables", b.Target, ReservedDir)
@@ -604,7 +621,11 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*Command, erro
 			fromFDs = append(fromFDs, -1)
 			continue
 		}
-		fd, err := unix.FcntlInt(b.From.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+		err := s.checkBindFD()
+		fd := -1
+		if err == nil {
+			fd, err = unix.FcntlInt(b.From.Fd(), unix.F_DUPFD_CLOEXEC, 3)
+		}
 		if err != nil {
 			closeExtraFiles(cmd)
 			releaseUID(uid)

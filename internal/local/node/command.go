@@ -48,6 +48,9 @@ func checkMount(c *corev1.Container, m corev1.VolumeMount) error {
 	if sandbox.ReservedTarget(m.MountPath) {
 		return invalidSpec("container %s: volumeMount %s: mountPath %q would cover %s, where the local node's sandbox keeps its own executables; mount the volume at another path", c.Name, m.Name, m.MountPath, sandbox.ReservedDir)
 	}
+	if m.SubPathExpr != "" {
+		return invalidSpec("container %s: volumeMount %s: subPathExpr is not supported by the local node; use subPath", c.Name, m.Name)
+	}
 	if path.IsAbs(m.SubPath) || slices.Contains(strings.Split(m.SubPath, "/"), "..") {
 		return invalidSpec("container %s: volumeMount %s: subPath %q must be a relative path without '..'", c.Name, m.Name, m.SubPath)
 	}
@@ -70,7 +73,9 @@ func containerMounts(c *corev1.Container, volumeDirs map[string]string) ([]bindM
 		if m.SubPath != "" {
 			source = dir + "/" + m.SubPath
 		}
-		out = append(out, bindMount{source: source, target: m.MountPath, readOnly: m.ReadOnly, volume: m.Name, subPath: m.SubPath})
+		// Cleaned, so that every check and bubblewrap see one path: "/work/."
+		// is "/work", and a mount inside it is found inside it.
+		out = append(out, bindMount{source: source, target: path.Clean(m.MountPath), readOnly: m.ReadOnly, volume: m.Name, subPath: m.SubPath})
 	}
 	slices.SortStableFunc(out, func(a, b bindMount) int {
 		return cmp.Compare(strings.Count(a.target, "/"), strings.Count(b.target, "/"))
@@ -91,8 +96,7 @@ func containerMounts(c *corev1.Container, volumeDirs map[string]string) ([]bindM
 // directories. It runs when the pod is set up, for an early error, and again
 // before every start of the container, whose own earlier run may have left
 // links; the subPaths are then bound from what openSubPath opened, and
-// checkSharedNesting keeps other containers from changing the targets' way
-// meanwhile.
+// checkNesting keeps writers from changing the targets' way meanwhile.
 func checkNoSymlinks(containerName string, mounts []bindMount, volumeDirs map[string]string) error {
 	for _, m := range mounts {
 		if dir := volumeDirs[m.volume]; m.volume != "" && m.source != dir {
@@ -113,35 +117,59 @@ func checkNoSymlinks(containerName string, mounts []bindMount, volumeDirs map[st
 	return nil
 }
 
-// checkSharedNesting refuses a container's mount whose target lies inside
-// another of its mounts when something may write that outer volume while a
-// sandbox of the container is being set up: another of the pod's containers
-// that mounts it writable (the pod's containers run together), or the
-// container itself when it has an exec probe (each probe's sandbox is set up
-// while the container runs). bubblewrap follows links on the way to a target,
-// and checkNoSymlinks can only look before bubblewrap does: a writer could
-// swap a directory on that way for a link in between. Init containers run
-// alone, before the others, so only the pod's containers are passed here.
-func checkSharedNesting(containers []corev1.Container, readOnly map[string]bool) error {
+// checkNesting refuses a mount of container c whose target lies inside
+// another of its volume mounts, unless nothing can write that outer volume
+// while a sandbox of c is set up. bubblewrap follows links on the way to a
+// target as root, and resolves absolute ones against its own setup root,
+// where the host is /oldroot; checkNoSymlinks looks before every start, so
+// what remains is a writer acting between its look and bubblewrap's. The
+// outer volume may be one the node writes and mounts read-only (configMap,
+// secret, downwardAPI, projected), or an emptyDir that none of alongside (the
+// containers that run while c starts) mounts writable and that c itself does
+// not mount writable anywhere when it has an exec probe (each probe's sandbox
+// is set up while c runs). A claim's volume is refused: other pods may mount
+// the same claim. mounts are c's, the node's own (volume "") among them.
+func checkNesting(pod *corev1.Pod, c *corev1.Container, mounts []bindMount, alongside []corev1.Container) error {
 	writes := func(c *corev1.Container, volume string) bool {
-		return !readOnly[volume] && slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == volume && !m.ReadOnly })
+		return slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == volume && !m.ReadOnly })
 	}
-	for i := range containers {
-		c := &containers[i]
-		for _, m := range c.VolumeMounts {
-			for _, o := range c.VolumeMounts {
-				if path.Clean(m.MountPath) == path.Clean(o.MountPath) || !within(path.Clean(m.MountPath), path.Clean(o.MountPath)) {
-					continue
-				}
-				if hasExecProbe(c) && !o.ReadOnly && !readOnly[o.Name] {
-					return invalidSpec("container %s: volumeMount %s at %s lies inside the volume %s at %s, which the container can write while its exec probe's sandbox is set up; the node cannot make a mount inside a directory that may change meanwhile: mount %s elsewhere, mount %s read-only, or use an httpGet or tcpSocket probe", c.Name, m.Name, m.MountPath, o.Name, o.MountPath, m.Name, o.Name)
-				}
-				for j := range containers {
-					if j != i && writes(&containers[j], o.Name) {
-						return invalidSpec("container %s: volumeMount %s at %s lies inside the volume %s at %s, which container %s can write while this one starts; the node cannot make a mount inside a directory another container may change meanwhile: mount %s elsewhere, or %s read-only in %s", c.Name, m.Name, m.MountPath, o.Name, o.MountPath, containers[j].Name, m.Name, o.Name, containers[j].Name)
-					}
+	for _, m := range mounts {
+		for _, o := range mounts {
+			if o.volume == "" || o.target == m.target || !within(m.target, o.target) {
+				continue
+			}
+			inner := "volumeMount " + m.volume
+			if m.volume == "" {
+				inner = "the node's " + m.target
+			}
+			refuse := func(why, fix string) error {
+				return invalidSpec("container %s: %s at %s lies inside the volume %s mounted at %s, %s; the node cannot make a mount inside a directory that may change while it does: %s", c.Name, inner, m.target, o.volume, o.target, why, fix)
+			}
+			v := volumeNamed(pod, o.volume)
+			switch {
+			case v == nil:
+				continue // containerMounts refuses it
+			case v.ConfigMap != nil || v.Secret != nil || v.DownwardAPI != nil || v.Projected != nil:
+				continue
+			case v.EmptyDir == nil:
+				return refuse("which other pods may write too", "mount it outside "+o.target)
+			case hasExecProbe(c) && writes(c, o.volume):
+				return refuse("which the container can write while its exec probe's sandbox is set up", "mount it outside "+o.target+", mount "+o.volume+" read-only, or use an httpGet or tcpSocket probe")
+			}
+			for i := range alongside {
+				if a := &alongside[i]; a.Name != c.Name && writes(a, o.volume) {
+					return refuse("which container "+a.Name+" can write while this one starts", "mount it outside "+o.target+", or "+o.volume+" read-only in "+a.Name)
 				}
 			}
+		}
+	}
+	return nil
+}
+
+func volumeNamed(pod *corev1.Pod, name string) *corev1.Volume {
+	for i := range pod.Spec.Volumes {
+		if pod.Spec.Volumes[i].Name == name {
+			return &pod.Spec.Volumes[i]
 		}
 	}
 	return nil
@@ -223,7 +251,8 @@ func orderMounts(containerName string, mounts []bindMount) ([]bindMount, error) 
 
 // within reports whether path p is dir or inside it.
 func within(p, dir string) bool {
-	return p == dir || dir == "/" || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+	p, dir = path.Clean(p), path.Clean(dir)
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
 func depth(p string) int { return strings.Count(path.Clean(p), "/") }

@@ -648,6 +648,9 @@ func TestMountsRefuseSymlinksInVolumes(t *testing.T) {
 		{"subPath through a link", []corev1.VolumeMount{{Name: "shared", MountPath: "/data", SubPath: "esc"}}, "esc"},
 		{"subPath below a link", []corev1.VolumeMount{{Name: "shared", MountPath: "/data", SubPath: "dir/up/etc"}}, "dir/up"},
 		{"nested target through a link", []corev1.VolumeMount{{Name: "shared", MountPath: "/data"}, {Name: "other", MountPath: "/data/run/x"}}, "run"},
+		// Unclean, the outer target was not found to hold the inner one.
+		{"nested target through a link, the outer mountPath unclean", []corev1.VolumeMount{{Name: "shared", MountPath: "/data/."}, {Name: "other", MountPath: "/data/run/x"}}, "run"},
+		{"nested target through a link, both unclean", []corev1.VolumeMount{{Name: "shared", MountPath: "/data//"}, {Name: "other", MountPath: "/data/x/../run/x"}}, "run"},
 		{"subPath of directories", []corev1.VolumeMount{{Name: "shared", MountPath: "/data", SubPath: "dir/sub"}}, ""},
 		{"subPath not made yet", []corev1.VolumeMount{{Name: "shared", MountPath: "/data", SubPath: "plain/new"}}, ""},
 		{"nested target in a directory", []corev1.VolumeMount{{Name: "shared", MountPath: "/data"}, {Name: "other", MountPath: "/data/plain/x"}}, ""},
@@ -734,39 +737,66 @@ func TestOpenSubPath(t *testing.T) {
 	}
 }
 
-// TestCheckSharedNesting: a mount inside another container's writable
-// volume, or inside the container's own writable volume when an exec probe's
-// sandbox is set up while it runs, is refused naming both; read-only volumes,
-// mounts beside each other and a container alone are taken.
-func TestCheckSharedNesting(t *testing.T) {
+// TestCheckNesting: a mount inside a volume that may change while the
+// sandbox is set up is refused, naming both: inside a claim (other pods may
+// mount it), inside an emptyDir another container of the pod writes, inside
+// the container's own writable emptyDir when an exec probe's sandbox is set
+// up while it runs (also through a second, writable mount of it), and the
+// node's /etc/resolv.conf inside such a volume. Inside volumes the node
+// writes, inside an emptyDir nothing else writes, read-only elsewhere, and
+// init containers (which run alone) are taken.
+func TestCheckNesting(t *testing.T) {
+	pod := testPod()
+	pod.Spec.Volumes = []corev1.Volume{
+		{Name: "work", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+		{Name: "cfg", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{}}},
+		{Name: "claim", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "c"}}},
+	}
 	nested := []corev1.VolumeMount{{Name: "work", MountPath: "/work"}, {Name: "cfg", MountPath: "/work/cfg"}}
-	sidecar := func(readOnly bool) corev1.Container {
+	side := func(readOnly bool) corev1.Container {
 		return corev1.Container{Name: "side", VolumeMounts: []corev1.VolumeMount{{Name: "work", MountPath: "/w", ReadOnly: readOnly}}}
 	}
 	execProbe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{Exec: &corev1.ExecAction{Command: []string{"true"}}}}
+	resolv := bindMount{source: "/node/resolv.conf", target: "/etc/resolv.conf", readOnly: true}
 	for _, tt := range []struct {
-		name       string
-		containers []corev1.Container
-		readOnly   map[string]bool
-		want       string // in the error; "" when taken
+		name      string
+		c         corev1.Container
+		alongside []corev1.Container
+		want      string // in the error; "" when taken
 	}{
-		{"alone", []corev1.Container{{Name: "app", VolumeMounts: nested}}, nil, ""},
-		{"sibling writes the outer volume", []corev1.Container{{Name: "app", VolumeMounts: nested}, sidecar(false)}, nil, "which container side can write"},
-		{"sibling reads it", []corev1.Container{{Name: "app", VolumeMounts: nested}, sidecar(true)}, nil, ""},
-		{"the volume is read-only", []corev1.Container{{Name: "app", VolumeMounts: nested}, sidecar(false)}, map[string]bool{"work": true}, ""},
-		{"exec probe", []corev1.Container{{Name: "app", VolumeMounts: nested, LivenessProbe: execProbe}}, nil, "exec probe"},
-		{"exec probe, outer mount read-only", []corev1.Container{{Name: "app", LivenessProbe: execProbe, VolumeMounts: []corev1.VolumeMount{
-			{Name: "work", MountPath: "/work", ReadOnly: true}, {Name: "cfg", MountPath: "/work/cfg"}}}}, nil, ""},
-		{"beside, not inside", []corev1.Container{{Name: "app", VolumeMounts: []corev1.VolumeMount{
-			{Name: "work", MountPath: "/work"}, {Name: "cfg", MountPath: "/workcfg"}}}, sidecar(false)}, nil, ""},
+		{"alone", corev1.Container{Name: "app", VolumeMounts: nested}, nil, ""},
+		{"a sibling writes the outer volume", corev1.Container{Name: "app", VolumeMounts: nested}, []corev1.Container{side(false)}, "volumeMount cfg at /work/cfg lies inside the volume work mounted at /work, which container side can write"},
+		{"a sibling reads it", corev1.Container{Name: "app", VolumeMounts: nested}, []corev1.Container{side(true)}, ""},
+		{"init containers run alone", corev1.Container{Name: "app", VolumeMounts: nested}, nil, ""},
+		{"exec probe", corev1.Container{Name: "app", VolumeMounts: nested, LivenessProbe: execProbe}, nil, "which the container can write while its exec probe"},
+		{"exec probe, outer mount read-only", corev1.Container{Name: "app", ReadinessProbe: execProbe, VolumeMounts: []corev1.VolumeMount{
+			{Name: "work", MountPath: "/work", ReadOnly: true}, {Name: "cfg", MountPath: "/work/cfg"}}}, nil, ""},
+		{"exec probe, outer mount read-only but the volume writable elsewhere", corev1.Container{Name: "app", ReadinessProbe: execProbe, VolumeMounts: []corev1.VolumeMount{
+			{Name: "work", MountPath: "/work", ReadOnly: true}, {Name: "work", MountPath: "/rw"}, {Name: "cfg", MountPath: "/work/cfg"}}}, nil, "exec probe"},
+		{"inside a claim", corev1.Container{Name: "app", VolumeMounts: []corev1.VolumeMount{
+			{Name: "claim", MountPath: "/data", ReadOnly: true}, {Name: "cfg", MountPath: "/data/cfg"}}}, nil, "which other pods may write too"},
+		{"inside a configMap", corev1.Container{Name: "app", VolumeMounts: []corev1.VolumeMount{
+			{Name: "cfg", MountPath: "/cfg"}, {Name: "work", MountPath: "/cfg/work"}}}, []corev1.Container{side(false)}, ""},
+		{"beside, not inside", corev1.Container{Name: "app", VolumeMounts: []corev1.VolumeMount{
+			{Name: "work", MountPath: "/work"}, {Name: "cfg", MountPath: "/workcfg"}}}, []corev1.Container{side(false)}, ""},
+		{"the node's resolv.conf in a volume a sibling writes", corev1.Container{Name: "app", VolumeMounts: []corev1.VolumeMount{
+			{Name: "work", MountPath: "/etc"}}}, []corev1.Container{side(false)}, "the node's /etc/resolv.conf at /etc/resolv.conf lies inside the volume work"},
 	} {
-		err := checkSharedNesting(tt.containers, tt.readOnly)
+		mounts, err := containerMounts(&tt.c, map[string]string{"work": "/v/work", "cfg": "/v/cfg", "claim": "/v/claim"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		alongside := tt.alongside
+		if alongside != nil {
+			alongside = append(alongside, tt.c)
+		}
+		err = checkNesting(pod, &tt.c, append(mounts, resolv), alongside)
 		var invalid *invalidSpecError
 		switch {
 		case tt.want == "" && err != nil:
 			t.Errorf("%s: refused: %v", tt.name, err)
-		case tt.want != "" && (!errors.As(err, &invalid) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "volumeMount cfg at /work/cfg")):
-			t.Errorf("%s: %v, want an invalid spec naming the mount and %q", tt.name, err, tt.want)
+		case tt.want != "" && (!errors.As(err, &invalid) || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: %v, want an invalid spec saying %q", tt.name, err, tt.want)
 		}
 	}
 }

@@ -239,14 +239,11 @@ func (w *podWorker) setup(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	inits, err := w.prepare(pod.Spec.InitContainers, dirs, resolv)
+	inits, err := w.prepare(pod.Spec.InitContainers, dirs, resolv, false)
 	if err != nil {
 		return err
 	}
-	if err := checkSharedNesting(pod.Spec.Containers, readOnlyVolumes(pod)); err != nil {
-		return err
-	}
-	containers, err := w.prepare(pod.Spec.Containers, dirs, resolv)
+	containers, err := w.prepare(pod.Spec.Containers, dirs, resolv, true)
 	if err != nil {
 		return err
 	}
@@ -286,9 +283,12 @@ func (w *podWorker) identities(pod *corev1.Pod) (map[string]identity, error) {
 }
 
 // prepare builds the containers of specs with their mounts. Mount points are
-// made inside each container's sandbox, never on the host.
-func (w *podWorker) prepare(specs []corev1.Container, dirs map[string]string, resolv bindMount) ([]*container, error) {
-	readOnly := readOnlyVolumes(w.current())
+// made inside each container's sandbox, never on the host. together says
+// whether specs run at the same time (the pod's containers) or one at a time
+// (its init containers).
+func (w *podWorker) prepare(specs []corev1.Container, dirs map[string]string, resolv bindMount, together bool) ([]*container, error) {
+	pod := w.current()
+	readOnly := readOnlyVolumes(pod)
 	var out []*container
 	for i := range specs {
 		c := newContainer(w, &specs[i])
@@ -297,6 +297,13 @@ func (w *podWorker) prepare(specs []corev1.Container, dirs map[string]string, re
 			return nil, err
 		}
 		if err := checkNoSymlinks(c.spec.Name, mounts, dirs); err != nil {
+			return nil, err
+		}
+		var alongside []corev1.Container
+		if together {
+			alongside = specs
+		}
+		if err := checkNesting(pod, c.spec, append(slices.Clone(mounts), resolv), alongside); err != nil {
 			return nil, err
 		}
 		for j, m := range mounts {

@@ -230,14 +230,24 @@ func openSubPath(dir, subPath string, owner volumeOwner) (*os.File, error) {
 		}
 		next, err := unix.Openat2(fd, part, how)
 		if errors.Is(err, unix.ENOENT) {
-			if err = unix.Mkdirat(fd, part, 0o755); err == nil || errors.Is(err, unix.EEXIST) {
-				// Without following a link that took its place meanwhile.
-				if err = unix.Fchownat(fd, part, owner.uid, owner.gid, unix.AT_SYMLINK_NOFOLLOW); err == nil {
-					next, err = unix.Openat2(fd, part, how)
+			made := unix.Mkdirat(fd, part, 0o755)
+			if made == nil || errors.Is(made, unix.EEXIST) {
+				next, err = unix.Openat2(fd, part, how)
+			}
+			if made == nil && err == nil {
+				// The directory opened, which is the one made unless the pod
+				// swapped it meanwhile for another directory of its own: never a
+				// link, nor a file of someone else's.
+				var st unix.Stat_t
+				if err = unix.Fstat(next, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+					err = unix.Fchownat(next, "", owner.uid, owner.gid, unix.AT_EMPTY_PATH)
 				}
 			}
 		}
 		unix.Close(fd)
+		if err != nil && next >= 0 {
+			unix.Close(next)
+		}
 		if errors.Is(err, unix.ELOOP) {
 			return nil, invalidSpec("subPath %q passes through the symbolic link %s in its volume; a subPath must name directories or a file", subPath, walked)
 		}
