@@ -235,8 +235,8 @@ func TestBindsKeepOutOfTheReservedDir(t *testing.T) {
 		t.Skip("binds need a namespace sandbox of a root caller")
 	}
 	dir := t.TempDir()
-	for _, target := range []string{"/run", "/run/", ReservedDir, ReservedDir + "/launcher", "/", "/run/../run/metalambda", "run/metalambda", "data", "/srv/.", "/srv//x"} {
-		if cmd, err := s.Command(Spec{Args: []string{"/bin/true"}, Binds: []Bind{{Source: dir, Target: target}}}); err == nil || !strings.Contains(err.Error(), ReservedDir) && !strings.Contains(err.Error(), "absolute") {
+	for _, target := range []string{"/run", "/run/", ReservedDir, ReservedDir + "/launcher", "/", "/run/../run/metalambda", "run/metalambda", "data", "/srv/.", "/srv//x", "/proc/1/root/oldroot/x", "/sbin/a", "/lib", "/bin/x"} {
+		if cmd, err := s.Command(Spec{Args: []string{"/bin/true"}, Binds: []Bind{{Source: dir, Target: target}}}); err == nil || !strings.Contains(err.Error(), ReservedDir) && !strings.Contains(err.Error(), "absolute") && !strings.Contains(err.Error(), "makes itself") {
 			if cmd != nil {
 				closeExtraFiles(cmd.Cmd)
 				cmd.cgroup.remove()

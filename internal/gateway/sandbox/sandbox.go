@@ -273,23 +273,25 @@ type Sandbox struct {
 	fallback        error     // ModeAuto chose Landlock: why namespaces did not work
 
 	zygotes *zygoteSet // the zygotes s started, which Close ends
-
-	// bindFD is why bubblewrap cannot bind an open directory (Bind.From), nil
-	// when it can; found at the first such bind.
-	bindFD     error
-	bindFDOnce sync.Once
 }
+
+// bindFDErrors holds, per bubblewrap executable, why it cannot bind an open
+// directory (Bind.From): nil when it can; found at the first such bind.
+var bindFDErrors sync.Map
 
 // checkBindFD reports whether s's bubblewrap has --bind-fd (0.10 and later;
 // some distributions backport it to older versions).
 func (s *Sandbox) checkBindFD() error {
-	s.bindFDOnce.Do(func() {
-		out, _ := exec.Command(s.bwrap, "--help").CombinedOutput()
-		if !bytes.Contains(out, []byte("--bind-fd")) {
-			s.bindFD = fmt.Errorf("sandbox: bubblewrap (%s) has no --bind-fd, which binds an open directory without following links; install bubblewrap 0.10 or later", s.bwrap)
-		}
-	})
-	return s.bindFD
+	if err, ok := bindFDErrors.Load(s.bwrap); ok {
+		err, _ := err.(error)
+		return err
+	}
+	var err error
+	if out, _ := exec.Command(s.bwrap, "--help").CombinedOutput(); !bytes.Contains(out, []byte("--bind-fd")) {
+		err = fmt.Errorf("sandbox: bubblewrap (%s) has no --bind-fd, which binds an open directory without following links; install bubblewrap 0.10 or later", s.bwrap)
+	}
+	bindFDErrors.Store(s.bwrap, err)
+	return err
 }
 
 // Mode is the mechanism of s: ModeNamespaces or ModeLandlock.
@@ -558,6 +560,9 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*Command, erro
 		if ReservedTarget(b.Target) {
 			return nil, fmt.Errorf("sandbox: a bind at %s would reach %s, where the sandbox shows its own executables", b.Target, ReservedDir)
 		}
+		if dir, ok := SystemTarget(b.Target); ok {
+			return nil, fmt.Errorf("sandbox: a bind at %s would be in %s, which the sandbox makes itself", b.Target, dir)
+		}
 	}
 	caps, err := capabilityNumbers(spec.Capabilities)
 	if err != nil {
@@ -684,6 +689,23 @@ const ReservedDir = "/run/metalambda"
 func ReservedTarget(target string) bool {
 	t := filepath.Clean(target)
 	return t == ReservedDir || strings.HasPrefix(t, ReservedDir+"/") || t == "/" || strings.HasPrefix(ReservedDir, t+"/")
+}
+
+// SystemTarget reports the directory the sandbox makes itself that a bind at
+// target would be in or at: /proc, or one of /bin, /lib, /lib64 and /sbin
+// (links into /usr on a merged-/usr system). Binds there are refused: through
+// /proc/1/root a target reaches bubblewrap's own root while it sets up, where
+// the host is /oldroot, and through a link a target lands where no check of
+// its path looked. The sandbox makes these after the binds, so that none
+// exists while bubblewrap follows the binds' targets.
+func SystemTarget(target string) (string, bool) {
+	t := filepath.Clean(target)
+	for _, dir := range []string{"/proc", "/bin", "/lib", "/lib64", "/sbin"} {
+		if t == dir || strings.HasPrefix(t, dir+"/") {
+			return dir, true
+		}
+	}
+	return "", false
 }
 
 // launcherInSandbox is where a namespace sandbox shows its launcher.
@@ -894,15 +916,6 @@ func (s *Sandbox) args(spec Spec, l Limits, initFD int, fromFDs []int) []string 
 		a = append(a, "--unshare-user", "--uid", strconv.Itoa(s.uid), "--gid", strconv.Itoa(s.gid), "--disable-userns", "--cap-drop", "ALL")
 	}
 	a = append(a, "--ro-bind", "/usr", "/usr")
-	a = append(a, systemLinks()...)
-	a = append(a, "--proc", "/proc")
-	if spec.User != nil {
-		// bubblewrap leaves these writable when they look read-only to it; a
-		// command that is root could write the host's kernel settings there.
-		for _, p := range procReadOnly {
-			a = append(a, "--ro-bind-try", p, p)
-		}
-	}
 	a = append(a, "--perms", "0755", "--dir", "/dev")
 	for _, dev := range devices {
 		a = append(a, "--dev-bind", dev, dev)
@@ -920,6 +933,17 @@ func (s *Sandbox) args(spec Spec, l Limits, initFD int, fromFDs []int) []string 
 			continue
 		}
 		a = append(a, map[bool]string{false: "--ro-bind", true: "--bind"}[b.Writable], b.Source, b.Target)
+	}
+	// After the binds (see SystemTarget): bubblewrap follows links on the way
+	// to a target, and /proc/1/root is its own root while it sets up.
+	a = append(a, systemLinks()...)
+	a = append(a, "--proc", "/proc")
+	if spec.User != nil {
+		// bubblewrap leaves these writable when they look read-only to it; a
+		// command that is root could write the host's kernel settings there.
+		for _, p := range procReadOnly {
+			a = append(a, "--ro-bind-try", p, p)
+		}
 	}
 	a = append(a, "--perms", "0755", "--dir", filepath.Dir(launcherInSandbox), "--ro-bind", s.launcher, launcherInSandbox)
 	if initFD != 0 {

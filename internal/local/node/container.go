@@ -165,8 +165,9 @@ func (c *container) command(ctx context.Context) (*sandbox.Command, *os.File, er
 }
 
 // openMounts checks the container's mounts for links again (its own earlier
-// run may have left some) and opens their subPaths, for one start; the caller
-// closes them (closeMounts) once the sandbox command is made.
+// run may have left some) and opens their volumes' directories and subPaths,
+// for one start; the caller closes them (closeMounts) once the sandbox command
+// is made.
 func (c *container) openMounts() ([]bindMount, error) {
 	c.w.mu.Lock()
 	dirs, owner := c.w.volumeDirs, c.w.owner
@@ -176,9 +177,11 @@ func (c *container) openMounts() ([]bindMount, error) {
 	}
 	mounts := slices.Clone(c.mounts)
 	for i, m := range mounts {
-		if m.subPath == "" {
-			continue
+		if m.volume == "" {
+			continue // the node's own file
 		}
+		// A whole volume too: a claim's directory is reached through paths
+		// the node does not own.
 		f, err := openSubPath(dirs[m.volume], m.subPath, owner)
 		if err != nil {
 			closeMounts(mounts)

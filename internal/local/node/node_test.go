@@ -229,6 +229,15 @@ func TestContainerMountsRefuseRelativePaths(t *testing.T) {
 		{Name: "v", MountPath: "/run/metalambda/x"},
 		{Name: "v", MountPath: "/"},
 		{Name: "v", MountPath: "/run/../run"},
+		// What the sandbox makes itself, after the binds: through /proc/1/root
+		// a target reached bubblewrap's own root, and through /sbin (a link to
+		// usr/sbin) a volume at /usr/sbin held a target no check saw inside it.
+		{Name: "v", MountPath: "/proc/1/root/oldroot/etc"},
+		{Name: "v", MountPath: "/proc"},
+		{Name: "v", MountPath: "/sbin/a/pods"},
+		{Name: "v", MountPath: "/bin"},
+		{Name: "v", MountPath: "/lib64/x"},
+		{Name: "v", MountPath: "/data", SubPathExpr: "$(POD)"},
 	} {
 		c := &corev1.Container{Name: "c", VolumeMounts: []corev1.VolumeMount{m}}
 		_, err := containerMounts(c, dirs)
@@ -237,7 +246,7 @@ func TestContainerMountsRefuseRelativePaths(t *testing.T) {
 			t.Errorf("mount %+v: err = %v, want an invalid spec", m, err)
 		}
 	}
-	for _, p := range []string{"/run/other", "/run/metalambdax", "/var/run", "/data"} {
+	for _, p := range []string{"/run/other", "/run/metalambdax", "/var/run", "/data", "/usr/sbin", "/procs", "/binx"} {
 		c := &corev1.Container{Name: "c", VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: p}}}
 		if _, err := containerMounts(c, dirs); err != nil {
 			t.Errorf("mountPath %s: %v", p, err)

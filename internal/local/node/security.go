@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -177,6 +178,16 @@ func (o volumeOwner) own(dir string, writable bool) error {
 	return filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
 		if err != nil {
 			return err
+		}
+		if d.Type().IsRegular() {
+			// A file with other links may be another's, linked in by a
+			// container (from a claim on the same filesystem) before a restart
+			// of the node: its owner and mode stay.
+			if info, err := d.Info(); err != nil {
+				return err
+			} else if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+				return nil
+			}
 		}
 		if err := os.Lchown(p, o.uid, o.gid); err != nil {
 			return err

@@ -223,6 +223,45 @@ func TestVolumeOwnership(t *testing.T) {
 	}
 }
 
+// TestOwnSkipsLinkedFiles: a file of a volume with other hard links (linked
+// in by a container from elsewhere on the filesystem before the node
+// restarted) keeps its owner and mode when the node hands the volume to the
+// pod's user; the volume's own files are handed over.
+func TestOwnSkipsLinkedFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("handing files to another user needs root")
+	}
+	base := t.TempDir()
+	vol, elsewhere := filepath.Join(base, "vol"), filepath.Join(base, "root-only")
+	if err := os.Mkdir(vol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(elsewhere, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(elsewhere, filepath.Join(vol, "linked")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(vol, "own"), []byte("y"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := (volumeOwner{uid: 4242, gid: 4343}).own(vol, true); err != nil {
+		t.Fatal(err)
+	}
+	for file, want := range map[string]uint32{elsewhere: 0, filepath.Join(vol, "own"): 4242} {
+		info, err := os.Stat(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := info.Sys().(*syscall.Stat_t); st.Uid != want {
+			t.Errorf("%s: owner %d, want %d", file, st.Uid, want)
+		}
+	}
+	if info, _ := os.Stat(elsewhere); info.Mode().Perm() != 0o600 {
+		t.Errorf("the linked file's mode changed to %v", info.Mode())
+	}
+}
+
 // A namespace's pods share its user; namespaces whose names hash alike get users
 // of their own while their pods run.
 func TestNamespaceUID(t *testing.T) {

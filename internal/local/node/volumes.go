@@ -238,8 +238,10 @@ func openSubPath(dir, subPath string, owner volumeOwner) (*os.File, error) {
 				// The directory opened, which is the one made unless the pod
 				// swapped it meanwhile for another directory of its own: never a
 				// link, nor a file of someone else's.
+				// Only an empty directory of the node's own, as the one it made
+				// is: not another pod's, moved in its place in a shared claim.
 				var st unix.Stat_t
-				if err = unix.Fstat(next, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				if err = unix.Fstat(next, &st); err == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR && int(st.Uid) == os.Geteuid() && st.Nlink == 2 {
 					err = unix.Fchownat(next, "", owner.uid, owner.gid, unix.AT_EMPTY_PATH)
 				}
 			}
