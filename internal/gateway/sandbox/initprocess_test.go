@@ -245,6 +245,33 @@ func TestBindsKeepOutOfTheReservedDir(t *testing.T) {
 			t.Errorf("a bind at %s: %v, want a refusal naming %s or a relative target", target, err, ReservedDir)
 		}
 	}
+	// Through the host's own trees, bound before: /usr, a link in a read-only
+	// host path (which could lead into a volume bound elsewhere, and on into
+	// the host), and, with a launcher that has a loader (this test's binary),
+	// its files in /etc.
+	host := t.TempDir()
+	if err := os.Symlink("../elsewhere", filepath.Join(host, "ln")); err != nil {
+		t.Fatal(err)
+	}
+	for target, want := range map[string]string{
+		"/usr/local/x":     "in /usr",
+		host + "/ln/x":     "symbolic link " + host + "/ln",
+		"/etc":             "dynamically linked",
+		"/etc/ld.so.cache": "dynamically linked",
+	} {
+		if !dynamicallyLinked(s.launcher) && strings.HasPrefix(target, "/etc") {
+			continue
+		}
+		cmd, err := s.Command(Spec{Args: []string{"/bin/true"}, ReadOnly: []string{host}, Binds: []Bind{{Source: dir, Target: target}}})
+		if err == nil || !strings.Contains(err.Error(), want) {
+			if cmd != nil {
+				closeExtraFiles(cmd.Cmd)
+				cmd.cgroup.remove()
+				releaseUID(cmd.uid)
+			}
+			t.Errorf("a bind at %s: %v, want a refusal saying %q", target, err, want)
+		}
+	}
 	cmd, err := s.Command(Spec{Args: []string{"/bin/true"}, Binds: []Bind{{Source: dir, Target: "/run/other"}}})
 	if err != nil {
 		t.Fatalf("a bind beside the reserved directory: %v", err)

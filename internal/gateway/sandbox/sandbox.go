@@ -53,6 +53,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"debug/elf"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -273,6 +274,10 @@ type Sandbox struct {
 	fallback        error     // ModeAuto chose Landlock: why namespaces did not work
 
 	zygotes *zygoteSet // the zygotes s started, which Close ends
+
+	// launcherDynamic: the launcher has an ELF interpreter (see
+	// checkTargetInHostTrees).
+	launcherDynamic bool
 }
 
 // bindFDErrors holds, per bubblewrap executable, why it cannot bind an open
@@ -474,6 +479,7 @@ func newNamespaces(opts Options) (*Sandbox, error) {
 	closeOnExecInherited()
 	s := &Sandbox{mode: ModeNamespaces, bwrap: bwrap, launcher: launcher, worker: worker, workers: workers, uid: opts.UID, gid: opts.GID, uidBase: opts.UIDBase, privileged: privileged, filters: filters, cgroups: newCgroups(), zygotes: &zygoteSet{}}
 	s.nsenter, _ = exec.LookPath("nsenter")
+	s.launcherDynamic = dynamicallyLinked(launcher)
 	if err := s.probe(); err != nil {
 		s.Close()
 		return nil, err
@@ -562,6 +568,9 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*Command, erro
 		}
 		if dir, ok := SystemTarget(b.Target); ok {
 			return nil, fmt.Errorf("sandbox: a bind at %s would be in %s, which the sandbox makes itself", b.Target, dir)
+		}
+		if err := s.checkTargetInHostTrees(spec, b.Target); err != nil {
+			return nil, err
 		}
 	}
 	caps, err := capabilityNumbers(spec.Capabilities)
@@ -706,6 +715,65 @@ func SystemTarget(target string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// checkTargetInHostTrees refuses a bind target inside what the sandbox binds
+// from the host before the binds: in /usr, or through a symbolic link in the
+// network files or spec.ReadOnly. bubblewrap follows such a link as root while
+// it sets up, to wherever it leads, such as into a volume bound elsewhere and
+// from there into the host (/oldroot). These trees are the host's, so a look
+// now holds when bubblewrap looks. A launcher that is dynamically linked runs
+// as root before it bounds the command, with its loader reading /etc: no bind
+// may then be at /etc or its loader's files there.
+func (s *Sandbox) checkTargetInHostTrees(spec Spec, target string) error {
+	if within(target, "/usr") {
+		return fmt.Errorf("sandbox: a bind at %s would be in /usr, which the sandbox binds from the host", target)
+	}
+	trees := spec.ReadOnly
+	if spec.Network || spec.NetNS != "" {
+		trees = append(networkFiles(), trees...)
+	}
+	for _, tree := range trees {
+		if !within(target, tree) || target == tree {
+			continue
+		}
+		p := tree
+		for part := range strings.SplitSeq(strings.TrimPrefix(target, tree+"/"), "/") {
+			p += "/" + part
+			fi, err := os.Lstat(p)
+			if err != nil {
+				break
+			}
+			if fi.Mode()&os.ModeSymlink != 0 {
+				return fmt.Errorf("sandbox: a bind at %s would pass through the symbolic link %s, which the sandbox binds from the host", target, p)
+			}
+		}
+	}
+	if s.launcherDynamic && (target == "/etc" || strings.HasPrefix(target, "/etc/ld.so")) {
+		return fmt.Errorf("sandbox: a bind at %s would give the loader of the launcher %s, which is dynamically linked and runs as root, its files; build the launcher with CGO_ENABLED=0", target, s.launcher)
+	}
+	return nil
+}
+
+// within reports whether path p is dir or inside it; both are clean.
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
+}
+
+// dynamicallyLinked reports whether the executable at path has an ELF
+// interpreter (a loader, which reads /etc/ld.so.* and the libraries).
+func dynamicallyLinked(path string) bool {
+	f, err := elf.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return true
+		}
+	}
+	return false
 }
 
 // launcherInSandbox is where a namespace sandbox shows its launcher.

@@ -48,6 +48,9 @@ func checkMount(c *corev1.Container, m corev1.VolumeMount) error {
 	if sandbox.ReservedTarget(m.MountPath) {
 		return invalidSpec("container %s: volumeMount %s: mountPath %q would cover %s, where the local node's sandbox keeps its own executables; mount the volume at another path", c.Name, m.Name, m.MountPath, sandbox.ReservedDir)
 	}
+	if within(m.MountPath, "/usr") {
+		return invalidSpec("container %s: volumeMount %s: mountPath %q is in /usr, which the local node's sandbox binds read-only from the host; mount the volume at another path", c.Name, m.Name, m.MountPath)
+	}
 	if dir, ok := sandbox.SystemTarget(m.MountPath); ok {
 		return invalidSpec("container %s: volumeMount %s: mountPath %q is in %s, which the local node's sandbox makes itself; mount the volume at another path", c.Name, m.Name, m.MountPath, dir)
 	}

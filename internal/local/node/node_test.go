@@ -237,6 +237,7 @@ func TestContainerMountsRefuseRelativePaths(t *testing.T) {
 		{Name: "v", MountPath: "/sbin/a/pods"},
 		{Name: "v", MountPath: "/bin"},
 		{Name: "v", MountPath: "/lib64/x"},
+		{Name: "v", MountPath: "/usr/local/app"},
 		{Name: "v", MountPath: "/data", SubPathExpr: "$(POD)"},
 	} {
 		c := &corev1.Container{Name: "c", VolumeMounts: []corev1.VolumeMount{m}}
@@ -246,7 +247,7 @@ func TestContainerMountsRefuseRelativePaths(t *testing.T) {
 			t.Errorf("mount %+v: err = %v, want an invalid spec", m, err)
 		}
 	}
-	for _, p := range []string{"/run/other", "/run/metalambdax", "/var/run", "/data", "/usr/sbin", "/procs", "/binx"} {
+	for _, p := range []string{"/run/other", "/run/metalambdax", "/var/run", "/data", "/usrx", "/procs", "/binx"} {
 		c := &corev1.Container{Name: "c", VolumeMounts: []corev1.VolumeMount{{Name: "v", MountPath: p}}}
 		if _, err := containerMounts(c, dirs); err != nil {
 			t.Errorf("mountPath %s: %v", p, err)
