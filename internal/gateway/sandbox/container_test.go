@@ -14,6 +14,16 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// attemptPy defines attempt(f) in a test's Python program: "ok", or the name
+// of the OSError f raised.
+const attemptPy = `def attempt(f):
+    try:
+        f()
+        return "ok"
+    except OSError as e:
+        return type(e).__name__
+`
+
 // containerSandbox is a namespace sandbox of a root caller, which alone runs
 // commands that stand for containers.
 func containerSandbox(t *testing.T) *Sandbox {
@@ -59,14 +69,7 @@ func TestContainerSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	ns := netns(t)
-	program := `import os, socket
-def attempt(f):
-    try:
-        f()
-        return "ok"
-    except OSError as e:
-        return type(e).__name__
-print(os.getuid(), os.getgid(), sorted(os.getgroups()))
+	program := "import os, socket\n" + attemptPy + `print(os.getuid(), os.getgid(), sorted(os.getgroups()))
 print(os.getcwd(), socket.gethostname(), sorted(n for _, n in socket.if_nameindex()))
 print(open("/srv/ro/in").read(), attempt(lambda: open("/srv/ro/x", "w")), attempt(lambda: open("/srv/rw/x", "w").write("y")))
 print(attempt(lambda: socket.socket().bind(("127.0.0.1", 80))))
@@ -97,14 +100,7 @@ print(os.environ["PWD"])
 		t.Errorf("binding port 80 without CAP_NET_BIND_SERVICE: %q, want PermissionError", got)
 	}
 
-	root := `import os
-def attempt(f):
-    try:
-        f()
-        return "ok"
-    except OSError as e:
-        return type(e).__name__
-print(os.getuid(), [l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapEff", "CapBnd"))])
+	root := "import os\n" + attemptPy + `print(os.getuid(), [l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapEff", "CapBnd"))])
 print(attempt(lambda: open("/proc/sys/kernel/ctrl-alt-del", "w").write("0")), attempt(lambda: open("/usr/x", "w")))
 `
 	got = run(t, mustCommand(t, s), Spec{Args: []string{python, "-I", "-c", root}, User: &User{}, NetNS: ns}, "")
@@ -186,14 +182,7 @@ func TestBindFromAnOpenDirectory(t *testing.T) {
 	if err := os.Symlink(elsewhere, dir); err != nil {
 		t.Fatal(err)
 	}
-	program := `import os
-def attempt(f):
-    try:
-        f()
-        return "ok"
-    except OSError as e:
-        return type(e).__name__
-print(open("/srv/a/in").read(), attempt(lambda: open("/srv/a/x", "w")), open("/srv/b/in").read())
+	program := "import os\n" + attemptPy + `print(open("/srv/a/in").read(), attempt(lambda: open("/srv/a/x", "w")), open("/srv/b/in").read())
 print(sorted(int(fd) for fd in os.listdir("/proc/self/fd")))
 `
 	spec := Spec{
