@@ -275,6 +275,12 @@ func (ss *spareSets) get(spec workerSpec, sb *sandbox.Sandbox) *spares {
 		s = newSpares(spec, want)
 		ss.sets[spec.network] = s
 		ss.pools.addSpares(s)
+		if spec.zygote != nil {
+			// At once, rather than at the next periodic sweep: a call in
+			// between would find only the retired zygote's spares, drop
+			// them, and start its worker without one.
+			spec.zygote.onTakeover(s.sweep)
+		}
 	}
 	s.use()
 	return s

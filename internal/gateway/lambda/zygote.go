@@ -95,6 +95,17 @@ type zygotes struct {
 	misses   atomic.Uint64                // forks that found no zygote to fork from
 	retiring map[*sandbox.Zygote]struct{} // retired, ending with their last child
 	read     map[*sandbox.Zygote]int64    // memory, when last read (memory)
+	// takeover are called, each on a goroutine of its own, when a new zygote
+	// becomes the current one (the view's spares, which then replace those the
+	// retired one forked).
+	takeover []func()
+}
+
+// onTakeover has f called whenever a new zygote becomes the current one.
+func (zs *zygotes) onTakeover(f func()) {
+	zs.mu.Lock()
+	defer zs.mu.Unlock()
+	zs.takeover = append(zs.takeover, f)
 }
 
 // zygoteIdle is how long a zygote outlives the last function of its network
@@ -242,6 +253,11 @@ func (zs *zygotes) start() {
 		go zs.retire(old)
 	}
 	zs.setCurrentLocked(z)
+	if z != nil && old != nil {
+		for _, f := range zs.takeover {
+			go f()
+		}
+	}
 }
 
 // setCurrentLocked makes z the current zygote (zs.mu held).

@@ -875,3 +875,53 @@ func spareProcesses(t *testing.T, w *pyWorker) []int {
 	t.Fatalf("spare %s: no forked worker and no process found", w.id)
 	return nil
 }
+
+// TestSparesFollowTheZygote: when a replacement zygote takes over, the spares
+// the retired one forked are replaced at once by spares of the new one, not
+// at the next periodic sweep (here never): a call in between would find only
+// retired spares and start its worker without one.
+func TestSparesFollowTheZygote(t *testing.T) {
+	defer func(d time.Duration) { sweepInterval = d }(sweepInterval)
+	sweepInterval = time.Hour // no sweep but the takeover's
+	saved := zygoteMaxForks
+	zygoteMaxForks = 8
+	defer func() { zygoteMaxForks = saved }()
+	rt := zygoteRuntime(t, Options{WorkerSpares: 2})
+	defer mustCompile(t, rt, pyFn("follow-0", pyEcho)).Close()
+	zs := zygoteOf(t, rt, false)
+	first, _ := zs.stats()
+	rt.spares.mu.Lock()
+	set := rt.spares.sets[false]
+	rt.spares.mu.Unlock()
+	// Each function's first worker is a fork, and so is each spare: the
+	// replacement starts at the sixth and takes over once ready.
+	for i := 1; ; i++ {
+		if pid, _ := zs.stats(); pid != 0 && pid != first {
+			break
+		}
+		if i > 20 {
+			t.Fatal("no replacement zygote took over")
+		}
+		defer mustCompile(t, rt, pyFn("follow-"+strconv.Itoa(i), pyEcho)).Close()
+		time.Sleep(200 * time.Millisecond)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		zs.mu.Lock()
+		current := zs.current
+		zs.mu.Unlock()
+		set.mu.Lock()
+		var from []int
+		ok := len(set.ready) == 2
+		for _, w := range set.ready {
+			from = append(from, w.fk.Zygote().PID())
+			ok = ok && w.fk.Zygote() == current
+		}
+		set.mu.Unlock()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after the takeover the spares are forked by %v, the current zygote is %d", from, current.PID())
+		}
+	}
+}
