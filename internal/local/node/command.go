@@ -23,7 +23,8 @@ type bindMount struct {
 	// subPath is the part of source below the volume's directory ("" for the
 	// whole volume); the container opens it at every start (openSubPath).
 	subPath string
-	// from is the subPath opened for one start, bound instead of source.
+	// from is the volume's directory or subPath opened for one start
+	// (openMounts), bound instead of source.
 	from *os.File
 }
 
