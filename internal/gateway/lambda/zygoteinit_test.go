@@ -26,14 +26,18 @@ func assertReaperInit(t *testing.T, init int) {
 	dir := "/proc/" + strconv.Itoa(init) + "/"
 	// The init sets itself up beside its worker, and executes the reaper last:
 	// on a loaded machine the worker may have answered a call before. What is
-	// checked is the init once it has.
+	// checked is the init once it has, and once the kernel has finished the
+	// execution: its exe link names the new program before its command line
+	// is set up (which reads "" until then).
 	var exe string
+	var cmdline []byte
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		var err error
 		if exe, err = os.Readlink(dir + "exe"); err != nil {
 			t.Fatal(err)
 		}
-		if runtime.GOARCH != "amd64" || strings.HasPrefix(exe, "/memfd:") || time.Now().After(deadline) {
+		cmdline, _ = os.ReadFile(dir + "cmdline")
+		if runtime.GOARCH != "amd64" || strings.HasPrefix(exe, "/memfd:") && len(cmdline) > 0 || time.Now().After(deadline) {
 			break
 		}
 	}
@@ -46,7 +50,7 @@ func assertReaperInit(t *testing.T, init int) {
 	if !strings.HasPrefix(exe, "/memfd:metalambda-init") {
 		t.Errorf("the init %d runs %s, want the reaper's memfd", init, exe)
 	}
-	if cmdline, _ := os.ReadFile(dir + "cmdline"); string(cmdline) != "metalambda-init\x002\x00" {
+	if string(cmdline) != "metalambda-init\x002\x00" {
 		t.Errorf("the init's command line is %.60q, want metalambda-init and its worker, pid 2", cmdline)
 	}
 	fds, err := os.ReadDir(dir + "fd")
