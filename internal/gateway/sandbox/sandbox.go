@@ -559,6 +559,10 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*Command, erro
 	if s.mode == ModeLandlock {
 		return s.landlockCommand(ctx, spec)
 	}
+	var trees []string
+	if len(spec.Binds) > 0 {
+		trees = hostTrees(spec)
+	}
 	for _, b := range spec.Binds {
 		if !filepath.IsAbs(b.Target) || b.Target != filepath.Clean(b.Target) {
 			return nil, fmt.Errorf("sandbox: a bind's target must be a clean absolute path (no ., .. or doubled /), got %q", b.Target)
@@ -569,7 +573,7 @@ func (s *Sandbox) CommandContext(ctx context.Context, spec Spec) (*Command, erro
 		if dir, ok := SystemTarget(b.Target); ok {
 			return nil, fmt.Errorf("sandbox: a bind at %s would be in %s, which the sandbox makes itself", b.Target, dir)
 		}
-		if err := s.checkTargetInHostTrees(spec, b.Target); err != nil {
+		if err := s.checkTargetInHostTrees(trees, b.Target); err != nil {
 			return nil, err
 		}
 	}
@@ -725,16 +729,13 @@ func SystemTarget(target string) (string, bool) {
 // now holds when bubblewrap looks. A launcher that is dynamically linked runs
 // as root before it bounds the command, with its loader reading /etc: no bind
 // may then be at /etc or its loader's files there.
-func (s *Sandbox) checkTargetInHostTrees(spec Spec, target string) error {
-	if within(target, "/usr") {
+// trees are the host paths bound before the binds (hostTrees).
+func (s *Sandbox) checkTargetInHostTrees(trees []string, target string) error {
+	if Within(target, "/usr") {
 		return fmt.Errorf("sandbox: a bind at %s would be in /usr, which the sandbox binds from the host", target)
 	}
-	trees := spec.ReadOnly
-	if spec.Network || spec.NetNS != "" {
-		trees = append(networkFiles(), trees...)
-	}
 	for _, tree := range trees {
-		if !within(target, tree) || target == tree {
+		if !Within(target, tree) || target == tree {
 			continue
 		}
 		p := tree
@@ -755,8 +756,18 @@ func (s *Sandbox) checkTargetInHostTrees(spec Spec, target string) error {
 	return nil
 }
 
-// within reports whether path p is dir or inside it; both are clean.
-func within(p, dir string) bool {
+// hostTrees are the host paths the sandbox binds at their own paths before
+// spec's binds: the network files (with network) and spec.ReadOnly.
+func hostTrees(spec Spec) []string {
+	if spec.Network || spec.NetNS != "" {
+		return append(networkFiles(), spec.ReadOnly...)
+	}
+	return spec.ReadOnly
+}
+
+// Within reports whether path p is dir or inside it, both cleaned first.
+func Within(p, dir string) bool {
+	p, dir = filepath.Clean(p), filepath.Clean(dir)
 	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
@@ -989,11 +1000,7 @@ func (s *Sandbox) args(spec Spec, l Limits, initFD int, fromFDs []int) []string 
 		a = append(a, "--dev-bind", dev, dev)
 	}
 	a = append(a, "--perms", "1777", "--size", strconv.FormatInt(l.TmpSize, 10), "--tmpfs", "/tmp")
-	binds := spec.ReadOnly
-	if network {
-		binds = append(networkFiles(), binds...)
-	}
-	a = append(a, bindArgs(binds)...)
+	a = append(a, bindArgs(hostTrees(spec))...)
 	for i, b := range spec.Binds {
 		a = append(a, parentDirs(b.Target, nil)...)
 		if i < len(fromFDs) && fromFDs[i] >= 0 {

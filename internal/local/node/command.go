@@ -49,7 +49,7 @@ func checkMount(c *corev1.Container, m corev1.VolumeMount) error {
 	if sandbox.ReservedTarget(m.MountPath) {
 		return invalidSpec("container %s: volumeMount %s: mountPath %q would cover %s, where the local node's sandbox keeps its own executables; mount the volume at another path", c.Name, m.Name, m.MountPath, sandbox.ReservedDir)
 	}
-	if within(m.MountPath, "/usr") {
+	if sandbox.Within(m.MountPath, "/usr") {
 		return invalidSpec("container %s: volumeMount %s: mountPath %q is in /usr, which the local node's sandbox binds read-only from the host; mount the volume at another path", c.Name, m.Name, m.MountPath)
 	}
 	if dir, ok := sandbox.SystemTarget(m.MountPath); ok {
@@ -112,7 +112,7 @@ func checkNoSymlinks(containerName string, mounts []bindMount, volumeDirs map[st
 			}
 		}
 		for _, o := range mounts {
-			if o.target == m.target || !within(m.target, o.target) {
+			if o.target == m.target || !sandbox.Within(m.target, o.target) {
 				continue
 			}
 			rel := strings.TrimPrefix(path.Clean(m.target), strings.TrimSuffix(path.Clean(o.target), "/")+"/")
@@ -142,7 +142,7 @@ func checkNesting(pod *corev1.Pod, c *corev1.Container, mounts []bindMount, alon
 	}
 	for _, m := range mounts {
 		for _, o := range mounts {
-			if o.volume == "" || o.target == m.target || !within(m.target, o.target) {
+			if o.volume == "" || o.target == m.target || !sandbox.Within(m.target, o.target) {
 				continue
 			}
 			inner := "volumeMount " + m.volume
@@ -222,7 +222,7 @@ func orderMounts(containerName string, mounts []bindMount) ([]bindMount, error) 
 	waits := make([]int, len(mounts))
 	for i, a := range mounts {
 		for j, b := range mounts {
-			if i != j && (within(b.target, a.target) && a.target != b.target || within(a.source, b.target)) {
+			if i != j && (sandbox.Within(b.target, a.target) && a.target != b.target || sandbox.Within(a.source, b.target)) {
 				after[i] = append(after[i], j)
 				waits[j]++
 			}
@@ -254,12 +254,6 @@ func orderMounts(containerName string, mounts []bindMount) ([]bindMount, error) 
 		}
 	}
 	return out, nil
-}
-
-// within reports whether path p is dir or inside it.
-func within(p, dir string) bool {
-	p, dir = path.Clean(p), path.Clean(dir)
-	return p == dir || dir == "/" || strings.HasPrefix(p, dir+"/")
 }
 
 func depth(p string) int { return strings.Count(path.Clean(p), "/") }

@@ -250,7 +250,7 @@ func outsideSystemDirs(paths []string) []string {
 	var out []string
 	for _, p := range paths {
 		real, err := filepath.EvalSymlinks(p)
-		if err != nil || real == "/" || slices.ContainsFunc(systemDirs, func(d string) bool { return within(real, d) }) {
+		if err != nil || real == "/" || slices.ContainsFunc(systemDirs, func(d string) bool { return sandbox.Within(real, d) }) {
 			continue
 		}
 		out = append(out, real)
@@ -258,7 +258,7 @@ func outsideSystemDirs(paths []string) []string {
 	slices.SortFunc(out, func(a, b string) int { return len(a) - len(b) })
 	var kept []string
 	for _, p := range out {
-		if !slices.ContainsFunc(kept, func(k string) bool { return within(p, k) }) {
+		if !slices.ContainsFunc(kept, func(k string) bool { return sandbox.Within(p, k) }) {
 			kept = append(kept, p)
 		}
 	}
