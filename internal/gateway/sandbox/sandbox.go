@@ -738,22 +738,34 @@ func (s *Sandbox) checkTargetInHostTrees(trees []string, target string) error {
 		if !Within(target, tree) || target == tree {
 			continue
 		}
-		p := tree
-		for part := range strings.SplitSeq(strings.TrimPrefix(target, tree+"/"), "/") {
-			p += "/" + part
-			fi, err := os.Lstat(p)
-			if err != nil {
-				break
-			}
-			if fi.Mode()&os.ModeSymlink != 0 {
-				return fmt.Errorf("sandbox: a bind at %s would pass through the symbolic link %s, which the sandbox binds from the host", target, p)
-			}
+		if link := FirstSymlink(tree, strings.TrimPrefix(target, tree+"/")); link != "" {
+			return fmt.Errorf("sandbox: a bind at %s would pass through the symbolic link %s, which the sandbox binds from the host", target, link)
 		}
 	}
 	if s.launcherDynamic && (target == "/etc" || strings.HasPrefix(target, "/etc/ld.so")) {
 		return fmt.Errorf("sandbox: a bind at %s would give the loader of the launcher %s, which is dynamically linked and runs as root, its files; build the launcher with CGO_ENABLED=0", target, s.launcher)
 	}
 	return nil
+}
+
+// FirstSymlink is the first of base/rel's components below base that is a
+// symbolic link, "" when none is (components that do not exist end the walk).
+func FirstSymlink(base, rel string) string {
+	p := base
+	for _, part := range strings.Split(rel, "/") {
+		if part == "" || part == "." {
+			continue
+		}
+		p += "/" + part
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return ""
+		}
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return p
+		}
+	}
+	return ""
 }
 
 // hostTrees are the host paths the sandbox binds at their own paths before

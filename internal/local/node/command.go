@@ -107,7 +107,7 @@ func containerMounts(c *corev1.Container, volumeDirs map[string]string) ([]bindM
 func checkNoSymlinks(containerName string, mounts []bindMount, volumeDirs map[string]string) error {
 	for _, m := range mounts {
 		if dir := volumeDirs[m.volume]; m.volume != "" && m.source != dir {
-			if link := firstSymlink(dir, strings.TrimPrefix(m.source, dir+"/")); link != "" {
+			if link := sandbox.FirstSymlink(dir, strings.TrimPrefix(m.source, dir+"/")); link != "" {
 				return invalidSpec("container %s: volumeMount %s: its subPath passes through the symbolic link %s in the volume; a subPath must name directories", containerName, m.volume, strings.TrimPrefix(link, dir+"/"))
 			}
 		}
@@ -116,7 +116,7 @@ func checkNoSymlinks(containerName string, mounts []bindMount, volumeDirs map[st
 				continue
 			}
 			rel := strings.TrimPrefix(path.Clean(m.target), strings.TrimSuffix(path.Clean(o.target), "/")+"/")
-			if link := firstSymlink(o.source, rel); link != "" {
+			if link := sandbox.FirstSymlink(o.source, rel); link != "" {
 				return invalidSpec("container %s: volumeMount %s at %s passes through the symbolic link %s of the volume %s mounted at %s; mount it where no link leads", containerName, cmp.Or(m.volume, "a file"), m.target, strings.TrimPrefix(link, o.source+"/"), cmp.Or(o.volume, "a file"), o.target)
 			}
 		}
@@ -189,26 +189,6 @@ func hasExecProbe(c *corev1.Container) bool {
 		}
 	}
 	return false
-}
-
-// firstSymlink is the first of base/rel's components below base that is a
-// symbolic link, "" when none is (components that do not exist end the walk).
-func firstSymlink(base, rel string) string {
-	p := base
-	for _, part := range strings.Split(rel, "/") {
-		if part == "" || part == "." {
-			continue
-		}
-		p += "/" + part
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return ""
-		}
-		if fi.Mode()&os.ModeSymlink != 0 {
-			return p
-		}
-	}
-	return ""
 }
 
 // orderMounts orders mounts so that each is made while its source is still visible
