@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"syscall"
@@ -115,6 +117,7 @@ var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/d
 // only on failure.
 func runLauncher(f *os.File) error {
 	runtime.LockOSThread() // the thread that executes the command holds its bounds
+	holdAllocator()
 	raw, err := io.ReadAll(io.LimitReader(f, 1<<20))
 	f.Close()
 	if err != nil {
@@ -207,6 +210,7 @@ func runLauncher(f *os.File) error {
 		}
 	}
 	if l.Limits != nil {
+		settleAllocator()
 		limits := limitValues(*l.Limits, others)
 		if l.CgroupProcesses {
 			limits = limits[1:] // RLIMIT_NPROC comes first
@@ -228,6 +232,30 @@ func runLauncher(f *os.File) error {
 		return fmt.Errorf("executing %s: %w: user %d runs more tasks than its process limit (RLIMIT_NPROC)", l.Args[0], errno, os.Getuid())
 	}
 	return fmt.Errorf("executing %s: %w", l.Args[0], errno)
+}
+
+// holdAllocator keeps the Go runtime of a launcher from mapping memory in the
+// background: once the launcher has set the command's address-space limit
+// (RLIMIT_AS), which is below what any Go process holds, every new mapping
+// fails, and one the runtime makes for itself (a collection's sweep, which
+// grows its span lists; moving spans when the processor count changes) ends
+// the process with "fatal error: runtime: cannot allocate memory". Collection
+// is off for the launcher's short life, and the processor count is set, which
+// stops its adjustment to the cgroup's CPU limit the launcher joins.
+func holdAllocator() {
+	debug.SetGCPercent(-1) // waits for a collection under way to finish its marking
+	runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+}
+
+// settleAllocator finishes, before the address-space limit is set, the sweep
+// of any collection that ran before holdAllocator (in the initialization of a
+// large executable serving as the launcher, such as a test binary).
+func settleAllocator() {
+	sample := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(sample)
+	if sample[0].Value.Kind() == metrics.KindUint64 && sample[0].Value.Uint64() > 0 {
+		runtime.GC() // returns once the sweep has ended; none starts after it
+	}
 }
 
 // removeAsOwner removes the directory of an ended command as the command's
