@@ -883,45 +883,62 @@ func spareProcesses(t *testing.T, w *pyWorker) []int {
 func TestSparesFollowTheZygote(t *testing.T) {
 	defer func(d time.Duration) { sweepInterval = d }(sweepInterval)
 	sweepInterval = time.Hour // no sweep but the takeover's
-	saved := zygoteMaxForks
-	zygoteMaxForks = 8
-	defer func() { zygoteMaxForks = saved }()
 	rt := zygoteRuntime(t, Options{WorkerSpares: 2})
 	defer mustCompile(t, rt, pyFn("follow-0", pyEcho)).Close()
 	zs := zygoteOf(t, rt, false)
-	first, _ := zs.stats()
 	rt.spares.mu.Lock()
 	set := rt.spares.sets[false]
 	rt.spares.mu.Unlock()
-	// Each function's first worker is a fork, and so is each spare: the
-	// replacement starts at the sixth and takes over once ready.
-	for i := 1; ; i++ {
-		if pid, _ := zs.stats(); pid != 0 && pid != first {
-			break
-		}
-		if i > 20 {
-			t.Fatal("no replacement zygote took over")
-		}
-		defer mustCompile(t, rt, pyFn("follow-"+strconv.Itoa(i), pyEcho)).Close()
-		time.Sleep(200 * time.Millisecond)
-	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	// spares reports whether the set holds its two spares, both forked by
+	// the current zygote, and which zygotes forked them.
+	spares := func() (*sandbox.Zygote, []int, bool) {
 		zs.mu.Lock()
 		current := zs.current
 		zs.mu.Unlock()
 		set.mu.Lock()
+		defer set.mu.Unlock()
 		var from []int
-		ok := len(set.ready) == 2
+		ok := current != nil && len(set.ready) == 2
 		for _, w := range set.ready {
+			if w.fk == nil {
+				from = append(from, 0) // started with its own interpreter
+				ok = false
+				continue
+			}
 			from = append(from, w.fk.Zygote().PID())
 			ok = ok && w.fk.Zygote() == current
 		}
-		set.mu.Unlock()
+		return current, from, ok
+	}
+	first := waitForSpares(t, spares, "the first zygote's spares")
+	// What a fork at a quarter before the zygote's bounds does: a replacement
+	// starts, and takes over once ready.
+	zs.mu.Lock()
+	zs.startLocked(false)
+	zs.mu.Unlock()
+	if current := waitForSpares(t, func() (*sandbox.Zygote, []int, bool) {
+		current, from, ok := spares()
+		return current, from, ok && current != first
+	}, "spares after the takeover"); current == first {
+		t.Fatal("no replacement zygote took over")
+	}
+}
+
+// waitForSpares waits up to 60 s until spares reports the set full, and returns
+// the current zygote then.
+func waitForSpares(t *testing.T, spares func() (*sandbox.Zygote, []int, bool), what string) *sandbox.Zygote {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		current, from, ok := spares()
 		if ok {
-			return
+			return current
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("30 s after the takeover the spares are forked by %v, the current zygote is %d", from, current.PID())
+			pid := 0
+			if current != nil {
+				pid = current.PID()
+			}
+			t.Fatalf("%s: after 60 s, forked by %v (0: none), the current zygote is %d", what, from, pid)
 		}
 	}
 }
