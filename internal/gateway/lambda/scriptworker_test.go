@@ -3,6 +3,7 @@ package lambda
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"runtime/debug"
 	"strings"
@@ -177,4 +178,26 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	w.lines += bytes.Count(p, []byte("\n"))
 	w.failed = w.failed || !bytes.HasPrefix(p, []byte(`{"ok":true`))
 	return len(p), nil
+}
+
+// The warm-up hook of each runtime compiles and answers: one that failed would
+// leave spares cold and say so only in their stderr.
+func TestWarmUp(t *testing.T) {
+	for _, name := range []string{JavaScript, Jsonnet, Python, ""} {
+		if err := warmUp(name); err != nil {
+			t.Errorf("warmUp(%q): %v", name, err)
+		}
+	}
+	for name, source := range warmUpSources {
+		rt := NewJavaScript(Options{})
+		if name == Jsonnet {
+			rt = NewJsonnet(Options{})
+		}
+		c := mustCompile(t, rt, Function{Name: "metalambda/warm-up", Runtime: name, Source: source})
+		res, err := c.Invoke(context.Background(), json.RawMessage(warmUpRequest))
+		c.Close()
+		if err != nil || !strings.Contains(string(res.Response), `"name":"warm-up-b"`) {
+			t.Errorf("%s warm-up hook: %s, %v", name, res.Response, err)
+		}
+	}
 }

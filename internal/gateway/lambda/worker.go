@@ -174,7 +174,7 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 		// the memory limit still bounds it), and a worker idle for releaseIdle
 		// gives its garbage back (memoryRelease). One malloc arena keeps the
 		// address space of threads that cgo starts small.
-		env: []string{"GOMAXPROCS=1", "GOGC=400", "MALLOC_ARENA_MAX=1"},
+		env: []string{"GOMAXPROCS=1", "GOGC=400", "MALLOC_ARENA_MAX=1", warmUpEnv + "=" + s.name},
 		// The Go runtime starts and parks threads of its own, so only the
 		// processor time of an idle worker tells that it is still running.
 		limits:  s.opts.workerLimits(memoryLimit, scriptWorkerMemory(memoryLimit)),

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 )
 
 // jsForms and jsonnetForms are each runtime in process and in sandboxed workers.
@@ -193,6 +195,67 @@ func BenchmarkScriptWorkerColdStart(b *testing.B) {
 					c.Close()
 				}
 			})
+		}
+	}
+}
+
+// BenchmarkScriptWorkerSpareStart measures a new function's first answer when
+// a spare is ready, as most cold calls find one: take the spare, load the
+// function's source into it, one call (call-ms/op). The function is registered
+// (compiled) first, and each call waits for a spare: "settled" 200 ms more, as
+// paced calls find their spares; "fresh" not at all, so that the call finds a
+// spare whose executable is still starting, as calls back to back do. Workers
+// run from the executables make build makes. ns/op counts the waits.
+func BenchmarkScriptWorkerSpareStart(b *testing.B) {
+	sb, err := sandbox.New(sandbox.Options{Launcher: buildCommand(b, sandbox.LauncherExecutable), Workers: buildRuntimeWorkers(b)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(sb.Close)
+	for _, rt := range []string{JavaScript, Jsonnet} {
+		for _, settle := range []time.Duration{200 * time.Millisecond, 0} {
+			b.Run(rt+"/"+map[bool]string{true: "settled", false: "fresh"}[settle > 0], func(b *testing.B) {
+				opts := Options{Sandbox: sb, WorkerSpares: 1}
+				run, fn := NewSandboxedJavaScript(opts), jsFn("spare", jsEcho)
+				if rt == Jsonnet {
+					run, fn = NewSandboxedJsonnet(opts), jsonnetFn("spare", jsonnetEcho)
+				}
+				s := run.(*scripts)
+				// The first function makes the spare set, and keeps it while open.
+				defer mustCompile(b, run, fn).Close()
+				var calls time.Duration
+				i := 0
+				for b.Loop() {
+					i++
+					fn.Name = "spare-" + strconv.Itoa(i)
+					c := mustCompile(b, run, fn) // checks the source in a worker it does not keep
+					waitForSpare(b, s)
+					time.Sleep(settle)
+					start := time.Now()
+					if _, err := c.Invoke(context.Background(), echoRequest("cold")); err != nil {
+						b.Fatal(err)
+					}
+					calls += time.Since(start)
+					c.Close()
+				}
+				b.ReportMetric(float64(calls.Microseconds())/1000/float64(b.N), "call-ms/op")
+			})
+		}
+	}
+}
+
+// waitForSpare waits until s's spare set holds a spare.
+func waitForSpare(b *testing.B, s *scripts) {
+	b.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		s.spares.mu.Lock()
+		set := s.spares.sets[false]
+		s.spares.mu.Unlock()
+		if set != nil && set.count() > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatal("no spare after 30 s")
 		}
 	}
 }
