@@ -426,3 +426,10 @@ func (f *jsonnetFunction) serveWorker(frames *frameReader, w *frameWriter) int {
 	e.run()
 	return code
 }
+
+// warmUpJsonnet parses the resident loop (see warmUp).
+func warmUpJsonnet() error {
+	residentProgram()
+	residentNatives()
+	return nil
+}
