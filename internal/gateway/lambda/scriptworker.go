@@ -390,12 +390,16 @@ const warmUpRequest = `{"controller":{"metadata":{"name":"warm-up"}},"parent":{"
 // executable does not have, or none named, is skipped.
 func warmUp(name string) error {
 	switch name {
+	case JavaScript:
+		return warmUpJavaScript()
 	case Jsonnet:
 		return warmUpJsonnet()
-	case JavaScript:
-	default:
-		return nil
 	}
+	return nil
+}
+
+// warmUpJavaScript compiles and calls warmUpSource (see warmUp).
+func warmUpJavaScript() error {
 	opts := Options{JavaScriptPoolSize: 1, InsecureNoSandbox: true}
 	c, err := NewJavaScript(opts).Compile(Function{Name: "metalambda/warm-up", Runtime: JavaScript, Source: warmUpSource, Timeout: time.Second})
 	if errors.Is(err, errNoRuntime) {

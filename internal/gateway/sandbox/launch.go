@@ -116,7 +116,6 @@ var devices = []string{"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/d
 // only on failure.
 func runLauncher(f *os.File) error {
 	runtime.LockOSThread() // the thread that executes the command holds its bounds
-	holdAllocator()
 	raw, err := io.ReadAll(io.LimitReader(f, 1<<20))
 	f.Close()
 	if err != nil {
@@ -134,8 +133,9 @@ func runLauncher(f *os.File) error {
 		return removeAsOwner(l.Remove)
 	}
 	if l.Zygote != nil {
-		return runZygoteHelper(l.Zygote)
+		return runZygoteHelper(l.Zygote) // which waits for its zygote, collecting as any process
 	}
+	holdAllocator() // before joinCgroups, whose CPU limit the runtime would adjust to
 	if err := joinCgroups(l.Cgroups); err != nil {
 		return err
 	}
