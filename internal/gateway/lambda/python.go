@@ -381,13 +381,13 @@ func (f *pyFunction) Invoke(ctx context.Context, request json.RawMessage) (Resul
 			return Result{}, err
 		}
 		if ctx.Err() != nil {
-			f.pool.put(w, true)
+			f.put(w, true)
 			return Result{}, doneError(ctx, f.fn.Name, f.timeout)
 		}
 		_, span := workerSpan(ctx, f.fn.Runtime)
 		reply, err := w.exchange(ctx, f.fn.Name, frame, f.timeout)
 		tracing.End(span, err)
-		f.pool.put(w, err == nil && !reply.Fatal && f.settled(w))
+		f.put(w, err == nil && !reply.Fatal && f.settled(w))
 		if err != nil && attempt < maxDeliveries && w.undelivered.Load() {
 			continue // the worker died idle, before it read any of the request
 		}
@@ -472,7 +472,7 @@ func (f *pyFunction) acquire(ctx context.Context) (*pyWorker, error) {
 		if !w.dead() {
 			return w, nil
 		}
-		f.pool.put(w, false)
+		f.put(w, false)
 	}
 }
 
@@ -520,6 +520,9 @@ type pyWorker struct {
 	// undelivered is set when the worker ended before it read any of the
 	// request exchange last wrote: the call may go to another worker.
 	undelivered atomic.Bool
+	// refillDue is set when the worker loaded its function, and taken by
+	// pyFunction.put, which then refills the spares.
+	refillDue atomic.Bool
 }
 
 // pipeUnread is how many bytes written to the pipe p have not been read
@@ -538,8 +541,9 @@ func pipeUnread(p *os.File) (int, bool) {
 
 func (f *pyFunction) startWorker() (*pyWorker, error) {
 	for attempt := 1; ; attempt++ {
-		w, err := f.spares.take(f.compiled.Load())
+		w, err := f.spares.take()
 		if err != nil {
+			f.refillSpares()
 			return nil, fmt.Errorf("function %s: %w", f.fn.Name, err)
 		}
 		// The function's top-level code runs while it loads, for up to its
@@ -553,10 +557,50 @@ func (f *pyFunction) startWorker() (*pyWorker, error) {
 			if attempt < maxDeliveries && w.undelivered.Load() {
 				continue // a spare that died waiting, before it read the source
 			}
+			f.refillSpares()
 			return nil, err
 		}
+		// The spare is replaced once this worker has answered its first
+		// call (put).
+		w.refillDue.Store(true)
 		w.loaded, _ = w.usage()
 		return w, nil
+	}
+}
+
+// refillSpares refills the spares a function uses once it has loaded: a
+// source that fails to load at registration takes one and starts none.
+func (f *pyFunction) refillSpares() {
+	if f.compiled.Load() {
+		f.spares.refill()
+	}
+}
+
+// put gives w back to the pool; the first time after w started, it refills the
+// spares w may have come from. Started as w was taken, the next spare's start
+// competed for the processors with w's load and first call: on two processors,
+// the slowest loads of 300 Functions called 100 ms apart were those that
+// overlapped the start of the spare replacing their own.
+func (f *pyFunction) put(w *pyWorker, healthy bool) {
+	f.pool.put(w, healthy)
+	if w.refillDue.Swap(false) {
+		f.refillSpares()
+	}
+}
+
+// foreground gives a spare started in the background the usual processor
+// weight, as it is given a function. A failure leaves it in the background,
+// which slows it only while the processors are short.
+func (w *pyWorker) foreground() {
+	var err error
+	switch {
+	case w.fk != nil:
+		err = w.fk.Foreground()
+	case w.sb != nil:
+		err = w.sb.Foreground()
+	}
+	if err != nil && !w.dead() {
+		slog.Debug("worker: still at the background processor weight", "worker", w.id, "error", err)
 	}
 }
 

@@ -41,8 +41,14 @@ var (
 	workerFunctions sync.Map
 )
 
-// start starts a generic worker: sandboxed, waiting for its init frame.
-func (s *workerSpec) start() (*pyWorker, error) {
+// start starts a generic worker: sandboxed, waiting for its init frame; in
+// the background (sandbox.Limits.Background) when it is a spare, until taken.
+func (s *workerSpec) start(background bool) (*pyWorker, error) {
+	if background {
+		bg := *s
+		bg.limits.Background = true
+		s = &bg
+	}
 	w := &pyWorker{
 		id:        strconv.FormatUint(workerIDs.Add(1), 10),
 		exited:    make(chan struct{}),
@@ -71,7 +77,10 @@ func (s *workerSpec) start() (*pyWorker, error) {
 // spares keeps up to want workers of one spec started ahead, so that a call
 // that needs a new worker finds one sandboxed and waiting for its function: it
 // pays for loading the function, not for the sandbox and the interpreter's
-// start. A spare is given to one function, once, and never comes back: it
+// start. Spares start in the background (sandbox.Limits.Background): while
+// the processors are short, a spare's start yields them to the loads and
+// calls that someone waits for, which on two processors it slowed the most.
+// A spare is given to one function, once, and never comes back: it
 // holds that function's code from then on. The set refills in the background,
 // one start at a time, while it has users (the open functions of its network
 // view); with the last one gone it kills its spares.
@@ -91,10 +100,11 @@ func newSpares(spec workerSpec, want int) *spares {
 	return &spares{spec: spec, want: max(want, 0)}
 }
 
-// take hands out a spare, oldest first, or starts a worker when there is none;
-// with refill, it then refills the set (a function's first worker, which checks
-// its source, does not: a source that fails would leave spares to no one).
-func (s *spares) take(refill bool) (*pyWorker, error) {
+// take hands out a spare, oldest first, or starts a worker when there is none.
+// It does not refill the set: the caller does once its worker has answered
+// (pyFunction.put), so that the start of the next spare does not compete for
+// the processors with the load and first call it was taken for.
+func (s *spares) take() (*pyWorker, error) {
 	s.mu.Lock()
 	var w *pyWorker
 	for w == nil && len(s.ready) > 0 {
@@ -104,16 +114,14 @@ func (s *spares) take(refill bool) (*pyWorker, error) {
 			w = nil
 		}
 	}
-	if refill {
-		s.refillLocked()
-	}
 	s.mu.Unlock()
 	if w != nil {
 		s.hits.Add(1)
+		w.foreground()
 		return w, nil
 	}
 	s.misses.Add(1)
-	return s.spec.start()
+	return s.spec.start(false)
 }
 
 // refill starts the spares missing, in the background.
@@ -144,7 +152,7 @@ func (s *spares) fill(done chan struct{}) {
 			return
 		}
 		s.mu.Unlock()
-		w, err := s.spec.start()
+		w, err := s.spec.start(true)
 		s.mu.Lock()
 		if err != nil || s.users == 0 {
 			s.filling = nil

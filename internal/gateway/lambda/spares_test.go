@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -313,4 +314,72 @@ func TestLandlockWorkersKeepTheirTaskRoom(t *testing.T) {
 	if s.Spares != 0 || s.Starts != 2 || s.SpareMisses != s.Starts {
 		t.Errorf("stats %+v: want no spares, and both starts (the check and the call) made for the function", s)
 	}
+}
+
+// Spares start in the background, at a low processor weight, and a spare
+// taken for a function is given the usual weight before the function loads:
+// a function's worker never runs at the spares' weight.
+func TestSparesStartInTheBackground(t *testing.T) {
+	for name, tt := range spareForms(sandboxed(t, Options{WorkerSpares: 2}), "weight") {
+		t.Run(name, func(t *testing.T) {
+			fn := tt.fn
+			fn.Env = map[string]string{"TOKEN": "t"}
+			c := mustCompile(t, tt.rt, fn)
+			waitSpares(t, tt.rt, 2)
+			if _, err := invoke(t, c, echoRequest("x")); err != nil { // takes a spare
+				t.Fatal(err)
+			}
+			own, spares := waitSpareProcesses(t, tt.rt, fn, 2)
+			read := 0
+			for _, pid := range own {
+				if w, ok := cpuWeight(t, pid); ok {
+					read++
+					if w != "1024" && w != "100" {
+						t.Errorf("the function's worker %d has the processor weight %s, want the usual one", pid, w)
+					}
+				}
+			}
+			for _, pid := range spares {
+				if w, ok := cpuWeight(t, pid); ok {
+					read++
+					if w != "128" && w != "12" {
+						t.Errorf("spare %d has the processor weight %s, want an eighth of the usual one", pid, w)
+					}
+				}
+			}
+			if read == 0 {
+				t.Skip("the workers have no cgroups of their own here")
+			}
+		})
+	}
+}
+
+// cpuWeight reads the processor weight of pid's cgroup: cgroup v1's cpu.shares
+// or v2's cpu.weight; false when the process has no cgroup of its own.
+func cpuWeight(t *testing.T, pid int) (string, bool) {
+	t.Helper()
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cgroup")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(raw)) {
+		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		if len(parts) != 3 || !strings.Contains(parts[2], "/w-") {
+			continue
+		}
+		file := filepath.Join("/sys/fs/cgroup", parts[2], "cpu.weight")
+		if parts[1] != "" {
+			if !slices.Contains(strings.Split(parts[1], ","), "cpu") {
+				continue
+			}
+			file = filepath.Join("/sys/fs/cgroup", parts[1], parts[2], "cpu.shares")
+		}
+		w, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(w)), true
+	}
+	t.Logf("process %d has no cgroup of its own:\n%s", pid, raw)
+	return "", false
 }

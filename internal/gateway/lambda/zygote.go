@@ -226,15 +226,19 @@ func (zs *zygotes) startLocked(wait bool) {
 	zs.starting = true
 	if wait {
 		zs.mu.Unlock()
-		zs.start()
+		zs.start(false)
 		zs.mu.Lock()
 		return
 	}
-	go zs.start()
+	go zs.start(true)
 }
 
-func (zs *zygotes) start() {
-	z, err := zs.sb.StartZygote(zs.spec)
+// start starts a zygote; in the background (sandbox.ZygoteSpec.Background)
+// when no one waits for it.
+func (zs *zygotes) start(background bool) {
+	spec := zs.spec
+	spec.Background = background
+	z, err := zs.sb.StartZygote(spec)
 	zs.mu.Lock()
 	defer zs.mu.Unlock()
 	zs.starting = false

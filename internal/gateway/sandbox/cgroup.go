@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -223,7 +224,17 @@ type cgroup struct {
 	mu       sync.Mutex
 	counters [3]*os.File // pids.current, the processor time's and the memory's files, opened by usage
 	removed  bool
+
+	background atomic.Bool // started at backgroundWeight (Limits.Background), until foreground
 }
+
+// The processor weights of a command started in the background and of any
+// other, in cgroup v1's cpu.shares and v2's cpu.weight (whose defaults are
+// 1024 and 100): an eighth.
+const (
+	backgroundShares, foregroundShares = "128", "1024"
+	backgroundWeight, foregroundWeight = "12", "100"
+)
 
 // create makes a cgroup bounded by l: memory, tasks (Processes) and processor
 // time (CPU). A nil cgroups makes none, and a nil cgroup does nothing.
@@ -263,12 +274,19 @@ func (cg *cgroup) limit(l Limits) error {
 		if l.CPU > 0 {
 			writes = append(writes, [2]string{"cpu.max", quota + " " + strconv.Itoa(cpuPeriod)})
 		}
+		if l.Background {
+			writes = append(writes, [2]string{"cpu.weight", backgroundWeight})
+		}
 	} else {
 		writes = [][2]string{{"memory/memory.limit_in_bytes", limitText(l.Memory, "-1")}, {"memory/memory.memsw.limit_in_bytes", limitText(l.Memory, "-1")}, {"pids/pids.max", limitText(l.Processes, "max")}}
 		if l.CPU > 0 {
 			writes = append(writes, [2]string{"cpu/cpu.cfs_period_us", strconv.Itoa(cpuPeriod)}, [2]string{"cpu/cpu.cfs_quota_us", quota})
 		}
+		if l.Background {
+			writes = append(writes, [2]string{"cpu/cpu.shares", backgroundShares})
+		}
 	}
+	cg.background.Store(l.Background)
 	for _, w := range writes {
 		path := cg.file(w[0])
 		err := os.WriteFile(path, []byte(w[1]), 0)
@@ -278,6 +296,22 @@ func (cg *cgroup) limit(l Limits) error {
 		if err != nil {
 			return fmt.Errorf("writing %s to %s: %w", w[1], path, err)
 		}
+	}
+	return nil
+}
+
+// foreground gives a cgroup made in the background the usual processor
+// weight, once.
+func (cg *cgroup) foreground() error {
+	if cg == nil || !cg.background.Swap(false) {
+		return nil
+	}
+	name, weight := "cpu/cpu.shares", foregroundShares
+	if cg.v2 {
+		name, weight = "cpu.weight", foregroundWeight
+	}
+	if err := os.WriteFile(cg.file(name), []byte(weight), 0); err != nil {
+		return fmt.Errorf("sandbox: the command's processor weight: %w", err)
 	}
 	return nil
 }

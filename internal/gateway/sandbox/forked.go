@@ -119,6 +119,10 @@ func (f *Forked) Kill() {
 // Usage reports what the child's processes hold, from its cgroup.
 func (f *Forked) Usage() (Usage, bool) { return f.cgroup.usage() }
 
+// Foreground gives a child forked in the background (Limits.Background) the
+// usual processor weight; for any other it does nothing.
+func (f *Forked) Foreground() error { return f.cgroup.foreground() }
+
 // Memory is the memory charged to the child's cgroup.
 func (f *Forked) Memory() (int64, bool) { return f.cgroup.memory() }
 

@@ -162,6 +162,13 @@ type Limits struct {
 	// thousandths of a core, where the command gets a cgroup (default 1000: one
 	// core).
 	CPU int64
+	// Background starts the command at an eighth of the usual processor
+	// weight (its cgroup's cpu.shares or cpu.weight), until Foreground: while
+	// the processors are short, it yields them to the commands at the usual
+	// weight, and takes what they leave. For work started ahead of need (a
+	// spare worker), which would otherwise slow the work someone waits for.
+	// Without a cgroup it changes nothing.
+	Background bool
 }
 
 func (l Limits) withDefaults() Limits {
@@ -960,6 +967,12 @@ type Usage struct {
 // it has none.
 func (c *Command) Usage() (Usage, bool) {
 	return c.cgroup.usage()
+}
+
+// Foreground gives a command started in the background (Limits.Background)
+// the usual processor weight; for any other command it does nothing.
+func (c *Command) Foreground() error {
+	return c.cgroup.foreground()
 }
 
 // Tasks counts the command's threads, in all its processes, from its cgroup;

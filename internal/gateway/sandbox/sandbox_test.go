@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bufio"
 	"bytes"
 	"fmt"
 	"net"
@@ -376,7 +377,7 @@ print("started", flush=True)
 time.sleep(600)
 `
 	cmd := command(Spec{Args: []string{python, "-I", "-c", program}})
-	out, err := cmd.StdoutPipe()
+	out, err := cmd.Cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -671,4 +672,66 @@ func tasksOf(uid int) int {
 		}
 	}
 	return n
+}
+
+// TestBackgroundCommandYieldsTheProcessor: a command started in the background
+// (Limits.Background) gets a small share of a processor it competes for with
+// a command at the usual weight, and an equal share once Foreground is called.
+// Both spin on the same processor, each at most one core (DefaultCPU).
+func TestBackgroundCommandYieldsTheProcessor(t *testing.T) {
+	s := newSandbox(t)
+	if ok, why := s.Cgroups(); !ok {
+		t.Skipf("no cgroups here: %v", why)
+	}
+	spin := "import os\nos.sched_setaffinity(0, {0})\nprint('spinning', flush=True)\nwhile True: pass"
+	start := func(background bool) *Command {
+		cmd, err := s.Command(Spec{Args: []string{python, "-I", "-c", spin}, Limits: Limits{Background: background}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := cmd.Cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Kill(); _ = cmd.Wait() })
+		line, err := bufio.NewReader(out).ReadString('\n')
+		if err != nil || line != "spinning\n" {
+			t.Fatalf("the spinner wrote %q: %v", line, err)
+		}
+		return cmd
+	}
+	cpu := func(c *Command) time.Duration {
+		u, ok := c.Usage()
+		if !ok {
+			t.Fatal("no usage read from the command's cgroup")
+		}
+		return u.CPU
+	}
+	// share is what bg got of the processor time both got over a second.
+	share := func(fg, bg *Command) float64 {
+		f0, b0 := cpu(fg), cpu(bg)
+		time.Sleep(time.Second)
+		f, b := cpu(fg)-f0, cpu(bg)-b0
+		if f+b < 200*time.Millisecond {
+			t.Fatalf("the spinners got %s and %s of a second: the processor is too busy to tell", f, b)
+		}
+		return float64(b) / float64(f+b)
+	}
+	fg, bg := start(false), start(true)
+	// At an eighth of the weight, about 1/9 of the processor.
+	if got := share(fg, bg); got > 0.3 {
+		t.Errorf("the background command got %.2f of the processor, want about 0.11", got)
+	}
+	if err := bg.Foreground(); err != nil {
+		t.Fatal(err)
+	}
+	if got := share(fg, bg); got < 0.35 {
+		t.Errorf("once in the foreground, the command got %.2f of the processor, want about 0.5", got)
+	}
+	if err := fg.Foreground(); err != nil { // never in the background: nothing to do
+		t.Errorf("Foreground of a command at the usual weight: %v", err)
+	}
 }

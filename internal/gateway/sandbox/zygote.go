@@ -60,6 +60,10 @@ type ZygoteSpec struct {
 	// 0): the zygote's own pages and the copies its children keep of the pages
 	// it wrote after forking them (see Zygote.Memory).
 	Memory int64
+	// Background starts the zygote at a low processor weight (see
+	// Limits.Background), which it keeps until it is ready: for a zygote
+	// started ahead of need, to replace one.
+	Background bool
 }
 
 // zygoteConfig is what a zygote reads on its descriptor 3.
@@ -186,7 +190,7 @@ func (s *Sandbox) StartZygote(spec ZygoteSpec) (z *Zygote, err error) {
 			c.Close()
 		}
 	}()
-	cg, err := s.cgroups.create(Limits{Memory: spec.Memory, Processes: 4096, CPU: DefaultCPU}.withDefaults())
+	cg, err := s.cgroups.create(Limits{Memory: spec.Memory, Processes: 4096, CPU: DefaultCPU, Background: spec.Background}.withDefaults())
 	if err != nil {
 		return nil, err
 	}
@@ -343,6 +347,9 @@ func (s *Sandbox) StartZygote(spec ZygoteSpec) (z *Zygote, err error) {
 	case err = <-ready:
 	case <-time.After(zygoteStartAllowance):
 		err = errors.New("it did not get ready in time")
+	}
+	if err == nil {
+		err = cg.foreground() // its forks are answered at the usual weight
 	}
 	if err != nil {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
