@@ -377,7 +377,7 @@ print("started", flush=True)
 time.sleep(600)
 `
 	cmd := command(Spec{Args: []string{python, "-I", "-c", program}})
-	out, err := cmd.Cmd.StdoutPipe()
+	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -689,7 +689,7 @@ func TestBackgroundCommandYieldsTheProcessor(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, err := cmd.Cmd.StdoutPipe()
+		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -710,13 +710,15 @@ func TestBackgroundCommandYieldsTheProcessor(t *testing.T) {
 		}
 		return u.CPU
 	}
-	// share is what bg got of the processor time both got over a second.
+	// share is what bg got of the processor time both got over 1.5 s. The
+	// weights divide what the two get between them, however busy the
+	// processor is with other work; too little to tell skips the test.
 	share := func(fg, bg *Command) float64 {
 		f0, b0 := cpu(fg), cpu(bg)
-		time.Sleep(time.Second)
+		time.Sleep(1500 * time.Millisecond)
 		f, b := cpu(fg)-f0, cpu(bg)-b0
-		if f+b < 200*time.Millisecond {
-			t.Fatalf("the spinners got %s and %s of a second: the processor is too busy to tell", f, b)
+		if f+b < 150*time.Millisecond {
+			t.Skipf("the spinners got %s and %s of 1.5 s: the processor is too busy to tell", f, b)
 		}
 		return float64(b) / float64(f+b)
 	}
