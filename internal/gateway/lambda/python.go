@@ -520,8 +520,8 @@ type pyWorker struct {
 	// undelivered is set when the worker ended before it read any of the
 	// request exchange last wrote: the call may go to another worker.
 	undelivered atomic.Bool
-	// refillDue is set when the worker loaded its function, and taken by
-	// pyFunction.put, which then refills the spares.
+	// refillDue is set when the worker is taken for a function, and taken by
+	// pyFunction.refillFor, which then refills the spares.
 	refillDue atomic.Bool
 }
 
@@ -546,6 +546,11 @@ func (f *pyFunction) startWorker() (*pyWorker, error) {
 			f.refillSpares()
 			return nil, fmt.Errorf("function %s: %w", f.fn.Name, err)
 		}
+		// The spare is replaced once this worker has answered its first call
+		// (put), or after maxRefillDelay: the function's load and call, whose
+		// length its code decides, hold the refill back no longer.
+		w.refillDue.Store(true)
+		time.AfterFunc(maxRefillDelay, func() { f.refillFor(w) })
 		// The function's top-level code runs while it loads, for up to its
 		// timeout and pythonStartAllowance, and may fill the worker's memory
 		// meanwhile: the budget counts it from now (a spare no longer counts
@@ -554,15 +559,12 @@ func (f *pyFunction) startWorker() (*pyWorker, error) {
 		if err := w.load(f); err != nil {
 			w.kill()
 			f.pool.started(w)
+			f.refillFor(w)
 			if attempt < maxDeliveries && w.undelivered.Load() {
 				continue // a spare that died waiting, before it read the source
 			}
-			f.refillSpares()
 			return nil, err
 		}
-		// The spare is replaced once this worker has answered its first
-		// call (put).
-		w.refillDue.Store(true)
 		w.loaded, _ = w.usage()
 		return w, nil
 	}
@@ -576,32 +578,40 @@ func (f *pyFunction) refillSpares() {
 	}
 }
 
+// maxRefillDelay bounds how long a cold start holds back the refill of the
+// spare it took: well past a load and first call (a few milliseconds), so
+// that a function whose code takes long cannot keep the spares short.
+const maxRefillDelay = 100 * time.Millisecond
+
 // put gives w back to the pool; the first time after w started, it refills the
-// spares w may have come from. Started as w was taken, the next spare's start
-// competed for the processors with w's load and first call: on two processors,
-// the slowest loads of 300 Functions called 100 ms apart were those that
-// overlapped the start of the spare replacing their own.
+// spares w may have come from (refillFor).
 func (f *pyFunction) put(w *pyWorker, healthy bool) {
 	f.pool.put(w, healthy)
+	f.refillFor(w)
+}
+
+// refillFor refills the spares for w, once: after w's first call, its failed
+// load, or maxRefillDelay after it was taken, whichever comes first. Started as
+// w was taken, the next spare's start competed for the processors with w's
+// load and first call: on two processors, the slowest loads of 300 Functions
+// called 100 ms apart were those that overlapped the start of the spare
+// replacing their own.
+func (f *pyFunction) refillFor(w *pyWorker) {
 	if w.refillDue.Swap(false) {
 		f.refillSpares()
 	}
 }
 
 // foreground gives a spare started in the background the usual processor
-// weight, as it is given a function. A failure leaves it in the background,
-// which slows it only while the processors are short.
-func (w *pyWorker) foreground() {
-	var err error
+// weight, as it is given a function.
+func (w *pyWorker) foreground() error {
 	switch {
 	case w.fk != nil:
-		err = w.fk.Foreground()
+		return w.fk.Foreground()
 	case w.sb != nil:
-		err = w.sb.Foreground()
+		return w.sb.Foreground()
 	}
-	if err != nil && !w.dead() {
-		slog.Debug("worker: still at the background processor weight", "worker", w.id, "error", err)
-	}
+	return nil
 }
 
 // usage is what the sandboxed worker's processes hold; false without a sandbox

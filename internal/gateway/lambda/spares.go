@@ -3,6 +3,7 @@ package lambda
 import (
 	"cmp"
 	"fmt"
+	"log/slog"
 	"os"
 	"slices"
 	"strconv"
@@ -100,24 +101,36 @@ func newSpares(spec workerSpec, want int) *spares {
 	return &spares{spec: spec, want: max(want, 0)}
 }
 
-// take hands out a spare, oldest first, or starts a worker when there is none.
-// It does not refill the set: the caller does once its worker has answered
-// (pyFunction.put), so that the start of the next spare does not compete for
-// the processors with the load and first call it was taken for.
+// take hands out a spare, oldest first, at the usual processor weight, or
+// starts a worker when there is none. It does not refill the set: the caller
+// does once its worker has answered, or after maxRefillDelay (pyFunction), so
+// that the start of the next spare does not compete for the processors with
+// the load and first call it was taken for.
 func (s *spares) take() (*pyWorker, error) {
-	s.mu.Lock()
-	var w *pyWorker
-	for w == nil && len(s.ready) > 0 {
-		w, s.ready = s.ready[0], s.ready[1:]
+	for {
+		s.mu.Lock()
+		var w *pyWorker
+		if len(s.ready) > 0 {
+			w, s.ready = s.ready[0], s.ready[1:]
+		}
+		s.mu.Unlock()
+		if w == nil {
+			break
+		}
 		if w.dead() || w.retiredSpare() {
 			go w.kill() // reaps it
-			w = nil
+			continue
 		}
-	}
-	s.mu.Unlock()
-	if w != nil {
+		// A function's worker never runs at the spares' weight: one that
+		// cannot leave it is dropped.
+		if err := w.foreground(); err != nil {
+			if !w.dead() { // a dead one's cgroup is gone
+				slog.Warn("worker: a spare could not be given the usual processor weight; it is dropped", "worker", w.id, "error", err)
+			}
+			go w.kill()
+			continue
+		}
 		s.hits.Add(1)
-		w.foreground()
 		return w, nil
 	}
 	s.misses.Add(1)
@@ -141,7 +154,8 @@ func (s *spares) refillLocked() {
 }
 
 // fill starts spares until there are enough. A failed start ends it: the
-// next take tries again, and its own start reports the failure.
+// refill after the next cold start tries again, and that start, which finds
+// no spare, reports the failure.
 func (s *spares) fill(done chan struct{}) {
 	defer close(done)
 	for {

@@ -367,19 +367,57 @@ func cpuWeight(t *testing.T, pid int) (string, bool) {
 		if len(parts) != 3 || !strings.Contains(parts[2], "/w-") {
 			continue
 		}
-		file := filepath.Join("/sys/fs/cgroup", parts[2], "cpu.weight")
+		files := []string{filepath.Join("/sys/fs/cgroup", parts[2], "cpu.weight"), filepath.Join("/sys/fs/cgroup/unified", parts[2], "cpu.weight")}
 		if parts[1] != "" {
 			if !slices.Contains(strings.Split(parts[1], ","), "cpu") {
 				continue
 			}
-			file = filepath.Join("/sys/fs/cgroup", parts[1], parts[2], "cpu.shares")
+			files = []string{filepath.Join("/sys/fs/cgroup", parts[1], parts[2], "cpu.shares"), filepath.Join("/sys/fs/cgroup/cpu", parts[2], "cpu.shares")}
 		}
-		w, err := os.ReadFile(file)
-		if err != nil {
-			t.Fatal(err)
+		for _, file := range files {
+			if w, err := os.ReadFile(file); err == nil {
+				return strings.TrimSpace(string(w)), true
+			}
 		}
-		return strings.TrimSpace(string(w)), true
 	}
 	t.Logf("process %d has no cgroup of its own:\n%s", pid, raw)
 	return "", false
+}
+
+// A spare taken for a function has the usual processor weight before the
+// function's code runs: read here while its top-level code sleeps.
+func TestSpareLoadsAtTheUsualWeight(t *testing.T) {
+	rt := NewPython(sandboxed(t, Options{WorkerSpares: 2}))
+	mustCompile(t, rt, pyFn("weight-warm", "def sync(request):\n    return {}\n")) // the spares' user
+	waitSpares(t, rt, 2)
+	fn := pyFn("weight-load", "import time\ntime.sleep(1.5)\ndef sync(request):\n    return {}\n")
+	done := make(chan error, 1)
+	go func() {
+		c, err := rt.Compile(fn) // takes a spare and loads the function into it
+		if err == nil {
+			c.Close()
+		}
+		done <- err
+	}()
+	deadline := time.Now().Add(time.Second)
+	for {
+		pids := workersOf(Python, fn.Name)
+		if len(pids) > 0 {
+			w, ok := cpuWeight(t, pids[0])
+			if !ok {
+				t.Skip("the workers have no cgroups of their own here")
+			}
+			if w != "1024" && w != "100" {
+				t.Errorf("the worker loading the function has the processor weight %s, want the usual one", w)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no worker loads the function after a second")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 }

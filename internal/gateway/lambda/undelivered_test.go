@@ -106,6 +106,11 @@ func TestSpareThatDiedWaitingIsReplaced(t *testing.T) {
 	if spare.fk != nil && spare.fk.Worker() != pid {
 		t.Fatalf("the spare is %d, not %d", spare.fk.Worker(), pid)
 	}
+	// As if it died just after take gave it the usual weight: take drops a
+	// spare whose cgroup is already gone, before it sends any source.
+	if err := spare.foreground(); err != nil {
+		t.Fatal(err)
+	}
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -230,11 +230,13 @@ func (zs *zygotes) startLocked(wait bool) {
 		zs.mu.Lock()
 		return
 	}
-	go zs.start(true)
+	// Ahead of need, while the current zygote still forks, the start yields
+	// the processors; in place of one gone or spent, it does not.
+	go zs.start(zs.current != nil && !isDone(zs.current.Done()) && !zs.spent(zs.current))
 }
 
 // start starts a zygote; in the background (sandbox.ZygoteSpec.Background)
-// when no one waits for it.
+// when it replaces one that still forks.
 func (zs *zygotes) start(background bool) {
 	spec := zs.spec
 	spec.Background = background

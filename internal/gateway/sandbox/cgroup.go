@@ -301,9 +301,9 @@ func (cg *cgroup) limit(l Limits) error {
 }
 
 // foreground gives a cgroup made in the background the usual processor
-// weight, once.
+// weight; after a failure, the next call tries again.
 func (cg *cgroup) foreground() error {
-	if cg == nil || !cg.background.Swap(false) {
+	if cg == nil || !cg.background.Load() {
 		return nil
 	}
 	name, weight := "cpu/cpu.shares", foregroundShares
@@ -313,6 +313,7 @@ func (cg *cgroup) foreground() error {
 	if err := os.WriteFile(cg.file(name), []byte(weight), 0); err != nil {
 		return fmt.Errorf("sandbox: the command's processor weight: %w", err)
 	}
+	cg.background.Store(false)
 	return nil
 }
 

@@ -61,8 +61,9 @@ type ZygoteSpec struct {
 	// it wrote after forking them (see Zygote.Memory).
 	Memory int64
 	// Background starts the zygote at a low processor weight (see
-	// Limits.Background), which it keeps until it is ready: for a zygote
-	// started ahead of need, to replace one.
+	// Limits.Background), which it keeps until it is ready, or half its start
+	// allowance at most: for a zygote started ahead of need, to replace one
+	// that still forks.
 	Background bool
 }
 
@@ -343,14 +344,32 @@ func (s *Sandbox) StartZygote(spec ZygoteSpec) (z *Zygote, err error) {
 		ready <- err
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
-	select {
-	case err = <-ready:
-	case <-time.After(zygoteStartAllowance):
-		err = errors.New("it did not get ready in time")
+	deadline := time.NewTimer(zygoteStartAllowance)
+	defer deadline.Stop()
+	// A zygote started in the background gets the usual weight once ready, or
+	// half way to its deadline if the processors were so short that it is
+	// not: its forks are answered at the usual weight. A failure leaves it at
+	// the low one, which slows it only while the processors are short.
+	var grace <-chan time.Time
+	if spec.Background {
+		halfway := time.NewTimer(zygoteStartAllowance / 2)
+		defer halfway.Stop()
+		grace = halfway.C
+	}
+wait:
+	for {
+		select {
+		case err = <-ready:
+			break wait
+		case <-grace:
+			_ = cg.foreground()
+			grace = nil
+		case <-deadline.C:
+			err = errors.New("it did not get ready in time")
+			break wait
+		}
 	}
 	if err == nil {
-		// Its forks are answered at the usual weight; a failure leaves it at
-		// the low one, which slows it only while the processors are short.
 		_ = cg.foreground()
 	}
 	if err != nil {
