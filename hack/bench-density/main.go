@@ -14,6 +14,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -61,6 +63,7 @@ func main() {
 	flag.IntVar(&warmCalls, "warm-calls", 1, "calls of each Function in the warm pass: a worker's memory after many calls (a Go worker's heap grows between collections) rather than after one")
 	flag.StringVar(&memProfile, "memprofile", "", "a directory to write this process's heap profile into at each state (STATE.pprof), for go tool pprof")
 	flag.StringVar(&cpuProfile, "cpuprofile", "", "a directory to write a CPU profile of this process (the gateway and the callers) into for each pass (PASS.cpu.pprof), for go tool pprof")
+	flag.StringVar(&callsLog, "calls-log", "", "a file to write every call into, one line each: the pass, the runtime, when it ended in seconds of CLOCK_MONOTONIC (the clock of `perf record -k CLOCK_MONOTONIC`, to find what ran during a slow call) and its latency in milliseconds")
 	flag.DurationVar(&coldInterval, "cold-interval", 0, "pause between two cold calls: 0 calls back to back, which drains the spares faster than they refill; a pause longer than a worker's start shows cold starts as they come when they are sporadic")
 	flag.Parse()
 	if memProfile != "" {
@@ -88,6 +91,7 @@ var (
 	coldInterval time.Duration
 	warmCalls    int
 	memProfile   string
+	callsLog     string
 )
 
 // restAfterWarm is how long the workers rest after the warm pass before their
@@ -191,6 +195,16 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	registeredPSS := pss()
 	gm.record("registered")
 
+	var calls *bufio.Writer
+	if callsLog != "" {
+		f, err := os.Create(callsLog)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		calls = bufio.NewWriter(f)
+		defer calls.Flush()
+	}
 	call := func(name string, clients, repeat int, pause time.Duration) *phase {
 		p := &phase{name: name, latencies: map[string][]time.Duration{}}
 		stopProfile := startCPUProfile(name)
@@ -206,7 +220,11 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 					t := time.Now()
 					err := post(base + "/hooks/" + namespace + "/" + names[i])
 					d := time.Since(t)
+					ended := monotonicSeconds()
 					mu.Lock()
+					if calls != nil {
+						fmt.Fprintf(calls, "%s\t%s\t%.6f\t%.3f\n", name, rt[i], ended, float64(d)/float64(time.Millisecond))
+					}
 					if err != nil {
 						p.errors++
 					} else {
@@ -298,6 +316,15 @@ func readyTrue(f unstructured.Unstructured) bool {
 }
 
 func post(url string) error { return benchkit.Post(url, request) }
+
+// monotonicSeconds reads CLOCK_MONOTONIC, which perf can stamp its samples with.
+func monotonicSeconds() float64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return float64(ts.Sec) + float64(ts.Nsec)/1e9
+}
 
 // pss is the proportional memory of this process and its workers with their
 // sandboxes' processes (the trees below it that hold a worker of this gateway),
