@@ -88,6 +88,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.gateway.AllowFunctionNetwork, "allow-function-network", o.gateway.AllowFunctionNetwork, "Let a Function ask for the host's network (spec.network: true); without it such a Function is refused.")
 	fs.IntVar(&o.gateway.History, "history", o.gateway.History, "Invocations kept per function.")
 	fs.IntVar(&o.gateway.MaxConcurrentCalls, "max-concurrent-calls", o.gateway.MaxConcurrentCalls, "Calls of one function that run at once; more answer 429 with Retry-After.")
+	fs.IntVar(&o.gateway.FunctionWorkers, "function-workers", o.gateway.FunctionWorkers, "Functions loaded at once (compiled, their revision recorded and their status written), at the gateway's start and as they are applied.")
 	fs.IntVar(&o.gateway.MaxFunctionsPerNamespace, "max-functions-per-namespace", o.gateway.MaxFunctionsPerNamespace, "Functions of one namespace the gateway serves: the API refuses more (403), and a Function applied past it is not loaded (Ready False, TooManyFunctions).")
 	fs.IntVar(&o.gateway.MaxCallsPerNamespace, "max-calls-per-namespace", o.gateway.MaxCallsPerNamespace, "Calls of one namespace's functions that run at once, over all of them; more answer 429 with Retry-After.")
 	fs.DurationVar(&o.gateway.EnvSourceTTL, "env-source-ttl", o.gateway.EnvSourceTTL, "How long a Secret or ConfigMap read for a Function's env (spec.envFrom, spec.envValueFrom) is reused; a changed value reaches calls within it.")

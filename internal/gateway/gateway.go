@@ -70,6 +70,10 @@ type Options struct {
 	// serves: the API refuses more (403), and a Function applied past it is not
 	// loaded (Ready False, TooManyFunctions). Default 100.
 	MaxFunctionsPerNamespace int
+	// FunctionWorkers is how many Functions the gateway loads at once (compiles,
+	// records the revision of and writes the status of), from its start and as
+	// they are applied. Default 4.
+	FunctionWorkers int
 	// MaxCallsPerNamespace is how many calls of one namespace's functions run at
 	// once, over all of them; more answer 429 with Retry-After. Default 256.
 	MaxCallsPerNamespace int
@@ -126,6 +130,7 @@ func Defaults() Options {
 		FailedAuthRate:           1,
 		MaxConcurrentCalls:       64,
 		MaxFunctionsPerNamespace: 100,
+		FunctionWorkers:          DefaultFunctionWorkers,
 		MaxCallsPerNamespace:     256,
 		MaxConcurrentReplays:     4,
 		EnvSourceTTL:             10 * time.Second,
@@ -163,6 +168,7 @@ func (o *Options) validateBounds() error {
 		{"FailedAuthRate", o.FailedAuthRate > 0},
 		{"MaxConcurrentCalls", o.MaxConcurrentCalls > 0},
 		{"MaxFunctionsPerNamespace", o.MaxFunctionsPerNamespace > 0},
+		{"FunctionWorkers", o.FunctionWorkers > 0},
 		{"MaxCallsPerNamespace", o.MaxCallsPerNamespace > 0},
 		{"MaxConcurrentReplays", o.MaxConcurrentReplays > 0},
 		{"EnvSourceTTL", o.EnvSourceTTL > 0},
@@ -273,6 +279,7 @@ func New(cfg *rest.Config, opts Options, reg prometheus.Registerer) (g *Gateway,
 		return nil, err
 	}
 	g.store.maxPerNamespace = opts.MaxFunctionsPerNamespace
+	g.store.workers = opts.FunctionWorkers
 	dopts := opts.Dashboard
 	dopts.Config, dopts.Authenticate = cfg, g.login
 	dopts.EngineURL, dopts.IngressAddress = opts.EngineURL, opts.IngressAddress

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
@@ -269,5 +270,71 @@ func TestLostWorkerIsLoadedAgain(t *testing.T) {
 				t.Errorf("%d compiles, want %d", n, tt.wantCompile)
 			}
 		})
+	}
+}
+
+// concurrentCompiler holds every Compile until want of them run at once, or
+// until its deadline, and records the most that ran at once.
+type concurrentCompiler struct {
+	want     int
+	deadline time.Time
+
+	mu       sync.Mutex
+	running  int
+	most     int
+	release  sync.Once
+	released chan struct{}
+}
+
+func (c *concurrentCompiler) Compile(lambda.Function) (lambda.Compiled, error) {
+	c.mu.Lock()
+	c.running++
+	c.most = max(c.most, c.running)
+	if c.running == c.want {
+		c.release.Do(func() { close(c.released) })
+	}
+	c.mu.Unlock()
+	select {
+	case <-c.released:
+	case <-time.After(time.Until(c.deadline)):
+	}
+	c.mu.Lock()
+	c.running--
+	c.mu.Unlock()
+	return &countedBuild{c: &countingCompiler{}}, nil
+}
+
+// TestFunctionsLoadAtOnce: the store loads as many Functions at once as it has
+// workers (Options.FunctionWorkers), from the informer's first sync on: a
+// gateway with a thousand Functions is not ready until each is loaded once.
+func TestFunctionsLoadAtOnce(t *testing.T) {
+	const workers, functions = 4, 6
+	var objs []runtime.Object
+	for i := range functions {
+		objs = append(objs, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": fnv1.Group + "/" + fnv1.Version, "kind": "Function",
+			"metadata": map[string]any{"name": fmt.Sprintf("f%d", i), "namespace": "ns"},
+			"spec":     map[string]any{"runtime": "javascript", "source": "function sync() { return {} }"},
+		}})
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{FunctionsGVR: "FunctionList", {Group: "apps", Version: "v1", Resource: "controllerrevisions"}: "ControllerRevisionList"}, objs...)
+	cache, _, _ := newTestEnvCache()
+	compiler := &concurrentCompiler{want: workers, deadline: time.Now().Add(20 * time.Second), released: make(chan struct{})}
+	s := newStore(dyn, compiler, cache, "http://gw", 10, newMetrics(prometheus.NewRegistry(), func() map[string]lambda.PoolStats { return nil }, nil))
+	s.workers = workers
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); s.run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for !s.synced() && time.Now().Before(compiler.deadline.Add(5*time.Second)) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !s.synced() {
+		t.Fatal("the Functions were never all loaded")
+	}
+	compiler.mu.Lock()
+	defer compiler.mu.Unlock()
+	if compiler.most != workers {
+		t.Errorf("at most %d Functions loaded at once, want %d (the store's workers)", compiler.most, workers)
 	}
 }
