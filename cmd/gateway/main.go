@@ -83,6 +83,7 @@ func (o *options) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.memoryBudget, "worker-memory-budget", o.memoryBudget, "Memory of all worker processes together, as a quantity (1536Mi, 2Gi); past it idle workers are stopped, the least recently used first (of five chosen at random). auto: three quarters of the gateway's cgroup memory limit (its container's), none without one; 0: no budget.")
 	fs.Int64Var(&o.gateway.Runtime.WorkerCPU, "worker-cpu", o.gateway.Runtime.WorkerCPU, "Processor time of each worker process and everything it starts, in thousandths of a core, where the gateway can give workers cgroups (as root on a host, or in a delegated cgroup).")
 	fs.StringVar(&o.gateway.Runtime.PythonZygote, "python-zygote", o.gateway.Runtime.PythonZygote, "auto: fork Python workers from a zygote, a pre-started interpreter in a sandbox of its own that never holds a function, where the sandbox can start one (namespaces, the gateway root; elsewhere the gateway logs why not); off, and where there is none, each worker starts its own interpreter. A zygote is replaced after 64 forks or 10 minutes, and the workers it forked are replaced, once idle, by workers of the new one.")
+	fs.StringVar(&o.gateway.Runtime.ScriptZygote, "script-zygote", o.gateway.Runtime.ScriptZygote, "auto: fork JavaScript and Jsonnet workers from a zygote, a Python fork server (--python) in a sandbox of its own that never holds a function, whose children sandbox themselves as a Python worker's do and then execute the worker executable, where a Python zygote can be built; off, and where there is none, bubblewrap and the launcher start each worker, at about a third more processor time.")
 	fs.StringVar(&o.sandboxMode, "sandbox", o.sandboxMode, "How worker processes are sandboxed: namespaces (bubblewrap), landlock (Landlock, seccomp and rlimits, for containers that refuse user namespaces), or auto (namespaces where bubblewrap can build them, landlock otherwise).")
 	fs.BoolVar(&o.gateway.Runtime.InsecureNoSandbox, "insecure-no-sandbox", o.gateway.Runtime.InsecureNoSandbox, "Run Python workers as plain processes of the gateway's user and JavaScript and Jsonnet functions in the gateway's process, without a sandbox (development only).")
 	fs.BoolVar(&o.gateway.AllowFunctionNetwork, "allow-function-network", o.gateway.AllowFunctionNetwork, "Let a Function ask for the host's network (spec.network: true); without it such a Function is refused.")
@@ -127,6 +128,9 @@ func (o *options) validate() error {
 	o.gateway.SandboxMode = mode
 	if _, err := lambda.ParsePythonZygote(o.gateway.Runtime.PythonZygote); err != nil {
 		return fmt.Errorf("--python-zygote: %w", err)
+	}
+	if _, err := lambda.ParsePythonZygote(o.gateway.Runtime.ScriptZygote); err != nil {
+		return fmt.Errorf("--script-zygote: %w", err)
 	}
 	if err := dashboard.ValidateTraceURLTemplate(o.gateway.Dashboard.TraceURLTemplate); err != nil {
 		return fmt.Errorf("--trace-url-template: %w", err)

@@ -59,6 +59,7 @@ func main() {
 	flag.StringVar(&launcherExe, "launcher", "bin/"+sandbox.LauncherExecutable, "the sandbox's launcher (make build puts it in bin/); the worker executable when missing")
 	clients := flag.Int("clients", 16, "concurrent callers of the warm calls (cold calls are made one at a time, so that each measures a start alone)")
 	flag.StringVar(&pythonZygote, "python-zygote", lambda.DefaultPythonZygote, "the gateway's --python-zygote (auto or off)")
+	flag.StringVar(&scriptZygote, "script-zygote", lambda.DefaultScriptZygote, "the gateway's --script-zygote (auto or off)")
 	flag.IntVar(&spares, "spares", lambda.DefaultWorkerSpares, "the gateway's --worker-spares (negative: none)")
 	flag.IntVar(&warmCalls, "warm-calls", 1, "calls of each Function in the warm pass: a worker's memory after many calls (a Go worker's heap grows between collections) rather than after one")
 	flag.StringVar(&memProfile, "memprofile", "", "a directory to write this process's heap profile into at each state (STATE.pprof), for go tool pprof")
@@ -88,6 +89,7 @@ var (
 	workersDir   string
 	spares       int
 	pythonZygote string
+	scriptZygote string
 	coldInterval time.Duration
 	warmCalls    int
 	memProfile   string
@@ -121,6 +123,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	opts := &gwOpts.Runtime
 	opts.WorkerIdleTimeout, opts.MemoryBudget, opts.WorkerSpares = idleTimeout, lambda.NewMemoryBudget(budget), spares
 	opts.PythonZygote = pythonZygote
+	opts.ScriptZygote = scriptZygote
 	launcher := "the benchmark's own executable"
 	workers := map[string]string{}
 	for _, rt := range sandbox.WorkerRuntimes {
@@ -260,8 +263,8 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	again := call("after idle (cold)", 1, 1, coldInterval)
 	after := stats()
 
-	fmt.Printf("\n%d Functions (%s), %d callers, %d warm calls each, worker idle timeout %s, memory budget %s, %d spares, %s between cold calls, Python zygote %s, workers from %s; registering took %s\n",
-		n, strings.Join(benchkit.Runtimes, ", "), clients, warmCalls, idleTimeout, resource.NewQuantity(budget, resource.BinarySI), spares, coldInterval, pythonZygote, launcher, registered.Round(time.Millisecond))
+	fmt.Printf("\n%d Functions (%s), %d callers, %d warm calls each, worker idle timeout %s, memory budget %s, %d spares, %s between cold calls, Python zygote %s, script zygote %s, workers from %s; registering took %s\n",
+		n, strings.Join(benchkit.Runtimes, ", "), clients, warmCalls, idleTimeout, resource.NewQuantity(budget, resource.BinarySI), spares, coldInterval, pythonZygote, scriptZygote, launcher, registered.Round(time.Millisecond))
 	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "state\tPSS of the gateway and its workers (MiB)\tper Function (MiB)\t")
 	row := func(state string, v int64) {

@@ -20,10 +20,10 @@ import (
 // (the reaper, metalambda-init, or, where there is none for the architecture,
 // bubblewrap's own init), then the worker itself (the launcher executed it);
 // anything the worker started is "other". In a Landlock sandbox the worker is
-// the gateway's child. A Python worker forked by a zygote (--python-zygote) is the child of
-// its init (pid 1 of its PID namespace), a child of the zygote: the worker and
-// its init count for the function they serve, the zygote's own processes for
-// "python zygote".
+// the gateway's child. A worker forked by a zygote (--python-zygote,
+// --script-zygote) is the child of its init (pid 1 of its PID namespace), a
+// child of the zygote: the worker and its init count for the function they
+// serve, the zygote's own processes for "python zygote" or "script zygote".
 const (
 	roleWorker   = "worker"
 	roleMonitor  = "bwrap (monitor)"
@@ -82,6 +82,9 @@ func splitWorkers() memSplit {
 	forkedRole := map[int]string{}
 	for _, f := range lambda.ForkedProcesses() {
 		kind := "spare (python)"
+		if f.Script {
+			kind = "spare (javascript or jsonnet)"
+		}
 		if f.Function != "" {
 			kind = functionKind(f.Function)
 		}
@@ -98,6 +101,10 @@ func splitWorkers() memSplit {
 			args := cmdline(pid)
 			if slices.Contains(args, lambda.PythonZygoteMarker) && filepath.Base(args[0]) != "bwrap" {
 				kind, worker = "python zygote", pid
+				break
+			}
+			if slices.Contains(args, lambda.ScriptZygoteMarker) && filepath.Base(args[0]) != "bwrap" {
+				kind, worker = "script zygote", pid
 				break
 			}
 			if slices.Contains(args, mark) && filepath.Base(args[0]) != "bwrap" {

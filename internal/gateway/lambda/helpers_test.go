@@ -22,6 +22,7 @@ import (
 // TestMain fails the run if a worker of this process outlives the tests.
 func TestMain(m *testing.M) {
 	ServeWorker() // the tests' sandboxes start this binary as their launcher and workers
+	serveTestPrograms()
 	code := m.Run()
 	closeZygotesNow()
 	if left := workerProcesses(""); len(left) > 0 {

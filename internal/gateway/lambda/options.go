@@ -74,6 +74,12 @@ type Options struct {
 	// zygote where the sandbox can start one, ZygoteOff to start each with its
 	// own interpreter.
 	PythonZygote string
+	// ScriptZygote is ZygoteAuto (the default) to fork JavaScript and Jsonnet
+	// workers from a zygote where the sandbox can start one and
+	// Options.PythonBinary runs (the zygote is a Python fork server, whose
+	// children execute the worker executable once sandboxed), ZygoteOff to
+	// start each in a sandbox of its own.
+	ScriptZygote string
 	// MaxReplyBytes bounds one reply of a worker process (default 16 MiB); a
 	// larger reply kills the worker and fails the call.
 	MaxReplyBytes int64
@@ -95,6 +101,7 @@ func Defaults() Options {
 		WorkerIdleTimeout: DefaultWorkerIdleTimeout,
 		WorkerSpares:      DefaultWorkerSpares,
 		PythonZygote:      DefaultPythonZygote,
+		ScriptZygote:      DefaultScriptZygote,
 		MaxReplyBytes:     DefaultMaxReplyBytes,
 	}
 }
@@ -148,6 +155,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PythonZygote == "" {
 		o.PythonZygote = DefaultPythonZygote
+	}
+	if o.ScriptZygote == "" {
+		o.ScriptZygote = DefaultScriptZygote
 	}
 	return o
 }

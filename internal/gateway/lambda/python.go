@@ -51,25 +51,30 @@ func PythonWorkerPIDs(gateway int, function string) []int {
 // that serve function unless it is empty.
 func workerPIDs(marker string, gateway int, function string) []int {
 	want := []string{marker, "gateway=" + strconv.Itoa(gateway)}
+	var forked []int // known by this process, whose command lines tell less
+	if gateway == os.Getpid() {
+		forked = forkedPIDs(marker, function)
+	}
 	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	var pids []int
+	pids := slices.Clone(forked)
 	for _, path := range cmdlines {
 		raw, err := os.ReadFile(path)
 		if err != nil {
 			continue
 		}
 		args := strings.Split(string(raw), "\x00")
-		if filepath.Base(args[0]) == "bwrap" || !containsAll(args, want) {
+		// bubblewrap's processes and a script worker's init (metalambda-spawn)
+		// carry the worker's command line among their own arguments.
+		if base := filepath.Base(args[0]); base == "bwrap" || base == sandbox.SpawnProgram || !containsAll(args, want) {
 			continue
 		}
 		if function != "" && !servesFunction(args, function) {
 			continue
 		}
 		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(path)))
-		pids = append(pids, pid)
-	}
-	if marker == PythonWorkerMarker && gateway == os.Getpid() {
-		pids = append(pids, forkedPIDs(function)...)
+		if !slices.Contains(forked, pid) {
+			pids = append(pids, pid)
+		}
 	}
 	return pids
 }
@@ -224,23 +229,38 @@ func (p *python) resolveInterpreter() (string, []string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), pythonStartAllowance)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, p.opts.PythonBinary, "-I", "-c", pythonPaths).Output()
+	inst, err := findPython(ctx, p.opts.PythonBinary)
 	if err != nil {
-		return "", nil, fmt.Errorf("running %s: %w", p.opts.PythonBinary, err)
+		return "", nil, err
+	}
+	worker, err := compileWorker(ctx, inst.interpreter)
+	if err != nil {
+		return "", nil, fmt.Errorf("running %s: %w", inst.interpreter, err)
+	}
+	p.interpreter, p.worker = inst.interpreter, worker
+	p.binds, p.sitePackages = inst.binds, inst.sitePackages
+	return p.interpreter, p.binds, nil
+}
+
+// pythonInstallation is where an interpreter is installed.
+type pythonInstallation struct {
+	interpreter  string   // its sys.executable
+	binds        []string // its installation, outside /usr
+	sitePackages string   // its site-packages directories, a JSON list
+}
+
+// findPython asks binary where it is installed (pythonPaths).
+func findPython(ctx context.Context, binary string) (pythonInstallation, error) {
+	out, err := exec.CommandContext(ctx, binary, "-I", "-c", pythonPaths).Output()
+	if err != nil {
+		return pythonInstallation{}, fmt.Errorf("running %s: %w", binary, err)
 	}
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) != 6 {
-		return "", nil, fmt.Errorf("running %s: it printed %d lines where its executable, prefixes and site-packages were expected", p.opts.PythonBinary, len(lines))
+		return pythonInstallation{}, fmt.Errorf("running %s: it printed %d lines where its executable, prefixes and site-packages were expected", binary, len(lines))
 	}
-	interpreter := cmp.Or(lines[0], p.opts.PythonBinary)
-	worker, err := compileWorker(ctx, interpreter)
-	if err != nil {
-		return "", nil, fmt.Errorf("running %s: %w", interpreter, err)
-	}
-	p.interpreter, p.worker = interpreter, worker
-	p.binds = installationBinds(filepath.Dir(p.interpreter), lines[1:5])
-	p.sitePackages = lines[5]
-	return p.interpreter, p.binds, nil
+	interpreter := cmp.Or(lines[0], binary)
+	return pythonInstallation{interpreter: interpreter, binds: installationBinds(filepath.Dir(interpreter), lines[1:5]), sitePackages: lines[5]}, nil
 }
 
 // compiledWorker is python_worker.py compiled by one interpreter: a worker

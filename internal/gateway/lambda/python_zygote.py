@@ -15,6 +15,17 @@
 # specializes itself (become_worker) before it reads its function on stdin,
 # and stays its init: on amd64 it executes the gateway's reaper (exec_reaper),
 # elsewhere it serves as serve_init.
+#
+# A zygote whose configuration names a program ("exec": {"path", "args",
+# "env"}, the gateway's JavaScript or Jsonnet worker) loads no Python worker:
+# each worker it forks, once specialized, executes that program with those
+# arguments and that environment alone (exec_worker), so that it starts
+# without bubblewrap and the launcher, in the same bounds. The program is the
+# file the gateway opened and handed over ("executable", a descriptor), not
+# whatever its path shows in the zygote's view. Where the gateway also hands
+# over metalambda-spawn ("spawn", a sealed memfd; amd64), each child executes
+# it at once (spawn_child), and it does in a few KiB of code what child and
+# become_worker do here, without a second copy of the interpreter.
 import base64
 import ctypes
 import gc
@@ -106,10 +117,10 @@ def isolate(cfg, fds):
     os.setsid()
 
 
-def close_all(keep):
+def close_all(keep, also=None):
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
-        if fd > keep:
+        if fd > keep and fd != also:
             try:
                 os.close(fd)
             except OSError:
@@ -143,11 +154,12 @@ def install_filter(prog):
 
 def become_worker(cfg, req, fds):
     # The worker isolates itself, closes every descriptor but 0-2 (the control
-    # socket, the cgroup files, the pipes' other copies), drops to its user and
-    # takes its limits and filter.
+    # socket, the cgroup files, the pipes' other copies) and the program it
+    # executes (close-on-exec), drops to its user and takes its limits and
+    # filter.
     gc.enable()
     isolate(cfg, fds)
-    close_all(2)
+    close_all(2, cfg.get("executable"))
     drop(cfg, req["uid"])
     import resource
 
@@ -158,6 +170,27 @@ def become_worker(cfg, req, fds):
         resource.setrlimit(limit["resource"], (v, v))
     install_filter(cfg["filter"])
     os.environ["PWD"] = "/tmp"
+
+
+def exec_worker(cfg, prog):
+    # The worker has specialized itself; it now becomes the configured
+    # program. Signals the interpreter ignores (SIGPIPE, SIGXFSZ) would stay
+    # ignored past the execution: they get their defaults back, as a worker
+    # the launcher executes has them, and none is blocked.
+    for sig in signal.valid_signals():
+        try:
+            if signal.getsignal(sig) == signal.SIG_IGN:
+                signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    env = dict(e.split("=", 1) for e in prog["env"])
+    env["PWD"] = "/tmp"
+    try:
+        os.execve(cfg["executable"], prog["args"], env)
+    except OSError as exc:
+        os.write(2, ("metalambda zygote: executing %s: %s\n" % (prog["path"], exc)).encode())
+        os._exit(126)
 
 
 def serve_init(worker_pid):
@@ -196,7 +229,46 @@ def exec_reaper(cfg, worker_pid):
         os.close(fd)
 
 
+def spawn_child(cfg, req, fds):
+    # pid 1 of the worker's PID namespace, still root of the zygote's user
+    # namespace: it executes metalambda-spawn with the request, its pipes on
+    # 0-2, the cgroup files, the program and a pipe holding the seccomp
+    # filter, which it alone is given (every other descriptor of the zygote
+    # is close-on-exec).
+    try:
+        signal.set_wakeup_fd(-1)
+        for i in range(3):
+            os.dup2(fds[i], i)
+        for fd in fds[:3]:
+            if fd > 2:
+                os.close(fd)
+        cgroups = fds[3:]
+        r, w = os.pipe()
+        prog = cfg["filter"]
+        while prog:
+            prog = prog[os.write(w, prog):]
+        os.close(w)
+        for fd in cgroups + [cfg["executable"], r]:
+            os.set_inheritable(fd, True)
+        args = ["metalambda-spawn", str(req["uid"]), str(req["tmpSize"]), "1" if cfg["network"] else "0", str(cfg["executable"]), str(r), str(len(cgroups))]
+        args += [str(fd) for fd in cgroups]
+        args.append(str(len(req["limits"])))
+        for limit in req["limits"]:
+            args += [str(limit["resource"]), str(limit["value"])]
+        exe = cfg["config"]["exec"]
+        env = dict(e.split("=", 1) for e in exe["env"])
+        env["PWD"] = "/tmp"
+        os.execve(cfg["spawn"], args + ["--"] + exe["args"], env)
+    except BaseException as exc:
+        try:
+            os.write(2, ("metalambda zygote: starting metalambda-spawn: %s\n" % exc).encode())
+        finally:
+            os._exit(126)
+
+
 def child(cfg, worker, req, fds):
+    if cfg.get("spawn"):
+        spawn_child(cfg, req, fds)
     try:
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
@@ -234,6 +306,8 @@ def child(cfg, worker, req, fds):
         serve_init(pid)
     code = 0
     try:
+        if worker is None:
+            exec_worker(cfg, cfg["config"]["exec"])
         worker.main()
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
@@ -247,6 +321,8 @@ def child(cfg, worker, req, fds):
 
 
 def preload(cfg):
+    if cfg["config"].get("exec"):
+        return None  # its workers execute a program of their own
     worker = types.ModuleType("metalambda_worker")
     worker.__file__ = "<metalambda-worker>"
     exec(compile(cfg["config"]["worker"], "<metalambda-worker>", "exec"), worker.__dict__)
@@ -286,7 +362,7 @@ def serve(cfg, worker, ctl):
         if ctl not in ready:
             continue
         try:
-            msg, fds, _, _ = socket.recv_fds(ctl, 4096, 16)
+            msg, fds, _, _ = socket.recv_fds(ctl, 4096, 16, socket.MSG_CMSG_CLOEXEC)
         except InterruptedError:
             continue
         if not msg:
@@ -334,11 +410,14 @@ def main():
     for fd in cfg["cgroups"]:
         os.write(fd, b"0")
     ctl = socket.socket(fileno=cfg["control"])
+    os.set_inheritable(cfg["control"], False)
     keep = {cfg["control"]}
-    if cfg.get("reaper"):
-        # Kept for the inits (exec_reaper), but never past an execution.
-        os.set_inheritable(cfg["reaper"], False)
-        keep.add(cfg["reaper"])
+    for name in ("reaper", "executable", "spawn"):
+        if cfg.get(name):
+            # Kept for the inits (exec_reaper) and the workers (exec_worker),
+            # but never past an execution.
+            os.set_inheritable(cfg[name], False)
+            keep.add(cfg[name])
     for name in os.listdir("/proc/self/fd"):
         fd = int(name)
         if fd > 2 and fd not in keep:

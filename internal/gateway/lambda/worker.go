@@ -1,11 +1,17 @@
 package lambda
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -37,6 +43,10 @@ const goReservedAddressSpace = 1408 << 20
 func ServeWorker() {
 	sandbox.ServeLauncher()
 	if len(os.Args) > 1 && os.Args[1] == ScriptWorkerMarker {
+		// Executed by its descriptor (a script zygote's child), the process is
+		// named after the descriptor's number: ps and top show the
+		// executable's name instead, as for a worker bubblewrap started.
+		_ = os.WriteFile("/proc/self/comm", []byte(filepath.Base(os.Args[0])), 0)
 		// The function loads with blocking reads and writes (callPipe).
 		_ = unix.SetNonblock(0, false)
 		_ = unix.SetNonblock(1, false)
@@ -82,6 +92,12 @@ type scripts struct {
 	inProcess Runtime
 	pools     *poolSet
 	spares    *spareSets
+
+	mu      sync.Mutex
+	zygotes map[bool]*zygotes // by network view, with Options.ScriptZygote
+	python  *pythonInstallation
+	noPy    error     // why no zygote can be had: Options.PythonBinary did not run
+	noPyAt  time.Time // when; it is asked again zygoteRetryAfter later
 }
 
 // newScripts returns the sandboxed form of the in-process runtime name.
@@ -181,6 +197,7 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 		sandbox: sb, binds: []string{exe}, maxReply: s.opts.MaxReplyBytes,
 		network: fn.Network, goWorker: true,
 	}
+	spec.zygote = s.zygoteFor(spec)
 	f := &pyFunction{
 		fn: fn, timeout: timeout, idleTimeout: s.opts.WorkerIdleTimeout,
 		spares: s.spares.get(spec, sb),
@@ -190,6 +207,101 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// zygoteFor is the zygote that forks spec's workers, started at its first
+// fork; nil when Options.ScriptZygote is off, the sandbox cannot start one, or
+// Options.PythonBinary does not run. It is a Python zygote (python_zygote.py)
+// that preloads nothing: each child specializes itself as a Python worker
+// does (its own namespaces, user, cgroup, rlimits, no capabilities,
+// no_new_privs, the commands' seccomp filter), closes every descriptor but
+// its pipes and then executes spec's command, with spec's environment alone.
+// That skips bubblewrap and the launcher, most of a worker's start. The
+// program executed starts afresh (its own layout, canary and hash seeds), so
+// the zygote is not rotated after a number of forks or an age, as Python's
+// is.
+func (s *scripts) zygoteFor(spec workerSpec) *zygotes {
+	sb := spec.sandbox
+	if s.opts.ScriptZygote != ZygoteAuto || sb == nil || sb.ZygoteSupported() != nil {
+		return nil
+	}
+	py := s.findPython()
+	if py == nil {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if zs := s.zygotes[spec.network]; zs != nil {
+		return zs
+	}
+	args := append(slices.Clone(spec.command), spec.marker, "gateway="+strconv.Itoa(os.Getpid()))
+	zs := &zygotes{sb: sb, name: strings.ToLower(s.name) + " zygote", executes: true, limits: spec.limits, spec: execZygoteSpec(*py, args, spec.env, spec.network)}
+	if s.zygotes == nil {
+		s.zygotes = map[bool]*zygotes{}
+	}
+	s.zygotes[spec.network] = zs
+	s.pools.addMemory(zs.memory)
+	allZygotes.Store(zs, true)
+	return zs
+}
+
+// findPython is where Options.PythonBinary is installed, asked once (and again
+// zygoteRetryAfter after a failure, which is logged); nil while it does not run.
+// Compiles of the runtime do not wait for one another's asking.
+func (s *scripts) findPython() *pythonInstallation {
+	s.mu.Lock()
+	py, failed := s.python, s.noPy != nil && time.Since(s.noPyAt) < zygoteRetryAfter
+	s.mu.Unlock()
+	if py != nil || failed {
+		return py
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pythonStartAllowance)
+	inst, err := findPython(ctx, s.opts.PythonBinary)
+	cancel()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		if s.noPy == nil {
+			slog.Info(strings.ToLower(s.name)+" zygote: none, as its Python fork server cannot run; each worker starts in a sandbox of its own", "reason", err)
+		}
+		s.noPy, s.noPyAt = err, time.Now()
+		return nil
+	}
+	if s.python == nil {
+		s.python = &inst
+	}
+	return s.python
+}
+
+// execZygoteSpec is a zygote of the interpreter py whose children execute
+// args (args[0], an absolute path) with env alone.
+func execZygoteSpec(py pythonInstallation, args, env []string, network bool) sandbox.ZygoteSpec {
+	return sandbox.ZygoteSpec{
+		Args:       []string{py.interpreter, "-I", "-S", "-c", pythonZygoteScript, ScriptZygoteMarker, "gateway=" + strconv.Itoa(os.Getpid())},
+		Env:        environ(pythonBaseEnv),
+		ReadOnly:   py.binds,
+		Network:    network,
+		Config:     execZygoteConfig{Exec: zygoteExec{Path: args[0], Args: args, Env: append([]string{}, env...)}},
+		Executable: args[0],
+		// Its children share none of its pages past their execution: it
+		// holds its own interpreter alone.
+		Memory: 64 << 20,
+	}
+}
+
+// execZygoteConfig is what a script zygote is given: the program its children
+// execute, nothing of any function.
+type execZygoteConfig struct {
+	Exec zygoteExec `json:"exec"`
+}
+
+// zygoteExec is the program a script zygote's children execute: the file of
+// sandbox.ZygoteSpec.Executable (Path names it in messages), with Args and
+// Env alone.
+type zygoteExec struct {
+	Path string   `json:"path"`
+	Args []string `json:"args"`
+	Env  []string `json:"env"`
 }
 
 // scriptWorkerMemory is the memory a script worker may hold (its cgroup's

@@ -1,11 +1,13 @@
 package lambda
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 
 	"log/slog"
 	"os"
@@ -37,6 +39,13 @@ const DefaultPythonZygote = ZygoteAuto
 // PythonZygoteMarker is an argument of a Python zygote's command line, which
 // its children share until they load a function.
 const PythonZygoteMarker = "metalambda-python-zygote"
+
+// DefaultScriptZygote is the default of Options.ScriptZygote.
+const DefaultScriptZygote = ZygoteAuto
+
+// ScriptZygoteMarker is an argument of the command line of a zygote of
+// JavaScript or Jsonnet workers (scriptZygoteFor).
+const ScriptZygoteMarker = "metalambda-script-zygote"
 
 // zygoteMaxForks and zygoteMaxAge bound how many workers, and for how long,
 // share one zygote's image: its memory layout, stack canary and string hash
@@ -84,6 +93,15 @@ func ParsePythonZygote(v string) (string, error) {
 type zygotes struct {
 	sb   *sandbox.Sandbox
 	spec sandbox.ZygoteSpec
+	// name is what the logs call it ("python zygote").
+	name string
+	// executes: its children execute a program of their own once
+	// specialized (a JavaScript or Jsonnet worker; see scriptZygoteFor), so
+	// they share no memory layout, canary or hash secret with it, and no
+	// bound of forks or age applies; its memory still does.
+	executes bool
+	// limits bound the child that checks a new zygote of executes (check).
+	limits sandbox.Limits
 
 	mu       sync.Mutex
 	current  *sandbox.Zygote
@@ -190,10 +208,10 @@ func (zs *zygotes) fork(l sandbox.Limits, wait bool) (*sandbox.Forked, error) {
 			go zs.retire(z)
 		}
 		zs.mu.Unlock()
-		slog.Warn("python zygote: a fork request went unanswered; the zygote is replaced", "pid", z.PID())
+		slog.Warn(zs.name+": a fork request went unanswered; the zygote is replaced", "pid", z.PID())
 	default:
-		// The worker starts with its own interpreter rather than fail its call.
-		slog.Warn("python zygote: fork failed; the worker starts with its own interpreter", "error", err)
+		// The worker starts in a sandbox of its own rather than fail its call.
+		slog.Warn(zs.name+": fork failed; the worker starts in a sandbox of its own", "error", err)
 	}
 	zs.misses.Add(1)
 	return nil, errNoZygote
@@ -203,7 +221,7 @@ func (zs *zygotes) fork(l sandbox.Limits, wait bool) (*sandbox.Forked, error) {
 // bounds: zygoteMaxForks forks granted, zygoteMaxAge, or half its cgroup's
 // memory, which the pages its live children keep fill (Zygote.Memory).
 func (zs *zygotes) spent(z *sandbox.Zygote) bool {
-	if zs.granted >= zygoteMaxForks || time.Since(z.Started()) > zygoteMaxAge {
+	if !zs.executes && (zs.granted >= zygoteMaxForks || time.Since(z.Started()) > zygoteMaxAge) {
 		return true
 	}
 	limit := cmp.Or(zs.spec.Memory, sandbox.DefaultZygoteMemory)
@@ -214,7 +232,7 @@ func (zs *zygotes) spent(z *sandbox.Zygote) bool {
 // prestart reports whether the current zygote z (zs.mu held) is within a
 // quarter of its bounds of forks or age, when its replacement is started.
 func (zs *zygotes) prestart(z *sandbox.Zygote) bool {
-	return zs.granted >= zygoteMaxForks-zygoteMaxForks/4 || time.Since(z.Started()) > zygoteMaxAge-zygoteMaxAge/4
+	return !zs.executes && (zs.granted >= zygoteMaxForks-zygoteMaxForks/4 || time.Since(z.Started()) > zygoteMaxAge-zygoteMaxAge/4)
 }
 
 // startLocked starts a replacement of the current zygote in the background,
@@ -241,6 +259,12 @@ func (zs *zygotes) start(background bool) {
 	spec := zs.spec
 	spec.Background = background
 	z, err := zs.sb.StartZygote(spec)
+	if err == nil && zs.executes {
+		if err = zs.check(z); err != nil {
+			z.Close()
+			z = nil
+		}
+	}
 	zs.mu.Lock()
 	defer zs.mu.Unlock()
 	zs.starting = false
@@ -248,7 +272,7 @@ func (zs *zygotes) start(background bool) {
 	if err != nil {
 		zs.failed = time.Now()
 		if !errors.Is(err, sandbox.ErrSandboxClosed) { // the gateway is stopping
-			slog.Warn("python zygote: not started; workers start with their own interpreter meanwhile", "error", err)
+			slog.Warn(zs.name+": not started; workers start in sandboxes of their own meanwhile", "error", err)
 		}
 		if old == nil || !zs.spent(old) {
 			return
@@ -264,6 +288,40 @@ func (zs *zygotes) start(background bool) {
 			go f()
 		}
 	}
+}
+
+// check forks one child of z, a zygote whose children execute a program, and
+// lets it end at once (its stdin closed): a host that refuses the execution
+// (a security module that checks paths, a file system mounted noexec) shows
+// it here, before any function's worker depends on it, and its workers are
+// then started without a zygote, as when one cannot start.
+func (zs *zygotes) check(z *sandbox.Zygote) error {
+	f, err := z.Fork(zs.sb, zs.limits)
+	if err != nil {
+		return err
+	}
+	f.Stdin.Close()
+	defer f.Stdout.Close()
+	defer f.Stderr.Close()
+	go func() { _, _ = io.Copy(io.Discard, f.Stdout) }()
+	stderr := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(io.LimitReader(f.Stderr, 4096)); stderr <- b }()
+	ctx, cancel := context.WithTimeout(context.Background(), pythonStartAllowance)
+	defer cancel()
+	ws, known := f.Wait(ctx)
+	if !known {
+		f.Kill()
+		return errors.New("its first child did not end once its stdin was closed")
+	}
+	var tail []byte
+	select {
+	case tail = <-stderr:
+	case <-time.After(time.Second):
+	}
+	if ws.ExitStatus() == 126 || bytes.Contains(tail, []byte("metalambda-spawn:")) || bytes.Contains(tail, []byte("metalambda zygote:")) {
+		return fmt.Errorf("its first child could not execute %s: %s (exit status %d)", zs.spec.Executable, bytes.TrimSpace(tail), ws.ExitStatus())
+	}
+	return nil
 }
 
 // setCurrentLocked makes z the current zygote (zs.mu held).
@@ -284,7 +342,7 @@ func (zs *zygotes) retiredLocked(z *sandbox.Zygote) bool {
 	if z != zs.current {
 		return true
 	}
-	if time.Since(z.Started()) > zygoteMaxAge {
+	if !zs.executes && time.Since(z.Started()) > zygoteMaxAge {
 		zs.startLocked(false)
 	}
 	return false
@@ -305,7 +363,7 @@ func (zs *zygotes) retiredLocked(z *sandbox.Zygote) bool {
 func (zs *zygotes) recycle(z *sandbox.Zygote) bool {
 	zs.mu.Lock()
 	defer zs.mu.Unlock()
-	return zs.retiredLocked(z) && (time.Since(z.Started()) > zygoteMaxAge || z.Stalled())
+	return zs.retiredLocked(z) && ((!zs.executes && time.Since(z.Started()) > zygoteMaxAge) || z.Stalled())
 }
 
 // retiring are the zygotes that end once their last child has (retire).
@@ -417,9 +475,16 @@ func isDone(ch <-chan struct{}) bool {
 	}
 }
 
-// forkedWorkers maps each forked worker (its *sandbox.Forked) to its id, which
-// workerPIDs reads: a forked worker's command line is its zygote's.
+// forkedWorkers maps each forked worker (its *sandbox.Forked) to its
+// forkedEntry, which workerPIDs reads: a Python worker's command line is its
+// zygote's, and an executed one's names no worker.
 var forkedWorkers sync.Map
+
+// forkedEntry is a forked worker's id and the marker of its kind
+// (PythonWorkerMarker, ScriptWorkerMarker).
+type forkedEntry struct {
+	id, marker string
+}
 
 // startForked makes w a child of the zygote of s; errNoZygote when none runs.
 func (w *pyWorker) startForked(s *workerSpec) error {
@@ -429,7 +494,7 @@ func (w *pyWorker) startForked(s *workerSpec) error {
 	}
 	w.fk, w.zygotes = f, s.zygote
 	w.stdin = f.Stdin
-	forkedWorkers.Store(f, w.id)
+	forkedWorkers.Store(f, forkedEntry{id: w.id, marker: s.marker})
 	w.drainStderr(f.Stderr)
 	w.stdout = f.Stdout
 	go w.reap()
@@ -474,18 +539,18 @@ func (w *pyWorker) forkedState() string {
 	}
 }
 
-// forkedPIDs are the host pids of this process's forked workers (the
-// worker's own process, not its init's).
-func forkedPIDs(function string) []int {
+// forkedPIDs are the host pids of this process's forked workers of a kind
+// (their marker; the worker's own process, not its init's).
+func forkedPIDs(marker, function string) []int {
 	var pids []int
 	forkedWorkers.Range(func(k, v any) bool {
-		f := k.(*sandbox.Forked)
+		f, fw := k.(*sandbox.Forked), v.(forkedEntry)
 		pid := f.Worker()
-		if pid == 0 || isDone(f.Exited()) {
+		if pid == 0 || isDone(f.Exited()) || fw.marker != marker {
 			return true
 		}
 		if function != "" {
-			fn, ok := workerFunctions.Load(v)
+			fn, ok := workerFunctions.Load(fw.id)
 			if !ok || fn != function {
 				return true
 			}
@@ -510,7 +575,7 @@ func (p *python) zygoteFor(sb *sandbox.Sandbox, interpreter string, binds []stri
 	if p.zygotes == nil {
 		p.zygotes = map[bool]*zygotes{}
 	}
-	zs := &zygotes{sb: sb, spec: sandbox.ZygoteSpec{
+	zs := &zygotes{sb: sb, name: "python zygote", spec: sandbox.ZygoteSpec{
 		Args:     []string{interpreter, "-I", "-S", "-c", pythonZygoteScript, PythonZygoteMarker, "gateway=" + strconv.Itoa(os.Getpid()), "site-packages=" + p.sitePackages},
 		Env:      environ(pythonBaseEnv),
 		ReadOnly: binds,
@@ -527,23 +592,26 @@ func (p *python) zygoteFor(sb *sandbox.Sandbox, interpreter string, binds []stri
 // tests end them all).
 var allZygotes sync.Map
 
-// ForkedProcess is a live forked Python worker of this process: the worker's
-// host pid, its init's, and the function it serves ("" for a spare).
+// ForkedProcess is a live forked worker of this process: the worker's host
+// pid, its init's, the function it serves ("" for a spare), and whether it
+// is a JavaScript or Jsonnet worker (executed by a script zygote) rather
+// than a Python one.
 type ForkedProcess struct {
 	Worker, Init int
 	Function     string
+	Script       bool
 }
 
-// ForkedProcesses lists this process's live forked Python workers, for the
+// ForkedProcesses lists this process's live forked workers, for the
 // benchmarks that split a gateway's memory by process.
 func ForkedProcesses() []ForkedProcess {
 	var out []ForkedProcess
 	forkedWorkers.Range(func(k, v any) bool {
-		f := k.(*sandbox.Forked)
+		f, fw := k.(*sandbox.Forked), v.(forkedEntry)
 		if pid := f.Worker(); pid != 0 && !isDone(f.Exited()) {
-			fn, _ := workerFunctions.Load(v)
+			fn, _ := workerFunctions.Load(fw.id)
 			name, _ := fn.(string)
-			out = append(out, ForkedProcess{Worker: pid, Init: f.PID(), Function: name})
+			out = append(out, ForkedProcess{Worker: pid, Init: f.PID(), Function: name, Script: fw.marker == ScriptWorkerMarker})
 		}
 		return true
 	})

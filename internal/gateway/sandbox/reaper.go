@@ -54,29 +54,51 @@ const reaperSeals = unix.F_SEAL_SEAL | unix.F_SEAL_SHRINK | unix.F_SEAL_GROW | u
 // reaperFile is a sealed, read-only, executable memfd holding the reaper, to
 // hand to a zygote; nil where no reaper is committed for the architecture.
 func reaperFile() (*os.File, error) {
-	if len(reaperProgram) == 0 {
+	return sealedProgram("metalambda-init", reaperProgram)
+}
+
+// SpawnProgram is the name metalambda-spawn runs under (its argv[0]): the init
+// of a worker a script zygote forked, whose command line holds the worker's.
+const SpawnProgram = "metalambda-spawn"
+
+// SpawnAvailable reports whether metalambda-spawn exists for this
+// architecture (amd64): elsewhere a script zygote's children specialize
+// themselves in the zygote's interpreter.
+func SpawnAvailable() bool { return len(spawnProgram) > 0 }
+
+// spawnFile is a sealed, read-only, executable memfd holding metalambda-spawn
+// (reaper/spawn.c), sealed as the reaper's, to hand to a zygote whose children
+// execute a program; nil where none is committed for the architecture.
+func spawnFile() (*os.File, error) {
+	return sealedProgram(SpawnProgram, spawnProgram)
+}
+
+// sealedProgram is a sealed, read-only, executable memfd named name holding
+// program; nil when program is empty.
+func sealedProgram(name string, program []byte) (*os.File, error) {
+	if len(program) == 0 {
 		return nil, nil
 	}
 	// MFD_EXEC (Linux 6.3) keeps it executable where vm.memfd_noexec would
 	// make memfds non-executable by default; older kernels refuse the flag
 	// and make every memfd executable.
-	fd, err := unix.MemfdCreate("metalambda-init", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_EXEC)
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING|unix.MFD_EXEC)
 	if errors.Is(err, unix.EINVAL) {
-		fd, err = unix.MemfdCreate("metalambda-init", unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
+		fd, err = unix.MemfdCreate(name, unix.MFD_CLOEXEC|unix.MFD_ALLOW_SEALING)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sandbox: the reaper's memfd: %w", err)
+		return nil, fmt.Errorf("sandbox: the memfd of %s: %w", name, err)
 	}
-	f := os.NewFile(uintptr(fd), "metalambda-init")
-	if err := writeReaper(f); err != nil {
+	f := os.NewFile(uintptr(fd), name)
+	if err := writeSealed(f, program); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("sandbox: the reaper's memfd: %w", err)
+		return nil, fmt.Errorf("sandbox: the memfd of %s: %w", name, err)
 	}
 	return f, nil
 }
 
-func writeReaper(f *os.File) error {
-	if _, err := f.Write(reaperProgram); err != nil {
+func writeSealed(f *os.File, program []byte) error {
+	if _, err := f.Write(program); err != nil {
 		return err
 	}
 	if err := f.Chmod(0o555); err != nil {

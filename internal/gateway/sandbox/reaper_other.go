@@ -7,3 +7,8 @@ package sandbox
 // child stays the zygote's own (the Python zygote's serve_init), a forked
 // interpreter.
 var reaperProgram []byte
+
+// spawnProgram is empty there too: the children of a zygote whose workers
+// execute a program (ZygoteSpec.Executable) specialize themselves in Python
+// before they execute it.
+var spawnProgram []byte

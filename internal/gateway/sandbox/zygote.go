@@ -56,6 +56,15 @@ type ZygoteSpec struct {
 	// under "config", beside what the zygote needs of the sandbox (see
 	// zygoteConfig). It must hold nothing of any function.
 	Config any
+	// Executable, when set, is a host path the caller opens and hands to
+	// the zygote (zygoteConfig.Executable), for children that execute it by
+	// its descriptor once specialized: it need not be shown in the
+	// zygote's view, and stays the file it was at the zygote's start.
+	Executable string
+	// NoSpawn has the children specialize themselves in the zygote's
+	// interpreter before they execute Executable, even where
+	// metalambda-spawn would (the path of other architectures, for tests).
+	NoSpawn bool
 	// Memory bounds what the zygote's cgroup holds (DefaultZygoteMemory when
 	// 0): the zygote's own pages and the copies its children keep of the pages
 	// it wrote after forking them (see Zygote.Memory).
@@ -80,6 +89,15 @@ type zygoteConfig struct {
 	// for the architecture, or no executable memfd on the host): the init
 	// then stays the zygote's own code.
 	Reaper int `json:"reaper,omitempty"`
+	// Executable is the descriptor of ZygoteSpec.Executable, open
+	// read-only; 0 when none.
+	Executable int `json:"executable,omitempty"`
+	// Spawn, beside Executable, is the descriptor of a sealed memfd holding
+	// metalambda-spawn (reaper/spawn.c), which each child executes at once to
+	// specialize itself and its worker and execute Executable, rather than
+	// do it in the zygote's interpreter; 0 when there is none (no program
+	// for the architecture, or no executable memfd on the host).
+	Spawn int `json:"spawn,omitempty"`
 	// Filter is the seccomp program each child installs (a namespace
 	// sandbox's commands').
 	Filter []byte `json:"filter"`
@@ -238,6 +256,20 @@ func (s *Sandbox) StartZygote(spec ZygoteSpec) (z *Zygote, err error) {
 		closers = append(closers, reaper)
 		cfg.Reaper = launchFD + len(files)
 		files = append(files, reaper)
+	}
+	if spec.Executable != "" {
+		exe, err := os.Open(spec.Executable)
+		if err != nil {
+			return nil, fmt.Errorf("sandbox: the zygote's executable: %w", err)
+		}
+		closers = append(closers, exe)
+		cfg.Executable = launchFD + len(files)
+		files = append(files, exe)
+		if spawn, err := spawnFile(); err == nil && spawn != nil && !spec.NoSpawn {
+			closers = append(closers, spawn)
+			cfg.Spawn = launchFD + len(files)
+			files = append(files, spawn)
+		}
 	}
 	raw, err := json.Marshal(cfg)
 	if err != nil {
