@@ -146,10 +146,13 @@ def drop(cfg, uid):
 
 
 def install_filter(prog):
-    if prog:
-        buf = ctypes.create_string_buffer(prog, len(prog))
-        fprog = SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
-        check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "installing the seccomp filter")
+    # A zygote is only built where the sandbox has seccomp filters: a missing
+    # one is refused, not skipped.
+    if not prog or len(prog) % 8:
+        raise OSError("the seccomp filter is missing or not whole instructions")
+    buf = ctypes.create_string_buffer(prog, len(prog))
+    fprog = SockFprog(len(prog) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    check(libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0), "installing the seccomp filter")
 
 
 def become_worker(cfg, req, fds):

@@ -187,13 +187,18 @@ func TestScriptWorkerSandboxViewBothWays(t *testing.T) {
 			c := mustCompile(t, rt, jsFn("view-"+zygote, jsEcho))
 			defer c.Close()
 			assertEcho(t, c, "view")
-			zpid, forks := scriptZygoteStats(rt, false)
-			if (forks > 0) != (zygote == ZygoteAuto) {
-				t.Fatalf("zygote %s: %d forks", zygote, forks)
+			zpid, _ := scriptZygoteStats(rt, false)
+			if (zpid != 0) != (zygote == ZygoteAuto) {
+				t.Fatalf("zygote %s: pid %d", zygote, zpid)
 			}
 			pids := scriptWorkers("test/view-" + zygote)
 			if len(pids) != 1 {
 				t.Fatalf("workers: %v, want one", pids)
+			}
+			// Forked by the zygote (the child of its init), or not at all.
+			init, _ := strconv.Atoi(statusField(t, pids[0], "PPid"))
+			if forked := statusField(t, init, "PPid") == strconv.Itoa(zpid); forked != (zygote == ZygoteAuto) {
+				t.Fatalf("zygote %s: the worker's init's parent is %s, the zygote %d", zygote, statusField(t, init, "PPid"), zpid)
 			}
 			assertBoundedWorker(t, pids[0], zpid)
 		})
@@ -475,8 +480,8 @@ func BenchmarkScriptWorkerStart(b *testing.B) {
 				defer c.Close()
 				f := c.(*pyFunction)
 				spec := f.spares.spec
-				if _, forks := scriptZygoteStats(s, false); (forks > 0) != (zygote == ZygoteAuto) {
-					b.Fatalf("%d forks from the zygote", forks)
+				if pid, _ := scriptZygoteStats(s, false); (pid != 0) != (zygote == ZygoteAuto) {
+					b.Fatalf("zygote %s: pid %d", zygote, pid)
 				}
 				var cpu float64
 				for b.Loop() {
@@ -492,6 +497,12 @@ func BenchmarkScriptWorkerStart(b *testing.B) {
 					w.kill()
 				}
 				b.ReportMetric(cpu/float64(b.N), "machine-ms/op")
+				s.mu.Lock()
+				zs := s.zygotes[false]
+				s.mu.Unlock()
+				if zs != nil && zs.misses.Load() > 0 {
+					b.Fatalf("%d starts found no zygote: they were not measured forked", zs.misses.Load())
+				}
 			})
 		}
 	}
@@ -541,9 +552,16 @@ func TestScriptZygoteThatCannotExecuteIsNotUsed(t *testing.T) {
 		t.Fatalf("fork: %v, want errNoZygote", err)
 	}
 	zs.mu.Lock()
-	current, failed := zs.current, zs.failed
+	current, broken, noSpawn := zs.current, zs.broken, zs.spec.NoSpawn
 	zs.mu.Unlock()
-	if current != nil || failed.IsZero() {
-		t.Errorf("current zygote %v, failed at %v: want none, and the failure noted", current, failed)
+	if current != nil || broken == nil {
+		t.Fatalf("current zygote %v, broken: %v: want none, and why", current, broken)
+	}
+	t.Logf("broken: %v", broken)
+	if sandbox.SpawnAvailable() && noSpawn {
+		t.Error("the zygote fell back to its interpreter, as if metalambda-spawn had been refused, not the program")
+	}
+	if _, err := zs.fork(zs.limits, true); !errors.Is(err, errNoZygote) {
+		t.Errorf("a second fork: %v, want errNoZygote at once", err)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -96,8 +95,7 @@ type scripts struct {
 	mu      sync.Mutex
 	zygotes map[bool]*zygotes // by network view, with Options.ScriptZygote
 	python  *pythonInstallation
-	noPy    error     // why no zygote can be had: Options.PythonBinary did not run
-	noPyAt  time.Time // when; it is asked again zygoteRetryAfter later
+	noPy    error // why no zygote can be had: Options.PythonBinary did not run
 }
 
 // newScripts returns the sandboxed form of the in-process runtime name.
@@ -212,10 +210,11 @@ func (s *scripts) Compile(fn Function) (Compiled, error) {
 // zygoteFor is the zygote that forks spec's workers, started at its first
 // fork; nil when Options.ScriptZygote is off, the sandbox cannot start one, or
 // Options.PythonBinary does not run. It is a Python zygote (python_zygote.py)
-// that preloads nothing: each child specializes itself as a Python worker
-// does (its own namespaces, user, cgroup, rlimits, no capabilities,
-// no_new_privs, the commands' seccomp filter), closes every descriptor but
-// its pipes and then executes spec's command, with spec's environment alone.
+// that preloads nothing: each child, with metalambda-spawn (or in the
+// interpreter where there is none), is bounded as a forked Python worker is
+// (its own namespaces, user, cgroup, rlimits, no capabilities, no_new_privs,
+// the commands' seccomp filter), closes every descriptor but its pipes and
+// then executes spec's command, with spec's environment alone.
 // That skips bubblewrap and the launcher, most of a worker's start. The
 // program executed starts afresh (its own layout, canary and hash seeds), so
 // the zygote is not rotated after a number of forks or an age, as Python's
@@ -245,12 +244,13 @@ func (s *scripts) zygoteFor(spec workerSpec) *zygotes {
 	return zs
 }
 
-// findPython is where Options.PythonBinary is installed, asked once (and again
-// zygoteRetryAfter after a failure, which is logged); nil while it does not run.
-// Compiles of the runtime do not wait for one another's asking.
+// findPython is where Options.PythonBinary is installed, asked once; nil when
+// it did not run, which is logged and holds until the gateway restarts (each
+// network view's spares keep the zygote they were made with). Compiles of the
+// runtime do not wait for one another's asking.
 func (s *scripts) findPython() *pythonInstallation {
 	s.mu.Lock()
-	py, failed := s.python, s.noPy != nil && time.Since(s.noPyAt) < zygoteRetryAfter
+	py, failed := s.python, s.noPy != nil
 	s.mu.Unlock()
 	if py != nil || failed {
 		return py
@@ -263,8 +263,8 @@ func (s *scripts) findPython() *pythonInstallation {
 	if err != nil {
 		if s.noPy == nil {
 			slog.Info(strings.ToLower(s.name)+" zygote: none, as its Python fork server cannot run; each worker starts in a sandbox of its own", "reason", err)
+			s.noPy = err
 		}
-		s.noPy, s.noPyAt = err, time.Now()
 		return nil
 	}
 	if s.python == nil {

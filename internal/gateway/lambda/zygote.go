@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -44,7 +45,7 @@ const PythonZygoteMarker = "metalambda-python-zygote"
 const DefaultScriptZygote = ZygoteAuto
 
 // ScriptZygoteMarker is an argument of the command line of a zygote of
-// JavaScript or Jsonnet workers (scriptZygoteFor).
+// JavaScript or Jsonnet workers (scripts.zygoteFor).
 const ScriptZygoteMarker = "metalambda-script-zygote"
 
 // zygoteMaxForks and zygoteMaxAge bound how many workers, and for how long,
@@ -96,12 +97,15 @@ type zygotes struct {
 	// name is what the logs call it ("python zygote").
 	name string
 	// executes: its children execute a program of their own once
-	// specialized (a JavaScript or Jsonnet worker; see scriptZygoteFor), so
+	// specialized (a JavaScript or Jsonnet worker; see scripts.zygoteFor), so
 	// they share no memory layout, canary or hash secret with it, and no
 	// bound of forks or age applies; its memory still does.
 	executes bool
 	// limits bound the child that checks a new zygote of executes (check).
 	limits sandbox.Limits
+	// broken is why zygotes of executes are not used at all: their children
+	// could not execute the program, with metalambda-spawn or without (check).
+	broken error
 
 	mu       sync.Mutex
 	current  *sandbox.Zygote
@@ -170,6 +174,11 @@ var errNoZygote = errors.New("no zygote running")
 // misses).
 func (zs *zygotes) fork(l sandbox.Limits, wait bool) (*sandbox.Forked, error) {
 	zs.mu.Lock()
+	if zs.broken != nil {
+		zs.mu.Unlock()
+		zs.misses.Add(1)
+		return nil, errNoZygote
+	}
 	z := zs.current
 	if z != nil && isDone(z.Done()) {
 		z = nil
@@ -260,10 +269,7 @@ func (zs *zygotes) start(background bool) {
 	spec.Background = background
 	z, err := zs.sb.StartZygote(spec)
 	if err == nil && zs.executes {
-		if err = zs.check(z); err != nil {
-			z.Close()
-			z = nil
-		}
+		z, err = zs.checked(z, spec)
 	}
 	zs.mu.Lock()
 	defer zs.mu.Unlock()
@@ -271,7 +277,7 @@ func (zs *zygotes) start(background bool) {
 	old := zs.current
 	if err != nil {
 		zs.failed = time.Now()
-		if !errors.Is(err, sandbox.ErrSandboxClosed) { // the gateway is stopping
+		if !errors.Is(err, sandbox.ErrSandboxClosed) && zs.broken == nil { // the gateway is stopping, or checked said why
 			slog.Warn(zs.name+": not started; workers start in sandboxes of their own meanwhile", "error", err)
 		}
 		if old == nil || !zs.spent(old) {
@@ -290,11 +296,47 @@ func (zs *zygotes) start(background bool) {
 	}
 }
 
+// checked returns z, a new zygote of spec whose children execute a program,
+// once one child has executed it (check). A host may refuse the execution of
+// metalambda-spawn's memfd: the zygote is then started again with its
+// children specializing themselves in its interpreter (ZygoteSpec.NoSpawn),
+// for good. One that refuses the program itself (a security module that
+// checks paths, a file system mounted noexec) marks zs broken: its workers
+// start without a zygote, as when none can start, and the warning is logged
+// once.
+func (zs *zygotes) checked(z *sandbox.Zygote, spec sandbox.ZygoteSpec) (*sandbox.Zygote, error) {
+	err := zs.check(z)
+	if err == nil {
+		return z, nil
+	}
+	z.Close()
+	// spawn_child's message: the execution of metalambda-spawn failed.
+	if !spec.NoSpawn && sandbox.SpawnAvailable() && strings.Contains(err.Error(), "starting metalambda-spawn") {
+		slog.Warn(zs.name+": its children could not start with metalambda-spawn; they specialize themselves in the zygote's interpreter instead", "error", err)
+		spec.NoSpawn = true
+		z, err2 := zs.sb.StartZygote(spec)
+		if err2 != nil {
+			return nil, err2
+		}
+		if err = zs.check(z); err == nil {
+			zs.mu.Lock()
+			zs.spec.NoSpawn = true
+			zs.mu.Unlock()
+			return z, nil
+		}
+		z.Close()
+	}
+	zs.mu.Lock()
+	zs.broken = err
+	zs.mu.Unlock()
+	slog.Warn(zs.name+": not used, as its children cannot execute the worker; each worker starts in a sandbox of its own", "error", err)
+	return nil, err
+}
+
 // check forks one child of z, a zygote whose children execute a program, and
-// lets it end at once (its stdin closed): a host that refuses the execution
-// (a security module that checks paths, a file system mounted noexec) shows
-// it here, before any function's worker depends on it, and its workers are
-// then started without a zygote, as when one cannot start.
+// lets it end at once (its stdin closed, which a worker that started ends
+// with status 0): a host that refuses the execution shows it here, before any
+// function's worker depends on it.
 func (zs *zygotes) check(z *sandbox.Zygote) error {
 	f, err := z.Fork(zs.sb, zs.limits)
 	if err != nil {
@@ -318,8 +360,8 @@ func (zs *zygotes) check(z *sandbox.Zygote) error {
 	case tail = <-stderr:
 	case <-time.After(time.Second):
 	}
-	if ws.ExitStatus() == 126 || bytes.Contains(tail, []byte("metalambda-spawn:")) || bytes.Contains(tail, []byte("metalambda zygote:")) {
-		return fmt.Errorf("its first child could not execute %s: %s (exit status %d)", zs.spec.Executable, bytes.TrimSpace(tail), ws.ExitStatus())
+	if !ws.Exited() || ws.ExitStatus() != 0 {
+		return fmt.Errorf("its first child, its stdin closed, ended with status %d (signal %d), not 0: %s", ws.ExitStatus(), max(ws.Signal(), 0), bytes.TrimSpace(tail))
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ cd "$(dirname "$0")"
 CC=${CC:-gcc}
 for prog in reaper spawn; do
 	$CC -static -nostdlib -nostartfiles -ffreestanding -fno-pie -no-pie \
-		-Os -fno-asynchronous-unwind-tables -fno-unwind-tables -fno-stack-protector -fcf-protection=none -fno-ident \
+		-Os -fno-tree-loop-distribute-patterns -fno-asynchronous-unwind-tables -fno-unwind-tables -fno-stack-protector -fcf-protection=none -fno-ident \
 		-Wall -Werror \
 		-Wl,--build-id=none -Wl,-z,noexecstack -Wl,-z,noseparate-code -Wl,-z,norelro -s \
 		-o $prog-linux-amd64.tmp $prog.c
