@@ -357,3 +357,61 @@ func TestEvictionSparesTheMostRecentlyUsed(t *testing.T) {
 		t.Errorf("took the least recently used in %.3f of evictions, want about %.3f", share, want)
 	}
 }
+
+// TestMemoryBudgetLookThatReadsNothingNewKeepsTheLargest: a start's look
+// that reads no worker it had not read before still knows the largest worker,
+// so that the starts after it, within the room it left, look at nothing. It
+// took the largest for 0 before, and every start looked until the next sweep.
+func TestMemoryBudgetLookThatReadsNothingNewKeepsTheLargest(t *testing.T) {
+	defer func(d time.Duration) { sweepInterval = d }(sweepInterval)
+	sweepInterval = time.Hour // no sweep's look but the test's
+	const items, size, room = 64, 100, 4
+	budget := NewMemoryBudget((items + room) * size)
+	var mu sync.Mutex
+	reads := map[int]int{}
+	next := 0
+	p := newPool(items, newPoolSet(budget), func() (int, error) { next++; return next, nil }, func(int) {}, nil)
+	p.memory = func(i int) int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		reads[i]++
+		return size
+	}
+	defer p.close()
+	ctx := context.Background()
+	var held []int
+	for range items {
+		item, err := p.get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, item)
+	}
+	for _, i := range held {
+		p.put(i, true)
+	}
+	budget.enforce(true)
+	budget.enforce(false) // a start's look: every item known, none read
+	if got := budget.largest.Load(); got != size {
+		t.Fatalf("largest after a look that read nothing new: %d, want %d", got, size)
+	}
+	// Another function's pool starts the items below: p's stay idle.
+	q := newPool(room, p.stats, func() (int, error) { next++; return next, nil }, func(int) {}, nil)
+	q.memory = p.memory
+	defer q.close()
+	var started []int
+	for range room - 1 { // the look counted a start too
+		item, err := q.get(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		started = append(started, item)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, i := range started {
+		if reads[i] != 0 {
+			t.Errorf("item %d read %d times: a start within the room looked", i, reads[i])
+		}
+	}
+}

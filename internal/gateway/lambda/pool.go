@@ -257,6 +257,10 @@ func (p *pool[T]) memoryUse(fresh bool) (total, largest int64, idle []idleItem) 
 	p.mu.Unlock()
 	measure := func(item T) int64 {
 		if m, ok := read[item]; ok && !fresh {
+			// A look that reads nothing new still knows the largest: without
+			// it, the budget took none for known, and every start looked
+			// until the next sweep.
+			largest = max(largest, m)
 			return m
 		}
 		m := p.memory(item)
