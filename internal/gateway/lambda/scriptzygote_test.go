@@ -250,15 +250,7 @@ func TestScriptZygoteChildReachesNothing(t *testing.T) {
 }
 
 func probeScriptZygoteChild(t *testing.T, noSpawn bool) {
-	opts := sandboxed(t, Options{})
-	sb := opts.Sandbox
-	if err := sb.ZygoteSupported(); err != nil {
-		t.Skip(err)
-	}
-	py, err := findPython(context.Background(), DefaultPythonBinary)
-	if err != nil {
-		t.Skip(err)
-	}
+	opts, py := execZygoteHost(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -280,26 +272,10 @@ func probeScriptZygoteChild(t *testing.T, noSpawn bool) {
 	env := []string{"GOMAXPROCS=1", "PROBE=1"}
 	spec := execZygoteSpec(py, []string{self, execProbeMarker, ln.Addr().String()}, env, false)
 	spec.NoSpawn = noSpawn
-	z, err := sb.StartZygote(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer z.Close()
-	f, err := z.Fork(sb, opts.workerLimits(DefaultScriptMemoryLimit, scriptWorkerMemory(DefaultScriptMemoryLimit)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Kill()
-	f.Stdin.Close()
-	stderr := make(chan []byte, 1)
-	go func() { b, _ := io.ReadAll(f.Stderr); stderr <- b }()
-	raw, err := io.ReadAll(f.Stdout)
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw, stderr := runForked(t, opts.Sandbox, spec, opts.workerLimits(DefaultScriptMemoryLimit, scriptWorkerMemory(DefaultScriptMemoryLimit)))
 	var out map[string]string
 	if err := json.Unmarshal(raw, &out); err != nil {
-		t.Fatalf("the probe wrote %q (%v); stderr: %s", raw, err, <-stderr)
+		t.Fatalf("the probe wrote %q (%v); stderr: %s", raw, err, stderr)
 	}
 	t.Logf("probe: %v", out)
 	want := map[string]string{
@@ -335,6 +311,44 @@ func probeScriptZygoteChild(t *testing.T, noSpawn bool) {
 	if out["uid"] == "0" || out["uid"] == "" {
 		t.Errorf("the probe runs as user %q", out["uid"])
 	}
+}
+
+// execZygoteHost is a sandboxed Options and the interpreter of script
+// zygotes; the test is skipped where there can be none.
+func execZygoteHost(t *testing.T) (Options, pythonInstallation) {
+	t.Helper()
+	opts := sandboxed(t, Options{})
+	if err := opts.Sandbox.ZygoteSupported(); err != nil {
+		t.Skip(err)
+	}
+	py, err := findPython(context.Background(), DefaultPythonBinary)
+	if err != nil {
+		t.Skip(err)
+	}
+	return opts, py
+}
+
+// runForked starts a zygote of spec, forks one child bounded by l, closes its
+// stdin and returns what it wrote on its stdout and stderr until it ended.
+func runForked(t *testing.T, sb *sandbox.Sandbox, spec sandbox.ZygoteSpec, l sandbox.Limits) (stdout, stderr []byte) {
+	t.Helper()
+	z, err := sb.StartZygote(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer z.Close()
+	f, err := z.Fork(sb, l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Kill()
+	f.Stdin.Close()
+	errc := make(chan []byte, 1)
+	go func() { b, _ := io.ReadAll(f.Stderr); errc <- b }()
+	if stdout, err = io.ReadAll(f.Stdout); err != nil {
+		t.Fatal(err)
+	}
+	return stdout, <-errc
 }
 
 // serveExecProbe is the probe's main (execProbeMarker): args[0] is the
@@ -415,32 +429,8 @@ func serveTestPrograms() {
 // at start, which would hide an ignored signal: cat, which changes none,
 // shows what the execution left.
 func TestScriptZygoteChildKeepsNoSignalState(t *testing.T) {
-	opts := sandboxed(t, Options{})
-	sb := opts.Sandbox
-	if err := sb.ZygoteSupported(); err != nil {
-		t.Skip(err)
-	}
-	py, err := findPython(context.Background(), DefaultPythonBinary)
-	if err != nil {
-		t.Skip(err)
-	}
-	z, err := sb.StartZygote(execZygoteSpec(py, []string{"/usr/bin/cat", "/proc/self/status"}, nil, false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer z.Close()
-	f, err := z.Fork(sb, sandbox.Limits{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Kill()
-	f.Stdin.Close()
-	stderr := make(chan []byte, 1)
-	go func() { b, _ := io.ReadAll(f.Stderr); stderr <- b }()
-	raw, err := io.ReadAll(f.Stdout)
-	if err != nil {
-		t.Fatal(err)
-	}
+	opts, py := execZygoteHost(t)
+	raw, stderr := runForked(t, opts.Sandbox, execZygoteSpec(py, []string{"/usr/bin/cat", "/proc/self/status"}, nil, false), sandbox.Limits{})
 	found := 0
 	for _, line := range strings.Split(string(raw), "\n") {
 		k, v, _ := strings.Cut(line, ":")
@@ -452,7 +442,7 @@ func TestScriptZygoteChildKeepsNoSignalState(t *testing.T) {
 		}
 	}
 	if found != 2 {
-		t.Fatalf("cat wrote %q; stderr: %s", raw, <-stderr)
+		t.Fatalf("cat wrote %q; stderr: %s", raw, stderr)
 	}
 }
 
@@ -533,14 +523,7 @@ func machineBusy(b *testing.B) float64 {
 // that checks it at its start, and is not used: forks get errNoZygote, so that
 // workers start in sandboxes of their own instead of failing.
 func TestScriptZygoteThatCannotExecuteIsNotUsed(t *testing.T) {
-	opts := sandboxed(t, Options{})
-	if err := opts.Sandbox.ZygoteSupported(); err != nil {
-		t.Skip(err)
-	}
-	py, err := findPython(context.Background(), DefaultPythonBinary)
-	if err != nil {
-		t.Skip(err)
-	}
+	opts, py := execZygoteHost(t)
 	notExecutable := filepath.Join(t.TempDir(), "worker")
 	if err := os.WriteFile(notExecutable, []byte("\x7fELF"), 0o644); err != nil {
 		t.Fatal(err)
