@@ -117,17 +117,8 @@ func assertBoundedWorker(t *testing.T, pid, zygote int) {
 			break
 		}
 	}
-	for _, f := range []string{"CapInh", "CapPrm", "CapEff", "CapAmb"} {
-		if v := statusField(t, pid, f); v != "0000000000000000" {
-			t.Errorf("%s = %s, want none", f, v)
-		}
-	}
-	if v := statusField(t, pid, "NoNewPrivs"); v != "1" {
-		t.Errorf("NoNewPrivs = %s, want 1", v)
-	}
-	if v := statusField(t, pid, "Seccomp"); v != "2" {
-		t.Errorf("Seccomp = %s, want 2 (filtered)", v)
-	}
+	none := "0000000000000000"
+	assertStatus(t, pid, "the worker's", map[string]string{"CapInh": none, "CapPrm": none, "CapEff": none, "CapAmb": none, "NoNewPrivs": "1", "Seccomp": "2"})
 	if v := statusField(t, pid, "Seccomp_filters"); zygote != 0 && v != "2" {
 		t.Errorf("Seccomp_filters = %s, want 2: the zygote's and the worker's own", v)
 	}
@@ -148,6 +139,17 @@ func assertBoundedWorker(t *testing.T, pid, zygote int) {
 	}
 }
 
+// assertStatus checks fields of /proc/pid/status; who names the process in
+// the errors.
+func assertStatus(t *testing.T, pid int, who string, want map[string]string) {
+	t.Helper()
+	for f, w := range want {
+		if v := statusField(t, pid, f); v != w {
+			t.Errorf("%s %s = %s, want %s", who, f, v, w)
+		}
+	}
+}
+
 // assertEmptyInit checks the init of a forked script worker: metalambda-spawn
 // where there is one, holding no capability and no descriptor, both filters,
 // and not the worker's user (that the worker may not read it is
@@ -158,17 +160,8 @@ func assertEmptyInit(t *testing.T, init, worker int) {
 	if exe, _ := os.Readlink(dir + "exe"); sandbox.SpawnAvailable() && !strings.Contains(exe, sandbox.SpawnProgram) {
 		t.Errorf("the init runs %q, want %s", exe, sandbox.SpawnProgram)
 	}
-	for _, f := range []string{"CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"} {
-		if v := statusField(t, init, f); v != "0000000000000000" {
-			t.Errorf("the init's %s = %s, want none", f, v)
-		}
-	}
-	if v := statusField(t, init, "NoNewPrivs"); v != "1" {
-		t.Errorf("the init's NoNewPrivs = %s, want 1", v)
-	}
-	if v := statusField(t, init, "Seccomp_filters"); v != "2" {
-		t.Errorf("the init's Seccomp_filters = %s, want 2", v)
-	}
+	none := "0000000000000000"
+	assertStatus(t, init, "the init's", map[string]string{"CapInh": none, "CapPrm": none, "CapEff": none, "CapBnd": none, "CapAmb": none, "NoNewPrivs": "1", "Seccomp_filters": "2"})
 	if fds, err := os.ReadDir(dir + "fd"); err != nil || len(fds) != 0 {
 		t.Errorf("the init holds descriptors %v (%v), want none", fds, err)
 	}
