@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/retry"
 
 	fnv1 "github.com/metalambda/metalambda/internal/apis/metalambda/v1alpha1"
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
@@ -129,8 +131,43 @@ func (g *Gateway) putFunction(w http.ResponseWriter, r *http.Request) {
 		httpapi.WriteError(w, err)
 		return
 	}
-	current, err := g.functions(ns).Get(r.Context(), name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
+	// The body carries no resourceVersion: a PUT replaces whatever is stored. Other
+	// writers (the gateway's own status writes, the rollout driver) may write the
+	// Function between the read and the update; the update then conflicts and is
+	// made again from a fresh read, so the caller does not see their conflict.
+	var updated *unstructured.Unstructured
+	created := false
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		current, err := g.functions(ns).Get(r.Context(), name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			created = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		// Each try starts from the body's spec: keepSettings adds to it at the top.
+		spec, _ := obj.Object["spec"].(map[string]any)
+		spec = maps.Clone(spec)
+		if req.Spec == nil {
+			keepSettings(spec, current.Object["spec"])
+		}
+		current.Object["spec"] = spec
+		// Labels and annotations the body names replace the stored ones; a body
+		// without them (the flat form) keeps what is stored.
+		if labels := req.labels(); labels != nil {
+			current.SetLabels(labels)
+		}
+		if annotations := req.annotations(); annotations != nil {
+			current.SetAnnotations(annotations)
+		}
+		updated, err = g.functions(ns).Update(r.Context(), current, metav1.UpdateOptions{FieldManager: fieldManager})
+		return err
+	})
+	switch {
+	case err != nil:
+		httpapi.WriteError(w, fromAPI(err))
+	case created:
 		if aerr := g.auth.Authorize(r.Context(), httpapi.CallerFrom(r.Context()), functionAccess("create", ns)); aerr != nil {
 			httpapi.WriteError(w, aerr)
 			return
@@ -140,31 +177,9 @@ func (g *Gateway) putFunction(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		g.create(w, r, ns, obj)
-		return
+	default:
+		httpapi.WriteJSON(w, http.StatusOK, updated.Object)
 	}
-	if err != nil {
-		httpapi.WriteError(w, fromAPI(err))
-		return
-	}
-	spec, _ := obj.Object["spec"].(map[string]any)
-	if req.Spec == nil {
-		keepSettings(spec, current.Object["spec"])
-	}
-	current.Object["spec"] = spec
-	// Labels and annotations the body names replace the stored ones; a body without
-	// them (the flat form) keeps what is stored.
-	if labels := req.labels(); labels != nil {
-		current.SetLabels(labels)
-	}
-	if annotations := req.annotations(); annotations != nil {
-		current.SetAnnotations(annotations)
-	}
-	updated, err := g.functions(ns).Update(r.Context(), current, metav1.UpdateOptions{FieldManager: fieldManager})
-	if err != nil {
-		httpapi.WriteError(w, fromAPI(err))
-		return
-	}
-	httpapi.WriteJSON(w, http.StatusOK, updated.Object)
 }
 
 // flatSettings are the fields of a spec that do not change what a call runs, and

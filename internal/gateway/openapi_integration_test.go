@@ -6,10 +6,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +24,8 @@ import (
 	"github.com/getkin/kin-openapi/routers/legacy"
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
 
 	"github.com/metalambda/metalambda/internal/kubetest"
 )
@@ -206,4 +213,92 @@ func function(t *testing.T, ns, name string) functionMeta {
 		t.Fatal(err)
 	}
 	return functionMeta{Labels: u.GetLabels(), Annotations: u.GetAnnotations()}
+}
+
+// A PUT carries no resourceVersion, so it replaces whatever is stored: a write by
+// someone else between the gateway's read and its update (the gateway's own status
+// write after a load, the rollout driver, kubectl) is no error for the caller. The
+// gateway here reaches the API server through a proxy that writes the Function
+// itself just before passing on each of the gateway's first three updates of it,
+// so each of those conflicts in the API server.
+func TestPutReplacesWhileOthersWrite(t *testing.T) {
+	const raced = 3
+	ctx := kubetest.Context(t)
+	ns := env.Namespace(t)
+	functions := env.Dynamic.Resource(FunctionsGVR).Namespace(ns)
+	var mu sync.Mutex
+	updates, wroteBefore := 0, 0
+	cfg := proxiedConfig(t, func(req *http.Request) {
+		if req.Method != http.MethodPut || !strings.HasSuffix(req.URL.Path, "/namespaces/"+ns+"/functions/raced") {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		updates++
+		if updates > raced {
+			return
+		}
+		u, err := functions.Get(req.Context(), "raced", metav1.GetOptions{})
+		if err == nil {
+			u.SetAnnotations(map[string]string{"racer": fmt.Sprint(updates)})
+			_, err = functions.Update(req.Context(), u, metav1.UpdateOptions{})
+		}
+		if err != nil {
+			t.Errorf("the other writer: %v", err)
+			return
+		}
+		wroteBefore++
+	})
+	g := startGatewayWith(t, cfg)
+	base := "/v1/namespaces/" + ns + "/functions/raced"
+	source := func(v string) string { return fmt.Sprintf(echoJS, v) }
+	if r := g.do(t, "PUT", base, g.token, map[string]any{"runtime": "javascript", "source": source("v1")}); r.status != http.StatusCreated {
+		t.Fatalf("PUT to create: %d %.300s", r.status, r.raw)
+	}
+	r := g.do(t, "PUT", base, g.token, map[string]any{"runtime": "javascript", "source": source("v2")})
+	if r.status != http.StatusOK {
+		t.Errorf("PUT while another writer writes: %d %.300s", r.status, r.raw)
+	}
+	mu.Lock()
+	t.Logf("the gateway's updates: %d, the first %d each after another write", updates, wroteBefore)
+	// The gateway's own status write may add a conflict of its own.
+	if wroteBefore != raced || updates < raced+1 {
+		t.Errorf("%d updates, %d after another write; want at least %d, and %d", updates, wroteBefore, raced+1, raced)
+	}
+	mu.Unlock()
+	u, err := functions.Get(ctx, "raced", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src, _, _ := unstructured.NestedString(u.Object, "spec", "source"); src != source("v2") {
+		t.Errorf("the stored source is not the PUT's: %.200s", src)
+	}
+	if got := u.GetAnnotations()["racer"]; got != fmt.Sprint(raced) {
+		t.Errorf("the other writer's last annotation is %q, want %d: the PUT wrote over it", got, raced)
+	}
+}
+
+// proxiedConfig is the test's client configuration with the API server behind a
+// TLS proxy that calls before on each request before passing it on, headers and all.
+func proxiedConfig(t *testing.T, before func(*http.Request)) *rest.Config {
+	t.Helper()
+	target, err := url.Parse(env.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	upstream, err := rest.TransportFor(rest.AnonymousClientConfig(env.Config))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = upstream
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		before(req)
+		proxy.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Host = srv.URL
+	cfg.TLSClientConfig = rest.TLSClientConfig{CAData: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw})}
+	return cfg
 }
