@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/metalambda/metalambda/internal/kubetest"
 )
@@ -238,11 +239,16 @@ func TestPutReplacesWhileOthersWrite(t *testing.T) {
 		if updates > raced {
 			return
 		}
-		u, err := functions.Get(req.Context(), "raced", metav1.GetOptions{})
-		if err == nil {
+		// The gateway's own status write may race this writer too.
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			u, err := functions.Get(req.Context(), "raced", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
 			u.SetAnnotations(map[string]string{"racer": fmt.Sprint(updates)})
 			_, err = functions.Update(req.Context(), u, metav1.UpdateOptions{})
-		}
+			return err
+		})
 		if err != nil {
 			t.Errorf("the other writer: %v", err)
 			return
