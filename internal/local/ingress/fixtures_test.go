@@ -98,13 +98,20 @@ func newService(name string, ports ...corev1.ServicePort) *corev1.Service {
 }
 
 type sliceEndpoint struct {
-	addr  string
-	ready *bool
+	addr                 string
+	ready                *bool
+	serving, terminating *bool
 }
 
-func ready(addr string) sliceEndpoint    { t := true; return sliceEndpoint{addr, &t} }
-func notReady(addr string) sliceEndpoint { f := false; return sliceEndpoint{addr, &f} }
+func ready(addr string) sliceEndpoint    { t := true; return sliceEndpoint{addr: addr, ready: &t} }
+func notReady(addr string) sliceEndpoint { f := false; return sliceEndpoint{addr: addr, ready: &f} }
 func unknown(addr string) sliceEndpoint  { return sliceEndpoint{addr: addr} }
+
+// draining is an endpoint whose pod is being deleted and still serves.
+func draining(addr string) sliceEndpoint {
+	t, f := true, false
+	return sliceEndpoint{addr: addr, ready: &f, serving: &t, terminating: &t}
+}
 
 // newSlice builds an EndpointSlice of service in testNS with port "http" on 8080.
 func newSlice(name, service string, endpoints ...sliceEndpoint) *discoveryv1.EndpointSlice {
@@ -119,7 +126,7 @@ func newSliceWithPort(name, service, portName string, port int32, endpoints ...s
 		Ports:       []discoveryv1.EndpointPort{{Name: &portName, Port: &port, Protocol: &tcp}},
 	}
 	for _, e := range endpoints {
-		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{e.addr}, Conditions: discoveryv1.EndpointConditions{Ready: e.ready}})
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{e.addr}, Conditions: discoveryv1.EndpointConditions{Ready: e.ready, Serving: e.serving, Terminating: e.terminating}})
 	}
 	return s
 }

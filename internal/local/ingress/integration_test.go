@@ -291,3 +291,35 @@ func TestClassName(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestServingTerminatingEndpointWhileNoneIsReady replaces a backend's pod as a
+// rollout does: the old endpoint terminates (still serving, as a draining pod
+// does) before the new one is ready. The router keeps sending requests to the old
+// one, as kube-proxy does, and only to the new one once it is ready.
+func TestServingTerminatingEndpointWhileNoneIsReady(t *testing.T) {
+	ns := env.Namespace(t)
+	base := startRouter(t, func(o *Options) {
+		o.Dial = startBackends(t, map[string]string{"10.200.0.1:8080": "old", "10.200.0.2:8080": "new"})
+	})
+	host := ns + ".replaced.test"
+	o := objects{t, ns}
+	o.service("app")
+	slice := o.slice("app-1", "app", draining("10.200.0.1"), notReady("10.200.0.2"))
+	o.ingress(newIngress("ing", rule(host, prefix("/", "app"))))
+	eventually(t, base, host, "/", ok("old"))
+
+	slice.Endpoints[1].Conditions.Ready = ptrTo(true)
+	if _, err := env.Kube.DiscoveryV1().EndpointSlices(ns).Update(kubetest.Context(t), slice, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("mark 10.200.0.2 ready: %v", err)
+	}
+	eventually(t, base, host, "/", ok("new"))
+	for range 5 {
+		got, err := get(kubetest.Context(t), base+"/", host+":80")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ok("new").check(got); err != nil {
+			t.Errorf("with a ready endpoint, a request went elsewhere: %v", err)
+		}
+	}
+}

@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+
+	"github.com/metalambda/metalambda/internal/local/endpoints"
 )
 
 // classAnnotation is the class of Ingresses written before spec.ingressClassName.
@@ -295,31 +297,35 @@ func describePorts(ports []corev1.ServicePort) string {
 	return "ports " + strings.Join(parts, ", ")
 }
 
-// readyEndpoints lists "ip:port" of every endpoint not marked unready, using the slice
-// port named like the Service port (the EndpointSlice controller resolved targetPort).
+// readyEndpoints lists "ip:port" of the endpoints that take new connections (the
+// ready ones, or while none is, those serving as they terminate: endpoints.Choose),
+// using the slice port named like the Service port (the EndpointSlice controller
+// resolved targetPort).
 func readyEndpoints(list []*discoveryv1.EndpointSlice, port corev1.ServicePort) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, s := range list {
-		number, ok := slicePort(s, port)
-		if !ok {
-			continue
-		}
-		for _, e := range s.Endpoints {
-			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
+	return endpoints.Choose(func(use func(discoveryv1.EndpointConditions) bool) []string {
+		seen := map[string]bool{}
+		var out []string
+		for _, s := range list {
+			number, ok := slicePort(s, port)
+			if !ok {
 				continue
 			}
-			for _, addr := range e.Addresses {
-				hp := net.JoinHostPort(addr, strconv.Itoa(int(number)))
-				if !seen[hp] {
-					seen[hp] = true
-					out = append(out, hp)
+			for _, e := range s.Endpoints {
+				if !use(e.Conditions) {
+					continue
+				}
+				for _, addr := range e.Addresses {
+					hp := net.JoinHostPort(addr, strconv.Itoa(int(number)))
+					if !seen[hp] {
+						seen[hp] = true
+						out = append(out, hp)
+					}
 				}
 			}
 		}
-	}
-	slices.Sort(out)
-	return out
+		slices.Sort(out)
+		return out
+	})
 }
 
 func slicePort(s *discoveryv1.EndpointSlice, port corev1.ServicePort) (int32, bool) {

@@ -242,11 +242,13 @@ func TestResolveBackends(t *testing.T) {
 	external := newService("external")
 	external.Spec.Type = corev1.ServiceTypeExternalName
 	w := world{
-		services: []*corev1.Service{newService("web"), newService("empty"), newService("down"), newService("renamed"), unnamed, external},
+		services: []*corev1.Service{newService("web"), newService("empty"), newService("down"), newService("renamed"), newService("replaced"), newService("drained"), unnamed, external},
 		slices: []*discoveryv1.EndpointSlice{
 			newSlice("web-1", "web", ready("10.0.0.1"), notReady("10.0.0.2"), unknown("10.0.0.3")),
 			newSlice("web-2", "web", ready("10.0.0.4"), ready("10.0.0.1")),
 			newSlice("down-1", "down", notReady("10.0.1.1")),
+			newSlice("replaced-1", "replaced", draining("10.0.4.1"), notReady("10.0.4.2")),
+			newSlice("drained-1", "drained", draining("10.0.5.1"), ready("10.0.5.2")),
 			newSliceWithPort("renamed-1", "renamed", "metrics", 9090, ready("10.0.2.1")),
 			newSliceWithPort("unnamed-1", "unnamed", "", 9090, ready("10.0.3.1")),
 		},
@@ -266,6 +268,8 @@ func TestResolveBackends(t *testing.T) {
 		{"no such port", *serviceBackend("web:grpc"), "ns/web:grpc", nil, "port not found (the Service has ports http/80)"},
 		{"no slices", *serviceBackend("empty"), "ns/empty:80", nil, "no ready endpoints"},
 		{"no ready endpoint", *serviceBackend("down"), "ns/down:80", nil, "no ready endpoints"},
+		{"none ready: the one serving as it terminates", *serviceBackend("replaced"), "ns/replaced:80", []string{"10.0.4.1:8080"}, ""},
+		{"a ready one: not the terminating one", *serviceBackend("drained"), "ns/drained:80", []string{"10.0.5.2:8080"}, ""},
 		{"slice port of another name", *serviceBackend("renamed"), "ns/renamed:80", nil, "no ready endpoints"},
 		{"ExternalName", *serviceBackend("external"), "ns/external:80", nil, "ExternalName Services are not supported"},
 		{"resource", resource, "ns/Bucket/b", nil, "only Service backends are supported"},

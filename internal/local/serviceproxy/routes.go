@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/metalambda/metalambda/internal/local/endpoints"
 )
 
 // route is where a ClusterIP:port listener sends its connections: the ready
@@ -40,29 +42,33 @@ func desiredRoutes(services []*corev1.Service) map[string]route {
 	return out
 }
 
-// readyBackends returns the "ip:port" of every ready IPv4 endpoint that serves the
-// Service port named portName, sorted and without duplicates.
+// readyBackends returns the "ip:port" of every IPv4 endpoint that takes new
+// connections (the ready ones, or while none is, those serving as they terminate:
+// endpoints.Choose) and serves the Service port named portName, sorted and without
+// duplicates.
 func readyBackends(portName string, eps []*discoveryv1.EndpointSlice) []string {
-	var out []string
-	for _, s := range eps {
-		if s.AddressType != discoveryv1.AddressTypeIPv4 {
-			continue
-		}
-		port, ok := slicePort(s, portName)
-		if !ok {
-			continue
-		}
-		for _, e := range s.Endpoints {
-			if e.Conditions.Ready != nil && !*e.Conditions.Ready {
-				continue // nil means ready, as the API documents
+	return endpoints.Choose(func(use func(discoveryv1.EndpointConditions) bool) []string {
+		var out []string
+		for _, s := range eps {
+			if s.AddressType != discoveryv1.AddressTypeIPv4 {
+				continue
 			}
-			for _, a := range e.Addresses {
-				out = append(out, net.JoinHostPort(a, strconv.Itoa(int(port))))
+			port, ok := slicePort(s, portName)
+			if !ok {
+				continue
+			}
+			for _, e := range s.Endpoints {
+				if !use(e.Conditions) {
+					continue
+				}
+				for _, a := range e.Addresses {
+					out = append(out, net.JoinHostPort(a, strconv.Itoa(int(port))))
+				}
 			}
 		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
+		slices.Sort(out)
+		return slices.Compact(out)
+	})
 }
 
 // slicePort finds the TCP port named name in an EndpointSlice.

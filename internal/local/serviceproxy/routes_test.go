@@ -64,6 +64,21 @@ func TestReadyBackends(t *testing.T) {
 			t.Errorf("port %q (-want +got):\n%s", tc.port, diff)
 		}
 	}
+
+	// While no endpoint is ready, those serving as they terminate take
+	// connections, as kube-proxy's do; once one is ready, only it does.
+	draining := discoveryv1.Endpoint{Addresses: []string{"10.244.1.1"}, Conditions: discoveryv1.EndpointConditions{
+		Ready: ptr.To(false), Serving: ptr.To(true), Terminating: ptr.To(true)}}
+	stopped := discoveryv1.Endpoint{Addresses: []string{"10.244.1.2"}, Conditions: discoveryv1.EndpointConditions{
+		Ready: ptr.To(false), Serving: ptr.To(false), Terminating: ptr.To(true)}}
+	replaced := []*discoveryv1.EndpointSlice{slice(discoveryv1.AddressTypeIPv4, http, draining, stopped, ep(ptr.To(false), "10.244.1.3"))}
+	if got := readyBackends("http", replaced); !cmp.Equal(got, []string{"10.244.1.1:8080"}) {
+		t.Errorf("no endpoint ready: %v, want the one serving as it terminates", got)
+	}
+	replaced[0].Endpoints = append(replaced[0].Endpoints, ep(ptr.To(true), "10.244.1.4"))
+	if got := readyBackends("http", replaced); !cmp.Equal(got, []string{"10.244.1.4:8080"}) {
+		t.Errorf("one endpoint ready: %v, want it alone", got)
+	}
 }
 
 func TestKubernetesEndpoints(t *testing.T) {
