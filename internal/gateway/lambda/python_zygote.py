@@ -23,9 +23,10 @@
 # without bubblewrap and the launcher, in the same bounds. The program is the
 # file the gateway opened and handed over ("executable", a descriptor), not
 # whatever its path shows in the zygote's view. Where the gateway also hands
-# over metalambda-spawn ("spawn", a sealed memfd; amd64), each child executes
-# it at once (spawn_child), and it does in a few KiB of code what child and
-# become_worker do here, without a second copy of the interpreter.
+# over metalambda-spawn ("spawn", a sealed memfd; amd64), each child is
+# metalambda-spawn, started with posix_spawn (spawn_init; forked and executed,
+# spawn_child, where that fails), and it does in a few KiB of code what child
+# and become_worker do here, without a copy of the interpreter.
 import base64
 import ctypes
 import gc
@@ -232,6 +233,65 @@ def exec_reaper(cfg, worker_pid):
         os.close(fd)
 
 
+def spawn_args(cfg, req, cgroups, exe, filter_fd):
+    """metalambda-spawn's arguments and environment for a request."""
+    args = ["metalambda-spawn", str(req["uid"]), str(req["tmpSize"]), "1" if cfg["network"] else "0", str(exe), str(filter_fd), str(len(cgroups))]
+    args += [str(fd) for fd in cgroups]
+    args.append(str(len(req["limits"])))
+    for limit in req["limits"]:
+        args += [str(limit["resource"]), str(limit["value"])]
+    exe = cfg["config"]["exec"]
+    env = dict(e.split("=", 1) for e in exe["env"])
+    env["PWD"] = "/tmp"
+    return args + ["--"] + exe["args"], env
+
+
+def filter_pipe(cfg):
+    """A pipe's read end holding the seccomp filter (metalambda-spawn reads it)."""
+    r, w = os.pipe()
+    try:
+        prog = cfg["filter"]
+        while prog:
+            prog = prog[os.write(w, prog):]
+    finally:
+        os.close(w)
+    return r
+
+
+def spawn_init(cfg, req, fds):
+    """Starts metalambda-spawn as pid 1 of the PID namespace the zygote has
+    unshared for its children, without forking the zygote: posix_spawn's child
+    (clone with CLONE_VM and CLONE_VFORK) shares the zygote's memory until it
+    executes, so that no page table of the interpreter is copied, then torn
+    down at the execution, and no page of it is copied on a write. The child
+    runs no Python. It is handed its pipes on 0-2, and the request's cgroup
+    files, a copy of the program's descriptor and the filter's pipe, each made
+    inheritable for this child alone: the zygote is single-threaded and closes
+    them once it is started; every other descriptor of the zygote is
+    close-on-exec. Returns the child's pid, or None when the spawn failed, for
+    the forked path (spawn_child), which then fails as the gateway expects of a
+    host that refuses metalambda-spawn (or works, where posix_spawn alone is
+    refused)."""
+    r = filter_pipe(cfg)
+    exe = os.dup(cfg["executable"])
+    try:
+        cgroups = fds[3:]
+        for fd in cgroups + [exe, r]:
+            os.set_inheritable(fd, True)
+        args, env = spawn_args(cfg, req, cgroups, exe, r)
+        actions = [(os.POSIX_SPAWN_DUP2, fds[i], i) for i in range(3)]
+        try:
+            return os.posix_spawn("/proc/self/fd/%d" % cfg["spawn"], args, env, file_actions=actions)
+        except OSError:
+            return None
+        finally:
+            for fd in cgroups:
+                os.set_inheritable(fd, False)
+    finally:
+        os.close(r)
+        os.close(exe)
+
+
 def spawn_child(cfg, req, fds):
     # pid 1 of the worker's PID namespace, still root of the zygote's user
     # namespace: it executes metalambda-spawn with the request, its pipes on
@@ -246,22 +306,11 @@ def spawn_child(cfg, req, fds):
             if fd > 2:
                 os.close(fd)
         cgroups = fds[3:]
-        r, w = os.pipe()
-        prog = cfg["filter"]
-        while prog:
-            prog = prog[os.write(w, prog):]
-        os.close(w)
+        r = filter_pipe(cfg)
         for fd in cgroups + [cfg["executable"], r]:
             os.set_inheritable(fd, True)
-        args = ["metalambda-spawn", str(req["uid"]), str(req["tmpSize"]), "1" if cfg["network"] else "0", str(cfg["executable"]), str(r), str(len(cgroups))]
-        args += [str(fd) for fd in cgroups]
-        args.append(str(len(req["limits"])))
-        for limit in req["limits"]:
-            args += [str(limit["resource"]), str(limit["value"])]
-        exe = cfg["config"]["exec"]
-        env = dict(e.split("=", 1) for e in exe["env"])
-        env["PWD"] = "/tmp"
-        os.execve(cfg["spawn"], args + ["--"] + exe["args"], env)
+        args, env = spawn_args(cfg, req, cgroups, cfg["executable"], r)
+        os.execve(cfg["spawn"], args, env)
     except BaseException as exc:
         try:
             os.write(2, ("metalambda zygote: starting metalambda-spawn: %s\n" % exc).encode())
@@ -373,8 +422,13 @@ def serve(cfg, worker, ctl):
         req = json.loads(msg)
         try:
             check(libc.unshare(CLONE_NEWPID), "unshare")
-            pid = os.fork()
+            pid = spawn_init(cfg, req, fds) if cfg.get("spawn") else None
+            if pid is None:
+                pid = os.fork()
         except OSError as exc:
+            # Back in the zygote's own namespace for its next children: a
+            # second unshare fails while the first one's has none.
+            libc.setns(own_pidns, CLONE_NEWPID)
             ctl.send(json.dumps({"id": req["id"], "error": str(exc)}).encode())
             for fd in fds:
                 os.close(fd)
