@@ -266,21 +266,22 @@ def spawn_init(cfg, req, fds):
     down at the execution, and no page of it is copied on a write. The child
     runs no Python. It is handed its pipes on 0-2, and the request's cgroup
     files, a copy of the program's descriptor and the filter's pipe, each made
-    inheritable for this child alone: the zygote is single-threaded and closes
-    them once it is started; every other descriptor of the zygote is
-    close-on-exec. Returns the child's pid, or None when the spawn failed, for
-    the forked path (spawn_child), which then fails as the gateway expects of a
-    host that refuses metalambda-spawn (or works, where posix_spawn alone is
-    refused)."""
+    inheritable for this child alone: the zygote is single-threaded, and makes
+    them close-on-exec or closes them once the child is started; every other
+    descriptor of the zygote is close-on-exec. Returns the child's pid, or None
+    when the spawn failed: its child, pid 1 of the namespace, has ended it, and
+    start_child forks into a new one (spawn_child), whose failure tells the
+    gateway that the host refuses metalambda-spawn."""
+    cgroups = fds[3:]
+    actions = [(os.POSIX_SPAWN_DUP2, fds[i], i) for i in range(3)]
     r = filter_pipe(cfg)
-    exe = os.dup(cfg["executable"])
+    exe = None
     try:
-        cgroups = fds[3:]
-        for fd in cgroups + [exe, r]:
-            os.set_inheritable(fd, True)
+        exe = os.dup(cfg["executable"])
         args, env = spawn_args(cfg, req, cgroups, exe, r)
-        actions = [(os.POSIX_SPAWN_DUP2, fds[i], i) for i in range(3)]
         try:
+            for fd in cgroups + [exe, r]:
+                os.set_inheritable(fd, True)
             return os.posix_spawn("/proc/self/fd/%d" % cfg["spawn"], args, env, file_actions=actions)
         except OSError:
             return None
@@ -289,7 +290,32 @@ def spawn_init(cfg, req, fds):
                 os.set_inheritable(fd, False)
     finally:
         os.close(r)
-        os.close(exe)
+        if exe is not None:
+            os.close(exe)
+
+
+def start_child(cfg, req, fds, own_pidns):
+    """Starts a child as pid 1 of a new PID namespace: metalambda-spawn by
+    posix_spawn (spawn_init), or a fork. Returns its pid, 0 in a forked child.
+    On an error the zygote is back in its own namespace, for its next
+    children; one it cannot go back to ends it, for the gateway to replace."""
+    check(libc.unshare(CLONE_NEWPID), "unshare")
+    try:
+        if cfg.get("spawn"):
+            pid = spawn_init(cfg, req, fds)
+            if pid is not None:
+                return pid
+            # The failed spawn's child was pid 1 of the namespace: its end
+            # ended the namespace, and a fork into it fails (ENOMEM).
+            check(libc.setns(own_pidns, CLONE_NEWPID), "setns")
+            check(libc.unshare(CLONE_NEWPID), "unshare")
+        return os.fork()
+    except BaseException:
+        # A second unshare fails while the first one's namespace has no
+        # child: go back before the next request.
+        if libc.setns(own_pidns, CLONE_NEWPID) != 0:
+            sys.exit("metalambda zygote: cannot go back to its own PID namespace: %s" % os.strerror(ctypes.get_errno()))
+        raise
 
 
 def spawn_child(cfg, req, fds):
@@ -421,14 +447,8 @@ def serve(cfg, worker, ctl):
             return  # the gateway closed its end
         req = json.loads(msg)
         try:
-            check(libc.unshare(CLONE_NEWPID), "unshare")
-            pid = spawn_init(cfg, req, fds) if cfg.get("spawn") else None
-            if pid is None:
-                pid = os.fork()
-        except OSError as exc:
-            # Back in the zygote's own namespace for its next children: a
-            # second unshare fails while the first one's has none.
-            libc.setns(own_pidns, CLONE_NEWPID)
+            pid = start_child(cfg, req, fds, own_pidns)
+        except Exception as exc:  # the kernel's refusal, or a request it could not read
             ctl.send(json.dumps({"id": req["id"], "error": str(exc)}).encode())
             for fd in fds:
                 os.close(fd)

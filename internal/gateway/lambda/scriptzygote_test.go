@@ -541,3 +541,49 @@ func TestScriptZygoteThatCannotExecuteIsNotUsed(t *testing.T) {
 		t.Errorf("a second fork: %v, want errNoZygote at once", err)
 	}
 }
+
+// TestScriptZygoteWhoseSpawnCannotExecuteSpecializesInPython: on a host that
+// refuses to execute metalambda-spawn's memfd (here it holds no program), the
+// script zygote is started again with children that specialize themselves in
+// its interpreter, and they start workers. The refused posix_spawn's child was
+// pid 1 of the namespace the zygote had unshared, and its end ended that
+// namespace: the zygote must fork into a new one, for spawn_child to report the
+// refusal that the gateway recognises (a fork into the ended one fails with
+// ENOMEM, and the zygote was taken for broken).
+func TestScriptZygoteWhoseSpawnCannotExecuteSpecializesInPython(t *testing.T) {
+	if !sandbox.SpawnAvailable() {
+		t.Skip("no metalambda-spawn on this architecture")
+	}
+	opts, py := execZygoteHost(t)
+	defer sandbox.SetSpawnProgramForTest([]byte("\x00not a program\n"))()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	zs := &zygotes{sb: opts.Sandbox, name: "test zygote", executes: true, limits: opts.workerLimits(DefaultScriptMemoryLimit, 0),
+		spec: execZygoteSpec(py, []string{self, ScriptWorkerMarker}, []string{"GOMAXPROCS=1"}, false)}
+	defer zs.close()
+	f, err := zs.fork(zs.limits, true)
+	if err != nil {
+		zs.mu.Lock()
+		broken := zs.broken
+		zs.mu.Unlock()
+		t.Fatalf("fork: %v (broken: %v); want a child specialized in the interpreter", err, broken)
+	}
+	defer f.Kill()
+	zs.mu.Lock()
+	noSpawn, broken := zs.spec.NoSpawn, zs.broken
+	zs.mu.Unlock()
+	if !noSpawn || broken != nil {
+		t.Errorf("NoSpawn %v, broken %v: want the zygote started again without metalambda-spawn", noSpawn, broken)
+	}
+	assertNotSpawnInit(t, f)
+}
+
+// assertNotSpawnInit checks that f's init is not metalambda-spawn.
+func assertNotSpawnInit(t *testing.T, f *sandbox.Forked) {
+	t.Helper()
+	if exe, err := os.Readlink("/proc/" + strconv.Itoa(f.PID()) + "/exe"); err == nil && strings.Contains(exe, sandbox.SpawnProgram) {
+		t.Errorf("the init runs %q, want the interpreter", exe)
+	}
+}

@@ -66,6 +66,15 @@ const SpawnProgram = "metalambda-spawn"
 // themselves in the zygote's interpreter.
 func SpawnAvailable() bool { return len(spawnProgram) > 0 }
 
+// SetSpawnProgramForTest has the zygotes started from now on hand program over
+// as metalambda-spawn, until restore is called: a test's host that refuses to
+// execute it. Not safe beside a zygote's start.
+func SetSpawnProgramForTest(program []byte) (restore func()) {
+	old := spawnProgram
+	spawnProgram = program
+	return func() { spawnProgram = old }
+}
+
 // spawnFile is a sealed, read-only, executable memfd holding metalambda-spawn
 // (reaper/spawn.c), sealed as the reaper's, to hand to a zygote whose children
 // execute a program; nil where none is committed for the architecture.
