@@ -23,10 +23,9 @@
 # without bubblewrap and the launcher, in the same bounds. The program is the
 # file the gateway opened and handed over ("executable", a descriptor), not
 # whatever its path shows in the zygote's view. Where the gateway also hands
-# over metalambda-spawn ("spawn", a sealed memfd; amd64), each child is
-# metalambda-spawn, started with posix_spawn (spawn_init; forked and executed,
-# spawn_child, where that fails), and it does in a few KiB of code what child
-# and become_worker do here, without a copy of the interpreter.
+# over metalambda-spawn ("spawn", a sealed memfd; amd64), each child executes
+# it at once (spawn_child), and it does in a few KiB of code what child and
+# become_worker do here, without a second copy of the interpreter.
 import base64
 import ctypes
 import gc
@@ -258,57 +257,13 @@ def filter_pipe(cfg):
     return r
 
 
-def spawn_init(cfg, req, fds):
-    """Starts metalambda-spawn as pid 1 of the PID namespace the zygote has
-    unshared for its children, without forking the zygote: posix_spawn's child
-    (clone with CLONE_VM and CLONE_VFORK) shares the zygote's memory until it
-    executes, so that no page table of the interpreter is copied, then torn
-    down at the execution, and no page of it is copied on a write. The child
-    runs no Python. It is handed its pipes on 0-2, and the request's cgroup
-    files, a copy of the program's descriptor and the filter's pipe, each made
-    inheritable for this child alone: the zygote is single-threaded, and makes
-    them close-on-exec or closes them once the child is started; every other
-    descriptor of the zygote is close-on-exec. Returns the child's pid, or None
-    when the spawn failed: its child, pid 1 of the namespace, has ended it, and
-    start_child forks into a new one (spawn_child), whose failure tells the
-    gateway that the host refuses metalambda-spawn."""
-    cgroups = fds[3:]
-    actions = [(os.POSIX_SPAWN_DUP2, fds[i], i) for i in range(3)]
-    r = filter_pipe(cfg)
-    exe = None
-    try:
-        exe = os.dup(cfg["executable"])
-        args, env = spawn_args(cfg, req, cgroups, exe, r)
-        try:
-            for fd in cgroups + [exe, r]:
-                os.set_inheritable(fd, True)
-            return os.posix_spawn("/proc/self/fd/%d" % cfg["spawn"], args, env, file_actions=actions)
-        except OSError:
-            return None
-        finally:
-            for fd in cgroups:
-                os.set_inheritable(fd, False)
-    finally:
-        os.close(r)
-        if exe is not None:
-            os.close(exe)
-
-
 def start_child(cfg, req, fds, own_pidns):
-    """Starts a child as pid 1 of a new PID namespace: metalambda-spawn by
-    posix_spawn (spawn_init), or a fork. Returns its pid, 0 in a forked child.
-    On an error the zygote is back in its own namespace, for its next
-    children; one it cannot go back to ends it, for the gateway to replace."""
+    """Forks a child as pid 1 of a new PID namespace. Returns its pid, 0 in
+    the child. On an error the zygote is back in its own namespace, for its
+    next children; one it cannot go back to ends it, for the gateway to
+    replace."""
     check(libc.unshare(CLONE_NEWPID), "unshare")
     try:
-        if cfg.get("spawn"):
-            pid = spawn_init(cfg, req, fds)
-            if pid is not None:
-                return pid
-            # The failed spawn's child was pid 1 of the namespace: its end
-            # ended the namespace, and a fork into it fails (ENOMEM).
-            check(libc.setns(own_pidns, CLONE_NEWPID), "setns")
-            check(libc.unshare(CLONE_NEWPID), "unshare")
         return os.fork()
     except BaseException:
         # A second unshare fails while the first one's namespace has no
