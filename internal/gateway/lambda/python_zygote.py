@@ -403,7 +403,7 @@ def serve(cfg, worker, ctl):
         req = json.loads(msg)
         try:
             pid = start_child(cfg, req, fds, own_pidns)
-        except Exception as exc:  # the kernel's refusal, or a request it could not read
+        except Exception as exc:  # the kernel refused the namespace or the fork
             ctl.send(json.dumps({"id": req["id"], "error": str(exc)}).encode())
             for fd in fds:
                 os.close(fd)
