@@ -86,17 +86,10 @@ func TestMemoryBudgetStopsTheLeastRecentlyUsedIdleItems(t *testing.T) {
 // again.
 func TestMemoryBudgetStartReadsNoKnownItem(t *testing.T) {
 	budget := NewMemoryBudget(1000)
-	var mu sync.Mutex
-	reads := map[int]int{}
-	size := int64(100)
+	mem := &readCounter{size: 100}
 	next := 0
 	p := newPool(8, newPoolSet(budget), func() (int, error) { next++; return next, nil }, func(int) {}, nil)
-	p.memory = func(i int) int64 {
-		mu.Lock()
-		defer mu.Unlock()
-		reads[i]++
-		return size
-	}
+	p.memory = mem.memory
 	defer p.close()
 	ctx := context.Background()
 	var items []int
@@ -109,13 +102,13 @@ func TestMemoryBudgetStartReadsNoKnownItem(t *testing.T) {
 		items = append(items, item)
 	}
 	for _, i := range items[:3] {
-		if reads[i] != 1 {
-			t.Errorf("item %d read %d times by the starts after it, want once", i, reads[i])
+		if mem.reads(i) != 1 {
+			t.Errorf("item %d read %d times by the starts after it, want once", i, mem.reads(i))
 		}
 	}
 	budget.enforce(true)
-	if reads[items[0]] != 2 || budget.Used() != 400 {
-		t.Errorf("after a sweep: item %d read %d times, used %d; want 2 reads and 400", items[0], reads[items[0]], budget.Used())
+	if mem.reads(items[0]) != 2 || budget.Used() != 400 {
+		t.Errorf("after a sweep: item %d read %d times, used %d; want 2 reads and 400", items[0], mem.reads(items[0]), budget.Used())
 	}
 	for _, i := range items {
 		p.put(i, true)
@@ -123,11 +116,11 @@ func TestMemoryBudgetStartReadsNoKnownItem(t *testing.T) {
 	// A start that finds the last readings (100 each) over the budget stops
 	// idle items by them, reading none again; growth between sweeps (300 each
 	// now) shows at the next sweep, which stops more.
-	size = 300
+	mem.setSize(300)
 	budget.limit = 350
 	budget.enforce(false)
-	if reads[items[0]] != 2 || budget.Used() != 300 {
-		t.Errorf("a start over the budget: item %d read %d times, used %d; want no fresh read and 300 left by the last readings", items[0], reads[items[0]], budget.Used())
+	if mem.reads(items[0]) != 2 || budget.Used() != 300 {
+		t.Errorf("a start over the budget: item %d read %d times, used %d; want no fresh read and 300 left by the last readings", items[0], mem.reads(items[0]), budget.Used())
 	}
 	budget.enforce(true)
 	if budget.Used() != 300 {
@@ -367,16 +360,10 @@ func TestMemoryBudgetLookThatReadsNothingNewKeepsTheLargest(t *testing.T) {
 	sweepInterval = time.Hour // no sweep's look but the test's
 	const items, size, room = 64, 100, 4
 	budget := NewMemoryBudget((items + room) * size)
-	var mu sync.Mutex
-	reads := map[int]int{}
+	mem := &readCounter{size: size}
 	next := 0
 	p := newPool(items, newPoolSet(budget), func() (int, error) { next++; return next, nil }, func(int) {}, nil)
-	p.memory = func(i int) int64 {
-		mu.Lock()
-		defer mu.Unlock()
-		reads[i]++
-		return size
-	}
+	p.memory = mem.memory
 	defer p.close()
 	ctx := context.Background()
 	var held []int
@@ -407,11 +394,39 @@ func TestMemoryBudgetLookThatReadsNothingNewKeepsTheLargest(t *testing.T) {
 		}
 		started = append(started, item)
 	}
-	mu.Lock()
-	defer mu.Unlock()
 	for _, i := range started {
-		if reads[i] != 0 {
-			t.Errorf("item %d read %d times: a start within the room looked", i, reads[i])
+		if n := mem.reads(i); n != 0 {
+			t.Errorf("item %d read %d times: a start within the room looked", i, n)
 		}
 	}
+}
+
+// readCounter is every item's memory, size bytes, for a pool's memory, and
+// counts how often each item was read.
+type readCounter struct {
+	mu    sync.Mutex
+	size  int64
+	count map[int]int
+}
+
+func (c *readCounter) memory(item int) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.count == nil {
+		c.count = map[int]int{}
+	}
+	c.count[item]++
+	return c.size
+}
+
+func (c *readCounter) reads(item int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.count[item]
+}
+
+func (c *readCounter) setSize(size int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.size = size
 }
