@@ -92,7 +92,7 @@ func workersCPU() time.Duration {
 
 func printCPU(w io.Writer, passes []*phase) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "pass\twall (s)\tthis process (s)\tits workers (s)\tthe machine (s)\tmachine per call (ms)\t")
+	fmt.Fprintln(tw, "pass\twall (s)\tthis process (s)\tits workers (s)\tthe machine (s)\tmachine per call (ms)\tworkers started\tstopped for the budget\t")
 	for _, p := range passes {
 		calls := 0
 		for _, l := range p.latencies {
@@ -102,7 +102,7 @@ func printCPU(w io.Writer, passes []*phase) {
 		if calls > 0 {
 			per = float64(p.cpu.machine.Microseconds()) / 1000 / float64(calls)
 		}
-		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t\n", p.name, p.cpu.wall.Seconds(), p.cpu.self.Seconds(), p.cpu.workers.Seconds(), p.cpu.machine.Seconds(), per)
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.1f\t%.1f\t%.2f\t%d\t%d\t\n", p.name, p.cpu.wall.Seconds(), p.cpu.self.Seconds(), p.cpu.workers.Seconds(), p.cpu.machine.Seconds(), per, p.starts, p.evictions)
 	}
 	tw.Flush()
 }

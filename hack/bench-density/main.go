@@ -108,6 +108,9 @@ type phase struct {
 	errors    int
 	pss       int64 // after the pass
 	cpu       cpuUse
+	// starts and evictions are the workers started, and stopped for the
+	// memory budget, during the pass (all runtimes).
+	starts, evictions uint64
 }
 
 func run(n int, idleTimeout time.Duration, budget int64, worker string, clients int) error {
@@ -211,6 +214,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	call := func(name string, clients, repeat int, pause time.Duration) *phase {
 		p := &phase{name: name, latencies: map[string][]time.Duration{}}
 		stopProfile := startCPUProfile(name)
+		before := stats()
 		mark := markCPU()
 		var mu sync.Mutex
 		work := make(chan int)
@@ -246,6 +250,10 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 		close(work)
 		wg.Wait()
 		p.cpu = mark.since()
+		for r, s := range stats() {
+			p.starts += s.Starts - before[r].Starts
+			p.evictions += s.Evictions - before[r].Evictions
+		}
 		stopProfile()
 		p.pss = pss()
 		gm.record("after the " + name)
