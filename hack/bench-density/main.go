@@ -260,6 +260,7 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 		return p
 	}
 	cold := call("first call (cold)", 1, 1, coldInterval)
+	coldView := readBudgetView()
 	warm := call("second call (warm)", clients, warmCalls, 0)
 	warmSplit := splitWorkers()
 	time.Sleep(restAfterWarm) // workers idle for a moment, still warm
@@ -304,6 +305,8 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", r, s.Starts, s.SpareMisses, s.Evictions, s.Reaps)
 	}
 	tw.Flush()
+	fmt.Println()
+	coldView.print(os.Stdout, "after the first calls")
 	fmt.Println()
 	warmSplit.print(os.Stdout, "after the second calls")
 	fmt.Println()
