@@ -7,11 +7,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/metalambda/metalambda/internal/gateway/lambda"
+	"github.com/metalambda/metalambda/internal/gateway/sandbox"
 )
 
 // What the memory budget counts is each worker's and each zygote's cgroup
@@ -36,7 +38,7 @@ type budgetView map[string]*cgroupMem
 
 // readBudgetView reads the cgroups of this process's sandboxes.
 func readBudgetView() budgetView {
-	dir, v2 := gatewayCgroupDir()
+	dir, v2 := sandbox.MemoryCgroupDir()
 	if dir == "" {
 		return nil
 	}
@@ -65,44 +67,6 @@ func readBudgetView() budgetView {
 		m.kernel += kernel
 	}
 	return view
-}
-
-// gatewayCgroupDir is the memory cgroup directory the sandboxes of this
-// process make their cgroups in, and whether it is cgroup v2; "" when there
-// is none.
-func gatewayCgroupDir() (string, bool) {
-	raw, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		return "", false
-	}
-	name := "metalambda-" + strconv.Itoa(os.Getpid())
-	var v2path string
-	for line := range strings.SplitSeq(strings.TrimSpace(string(raw)), "\n") {
-		parts := strings.SplitN(line, ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		if parts[1] == "" {
-			v2path = parts[2]
-			continue
-		}
-		for _, c := range strings.Split(parts[1], ",") {
-			if c == "memory" {
-				if dir := filepath.Join("/sys/fs/cgroup/memory", parts[2], name); isDir(dir) {
-					return dir, false
-				}
-			}
-		}
-	}
-	if dir := filepath.Join("/sys/fs/cgroup", v2path, name); v2path != "" && isDir(dir) {
-		return dir, true
-	}
-	return "", false
-}
-
-func isDir(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && fi.IsDir()
 }
 
 // cgroupMemory is the memory charged to a cgroup, and how much of it is the
@@ -141,14 +105,14 @@ func cgroupKind(dir string) string {
 		return cgroupKinds[0]
 	}
 	first, _, _ := strings.Cut(strings.TrimSpace(string(procs)), "\n")
-	cmdline, err := os.ReadFile("/proc/" + first + "/cmdline")
+	pid, err := strconv.Atoi(first)
 	if err != nil {
 		return cgroupKinds[0]
 	}
-	switch {
-	case bytes.Contains(cmdline, []byte(lambda.PythonZygoteMarker)):
+	switch args := cmdline(pid); {
+	case slices.Contains(args, lambda.PythonZygoteMarker):
 		return cgroupKinds[1]
-	case bytes.Contains(cmdline, []byte(lambda.ScriptZygoteMarker)):
+	case slices.Contains(args, lambda.ScriptZygoteMarker):
 		return cgroupKinds[2]
 	}
 	return cgroupKinds[0]

@@ -45,7 +45,7 @@ func newCgroups() *cgroups {
 	if err != nil {
 		return &cgroups{reason: err}
 	}
-	name := "metalambda-" + strconv.Itoa(os.Getpid())
+	name := parentName()
 	parentUsers.Lock()
 	defer parentUsers.Unlock()
 	cs, err := v1Cgroups(own, name)
@@ -138,14 +138,10 @@ func ownCgroups() (map[string]string, error) {
 func v1Cgroups(own map[string]string, name string) (*cgroups, error) {
 	cs := &cgroups{parents: map[string]string{}}
 	for _, c := range cgroupV1Controllers {
-		path, ok := own[c]
-		// Co-mounted controllers (cpu,cpuacct) share a directory, reached through
-		// a link named for each.
-		mount, err := filepath.EvalSymlinks(filepath.Join(cgroupRoot, c))
-		if _, statErr := os.Stat(filepath.Join(mount, "cgroup.procs")); !ok || err != nil || statErr != nil {
+		dir := v1Dir(own, c, name)
+		if dir == "" {
 			continue
 		}
-		dir := filepath.Join(mount, path, name)
 		if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 			cs.removeParents()
 			return nil, fmt.Errorf("creating %s: %w", dir, err)
@@ -165,15 +161,10 @@ func v1Cgroups(own map[string]string, name string) (*cgroups, error) {
 // v2Cgroups makes name under the caller's cgroup of the v2 tree, with the
 // memory, pids and cpu controllers enabled for its children.
 func v2Cgroups(own map[string]string, name string) (*cgroups, error) {
-	path, ok := own[""]
-	if !ok {
+	dir := v2Dir(own, name)
+	if dir == "" {
 		return nil, errors.New("the process is in no cgroup v2")
 	}
-	mount := cgroupRoot
-	if _, err := os.Stat(filepath.Join(mount, "cgroup.controllers")); err != nil {
-		mount = filepath.Join(cgroupRoot, "unified")
-	}
-	dir := filepath.Join(mount, path, name)
 	if err := os.Mkdir(dir, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
 		return nil, fmt.Errorf("creating %s: %w", dir, err)
 	}
@@ -184,6 +175,59 @@ func v2Cgroups(own map[string]string, name string) (*cgroups, error) {
 	}
 	removeStale(cs.parents)
 	return cs, nil
+}
+
+// v1Dir is name under the caller's cgroup in the v1 hierarchy of controller
+// c; "" where there is no such hierarchy. Co-mounted controllers (cpu,cpuacct)
+// share a directory, reached through a link named for each.
+func v1Dir(own map[string]string, c, name string) string {
+	path, ok := own[c]
+	mount, err := filepath.EvalSymlinks(filepath.Join(cgroupRoot, c))
+	if _, statErr := os.Stat(filepath.Join(mount, "cgroup.procs")); !ok || err != nil || statErr != nil {
+		return ""
+	}
+	return filepath.Join(mount, path, name)
+}
+
+// v2Dir is name under the caller's cgroup of the v2 tree; "" where the
+// process is in none.
+func v2Dir(own map[string]string, name string) string {
+	path, ok := own[""]
+	if !ok {
+		return ""
+	}
+	mount := cgroupRoot
+	if _, err := os.Stat(filepath.Join(mount, "cgroup.controllers")); err != nil {
+		mount = filepath.Join(cgroupRoot, "unified")
+	}
+	return filepath.Join(mount, path, name)
+}
+
+// MemoryCgroupDir is the directory in which this process's sandboxes make
+// their commands' memory cgroups (the metalambda-<pid> of the memory
+// hierarchy, or of the v2 tree), and whether it is cgroup v2; "" while there
+// is none. For benchmarks and tools that read what the commands use.
+func MemoryCgroupDir() (dir string, v2 bool) {
+	own, err := ownCgroups()
+	if err != nil {
+		return "", false
+	}
+	name := parentName()
+	if dir := v1Dir(own, "memory", name); dir != "" && isDir(dir) {
+		return dir, false
+	}
+	if dir := v2Dir(own, name); dir != "" && isDir(dir) {
+		return dir, true
+	}
+	return "", false
+}
+
+// parentName is the name of this process's directory in each hierarchy.
+func parentName() string { return "metalambda-" + strconv.Itoa(os.Getpid()) }
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }
 
 func (cs *cgroups) removeParents() {

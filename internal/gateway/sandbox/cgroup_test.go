@@ -32,3 +32,20 @@ while time.process_time() < end:
 		t.Errorf("WorkersCPU grew by %v (ok %v) over a command that spun 300 ms of processor time; want at least that", used, ok)
 	}
 }
+
+// TestMemoryCgroupDirIsTheSandboxesOwn: the directory MemoryCgroupDir names is
+// the one the sandboxes of this process make their memory cgroups in.
+func TestMemoryCgroupDirIsTheSandboxesOwn(t *testing.T) {
+	cs := newCgroups()
+	if len(cs.parents) == 0 {
+		t.Skip("no cgroups here:", cs.reason)
+	}
+	defer cs.close()
+	want := cs.parents["memory"]
+	if cs.v2 {
+		want = cs.parents[""]
+	}
+	if dir, v2 := MemoryCgroupDir(); dir != want || v2 != cs.v2 {
+		t.Errorf("MemoryCgroupDir() = %q, %v; the sandboxes make theirs in %q (v2: %v)", dir, v2, want, cs.v2)
+	}
+}
