@@ -232,32 +232,7 @@ def exec_reaper(cfg, worker_pid):
         os.close(fd)
 
 
-def spawn_args(cfg, req, cgroups, exe, filter_fd):
-    """metalambda-spawn's arguments and environment for a request."""
-    args = ["metalambda-spawn", str(req["uid"]), str(req["tmpSize"]), "1" if cfg["network"] else "0", str(exe), str(filter_fd), str(len(cgroups))]
-    args += [str(fd) for fd in cgroups]
-    args.append(str(len(req["limits"])))
-    for limit in req["limits"]:
-        args += [str(limit["resource"]), str(limit["value"])]
-    exe = cfg["config"]["exec"]
-    env = dict(e.split("=", 1) for e in exe["env"])
-    env["PWD"] = "/tmp"
-    return args + ["--"] + exe["args"], env
-
-
-def filter_pipe(cfg):
-    """A pipe's read end holding the seccomp filter (metalambda-spawn reads it)."""
-    r, w = os.pipe()
-    try:
-        prog = cfg["filter"]
-        while prog:
-            prog = prog[os.write(w, prog):]
-    finally:
-        os.close(w)
-    return r
-
-
-def start_child(cfg, req, fds, own_pidns):
+def start_child(own_pidns):
     """Forks a child as pid 1 of a new PID namespace. Returns its pid, 0 in
     the child. On an error the zygote is back in its own namespace, for its
     next children; one it cannot go back to ends it, for the gateway to
@@ -287,11 +262,22 @@ def spawn_child(cfg, req, fds):
             if fd > 2:
                 os.close(fd)
         cgroups = fds[3:]
-        r = filter_pipe(cfg)
+        r, w = os.pipe()
+        prog = cfg["filter"]
+        while prog:
+            prog = prog[os.write(w, prog):]
+        os.close(w)
         for fd in cgroups + [cfg["executable"], r]:
             os.set_inheritable(fd, True)
-        args, env = spawn_args(cfg, req, cgroups, cfg["executable"], r)
-        os.execve(cfg["spawn"], args, env)
+        args = ["metalambda-spawn", str(req["uid"]), str(req["tmpSize"]), "1" if cfg["network"] else "0", str(cfg["executable"]), str(r), str(len(cgroups))]
+        args += [str(fd) for fd in cgroups]
+        args.append(str(len(req["limits"])))
+        for limit in req["limits"]:
+            args += [str(limit["resource"]), str(limit["value"])]
+        exe = cfg["config"]["exec"]
+        env = dict(e.split("=", 1) for e in exe["env"])
+        env["PWD"] = "/tmp"
+        os.execve(cfg["spawn"], args + ["--"] + exe["args"], env)
     except BaseException as exc:
         try:
             os.write(2, ("metalambda zygote: starting metalambda-spawn: %s\n" % exc).encode())
@@ -402,7 +388,7 @@ def serve(cfg, worker, ctl):
             return  # the gateway closed its end
         req = json.loads(msg)
         try:
-            pid = start_child(cfg, req, fds, own_pidns)
+            pid = start_child(own_pidns)
         except Exception as exc:  # the kernel refused the namespace or the fork
             ctl.send(json.dumps({"id": req["id"], "error": str(exc)}).encode())
             for fd in fds:
