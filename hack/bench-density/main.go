@@ -19,7 +19,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -54,9 +53,7 @@ func main() {
 	n := flag.Int("n", 1000, "Functions to register, a third of each runtime")
 	idleTimeout := flag.Duration("idle-timeout", 2*time.Minute, "the gateway's --worker-idle-timeout: longer than the cold pass takes, so that the warm pass finds the workers it started")
 	budget := flag.String("budget", "2Gi", "the gateway's --worker-memory-budget (0: none)")
-	worker := flag.String("worker", "bin/"+sandbox.WorkerExecutable, "the worker executable of both runtimes (make build puts it in bin/), for a runtime whose own is missing; the benchmark's own when missing")
-	flag.StringVar(&workersDir, "workers-dir", "bin", "where each runtime's worker executable is ("+sandbox.WorkerExecutableFor("<runtime>")+"; make build puts them in bin/); none: -worker for every runtime")
-	flag.StringVar(&launcherExe, "launcher", "bin/"+sandbox.LauncherExecutable, "the sandbox's launcher (make build puts it in bin/); the worker executable when missing")
+	executables.RegisterFlags(flag.CommandLine)
 	clients := flag.Int("clients", 16, "concurrent callers of the warm calls (cold calls are made one at a time, so that each measures a start alone)")
 	flag.StringVar(&pythonZygote, "python-zygote", lambda.DefaultPythonZygote, "the gateway's --python-zygote (auto or off)")
 	flag.StringVar(&scriptZygote, "script-zygote", lambda.DefaultScriptZygote, "the gateway's --script-zygote (auto or off)")
@@ -75,7 +72,7 @@ func main() {
 	}
 	q, err := resource.ParseQuantity(*budget)
 	if err == nil {
-		err = run(*n, *idleTimeout, q.Value(), *worker, *clients)
+		err = run(*n, *idleTimeout, q.Value(), *clients)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-density:", err)
@@ -85,8 +82,7 @@ func main() {
 
 // The gateway's spares and launcher, and the pause between cold calls.
 var (
-	launcherExe  string
-	workersDir   string
+	executables  benchkit.Executables
 	spares       int
 	pythonZygote string
 	scriptZygote string
@@ -113,7 +109,7 @@ type phase struct {
 	starts, evictions uint64
 }
 
-func run(n int, idleTimeout time.Duration, budget int64, worker string, clients int) error {
+func run(n int, idleTimeout time.Duration, budget int64, clients int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	cluster, err := benchkit.StartControlPlane(ctx)
@@ -127,30 +123,13 @@ func run(n int, idleTimeout time.Duration, budget int64, worker string, clients 
 	opts.WorkerIdleTimeout, opts.MemoryBudget, opts.WorkerSpares = idleTimeout, lambda.NewMemoryBudget(budget), spares
 	opts.PythonZygote = pythonZygote
 	opts.ScriptZygote = scriptZygote
-	launcher := "the benchmark's own executable"
-	workers := map[string]string{}
-	for _, rt := range sandbox.WorkerRuntimes {
-		if exe := filepath.Join(workersDir, sandbox.WorkerExecutableFor(rt)); workersDir != "" && fileExists(exe) {
-			workers[rt] = exe
-		}
+	sb, launcher, err := executables.Sandbox()
+	if err != nil {
+		return err
 	}
-	if !fileExists(worker) {
-		worker = ""
-	}
-	if worker != "" || len(workers) > 0 {
-		if !fileExists(launcherExe) {
-			launcherExe = worker
-		}
-		sb, err := sandbox.New(sandbox.Options{Launcher: launcherExe, Worker: worker, Workers: workers})
-		if err != nil {
-			return err
-		}
+	if sb != nil {
 		defer sb.Close()
-		var exes []string
-		for _, rt := range sandbox.WorkerRuntimes {
-			exes = append(exes, sb.WorkerFor(rt))
-		}
-		opts.Sandbox, launcher = sb, strings.Join(exes, " and ")+" launched by "+sb.Launcher()
+		opts.Sandbox = sb
 	}
 	base, gw, stop, err := benchkit.StartGateway(cluster, gwOpts)
 	if err != nil {
@@ -408,8 +387,3 @@ func pct(l []time.Duration, p int) time.Duration {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func mib(b int64) float64        { return float64(b) / (1 << 20) }
 
-// fileExists reports whether path names a file.
-func fileExists(path string) bool {
-	_, err := os.Stat(path)
-	return path != "" && err == nil
-}

@@ -8,7 +8,10 @@
 // process (the least a worker in a process of its own costs). The load generator (wrk, or this executable started
 // again with -load) runs in a process of its own; CPU per request is counted for
 // the server's processes (this process, which hosts the gateway, and the gateway's
-// workers; or the seed's process) and for the load generator, apart.
+// workers; or the seed's process) and for the load generator, apart. The gateway
+// starts its workers from the executables make build puts in bin/, as a deployed
+// gateway does (-worker, -workers-dir, -launcher), or from this executable when
+// they are missing.
 //
 //	go run ./hack/bench-gateway -duration 5s -clients 16 -rounds 3
 package main
@@ -119,6 +122,7 @@ func main() {
 	flag.IntVar(&rounds, "rounds", 3, "rounds over all targets; the table shows each target's median")
 	flag.IntVar(&pythonWorkers, "python-workers", 0, "warm Python workers per function (0: the gateway's default)")
 	only := flag.String("targets", "", "comma-separated targets to measure (javascript,python,jsonnet,builtin,seed,ceiling,pipe); default all")
+	executables.RegisterFlags(flag.CommandLine)
 	flag.Parse()
 	if *loadURL != "" {
 		if err := serveLoad(*loadURL, *duration, *clients); err != nil {
@@ -158,6 +162,7 @@ func main() {
 
 var (
 	pythonWorkers int
+	executables   benchkit.Executables
 	rounds        int
 	seedPID       int
 )
@@ -191,6 +196,14 @@ func run(duration time.Duration, clients int, loader string) error {
 	defer cluster.Stop()
 	opts := gateway.Defaults()
 	opts.Runtime.PythonPoolSize, opts.Runtime.Builtins = pythonWorkers, lambda.Builtins{"echo": echo}
+	sb, workers, err := executables.Sandbox()
+	if err != nil {
+		return err
+	}
+	if sb != nil {
+		defer sb.Close()
+		opts.Runtime.Sandbox = sb
+	}
 	base, _, stop, err := benchkit.StartGateway(cluster, opts)
 	if err != nil {
 		return err
@@ -287,7 +300,7 @@ func run(duration time.Duration, clients int, loader string) error {
 	if rs := byTarget["seed"]; len(rs) > 0 {
 		seedRPS = median(rs).rps
 	}
-	fmt.Printf("trivial sync hook (echo one ConfigMap), %d concurrent clients, %s per target and round, median of %d rounds, load from %s\n", clients, duration, rounds, loader)
+	fmt.Printf("trivial sync hook (echo one ConfigMap), %d concurrent clients, %s per target and round, median of %d rounds, load from %s, workers from %s\n", clients, duration, rounds, loader, workers)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "target\treq/s\tp50 (ms)\tp99 (ms)\tmax (ms)\terrors\tvs seed\tserver CPU/req (µs)\tof which workers (µs)\tload CPU/req (µs)\t")
 	for _, t := range targets {
