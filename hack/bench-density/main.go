@@ -386,4 +386,3 @@ func pct(l []time.Duration, p int) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 func mib(b int64) float64        { return float64(b) / (1 << 20) }
-
