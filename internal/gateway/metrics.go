@@ -84,7 +84,7 @@ func newPoolCollector(stats func() map[string]lambda.PoolStats, budget *lambda.M
 		stops: prometheus.NewDesc("gateway_runtime_worker_stops_total", "Idle worker processes stopped per runtime: reason memory to keep --worker-memory-budget, idle when idle past --worker-idle-timeout or busy while idle.",
 			[]string{"runtime", "reason"}, nil),
 		budgetBytes: prometheus.NewDesc("gateway_runtime_worker_memory_budget_bytes", "The memory budget of all worker processes (--worker-memory-budget); absent without one.", nil, nil),
-		usedBytes:   prometheus.NewDesc("gateway_runtime_worker_memory_bytes", "Memory of all worker processes and Python zygotes at the budget's last look (every second and before each start).", nil, nil),
+		usedBytes:   prometheus.NewDesc("gateway_runtime_worker_memory_bytes", "Memory of all worker processes and zygotes (Python's and the script zygotes) at the budget's last look (every second and before each start).", nil, nil),
 	}
 }
 
