@@ -579,3 +579,44 @@ func TestScriptZygoteWhoseSpawnCannotExecuteSpecializesInPython(t *testing.T) {
 		t.Errorf("the init runs %q, want the interpreter", exe)
 	}
 }
+
+// TestScriptZygoteCountsInTheMemoryBudget: a script zygote's memory counts with
+// the workers' in the gateway's memory budget, as a Python zygote's does
+// (TestZygotesCountInTheMemoryBudget): its cgroup grows by kernel memory with
+// every worker it forks, which only the budget's reading of that cgroup sees.
+func TestScriptZygoteCountsInTheMemoryBudget(t *testing.T) {
+	budget := NewMemoryBudget(1 << 40)
+	rt := scriptRuntime(t, JavaScript, ZygoteAuto, Options{MemoryBudget: budget, PythonPoolSize: 1, WorkerSpares: -1})
+	c := mustCompile(t, rt, jsFn("zsbudget", jsEcho))
+	defer c.Close()
+	assertEcho(t, c, "a")
+	rt.mu.Lock()
+	zs := rt.zygotes[false]
+	rt.mu.Unlock()
+	if zs == nil {
+		t.Fatal("no script zygote for the network view")
+	}
+	zs.mu.Lock()
+	z := zs.current
+	zs.mu.Unlock()
+	zygote, ok := z.Memory()
+	if !ok {
+		t.Skip("the zygote has no cgroup to read its memory from")
+	}
+	// A script zygote's cgroup starts small (its interpreter's pages are
+	// charged where it started) and grows with its forks; with one fork it
+	// holds 0.7 MiB, far more than an idle worker's readings drift apart.
+	if zygote < 256<<10 {
+		t.Fatalf("the zygote holds %d bytes, want at least 256 KiB", zygote)
+	}
+	budget.enforce(true)
+	var workers int64
+	for _, p := range rt.pools.live() {
+		m, _, _ := p.memoryUse(true)
+		workers += m
+	}
+	// Readings a moment apart: within a quarter of the zygote's memory.
+	if used := budget.Used(); used < workers+zygote*3/4 {
+		t.Fatalf("the budget counts %d bytes; the workers hold %d and the zygote %d", used, workers, zygote)
+	}
+}
