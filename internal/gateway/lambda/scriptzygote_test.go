@@ -610,11 +610,7 @@ func TestScriptZygoteCountsInTheMemoryBudget(t *testing.T) {
 		t.Fatalf("the zygote holds %d bytes, want at least 256 KiB", zygote)
 	}
 	budget.enforce(true)
-	var workers int64
-	for _, p := range rt.pools.live() {
-		m, _, _ := p.memoryUse(true)
-		workers += m
-	}
+	workers := workersMemory(rt.pools)
 	// Readings a moment apart: within a quarter of the zygote's memory.
 	if used := budget.Used(); used < workers+zygote*3/4 {
 		t.Fatalf("the budget counts %d bytes; the workers hold %d and the zygote %d", used, workers, zygote)

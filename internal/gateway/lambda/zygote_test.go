@@ -751,6 +751,22 @@ func TestClosingTheSandboxEndsItsZygotes(t *testing.T) {
 	}
 }
 
+// workersMemory is what the budget reads of s's workers and spares afresh,
+// without the zygotes (and other memory) it adds to them.
+func workersMemory(s *poolSet) int64 {
+	var total int64
+	for _, p := range s.live() {
+		m, _, _ := p.memoryUse(true)
+		total += m
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sp := range s.spares {
+		total += sp.memory(true)
+	}
+	return total
+}
+
 // TestZygotesCountInTheMemoryBudget: the Python zygotes' memory, the current
 // one's and a retired one's that still has a child, counts with the workers'
 // in the gateway's memory budget, so that a budget derived from the gateway's
@@ -762,19 +778,7 @@ func TestZygotesCountInTheMemoryBudget(t *testing.T) {
 	defer c.Close()
 	assertEcho(t, c, "a")
 	zs := zygoteOf(t, rt, false)
-	workers := func() int64 {
-		var total int64
-		for _, p := range rt.pools.live() {
-			m, _, _ := p.memoryUse(true)
-			total += m
-		}
-		rt.pools.mu.Lock()
-		defer rt.pools.mu.Unlock()
-		for _, sp := range rt.pools.spares {
-			total += sp.memory(true)
-		}
-		return total
-	}
+	workers := func() int64 { return workersMemory(rt.pools) }
 	zygoteMemory := func(z *sandbox.Zygote) int64 {
 		m, ok := z.Memory()
 		if !ok {
